@@ -1,0 +1,861 @@
+/* prep.c — raw text to SentencePiece tokenizer to llm.c shards; see prep.h.
+ *
+ * Steps (rank 0 only): check the up-to-date manifest; read the text
+ * (zlib: plain or gzip); split it into non-empty lines; train or copy the
+ * tokenizer; encode the lines in fixed-size chunks in parallel (so the
+ * result does not depend on the thread count); write the shards; write
+ * prep.json last.
+ */
+#include "prep.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "shard.h"
+#include "spm.h"
+
+#define PREP_FORMAT "hpt-prep"
+#define PREP_VERSION 1
+#define ENCODE_CHUNK_LINES 2048 /* lines per encoding task (fixed: output order) */
+#define ERR_LEN 1024
+
+typedef struct {
+    const char *p; /* into the text buffer, not NUL-terminated */
+    size_t n;      /* bytes                                    */
+} text_line;
+
+/* Tokens of one split (train or val). */
+typedef struct {
+    const char *name; /* "train" or "val" */
+    int64_t line0, nlines;
+    uint32_t *tok;
+    int64_t ntok;
+    json_object *files; /* [{"file": ..., "tokens": ...}] */
+} split;
+
+typedef struct {
+    const hpt_prep_opts *o;
+    FILE *log;
+    int nthreads;
+    char model[PATH_MAX + 32]; /* out_dir/tokenizer.model */
+    char in_real[PATH_MAX];
+    struct stat in_sb;
+    char *text;
+    size_t text_bytes;
+    text_line *lines;
+    int64_t nlines;
+    hpt_spm *sp;
+    int vocab, eos, token_bytes;
+    uint64_t model_hash;
+    split sp_train, sp_val;
+    double t_read, t_train, t_encode, t_write;
+} prep;
+
+/* ------------------------------------------------------------- helpers */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A progress line "prep: ..." on the log (if any), flushed. */
+__attribute__((format(printf, 2, 3))) static void say(FILE *log, const char *fmt, ...)
+{
+    if (!log)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("prep: ", log);
+    vfprintf(log, fmt, ap);
+    fputc('\n', log);
+    fflush(log);
+    va_end(ap);
+}
+
+/* out_dir/name into buf (PATH_MAX + 32 bytes). */
+static void out_path(char *buf, const hpt_prep_opts *o, const char *name)
+{
+    snprintf(buf, PATH_MAX + 32, "%s/%s", o->out_dir, name);
+}
+
+/* Read a whole (small) file. *buf is malloc'ed. Errors: HPT_ERR_DATA. */
+static hpt_status file_read(const char *path, char **buf, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16;
+    *n = 0;
+    *buf = malloc(cap);
+    while (*buf) {
+        *n += fread(*buf + *n, 1, cap - *n, f);
+        if (*n < cap)
+            break;
+        char *b = realloc(*buf, cap *= 2);
+        if (!b)
+            free(*buf);
+        *buf = b;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!*buf)
+        return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory reading", path);
+    if (bad) {
+        free(*buf);
+        return hpt_error_set(HPT_ERR_DATA, "%s: read error", path);
+    }
+    return HPT_OK;
+}
+
+/* 64-bit FNV-1a of a file's bytes (0 if unreadable). */
+static uint64_t file_hash(const char *path)
+{
+    char *buf;
+    size_t n;
+    if (file_read(path, &buf, &n) != HPT_OK)
+        return 0;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ull;
+    free(buf);
+    return h;
+}
+
+/* fsync the directory holding `path`, so a rename into it is durable. */
+static void fsync_parent(const char *path)
+{
+    char dir[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    int fd = open(slash ? (*dir ? dir : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+/* Write buf to path.tmp, fsync, rename to path, fsync the directory.
+ * Errors: HPT_ERR_IO. */
+static hpt_status file_write_atomic(const char *path, const void *buf, size_t n)
+{
+    char tmp[PATH_MAX + 40];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    const char *p = buf;
+    size_t left = n;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            break;
+        p += w;
+        left -= (size_t)w;
+    }
+    int ok = left == 0 && fsync(fd) == 0;
+    int e = errno;
+    if (close(fd) != 0 || !ok || rename(tmp, path) != 0) {
+        e = ok ? errno : e;
+        unlink(tmp);
+        return hpt_error_set(HPT_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    }
+    fsync_parent(path);
+    return HPT_OK;
+}
+
+/* ---------------------------------------------------------- validation */
+
+static hpt_status opts_check(const hpt_prep_opts *o)
+{
+    if (!o->input || !*o->input)
+        return hpt_error_set(HPT_ERR_USAGE, "input: a text file is required");
+    if (!o->out_dir || !*o->out_dir)
+        return hpt_error_set(HPT_ERR_USAGE, "out_dir: an output directory is required");
+    if (strlen(o->out_dir) > PATH_MAX - 64)
+        return hpt_error_set(HPT_ERR_USAGE, "%s: output directory path too long", o->out_dir);
+    if (!o->tokenizer && o->vocab_size < 260)
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "vocab_size %d: must be >= 260 (256 byte pieces + unk, bos, eos + text pieces)",
+                             o->vocab_size);
+    if (!(o->val_fraction >= 0.0 && o->val_fraction < 1.0))
+        return hpt_error_set(HPT_ERR_USAGE, "val_fraction %g: must be in [0, 1)", o->val_fraction);
+    if (o->shard_tokens < 1 || o->shard_tokens > INT32_MAX)
+        return hpt_error_set(HPT_ERR_USAGE, "shard_tokens %lld: must be in 1..%d (int32 header count)",
+                             (long long)o->shard_tokens, INT32_MAX);
+    if (o->threads < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "threads %d: must be >= 0 (0 = OpenMP default)", o->threads);
+    return HPT_OK;
+}
+
+/* The input exists and is not a directory; record its identity. */
+static hpt_status input_stat(prep *r)
+{
+    const char *in = r->o->input;
+    if (stat(in, &r->in_sb) != 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot open input text: %s", in, strerror(errno));
+    if (S_ISDIR(r->in_sb.st_mode))
+        return hpt_error_set(HPT_ERR_DATA, "%s: input is a directory, expected a text file", in);
+    if (!realpath(in, r->in_real))
+        snprintf(r->in_real, sizeof r->in_real, "%s", in);
+    return HPT_OK;
+}
+
+/* mkdir -p out_dir, then prove it is writable by creating a file. */
+static hpt_status out_dir_prepare(const hpt_prep_opts *o)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", o->out_dir);
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char c = *s;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return hpt_error_set(HPT_ERR_IO, "%s: cannot create output directory: %s", p, strerror(errno));
+        *s = c;
+        if (c == '\0')
+            break;
+    }
+    char probe[PATH_MAX + 32];
+    out_path(probe, o, ".prep-write-test");
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return hpt_error_set(HPT_ERR_IO, "%s: output directory not writable: %s", o->out_dir,
+                             strerror(errno));
+    close(fd);
+    unlink(probe);
+    return HPT_OK;
+}
+
+/* Is `name` one of ours: prep.json, corpus.txt or (train|val)_NNNNNN.bin[.tmp]? */
+static int is_prep_output(const char *name)
+{
+    int k = 0, end = 0;
+    if (strcmp(name, "prep.json") == 0 || strcmp(name, "prep.json.tmp") == 0 ||
+        strcmp(name, "corpus.txt") == 0)
+        return 1;
+    if (strncmp(name, "train_", 6) == 0)
+        k = 6;
+    else if (strncmp(name, "val_", 4) == 0)
+        k = 4;
+    else
+        return 0;
+    for (end = k; name[end] >= '0' && name[end] <= '9'; end++)
+        ;
+    return end - k == 6 && (strcmp(name + end, ".bin") == 0 || strcmp(name + end, ".bin.tmp") == 0);
+}
+
+/* Remove the manifest, corpus copy and shards of an earlier run, so a
+ * smaller rerun leaves no stale shard for a glob to pick up. */
+static void out_dir_clean(const hpt_prep_opts *o)
+{
+    DIR *d = opendir(o->out_dir);
+    struct dirent *e;
+    char p[PATH_MAX + 32];
+    while (d && (e = readdir(d)) != NULL) {
+        if (!is_prep_output(e->d_name))
+            continue;
+        out_path(p, o, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* ----------------------------------------------------------- text input */
+
+/* Read the whole input through zlib (plain text passes through). */
+static hpt_status text_read(prep *r)
+{
+    const char *in = r->o->input;
+    gzFile f = gzopen(in, "rb");
+    if (!f)
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot open input text: %s", in, strerror(errno));
+    gzbuffer(f, 1 << 18);
+    size_t cap = (size_t)r->in_sb.st_size + (1 << 20), n = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (cap - n < (1 << 20))
+            cap *= 2;
+        char *b = realloc(buf, cap + 1);
+        if (!b)
+            break;
+        buf = b;
+        unsigned want = cap - n > (1u << 30) ? 1u << 30 : (unsigned)(cap - n);
+        int got = gzread(f, buf + n, want);
+        if (got <= 0) {
+            /* Z_BUF_ERROR at the end: the gzip stream stopped mid-way */
+            int zerr = Z_OK;
+            const char *m = gzerror(f, &zerr);
+            if (got < 0 || zerr != Z_OK) {
+                hpt_status st = hpt_error_set(HPT_ERR_DATA, "%s: cannot read input text: %s", in,
+                                              zerr == Z_BUF_ERROR ? "truncated gzip stream" : m);
+                gzclose(f);
+                free(buf);
+                return st;
+            }
+            gzclose(f);
+            buf[n] = '\0';
+            r->text = buf;
+            r->text_bytes = n;
+            return HPT_OK;
+        }
+        n += (size_t)got;
+    }
+    gzclose(f);
+    free(buf);
+    return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory reading input text", in);
+}
+
+/* Only spaces, tabs, CR, VT or FF (or nothing)? */
+static int is_blank(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\r' && p[i] != '\v' && p[i] != '\f')
+            return 0;
+    return 1;
+}
+
+/* Index the non-blank lines (trailing '\r' dropped). */
+static hpt_status text_split_lines(prep *r)
+{
+    size_t cap = 1 << 16;
+    r->lines = malloc(cap * sizeof *r->lines);
+    const char *p = r->text, *end = r->text + r->text_bytes;
+    while (r->lines && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = (size_t)((nl ? nl : end) - p);
+        if (n > 0 && p[n - 1] == '\r')
+            n--;
+        if (!is_blank(p, n)) {
+            if ((size_t)r->nlines == cap) {
+                text_line *l = realloc(r->lines, (cap *= 2) * sizeof *l);
+                if (!l)
+                    free(r->lines);
+                r->lines = l;
+                if (!l)
+                    break;
+            }
+            r->lines[r->nlines++] = (text_line){p, n};
+        }
+        p = nl ? nl + 1 : end;
+    }
+    if (!r->lines)
+        return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory indexing lines", r->o->input);
+    if (r->nlines == 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: no non-empty line of text", r->o->input);
+    return HPT_OK;
+}
+
+/* Write the indexed lines to out_dir/corpus.txt for the trainer. */
+static hpt_status corpus_write(const prep *r, const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    for (int64_t i = 0; i < r->nlines; i++) {
+        fwrite(r->lines[i].p, 1, r->lines[i].n, f);
+        fputc('\n', f);
+    }
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return hpt_error_set(HPT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return HPT_OK;
+}
+
+/* Lines [0, nlines - nval) train, the rest val. */
+static hpt_status lines_split(prep *r)
+{
+    double f = r->o->val_fraction;
+    int64_t nval = (int64_t)llround((double)r->nlines * f);
+    if (f > 0 && nval == 0)
+        nval = 1;
+    if (nval >= r->nlines)
+        return hpt_error_set(HPT_ERR_DATA,
+                             "%s: %lld non-empty lines; val_fraction %g leaves none for training",
+                             r->o->input, (long long)r->nlines, f);
+    r->sp_train = (split){.name = "train", .line0 = 0, .nlines = r->nlines - nval};
+    r->sp_val = (split){.name = "val", .line0 = r->nlines - nval, .nlines = nval};
+    return HPT_OK;
+}
+
+/* ------------------------------------------------------------ tokenizer */
+
+/* Map a wrapper status to ours (I/O while writing into out_dir is HPT_ERR_IO). */
+static hpt_status spm_status(hpt_spm_status s, hpt_status io_as, const char *msg)
+{
+    hpt_status st = s == HPT_SPM_ERR_NOMEM ? HPT_ERR_INTERNAL
+                    : s == HPT_SPM_ERR_IO  ? io_as
+                                           : HPT_ERR_DATA;
+    return hpt_error_set(st, "%s", msg);
+}
+
+/* Train a BPE model on corpus.txt into out_dir/tokenizer.{model,vocab}. */
+static hpt_status tokenizer_train(prep *r)
+{
+    char corpus[PATH_MAX + 32], prefix[PATH_MAX + 32], err[ERR_LEN];
+    out_path(corpus, r->o, "corpus.txt");
+    out_path(prefix, r->o, "tokenizer");
+    hpt_status st = corpus_write(r, corpus);
+    if (st != HPT_OK)
+        return st;
+    say(r->log, "wrote %s; training SentencePiece BPE, vocab %d, %d threads", corpus,
+        r->o->vocab_size, r->nthreads);
+    hpt_spm_train_opts t;
+    hpt_spm_train_opts_default(&t);
+    t.input = corpus;
+    t.model_prefix = prefix;
+    t.vocab_size = r->o->vocab_size;
+    t.num_threads = r->nthreads;
+    double t0 = now_s();
+    hpt_spm_status s = hpt_spm_train_bpe(&t, err, sizeof err);
+    r->t_train = now_s() - t0;
+    if (s != HPT_SPM_OK)
+        return spm_status(s, HPT_ERR_IO, err);
+    say(r->log, "trained %s in %.1f s", r->model, r->t_train);
+    return HPT_OK;
+}
+
+/* Copy src to dst atomically (dst untouched when both are the same file). */
+static hpt_status file_copy(const char *src, const char *dst)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    if (realpath(src, a) && realpath(dst, b) && strcmp(a, b) == 0)
+        return HPT_OK;
+    char *buf;
+    size_t n;
+    hpt_status st = file_read(src, &buf, &n);
+    if (st != HPT_OK)
+        return st;
+    st = file_write_atomic(dst, buf, n);
+    free(buf);
+    return st;
+}
+
+/* Copy the given model (and its .vocab, if beside it) into out_dir. */
+static hpt_status tokenizer_copy(prep *r)
+{
+    const char *src = r->o->tokenizer;
+    char vsrc[PATH_MAX + 32], vdst[PATH_MAX + 32];
+    struct stat sb;
+    hpt_status st = file_copy(src, r->model);
+    if (st != HPT_OK)
+        return st;
+    say(r->log, "reusing tokenizer %s (copied to %s)", src, r->model);
+    size_t n = strlen(src);
+    out_path(vdst, r->o, "tokenizer.vocab");
+    if (n > 6 && n < PATH_MAX && strcmp(src + n - 6, ".model") == 0) {
+        snprintf(vsrc, sizeof vsrc, "%.*s.vocab", (int)(n - 6), src);
+        if (stat(vsrc, &sb) == 0)
+            return file_copy(vsrc, vdst);
+    }
+    unlink(vdst); /* a stale .vocab would not describe the copied model */
+    return HPT_OK;
+}
+
+/* Load the model at `path`: vocabulary, eos id, token width, hash. */
+static hpt_status tokenizer_load(prep *r, const char *path)
+{
+    char err[ERR_LEN];
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot open tokenizer model: %s", path, strerror(errno));
+    hpt_spm_status s = hpt_spm_load(path, &r->sp, err, sizeof err);
+    if (s != HPT_SPM_OK)
+        return spm_status(s, HPT_ERR_DATA, err);
+    r->vocab = hpt_spm_vocab_size(r->sp);
+    r->eos = hpt_spm_eos_id(r->sp);
+    if (r->eos < 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: model has no eos piece (needed after each line)", path);
+    r->token_bytes = r->vocab <= 65536 ? 2 : 4;
+    r->model_hash = file_hash(path);
+    say(r->log, "tokenizer %s: vocab %d, eos id %d, uint%d shards", path, r->vocab, r->eos,
+        8 * r->token_bytes);
+    return HPT_OK;
+}
+
+/* ------------------------------------------------------------- encoding */
+
+typedef struct {
+    hpt_spm_ids ids;
+    hpt_spm_status st;
+    char err[256];
+} chunk;
+
+/* Encode lines [a, b) into c, each followed by eos. */
+static void chunk_encode(const prep *r, int64_t a, int64_t b, chunk *c)
+{
+    for (int64_t i = a; i < b && c->st == HPT_SPM_OK; i++) {
+        c->st = hpt_spm_encode(r->sp, r->lines[i].p, r->lines[i].n, &c->ids, c->err, sizeof c->err);
+        if (c->st == HPT_SPM_OK)
+            c->st = hpt_spm_ids_push(&c->ids, r->eos);
+    }
+}
+
+/* Concatenate chunk results in order into s->tok (uint32) and free them. */
+static hpt_status chunks_join(chunk *c, int64_t nc, split *s)
+{
+    hpt_status st = HPT_OK;
+    s->ntok = 0;
+    for (int64_t k = 0; k < nc; k++) {
+        if (c[k].st != HPT_SPM_OK && st == HPT_OK)
+            st = spm_status(c[k].st, HPT_ERR_DATA, c[k].err);
+        s->ntok += (int64_t)c[k].ids.n;
+    }
+    s->tok = st == HPT_OK ? malloc((size_t)(s->ntok ? s->ntok : 1) * sizeof *s->tok) : NULL;
+    if (st == HPT_OK && !s->tok)
+        st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory joining %lld tokens", (long long)s->ntok);
+    for (int64_t k = 0, at = 0; k < nc; k++) {
+        for (size_t i = 0; s->tok && i < c[k].ids.n; i++)
+            s->tok[at++] = (uint32_t)c[k].ids.ids[i];
+        free(c[k].ids.ids);
+    }
+    return st;
+}
+
+/* Encode the lines of a split with nthreads threads, chunk by chunk. */
+static hpt_status split_encode(const prep *r, split *s)
+{
+    int64_t nc = (s->nlines + ENCODE_CHUNK_LINES - 1) / ENCODE_CHUNK_LINES;
+    chunk *c = calloc((size_t)(nc ? nc : 1), sizeof *c);
+    if (!c)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory encoding %s", s->name);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(r->nthreads)
+    for (int64_t k = 0; k < nc; k++) {
+        int64_t a = s->line0 + k * ENCODE_CHUNK_LINES;
+        int64_t b = a + ENCODE_CHUNK_LINES < s->line0 + s->nlines ? a + ENCODE_CHUNK_LINES
+                                                                  : s->line0 + s->nlines;
+        chunk_encode(r, a, b, &c[k]);
+    }
+    hpt_status st = chunks_join(c, nc, s);
+    free(c);
+    return st;
+}
+
+static hpt_status encode_all(prep *r)
+{
+    double t0 = now_s();
+    hpt_status st = split_encode(r, &r->sp_train);
+    if (st == HPT_OK)
+        st = split_encode(r, &r->sp_val);
+    r->t_encode = now_s() - t0;
+    if (st != HPT_OK)
+        return st;
+    int64_t n = r->sp_train.ntok + r->sp_val.ntok;
+    say(r->log, "encoded %lld lines -> %lld tokens (train %lld, val %lld) in %.1f s, %d threads, %.2f M tokens/s",
+        (long long)r->nlines, (long long)n, (long long)r->sp_train.ntok, (long long)r->sp_val.ntok,
+        r->t_encode, r->nthreads, 1e-6 * (double)n / (r->t_encode > 0 ? r->t_encode : 1e-9));
+    return HPT_OK;
+}
+
+/* ---------------------------------------------------------------- shards */
+
+/* Write a split as <name>_NNNNNN.bin files of at most shard_tokens each. */
+static hpt_status split_write(const prep *r, split *s)
+{
+    char name[64], path[PATH_MAX + 32];
+    s->files = json_object_new_array();
+    for (int64_t at = 0, k = 0; at < s->ntok; at += r->o->shard_tokens, k++) {
+        int64_t n = s->ntok - at < r->o->shard_tokens ? s->ntok - at : r->o->shard_tokens;
+        snprintf(name, sizeof name, "%s_%06lld.bin", s->name, (long long)k);
+        out_path(path, r->o, name);
+        hpt_status st = hpt_shard_write(path, s->tok + at, n, r->token_bytes);
+        if (st != HPT_OK)
+            return st;
+        json_object *f = json_object_new_object();
+        json_object_object_add(f, "file", json_object_new_string(name));
+        json_object_object_add(f, "tokens", json_object_new_int64(n));
+        json_object_array_add(s->files, f);
+        say(r->log, "wrote %s: %lld tokens, uint%d", path, (long long)n, 8 * r->token_bytes);
+    }
+    return HPT_OK;
+}
+
+/* ------------------------------------------------------------- manifest */
+
+static int64_t mtime_ns(const struct stat *sb)
+{
+    return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
+}
+
+static json_object *json_pair(int64_t train, int64_t val)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "train", json_object_new_int64(train));
+    json_object_object_add(o, "val", json_object_new_int64(val));
+    return o;
+}
+
+static json_object *json_hex64(uint64_t h)
+{
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    return json_object_new_string(hex);
+}
+
+/* The manifest of a finished run. Takes over the splits' file arrays. */
+static json_object *manifest_build(prep *r)
+{
+    const hpt_prep_opts *o = r->o;
+    json_object *m = json_object_new_object(), *files = json_object_new_object(), *t;
+    json_object_object_add(m, "format", json_object_new_string(PREP_FORMAT));
+    json_object_object_add(m, "version", json_object_new_int(PREP_VERSION));
+    json_object_object_add(m, "input", json_object_new_string(o->input));
+    json_object_object_add(m, "input_realpath", json_object_new_string(r->in_real));
+    json_object_object_add(m, "input_bytes", json_object_new_int64(r->in_sb.st_size));
+    json_object_object_add(m, "input_mtime_ns", json_object_new_int64(mtime_ns(&r->in_sb)));
+    json_object_object_add(m, "vocab_size_requested", o->tokenizer ? NULL : json_object_new_int(o->vocab_size));
+    json_object_object_add(m, "tokenizer_source", o->tokenizer ? json_object_new_string(o->tokenizer) : NULL);
+    json_object_object_add(m, "tokenizer", json_object_new_string(r->model));
+    json_object_object_add(m, "tokenizer_fnv1a64", json_hex64(r->model_hash));
+    json_object_object_add(m, "vocab_size", json_object_new_int(r->vocab));
+    json_object_object_add(m, "eos_id", json_object_new_int(r->eos));
+    json_object_object_add(m, "token_bytes", json_object_new_int(r->token_bytes));
+    json_object_object_add(m, "val_fraction", json_object_new_double(o->val_fraction));
+    json_object_object_add(m, "shard_tokens", json_object_new_int64(o->shard_tokens));
+    json_object_object_add(m, "lines", json_pair(r->sp_train.nlines, r->sp_val.nlines));
+    json_object_object_add(m, "tokens", json_pair(r->sp_train.ntok, r->sp_val.ntok));
+    json_object_object_add(files, "train", r->sp_train.files);
+    json_object_object_add(files, "val", r->sp_val.files);
+    r->sp_train.files = r->sp_val.files = NULL;
+    json_object_object_add(m, "shards", files);
+    json_object_object_add(m, "seconds", t = json_object_new_object());
+    json_object_object_add(t, "read", json_object_new_double(r->t_read));
+    json_object_object_add(t, "train_tokenizer", json_object_new_double(r->t_train));
+    json_object_object_add(t, "encode", json_object_new_double(r->t_encode));
+    json_object_object_add(t, "write", json_object_new_double(r->t_write));
+    return m;
+}
+
+static hpt_status manifest_write(prep *r)
+{
+    char path[PATH_MAX + 32];
+    out_path(path, r->o, "prep.json");
+    json_object *m = manifest_build(r);
+    size_t n;
+    const char *s = json_object_to_json_string_length(
+        m, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+    hpt_status st = file_write_atomic(path, s, n);
+    json_object_put(m);
+    return st;
+}
+
+/* ------------------------------------------------------ reuse (up to date) */
+
+static int64_t jint(json_object *m, const char *key)
+{
+    json_object *v;
+    return json_object_object_get_ex(m, key, &v) ? json_object_get_int64(v) : INT64_MIN;
+}
+
+static const char *jstr(json_object *m, const char *key)
+{
+    json_object *v;
+    return json_object_object_get_ex(m, key, &v) && json_object_is_type(v, json_type_string)
+               ? json_object_get_string(v)
+               : "";
+}
+
+/* Every shard listed under shards.<name> is valid with the recorded count. */
+static const char *manifest_shards_ok(const prep *r, json_object *m, const char *name)
+{
+    json_object *files, *arr;
+    if (!json_object_object_get_ex(m, "shards", &files) || !json_object_object_get_ex(files, name, &arr) ||
+        !json_object_is_type(arr, json_type_array))
+        return "prep.json lists no shards";
+    for (size_t i = 0; i < json_object_array_length(arr); i++) {
+        json_object *f = json_object_array_get_idx(arr, i);
+        char path[PATH_MAX + 32];
+        hpt_shard s;
+        out_path(path, r->o, jstr(f, "file"));
+        if (hpt_shard_open(path, &s) != HPT_OK)
+            return "a listed shard is missing or invalid";
+        int ok = s.ntok == jint(f, "tokens") && s.token_bytes == jint(m, "token_bytes");
+        hpt_shard_close(&s);
+        if (!ok)
+            return "a listed shard has a different token count";
+    }
+    return NULL;
+}
+
+/* NULL when out_dir holds a complete run for these options, else why not. */
+static const char *manifest_stale(const prep *r, json_object *m)
+{
+    const hpt_prep_opts *o = r->o;
+    json_object *v;
+    if (strcmp(jstr(m, "format"), PREP_FORMAT) != 0 || jint(m, "version") != PREP_VERSION)
+        return "prep.json has another format or version";
+    if (strcmp(jstr(m, "input_realpath"), r->in_real) != 0 || jint(m, "input_bytes") != r->in_sb.st_size ||
+        jint(m, "input_mtime_ns") != mtime_ns(&r->in_sb))
+        return "the input file differs (path, size or modification time)";
+    if (!json_object_object_get_ex(m, "val_fraction", &v) || json_object_get_double(v) != o->val_fraction ||
+        jint(m, "shard_tokens") != o->shard_tokens)
+        return "val_fraction or shard_tokens differ";
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)file_hash(r->model));
+    if (strcmp(jstr(m, "tokenizer_fnv1a64"), hex) != 0)
+        return "tokenizer.model is missing or changed";
+    if (o->tokenizer) {
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)file_hash(o->tokenizer));
+        if (strcmp(jstr(m, "tokenizer_fnv1a64"), hex) != 0)
+            return "the given tokenizer differs from the one used";
+    } else if (jint(m, "vocab_size_requested") != o->vocab_size) {
+        return "a different vocab_size was requested (or a tokenizer was given before)";
+    }
+    const char *why = manifest_shards_ok(r, m, "train");
+    return why ? why : manifest_shards_ok(r, m, "val");
+}
+
+/* 1 if the run can be skipped (and says so on the log). */
+static int up_to_date(const prep *r)
+{
+    char path[PATH_MAX + 32];
+    out_path(path, r->o, "prep.json");
+    if (access(path, F_OK) != 0)
+        return 0;
+    json_object *m = json_object_from_file(path);
+    const char *why = m ? manifest_stale(r, m) : "prep.json is not valid JSON";
+    if (why) {
+        say(r->log, "redoing %s: %s", r->o->out_dir, why);
+    } else {
+        json_object *t = NULL;
+        json_object_object_get_ex(m, "tokens", &t);
+        say(r->log, "%s is up to date (input, tokenizer and shards match prep.json): "
+                    "vocab %lld, train %lld tokens, val %lld tokens; skipping (use --force to redo)",
+            r->o->out_dir, (long long)jint(m, "vocab_size"), (long long)jint(t, "train"),
+            (long long)jint(t, "val"));
+    }
+    json_object_put(m);
+    return why == NULL;
+}
+
+/* ------------------------------------------------------------------ run */
+
+static void prep_free(prep *r)
+{
+    hpt_spm_free(r->sp);
+    free(r->text);
+    free(r->lines);
+    free(r->sp_train.tok);
+    free(r->sp_val.tok);
+    json_object_put(r->sp_train.files);
+    json_object_put(r->sp_val.files);
+}
+
+/* Read and index the input text. */
+static hpt_status stage_read(prep *r)
+{
+    double t0 = now_s();
+    hpt_status st = text_read(r);
+    if (st == HPT_OK)
+        st = text_split_lines(r);
+    if (st == HPT_OK)
+        st = lines_split(r);
+    r->t_read = now_s() - t0;
+    if (st == HPT_OK)
+        say(r->log, "read %s: %.1f MB, %lld non-empty lines (train %lld, val %lld) in %.1f s",
+            r->o->input, 1e-6 * (double)r->text_bytes, (long long)r->nlines,
+            (long long)r->sp_train.nlines, (long long)r->sp_val.nlines, r->t_read);
+    return st;
+}
+
+static hpt_status stage_shards(prep *r)
+{
+    double t0 = now_s();
+    hpt_status st = split_write(r, &r->sp_train);
+    if (st == HPT_OK)
+        st = split_write(r, &r->sp_val);
+    r->t_write = now_s() - t0;
+    return st;
+}
+
+/* The work of rank 0. */
+static hpt_status prep_rank0(prep *r)
+{
+    double t0 = now_s();
+    hpt_status st = opts_check(r->o);
+    if (st != HPT_OK)
+        return st;
+    r->nthreads = r->o->threads > 0 ? r->o->threads : omp_get_max_threads();
+    out_path(r->model, r->o, "tokenizer.model");
+    st = input_stat(r);
+    if (st == HPT_OK)
+        st = out_dir_prepare(r->o);
+    if (st != HPT_OK || (!r->o->force && up_to_date(r)))
+        return st;
+    out_dir_clean(r->o);
+    st = stage_read(r);
+    if (st == HPT_OK)
+        st = r->o->tokenizer ? tokenizer_load(r, r->o->tokenizer) : tokenizer_train(r);
+    if (st == HPT_OK)
+        st = r->o->tokenizer ? tokenizer_copy(r) : tokenizer_load(r, r->model);
+    if (st == HPT_OK)
+        st = encode_all(r);
+    if (st == HPT_OK)
+        st = stage_shards(r);
+    if (st == HPT_OK)
+        st = manifest_write(r);
+    if (st == HPT_OK)
+        say(r->log, "done in %.1f s: vocab %d, train %lld tokens, val %lld tokens in %s", now_s() - t0,
+            r->vocab, (long long)r->sp_train.ntok, (long long)r->sp_val.ntok, r->o->out_dir);
+    return st;
+}
+
+void hpt_prep_opts_default(hpt_prep_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->vocab_size = 8192;
+    o->val_fraction = 0.005;
+    o->shard_tokens = 100000000;
+}
+
+/* Wait until every rank got here, sleeping between polls: MPICH busy-polls
+ * in a blocking collective and would steal a core from rank 0's threads. */
+static void barrier_sleeping(MPI_Comm comm)
+{
+    MPI_Request req;
+    int done = 0;
+    MPI_Ibarrier(comm, &req);
+    for (;;) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done)
+            break;
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
+}
+
+hpt_status hpt_prep_run(const hpt_prep_opts *o, MPI_Comm comm, FILE *log)
+{
+    int rank = 0, code = HPT_OK;
+    char msg[ERR_LEN] = "";
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0) {
+        prep r = {.o = o, .log = log};
+        code = prep_rank0(&r);
+        prep_free(&r);
+        snprintf(msg, sizeof msg, "%s", code == HPT_OK ? "" : hpt_error_msg());
+    }
+    barrier_sleeping(comm);
+    MPI_Bcast(&code, 1, MPI_INT, 0, comm);
+    MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, comm);
+    return code == HPT_OK ? HPT_OK : hpt_error_set((hpt_status)code, "%s", msg);
+}

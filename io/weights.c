@@ -1,0 +1,48 @@
+/* weights.c — HDF5 export of model tensors; see weights.h. */
+#include "weights.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+hpt_status hpt_h5_create(const char *path, hid_t *file)
+{
+    *file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (*file < 0)
+        return hpt_error_set(HPT_ERR_IO, "%s: cannot create HDF5 file", path);
+    return HPT_OK;
+}
+
+hpt_status hpt_h5_write_array(hid_t file, const char *name, hid_t type, int rank,
+                              const hsize_t *dims, const void *data)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t space = H5Screate_simple(rank, dims, NULL);
+    hid_t ds = H5Dcreate2(file, name, type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t err = ds < 0 ? -1 : H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    if (ds >= 0)
+        H5Dclose(ds);
+    H5Sclose(space);
+    H5Pclose(lcpl);
+    return err < 0 ? hpt_error_set(HPT_ERR_IO, "HDF5: cannot write dataset %s", name) : HPT_OK;
+}
+
+hpt_status hpt_h5_write_model(hid_t file, const char *group, const hpt_model *m,
+                              const float *block)
+{
+    float *host = malloc(sizeof(float) * m->nparams);
+    if (!host)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory exporting tensors");
+    m->be->download(host, block, sizeof(float) * m->nparams);
+    hpt_status st = HPT_OK;
+    for (int i = 0; i < m->ntensors && !st; i++) {
+        const hpt_tensor *t = &m->tensors[i];
+        char name[256];
+        snprintf(name, sizeof name, "%s/%s", strcmp(group, "/") ? group : "", t->name);
+        hsize_t dims[2] = {(hsize_t)t->rows, (hsize_t)t->cols};
+        st = hpt_h5_write_array(file, name, H5T_NATIVE_FLOAT, t->cols > 1 ? 2 : 1, dims,
+                                host + t->offset);
+    }
+    free(host);
+    return st;
+}

@@ -1,0 +1,31 @@
+/* weights.h — write model tensors to an HDF5 file with Hugging Face names
+ * (serial; used by export and by the PyTorch reference test).
+ *
+ * Layout: one float32 dataset per logical tensor, named by its Hugging
+ * Face name ("model.layers.0.self_attn.q_proj.weight"), shape (rows, cols)
+ * or (rows) for vectors, under an optional group. A tied model has no
+ * "lm_head.weight". Readable with h5py/h5dump as ordinary arrays.
+ */
+#ifndef HPT_WEIGHTS_H
+#define HPT_WEIGHTS_H
+
+#include <hdf5.h>
+
+#include "model.h"
+
+/* Create (truncate) an HDF5 file for writing with the default serial
+ * driver. Errors: HPT_ERR_IO naming the path. */
+hpt_status hpt_h5_create(const char *path, hid_t *file);
+
+/* Write every tensor of model m, taking values from `block` (a device
+ * block with the parameter layout: m->params or m->grads), into group
+ * `group` ("/" for the root; created when missing). Errors: HPT_ERR_IO. */
+hpt_status hpt_h5_write_model(hid_t file, const char *group, const hpt_model *m,
+                              const float *block);
+
+/* Write an array dataset `name` of `type` (H5T_NATIVE_FLOAT, _INT32,
+ * _DOUBLE) with `rank` dims. Errors: HPT_ERR_IO. */
+hpt_status hpt_h5_write_array(hid_t file, const char *name, hid_t type, int rank,
+                              const hsize_t *dims, const void *data);
+
+#endif

@@ -1,0 +1,123 @@
+/* backend.h — the compute-backend seam.
+ *
+ * All tensor maths and device memory of the model and optimizer go through
+ * one table of function pointers, selected by name at run time (CPU now;
+ * CUDA fills the same table later). Model code never includes a backend's
+ * headers and never #ifdefs on one. Pointers passed to the ops are device
+ * pointers obtained from `alloc`; `upload`/`download` move bytes between
+ * host and device. All sizes are in elements unless named *_bytes.
+ *
+ * Shapes: B batch, T sequence, N = B*T tokens, C hidden, H query heads,
+ * KV key/value heads, hd head dim (C = H*hd), I SwiGLU width, V vocab.
+ * Matrices follow PyTorch's nn.Linear: weight (out, in), y = x W^T.
+ */
+#ifndef HPT_BACKEND_H
+#define HPT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct hpt_backend hpt_backend;
+
+struct hpt_backend {
+    const char *name;
+    /* Prepare the backend once per process (threads, device); called by
+     * hpt_backend_get. Optional (NULL). */
+    void (*init)(void);
+
+    /* ---- memory (bytes) ------------------------------------------------ */
+    /* Allocate `bytes` of device memory, zero-filled; NULL on failure. */
+    void *(*alloc)(size_t bytes);
+    /* Free memory from alloc; accepts NULL. */
+    void (*free)(void *p);
+    void (*memset0)(void *dst, size_t bytes);
+    void (*upload)(void *dst_dev, const void *src_host, size_t bytes);
+    void (*download)(void *dst_host, const void *src_dev, size_t bytes);
+    void (*copy)(void *dst_dev, const void *src_dev, size_t bytes);
+
+    /* ---- linear layers --------------------------------------------------- */
+    /* out (N,O) = in (N,Ic) @ w (O,Ic)^T. */
+    void (*matmul_forward)(float *out, const float *in, const float *w, int N, int Ic, int O);
+    /* din (N,Ic) (+)= dout (N,O) @ w (O,Ic) — accumulated when accum_din;
+     * dw (O,Ic) += dout^T @ in. din may be NULL (not needed). */
+    void (*matmul_backward)(float *din, float *dw, const float *dout, const float *in,
+                            const float *w, int N, int Ic, int O, int accum_din);
+
+    /* ---- embedding ------------------------------------------------------ */
+    /* out (N,C) = wte[tokens[n]]; tokens (N) int32 on the device. */
+    void (*embedding_forward)(float *out, const int32_t *tokens, const float *wte, int N, int C);
+    /* dwte (V,C) row tokens[n] += dout (N,C) row n. */
+    void (*embedding_backward)(float *dwte, const float *dout, const int32_t *tokens, int N, int C);
+
+    /* ---- RMSNorm (Zhang & Sennrich 2019, eq. 4) ---------------------------
+     * out = in * rstd * w, rstd = 1/sqrt(mean(in^2) + eps).
+     * out (N,C), rstd (N), in (N,C), w (C). */
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *in, const float *w, int N, int C,
+                            float eps);
+    /* din (N,C) += d/din; dw (C) += d/dw. */
+    void (*rmsnorm_backward)(float *din, float *dw, const float *dout, const float *in,
+                             const float *w, const float *rstd, int N, int C);
+
+    /* ---- RoPE (Su et al. 2021, eq. 34), Hugging Face's pairing ---------------
+     * x (B,T,nh,hd) rotated in place; dims (i, i+hd/2) form a pair rotated
+     * by angle t * theta^(-2i/hd), t = position in [0,T). inverse=1 applies
+     * the transpose rotation (the backward pass). */
+    void (*rope)(float *x, int B, int T, int nh, int hd, float theta, int inverse);
+
+    /* ---- causal grouped-query attention (Vaswani et al. 2017, eq. 1;
+     * Ainslie et al. 2023 for GQA: query head h reads kv head h/(H/KV)) ----
+     * q (B,T,H,hd), k/v (B,T,KV,hd), out (B,T,H,hd), probs (B,H,T,T) saved
+     * softmax (entries above the diagonal are zero). */
+    void (*attention_forward)(float *out, float *probs, const float *q, const float *k,
+                              const float *v, int B, int T, int H, int KV, int hd);
+    /* dq (B,T,H,hd) =, dk/dv (B,T,KV,hd) = (overwritten); dout (B,T,H,hd);
+     * scratch: B*H*T*T floats. */
+    void (*attention_backward)(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                               const float *probs, const float *q, const float *k, const float *v,
+                               int B, int T, int H, int KV, int hd);
+
+    /* ---- SwiGLU (Shazeer 2020, eq. 6): out = silu(gate) * up, (N,I) ---- */
+    void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
+    /* dgate, dup (N,I) = (overwritten). */
+    void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate,
+                            const float *up, size_t n);
+
+    /* ---- elementwise ------------------------------------------------------ */
+    /* out = a + b, n elements (out may alias a). */
+    void (*add)(float *out, const float *a, const float *b, size_t n);
+    /* x *= s. */
+    void (*scale)(float *x, float s, size_t n);
+    /* Sum of squares of x in double precision (gradient norm). */
+    double (*sumsq)(const float *x, size_t n);
+
+    /* ---- cross-entropy over a full vocabulary ------------------------------
+     * logits (N,V) are turned in place into dloss/dlogits scaled by
+     * `grad_scale` (softmax - onehot) * grad_scale; returns the sum over the
+     * N rows of -log softmax(logits)[target] (double). targets (N) int32. */
+    double (*crossentropy_fused)(float *logits, const int32_t *targets, int N, int V,
+                                 float grad_scale);
+    /* Same loss without the gradient (evaluation); logits untouched. */
+    double (*crossentropy_loss)(const float *logits, const int32_t *targets, int N, int V);
+
+    /* ---- AdamW (Loshchilov & Hutter 2019, algorithm 2) ----------------------
+     * For n elements: g = grad*grad_scale; m = b1 m + (1-b1) g;
+     * v = b2 v + (1-b2) g^2; p -= lr * (wd * p + (m/bc1) / (sqrt(v/bc2) + eps))
+     * where bc1 = 1-b1^t, bc2 = 1-b2^t (t >= 1). Decoupled weight decay is
+     * applied first, as in PyTorch's AdamW: p *= 1 - lr*wd. */
+    void (*adamw)(float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1,
+                  float b2, float eps, float wd, float grad_scale, int t);
+};
+
+/* NULL-terminated registry of the backends compiled in ("cpu" first). */
+const hpt_backend *const *hpt_backend_list(void);
+
+/* Look up a backend by name. Errors: HPT_ERR_USAGE listing the compiled-in
+ * backends when `name` is unknown. */
+hpt_status hpt_backend_get(const char *name, const hpt_backend **out);
+
+/* The CPU backend (OpenBLAS + OpenMP), always present. */
+extern const hpt_backend hpt_backend_cpu;
+
+#endif

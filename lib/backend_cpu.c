@@ -1,0 +1,439 @@
+/* backend_cpu.c — the CPU compute backend: OpenBLAS SGEMM for every matrix
+ * product, OpenMP loops for the rest. Reductions are done in a fixed order
+ * (never an OpenMP reduction clause) so results are bitwise reproducible
+ * for a given thread count. Shapes and maths: see backend.h. */
+#include <cblas.h>
+#include <omp.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "hpt_config.h"
+
+/* ------------------------------------------------------------- memory */
+
+static void *cpu_alloc(size_t bytes)
+{
+    void *p = NULL;
+    if (bytes == 0)
+        bytes = 64;
+    if (posix_memalign(&p, 64, bytes))
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void cpu_free(void *p) { free(p); }
+static void cpu_memset0(void *dst, size_t bytes) { memset(dst, 0, bytes); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
+
+/* ------------------------------------------------------------- linear */
+
+/* One thread pool: OpenBLAS runs single-threaded and the OpenMP threads
+ * split every product into independent row blocks. Two pools (OpenMP and
+ * OpenBLAS's pthreads) on the same cores spin against each other; measured
+ * 3.7x slower on the tiny model here. The split is fixed for a thread
+ * count, so results are reproducible. */
+static void cpu_init(void)
+{
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+    openblas_set_num_threads(1);
+#endif
+}
+
+/* Rows [lo, hi) of `n` for the calling OpenMP thread. */
+static void thread_rows(int n, int *lo, int *hi)
+{
+    int nt = omp_get_num_threads(), id = omp_get_thread_num();
+    *lo = (int)((int64_t)n * id / nt);
+    *hi = (int)((int64_t)n * (id + 1) / nt);
+}
+
+static void cpu_matmul_forward(float *out, const float *in, const float *w, int N, int Ic, int O)
+{
+#pragma omp parallel
+    {
+        int lo, hi;
+        thread_rows(N, &lo, &hi);
+        if (hi > lo)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, hi - lo, O, Ic, 1.0f,
+                        in + (size_t)lo * Ic, Ic, w, Ic, 0.0f, out + (size_t)lo * O, O);
+    }
+}
+
+static void cpu_matmul_backward(float *din, float *dw, const float *dout, const float *in,
+                                const float *w, int N, int Ic, int O, int accum_din)
+{
+#pragma omp parallel
+    {
+        int lo, hi;
+        thread_rows(N, &lo, &hi);
+        if (din && hi > lo)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hi - lo, Ic, O, 1.0f,
+                        dout + (size_t)lo * O, O, w, Ic, accum_din ? 1.0f : 0.0f,
+                        din + (size_t)lo * Ic, Ic);
+        thread_rows(O, &lo, &hi);
+        if (hi > lo)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, Ic, N, 1.0f, dout + lo,
+                        O, in, Ic, 1.0f, dw + (size_t)lo * Ic, Ic);
+    }
+}
+
+/* ---------------------------------------------------------- embedding */
+
+static void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int N, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        memcpy(out + (size_t)n * C, wte + (size_t)tokens[n] * C, sizeof(float) * C);
+}
+
+static void cpu_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int N,
+                                   int C)
+{
+    /* Rows may repeat, so accumulate sequentially over n (deterministic). */
+    for (int n = 0; n < N; n++) {
+        float *d = dwte + (size_t)tokens[n] * C;
+        const float *g = dout + (size_t)n * C;
+        for (int c = 0; c < C; c++)
+            d[c] += g[c];
+    }
+}
+
+/* ------------------------------------------------------------ RMSNorm */
+
+static void cpu_rmsnorm_forward(float *out, float *rstd, const float *in, const float *w, int N,
+                                int C, float eps)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = in + (size_t)n * C;
+        float *y = out + (size_t)n * C;
+        float ss = 0.0f;
+        for (int c = 0; c < C; c++)
+            ss += x[c] * x[c];
+        float r = 1.0f / sqrtf(ss / C + eps);
+        rstd[n] = r;
+        for (int c = 0; c < C; c++)
+            y[c] = x[c] * r * w[c];
+    }
+}
+
+/* y_c = x_c r w_c, r = (mean x^2 + eps)^-1/2:
+ * dx_c = r w_c dy_c - r^3 x_c / C * sum_j dy_j w_j x_j;  dw_c = sum_n dy_c x_c r. */
+static void cpu_rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
+                                 const float *w, const float *rstd, int N, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = in + (size_t)n * C, *dy = dout + (size_t)n * C;
+        float *dx = din + (size_t)n * C;
+        float r = rstd[n], dot = 0.0f;
+        for (int c = 0; c < C; c++)
+            dot += dy[c] * w[c] * x[c];
+        float k = r * r * r * dot / C;
+        for (int c = 0; c < C; c++)
+            dx[c] += r * w[c] * dy[c] - k * x[c];
+    }
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        float acc = 0.0f;
+        for (int n = 0; n < N; n++)
+            acc += dout[(size_t)n * C + c] * in[(size_t)n * C + c] * rstd[n];
+        dw[c] += acc;
+    }
+}
+
+/* --------------------------------------------------------------- RoPE */
+
+static void cpu_rope(float *x, int B, int T, int nh, int hd, float theta, int inverse)
+{
+    int half = hd / 2;
+    float *cs = malloc(sizeof(float) * 2 * (size_t)T * half);
+    if (!cs)
+        HPT_FATAL("out of memory in rope");
+    /* As Hugging Face: inv_freq = 1/theta^(2i/hd) and angle = t*inv_freq in fp32. */
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+            float a = (float)t * inv_freq;
+            cs[((size_t)t * half + i) * 2] = cosf(a);
+            cs[((size_t)t * half + i) * 2 + 1] = inverse ? -sinf(a) : sinf(a);
+        }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *tab = cs + (size_t)t * half * 2;
+            for (int h = 0; h < nh; h++) {
+                float *v = x + (((size_t)b * T + t) * nh + h) * hd;
+                for (int i = 0; i < half; i++) {
+                    float c = tab[2 * i], s = tab[2 * i + 1];
+                    float x1 = v[i], x2 = v[i + half];
+                    v[i] = x1 * c - x2 * s;
+                    v[i + half] = x2 * c + x1 * s;
+                }
+            }
+        }
+    free(cs);
+}
+
+/* ---------------------------------------------------------- attention */
+
+/* Row-wise causal softmax of S (T,T) in place; entries above the diagonal
+ * become 0. Serial: called inside the parallel loop over heads. */
+static void causal_softmax(float *S, int T)
+{
+    for (int t = 0; t < T; t++) {
+        float *row = S + (size_t)t * T;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int s = 0; s <= t; s++)
+            mx = row[s] > mx ? row[s] : mx;
+        for (int s = 0; s <= t; s++) {
+            row[s] = expf(row[s] - mx);
+            sum += row[s];
+        }
+        float inv = 1.0f / sum;
+        for (int s = 0; s <= t; s++)
+            row[s] *= inv;
+        for (int s = t + 1; s < T; s++)
+            row[s] = 0.0f;
+    }
+}
+
+/* Work items are (b, kv head); the query heads of a group run in order
+ * inside one item, so their dK/dV accumulations never race. */
+static void cpu_attention_forward(float *out, float *probs, const float *q, const float *k,
+                                  const float *v, int B, int T, int H, int KV, int hd)
+{
+    float scale = 1.0f / sqrtf((float)hd);
+    int group = H / KV, ldq = H * hd, ldk = KV * hd;
+#pragma omp parallel for schedule(static)
+    for (int bk = 0; bk < B * KV; bk++) {
+        int b = bk / KV, kvh = bk % KV;
+        const float *kh = k + (size_t)b * T * ldk + kvh * hd;
+        const float *vh = v + (size_t)b * T * ldk + kvh * hd;
+        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+            const float *qh = q + (size_t)b * T * ldq + h * hd;
+            float *P = probs + ((size_t)b * H + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, qh, ldq, kh, ldk,
+                        0.0f, P, T);
+            causal_softmax(P, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, P, T, vh, ldk,
+                        0.0f, out + (size_t)b * T * ldq + h * hd, ldq);
+        }
+    }
+}
+
+/* dS = P * (dP - rowsum(P * dP)) * scale, causal part only (serial). */
+static void softmax_backward(float *dP, const float *P, int T, float scale)
+{
+    for (int t = 0; t < T; t++) {
+        float *d = dP + (size_t)t * T;
+        const float *p = P + (size_t)t * T;
+        float dot = 0.0f;
+        for (int s = 0; s <= t; s++)
+            dot += p[s] * d[s];
+        for (int s = 0; s <= t; s++)
+            d[s] = p[s] * (d[s] - dot) * scale;
+        for (int s = t + 1; s < T; s++)
+            d[s] = 0.0f;
+    }
+}
+
+static void cpu_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+                                   const float *dout, const float *probs, const float *q,
+                                   const float *k, const float *v, int B, int T, int H, int KV,
+                                   int hd)
+{
+    float scale = 1.0f / sqrtf((float)hd);
+    int group = H / KV, ldq = H * hd, ldk = KV * hd;
+#pragma omp parallel for schedule(static)
+    for (int bk = 0; bk < B * KV; bk++) {
+        int b = bk / KV, kvh = bk % KV;
+        size_t ko = (size_t)b * T * ldk + kvh * hd;
+        for (int t = 0; t < T; t++) {
+            memset(dk + ko + (size_t)t * ldk, 0, sizeof(float) * hd);
+            memset(dv + ko + (size_t)t * ldk, 0, sizeof(float) * hd);
+        }
+        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+            size_t qo = (size_t)b * T * ldq + h * hd;
+            const float *P = probs + ((size_t)b * H + h) * T * T;
+            float *dS = scratch + ((size_t)b * H + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dout + qo, ldq,
+                        v + ko, ldk, 0.0f, dS, T);
+            softmax_backward(dS, P, T, scale);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, dS, T, k + ko,
+                        ldk, 0.0f, dq + qo, ldq);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, dS, T, q + qo,
+                        ldq, 1.0f, dk + ko, ldk);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, P, T, dout + qo,
+                        ldq, 1.0f, dv + ko, ldk);
+        }
+    }
+}
+
+/* ------------------------------------------------------------- SwiGLU */
+
+static void cpu_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+static void cpu_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                                const float *up, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], sg = 1.0f / (1.0f + expf(-g));
+        float silu = g * sg;
+        dup[i] = dout[i] * silu;
+        dgate[i] = dout[i] * up[i] * (sg + g * sg * (1.0f - sg));
+    }
+}
+
+/* --------------------------------------------------------- elementwise */
+
+static void cpu_add(float *out, const float *a, const float *b, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+static void cpu_scale(float *x, float s, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        x[i] *= s;
+}
+
+/* Fixed 64-way split summed in order: the result does not depend on the
+ * number of OpenMP threads. */
+#define SUMSQ_PARTS 64
+static double cpu_sumsq(const float *x, size_t n)
+{
+    double part[SUMSQ_PARTS];
+    size_t chunk = (n + SUMSQ_PARTS - 1) / SUMSQ_PARTS;
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < SUMSQ_PARTS; p++) {
+        size_t lo = (size_t)p * chunk, hi = lo + chunk < n ? lo + chunk : n;
+        double acc = 0.0;
+        for (size_t i = lo; i < hi; i++)
+            acc += (double)x[i] * x[i];
+        part[p] = acc;
+    }
+    double s = 0.0;
+    for (int p = 0; p < SUMSQ_PARTS; p++)
+        s += part[p];
+    return s;
+}
+
+/* ------------------------------------------------------- cross-entropy */
+
+/* log-sum-exp of a row (max-shifted) and the row max. */
+static float row_lse(const float *row, int V, float *mx_out)
+{
+    float mx = -INFINITY;
+    for (int j = 0; j < V; j++)
+        mx = row[j] > mx ? row[j] : mx;
+    float sum = 0.0f;
+    for (int j = 0; j < V; j++)
+        sum += expf(row[j] - mx);
+    *mx_out = mx;
+    return mx + logf(sum);
+}
+
+static double sum_in_order(const double *x, int n)
+{
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += x[i];
+    return s;
+}
+
+static double cpu_crossentropy_fused(float *logits, const int32_t *targets, int N, int V,
+                                     float grad_scale)
+{
+    double *loss = malloc(sizeof(double) * (N > 0 ? N : 1));
+    if (!loss)
+        HPT_FATAL("out of memory in cross-entropy");
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *row = logits + (size_t)n * V, mx;
+        float lse = row_lse(row, V, &mx);
+        loss[n] = (double)lse - row[targets[n]];
+        for (int j = 0; j < V; j++)
+            row[j] = expf(row[j] - lse) * grad_scale;
+        row[targets[n]] -= grad_scale;
+    }
+    double s = sum_in_order(loss, N);
+    free(loss);
+    return s;
+}
+
+static double cpu_crossentropy_loss(const float *logits, const int32_t *targets, int N, int V)
+{
+    double *loss = malloc(sizeof(double) * (N > 0 ? N : 1));
+    if (!loss)
+        HPT_FATAL("out of memory in cross-entropy");
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *row = logits + (size_t)n * V;
+        float mx;
+        loss[n] = (double)row_lse(row, V, &mx) - row[targets[n]];
+    }
+    double s = sum_in_order(loss, N);
+    free(loss);
+    return s;
+}
+
+/* -------------------------------------------------------------- AdamW */
+
+static void cpu_adamw(float *p, const float *grad, float *m, float *v, size_t n, float lr,
+                      float b1, float b2, float eps, float wd, float grad_scale, int t)
+{
+    float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
+    float step = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * wd;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = grad[i] * grad_scale;
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - step * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    }
+}
+
+const hpt_backend hpt_backend_cpu = {
+    .name = "cpu",
+    .init = cpu_init,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .memset0 = cpu_memset0,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .matmul_forward = cpu_matmul_forward,
+    .matmul_backward = cpu_matmul_backward,
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .rmsnorm_forward = cpu_rmsnorm_forward,
+    .rmsnorm_backward = cpu_rmsnorm_backward,
+    .rope = cpu_rope,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .swiglu_forward = cpu_swiglu_forward,
+    .swiglu_backward = cpu_swiglu_backward,
+    .add = cpu_add,
+    .scale = cpu_scale,
+    .sumsq = cpu_sumsq,
+    .crossentropy_fused = cpu_crossentropy_fused,
+    .crossentropy_loss = cpu_crossentropy_loss,
+    .adamw = cpu_adamw,
+};

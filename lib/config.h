@@ -1,0 +1,67 @@
+/* config.h — Llama model architecture: Hugging Face config.json and presets.
+ *
+ * Field names follow Hugging Face's LlamaConfig so a config.json from the
+ * Hub (or written by `hpt-train --print-config`) loads unchanged.
+ */
+#ifndef HPT_CONFIG_H
+#define HPT_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+
+typedef struct {
+    int hidden_size;             /* C: model width                         */
+    int intermediate_size;       /* I: SwiGLU hidden width                 */
+    int num_hidden_layers;       /* L                                      */
+    int num_attention_heads;     /* H: query heads                          */
+    int num_key_value_heads;     /* KV: key/value heads (GQA), divides H   */
+    int vocab_size;              /* V                                      */
+    int max_position_embeddings; /* longest sequence T the model accepts   */
+    float rms_norm_eps;          /* RMSNorm epsilon                        */
+    float rope_theta;            /* RoPE base                              */
+    int tie_word_embeddings;     /* 1: LM head shares embed_tokens         */
+} hpt_config;
+
+/* Head dimension hd = C / H (elements). */
+static inline int hpt_config_head_dim(const hpt_config *c)
+{
+    return c->hidden_size / c->num_attention_heads;
+}
+
+/* Load `path` (a JSON object with the Llama fields above) into *cfg.
+ * Required: hidden_size, intermediate_size, num_hidden_layers,
+ * num_attention_heads, vocab_size, max_position_embeddings. Optional with
+ * Hugging Face's defaults: num_key_value_heads (= H), rms_norm_eps (1e-6),
+ * rope_theta (10000), tie_word_embeddings (false). Unknown fields are
+ * ignored. Errors: HPT_ERR_USAGE naming the file and field for a missing
+ * file, malformed JSON, a missing or wrong-typed field, or a config that
+ * fails hpt_config_validate. */
+hpt_status hpt_config_load(const char *path, hpt_config *cfg);
+
+/* Fill *cfg from a built-in preset: tiny, small, llama2-7b, llama2-13b,
+ * llama2-70b, llama3-8b, llama3-70b. Errors: HPT_ERR_USAGE listing the
+ * presets when `name` is unknown. */
+hpt_status hpt_config_preset(const char *name, hpt_config *cfg);
+
+/* `spec` is a preset name or a path to a config.json (anything containing
+ * '/' or ending in ".json" is a path). */
+hpt_status hpt_config_resolve(const char *spec, hpt_config *cfg);
+
+/* NULL-terminated list of preset names. */
+const char *const *hpt_config_preset_names(void);
+
+/* Check the architecture rules: all sizes > 0, H divides C, KV divides H,
+ * head_dim even (RoPE pairs), eps > 0, theta > 0. `origin` names the
+ * source in the message. Errors: HPT_ERR_USAGE. */
+hpt_status hpt_config_validate(const hpt_config *cfg, const char *origin);
+
+/* Write *cfg as a Hugging Face-style config.json (with "architectures":
+ * ["LlamaForCausalLM"], "model_type": "llama"). */
+hpt_status hpt_config_write(const hpt_config *cfg, FILE *f);
+
+/* Number of parameters (elements), counting a tied head once. */
+int64_t hpt_config_num_params(const hpt_config *cfg);
+
+#endif

@@ -1,0 +1,140 @@
+/* model.h — the Llama model: parameter table, initialisation, forward and
+ * backward over one micro-batch.
+ *
+ * Architecture (Touvron et al. 2023, "Llama 2", section 2.2): token
+ * embedding; per layer x += o_proj(attn(rope(q,k), v)) of RMSNorm(x), then
+ * x += down(silu(gate(RMSNorm(x))) * up(RMSNorm(x))); final RMSNorm; LM head
+ * (untied, or tied to the embedding). Tensor names are Hugging Face's, so
+ * exported weights load into transformers' LlamaForCausalLM unchanged.
+ *
+ * Memory: one backend allocation per lifetime class — parameters, gradients
+ * (same layout as parameters), activations (sized for a micro-batch B x T).
+ * Optimizer state lives in optim.h, also one allocation.
+ */
+#ifndef HPT_MODEL_H
+#define HPT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "config.h"
+
+typedef enum {
+    HPT_TENSOR_EMBED,      /* model.embed_tokens.weight          (V, C)     */
+    HPT_TENSOR_ATTN_NORM,  /* layers.l.input_layernorm.weight    (C)        */
+    HPT_TENSOR_Q,          /* layers.l.self_attn.q_proj.weight   (H*hd, C)  */
+    HPT_TENSOR_K,          /* layers.l.self_attn.k_proj.weight   (KV*hd, C) */
+    HPT_TENSOR_V,          /* layers.l.self_attn.v_proj.weight   (KV*hd, C) */
+    HPT_TENSOR_O,          /* layers.l.self_attn.o_proj.weight   (C, H*hd)  */
+    HPT_TENSOR_MLP_NORM,   /* layers.l.post_attention_layernorm.weight (C)  */
+    HPT_TENSOR_GATE,       /* layers.l.mlp.gate_proj.weight      (I, C)     */
+    HPT_TENSOR_UP,         /* layers.l.mlp.up_proj.weight        (I, C)     */
+    HPT_TENSOR_DOWN,       /* layers.l.mlp.down_proj.weight      (C, I)     */
+    HPT_TENSOR_FINAL_NORM, /* model.norm.weight                  (C)        */
+    HPT_TENSOR_LM_HEAD,    /* lm_head.weight (V, C); absent when tied        */
+    HPT_TENSOR_KIND_COUNT
+} hpt_tensor_kind;
+
+/* One logical tensor: where it lives in the parameter (and gradient)
+ * block and how it is initialised. */
+typedef struct {
+    hpt_tensor_kind kind;
+    int layer;          /* global layer index, -1 for non-layer tensors   */
+    char name[96];      /* full Hugging Face name                          */
+    int64_t rows, cols; /* shape; cols == 1 for vectors (1-D)              */
+    size_t offset;      /* element offset in the parameter block           */
+    float init_std;     /* 0 for norm weights (initialised to 1)           */
+    int is_matrix;      /* 2-D: receives weight decay                      */
+} hpt_tensor;
+
+/* Activations saved for backward, for one layer (pointers into the
+ * activation block). N = B*T. */
+typedef struct {
+    float *x;           /* (N,C)   layer input (residual stream)          */
+    float *ln1, *rstd1; /* (N,C), (N)                                     */
+    float *q, *k, *v;   /* (N,H*hd), (N,KV*hd), (N,KV*hd) after RoPE      */
+    float *probs;       /* (B,H,T,T) attention softmax                    */
+    float *atty;        /* (N,H*hd) attention output before o_proj        */
+    float *xmid;        /* (N,C)   residual after attention               */
+    float *ln2, *rstd2; /* (N,C), (N)                                     */
+    float *gate, *up;   /* (N,I)                                          */
+    float *h;           /* (N,I)   silu(gate) * up                        */
+} hpt_layer_acts;
+
+typedef struct {
+    hpt_config cfg;
+    const hpt_backend *be;
+    int B, T;                 /* micro-batch shape the activations fit   */
+
+    int ntensors;
+    hpt_tensor *tensors;      /* host array, ntensors entries             */
+    size_t nparams;           /* elements in the parameter block          */
+    float *params;            /* device, nparams                          */
+    float *grads;             /* device, nparams, same layout             */
+
+    /* Activations: one device block. */
+    void *act_block;
+    size_t act_bytes;
+    hpt_layer_acts *layers;   /* host array of L pointer sets             */
+    float *x_final;           /* (N,C) residual after the last layer      */
+    float *lnf, *rstdf;       /* (N,C), (N)                               */
+    float *logits;            /* (N,V); holds dlogits after forward(train)*/
+    int32_t *tokens, *targets;/* (N) device copies of the micro-batch     */
+    /* backward scratch */
+    float *dx, *dtmp;         /* (N,C)                                    */
+    float *dq, *dk, *dv;      /* (N,H*hd), (N,KV*hd), (N,KV*hd)           */
+    float *datty;             /* (N,H*hd)                                 */
+    float *dh, *dgate, *dup;  /* (N,I)                                    */
+    float *dscores;           /* (B,H,T,T)                                */
+} hpt_model;
+
+/* Build the tensor table for cfg, allocate parameters, gradients and
+ * activations for micro-batches of B sequences of T tokens on backend `be`,
+ * and initialise parameters from `seed` (see hpt_model_init_params).
+ * Errors: HPT_ERR_USAGE if T > max_position_embeddings or B, T <= 0;
+ * HPT_ERR_INTERNAL on allocation failure (message gives the bytes). */
+hpt_status hpt_model_init(hpt_model *m, const hpt_config *cfg, const hpt_backend *be, int B,
+                          int T, uint64_t seed);
+
+/* Free everything; accepts a zeroed model and may be called twice. */
+void hpt_model_free(hpt_model *m);
+
+/* Initialise every parameter from (seed, tensor name, layer, element):
+ * element i (row-major global index) of tensor t is
+ *   t.init_std * hpt_philox_normal(seed, stream(t.kind, t.layer), i),
+ * norm weights are 1. std 0.02; o_proj and down_proj (the residual output
+ * projections) 0.02/sqrt(2L) (GPT-2, Radford et al. 2019, section 2.3).
+ * A value depends only on the seed, the tensor, the layer and the global
+ * element index, never on how the tensor is sharded. */
+void hpt_model_init_params(hpt_model *m, uint64_t seed);
+
+/* The tensor (kind, layer), or NULL (e.g. LM_HEAD when tied). */
+const hpt_tensor *hpt_model_tensor(const hpt_model *m, hpt_tensor_kind kind, int layer);
+
+/* Device pointer to tensor (kind, layer) in `block` (params or grads). For
+ * LM_HEAD of a tied model this is the embedding. */
+float *hpt_model_ptr(const hpt_model *m, float *block, hpt_tensor_kind kind, int layer);
+
+/* Forward one micro-batch. inputs, targets: host int32 (B,T).
+ * train=1: the logits buffer is turned into dloss/dlogits scaled by
+ * grad_scale (normally 1 / target tokens in the optimizer step), ready for
+ * hpt_model_backward. Returns the sum over the B*T targets of the
+ * cross-entropy (nats), so the caller can average over any token count. */
+double hpt_model_forward(hpt_model *m, const int32_t *inputs, const int32_t *targets,
+                         float grad_scale, int train);
+
+/* Backward of the last training forward: accumulates (+=) into m->grads. */
+void hpt_model_backward(hpt_model *m);
+
+/* Zero the gradient block. */
+void hpt_model_zero_grad(hpt_model *m);
+
+/* Model FLOPs for one token of forward+backward (PaLM, Chowdhery et al.
+ * 2022, appendix B): 6 * N_matmul + 12 * L * T * C, where N_matmul counts
+ * the weights used in matrix products (all but the embedding lookup and the
+ * norms; the LM head counts even when tied) and the second term is QK^T and
+ * PV with the causal half counted as full. */
+double hpt_model_flops_per_token(const hpt_config *cfg, int T);
+
+#endif

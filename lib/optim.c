@@ -1,0 +1,64 @@
+/* optim.c — AdamW, clipping and the learning-rate schedule; see optim.h. */
+#include "optim.h"
+
+#include <math.h>
+#include <string.h>
+
+float hpt_lr_at(const hpt_optim_opts *o, int step)
+{
+    if (step < o->warmup)
+        return o->lr * (float)(step + 1) / (float)o->warmup;
+    if (step >= o->total_steps || o->total_steps <= o->warmup)
+        return o->min_lr;
+    double progress = (double)(step - o->warmup) / (double)(o->total_steps - o->warmup);
+    return (float)(o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(M_PI * progress)));
+}
+
+float hpt_clip_coef(const hpt_optim_opts *o, double norm)
+{
+    if (o->max_norm <= 0)
+        return 1.0f;
+    double c = o->max_norm / (norm + 1e-6);
+    return c < 1.0 ? (float)c : 1.0f;
+}
+
+hpt_status hpt_optim_init(hpt_optim *opt, const hpt_model *m, const hpt_optim_opts *o)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->o = *o;
+    opt->be = m->be;
+    opt->state = m->be->alloc(2 * sizeof(float) * m->nparams);
+    if (!opt->state)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory: AdamW state needs %.1f MiB",
+                             2.0 * sizeof(float) * m->nparams / 1048576.0);
+    return HPT_OK;
+}
+
+void hpt_optim_free(hpt_optim *opt)
+{
+    if (opt && opt->be)
+        opt->be->free(opt->state);
+    if (opt)
+        memset(opt, 0, sizeof *opt);
+}
+
+double hpt_grad_norm(const hpt_model *m)
+{
+    /* Padding between tensors is zero in the gradient block, so one pass
+     * over the block counts every parameter exactly once. */
+    return sqrt(m->be->sumsq(m->grads, m->nparams));
+}
+
+void hpt_optim_step(hpt_optim *opt, hpt_model *m, float lr, float clip_coef)
+{
+    const hpt_optim_opts *o = &opt->o;
+    opt->t++;
+    float *mom1 = opt->state, *mom2 = opt->state + m->nparams;
+    for (int i = 0; i < m->ntensors; i++) {
+        const hpt_tensor *t = &m->tensors[i];
+        size_t n = (size_t)(t->rows * t->cols);
+        float wd = t->is_matrix ? o->weight_decay : 0.0f;
+        m->be->adamw(m->params + t->offset, m->grads + t->offset, mom1 + t->offset,
+                     mom2 + t->offset, n, lr, o->beta1, o->beta2, o->eps, wd, clip_coef, opt->t);
+    }
+}

@@ -1,0 +1,50 @@
+/* optim.h — AdamW, global gradient-norm clipping and the learning-rate
+ * schedule. */
+#ifndef HPT_OPTIM_H
+#define HPT_OPTIM_H
+
+#include "model.h"
+
+typedef struct {
+    float lr;        /* peak learning rate                                 */
+    float min_lr;    /* floor of the cosine decay                          */
+    int warmup;      /* linear warm-up steps                               */
+    int total_steps; /* schedule length (steps)                            */
+    float beta1, beta2, eps;
+    float weight_decay; /* decoupled; 2-D weight matrices only             */
+    float max_norm;     /* clip threshold on the global L2 norm; 0 = off   */
+} hpt_optim_opts;
+
+/* Learning rate for step s (0-based): linear warm-up lr*(s+1)/warmup for
+ * s < warmup, then cosine decay (Loshchilov & Hutter 2017, SGDR eq. 5)
+ * min_lr + (lr-min_lr)/2 * (1 + cos(pi * (s-warmup)/(total-warmup))),
+ * and min_lr once s >= total_steps. */
+float hpt_lr_at(const hpt_optim_opts *o, int step);
+
+/* Clip coefficient for a global gradient norm: min(1, max_norm/(norm+1e-6))
+ * (as torch.nn.utils.clip_grad_norm_); 1 when max_norm <= 0. */
+float hpt_clip_coef(const hpt_optim_opts *o, double norm);
+
+typedef struct {
+    hpt_optim_opts o;
+    const hpt_backend *be;
+    float *state; /* device block of 2*nparams: first moments, then second */
+    int t;        /* number of updates applied (Adam's t)                  */
+} hpt_optim;
+
+/* Allocate the optimizer state (zeroed) for model m. Errors:
+ * HPT_ERR_INTERNAL on allocation failure. */
+hpt_status hpt_optim_init(hpt_optim *opt, const hpt_model *m, const hpt_optim_opts *o);
+
+/* Free the state; accepts a zeroed struct. */
+void hpt_optim_free(hpt_optim *opt);
+
+/* Global L2 norm of m->grads (each parameter once; a tied head shares the
+ * embedding's storage so it is counted once). Deterministic. */
+double hpt_grad_norm(const hpt_model *m);
+
+/* One AdamW update of every tensor with learning rate lr, gradients scaled
+ * by clip_coef; weight decay on 2-D matrices only. Increments t. */
+void hpt_optim_step(hpt_optim *opt, hpt_model *m, float lr, float clip_coef);
+
+#endif

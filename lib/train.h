@@ -1,0 +1,44 @@
+/* train.h — the training loop: data, model, optimizer, progress and
+ * validation, on an MPI communicator (one rank in this release). */
+#ifndef HPT_TRAIN_H
+#define HPT_TRAIN_H
+
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "optim.h"
+
+typedef struct {
+    const char *model;     /* preset name or config.json path ("small")     */
+    const char *data;      /* directory with train_*.bin, a shard or a glob */
+    const char *val_data;  /* validation shards (default: DIR/val_*.bin)    */
+    const char *run_dir;   /* output directory (created); NULL = none       */
+    const char *backend;   /* compute backend name ("cpu")                  */
+    int batch;             /* micro-batch size B (sequences)                */
+    int seq_len;           /* T (tokens)                                    */
+    int grad_accum;        /* micro-batches per optimizer step              */
+    int steps;             /* optimizer steps                               */
+    hpt_optim_opts optim;  /* lr, min_lr, warmup, betas, eps, wd, max_norm  */
+    uint64_t seed;         /* initialisation and data order                 */
+    int eval_interval;     /* steps between validations; 0 = only at end    */
+    int eval_batches;      /* micro-batches per validation                  */
+    int max_skips;         /* consecutive non-finite steps before stopping  */
+    int tie_embeddings;    /* -1 = config's value, 0/1 override             */
+    const char *nan_steps; /* fault injection for tests: "3,4" poison grads  */
+    int quiet;             /* 1: no per-step progress line                  */
+} hpt_train_opts;
+
+/* Fill *o with the defaults documented in `hpt-train --help`. */
+void hpt_train_opts_default(hpt_train_opts *o);
+
+/* Check option values (sizes > 0, lr > 0, ...). Errors: HPT_ERR_USAGE
+ * naming the option, the value and the rule. */
+hpt_status hpt_train_opts_validate(const hpt_train_opts *o);
+
+/* Train as configured by *o on `comm`, printing progress to `out` (rank 0
+ * only). Returns HPT_OK or an error status with hpt_error_msg() set; the
+ * caller prints it once and exits with hpt_status_exit_code(). */
+hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *o);
+
+#endif

@@ -1,0 +1,213 @@
+/* hpt-train — train a Llama-style model. Parses options, calls
+ * hpt_train_run() (lib/train.c). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpt_config.h"
+#include "train.h"
+
+static void usage(FILE *f, const hpt_train_opts *d)
+{
+    fprintf(f,
+            "Usage: hpt-train [OPTION]...\n"
+            "Train a Llama-style language model on token shards (llm.c format).\n\n"
+            "Model and data:\n"
+            "  --model NAME|PATH     preset (tiny, small, llama2-7b, llama2-13b, llama2-70b,\n"
+            "                        llama3-8b, llama3-70b) or a Hugging Face config.json\n"
+            "                        [%s]\n"
+            "  --tie-embeddings      share the LM head with the token embedding\n"
+            "  --untie-embeddings    separate LM head (overrides the config) [config's value]\n"
+            "  --data DIR|FILE|GLOB  training shards; a directory means DIR/train_*.bin [%s]\n"
+            "  --val-data FILE|GLOB  validation shards [DIR/val_*.bin when --data is a directory]\n"
+            "  --backend NAME        compute backend [%s]\n\n"
+            "Batch and schedule:\n"
+            "  --batch N             micro-batch size, sequences [%d]\n"
+            "  --seq-len N           sequence length T, tokens [%d]\n"
+            "  --grad-accum N        micro-batches per optimizer step [%d]\n"
+            "  --steps N             optimizer steps [%d]\n"
+            "  --lr X                peak learning rate [%g]\n"
+            "  --min-lr X            final learning rate of the cosine decay [%g]\n"
+            "  --warmup N            linear warm-up, steps [%d]\n"
+            "  --beta1 X, --beta2 X  AdamW moment decay rates [%g, %g]\n"
+            "  --adam-eps X          AdamW epsilon [%g]\n"
+            "  --weight-decay X      decoupled weight decay on 2-D weights [%g]\n"
+            "  --clip X              max global gradient L2 norm; 0 = no clipping [%g]\n"
+            "  --seed N              seed of initialisation and data order [%llu]\n\n"
+            "Evaluation and output:\n"
+            "  --eval-interval N     validate every N steps (0 = only at the end) [%d]\n"
+            "  --eval-batches N      micro-batches per validation [%d]\n"
+            "  --run-dir DIR         write config.json and log.tsv (per-step loss, lr,\n"
+            "                        grad norm, val loss) there; created if missing [none]\n"
+            "  --max-skips N         stop after N consecutive non-finite steps [%d]\n"
+            "  --fault-nan-steps L   testing: poison the gradients of steps L (e.g. 3,4)\n"
+            "  --quiet               no per-step progress line\n"
+            "  --print-config        print the resolved model config.json and exit\n"
+            "  --help, --version\n\n"
+            "Exit status: 0 done; 1 internal error; 2 bad option or model config;\n"
+            "3 bad data (missing, truncated or malformed shard, token id >= vocab_size);\n"
+            "4 stopped after --max-skips consecutive non-finite steps; 5 run directory not\n"
+            "writable.\n",
+            d->model, d->data, d->backend, d->batch, d->seq_len, d->grad_accum, d->steps,
+            d->optim.lr, d->optim.min_lr, d->optim.warmup, d->optim.beta1, d->optim.beta2,
+            d->optim.eps, d->optim.weight_decay, d->optim.max_norm, (unsigned long long)d->seed,
+            d->eval_interval, d->eval_batches, d->max_skips);
+}
+
+enum {
+    OPT_MODEL = 256, OPT_DATA, OPT_VAL, OPT_RUN_DIR, OPT_BACKEND, OPT_BATCH, OPT_SEQ, OPT_ACCUM,
+    OPT_STEPS, OPT_LR, OPT_MIN_LR, OPT_WARMUP, OPT_B1, OPT_B2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_SEED,
+    OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
+    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+    {"model", 1, 0, OPT_MODEL},         {"data", 1, 0, OPT_DATA},
+    {"val-data", 1, 0, OPT_VAL},        {"run-dir", 1, 0, OPT_RUN_DIR},
+    {"backend", 1, 0, OPT_BACKEND},     {"batch", 1, 0, OPT_BATCH},
+    {"seq-len", 1, 0, OPT_SEQ},         {"grad-accum", 1, 0, OPT_ACCUM},
+    {"steps", 1, 0, OPT_STEPS},         {"lr", 1, 0, OPT_LR},
+    {"min-lr", 1, 0, OPT_MIN_LR},       {"warmup", 1, 0, OPT_WARMUP},
+    {"beta1", 1, 0, OPT_B1},            {"beta2", 1, 0, OPT_B2},
+    {"adam-eps", 1, 0, OPT_EPS},        {"weight-decay", 1, 0, OPT_WD},
+    {"clip", 1, 0, OPT_CLIP},           {"seed", 1, 0, OPT_SEED},
+    {"eval-interval", 1, 0, OPT_EVAL_INT}, {"eval-batches", 1, 0, OPT_EVAL_BATCHES},
+    {"max-skips", 1, 0, OPT_MAX_SKIPS}, {"tie-embeddings", 0, 0, OPT_TIE},
+    {"untie-embeddings", 0, 0, OPT_UNTIE}, {"fault-nan-steps", 1, 0, OPT_NAN},
+    {"quiet", 0, 0, OPT_QUIET},         {"print-config", 0, 0, OPT_PRINT_CONFIG},
+    {"help", 0, 0, OPT_HELP},           {"version", 0, 0, OPT_VERSION},
+    {0, 0, 0, 0},
+};
+
+/* Strict number parsing: the whole argument must be a number. */
+static hpt_status parse_int(const char *opt, const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
+        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not an integer", opt, s);
+    *out = (int)v;
+    return HPT_OK;
+}
+
+static hpt_status parse_float(const char *opt, const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not a finite number", opt, s);
+    *out = (float)v;
+    return HPT_OK;
+}
+
+static hpt_status parse_u64(const char *opt, const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-')
+        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not a non-negative integer", opt, s);
+    *out = v;
+    return HPT_OK;
+}
+
+/* Apply one option; *action is set to 1 for --help, 2 for --version, 3 for
+ * --print-config. */
+static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
+{
+    const char *name = "";
+    for (const struct option *lo = long_opts; lo->name; lo++)
+        if (lo->val == c)
+            name = lo->name;
+    switch (c) {
+    case OPT_MODEL: o->model = arg; return HPT_OK;
+    case OPT_DATA: o->data = arg; return HPT_OK;
+    case OPT_VAL: o->val_data = arg; return HPT_OK;
+    case OPT_RUN_DIR: o->run_dir = arg; return HPT_OK;
+    case OPT_BACKEND: o->backend = arg; return HPT_OK;
+    case OPT_BATCH: return parse_int(name, arg, &o->batch);
+    case OPT_SEQ: return parse_int(name, arg, &o->seq_len);
+    case OPT_ACCUM: return parse_int(name, arg, &o->grad_accum);
+    case OPT_STEPS: return parse_int(name, arg, &o->steps);
+    case OPT_LR: return parse_float(name, arg, &o->optim.lr);
+    case OPT_MIN_LR: return parse_float(name, arg, &o->optim.min_lr);
+    case OPT_WARMUP: return parse_int(name, arg, &o->optim.warmup);
+    case OPT_B1: return parse_float(name, arg, &o->optim.beta1);
+    case OPT_B2: return parse_float(name, arg, &o->optim.beta2);
+    case OPT_EPS: return parse_float(name, arg, &o->optim.eps);
+    case OPT_WD: return parse_float(name, arg, &o->optim.weight_decay);
+    case OPT_CLIP: return parse_float(name, arg, &o->optim.max_norm);
+    case OPT_SEED: return parse_u64(name, arg, &o->seed);
+    case OPT_EVAL_INT: return parse_int(name, arg, &o->eval_interval);
+    case OPT_EVAL_BATCHES: return parse_int(name, arg, &o->eval_batches);
+    case OPT_MAX_SKIPS: return parse_int(name, arg, &o->max_skips);
+    case OPT_TIE: o->tie_embeddings = 1; return HPT_OK;
+    case OPT_UNTIE: o->tie_embeddings = 0; return HPT_OK;
+    case OPT_NAN: o->nan_steps = arg; return HPT_OK;
+    case OPT_QUIET: o->quiet = 1; return HPT_OK;
+    case OPT_PRINT_CONFIG: *action = 3; return HPT_OK;
+    case OPT_HELP: *action = 1; return HPT_OK;
+    case OPT_VERSION: *action = 2; return HPT_OK;
+    default:
+        return hpt_error_set(HPT_ERR_USAGE, "unknown or incomplete option (see hpt-train --help)");
+    }
+}
+
+static hpt_status parse_args(int argc, char **argv, hpt_train_opts *o, int *action)
+{
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        if (c == '?' || c == ':')
+            return hpt_error_set(HPT_ERR_USAGE, "%s: unknown option or missing value (see "
+                                 "hpt-train --help)", argv[optind - 1]);
+        hpt_status st = apply(o, c, optarg, action);
+        if (st)
+            return st;
+    }
+    if (optind < argc)
+        return hpt_error_set(HPT_ERR_USAGE, "unexpected argument '%s' (see hpt-train --help)",
+                             argv[optind]);
+    return HPT_OK;
+}
+
+static hpt_status print_config(const hpt_train_opts *o)
+{
+    hpt_config cfg;
+    hpt_status st = hpt_config_resolve(o->model, &cfg);
+    if (st)
+        return st;
+    if (o->tie_embeddings >= 0)
+        cfg.tie_word_embeddings = o->tie_embeddings;
+    return hpt_config_write(&cfg, stdout);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, action = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    hpt_train_opts o, defaults;
+    hpt_train_opts_default(&o);
+    defaults = o;
+    hpt_status st = parse_args(argc, argv, &o, &action);
+    if (!st && action == 1 && rank == 0)
+        usage(stdout, &defaults);
+    else if (!st && action == 2 && rank == 0)
+        printf("hpt-train (hpt) %s\n", PACKAGE_VERSION);
+    else if (!st && action == 3)
+        st = rank == 0 ? print_config(&o) : HPT_OK;
+    else if (!st)
+        st = hpt_train_run(MPI_COMM_WORLD, stdout, &o);
+    if (st && rank == 0)
+        fprintf(stderr, "hpt-train: %s\n", hpt_error_msg());
+    fflush(stdout);
+    MPI_Finalize();
+    return hpt_status_exit_code(st);
+}

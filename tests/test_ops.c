@@ -1,0 +1,1230 @@
+/* test_ops.c — gradient checks of every layer op of a compute backend, and
+ * of the whole model's backward pass, by central finite differences.
+ *
+ * Method (each op): inputs from a fixed-seed PRNG, a random projection R of
+ * the output, f(x) = sum(R * op(x)) summed in double from the float outputs.
+ * The backward op given dout = R yields grad_x; for FD_DIRS random
+ * directions d the analytic directional derivative <grad_x, d> is compared
+ * with (f(x+εd) - f(x-εd)) / 2ε, for every input and weight of the op. The
+ * analytic side uses the perturbation actually applied (x±εd rounded to
+ * float), so rounding of the perturbed inputs does not enter the comparison.
+ *
+ * Error measure: |analytic - numeric| / max(|analytic|, |numeric|, floor)
+ * with floor = 0.1 × the typical size of a directional derivative,
+ * |grad|·|Δx| / (2ε sqrt(n)), so a chance cancellation in <grad, d> cannot
+ * blow float noise up into a large relative error, while a real bug (a wrong
+ * sign, term or index changes the derivative by the order of its size) still
+ * measures near 1.
+ *
+ * Tolerances: OP_TOL = 1e-2 relative for the op gradient checks. With
+ * ε = 1e-2 on O(1) inputs, float32 forward noise contributes ~1e-7/ε = 1e-5
+ * and the O(ε²) truncation ~1e-5..1e-4 for these smooth ops; a correct op
+ * measures below 1e-3 (each line prints its maximum). Forward results are
+ * compared with double-precision references at REF_TOL = 1e-5 relative to
+ * the largest reference value (float32 rounding over short sums is ~1e-7).
+ * The whole-model tolerance is explained at MODEL_TOL.
+ *
+ * Each check prints "ok <name> ..." or "FAIL <name>: analytic X numeric Y
+ * rel err Z"; the exit status is 1 if any check failed.
+ *
+ * All buffers go through the backend's alloc/upload/download, so the same
+ * checks run on any backend: test_ops [backend]   (default "cpu").
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "backend.h"
+#include "config.h"
+#include "model.h"
+
+#define FD_DIRS 3      /* random directions per gradient check            */
+#define FD_EPS 1e-2    /* central-difference step for the op checks       */
+#define OP_TOL 1e-2    /* relative tolerance of the op gradient checks    */
+#define REF_TOL 1e-5   /* forward vs double reference, relative to max    */
+#define GARBAGE 1e3f   /* prefill of outputs the contract says overwrite  */
+
+static const hpt_backend *be;
+static int n_fail, n_ok;
+static double worst_op_err, worst_model_err; /* for the summary line */
+
+/* ------------------------------------------------------------ utilities */
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+/* Uniform in [-1, 1) (splitmix64). */
+static double urand(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-52 - 1.0;
+}
+
+/* Uniform integer in [0, n). */
+static int irand(int n)
+{
+    int i = (int)((urand() + 1.0) * 0.5 * n);
+    return i < n ? i : n - 1;
+}
+
+static float *fnew(size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (!p)
+        HPT_FATAL("out of memory (%zu floats)", n);
+    return p;
+}
+
+/* n floats uniform in [-a, a). */
+static float *frand(size_t n, double a)
+{
+    float *p = fnew(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)(a * urand());
+    return p;
+}
+
+static float *fdup(const float *x, size_t n)
+{
+    float *p = fnew(n);
+    memcpy(p, x, sizeof(float) * n);
+    return p;
+}
+
+static double *dnew(size_t n)
+{
+    double *p = calloc(n ? n : 1, sizeof(double));
+    if (!p)
+        HPT_FATAL("out of memory (%zu doubles)", n);
+    return p;
+}
+
+static double dot(const float *a, const float *b, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
+    return s;
+}
+
+/* out = a - b (elementwise, floats). */
+static float *fsub(const float *a, const float *b, size_t n)
+{
+    float *p = fnew(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = a[i] - b[i];
+    return p;
+}
+
+/* ------------------------------------------------------- device buffers */
+
+#define FB(n) (sizeof(float) * (size_t)(n))
+#define IB(n) (sizeof(int32_t) * (size_t)(n))
+
+/* Device copy of `bytes` of host memory; NULL for a NULL host pointer. */
+static void *dput(const void *h, size_t bytes)
+{
+    if (!h)
+        return NULL;
+    void *d = be->alloc(bytes);
+    if (!d)
+        HPT_FATAL("backend %s: alloc of %zu bytes failed", be->name, bytes);
+    be->upload(d, h, bytes);
+    return d;
+}
+
+/* Copy device memory back into host `h` and free it; no-op for NULL. */
+static void dtake(void *h, void *d, size_t bytes)
+{
+    if (!d)
+        return;
+    be->download(h, d, bytes);
+    be->free(d);
+}
+
+/* ------------------------------------------------------------ reporting */
+
+static void pass(const char *name, const char *detail)
+{
+    n_ok++;
+    printf("ok %s%s%s\n", name, detail[0] ? " " : "", detail);
+}
+
+static void fail(const char *name, double ana, double num, double err)
+{
+    n_fail++;
+    printf("FAIL %s: analytic %.9g numeric %.9g rel err %.3g\n", name, ana, num, err);
+}
+
+/* Report a measured error against `tol`; `ana`/`num` are the worst pair. */
+static void report(const char *name, double ana, double num, double err, double tol)
+{
+    char detail[64];
+    if (err <= tol) {
+        snprintf(detail, sizeof detail, "(max rel err %.1e, tol %.0e)", err, tol);
+        pass(name, detail);
+    } else {
+        fail(name, ana, num, err);
+    }
+}
+
+/* A yes/no property; `what` describes the failure. */
+static void check_true(const char *name, int cond, const char *what)
+{
+    if (cond) {
+        pass(name, "");
+    } else {
+        n_fail++;
+        printf("FAIL %s: %s\n", name, what);
+    }
+}
+
+static double rel_err(double a, double b, double floor_)
+{
+    double den = fmax(fmax(fabs(a), fabs(b)), floor_);
+    double e = den > 0 ? fabs(a - b) / den : 0.0;
+    return e == e ? e : INFINITY; /* NaN counts as the worst error */
+}
+
+/* Float result against a double reference: max abs difference over max
+ * |ref|, at most tol. */
+static void check_ref_tol(const char *name, const float *got, const double *ref, size_t n,
+                          double tol)
+{
+    double maxref = 0.0, maxdiff = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        maxref = fmax(maxref, fabs(ref[i]));
+        double d = fabs(got[i] - ref[i]);
+        if (!(d <= maxdiff)) {
+            maxdiff = d == d ? d : INFINITY;
+            at = i;
+        }
+    }
+    double err = maxref > 0 ? maxdiff / maxref : maxdiff;
+    report(name, n ? got[at] : 0.0, n ? ref[at] : 0.0, err, tol);
+}
+
+static void check_ref(const char *name, const float *got, const double *ref, size_t n)
+{
+    check_ref_tol(name, got, ref, n, REF_TOL);
+}
+
+/* Two float arrays that must agree to `tol` relative to max |b|. */
+static void check_same(const char *name, const float *a, const float *b, size_t n, double tol)
+{
+    double *ref = dnew(n);
+    for (size_t i = 0; i < n; i++)
+        ref[i] = b[i];
+    double maxref = 0.0, maxdiff = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        maxref = fmax(maxref, fabs(ref[i]));
+        double d = fabs(a[i] - ref[i]);
+        if (!(d <= maxdiff)) {
+            maxdiff = d == d ? d : INFINITY;
+            at = i;
+        }
+    }
+    double err = maxref > 0 ? maxdiff / maxref : maxdiff;
+    report(name, a[at], ref[at], err, tol);
+    free(ref);
+}
+
+/* --------------------------------------------- finite-difference harness */
+
+/* The scalar objective of an op as a function of the inputs held in ctx. */
+typedef double (*objective_fn)(void *ctx);
+
+/* Check grad (n) of f with respect to x (n, an input f reads through ctx)
+ * along FD_DIRS random directions. `scale` multiplies the numeric side (the
+ * cross-entropy gradient carries grad_scale). x is restored bitwise. */
+static void check_fd(const char *name, objective_fn f, void *ctx, float *x, size_t n,
+                     const float *grad, double scale)
+{
+    float *x0 = fdup(x, n), *xp = fnew(n), *xm = fnew(n);
+    double worst = 0.0, wa = 0.0, wn = 0.0;
+    for (int k = 0; k < FD_DIRS; k++) {
+        double ana = 0.0, gg = 0.0, dd = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            double d = urand();
+            xp[i] = (float)(x0[i] + FD_EPS * d);
+            xm[i] = (float)(x0[i] - FD_EPS * d);
+            double dx = ((double)xp[i] - xm[i]) / (2.0 * FD_EPS);
+            ana += grad[i] * dx;
+            gg += (double)grad[i] * grad[i];
+            dd += dx * dx;
+        }
+        memcpy(x, xp, FB(n));
+        double fp = f(ctx);
+        memcpy(x, xm, FB(n));
+        double fm = f(ctx);
+        memcpy(x, x0, FB(n));
+        double num = scale * (fp - fm) / (2.0 * FD_EPS);
+        double err = rel_err(ana, num, 0.1 * sqrt(gg * dd / (double)n));
+        if (!(err <= worst) || k == 0) {
+            worst = err;
+            wa = ana;
+            wn = num;
+        }
+    }
+    worst_op_err = fmax(worst_op_err, worst);
+    report(name, wa, wn, worst, OP_TOL);
+    free(x0);
+    free(xp);
+    free(xm);
+}
+
+/* ------------------------------------------------------- host op calls
+ * Each wrapper uploads its host arguments, runs the op, downloads what the
+ * op writes and frees the device copies. */
+
+static void op_matmul_forward(float *out, const float *in, const float *w, int N, int Ic, int O)
+{
+    float *d_out = dput(out, FB(N * O)), *d_in = dput(in, FB(N * Ic)), *d_w = dput(w, FB(O * Ic));
+    be->matmul_forward(d_out, d_in, d_w, N, Ic, O);
+    dtake(out, d_out, FB(N * O));
+    be->free(d_in);
+    be->free(d_w);
+}
+
+static void op_matmul_backward(float *din, float *dw, const float *dout, const float *in,
+                               const float *w, int N, int Ic, int O, int accum_din)
+{
+    float *d_din = dput(din, FB(N * Ic)), *d_dw = dput(dw, FB(O * Ic));
+    float *d_dout = dput(dout, FB(N * O)), *d_in = dput(in, FB(N * Ic)), *d_w = dput(w, FB(O * Ic));
+    be->matmul_backward(d_din, d_dw, d_dout, d_in, d_w, N, Ic, O, accum_din);
+    dtake(din, d_din, FB(N * Ic));
+    dtake(dw, d_dw, FB(O * Ic));
+    be->free(d_dout);
+    be->free(d_in);
+    be->free(d_w);
+}
+
+static void op_embedding_forward(float *out, const int32_t *tok, const float *wte, int V, int N,
+                                 int C)
+{
+    float *d_out = dput(out, FB(N * C)), *d_wte = dput(wte, FB(V * C));
+    int32_t *d_tok = dput(tok, IB(N));
+    be->embedding_forward(d_out, d_tok, d_wte, N, C);
+    dtake(out, d_out, FB(N * C));
+    be->free(d_wte);
+    be->free(d_tok);
+}
+
+static void op_embedding_backward(float *dwte, const float *dout, const int32_t *tok, int V, int N,
+                                  int C)
+{
+    float *d_dwte = dput(dwte, FB(V * C)), *d_dout = dput(dout, FB(N * C));
+    int32_t *d_tok = dput(tok, IB(N));
+    be->embedding_backward(d_dwte, d_dout, d_tok, N, C);
+    dtake(dwte, d_dwte, FB(V * C));
+    be->free(d_dout);
+    be->free(d_tok);
+}
+
+static void op_rmsnorm_forward(float *out, float *rstd, const float *in, const float *w, int N,
+                               int C, float eps)
+{
+    float *d_out = dput(out, FB(N * C)), *d_rstd = dput(rstd, FB(N));
+    float *d_in = dput(in, FB(N * C)), *d_w = dput(w, FB(C));
+    be->rmsnorm_forward(d_out, d_rstd, d_in, d_w, N, C, eps);
+    dtake(out, d_out, FB(N * C));
+    dtake(rstd, d_rstd, FB(N));
+    be->free(d_in);
+    be->free(d_w);
+}
+
+static void op_rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
+                                const float *w, const float *rstd, int N, int C)
+{
+    float *d_din = dput(din, FB(N * C)), *d_dw = dput(dw, FB(C)), *d_dout = dput(dout, FB(N * C));
+    float *d_in = dput(in, FB(N * C)), *d_w = dput(w, FB(C)), *d_rstd = dput(rstd, FB(N));
+    be->rmsnorm_backward(d_din, d_dw, d_dout, d_in, d_w, d_rstd, N, C);
+    dtake(din, d_din, FB(N * C));
+    dtake(dw, d_dw, FB(C));
+    be->free(d_dout);
+    be->free(d_in);
+    be->free(d_w);
+    be->free(d_rstd);
+}
+
+static void op_rope(float *x, int B, int T, int nh, int hd, float theta, int inverse)
+{
+    size_t n = (size_t)B * T * nh * hd;
+    float *d_x = dput(x, FB(n));
+    be->rope(d_x, B, T, nh, hd, theta, inverse);
+    dtake(x, d_x, FB(n));
+}
+
+static void op_attention_forward(float *out, float *probs, const float *q, const float *k,
+                                 const float *v, int B, int T, int H, int KV, int hd)
+{
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, np = (size_t)B * H * T * T;
+    float *d_out = dput(out, FB(nq)), *d_probs = dput(probs, FB(np));
+    float *d_q = dput(q, FB(nq)), *d_k = dput(k, FB(nk)), *d_v = dput(v, FB(nk));
+    be->attention_forward(d_out, d_probs, d_q, d_k, d_v, B, T, H, KV, hd);
+    dtake(out, d_out, FB(nq));
+    dtake(probs, d_probs, FB(np));
+    be->free(d_q);
+    be->free(d_k);
+    be->free(d_v);
+}
+
+static void op_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                                  const float *probs, const float *q, const float *k,
+                                  const float *v, int B, int T, int H, int KV, int hd)
+{
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, np = (size_t)B * H * T * T;
+    float *d_dq = dput(dq, FB(nq)), *d_dk = dput(dk, FB(nk)), *d_dv = dput(dv, FB(nk));
+    float *d_scr = be->alloc(FB(np)), *d_dout = dput(dout, FB(nq)), *d_probs = dput(probs, FB(np));
+    float *d_q = dput(q, FB(nq)), *d_k = dput(k, FB(nk)), *d_v = dput(v, FB(nk));
+    HPT_CHECK(d_scr != NULL);
+    be->attention_backward(d_dq, d_dk, d_dv, d_scr, d_dout, d_probs, d_q, d_k, d_v, B, T, H, KV,
+                           hd);
+    dtake(dq, d_dq, FB(nq));
+    dtake(dk, d_dk, FB(nk));
+    dtake(dv, d_dv, FB(nk));
+    be->free(d_scr);
+    be->free(d_dout);
+    be->free(d_probs);
+    be->free(d_q);
+    be->free(d_k);
+    be->free(d_v);
+}
+
+static void op_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+    float *d_out = dput(out, FB(n)), *d_g = dput(gate, FB(n)), *d_u = dput(up, FB(n));
+    be->swiglu_forward(d_out, d_g, d_u, n);
+    dtake(out, d_out, FB(n));
+    be->free(d_g);
+    be->free(d_u);
+}
+
+static void op_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                               const float *up, size_t n)
+{
+    float *d_dg = dput(dgate, FB(n)), *d_du = dput(dup, FB(n)), *d_dout = dput(dout, FB(n));
+    float *d_g = dput(gate, FB(n)), *d_u = dput(up, FB(n));
+    be->swiglu_backward(d_dg, d_du, d_dout, d_g, d_u, n);
+    dtake(dgate, d_dg, FB(n));
+    dtake(dup, d_du, FB(n));
+    be->free(d_dout);
+    be->free(d_g);
+    be->free(d_u);
+}
+
+static double op_sumsq(const float *x, size_t n)
+{
+    float *d_x = dput(x, FB(n ? n : 1));
+    double s = be->sumsq(d_x, n);
+    be->free(d_x);
+    return s;
+}
+
+static double op_crossentropy_fused(float *logits, const int32_t *tg, int N, int V, float gs)
+{
+    float *d_l = dput(logits, FB(N * V));
+    int32_t *d_t = dput(tg, IB(N));
+    double loss = be->crossentropy_fused(d_l, d_t, N, V, gs);
+    dtake(logits, d_l, FB(N * V));
+    be->free(d_t);
+    return loss;
+}
+
+/* Also downloads the logits into `after` (to check they are untouched). */
+static double op_crossentropy_loss(const float *logits, float *after, const int32_t *tg, int N,
+                                   int V)
+{
+    float *d_l = dput(logits, FB(N * V));
+    int32_t *d_t = dput(tg, IB(N));
+    double loss = be->crossentropy_loss(d_l, d_t, N, V);
+    if (after)
+        be->download(after, d_l, FB(N * V));
+    be->free(d_l);
+    be->free(d_t);
+    return loss;
+}
+
+static void op_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                     float b2, float eps, float wd, float gs, int t)
+{
+    float *d_p = dput(p, FB(n)), *d_g = dput(g, FB(n)), *d_m = dput(m, FB(n)), *d_v = dput(v, FB(n));
+    be->adamw(d_p, d_g, d_m, d_v, n, lr, b1, b2, eps, wd, gs, t);
+    dtake(p, d_p, FB(n));
+    dtake(m, d_m, FB(n));
+    dtake(v, d_v, FB(n));
+    be->free(d_g);
+}
+
+/* ------------------------------------------------------ memory and elementwise */
+
+static void test_memory(void)
+{
+    enum { n = 37 };
+    float *h = frand(n, 1.0), *back = fnew(n);
+    float *d = be->alloc(FB(n)), *d2 = be->alloc(FB(n));
+    HPT_CHECK(d && d2);
+    be->download(back, d, FB(n));
+    int zero = 1;
+    for (int i = 0; i < n; i++)
+        zero &= back[i] == 0.0f;
+    be->upload(d, h, FB(n));
+    be->copy(d2, d, FB(n));
+    be->download(back, d2, FB(n));
+    int same = memcmp(back, h, FB(n)) == 0;
+    be->memset0(d2, FB(n));
+    be->download(back, d2, FB(n));
+    for (int i = 0; i < n; i++)
+        zero &= back[i] == 0.0f;
+    check_true("memory: alloc and memset0 zero-fill, upload/copy/download round-trip",
+               zero && same, "a buffer was not zero or did not round-trip bitwise");
+    be->free(d);
+    be->free(d2);
+    be->free(NULL);
+    free(h);
+    free(back);
+}
+
+static void test_elementwise(void)
+{
+    enum { n = 45 };
+    float *a = frand(n, 2.0), *b = frand(n, 2.0), *out = fnew(n);
+    /* add with out aliasing a */
+    float *d_a = dput(a, FB(n)), *d_b = dput(b, FB(n));
+    be->add(d_a, d_a, d_b, n);
+    be->download(out, d_a, FB(n));
+    int ok = 1;
+    for (int i = 0; i < n; i++)
+        ok &= out[i] == a[i] + b[i];
+    check_true("add (out aliases a) equals a+b", ok, "an element differs from a[i]+b[i]");
+    be->scale(d_b, -0.375f, n);
+    be->download(out, d_b, FB(n));
+    ok = 1;
+    for (int i = 0; i < n; i++)
+        ok &= out[i] == b[i] * -0.375f;
+    check_true("scale equals x*s", ok, "an element differs from x[i]*s");
+    be->free(d_a);
+    be->free(d_b);
+    free(a);
+    free(b);
+    free(out);
+}
+
+/* sumsq against a sequential double loop (1e-12 relative), for sizes below,
+ * at and above the CPU backend's 64-way split, and thread-count
+ * independence (bitwise) where OpenMP is available. */
+static void test_sumsq(void)
+{
+    static const size_t sizes[] = {0, 5, 64, 1000, 100003};
+    double worst = 0.0, wa = 0.0, wn = 0.0;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        float *x = frand(n, 3.0);
+        double ref = 0.0;
+        for (size_t i = 0; i < n; i++)
+            ref += (double)x[i] * x[i];
+        double got = op_sumsq(x, n);
+        double err = rel_err(got, ref, 1e-300);
+        if (!(err <= worst)) {
+            worst = err;
+            wa = got;
+            wn = ref;
+        }
+        free(x);
+    }
+    report("sumsq equals the sequential double sum", wa, wn, worst, 1e-12);
+#ifdef _OPENMP
+    {
+        size_t n = 100003;
+        float *x = frand(n, 3.0);
+        int saved = omp_get_max_threads();
+        omp_set_num_threads(1);
+        double s1 = op_sumsq(x, n);
+        omp_set_num_threads(2);
+        double s2 = op_sumsq(x, n);
+        omp_set_num_threads(3);
+        double s3 = op_sumsq(x, n);
+        omp_set_num_threads(saved);
+        char what[128];
+        snprintf(what, sizeof what, "1 thread %.17g, 2 threads %.17g, 3 threads %.17g", s1, s2,
+                 s3);
+        check_true("sumsq identical with 1, 2 and 3 OpenMP threads", s1 == s2 && s1 == s3, what);
+        free(x);
+    }
+#endif
+}
+
+/* --------------------------------------------------------------- matmul */
+
+typedef struct {
+    float *in, *w, *out;
+    const float *R;
+    int N, Ic, O;
+} matmul_ctx;
+
+static double matmul_obj(void *p)
+{
+    matmul_ctx *c = p;
+    op_matmul_forward(c->out, c->in, c->w, c->N, c->Ic, c->O);
+    return dot(c->R, c->out, (size_t)c->N * c->O);
+}
+
+static void test_matmul(void)
+{
+    enum { N = 5, Ic = 7, O = 3 };
+    matmul_ctx c = {frand(N * Ic, 1.0), frand(O * Ic, 1.0), fnew(N * O), NULL, N, Ic, O};
+    float *R = frand(N * O, 1.0);
+    c.R = R;
+
+    /* forward against a double loop */
+    double *ref = dnew(N * O);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++)
+            for (int i = 0; i < Ic; i++)
+                ref[n * O + o] += (double)c.in[n * Ic + i] * c.w[o * Ic + i];
+    op_matmul_forward(c.out, c.in, c.w, N, Ic, O);
+    check_ref("matmul forward vs double reference", c.out, ref, N * O);
+
+    /* din is overwritten (prefilled with garbage), dw accumulates onto dw0 */
+    float *din = fnew(N * Ic), *dw0 = frand(O * Ic, 1.0), *dw = fdup(dw0, O * Ic);
+    for (int i = 0; i < N * Ic; i++)
+        din[i] = GARBAGE;
+    op_matmul_backward(din, dw, R, c.in, c.w, N, Ic, O, 0);
+    float *gw = fsub(dw, dw0, O * Ic);
+    check_fd("matmul din", matmul_obj, &c, c.in, N * Ic, din, 1.0);
+    check_fd("matmul dw (accumulated onto existing dw)", matmul_obj, &c, c.w, O * Ic, gw, 1.0);
+
+    /* accum_din = 1 adds onto what din holds */
+    float *din0 = frand(N * Ic, 1.0), *din2 = fdup(din0, N * Ic), *dw2 = fnew(O * Ic);
+    op_matmul_backward(din2, dw2, R, c.in, c.w, N, Ic, O, 1);
+    float *added = fsub(din2, din0, N * Ic);
+    check_same("matmul accum_din=1 adds dout@w onto din", added, din, N * Ic, 1e-6);
+
+    /* din = NULL: dw still computed */
+    float *dw3 = fnew(O * Ic);
+    op_matmul_backward(NULL, dw3, R, c.in, c.w, N, Ic, O, 0);
+    check_same("matmul din=NULL still accumulates dw", dw3, gw, O * Ic, 1e-6);
+
+    free(c.in), free(c.w), free(c.out), free(R), free(ref), free(din), free(dw0), free(dw);
+    free(gw), free(din0), free(din2), free(dw2), free(added), free(dw3);
+}
+
+/* ------------------------------------------------------------ embedding */
+
+typedef struct {
+    float *wte, *out;
+    const float *R;
+    const int32_t *tok;
+    int V, N, C;
+} embed_ctx;
+
+static double embed_obj(void *p)
+{
+    embed_ctx *c = p;
+    op_embedding_forward(c->out, c->tok, c->wte, c->V, c->N, c->C);
+    return dot(c->R, c->out, (size_t)c->N * c->C);
+}
+
+static void test_embedding(void)
+{
+    enum { V = 7, N = 10, C = 5 };
+    int32_t tok[N];
+    for (int n = 0; n < N; n++)
+        tok[n] = irand(V - 1); /* row V-1 is never used */
+    tok[3] = tok[7] = tok[0];  /* a token repeated three times */
+    float *R = frand(N * C, 1.0);
+    embed_ctx c = {frand(V * C, 1.0), fnew(N * C), R, tok, V, N, C};
+
+    op_embedding_forward(c.out, tok, c.wte, V, N, C);
+    int ok = 1;
+    for (int n = 0; n < N; n++)
+        ok &= memcmp(c.out + n * C, c.wte + tok[n] * C, FB(C)) == 0;
+    check_true("embedding forward copies wte rows", ok, "an output row differs from wte[token]");
+
+    float *dw0 = frand(V * C, 1.0), *dw = fdup(dw0, V * C);
+    op_embedding_backward(dw, R, tok, V, N, C);
+    float *g = fsub(dw, dw0, V * C);
+    check_fd("embedding dwte (repeated tokens, accumulated)", embed_obj, &c, c.wte, V * C, g, 1.0);
+
+    /* explicit sums for the repeated token and the unused row */
+    double *ref = dnew(V * C);
+    for (int n = 0; n < N; n++)
+        for (int j = 0; j < C; j++)
+            ref[tok[n] * C + j] += R[n * C + j];
+    check_ref("embedding dwte rows are sums over repeated tokens", g, ref, V * C);
+    check_true("embedding dwte leaves an unused row unchanged",
+               memcmp(dw + (V - 1) * C, dw0 + (V - 1) * C, FB(C)) == 0,
+               "row of a token not in the batch changed");
+    free(R), free(c.wte), free(c.out), free(dw0), free(dw), free(g), free(ref);
+}
+
+/* -------------------------------------------------------------- RMSNorm */
+
+typedef struct {
+    float *in, *w, *out, *rstd;
+    const float *R;
+    int N, C;
+    float eps;
+} rms_ctx;
+
+static double rms_obj(void *p)
+{
+    rms_ctx *c = p;
+    op_rmsnorm_forward(c->out, c->rstd, c->in, c->w, c->N, c->C, c->eps);
+    return dot(c->R, c->out, (size_t)c->N * c->C);
+}
+
+static void test_rmsnorm(void)
+{
+    enum { N = 4, C = 8 };
+    float *R = frand(N * C, 1.0), *w = frand(C, 0.5);
+    for (int i = 0; i < C; i++)
+        w[i] += 1.0f;
+    rms_ctx c = {frand(N * C, 1.0), w, fnew(N * C), fnew(N), R, N, C, 1e-5f};
+
+    double *ref = dnew(N * C), *rref = dnew(N);
+    for (int n = 0; n < N; n++) {
+        double ss = 0.0;
+        for (int j = 0; j < C; j++)
+            ss += (double)c.in[n * C + j] * c.in[n * C + j];
+        rref[n] = 1.0 / sqrt(ss / C + c.eps);
+        for (int j = 0; j < C; j++)
+            ref[n * C + j] = c.in[n * C + j] * rref[n] * w[j];
+    }
+    op_rmsnorm_forward(c.out, c.rstd, c.in, w, N, C, c.eps);
+    check_ref("rmsnorm forward vs double reference", c.out, ref, N * C);
+    check_ref("rmsnorm rstd vs double reference", c.rstd, rref, N);
+
+    float *rstd = fdup(c.rstd, N);
+    float *din0 = frand(N * C, 1.0), *din = fdup(din0, N * C);
+    float *dw0 = frand(C, 1.0), *dw = fdup(dw0, C);
+    op_rmsnorm_backward(din, dw, R, c.in, w, rstd, N, C);
+    float *gin = fsub(din, din0, N * C), *gw = fsub(dw, dw0, C);
+    check_fd("rmsnorm din (accumulated +=)", rms_obj, &c, c.in, N * C, gin, 1.0);
+    check_fd("rmsnorm dw (accumulated +=)", rms_obj, &c, c.w, C, gw, 1.0);
+    free(R), free(w), free(c.in), free(c.out), free(c.rstd), free(ref), free(rref), free(rstd);
+    free(din0), free(din), free(dw0), free(dw), free(gin), free(gw);
+}
+
+/* ----------------------------------------------------------------- RoPE */
+
+static void test_rope(void)
+{
+    /* Hand case: hd = 4, theta = 100, x = (1,2,3,4) at every (b, t). Pairs
+     * are (0,2) with angle t*100^0 = t and (1,3) with angle t*100^(-1/2) =
+     * t/10; position 0 is unrotated, position 1 is rotated by 1 and 0.1. */
+    {
+        enum { B = 2, T = 2, hd = 4 };
+        float x[B * T * hd];
+        for (int i = 0; i < B * T * hd; i++)
+            x[i] = (float)(i % hd + 1);
+        op_rope(x, B, T, 1, hd, 100.0f, 0);
+        double c1 = cos(1.0), s1 = sin(1.0), c2 = cos(0.1), s2 = sin(0.1);
+        double pos1[hd] = {1 * c1 - 3 * s1, 2 * c2 - 4 * s2, 3 * c1 + 1 * s1, 4 * c2 + 2 * s2};
+        double ref[B * T * hd];
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < hd; i++) {
+                ref[(b * T + 0) * hd + i] = i + 1;
+                ref[(b * T + 1) * hd + i] = pos1[i];
+            }
+        check_ref("rope hand case (hd=4, pairs (i, i+hd/2), position 1, theta=100)", x, ref,
+                  B * T * hd);
+    }
+    /* Adjoint, norm and inverse on a larger, multi-head case. */
+    enum { B = 2, T = 5, nh = 3, hd = 8 };
+    size_t n = (size_t)B * T * nh * hd;
+    float theta = 10000.0f;
+    float *x = frand(n, 1.0), *y = frand(n, 1.0), *rx = fdup(x, n), *iy = fdup(y, n);
+    op_rope(rx, B, T, nh, hd, theta, 0);
+    op_rope(iy, B, T, nh, hd, theta, 1);
+    double a = dot(rx, y, n), b = dot(x, iy, n);
+    report("rope inverse is the adjoint: <rope(x), y> == <x, rope_inverse(y)>", a, b,
+           rel_err(a, b, 0.0), 1e-5);
+    double worst = 0.0, wa = 0.0, wn = 0.0;
+    for (size_t v = 0; v < n / hd; v++) {
+        double nx = sqrt(dot(x + v * hd, x + v * hd, hd)), nr = sqrt(dot(rx + v * hd, rx + v * hd, hd));
+        double e = rel_err(nr, nx, 0.0);
+        if (!(e <= worst)) {
+            worst = e;
+            wa = nr;
+            wn = nx;
+        }
+    }
+    report("rope preserves every head vector's norm", wa, wn, worst, 1e-5);
+    float *back = fdup(rx, n);
+    op_rope(back, B, T, nh, hd, theta, 1);
+    check_same("rope inverse undoes rope", back, x, n, 1e-5);
+    free(x), free(y), free(rx), free(iy), free(back);
+}
+
+/* ------------------------------------------------------------ attention */
+
+typedef struct {
+    float *q, *k, *v, *out, *probs;
+    const float *R;
+    int B, T, H, KV, hd;
+} attn_ctx;
+
+static double attn_obj(void *p)
+{
+    attn_ctx *c = p;
+    op_attention_forward(c->out, c->probs, c->q, c->k, c->v, c->B, c->T, c->H, c->KV, c->hd);
+    return dot(c->R, c->out, (size_t)c->B * c->T * c->H * c->hd);
+}
+
+/* Causal GQA attention in double: query head h reads kv head h / (H/KV). */
+static void ref_attention(double *out, double *probs, const attn_ctx *c)
+{
+    int B = c->B, T = c->T, H = c->H, KV = c->KV, hd = c->hd, group = H / KV;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float *qv = c->q + ((size_t)(b * T + t) * H + h) * hd;
+                double *P = probs + (((size_t)b * H + h) * T + t) * T, mx = -INFINITY, sum = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    const float *kv = c->k + ((size_t)(b * T + s) * KV + h / group) * hd;
+                    double sc = 0.0;
+                    for (int i = 0; i < hd; i++)
+                        sc += (double)qv[i] * kv[i];
+                    P[s] = sc / sqrt((double)hd);
+                    mx = fmax(mx, P[s]);
+                }
+                for (int s = 0; s <= t; s++)
+                    sum += P[s] = exp(P[s] - mx);
+                for (int s = 0; s < T; s++)
+                    P[s] = s <= t ? P[s] / sum : 0.0;
+                double *o = out + ((size_t)(b * T + t) * H + h) * hd;
+                for (int i = 0; i < hd; i++) {
+                    o[i] = 0.0;
+                    for (int s = 0; s <= t; s++)
+                        o[i] += P[s] * c->v[((size_t)(b * T + s) * KV + h / group) * hd + i];
+                }
+            }
+}
+
+/* Perturbing k and v at position t of batch b leaves every output at
+ * positions < t (and all of the other batch) bitwise unchanged, and does
+ * change position t. */
+static void check_causality(attn_ctx *c, const float *out0)
+{
+    int B = c->B, T = c->T, H = c->H, KV = c->KV, hd = c->hd, ok = 1, moved = 1;
+    size_t nk = (size_t)B * T * KV * hd, row = (size_t)H * hd;
+    float *k0 = fdup(c->k, nk), *v0 = fdup(c->v, nk);
+    for (int b = 0; b < B; b++)
+        for (int t = 1; t < T; t++) {
+            for (size_t i = 0; i < (size_t)KV * hd; i++) {
+                c->k[(size_t)(b * T + t) * KV * hd + i] += (float)(3.0 * urand());
+                c->v[(size_t)(b * T + t) * KV * hd + i] += (float)(3.0 * urand());
+            }
+            attn_obj(c);
+            for (int bb = 0; bb < B; bb++)
+                for (int s = 0; s < T; s++) {
+                    int same = !memcmp(c->out + (bb * T + s) * row, out0 + (bb * T + s) * row,
+                                       FB(row));
+                    if (bb != b || s < t)
+                        ok &= same;
+                    else if (s == t)
+                        moved &= !same;
+                }
+            memcpy(c->k, k0, FB(nk));
+            memcpy(c->v, v0, FB(nk));
+        }
+    check_true("attention is causal (k/v at t leave outputs before t and other batches unchanged)",
+               ok, "an output at an earlier position or another batch changed");
+    check_true("attention output at t depends on k/v at t", moved,
+               "perturbing k/v at t did not change the output at t");
+    free(k0);
+    free(v0);
+}
+
+static void test_attention(void)
+{
+    enum { B = 2, T = 5, H = 4, KV = 2, hd = 4 };
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, np = (size_t)B * H * T * T;
+    float *R = frand(nq, 1.0);
+    attn_ctx c = {frand(nq, 2.0), frand(nk, 2.0), frand(nk, 1.0), fnew(nq), fnew(np), R,
+                  B, T, H, KV, hd};
+
+    double *ref = dnew(nq), *pref = dnew(np);
+    ref_attention(ref, pref, &c);
+    attn_obj(&c);
+    check_ref("attention forward vs double GQA reference", c.out, ref, nq);
+    check_ref("attention probs vs double reference", c.probs, pref, np);
+    double worst = 0.0, wsum = 1.0;
+    int upper_zero = 1;
+    for (int r = 0; r < B * H * T; r++) {
+        int t = r % T;
+        double s = 0.0;
+        for (int j = 0; j < T; j++) {
+            s += c.probs[r * T + j];
+            if (j > t)
+                upper_zero &= c.probs[r * T + j] == 0.0f;
+        }
+        if (!(fabs(s - 1.0) <= worst)) {
+            worst = fabs(s - 1.0);
+            wsum = s;
+        }
+    }
+    report("attention probs rows sum to 1", wsum, 1.0, worst, 1e-6);
+    check_true("attention probs are zero above the diagonal", upper_zero,
+               "a probability above the diagonal is nonzero");
+
+    float *out0 = fdup(c.out, nq), *probs = fdup(c.probs, np);
+    float *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
+    for (size_t i = 0; i < nq; i++)
+        dq[i] = GARBAGE;
+    for (size_t i = 0; i < nk; i++)
+        dk[i] = dv[i] = GARBAGE;
+    op_attention_backward(dq, dk, dv, R, probs, c.q, c.k, c.v, B, T, H, KV, hd);
+    check_fd("attention dq", attn_obj, &c, c.q, nq, dq, 1.0);
+    check_fd("attention dk (GQA: 2 query heads per kv head)", attn_obj, &c, c.k, nk, dk, 1.0);
+    check_fd("attention dv (GQA: 2 query heads per kv head)", attn_obj, &c, c.v, nk, dv, 1.0);
+    check_causality(&c, out0);
+    free(R), free(c.q), free(c.k), free(c.v), free(c.out), free(c.probs), free(ref), free(pref);
+    free(out0), free(probs), free(dq), free(dk), free(dv);
+}
+
+/* --------------------------------------------------------------- SwiGLU */
+
+typedef struct {
+    float *gate, *up, *out;
+    const float *R;
+    size_t n;
+} swiglu_ctx;
+
+static double swiglu_obj(void *p)
+{
+    swiglu_ctx *c = p;
+    op_swiglu_forward(c->out, c->gate, c->up, c->n);
+    return dot(c->R, c->out, c->n);
+}
+
+static void test_swiglu(void)
+{
+    enum { n = 40 };
+    float *R = frand(n, 1.0);
+    swiglu_ctx c = {frand(n, 4.0), frand(n, 2.0), fnew(n), R, n};
+    double *ref = dnew(n);
+    for (int i = 0; i < n; i++)
+        ref[i] = c.gate[i] / (1.0 + exp(-(double)c.gate[i])) * c.up[i];
+    op_swiglu_forward(c.out, c.gate, c.up, n);
+    check_ref("swiglu forward vs double reference", c.out, ref, n);
+
+    float *dg = fnew(n), *du = fnew(n);
+    for (int i = 0; i < n; i++)
+        dg[i] = du[i] = GARBAGE;
+    op_swiglu_backward(dg, du, R, c.gate, c.up, n);
+    check_fd("swiglu dgate", swiglu_obj, &c, c.gate, n, dg, 1.0);
+    check_fd("swiglu dup", swiglu_obj, &c, c.up, n, du, 1.0);
+    free(R), free(c.gate), free(c.up), free(c.out), free(ref), free(dg), free(du);
+}
+
+/* -------------------------------------------------------- cross-entropy */
+
+typedef struct {
+    float *logits;
+    const int32_t *tg;
+    int N, V;
+} ce_ctx;
+
+static double ce_obj(void *p)
+{
+    ce_ctx *c = p;
+    return op_crossentropy_loss(c->logits, NULL, c->tg, c->N, c->V);
+}
+
+static void test_crossentropy(void)
+{
+    /* Hand case: sum over rows of log(sum_j exp(l_j)) - l_target, evaluated
+     * in double with the max shifted out. The third row's logits are near
+     * 1000, where float32's spacing is 6e-5: the tolerance is 2e-4 absolute
+     * on a loss of about 2.9 nats, and 1e-4 relative on the gradient (the
+     * log-sum-exp's 6e-5 rounding enters every softmax of that row). */
+    {
+        enum { N = 3, V = 3 };
+        float l[N * V] = {1, 2, 3, -1, 0.5f, 4, 1000, 1001, 999};
+        int32_t tg[N] = {0, 2, 1};
+        double ref = (3 + log(exp(-2.0) + exp(-1.0) + 1) - 1) +
+                     (4 + log(exp(-5.0) + exp(-3.5) + 1) - 4) +
+                     (1001 + log(exp(-1.0) + 1 + exp(-2.0)) - 1001);
+        double got = op_crossentropy_loss(l, NULL, tg, N, V);
+        report("crossentropy_loss equals hand-computed -log softmax (incl. logits ~1000)", got,
+               ref, fabs(got - ref), 2e-4);
+        /* gradient of the same case: (softmax - onehot) * grad_scale */
+        float gs = 0.25f;
+        double gref[N * V];
+        for (int n = 0; n < N; n++) {
+            double mx = fmax(fmax(l[n * V], l[n * V + 1]), l[n * V + 2]), s = 0.0;
+            for (int j = 0; j < V; j++)
+                s += exp(l[n * V + j] - mx);
+            for (int j = 0; j < V; j++)
+                gref[n * V + j] = (exp(l[n * V + j] - mx) / s - (j == tg[n])) * gs;
+        }
+        double fused = op_crossentropy_fused(l, tg, N, V, gs);
+        check_ref_tol("crossentropy_fused gradient equals (softmax - onehot) * grad_scale", l,
+                      gref, N * V, 1e-4);
+        report("crossentropy_fused loss equals hand-computed value", fused, ref,
+               fabs(fused - ref), 2e-4);
+    }
+    enum { N = 4, V = 11 };
+    int32_t tg[N];
+    for (int n = 0; n < N; n++)
+        tg[n] = irand(V);
+    ce_ctx c = {frand(N * V, 3.0), tg, N, V};
+    float *after = fnew(N * V), *g = fdup(c.logits, N * V), gs = 0.37f;
+    double loss = op_crossentropy_loss(c.logits, after, tg, N, V);
+    check_true("crossentropy_loss leaves logits untouched",
+               memcmp(after, c.logits, FB(N * V)) == 0, "the logits changed");
+    double fused = op_crossentropy_fused(g, tg, N, V, gs);
+    report("crossentropy_fused loss equals crossentropy_loss", fused, loss,
+           rel_err(fused, loss, 0.0), 1e-6);
+    check_fd("crossentropy_fused dlogits == FD of crossentropy_loss x grad_scale", ce_obj, &c,
+             c.logits, N * V, g, gs);
+    free(c.logits), free(after), free(g);
+}
+
+/* ---------------------------------------------------------------- AdamW */
+
+/* One AdamW step in double (backend.h's formula). */
+static void ref_adamw(double *p, double *m, double *v, const float *g, size_t n, double lr,
+                      double b1, double b2, double eps, double wd, double gs, int t)
+{
+    double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
+    for (size_t i = 0; i < n; i++) {
+        double gi = g[i] * gs;
+        m[i] = b1 * m[i] + (1.0 - b1) * gi;
+        v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
+        p[i] -= lr * (wd * p[i] + (m[i] / bc1) / (sqrt(v[i] / bc2) + eps));
+    }
+}
+
+/* Compare one step at step t from (p, m, v). The update p' - p is compared
+ * relative to its largest reference value (1e-4: float32 rounding of p ~ 1
+ * against updates ~1e-2); m and v to 1e-6. eps = 1e-3 with gradients
+ * ~1e-2 makes the place of eps matter, and weight decay is 10% of the
+ * update, so either being wrong fails. */
+static void adamw_case(int t, int fresh)
+{
+    enum { n = 6 };
+    const float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-3f, wd = 0.1f, gs = 0.5f;
+    float *p = frand(n, 1.0), *g = frand(n, 2e-2), *m = fnew(n), *v = fnew(n);
+    if (!fresh)
+        for (int i = 0; i < n; i++) {
+            m[i] = (float)(1e-2 * urand());
+            v[i] = (float)(1e-4 * (urand() + 1.0));
+        }
+    double *rp = dnew(n), *rm = dnew(n), *rv = dnew(n), *rdelta = dnew(n);
+    for (int i = 0; i < n; i++)
+        rp[i] = p[i], rm[i] = m[i], rv[i] = v[i];
+    ref_adamw(rp, rm, rv, g, n, lr, b1, b2, eps, wd, gs, t);
+    float *p0 = fdup(p, n), *delta = fnew(n);
+    op_adamw(p, g, m, v, n, lr, b1, b2, eps, wd, gs, t);
+    for (int i = 0; i < n; i++) {
+        delta[i] = p[i] - p0[i];
+        rdelta[i] = rp[i] - p0[i];
+    }
+    char name[96];
+    snprintf(name, sizeof name, "adamw step t=%d%s: update p'-p", t, fresh ? " (m=v=0)" : "");
+    double maxr = 0.0, maxd = 0.0, wa = 0.0, wn = 0.0;
+    for (int i = 0; i < n; i++) {
+        maxr = fmax(maxr, fabs(rdelta[i]));
+        if (!(fabs(delta[i] - rdelta[i]) <= maxd)) {
+            maxd = fabs(delta[i] - rdelta[i]);
+            wa = delta[i];
+            wn = rdelta[i];
+        }
+    }
+    report(name, wa, wn, maxd / maxr, 1e-4);
+    /* m and v against the reference, relative to their largest value */
+    double err_m = 0.0, max_m = 0.0, err_v = 0.0, max_v = 0.0;
+    for (int i = 0; i < n; i++) {
+        max_m = fmax(max_m, fabs(rm[i]));
+        max_v = fmax(max_v, fabs(rv[i]));
+        err_m = fmax(err_m, fabs(m[i] - rm[i]));
+        err_v = fmax(err_v, fabs(v[i] - rv[i]));
+    }
+    snprintf(name, sizeof name, "adamw step t=%d: first moment m", t);
+    report(name, m[0], rm[0], err_m / max_m, 1e-6);
+    snprintf(name, sizeof name, "adamw step t=%d: second moment v", t);
+    report(name, v[0], rv[0], err_v / max_v, 1e-6);
+    free(p), free(g), free(m), free(v), free(rp), free(rm), free(rv), free(rdelta), free(p0);
+    free(delta);
+}
+
+static void test_adamw(void)
+{
+    adamw_case(1, 1);
+    adamw_case(3, 0);
+}
+
+/* ------------------------------------------------------ whole-model check */
+
+/* Whole model: central differences of the mean loss f = loss/N in single
+ * parameters, perturbed in the parameter block, against hpt_model_backward's
+ * gradients of forward(train=1, grad_scale=1/N).
+ *
+ * MODEL_EPS = 1e-2 on parameters of size O(0.1..1). f ≈ 3.6 nats comes out
+ * of a float32 network with about one ulp (2.4e-7) of rounding that does not
+ * cancel between f(p+ε) and f(p-ε): ~1.2e-5 absolute noise in the
+ * difference quotient (measured up to 1.6e-5). The O(ε²) truncation is
+ * ~1e-3 relative (it reaches 6e-2 at ε = 1e-1). So the error is taken
+ * relative to max(|analytic|, |numeric|, MODEL_FLOOR) with MODEL_TOL = 2e-2:
+ * 2% for gradients above 5e-3, and an absolute allowance of 1e-4 (about 6x
+ * the noise) below. Sampled gradients range over 1e-3..3e-1; a wrong sign,
+ * a missing term or a dropped contribution moves them by their own size. */
+#define MODEL_EPS 1e-2f
+#define MODEL_FLOOR 5e-3
+#define MODEL_TOL 2e-2
+#define MODEL_SAMPLES 4 /* elements checked per tensor                  */
+#define MODEL_DRAWS 4   /* samples 1.. take the largest |grad| of this many */
+
+/* Replace hpt's init (std 0.02, which makes the loss nearly flat) by
+ * O(1)-activation values: matrices U(-sqrt(3/fan_in), +), the embedding
+ * U(-1, 1), norm weights 1 + U(-0.2, 0.2). */
+static void model_randomize(hpt_model *m)
+{
+    float *h = fnew(m->nparams);
+    for (int i = 0; i < m->ntensors; i++) {
+        const hpt_tensor *t = &m->tensors[i];
+        double a = t->kind == HPT_TENSOR_EMBED ? 1.0 : sqrt(3.0 / (double)t->cols);
+        for (int64_t e = 0; e < t->rows * t->cols; e++)
+            h[t->offset + e] = t->is_matrix ? (float)(a * urand()) : (float)(1.0 + 0.2 * urand());
+    }
+    be->upload(m->params, h, FB(m->nparams));
+    free(h);
+}
+
+static double model_mean_loss(hpt_model *m, const int32_t *in, const int32_t *tg)
+{
+    return hpt_model_forward(m, in, tg, 0.0f, 0) / (m->B * m->T);
+}
+
+static void set_param(hpt_model *m, size_t i, float v) { be->upload(m->params + i, &v, FB(1)); }
+
+/* Central difference of the mean loss in parameter i, using the perturbation
+ * actually representable in float. */
+static double model_fd(hpt_model *m, size_t i, float p, const int32_t *in, const int32_t *tg)
+{
+    float pp = p + MODEL_EPS, pm = p - MODEL_EPS;
+    set_param(m, i, pp);
+    double fp = model_mean_loss(m, in, tg);
+    set_param(m, i, pm);
+    double fm = model_mean_loss(m, in, tg);
+    set_param(m, i, p);
+    return (fp - fm) / ((double)pp - pm);
+}
+
+static void test_model(int tied)
+{
+    enum { B = 2, T = 6, N = B * T };
+    hpt_config cfg = {.hidden_size = 16, .intermediate_size = 24, .num_hidden_layers = 2,
+                      .num_attention_heads = 4, .num_key_value_heads = 2, .vocab_size = 37,
+                      .max_position_embeddings = 16, .rms_norm_eps = 1e-5f,
+                      .rope_theta = 10000.0f, .tie_word_embeddings = tied};
+    hpt_model m;
+    if (hpt_config_validate(&cfg, "test_ops") || hpt_model_init(&m, &cfg, be, B, T, 1234)) {
+        n_fail++;
+        printf("FAIL model init (%s): %s\n", tied ? "tied" : "untied", hpt_error_msg());
+        return;
+    }
+    model_randomize(&m);
+    int32_t in[N], tg[N];
+    for (int n = 0; n < N; n++)
+        in[n] = irand(cfg.vocab_size), tg[n] = irand(cfg.vocab_size);
+
+    float *params = fnew(m.nparams), *grads = fnew(m.nparams), *grads2 = fnew(m.nparams);
+    be->download(params, m.params, FB(m.nparams));
+    hpt_model_zero_grad(&m);
+    double loss_train = hpt_model_forward(&m, in, tg, 1.0f / N, 1) / N;
+    hpt_model_backward(&m);
+    be->download(grads, m.grads, FB(m.nparams));
+    double loss_eval = model_mean_loss(&m, in, tg);
+    char name[160];
+    snprintf(name, sizeof name, "model (%s) train loss equals eval loss", tied ? "tied" : "untied");
+    report(name, loss_train, loss_eval, rel_err(loss_train, loss_eval, 0.0), 1e-6);
+
+    for (int ti = 0; ti < m.ntensors; ti++) {
+        const hpt_tensor *t = &m.tensors[ti];
+        int64_t count = t->rows * t->cols;
+        double worst = 0.0, wa = 0.0, wn = 0.0;
+        for (int s = 0; s < MODEL_SAMPLES; s++) {
+            /* Sample 0 is uniform; the others favour larger gradients, where
+             * the relative error says most. The embedding's first two come
+             * from rows the input uses (other rows get only the LM head's
+             * gradient when tied, and none when untied). */
+            int64_t e = -1;
+            for (int d = 0; d < (s == 0 ? 1 : MODEL_DRAWS); d++) {
+                int64_t c = irand((int)count);
+                if (t->kind == HPT_TENSOR_EMBED && s < 2)
+                    c = (int64_t)in[irand(N)] * t->cols + irand((int)t->cols);
+                if (e < 0 || fabsf(grads[t->offset + c]) > fabsf(grads[t->offset + e]))
+                    e = c;
+            }
+            size_t i = t->offset + (size_t)e;
+            double num = model_fd(&m, i, params[i], in, tg), ana = grads[i];
+            double err = rel_err(ana, num, MODEL_FLOOR);
+            if (!(err <= worst) || s == 0) {
+                worst = err;
+                wa = ana;
+                wn = num;
+            }
+        }
+        worst_model_err = fmax(worst_model_err, worst);
+        snprintf(name, sizeof name, "model (%s) d loss / d %s", tied ? "tied" : "untied", t->name);
+        report(name, wa, wn, worst, MODEL_TOL);
+    }
+
+    /* backward accumulates: a second forward+backward doubles the gradients */
+    hpt_model_forward(&m, in, tg, 1.0f / N, 1);
+    hpt_model_backward(&m);
+    be->download(grads2, m.grads, FB(m.nparams));
+    for (size_t i = 0; i < m.nparams; i++)
+        grads2[i] *= 0.5f;
+    snprintf(name, sizeof name, "model (%s) backward accumulates into grads",
+             tied ? "tied" : "untied");
+    check_same(name, grads2, grads, m.nparams, 1e-6);
+    hpt_model_free(&m);
+    free(params), free(grads), free(grads2);
+}
+
+/* ----------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    const char *name = argc > 1 ? argv[1] : "cpu";
+    if (hpt_backend_get(name, &be)) {
+        fprintf(stderr, "test_ops: %s\n", hpt_error_msg());
+        MPI_Finalize();
+        return 2;
+    }
+    printf("# test_ops: backend %s\n", be->name);
+    test_memory();
+    test_elementwise();
+    test_sumsq();
+    test_matmul();
+    test_embedding();
+    test_rmsnorm();
+    test_rope();
+    test_attention();
+    test_swiglu();
+    test_crossentropy();
+    test_adamw();
+    test_model(0);
+    test_model(1);
+    printf("# %d ok, %d failed; worst op FD rel err %.1e (tol %.0e), worst model FD rel err "
+           "%.1e (tol %.0e)\n",
+           n_ok, n_fail, worst_op_err, OP_TOL, worst_model_err, MODEL_TOL);
+    MPI_Finalize();
+    return n_fail ? 1 : 0;
+}
