@@ -26,8 +26,9 @@ typedef struct hpt_loader hpt_loader;
  * Shards are sorted by path. T: sequence length (tokens per sample input).
  * Every token is checked against vocab_size. shuffle: 0 = samples in file
  * order (validation), 1 = permuted per epoch from seed.
- * Errors: HPT_ERR_DATA naming the file (nothing matched, bad shard, a shard
- * too short for one window, token id >= vocab_size). */
+ * A shard shorter than T+1 tokens contributes no samples.
+ * Errors: HPT_ERR_DATA naming the file (nothing matched, bad shard, no
+ * sample of T+1 tokens in all the shards, token id >= vocab_size). */
 hpt_status hpt_loader_open(hpt_loader **out, const char *spec, const char *prefix, int T,
                            int vocab_size, uint64_t seed, int shuffle);
 
