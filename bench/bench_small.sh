@@ -34,6 +34,10 @@
 #   PYTHON      interpreter with Debian's torch and numpy [/usr/bin/python3]
 #   CC          compiler for sgemm_peak.c [gcc, else mpicc.mpich]
 #   BENCH_OUT   keep the logs there [a temporary directory, removed at the end]
+# The caller's environment applies to all three runs alike; note that
+# OPENBLAS_CORETYPE, if set, overrides OpenBLAS's CPU detection (e.g. Haswell
+# AVX2 kernels on an AVX-512 CPU) and so changes every figure, the peak too:
+# the header prints it and the kernel OpenBLAS uses.
 # Exit status: 0 done (whether or not the targets are met); 1 a run failed;
 # 2 bad setup.
 set -euo pipefail
@@ -104,6 +108,7 @@ for r in $(seq 1 "$ROUNDS"); do
   echo "-- round $r/$ROUNDS"
   OPENBLAS_NUM_THREADS=$THREADS OMP_NUM_THREADS=$THREADS "$out/sgemm_peak" 5 >"$out/sgemm.$r" 2>&1 ||
     { cat "$out/sgemm.$r" >&2; echo "bench_small.sh: sgemm_peak failed" >&2; exit 1; }
+  [ "$r" -gt 1 ] || echo "   $(head -n 1 "$out/sgemm.$r")"
   echo "   sgemm: $(tail -n 1 "$out/sgemm.$r")"
   # shellcheck disable=SC2086
   env OMP_NUM_THREADS="$THREADS" $HPT_ENV "$TRAIN" --model small --data "$CORPUS" \

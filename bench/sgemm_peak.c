@@ -6,6 +6,7 @@
  * median GFLOP/s of each size (2·n³ FLOP per product) and then the best
  * median, the figure the benchmark calls "SGEMM peak":
  *
+ *     OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64 | core Cooperlake | 2 threads
  *     n=1024 median 148.2 GFLOP/s (7 reps, min 140.1, max 151.0)
  *     ...
  *     sgemm_peak_gflops 151.3
@@ -37,6 +38,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [REPS 1..1000]\n", argv[0]);
         return 2;
     }
+    /* which kernel OpenBLAS picked (OPENBLAS_CORETYPE overrides its CPU
+     * detection) and how many threads it runs */
+    printf("%s | core %s | %d threads\n", openblas_get_config(), openblas_get_corename(),
+           openblas_get_num_threads());
     static const int sizes[] = {1024, 1536, 2048};
     double best = 0.0;
     double *g = malloc(sizeof *g * reps);

@@ -314,6 +314,13 @@ static void layer_backward(hpt_model *m, int l)
                          W(HPT_TENSOR_ATTN_NORM, l), a->rstd1, N, C);
 }
 
+/* Report [lo, hi) of the gradient block as final. */
+static void ready(hpt_model *m, size_t lo, size_t hi)
+{
+    if (m->grad_ready && hi > lo)
+        m->grad_ready(m->grad_ready_ctx, lo, hi - lo);
+}
+
 void hpt_model_backward(hpt_model *m)
 {
     const hpt_backend *be = m->be;
@@ -325,9 +332,17 @@ void hpt_model_backward(hpt_model *m)
     be->memset0(m->dx, sizeof(float) * (size_t)N * C);
     be->rmsnorm_backward(m->dx, G(HPT_TENSOR_FINAL_NORM, -1), m->dtmp, m->x_final,
                          W(HPT_TENSOR_FINAL_NORM, -1), m->rstdf, N, C);
-    for (int l = c->num_hidden_layers - 1; l >= 0; l--)
+    size_t layer0 = hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, 0)->offset;
+    size_t tail = hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset, end = tail;
+    ready(m, tail, m->nparams); /* final norm (+ untied LM head) */
+    for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         layer_backward(m, l);
+        size_t lo = hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, l)->offset;
+        ready(m, lo, end);
+        end = lo;
+    }
     be->embedding_backward(G(HPT_TENSOR_EMBED, -1), m->dx, m->tokens, N, C);
+    ready(m, 0, layer0);
 }
 
 double hpt_model_flops_per_token(const hpt_config *c, int T)

@@ -87,6 +87,14 @@ typedef struct {
     float *datty;             /* (N,H*hd)                                 */
     float *dh, *dgate, *dup;  /* (N,I)                                    */
     float *dscores;           /* (B,H,T,T)                                */
+
+    /* Optional: called by hpt_model_backward as soon as the gradients of a
+     * contiguous range of the gradient block are final for this backward
+     * (the LM head and final norm, then each layer from the last, then the
+     * embedding), so data-parallel reductions can start while backward
+     * goes on. offset, count: elements. NULL = no callback. */
+    void (*grad_ready)(void *ctx, size_t offset, size_t count);
+    void *grad_ready_ctx;
 } hpt_model;
 
 /* Build the tensor table for cfg, allocate parameters, gradients and

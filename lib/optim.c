@@ -22,15 +22,18 @@ float hpt_clip_coef(const hpt_optim_opts *o, double norm)
     return c < 1.0 ? (float)c : 1.0f;
 }
 
-hpt_status hpt_optim_init(hpt_optim *opt, const hpt_model *m, const hpt_optim_opts *o)
+hpt_status hpt_optim_init(hpt_optim *opt, const hpt_model *m, const hpt_optim_opts *o, size_t lo,
+                          size_t hi)
 {
     memset(opt, 0, sizeof *opt);
     opt->o = *o;
     opt->be = m->be;
-    opt->state = m->be->alloc(2 * sizeof(float) * m->nparams);
+    opt->lo = lo;
+    opt->hi = hi;
+    opt->state = m->be->alloc(2 * sizeof(float) * (hi - lo));
     if (!opt->state)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory: AdamW state needs %.1f MiB",
-                             2.0 * sizeof(float) * m->nparams / 1048576.0);
+                             2.0 * sizeof(float) * (hi - lo) / 1048576.0);
     return HPT_OK;
 }
 
@@ -49,16 +52,22 @@ double hpt_grad_norm(const hpt_model *m)
     return sqrt(m->be->sumsq(m->grads, m->nparams));
 }
 
-void hpt_optim_step(hpt_optim *opt, hpt_model *m, float lr, float clip_coef)
+void hpt_optim_step(hpt_optim *opt, hpt_model *m, const float *grads, float lr, float clip_coef)
 {
     const hpt_optim_opts *o = &opt->o;
+    size_t n_own = opt->hi - opt->lo;
+    float *mom1 = opt->state, *mom2 = opt->state + n_own;
     opt->t++;
-    float *mom1 = opt->state, *mom2 = opt->state + m->nparams;
     for (int i = 0; i < m->ntensors; i++) {
         const hpt_tensor *t = &m->tensors[i];
-        size_t n = (size_t)(t->rows * t->cols);
+        size_t a = t->offset, b = t->offset + (size_t)(t->rows * t->cols);
+        a = a > opt->lo ? a : opt->lo; /* intersect with the owned range */
+        b = b < opt->hi ? b : opt->hi;
+        if (a >= b)
+            continue;
         float wd = t->is_matrix ? o->weight_decay : 0.0f;
-        m->be->adamw(m->params + t->offset, m->grads + t->offset, mom1 + t->offset,
-                     mom2 + t->offset, n, lr, o->beta1, o->beta2, o->eps, wd, clip_coef, opt->t);
+        size_t k = a - opt->lo;
+        m->be->adamw(m->params + a, grads + k, mom1 + k, mom2 + k, b - a, lr, o->beta1, o->beta2,
+                     o->eps, wd, clip_coef, opt->t);
     }
 }

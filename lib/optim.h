@@ -28,13 +28,17 @@ float hpt_clip_coef(const hpt_optim_opts *o, double norm);
 typedef struct {
     hpt_optim_opts o;
     const hpt_backend *be;
-    float *state; /* device block of 2*nparams: first moments, then second */
-    int t;        /* number of updates applied (Adam's t)                  */
+    size_t lo, hi; /* the parameter range [lo, hi) this optimizer updates  */
+    float *state;  /* device block of 2*(hi-lo): first moments, then second */
+    int t;         /* number of updates applied (Adam's t)                  */
 } hpt_optim;
 
-/* Allocate the optimizer state (zeroed) for model m. Errors:
- * HPT_ERR_INTERNAL on allocation failure. */
-hpt_status hpt_optim_init(hpt_optim *opt, const hpt_model *m, const hpt_optim_opts *o);
+/* Allocate the optimizer state (zeroed) for parameters [lo, hi) of model m
+ * — the whole block (0, m->nparams), or one ZeRO-1 shard (Rajbhandari et
+ * al. 2020, "ZeRO", section 5.1: optimizer state partitioned over data-
+ * parallel ranks). Errors: HPT_ERR_INTERNAL on allocation failure. */
+hpt_status hpt_optim_init(hpt_optim *opt, const hpt_model *m, const hpt_optim_opts *o, size_t lo,
+                          size_t hi);
 
 /* Free the state; accepts a zeroed struct. */
 void hpt_optim_free(hpt_optim *opt);
@@ -43,8 +47,10 @@ void hpt_optim_free(hpt_optim *opt);
  * embedding's storage so it is counted once). Deterministic. */
 double hpt_grad_norm(const hpt_model *m);
 
-/* One AdamW update of every tensor with learning rate lr, gradients scaled
- * by clip_coef; weight decay on 2-D matrices only. Increments t. */
-void hpt_optim_step(hpt_optim *opt, hpt_model *m, float lr, float clip_coef);
+/* One AdamW update of the parameters in [opt->lo, opt->hi) with learning
+ * rate lr, gradients scaled by clip_coef; weight decay on 2-D matrices only.
+ * grads[x - opt->lo] is the gradient of parameter x (pass m->grads + lo for
+ * the full gradient block, or a ZeRO-1 shard buffer). Increments t. */
+void hpt_optim_step(hpt_optim *opt, hpt_model *m, const float *grads, float lr, float clip_coef);
 
 #endif

@@ -9,7 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "data.h"
+#include "weights.h"
 
 void hpt_train_opts_default(hpt_train_opts *o)
 {
@@ -29,6 +31,9 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->eval_batches = 8;
     o->max_skips = 5;
     o->tie_embeddings = -1;
+    o->tp = 1;
+    o->pp = 1;
+    o->dp = 0;
 }
 
 hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
@@ -135,26 +140,39 @@ static void format_eta(char *buf, size_t n, double s)
 
 /* ------------------------------------------------------------ the run */
 
+#define MAX_BUCKETS 4096
+
 typedef struct {
     hpt_config cfg;
+    hpt_comm comm;
     hpt_model model;
     hpt_optim opt;
     hpt_loader *train, *val;
     int32_t *inputs, *targets; /* host (B,T) */
-    FILE *log;                 /* RUN_DIR/log.tsv or NULL */
+    FILE *log;                 /* RUN_DIR/log.tsv on rank 0, else NULL */
     int64_t cursor;            /* samples consumed in the global order */
+    int root;                  /* 1 on world rank 0: prints and writes  */
+    /* data parallelism */
+    int nbuckets;
+    hpt_comm_req buckets[MAX_BUCKETS];
+    int *shard_counts;         /* ZeRO-1: elements owned by each DP rank */
+    float *grad_shard;         /* ZeRO-1: reduced gradients of own shard */
 } run_state;
 
 static void run_free(run_state *r)
 {
+    if (r->model.be)
+        r->model.be->free(r->grad_shard);
     hpt_model_free(&r->model);
     hpt_optim_free(&r->opt);
     hpt_loader_close(r->train);
     hpt_loader_close(r->val);
     free(r->inputs);
     free(r->targets);
+    free(r->shard_counts);
     if (r->log)
         fclose(r->log);
+    hpt_comm_free(&r->comm);
 }
 
 static hpt_status open_data(run_state *r, const hpt_train_opts *o)
@@ -191,6 +209,27 @@ static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
+/* ZeRO-1: parameter range [lo, hi) owned by this DP rank, contiguous
+ * blocks of ceil(nparams/DP) elements in rank order. */
+static hpt_status setup_zero1(run_state *r, size_t *lo, size_t *hi)
+{
+    int D = r->comm.dp;
+    size_t n = r->model.nparams, S = (n + D - 1) / D;
+    if (S > 2147483647u)
+        return hpt_error_set(HPT_ERR_USAGE, "--zero1: shard of %zu elements exceeds 2^31", S);
+    r->shard_counts = calloc((size_t)D, sizeof(int));
+    if (!r->shard_counts)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    for (int i = 0; i < D; i++) {
+        size_t a = (size_t)i * S < n ? (size_t)i * S : n, b = a + S < n ? a + S : n;
+        r->shard_counts[i] = (int)(b - a);
+    }
+    *lo = (size_t)r->comm.dp_rank * S < n ? (size_t)r->comm.dp_rank * S : n;
+    *hi = *lo + (size_t)r->shard_counts[r->comm.dp_rank];
+    r->grad_shard = r->model.be->alloc(sizeof(float) * (S ? S : 1));
+    return r->grad_shard ? HPT_OK : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+}
+
 static hpt_status setup(run_state *r, const hpt_train_opts *o)
 {
     hpt_status st;
@@ -205,12 +244,17 @@ static hpt_status setup(run_state *r, const hpt_train_opts *o)
                              o->seq_len, r->cfg.max_position_embeddings, o->model);
     if ((st = hpt_backend_get(o->backend, &be)) || (st = open_data(r, o)))
         return st;
-    if (o->run_dir && (st = write_run_files(r, o)))
+    if (r->root && o->run_dir && (st = write_run_files(r, o)))
         return st;
     hpt_optim_opts oo = o->optim;
     oo.total_steps = o->steps;
-    if ((st = hpt_model_init(&r->model, &r->cfg, be, o->batch, o->seq_len, o->seed)) ||
-        (st = hpt_optim_init(&r->opt, &r->model, &oo)))
+    size_t lo = 0, hi = 0;
+    if ((st = hpt_model_init(&r->model, &r->cfg, be, o->batch, o->seq_len, o->seed)))
+        return st;
+    hi = r->model.nparams;
+    if (o->zero1 && (st = setup_zero1(r, &lo, &hi)))
+        return st;
+    if ((st = hpt_optim_init(&r->opt, &r->model, &oo, lo, hi)))
         return st;
     size_t n = (size_t)o->batch * o->seq_len;
     r->inputs = malloc(sizeof(int32_t) * n);
@@ -220,38 +264,95 @@ static hpt_status setup(run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
-/* Mean validation loss over eval_batches micro-batches taken in order from
- * the start of the validation shards (wrapping around). */
+/* Mean validation loss over eval_batches global batches (B x accum x DP
+ * sequences each) taken in order from the start of the validation shards,
+ * wrapping around; sequences are split over micro-batches and DP ranks as
+ * in training, so the result does not depend on the layout. */
 static double evaluate(run_state *r, const hpt_train_opts *o)
 {
     double sum = 0.0;
-    int64_t S = hpt_loader_num_samples(r->val);
-    for (int i = 0; i < o->eval_batches; i++) {
-        hpt_loader_batch(r->val, ((int64_t)i * o->batch) % S, o->batch, r->inputs, r->targets);
-        sum += hpt_model_forward(&r->model, r->inputs, r->targets, 0.0f, 0);
-    }
-    return sum / ((double)o->eval_batches * o->batch * o->seq_len);
+    int D = r->comm.dp;
+    int64_t S = hpt_loader_num_samples(r->val), G = (int64_t)o->batch * o->grad_accum * D;
+    for (int i = 0; i < o->eval_batches; i++)
+        for (int k = 0; k < o->grad_accum; k++) {
+            int64_t pos = i * G + ((int64_t)k * D + r->comm.dp_rank) * o->batch;
+            hpt_loader_batch(r->val, pos % S, o->batch, r->inputs, r->targets);
+            sum += hpt_model_forward(&r->model, r->inputs, r->targets, 0.0f, 0);
+        }
+    if (D > 1)
+        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &sum, 1);
+    return sum / ((double)o->eval_batches * G * o->seq_len);
 }
 
-/* Forward+backward over the grad_accum micro-batches of one step; returns
- * the mean loss per target token. */
+/* grad_ready callback: start the DP all-reduce of a finished range. */
+static void bucket_start(void *ctx, size_t offset, size_t count)
+{
+    run_state *r = ctx;
+    HPT_CHECK(r->nbuckets < MAX_BUCKETS);
+    r->comm.be->iallreduce_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, count,
+                                   &r->buckets[r->nbuckets++]);
+}
+
+/* Forward+backward over this rank's grad_accum micro-batches of one step.
+ * Micro-batch k of DP rank d holds global positions
+ * cursor + (k*DP + d)*B ... + B-1, so the DP ranks together consume the
+ * same B*accum*DP samples, in the same global order, as one rank would.
+ * Gradients are scaled by 1/(tokens of the global batch) and summed over
+ * DP (except with ZeRO-1, where the reduce-scatter is in grad_norm).
+ * Returns the mean loss per target token of the global batch. */
 static double accumulate(run_state *r, const hpt_train_opts *o)
 {
-    double tokens = (double)o->grad_accum * o->batch * o->seq_len, sum = 0.0;
+    int D = r->comm.dp, d = r->comm.dp_rank;
+    double tokens = (double)o->grad_accum * o->batch * o->seq_len * D, sum = 0.0;
     hpt_model_zero_grad(&r->model);
+    r->nbuckets = 0;
     for (int k = 0; k < o->grad_accum; k++) {
-        hpt_loader_batch(r->train, r->cursor, o->batch, r->inputs, r->targets);
-        r->cursor += o->batch;
+        int64_t pos = r->cursor + ((int64_t)k * D + d) * o->batch;
+        hpt_loader_batch(r->train, pos, o->batch, r->inputs, r->targets);
         sum += hpt_model_forward(&r->model, r->inputs, r->targets, (float)(1.0 / tokens), 1);
+        if (k + 1 == o->grad_accum && D > 1 && !o->zero1) {
+            r->model.grad_ready = bucket_start;
+            r->model.grad_ready_ctx = r;
+        }
         hpt_model_backward(&r->model);
+        r->model.grad_ready = NULL;
     }
+    r->cursor += (int64_t)o->grad_accum * o->batch * D;
+    for (int i = 0; i < r->nbuckets; i++)
+        r->comm.be->wait(&r->comm, &r->buckets[i]);
+    if (D > 1)
+        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &sum, 1);
     return sum / tokens;
 }
 
-static void print_step(FILE *out, const hpt_train_opts *o, int step, double loss, float lr,
+/* Global gradient L2 norm, each parameter counted once. With ZeRO-1 the
+ * gradients are first reduce-scattered into this rank's shard. */
+static double grad_norm(run_state *r, const hpt_train_opts *o)
+{
+    if (!o->zero1)
+        return hpt_grad_norm(&r->model);
+    r->comm.be->reduce_scatter_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads, r->grad_shard,
+                                       r->shard_counts);
+    double ss = r->model.be->sumsq(r->grad_shard, (size_t)r->shard_counts[r->comm.dp_rank]);
+    r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &ss, 1);
+    return sqrt(ss);
+}
+
+static void update(run_state *r, const hpt_train_opts *o, float lr, double norm)
+{
+    float clip = hpt_clip_coef(&r->opt.o, norm);
+    if (!o->zero1) {
+        hpt_optim_step(&r->opt, &r->model, r->model.grads, lr, clip);
+        return;
+    }
+    hpt_optim_step(&r->opt, &r->model, r->grad_shard, lr, clip);
+    r->comm.be->allgather_inplace_f32(&r->comm, HPT_GROUP_DP, r->model.params, r->shard_counts);
+}
+
+static void print_step(FILE *out, const hpt_train_opts *o, int dp, int step, double loss, float lr,
                        double norm, double dt, double elapsed, int skipped)
 {
-    double tok = (double)o->grad_accum * o->batch * o->seq_len;
+    double tok = (double)o->grad_accum * o->batch * o->seq_len * dp;
     char eta[32];
     format_eta(eta, sizeof eta, elapsed / (step + 1) * (o->steps - step - 1));
     fprintf(out,
@@ -271,8 +372,9 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         double loss = accumulate(r, o);
         if (in_list(o->nan_steps, step + 1))
             r->model.be->scale(r->model.grads, NAN, 1);
-        double norm = hpt_grad_norm(&r->model);
+        double norm = grad_norm(r, o);
         float lr = hpt_lr_at(&r->opt.o, step);
+        /* loss and norm are reduced, so every rank takes the same branch */
         int skip = !isfinite(loss) || !isfinite(norm);
         if (skip) {
             skipped_total++;
@@ -284,56 +386,100 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
                                      consecutive, step + 1, skipped_total);
         } else {
             consecutive = 0;
-            hpt_optim_step(&r->opt, &r->model, lr, hpt_clip_coef(&r->opt.o, norm));
+            update(r, o, lr, norm);
         }
         double t1 = now_s();
-        if (!o->quiet)
-            print_step(out, o, step, loss, lr, norm, t1 - t0, t1 - t_start, skip);
+        if (!o->quiet && r->root)
+            print_step(out, o, r->comm.dp, step, loss, lr, norm, t1 - t0, t1 - t_start, skip);
         int last = step + 1 == o->steps;
         val = NAN;
         if (r->val && (last || (o->eval_interval > 0 && (step + 1) % o->eval_interval == 0))) {
             val = evaluate(r, o);
-            fprintf(out, "step %d: val loss %.4f\n", step + 1, val);
-            fflush(out);
+            if (r->root) {
+                fprintf(out, "step %d: val loss %.4f\n", step + 1, val);
+                fflush(out);
+            }
         }
         if (r->log)
             fprintf(r->log, "%d\t%.17g\t%.9g\t%.17g\t%.17g\t%d\n", step + 1, loss, lr, norm, val,
                     skip);
     }
-    fprintf(out, "done: %d steps, %d skipped, %.1f s%s", o->steps, skipped_total,
-            now_s() - t_start, "");
-    if (r->val)
-        fprintf(out, ", final val loss %.4f", val);
-    fprintf(out, "\n");
+    if (r->root) {
+        fprintf(out, "done: %d steps, %d skipped, %.1f s", o->steps, skipped_total,
+                now_s() - t_start);
+        if (r->val)
+            fprintf(out, ", final val loss %.4f", val);
+        fprintf(out, "\n");
+    }
+    return HPT_OK;
+}
+
+/* Rank 0 writes the final weights with Hugging Face names. */
+static hpt_status export_weights(run_state *r, const char *path)
+{
+    hid_t f;
+    hpt_status st = hpt_h5_create(path, &f);
+    if (st)
+        return st;
+    st = hpt_h5_write_model(f, "/", &r->model, r->model.params);
+    if (H5Fclose(f) < 0 && !st)
+        st = hpt_error_set(HPT_ERR_IO, "%s: closing the HDF5 file failed", path);
+    return st;
+}
+
+static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
+{
+    fprintf(out,
+            "hpt-train: model %s (%.2f M parameters, %d layers, hidden %d, heads %d/%d kv, "
+            "vocab %d%s), backend %s\n"
+            "hpt-train: layout TP %d x PP %d x DP %d%s on %d ranks\n"
+            "hpt-train: %lld training samples of %d tokens; micro-batch %d x grad-accum %d x DP "
+            "%d = %d tokens/step; %d steps\n",
+            o->model, hpt_config_num_params(&r->cfg) / 1e6, r->cfg.num_hidden_layers,
+            r->cfg.hidden_size, r->cfg.num_attention_heads, r->cfg.num_key_value_heads,
+            r->cfg.vocab_size, r->cfg.tie_word_embeddings ? ", tied" : "", o->backend, r->comm.tp,
+            r->comm.pp, r->comm.dp, o->zero1 ? " (ZeRO-1)" : "", r->comm.world_size,
+            (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
+            r->comm.dp, o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);
+    fflush(out);
+}
+
+/* Layout checks that need no communication: every rank reaches the same
+ * verdict, so no rank is left waiting in a collective. */
+static hpt_status check_layout(MPI_Comm comm, const hpt_train_opts *o, int *dp)
+{
+    int world;
+    MPI_Comm_size(comm, &world);
+    hpt_status st = hpt_grid_check(world, o->tp, o->pp, o->dp, dp);
+    if (st)
+        return st;
+    if (o->tp != 1 || o->pp != 1)
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "--tp %d --pp %d: tensor and pipeline parallelism are not implemented "
+                             "yet; use --tp 1 --pp 1 (data parallelism, with or without --zero1, "
+                             "works)",
+                             o->tp, o->pp);
     return HPT_OK;
 }
 
 hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *o)
 {
-    int size;
-    MPI_Comm_size(comm, &size);
-    if (size != 1)
-        return hpt_error_set(HPT_ERR_USAGE,
-                             "hpt-train runs on one rank in this release (got %d ranks); "
-                             "tensor/pipeline/data parallel layouts are not implemented yet",
-                             size);
+    int dp;
+    hpt_status st = check_layout(comm, o, &dp);
+    if (st)
+        return st;
     run_state r;
     memset(&r, 0, sizeof r);
-    hpt_status st = setup(&r, o);
+    hpt_comm_init(&r.comm, comm, o->tp, o->pp, dp, stderr);
+    r.root = r.comm.world_rank == 0;
+    st = hpt_comm_agree(comm, setup(&r, o));
     if (!st) {
-        fprintf(out,
-                "hpt-train: model %s (%.2f M parameters, %d layers, hidden %d, heads %d/%d kv, "
-                "vocab %d%s), backend %s\n"
-                "hpt-train: %lld training samples of %d tokens; micro-batch %d x grad-accum %d = "
-                "%d tokens/step; %d steps\n",
-                o->model, hpt_config_num_params(&r.cfg) / 1e6, r.cfg.num_hidden_layers,
-                r.cfg.hidden_size, r.cfg.num_attention_heads, r.cfg.num_key_value_heads,
-                r.cfg.vocab_size, r.cfg.tie_word_embeddings ? ", tied" : "", o->backend,
-                (long long)hpt_loader_num_samples(r.train), o->seq_len, o->batch, o->grad_accum,
-                o->batch * o->grad_accum * o->seq_len, o->steps);
-        fflush(out);
+        if (r.root)
+            print_banner(&r, o, out);
         st = train_loop(&r, o, out);
     }
+    if (!st && o->export_path)
+        st = hpt_comm_agree(comm, r.root ? export_weights(&r, o->export_path) : HPT_OK);
     run_free(&r);
     return st;
 }

@@ -26,6 +26,9 @@ typedef struct {
     int max_skips;         /* consecutive non-finite steps before stopping  */
     int tie_embeddings;    /* -1 = config's value, 0/1 override             */
     const char *nan_steps; /* fault injection for tests: "3,4" poison grads  */
+    const char *export_path; /* write final weights (HF names) to this HDF5 */
+    int tp, pp, dp;        /* layout; dp <= 0: inferred from the world size */
+    int zero1;             /* shard AdamW state over data-parallel ranks    */
     int quiet;             /* 1: no per-step progress line                  */
 } hpt_train_opts;
 
@@ -36,9 +39,14 @@ void hpt_train_opts_default(hpt_train_opts *o);
  * naming the option, the value and the rule. */
 hpt_status hpt_train_opts_validate(const hpt_train_opts *o);
 
-/* Train as configured by *o on `comm`, printing progress to `out` (rank 0
- * only). Returns HPT_OK or an error status with hpt_error_msg() set; the
- * caller prints it once and exits with hpt_status_exit_code(). */
+/* Train as configured by *o on `comm` (collective), printing progress to
+ * `out` on rank 0 only. Data parallelism: each of the DP ranks takes its
+ * own micro-batches from the global sample order, gradients are summed
+ * with bucketed nonblocking all-reduces started during backward (or
+ * reduce-scattered with ZeRO-1), and the loss is averaged over the global
+ * batch's tokens. Returns the same status on every rank, with
+ * hpt_error_msg() set everywhere; the caller prints it on rank 0 and exits
+ * with hpt_status_exit_code(). */
 hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *o);
 
 #endif

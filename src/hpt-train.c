@@ -25,6 +25,10 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --data DIR|FILE|GLOB  training shards; a directory means DIR/train_*.bin [%s]\n"
             "  --val-data FILE|GLOB  validation shards [DIR/val_*.bin when --data is a directory]\n"
             "  --backend NAME        compute backend [%s]\n\n"
+            "Parallel layout (world = TP x PP x DP; run under mpiexec or srun):\n"
+            "  --tp N, --pp N        tensor / pipeline parallel sizes (only 1 so far) [1]\n"
+            "  --dp N                data parallel size [world size / (TP x PP)]\n"
+            "  --zero1               shard AdamW state over the DP ranks (ZeRO-1)\n\n"
             "Batch and schedule:\n"
             "  --batch N             micro-batch size, sequences [%d]\n"
             "  --seq-len N           sequence length T, tokens [%d]\n"
@@ -40,12 +44,13 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --seed N              seed of initialisation and data order [%llu]\n\n"
             "Evaluation and output:\n"
             "  --eval-interval N     validate every N steps (0 = only at the end) [%d]\n"
-            "  --eval-batches N      micro-batches per validation [%d]\n"
+            "  --eval-batches N      global batches per validation [%d]\n"
             "  --run-dir DIR         write config.json and log.tsv (per-step loss, lr,\n"
             "                        grad norm, val loss) there; created if missing [none]\n"
             "  --max-skips N         stop after N consecutive non-finite steps [%d]\n"
             "  --fault-nan-steps L   testing: poison the gradients of steps L (e.g. 3,4)\n"
             "  --quiet               no per-step progress line\n"
+            "  --export FILE         write the final weights (Hugging Face names) to HDF5\n"
             "  --print-config        print the resolved model config.json and exit\n"
             "  --help, --version\n\n"
             "Exit status: 0 done; 1 internal error; 2 bad option or model config;\n"
@@ -62,7 +67,7 @@ enum {
     OPT_MODEL = 256, OPT_DATA, OPT_VAL, OPT_RUN_DIR, OPT_BACKEND, OPT_BATCH, OPT_SEQ, OPT_ACCUM,
     OPT_STEPS, OPT_LR, OPT_MIN_LR, OPT_WARMUP, OPT_B1, OPT_B2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
-    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION,
+    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT,
 };
 
 static const struct option long_opts[] = {
@@ -80,6 +85,9 @@ static const struct option long_opts[] = {
     {"untie-embeddings", 0, 0, OPT_UNTIE}, {"fault-nan-steps", 1, 0, OPT_NAN},
     {"quiet", 0, 0, OPT_QUIET},         {"print-config", 0, 0, OPT_PRINT_CONFIG},
     {"help", 0, 0, OPT_HELP},           {"version", 0, 0, OPT_VERSION},
+    {"tp", 1, 0, OPT_TP},               {"pp", 1, 0, OPT_PP},
+    {"dp", 1, 0, OPT_DP},               {"zero1", 0, 0, OPT_ZERO1},
+    {"export", 1, 0, OPT_EXPORT},
     {0, 0, 0, 0},
 };
 
@@ -151,6 +159,11 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_UNTIE: o->tie_embeddings = 0; return HPT_OK;
     case OPT_NAN: o->nan_steps = arg; return HPT_OK;
     case OPT_QUIET: o->quiet = 1; return HPT_OK;
+    case OPT_TP: return parse_int(name, arg, &o->tp);
+    case OPT_PP: return parse_int(name, arg, &o->pp);
+    case OPT_DP: return parse_int(name, arg, &o->dp);
+    case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
+    case OPT_EXPORT: o->export_path = arg; return HPT_OK;
     case OPT_PRINT_CONFIG: *action = 3; return HPT_OK;
     case OPT_HELP: *action = 1; return HPT_OK;
     case OPT_VERSION: *action = 2; return HPT_OK;

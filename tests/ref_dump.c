@@ -46,7 +46,7 @@ int main(int argc, char **argv)
     const hpt_backend *be;
     TRY(hpt_backend_get("cpu", &be));
     TRY(hpt_model_init(&m, &cfg, be, B, T, strtoull(argv[11], NULL, 10)));
-    TRY(hpt_optim_init(&opt, &m, &oo));
+    TRY(hpt_optim_init(&opt, &m, &oo, 0, m.nparams));
     TRY(hpt_loader_open(&ld, argv[3], NULL, T, cfg.vocab_size, 1, 0));
 
     hid_t f;
@@ -77,7 +77,7 @@ int main(int argc, char **argv)
         hpt_model_backward(&m);
         sn[s] = hpt_grad_norm(&m);
         slr[s] = hpt_lr_at(&opt.o, s);
-        hpt_optim_step(&opt, &m, (float)slr[s], hpt_clip_coef(&opt.o, sn[s]));
+        hpt_optim_step(&opt, &m, m.grads, (float)slr[s], hpt_clip_coef(&opt.o, sn[s]));
     }
     hsize_t sdims = (hsize_t)steps;
     TRY(hpt_h5_write_array(f, "step_loss", H5T_NATIVE_DOUBLE, 1, &sdims, sl));

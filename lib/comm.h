@@ -1,0 +1,103 @@
+/* comm.h — the communication-backend seam and the rank grid.
+ *
+ * Rank grid (Megatron-LM's default order): world = TP x PP x DP and
+ *   rank = tp + dp*TP + pp*TP*DP
+ * so tensor-parallel ranks are consecutive (same node), then data
+ * parallel, then pipeline stages. Every collective of the trainer goes
+ * through one table of function pointers (MPI now, NCCL later) on a named
+ * group, and every call is counted per group (calls, payload bytes,
+ * seconds) for the metrics.
+ */
+#ifndef HPT_COMM_H
+#define HPT_COMM_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+
+typedef enum {
+    HPT_GROUP_WORLD,
+    HPT_GROUP_TP,    /* same (dp, pp): tensor-parallel ranks              */
+    HPT_GROUP_DP,    /* same (tp, pp): data-parallel replicas             */
+    HPT_GROUP_PP,    /* same (tp, dp): the stages of one pipeline         */
+    HPT_GROUP_MP,    /* same dp: the model-parallel group (TP x PP)        */
+    HPT_GROUP_COUNT
+} hpt_group;
+
+typedef struct {
+    int64_t calls;   /* collective or point-to-point calls                */
+    int64_t bytes;   /* payload bytes handed to the call by this rank     */
+    double seconds;  /* wall time inside the calls (including waits)      */
+} hpt_comm_counter;
+
+typedef struct hpt_comm hpt_comm;
+
+/* A pending nonblocking operation. */
+typedef struct {
+    MPI_Request req;
+    hpt_group group;
+    double t_start;
+} hpt_comm_req;
+
+typedef struct {
+    const char *name;
+    /* buf (n floats) = sum over the group, in place. */
+    void (*allreduce_sum_f32)(hpt_comm *c, hpt_group g, float *buf, size_t n);
+    /* buf (n doubles) = sum / max over the group, in place. */
+    void (*allreduce_sum_f64)(hpt_comm *c, hpt_group g, double *buf, size_t n);
+    void (*allreduce_max_f64)(hpt_comm *c, hpt_group g, double *buf, size_t n);
+    /* Start an in-place sum all-reduce of n floats; finish with wait. */
+    void (*iallreduce_sum_f32)(hpt_comm *c, hpt_group g, float *buf, size_t n, hpt_comm_req *r);
+    void (*wait)(hpt_comm *c, hpt_comm_req *r);
+    /* recv (size*n) = concatenation of every rank's send (n), rank order. */
+    void (*allgather_f32)(hpt_comm *c, hpt_group g, const float *send, float *recv, size_t n);
+    /* Block i of buf (counts[i] floats, blocks back to back in rank order)
+     * is rank i's; every rank receives all blocks, in place. */
+    void (*allgather_inplace_f32)(hpt_comm *c, hpt_group g, float *buf, const int *counts);
+    /* recv (counts[rank]) = sum over the group of this rank's block of send
+     * (blocks of counts[i] floats back to back in rank order). */
+    void (*reduce_scatter_sum_f32)(hpt_comm *c, hpt_group g, const float *send, float *recv,
+                                   const int *counts);
+    /* bytes from `root` (group rank) to every rank. */
+    void (*broadcast)(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root);
+} hpt_comm_backend;
+
+struct hpt_comm {
+    const hpt_comm_backend *be;
+    int world_rank, world_size;
+    int tp, pp, dp;                     /* grid sizes                         */
+    int tp_rank, pp_rank, dp_rank;      /* this rank's coordinates            */
+    int node_rank, node_size;           /* rank and size inside its node      */
+    MPI_Comm comms[HPT_GROUP_COUNT];
+    int group_rank[HPT_GROUP_COUNT], group_size[HPT_GROUP_COUNT];
+    hpt_comm_counter counters[HPT_GROUP_COUNT];
+};
+
+/* The MPI backend. */
+extern const hpt_comm_backend hpt_comm_mpi;
+
+/* Check a layout without communicating: world == tp*pp*dp with all > 0
+ * (dp <= 0 means "infer dp = world/(tp*pp)"). Every rank computes the same
+ * answer, so an error is found before any collective can hang. On success
+ * *dp_out is the data-parallel size. Errors: HPT_ERR_USAGE naming the
+ * option and listing valid layouts when the product does not match. */
+hpt_status hpt_grid_check(int world, int tp, int pp, int dp, int *dp_out);
+
+/* Build the grid on `world` (collective over it): sub-communicators for
+ * every group, node-local rank (MPI_Comm_split_type SHARED). Writes one
+ * warning line to `warn` (rank 0) when a TP group spans nodes. The grid
+ * must have passed hpt_grid_check. */
+hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FILE *warn);
+
+/* Free the sub-communicators; accepts a zeroed struct. */
+void hpt_comm_free(hpt_comm *c);
+
+/* Agree on a status across `world`: if any rank failed, every rank returns
+ * the failure of the lowest failing rank with its message (so rank 0 can
+ * print it once). Collective. */
+hpt_status hpt_comm_agree(MPI_Comm world, hpt_status st);
+
+#endif

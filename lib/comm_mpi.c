@@ -1,0 +1,217 @@
+/* comm_mpi.c — the MPI communication backend, the rank grid and status
+ * agreement; see comm.h. */
+#include <string.h>
+
+#include "comm.h"
+
+static double wtime(void) { return MPI_Wtime(); }
+
+static void count(hpt_comm *c, hpt_group g, size_t bytes, double t0)
+{
+    c->counters[g].calls++;
+    c->counters[g].bytes += (int64_t)bytes;
+    c->counters[g].seconds += wtime() - t0;
+}
+
+/* MPI counts are int: large buffers go in chunks of at most 2^30 elements. */
+#define CHUNK ((size_t)1 << 30)
+
+static void mpi_allreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t n)
+{
+    double t0 = wtime();
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t k = n - off < CHUNK ? n - off : CHUNK;
+        MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, c->comms[g]);
+    }
+    count(c, g, n * sizeof(float), t0);
+}
+
+static void mpi_allreduce_f64(hpt_comm *c, hpt_group g, double *buf, size_t n, MPI_Op op)
+{
+    double t0 = wtime();
+    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, op, c->comms[g]);
+    count(c, g, n * sizeof(double), t0);
+}
+
+static void mpi_allreduce_sum_f64(hpt_comm *c, hpt_group g, double *buf, size_t n)
+{
+    mpi_allreduce_f64(c, g, buf, n, MPI_SUM);
+}
+
+static void mpi_allreduce_max_f64(hpt_comm *c, hpt_group g, double *buf, size_t n)
+{
+    mpi_allreduce_f64(c, g, buf, n, MPI_MAX);
+}
+
+static void mpi_iallreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t n,
+                                   hpt_comm_req *r)
+{
+    HPT_CHECK(n < CHUNK);
+    r->group = g;
+    r->t_start = wtime();
+    MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comms[g], &r->req);
+    c->counters[g].calls++;
+    c->counters[g].bytes += (int64_t)(n * sizeof(float));
+}
+
+static void mpi_wait(hpt_comm *c, hpt_comm_req *r)
+{
+    double t0 = wtime();
+    MPI_Wait(&r->req, MPI_STATUS_IGNORE);
+    c->counters[r->group].seconds += wtime() - t0;
+}
+
+static void mpi_allgather_f32(hpt_comm *c, hpt_group g, const float *send, float *recv, size_t n)
+{
+    double t0 = wtime();
+    HPT_CHECK(n < CHUNK);
+    MPI_Allgather(send, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, c->comms[g]);
+    count(c, g, n * sizeof(float), t0);
+}
+
+static void mpi_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
+                                       const int *counts)
+{
+    double t0 = wtime();
+    int n = 0;
+    for (int i = 0; i < c->group_size[g]; i++)
+        n += counts[i];
+    MPI_Reduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, c->comms[g]);
+    count(c, g, (size_t)n * sizeof(float), t0);
+}
+
+static void mpi_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts)
+{
+    double t0 = wtime();
+    int size = c->group_size[g], displ[size], n = 0;
+    for (int i = 0; i < size; i++) {
+        displ[i] = n;
+        n += counts[i];
+    }
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displ, MPI_FLOAT, c->comms[g]);
+    count(c, g, (size_t)counts[c->group_rank[g]] * sizeof(float), t0);
+}
+
+static void mpi_broadcast(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root)
+{
+    double t0 = wtime();
+    HPT_CHECK(bytes < CHUNK);
+    MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->comms[g]);
+    count(c, g, bytes, t0);
+}
+
+const hpt_comm_backend hpt_comm_mpi = {
+    .name = "mpi",
+    .allreduce_sum_f32 = mpi_allreduce_sum_f32,
+    .allreduce_sum_f64 = mpi_allreduce_sum_f64,
+    .allreduce_max_f64 = mpi_allreduce_max_f64,
+    .iallreduce_sum_f32 = mpi_iallreduce_sum_f32,
+    .wait = mpi_wait,
+    .allgather_f32 = mpi_allgather_f32,
+    .allgather_inplace_f32 = mpi_allgather_inplace_f32,
+    .reduce_scatter_sum_f32 = mpi_reduce_scatter_sum_f32,
+    .broadcast = mpi_broadcast,
+};
+
+/* ------------------------------------------------------------ the grid */
+
+hpt_status hpt_grid_check(int world, int tp, int pp, int dp, int *dp_out)
+{
+    if (tp <= 0 || pp <= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--tp %d --pp %d: sizes must be > 0", tp, pp);
+    if (dp <= 0) {
+        if (world % (tp * pp))
+            return hpt_error_set(HPT_ERR_USAGE,
+                                 "%d ranks cannot be split into --tp %d x --pp %d x DP: the world "
+                                 "size must be a multiple of tp*pp = %d",
+                                 world, tp, pp, tp * pp);
+        dp = world / (tp * pp);
+    }
+    if ((long)tp * pp * dp != world)
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "--tp %d x --pp %d x --dp %d = %ld ranks, but the job has %d ranks "
+                             "(omit --dp to infer it)",
+                             tp, pp, dp, (long)tp * pp * dp, world);
+    *dp_out = dp;
+    return HPT_OK;
+}
+
+static void split(hpt_comm *c, MPI_Comm world, hpt_group g, int color, int key)
+{
+    MPI_Comm_split(world, color, key, &c->comms[g]);
+    MPI_Comm_rank(c->comms[g], &c->group_rank[g]);
+    MPI_Comm_size(c->comms[g], &c->group_size[g]);
+}
+
+hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FILE *warn)
+{
+    memset(c, 0, sizeof *c);
+    c->be = &hpt_comm_mpi;
+    MPI_Comm_rank(world, &c->world_rank);
+    MPI_Comm_size(world, &c->world_size);
+    c->tp = tp;
+    c->pp = pp;
+    c->dp = dp;
+    int r = c->world_rank;
+    c->tp_rank = r % tp;
+    c->dp_rank = (r / tp) % dp;
+    c->pp_rank = r / (tp * dp);
+    MPI_Comm_dup(world, &c->comms[HPT_GROUP_WORLD]);
+    c->group_rank[HPT_GROUP_WORLD] = r;
+    c->group_size[HPT_GROUP_WORLD] = c->world_size;
+    split(c, world, HPT_GROUP_TP, c->dp_rank + c->pp_rank * dp, c->tp_rank);
+    split(c, world, HPT_GROUP_DP, c->tp_rank + c->pp_rank * tp, c->dp_rank);
+    split(c, world, HPT_GROUP_PP, c->tp_rank + c->dp_rank * tp, c->pp_rank);
+    split(c, world, HPT_GROUP_MP, c->dp_rank, c->tp_rank + c->pp_rank * tp);
+
+    /* Node-local rank; a TP group whose ranks are on different nodes pays
+     * inter-node latency on every layer's all-reduce. */
+    MPI_Comm node;
+    MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &c->node_rank);
+    MPI_Comm_size(node, &c->node_size);
+    int node_id, lo, hi;
+    MPI_Allreduce(&r, &node_id, 1, MPI_INT, MPI_MIN, node); /* lowest world rank on the node */
+    MPI_Allreduce(&node_id, &lo, 1, MPI_INT, MPI_MIN, c->comms[HPT_GROUP_TP]);
+    MPI_Allreduce(&node_id, &hi, 1, MPI_INT, MPI_MAX, c->comms[HPT_GROUP_TP]);
+    int spans = lo != hi, any = 0;
+    MPI_Allreduce(&spans, &any, 1, MPI_INT, MPI_MAX, world);
+    if (any && r == 0 && warn)
+        fprintf(warn,
+                "hpt: warning: a tensor-parallel group (--tp %d) spans nodes (%d ranks per "
+                "node); keep TP inside a node\n",
+                tp, c->node_size);
+    MPI_Comm_free(&node);
+    return HPT_OK;
+}
+
+void hpt_comm_free(hpt_comm *c)
+{
+    if (!c)
+        return;
+    for (int g = 0; g < HPT_GROUP_COUNT; g++)
+        if (c->comms[g] != MPI_COMM_NULL && c->comms[g] != 0)
+            MPI_Comm_free(&c->comms[g]);
+    memset(c, 0, sizeof *c);
+}
+
+hpt_status hpt_comm_agree(MPI_Comm world, hpt_status st)
+{
+    int rank, size, failing;
+    MPI_Comm_rank(world, &rank);
+    MPI_Comm_size(world, &size);
+    int mine = st ? rank : size;
+    MPI_Allreduce(&mine, &failing, 1, MPI_INT, MPI_MIN, world);
+    if (failing == size)
+        return HPT_OK;
+    struct {
+        int code;
+        char msg[1000];
+    } e = {0};
+    if (rank == failing) {
+        e.code = (int)st;
+        snprintf(e.msg, sizeof e.msg, "%s", hpt_error_msg());
+    }
+    MPI_Bcast(&e, sizeof e, MPI_BYTE, failing, world);
+    return hpt_error_set((hpt_status)e.code, "%s", e.msg);
+}

@@ -1,0 +1,10 @@
+#!/bin/sh
+# Bad input: --tp x --pp x --dp must equal the number of ranks; every rank
+# exits non-zero, the message is printed once, nothing hangs.
+. "$HPT_SRC/tests/lib.sh"
+need_corpus
+export OMP_NUM_THREADS=1
+expect_error 2 "\-\-tp 1 x \-\-pp 1 x \-\-dp 2 = 2 ranks, but the job has 3 ranks" \
+  timeout 120 "$MPIEXEC" -n 3 "$TRAIN" --model tiny --data "$CORPUS" --dp 2 --steps 1
+expect_error 2 "3 ranks cannot be split into \-\-tp 1 x \-\-pp 2" \
+  timeout 120 "$MPIEXEC" -n 3 "$TRAIN" --model tiny --data "$CORPUS" --pp 2 --steps 1
