@@ -46,10 +46,15 @@ struct hpt_backend {
                             const float *w, int N, int Ic, int O, int accum_din);
 
     /* ---- embedding ------------------------------------------------------ */
-    /* out (N,C) = wte[tokens[n]]; tokens (N) int32 on the device. */
-    void (*embedding_forward)(float *out, const int32_t *tokens, const float *wte, int N, int C);
-    /* dwte (V,C) row tokens[n] += dout (N,C) row n. */
-    void (*embedding_backward)(float *dwte, const float *dout, const int32_t *tokens, int N, int C);
+    /* Vocab-parallel lookup (Megatron-LM's VocabParallelEmbedding): wte
+     * (Vl,C) holds rows v0..v0+Vl-1 of the table; out (N,C) = wte[tokens[n]
+     * - v0] for tokens in that range, else 0 (the TP all-reduce adds the
+     * rows of the other ranks). tokens (N) int32. One rank: v0=0, Vl=V. */
+    void (*embedding_forward)(float *out, const int32_t *tokens, const float *wte, int N, int C,
+                              int v0, int Vl);
+    /* dwte (Vl,C) row tokens[n]-v0 += dout (N,C) row n, for tokens in range. */
+    void (*embedding_backward)(float *dwte, const float *dout, const int32_t *tokens, int N, int C,
+                               int v0, int Vl);
 
     /* ---- RMSNorm (Zhang & Sennrich 2019, eq. 4) ---------------------------
      * out = in * rstd * w, rstd = 1/sqrt(mean(in^2) + eps).
@@ -100,6 +105,25 @@ struct hpt_backend {
                                  float grad_scale);
     /* Same loss without the gradient (evaluation); logits untouched. */
     double (*crossentropy_loss)(const float *logits, const int32_t *targets, int N, int V);
+
+    /* ---- vocab-parallel cross-entropy (Megatron-LM, Shoeybi et al. 2019,
+     * section 3): logits (N,Vl) are columns v0..v0+Vl-1 of the full
+     * logits, of which the first `nvalid` are real vocabulary entries (the
+     * rest is padding that never enters the softmax). Between the phases
+     * the caller all-reduces over TP: MAX of mx, SUM of sumexp and tlogit.
+     * Full logits are never gathered. */
+    /* mx (N) = max over the valid local columns (-inf if none). */
+    void (*vocab_max)(float *mx, const float *logits, int N, int Vl, int nvalid);
+    /* sumexp (N) = sum exp(logit - mx) over valid local columns; tlogit (N)
+     * = the target's logit if the target is local, else 0. */
+    void (*vocab_sumexp)(float *sumexp, float *tlogit, const float *logits, const int32_t *targets,
+                         const float *mx, int N, int Vl, int nvalid, int v0);
+    /* Returns sum over rows of log(sumexp) + mx - tlogit (the loss); when
+     * grad_scale != 0 also turns logits into (softmax - onehot)*grad_scale
+     * for valid columns and 0 for padding. */
+    double (*vocab_ce_finish)(float *logits, const int32_t *targets, const float *mx,
+                              const float *sumexp, const float *tlogit, int N, int Vl, int nvalid,
+                              int v0, float grad_scale);
 
     /* ---- AdamW (Loshchilov & Hutter 2019, algorithm 2) ----------------------
      * For n elements: g = grad*grad_scale; m = b1 m + (1-b1) g;

@@ -82,19 +82,28 @@ static void cpu_matmul_backward(float *din, float *dw, const float *dout, const 
 
 /* ---------------------------------------------------------- embedding */
 
-static void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int N, int C)
+static void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int N, int C,
+                                  int v0, int Vl)
 {
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++)
-        memcpy(out + (size_t)n * C, wte + (size_t)tokens[n] * C, sizeof(float) * C);
+    for (int n = 0; n < N; n++) {
+        int r = tokens[n] - v0;
+        if (r >= 0 && r < Vl)
+            memcpy(out + (size_t)n * C, wte + (size_t)r * C, sizeof(float) * C);
+        else
+            memset(out + (size_t)n * C, 0, sizeof(float) * C);
+    }
 }
 
 static void cpu_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int N,
-                                   int C)
+                                   int C, int v0, int Vl)
 {
     /* Rows may repeat, so accumulate sequentially over n (deterministic). */
     for (int n = 0; n < N; n++) {
-        float *d = dwte + (size_t)tokens[n] * C;
+        int r = tokens[n] - v0;
+        if (r < 0 || r >= Vl)
+            continue;
+        float *d = dwte + (size_t)r * C;
         const float *g = dout + (size_t)n * C;
         for (int c = 0; c < C; c++)
             d[c] += g[c];
@@ -392,6 +401,63 @@ static double cpu_crossentropy_loss(const float *logits, const int32_t *targets,
     return s;
 }
 
+/* ---------------------------------------- vocab-parallel cross-entropy */
+
+static void cpu_vocab_max(float *mx, const float *logits, int N, int Vl, int nvalid)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *row = logits + (size_t)n * Vl;
+        float m = -INFINITY;
+        for (int j = 0; j < nvalid; j++)
+            m = row[j] > m ? row[j] : m;
+        mx[n] = m;
+    }
+}
+
+static void cpu_vocab_sumexp(float *sumexp, float *tlogit, const float *logits,
+                             const int32_t *targets, const float *mx, int N, int Vl, int nvalid,
+                             int v0)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *row = logits + (size_t)n * Vl;
+        float s = 0.0f;
+        for (int j = 0; j < nvalid; j++)
+            s += expf(row[j] - mx[n]);
+        sumexp[n] = s;
+        int t = targets[n] - v0;
+        tlogit[n] = t >= 0 && t < nvalid ? row[t] : 0.0f;
+    }
+}
+
+static double cpu_vocab_ce_finish(float *logits, const int32_t *targets, const float *mx,
+                                  const float *sumexp, const float *tlogit, int N, int Vl,
+                                  int nvalid, int v0, float grad_scale)
+{
+    double *loss = malloc(sizeof(double) * (N > 0 ? N : 1));
+    if (!loss)
+        HPT_FATAL("out of memory in cross-entropy");
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float lse = mx[n] + logf(sumexp[n]);
+        loss[n] = (double)lse - tlogit[n];
+        if (grad_scale == 0.0f)
+            continue;
+        float *row = logits + (size_t)n * Vl;
+        for (int j = 0; j < nvalid; j++)
+            row[j] = expf(row[j] - lse) * grad_scale;
+        for (int j = nvalid; j < Vl; j++)
+            row[j] = 0.0f;
+        int t = targets[n] - v0;
+        if (t >= 0 && t < nvalid)
+            row[t] -= grad_scale;
+    }
+    double s = sum_in_order(loss, N);
+    free(loss);
+    return s;
+}
+
 /* -------------------------------------------------------------- AdamW */
 
 static void cpu_adamw(float *p, const float *grad, float *m, float *v, size_t n, float lr,
@@ -435,5 +501,8 @@ const hpt_backend hpt_backend_cpu = {
     .sumsq = cpu_sumsq,
     .crossentropy_fused = cpu_crossentropy_fused,
     .crossentropy_loss = cpu_crossentropy_loss,
+    .vocab_max = cpu_vocab_max,
+    .vocab_sumexp = cpu_vocab_sumexp,
+    .vocab_ce_finish = cpu_vocab_ce_finish,
     .adamw = cpu_adamw,
 };

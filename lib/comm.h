@@ -46,6 +46,8 @@ typedef struct {
     const char *name;
     /* buf (n floats) = sum over the group, in place. */
     void (*allreduce_sum_f32)(hpt_comm *c, hpt_group g, float *buf, size_t n);
+    /* buf (n floats) = element-wise max over the group, in place. */
+    void (*allreduce_max_f32)(hpt_comm *c, hpt_group g, float *buf, size_t n);
     /* buf (n doubles) = sum / max over the group, in place. */
     void (*allreduce_sum_f64)(hpt_comm *c, hpt_group g, double *buf, size_t n);
     void (*allreduce_max_f64)(hpt_comm *c, hpt_group g, double *buf, size_t n);

@@ -26,6 +26,14 @@ static void mpi_allreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t n
     count(c, g, n * sizeof(float), t0);
 }
 
+static void mpi_allreduce_max_f32(hpt_comm *c, hpt_group g, float *buf, size_t n)
+{
+    double t0 = wtime();
+    HPT_CHECK(n < CHUNK);
+    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_MAX, c->comms[g]);
+    count(c, g, n * sizeof(float), t0);
+}
+
 static void mpi_allreduce_f64(hpt_comm *c, hpt_group g, double *buf, size_t n, MPI_Op op)
 {
     double t0 = wtime();
@@ -103,6 +111,7 @@ static void mpi_broadcast(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int
 const hpt_comm_backend hpt_comm_mpi = {
     .name = "mpi",
     .allreduce_sum_f32 = mpi_allreduce_sum_f32,
+    .allreduce_max_f32 = mpi_allreduce_max_f32,
     .allreduce_sum_f64 = mpi_allreduce_sum_f64,
     .allreduce_max_f64 = mpi_allreduce_max_f64,
     .iallreduce_sum_f32 = mpi_iallreduce_sum_f32,

@@ -42,7 +42,11 @@ typedef struct {
     hpt_tensor_kind kind;
     int layer;          /* global layer index, -1 for non-layer tensors   */
     char name[96];      /* full Hugging Face name                          */
-    int64_t rows, cols; /* shape; cols == 1 for vectors (1-D)              */
+    int64_t rows, cols; /* local shape on this rank; cols == 1 for vectors */
+    int64_t g_rows, g_cols; /* global (logical, unsharded) shape            */
+    int64_t row0, col0; /* local (i, j) is global (row0 + i, col0 + j);
+                         * global rows >= g_rows are vocabulary padding     */
+    int split;          /* 0 replicated, 1 rows split over TP, 2 columns   */
     size_t offset;      /* element offset in the parameter block           */
     float init_std;     /* 0 for norm weights (initialised to 1)           */
     int is_matrix;      /* 2-D: receives weight decay                      */
@@ -62,10 +66,20 @@ typedef struct {
     float *h;           /* (N,I)   silu(gate) * up                        */
 } hpt_layer_acts;
 
+struct hpt_comm;
+
 typedef struct {
     hpt_config cfg;
     const hpt_backend *be;
     int B, T;                 /* micro-batch shape the activations fit   */
+
+    /* Tensor parallelism (Megatron-LM, Shoeybi et al. 2019): this rank
+     * holds heads [tp_rank*Hl, ...), SwiGLU columns [tp_rank*Il, ...) and
+     * vocabulary rows [v0, v0+Vl) of which nvalid are real (Vl = V padded
+     * to a multiple of TP, divided by TP). tp = 1 without a comm. */
+    struct hpt_comm *comm;
+    int tp, tp_rank;
+    int Hl, KVl, Il, Vl, v0, nvalid;
 
     int ntensors;
     hpt_tensor *tensors;      /* host array, ntensors entries             */
@@ -87,6 +101,7 @@ typedef struct {
     float *datty;             /* (N,H*hd)                                 */
     float *dh, *dgate, *dup;  /* (N,I)                                    */
     float *dscores;           /* (B,H,T,T)                                */
+    float *ce_mx, *ce_sum, *ce_tgt; /* (N) vocab-parallel softmax stats   */
 
     /* Optional: called by hpt_model_backward as soon as the gradients of a
      * contiguous range of the gradient block are final for this backward
@@ -104,6 +119,14 @@ typedef struct {
  * HPT_ERR_INTERNAL on allocation failure (message gives the bytes). */
 hpt_status hpt_model_init(hpt_model *m, const hpt_config *cfg, const hpt_backend *be, int B,
                           int T, uint64_t seed);
+
+/* As hpt_model_init, sharded for tensor parallelism over the TP group of
+ * `comm` (NULL or TP = 1: the whole model). Shapes in the activations are
+ * local (Hl = H/TP heads, KVl, Il = I/TP, Vl). Errors: HPT_ERR_USAGE when
+ * TP does not divide num_attention_heads, num_key_value_heads or
+ * intermediate_size (naming them). */
+hpt_status hpt_model_init_tp(hpt_model *m, const hpt_config *cfg, const hpt_backend *be,
+                             struct hpt_comm *comm, int B, int T, uint64_t seed);
 
 /* Free everything; accepts a zeroed model and may be called twice. */
 void hpt_model_free(hpt_model *m);
@@ -134,6 +157,12 @@ double hpt_model_forward(hpt_model *m, const int32_t *inputs, const int32_t *tar
 
 /* Backward of the last training forward: accumulates (+=) into m->grads. */
 void hpt_model_backward(hpt_model *m);
+
+/* Sum of squares of grads[x - lo] over parameters x in [lo, hi), each
+ * logical parameter counted once across TP: a replicated tensor counts
+ * only on TP rank 0, vocabulary padding never. Sum over TP (and DP shards)
+ * to get the global norm squared. */
+double hpt_model_grad_sumsq(const hpt_model *m, const float *grads, size_t lo, size_t hi);
 
 /* Zero the gradient block. */
 void hpt_model_zero_grad(hpt_model *m);

@@ -249,7 +249,8 @@ static hpt_status setup(run_state *r, const hpt_train_opts *o)
     hpt_optim_opts oo = o->optim;
     oo.total_steps = o->steps;
     size_t lo = 0, hi = 0;
-    if ((st = hpt_model_init(&r->model, &r->cfg, be, o->batch, o->seq_len, o->seed)))
+    if ((st = hpt_model_init_tp(&r->model, &r->cfg, be, &r->comm, o->batch, o->seq_len,
+                                o->seed)))
         return st;
     hi = r->model.nparams;
     if (o->zero1 && (st = setup_zero1(r, &lo, &hi)))
@@ -325,16 +326,23 @@ static double accumulate(run_state *r, const hpt_train_opts *o)
     return sum / tokens;
 }
 
-/* Global gradient L2 norm, each parameter counted once. With ZeRO-1 the
- * gradients are first reduce-scattered into this rank's shard. */
+/* Global gradient L2 norm, each parameter counted once (TP-replicated
+ * tensors on one TP rank, shards summed over TP and, with ZeRO-1, over
+ * DP). With ZeRO-1 the gradients are first reduce-scattered into this
+ * rank's shard. */
 static double grad_norm(run_state *r, const hpt_train_opts *o)
 {
-    if (!o->zero1)
-        return hpt_grad_norm(&r->model);
-    r->comm.be->reduce_scatter_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads, r->grad_shard,
-                                       r->shard_counts);
-    double ss = r->model.be->sumsq(r->grad_shard, (size_t)r->shard_counts[r->comm.dp_rank]);
-    r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &ss, 1);
+    double ss;
+    if (o->zero1) {
+        r->comm.be->reduce_scatter_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads,
+                                           r->grad_shard, r->shard_counts);
+        ss = hpt_model_grad_sumsq(&r->model, r->grad_shard, r->opt.lo, r->opt.hi);
+        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &ss, 1);
+    } else {
+        ss = hpt_model_grad_sumsq(&r->model, r->model.grads, 0, r->model.nparams);
+    }
+    if (r->comm.tp > 1)
+        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_TP, &ss, 1);
     return sqrt(ss);
 }
 
@@ -414,15 +422,59 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     return HPT_OK;
 }
 
-/* Rank 0 writes the final weights with Hugging Face names. */
+/* Global (unsharded) values of tensor t, gathered over TP into `full`
+ * (g_rows x g_cols, host) on every rank of the TP group. scratch: host,
+ * TP x local elements. Collective over TP. */
+static void gather_tensor(run_state *r, const hpt_tensor *t, float *local, float *scratch,
+                          float *full)
+{
+    size_t n = (size_t)(t->rows * t->cols);
+    r->model.be->download(local, r->model.params + t->offset, sizeof(float) * n);
+    if (t->split == 0) {
+        memcpy(full, local, sizeof(float) * n);
+        return;
+    }
+    r->comm.be->allgather_f32(&r->comm, HPT_GROUP_TP, local, scratch, n);
+    for (int p = 0; p < r->comm.tp; p++)
+        for (int64_t i = 0; i < t->rows; i++) {
+            int64_t gr = t->split == 1 ? p * t->rows + i : i;
+            int64_t gc = t->split == 2 ? p * t->cols : 0;
+            if (gr < t->g_rows)
+                memcpy(full + gr * t->g_cols + gc, scratch + p * n + i * t->cols,
+                       sizeof(float) * t->cols);
+        }
+}
+
+/* Write the final weights with Hugging Face names (world rank 0), gathered
+ * over TP. Collective. */
 static hpt_status export_weights(run_state *r, const char *path)
 {
-    hid_t f;
-    hpt_status st = hpt_h5_create(path, &f);
-    if (st)
-        return st;
-    st = hpt_h5_write_model(f, "/", &r->model, r->model.params);
-    if (H5Fclose(f) < 0 && !st)
+    hid_t f = -1;
+    hpt_status st = r->root ? hpt_h5_create(path, &f) : HPT_OK;
+    size_t most_local = 0, most_full = 0;
+    for (int i = 0; i < r->model.ntensors; i++) {
+        const hpt_tensor *t = &r->model.tensors[i];
+        size_t nl = (size_t)(t->rows * t->cols), nf = (size_t)(t->g_rows * t->g_cols);
+        most_local = nl > most_local ? nl : most_local;
+        most_full = nf > most_full ? nf : most_full;
+    }
+    float *local = malloc(sizeof(float) * most_local);
+    float *scratch = malloc(sizeof(float) * most_local * r->comm.tp);
+    float *full = malloc(sizeof(float) * (most_full > most_local ? most_full : most_local));
+    if (!local || !scratch || !full)
+        HPT_FATAL("out of memory exporting weights");
+    for (int i = 0; i < r->model.ntensors; i++) {
+        const hpt_tensor *t = &r->model.tensors[i];
+        gather_tensor(r, t, local, scratch, full);
+        hsize_t dims[2] = {(hsize_t)t->g_rows, (hsize_t)t->g_cols};
+        if (r->root && !st)
+            st = hpt_h5_write_array(f, t->name, H5T_NATIVE_FLOAT, t->g_cols > 1 ? 2 : 1, dims,
+                                    full);
+    }
+    free(local);
+    free(scratch);
+    free(full);
+    if (f >= 0 && H5Fclose(f) < 0 && !st)
         st = hpt_error_set(HPT_ERR_IO, "%s: closing the HDF5 file failed", path);
     return st;
 }
@@ -453,12 +505,11 @@ static hpt_status check_layout(MPI_Comm comm, const hpt_train_opts *o, int *dp)
     hpt_status st = hpt_grid_check(world, o->tp, o->pp, o->dp, dp);
     if (st)
         return st;
-    if (o->tp != 1 || o->pp != 1)
+    if (o->pp != 1)
         return hpt_error_set(HPT_ERR_USAGE,
-                             "--tp %d --pp %d: tensor and pipeline parallelism are not implemented "
-                             "yet; use --tp 1 --pp 1 (data parallelism, with or without --zero1, "
-                             "works)",
-                             o->tp, o->pp);
+                             "--pp %d: pipeline parallelism is not implemented yet; use --pp 1 "
+                             "(tensor and data parallelism, with or without --zero1, work)",
+                             o->pp);
     return HPT_OK;
 }
 
@@ -479,7 +530,7 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *o)
         st = train_loop(&r, o, out);
     }
     if (!st && o->export_path)
-        st = hpt_comm_agree(comm, r.root ? export_weights(&r, o->export_path) : HPT_OK);
+        st = hpt_comm_agree(comm, export_weights(&r, o->export_path));
     run_free(&r);
     return st;
 }

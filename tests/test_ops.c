@@ -304,7 +304,7 @@ static void op_embedding_forward(float *out, const int32_t *tok, const float *wt
 {
     float *d_out = dput(out, FB(N * C)), *d_wte = dput(wte, FB(V * C));
     int32_t *d_tok = dput(tok, IB(N));
-    be->embedding_forward(d_out, d_tok, d_wte, N, C);
+    be->embedding_forward(d_out, d_tok, d_wte, N, C, 0, V);
     dtake(out, d_out, FB(N * C));
     be->free(d_wte);
     be->free(d_tok);
@@ -315,7 +315,7 @@ static void op_embedding_backward(float *dwte, const float *dout, const int32_t 
 {
     float *d_dwte = dput(dwte, FB(V * C)), *d_dout = dput(dout, FB(N * C));
     int32_t *d_tok = dput(tok, IB(N));
-    be->embedding_backward(d_dwte, d_dout, d_tok, N, C);
+    be->embedding_backward(d_dwte, d_dout, d_tok, N, C, 0, V);
     dtake(dwte, d_dwte, FB(V * C));
     be->free(d_dout);
     be->free(d_tok);

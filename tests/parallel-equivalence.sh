@@ -1,13 +1,15 @@
 #!/bin/sh
-# Data parallelism trains exactly like one rank: the same global batch on
-# 1 rank, DP=2 (bucketed all-reduce), DP=2 with ZeRO-1 and gradient
-# accumulation, DP=4, and tied embeddings with ZeRO-1 → per-step loss, grad
-# norm and validation loss within 1e-5 relative of the single-rank run, and
-# the final weights (exported to HDF5) within 1e-5 (‖a−b‖/‖b‖ per tensor).
+# Tensor and data parallelism train exactly like one rank: with the same
+# global batch, DP=2 (bucketed all-reduce), DP=2 with ZeRO-1 and gradient
+# accumulation, DP=4, TP=2, TP=2 x DP=2 with ZeRO-1, tied embeddings (DP=2
+# ZeRO-1, TP=2), and a GQA config with a vocabulary not divisible by TP
+# (TP=4, TP=2 x DP=2) → per-step loss, grad norm and validation loss within
+# 1e-5 relative of the single-rank run, and the final weights (gathered and
+# exported to HDF5) within 1e-5 (‖a−b‖/‖b‖ per tensor).
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1   # up to 4 ranks on 2 cores
-A="--model tiny --data $CORPUS --steps 8 --seq-len 32 --lr 3e-3 --warmup 2 --clip 0.5 --eval-interval 4 --eval-batches 2 --quiet"
+A="--model tiny --data $CORPUS --steps 8 --seq-len 32 --lr 1e-3 --warmup 2 --clip 0.5 --eval-interval 4 --eval-batches 2 --quiet"
 run() { # NAME RANKS ARGS...
   name=$1 n=$2; shift 2
   timeout 300 "$MPIEXEC" -n "$n" "$TRAIN" $A --run-dir "$WORK/$name" --export "$WORK/$name.h5" "$@" \
@@ -17,8 +19,19 @@ run ref 1 --batch 4
 run dp2 2 --batch 2
 run dp2z 2 --batch 1 --grad-accum 2 --zero1
 run dp4 4 --batch 1
+run tp2 2 --batch 4 --tp 2
+run tp2dp2z 4 --batch 2 --tp 2 --zero1
 run tref 1 --batch 4 --tie-embeddings
 run tdp2z 2 --batch 2 --zero1 --tie-embeddings
+run ttp2 2 --batch 4 --tp 2 --tie-embeddings
+# GQA (8 query heads, 4 kv heads) and vocab 8195 = not a multiple of 2 or 4
+cat > "$WORK/v.json" <<'JSON'
+{"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2, "num_attention_heads": 8,
+ "num_key_value_heads": 4, "vocab_size": 8195, "max_position_embeddings": 256, "rms_norm_eps": 1e-5}
+JSON
+run vref 1 --batch 4 --model "$WORK/v.json"
+run vtp4 4 --batch 4 --tp 4 --model "$WORK/v.json"
+run vtp2dp2 4 --batch 2 --tp 2 --model "$WORK/v.json"
 grep -q "layout TP 1 x PP 1 x DP 2 (ZeRO-1) on 2 ranks" "$WORK/dp2z.out" || fail "banner does not show the layout"
 [ "$(grep -c "^done:" "$WORK/dp4.out")" -eq 1 ] || fail "more than one rank printed progress"
 "$PYTHON" - "$WORK" <<'PY' || fail "data-parallel runs differ from one rank"
@@ -36,7 +49,8 @@ def weights(name):
         f.visititems(lambda k, v: out.__setitem__(k, v[()]) if isinstance(v, h5py.Dataset) else None)
     return out
 bad = 0
-for ref, runs in (("ref", ("dp2", "dp2z", "dp4")), ("tref", ("tdp2z",))):
+for ref, runs in (("ref", ("dp2", "dp2z", "dp4", "tp2", "tp2dp2z")), ("tref", ("tdp2z", "ttp2")),
+                  ("vref", ("vtp4", "vtp2dp2"))):
     R, RW = log(ref), weights(ref)
     for run in runs:
         L, W = log(run), weights(run)
@@ -53,4 +67,5 @@ for ref, runs in (("ref", ("dp2", "dp2z", "dp4")), ("tref", ("tdp2z",))):
             bad += 1
 sys.exit(1 if bad else 0)
 PY
-pass "DP=2, DP=2+ZeRO-1+accum, DP=4 and tied DP=2+ZeRO-1 equal one rank"
+grep -q "layout TP 4 x PP 1 x DP 1 on 4 ranks" "$WORK/vtp4.out" || fail "banner does not show TP 4"
+pass "every TP x DP layout (ZeRO-1, tied, GQA, padded vocabulary) equals one rank"
