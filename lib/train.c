@@ -479,6 +479,39 @@ static hpt_status export_weights(run_state *r, const char *path)
     return st;
 }
 
+/* Replicated tensors (norm weights) must stay bitwise identical across the
+ * TP ranks; compare a hash of their bytes over TP. Collective over TP.
+ * Errors: HPT_ERR_INTERNAL naming the first tensor that differs. */
+static hpt_status check_replicas(run_state *r)
+{
+    if (r->comm.tp == 1)
+        return HPT_OK;
+    float *host = malloc(sizeof(float) * (size_t)r->cfg.hidden_size);
+    if (!host)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    hpt_status st = HPT_OK;
+    for (int i = 0; i < r->model.ntensors; i++) {
+        const hpt_tensor *t = &r->model.tensors[i];
+        if (t->split != 0)
+            continue;
+        size_t n = (size_t)(t->rows * t->cols);
+        HPT_CHECK(n <= (size_t)r->cfg.hidden_size);
+        r->model.be->download(host, r->model.params + t->offset, sizeof(float) * n);
+        uint64_t h = 0xcbf29ce484222325ull, lo, hi;
+        const unsigned char *b = (const unsigned char *)host;
+        for (size_t k = 0; k < n * sizeof(float); k++)
+            h = (h ^ b[k]) * 0x100000001b3ull;
+        MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, r->comm.comms[HPT_GROUP_TP]);
+        MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, r->comm.comms[HPT_GROUP_TP]);
+        if (lo != hi && !st)
+            st = hpt_error_set(HPT_ERR_INTERNAL,
+                               "replicated tensor %s differs across the tensor-parallel ranks",
+                               t->name);
+    }
+    free(host);
+    return st;
+}
+
 static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
 {
     fprintf(out,
@@ -529,6 +562,8 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *o)
             print_banner(&r, o, out);
         st = train_loop(&r, o, out);
     }
+    if (!st)
+        st = hpt_comm_agree(comm, check_replicas(&r));
     if (!st && o->export_path)
         st = hpt_comm_agree(comm, export_weights(&r, o->export_path));
     run_free(&r);
