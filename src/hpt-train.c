@@ -191,7 +191,9 @@ static hpt_status parse_args(int argc, char **argv, hpt_train_opts *o, int *acti
     return HPT_OK;
 }
 
-static hpt_status print_config(const hpt_train_opts *o)
+/* Resolve the model on every rank (same verdict everywhere); print on
+ * rank 0 (out != NULL). */
+static hpt_status print_config(const hpt_train_opts *o, FILE *out)
 {
     hpt_config cfg;
     hpt_status st = hpt_config_resolve(o->model, &cfg);
@@ -199,7 +201,7 @@ static hpt_status print_config(const hpt_train_opts *o)
         return st;
     if (o->tie_embeddings >= 0)
         cfg.tie_word_embeddings = o->tie_embeddings;
-    return hpt_config_write(&cfg, stdout);
+    return out ? hpt_config_write(&cfg, out) : HPT_OK;
 }
 
 int main(int argc, char **argv)
@@ -211,14 +213,19 @@ int main(int argc, char **argv)
     hpt_train_opts_default(&o);
     defaults = o;
     hpt_status st = parse_args(argc, argv, &o, &action);
-    if (!st && action == 1 && rank == 0)
-        usage(stdout, &defaults);
-    else if (!st && action == 2 && rank == 0)
-        printf("hpt-train (hpt) %s\n", PACKAGE_VERSION);
-    else if (!st && action == 3)
-        st = rank == 0 ? print_config(&o) : HPT_OK;
-    else if (!st)
+    /* --help, --version and --print-config print on rank 0 and never train
+     * on any rank (every rank parses the same arguments). */
+    if (!st && action == 1) {
+        if (rank == 0)
+            usage(stdout, &defaults);
+    } else if (!st && action == 2) {
+        if (rank == 0)
+            printf("hpt-train (hpt) %s\n", PACKAGE_VERSION);
+    } else if (!st && action == 3) {
+        st = print_config(&o, rank == 0 ? stdout : NULL);
+    } else if (!st) {
         st = hpt_train_run(MPI_COMM_WORLD, stdout, &o);
+    }
     if (st && rank == 0)
         fprintf(stderr, "hpt-train: %s\n", hpt_error_msg());
     fflush(stdout);
