@@ -8,9 +8,13 @@
 #   1. bench/sgemm_peak.c   OpenBLAS SGEMM, n = 1024/1536/2048, best median
 #   2. hpt-train            --model small --batch 4 --seq-len 256, STEPS steps
 #   3. bench/torch_train.py the same model, shapes, optimizer and data in PyTorch,
-#      out of the box and again with TORCH_TUNED_ENV ("PyTorch+")
-# so that load from other processes hits all three alike; the table reports
-# medians over all rounds. Per step (tokens = batch·seq_len = 1024):
+#      out of the box ("PyTorch") and again with TORCH_TUNED_ENV ("PyTorch+")
+# so that load from other processes hits all of them alike. During every run
+# the script also measures how many cores *other* processes used (CPU time
+# from /proc/stat minus the run's own); a run where others used more than
+# BUSY_CORES is marked busy (*). The table gives medians over the step times
+# of the quiet runs (all runs when none was quiet) and, for reference, over
+# all runs. Per step (tokens = batch·seq_len = 1024):
 #   FLOP/step = 6·N_matmul·tokens + 12·L·T·C·tokens
 #   N_matmul  = L·(C·H·hd + 2·C·KV·hd + H·hd·C + 3·C·I) + V·C
 # (every weight matrix incl. the LM head; not the embedding lookup or norms;
@@ -22,22 +26,24 @@
 #               the directory above this script when it holds src/hpt-train]
 #   CORPUS      directory with train_*.bin (llm.c shards, vocab 8192)
 #               [$HPT_BUILD/tests/corpus, else data/gcide]
-#   STEPS       hpt-train steps per round [13]; the first SKIP are not timed
-#   SKIP        warm-up steps dropped from hpt's and PyTorch's figures [3]
+#   STEPS       steps per run [13]; the first SKIP are warm-up, not timed
+#   SKIP        warm-up steps [3]
 #   ROUNDS      rounds (sgemm, hpt, PyTorch, PyTorch+) [3]
-#   THREADS     threads for all three [2]
-#   HPT_ENV     extra environment for hpt-train, e.g. "OMP_WAIT_POLICY=active"
-#   TORCH_TUNED_ENV  environment of a second PyTorch run per round, reported as
-#               "PyTorch+" [OMP_WAIT_POLICY=passive; empty: no second run].
-#               Out of the box, torch's OpenMP pool and OpenBLAS's pthread pool
-#               spin against each other on 2 cores; passive waiting avoids it
+#   THREADS     threads for all of them [2]
+#   HPT_ENV     extra environment for hpt-train, e.g. "OMP_WAIT_POLICY=passive"
+#   TORCH_TUNED_ENV  environment of the second PyTorch run per round
+#               [OMP_WAIT_POLICY=passive; empty: no second run]. Out of the box,
+#               torch's OpenMP pool and OpenBLAS's pthread pool spin against
+#               each other on 2 cores; passive OpenMP waiting avoids that.
+#   BUSY_CORES  a run is "busy" when other processes used more cores than
+#               this on average meanwhile [0.3]
 #   PYTHON      interpreter with Debian's torch and numpy [/usr/bin/python3]
 #   CC          compiler for sgemm_peak.c [gcc, else mpicc.mpich]
 #   BENCH_OUT   keep the logs there [a temporary directory, removed at the end]
-# The caller's environment applies to all three runs alike; note that
-# OPENBLAS_CORETYPE, if set, overrides OpenBLAS's CPU detection (e.g. Haswell
-# AVX2 kernels on an AVX-512 CPU) and so changes every figure, the peak too:
-# the header prints it and the kernel OpenBLAS uses.
+# The caller's environment applies to every run alike. OPENBLAS_CORETYPE, if
+# set, overrides OpenBLAS's CPU detection (e.g. Haswell AVX2 kernels on an
+# AVX-512 CPU) and so changes every figure, the peak too; the header prints
+# the kernel OpenBLAS uses.
 # Exit status: 0 done (whether or not the targets are met); 1 a run failed;
 # 2 bad setup.
 set -euo pipefail
@@ -63,12 +69,14 @@ ROUNDS=${ROUNDS:-3}
 THREADS=${THREADS:-2}
 HPT_ENV=${HPT_ENV:-}
 TORCH_TUNED_ENV=${TORCH_TUNED_ENV-OMP_WAIT_POLICY=passive}
+BUSY_CORES=${BUSY_CORES:-0.3}
 PYTHON=${PYTHON:-/usr/bin/python3}
 [ "$STEPS" -gt "$SKIP" ] || die "STEPS ($STEPS) must exceed SKIP ($SKIP)"
 "$PYTHON" -c 'import torch, numpy' 2>/dev/null ||
   die "$PYTHON cannot import torch and numpy (Debian: python3-torch python3-numpy)"
 BATCH=4
 SEQ=256
+HZ=$(getconf CLK_TCK)
 
 if [ -n "${BENCH_OUT:-}" ]; then
   out=$BENCH_OUT; mkdir -p "$out"
@@ -87,42 +95,71 @@ fi
 
 "$TRAIN" --model small --print-config >"$out/small.json"
 
+# CPU time of the whole machine (jiffies, idle and iowait excluded) and of
+# this shell's finished children (seconds, from the `times` builtin).
+cpu_busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
+child_cpu() {
+  times >"$out/times"
+  awk 'NR == 2 { s = 0; for (i = 1; i <= NF; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print s }' \
+    "$out/times"
+}
+
+# measured TAG ROUND CMD...: CMD's output to $out/TAG.ROUND; the mean number
+# of cores other processes used meanwhile to $out/TAG.ROUND.others.
+measured() {
+  local tag=$1 r=$2 b0 c0 w0 b1 c1 w1
+  shift 2
+  b0=$(cpu_busy); c0=$(child_cpu); w0=$(date +%s.%N)
+  if ! "$@" >"$out/$tag.$r" 2>&1; then
+    tail -n 20 "$out/$tag.$r" >&2
+    echo "bench_small.sh: $tag failed in round $r" >&2
+    exit 1
+  fi
+  w1=$(date +%s.%N); c1=$(child_cpu); b1=$(cpu_busy)
+  awk -v b="$((b1 - b0))" -v hz="$HZ" -v c="$c1" -v c0="$c0" -v w="$w1" -v w0="$w0" \
+    'BEGIN { o = (b / hz - (c - c0)) / (w - w0); printf "%.2f\n", o < 0 ? 0 : o }' >"$out/$tag.$r.others"
+}
+others() { cat "$out/$1.$2.others"; }
+
 echo "== hpt vs PyTorch, model small, micro-batch $BATCH x $SEQ tokens, $THREADS threads"
 echo "   host $(hostname -s), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "   $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "   hpt: $TRAIN ${HPT_ENV:+(env $HPT_ENV)}, corpus $CORPUS"
+echo "   hpt: $TRAIN${HPT_ENV:+ (env $HPT_ENV)}, corpus $CORPUS"
 echo "   environment: $(env | grep -E '^(OMP|GOMP|OPENBLAS|GOTO|MKL)_' | sort | tr '\n' ' ')"
-echo "   $ROUNDS rounds; hpt $STEPS steps and PyTorch $SKIP+$((STEPS - SKIP)) steps per round, first $SKIP untimed"
-
-# run_torch TAG ROUND EXTRA_ENV: torch_train.py with the hpt-train shapes
-run_torch() {
-  # shellcheck disable=SC2086
-  env OPENBLAS_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" $3 "$PYTHON" "$here/torch_train.py" \
-    "$out/small.json" "$SHARD" --batch $BATCH --seq-len $SEQ --threads "$THREADS" \
-    --warmup-steps "$SKIP" --steps "$((STEPS - SKIP))" --seed "$2" >"$out/$1.$2" 2>&1 ||
-    { tail -n 20 "$out/$1.$2" >&2; echo "bench_small.sh: torch_train.py ($1) failed" >&2; exit 1; }
-  echo "   $1: $(grep torch_ms_per_step_median "$out/$1.$2")${3:+ (env $3)}"
-}
+echo "   $ROUNDS rounds of $STEPS steps per program, the first $SKIP untimed;" \
+  "(o) = cores used by other processes meanwhile"
 
 for r in $(seq 1 "$ROUNDS"); do
   echo "-- round $r/$ROUNDS"
-  OPENBLAS_NUM_THREADS=$THREADS OMP_NUM_THREADS=$THREADS "$out/sgemm_peak" 5 >"$out/sgemm.$r" 2>&1 ||
-    { cat "$out/sgemm.$r" >&2; echo "bench_small.sh: sgemm_peak failed" >&2; exit 1; }
+  measured sgemm "$r" env OPENBLAS_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" \
+    "$out/sgemm_peak" 5
   [ "$r" -gt 1 ] || echo "   $(head -n 1 "$out/sgemm.$r")"
-  echo "   sgemm: $(tail -n 1 "$out/sgemm.$r")"
+  echo "   sgemm:    $(tail -n 1 "$out/sgemm.$r" | cut -d' ' -f2) GFLOP/s ($(others sgemm "$r"))"
   # shellcheck disable=SC2086
-  env OMP_NUM_THREADS="$THREADS" $HPT_ENV "$TRAIN" --model small --data "$CORPUS" \
-    --batch $BATCH --seq-len $SEQ --steps "$STEPS" --warmup 100 \
-    --eval-interval 0 --eval-batches 1 --seed "$r" >"$out/hpt.$r" 2>&1 ||
-    { tail -n 20 "$out/hpt.$r" >&2; echo "bench_small.sh: hpt-train failed" >&2; exit 1; }
-  echo "   hpt:   $(grep -c 'ms/step' "$out/hpt.$r") steps, $(grep '^done:' "$out/hpt.$r")"
-  run_torch torch "$r" ""
-  [ -z "$TORCH_TUNED_ENV" ] || run_torch torch_tuned "$r" "$TORCH_TUNED_ENV"
+  measured hpt "$r" env OMP_NUM_THREADS="$THREADS" $HPT_ENV "$TRAIN" --model small \
+    --data "$CORPUS" --batch $BATCH --seq-len $SEQ --steps "$STEPS" --warmup 100 \
+    --eval-interval 0 --eval-batches 1 --seed "$r"
+  echo "   hpt:      $(grep -c 'ms/step' "$out/hpt.$r") steps, $(grep '^done:' "$out/hpt.$r" | cut -d, -f3) ($(others hpt "$r"))"
+  for tag in torch torch_tuned; do
+    extra=""
+    if [ $tag = torch_tuned ]; then
+      [ -n "$TORCH_TUNED_ENV" ] || continue
+      extra=$TORCH_TUNED_ENV
+    fi
+    # shellcheck disable=SC2086
+    measured $tag "$r" env OPENBLAS_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" $extra \
+      "$PYTHON" "$here/torch_train.py" "$out/small.json" "$SHARD" --batch $BATCH \
+      --seq-len $SEQ --threads "$THREADS" --warmup-steps "$SKIP" --steps "$((STEPS - SKIP))" \
+      --seed "$r"
+    printf '   %-9s %s ms/step median (%s)\n' "$tag:" \
+      "$(awk '/^torch_ms_per_step_median/{print $2}' "$out/$tag.$r")" "$(others $tag "$r")"
+  done
 done
 
-"$PYTHON" - "$out" "$ROUNDS" "$SKIP" "$BATCH" "$SEQ" "$TORCH_TUNED_ENV" <<'PY'
-import json, re, statistics, sys
+"$PYTHON" - "$out" "$ROUNDS" "$SKIP" "$BATCH" "$SEQ" "$TORCH_TUNED_ENV" "$BUSY_CORES" <<'PY'
+import json, re, statistics as st, sys
 out, rounds, skip, B, T = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+tuned_env, busy_cores = sys.argv[6], float(sys.argv[7])
 c = json.load(open(f"{out}/small.json"))
 C, I, V, L = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["num_hidden_layers"]
 H = c["num_attention_heads"]; KV = c.get("num_key_value_heads", H); hd = C // H
@@ -130,50 +167,63 @@ n_matmul = L * (C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I) + V * C
 tokens = B * T
 flop_step = 6 * n_matmul * tokens + 12 * L * T * C * tokens
 
-tuned_env = sys.argv[6]
+def others(tag, r):
+    return float(open(f"{out}/{tag}.{r}.others").read())
+
 systems = [("hpt", "hpt", skip), ("PyTorch", "torch", 0)]
 if tuned_env:
     systems.append(("PyTorch+", "torch_tuned", 0))
-peaks, steps, per_round = [], {}, {}
-for r in range(1, rounds + 1):
-    peaks.append(float(open(f"{out}/sgemm.{r}").read().split()[-1]))
-    for name, tag, drop in systems:
-        text = open(f"{out}/{tag}.{r}").read()
-        pat = r"^step .*\| ([0-9.]+) ms/step" if tag == "hpt" else r"^torch step .*\| ([0-9.]+) ms/step"
-        ms = [float(m) for m in re.findall(pat, text, re.M)][drop:]
-        steps.setdefault(name, []).extend(ms)
-        per_round.setdefault(name, []).append(statistics.median(ms))
-peak = statistics.median(peaks)
+runs = {}  # name -> list of (round, busy, [ms per timed step])
+for name, tag, drop in systems:
+    pat = r"^step .*\| ([0-9.]+) ms/step" if tag == "hpt" else r"^torch step .*\| ([0-9.]+) ms/step"
+    for r in range(1, rounds + 1):
+        ms = [float(m) for m in re.findall(pat, open(f"{out}/{tag}.{r}").read(), re.M)][drop:]
+        runs.setdefault(name, []).append((r, others(tag, r) > busy_cores, ms))
+sgemm = [(r, others("sgemm", r) > busy_cores, float(open(f"{out}/sgemm.{r}").read().split()[-1]))
+         for r in range(1, rounds + 1)]
 
+def pick(rs):
+    quiet = [x for x in rs if not x[1]]
+    return (quiet or rs), bool(quiet)
+
+q_sgemm, sgemm_quiet = pick(sgemm)
+peak = st.median(x[2] for x in q_sgemm)
+med = {}
+for name, _, _ in systems:
+    rs, quiet = pick(runs[name])
+    med[name] = (st.median([m for x in rs for m in x[2]]), len(rs), quiet,
+                 st.median([m for x in runs[name] for m in x[2]]))
+
+mark = lambda busy: "*" if busy else ""
 print()
 print(f"N_matmul = {n_matmul:,} ({n_matmul / 1e6:.2f} M); tokens/step = {tokens}")
 print(f"FLOP/step = 6*N_matmul*tokens + 12*L*T*C*tokens = {6 * n_matmul * tokens / 1e9:.2f} + "
       f"{12 * L * T * C * tokens / 1e9:.2f} = {flop_step / 1e9:.2f} GFLOP")
-busy = [p < 0.8 * max(peaks) for p in peaks]  # another process held a core
-mark = lambda r: "*" if busy[r] else ""
-print(f"SGEMM peak: median {peak:.1f} GFLOP/s over {rounds} rounds "
-      f"(per round: {', '.join(f'{p:.1f}{mark(r)}' for r, p in enumerate(peaks))})")
-if any(busy):
-    print("* round with SGEMM < 80 % of the best round: the machine was busy then")
+print(f"SGEMM peak: {peak:.1f} GFLOP/s, median of {len(q_sgemm)} {'quiet ' if sgemm_quiet else ''}"
+      f"runs (per round: {', '.join(f'{p:.1f}{mark(b)}' for _, b, p in sgemm)})")
 if tuned_env:
     print(f"PyTorch+ = PyTorch with {tuned_env}")
+print(f"* = busy run: other processes used > {busy_cores} cores meanwhile")
 print()
-print(f"{'median':9} {'ms/step':>8} {'tokens/s':>9} {'GFLOP/s':>8} {'% peak':>7}   per-round median ms/step; fastest step")
-tps = {}
+print(f"{'':9} {'ms/step':>8} {'tokens/s':>9} {'GFLOP/s':>8} {'% peak':>7} {'runs':>7}   "
+      f"{'all runs':>8}   per-round median ms/step")
 for name, _, _ in systems:
-    m = statistics.median(steps[name])
-    tps[name] = tokens / (m / 1e3)
+    m, n, quiet, m_all = med[name]
     gf = flop_step / (m / 1e3) / 1e9
-    print(f"{name:9} {m:8.1f} {tps[name]:9.0f} {gf:8.1f} {100 * gf / peak:6.1f}%   "
-          f"{', '.join(f'{x:.1f}{mark(r)}' for r, x in enumerate(per_round[name]))}; {min(steps[name]):.1f}  "
-          f"({len(steps[name])} steps)")
+    print(f"{name:9} {m:8.1f} {tokens / (m / 1e3):9.0f} {gf:8.1f} {100 * gf / peak:6.1f}% "
+          f"{n:3d} {'quiet' if quiet else 'all!'}   {m_all:8.1f}   "
+          + ", ".join(f"{st.median(ms):.1f}{mark(b)}" for _, b, ms in runs[name]))
 print()
 for name, _, _ in systems[1:]:
-    ratio = tps["hpt"] / tps[name]
-    rr = [b / a for a, b in zip(per_round["hpt"], per_round[name])]
-    print(f"hpt / {name + ' tokens/s:':18} {ratio:.2f}x  per round {', '.join(f'{x:.2f}{mark(r)}' for r, x in enumerate(rr))}"
+    ratio = med[name][0] / med["hpt"][0]
+    both = [st.median(t[2]) / st.median(h[2]) for h, t in zip(runs["hpt"], runs[name])
+            if not h[1] and not t[1]]
+    per = f"; per quiet round {', '.join(f'{x:.2f}' for x in both)}" if both else ""
+    print(f"hpt / {name + ' tokens/s:':18} {ratio:.2f}x{per}"
           f"   (target >= 1.5x: {'met' if ratio >= 1.5 else 'NOT met'})")
-pct = 100 * flop_step / (statistics.median(steps["hpt"]) / 1e3) / 1e9 / peak
+pct = 100 * flop_step / (med["hpt"][0] / 1e3) / 1e9 / peak
 print(f"hpt % of SGEMM peak:      {pct:.1f}%   (target >= 60%: {'met' if pct >= 60 else 'NOT met'})")
+if not all(x[2] for x in med.values()) or not sgemm_quiet:
+    print("warning: some program had no quiet run; its figures include other processes' load")
 PY
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -153,8 +153,14 @@ static size_t layout_acts(hpt_model *m, char *base)
     size_t QD = (size_t)m->Hl * hpt_config_head_dim(c);
     size_t KD = (size_t)m->KVl * hpt_config_head_dim(c);
     size_t P = (size_t)m->B * m->Hl * m->T * m->T, off = 0;
+    hpt_layer_acts shared = {0};
     for (int l = 0; l < c->num_hidden_layers; l++) {
         hpt_layer_acts *a = &m->layers[l];
+        if (m->recompute && l > 0) { /* one set of layer activations for all layers */
+            *a = shared;
+            a->x = carve(base, &off, N * C, 4);
+            continue;
+        }
         a->x = carve(base, &off, N * C, 4);
         a->ln1 = carve(base, &off, N * C, 4);
         a->rstd1 = carve(base, &off, N, 4);
@@ -169,7 +175,9 @@ static size_t layout_acts(hpt_model *m, char *base)
         a->gate = carve(base, &off, N * I, 4);
         a->up = carve(base, &off, N * I, 4);
         a->h = carve(base, &off, N * I, 4);
+        shared = *a;
     }
+    m->recompute_out = m->recompute ? carve(base, &off, N * C, 4) : NULL;
     m->x_final = carve(base, &off, N * C, 4);
     m->lnf = carve(base, &off, N * C, 4);
     m->rstdf = carve(base, &off, N, 4);
@@ -223,13 +231,14 @@ static hpt_status set_tp(hpt_model *m, const hpt_config *cfg, hpt_comm *comm)
 hpt_status hpt_model_init(hpt_model *m, const hpt_config *cfg, const hpt_backend *be, int B,
                           int T, uint64_t seed)
 {
-    return hpt_model_init_tp(m, cfg, be, NULL, B, T, seed);
+    return hpt_model_init_tp(m, cfg, be, NULL, B, T, seed, 0);
 }
 
 hpt_status hpt_model_init_tp(hpt_model *m, const hpt_config *cfg, const hpt_backend *be,
-                             hpt_comm *comm, int B, int T, uint64_t seed)
+                             hpt_comm *comm, int B, int T, uint64_t seed, int recompute)
 {
     memset(m, 0, sizeof *m);
+    m->recompute = recompute;
     hpt_status st = set_tp(m, cfg, comm);
     if (st)
         return st;
@@ -430,6 +439,8 @@ void hpt_model_backward(hpt_model *m)
     size_t tail = hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset, end = tail;
     ready(m, tail, m->nparams); /* final norm (+ untied LM head) */
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
+        if (m->recompute) /* regenerate layer l's activations from its input */
+            layer_forward(m, l, m->recompute_out);
         layer_backward(m, l);
         size_t lo = hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, l)->offset;
         ready(m, lo, end);

@@ -80,6 +80,8 @@ typedef struct {
     struct hpt_comm *comm;
     int tp, tp_rank;
     int Hl, KVl, Il, Vl, v0, nvalid;
+    int recompute;            /* keep layer inputs only; recompute in backward */
+    float *recompute_out;     /* (N,C) discarded output of a recomputed layer */
 
     int ntensors;
     hpt_tensor *tensors;      /* host array, ntensors entries             */
@@ -124,9 +126,13 @@ hpt_status hpt_model_init(hpt_model *m, const hpt_config *cfg, const hpt_backend
  * `comm` (NULL or TP = 1: the whole model). Shapes in the activations are
  * local (Hl = H/TP heads, KVl, Il = I/TP, Vl). Errors: HPT_ERR_USAGE when
  * TP does not divide num_attention_heads, num_key_value_heads or
- * intermediate_size (naming them). */
+ * intermediate_size (naming them).
+ * recompute = 1: activation recomputation (Chen et al. 2016; Korthikanti
+ * et al. 2022 "full" recomputation) — only each layer's input (N,C) is kept;
+ * the other activations live in one shared layer-sized set and backward
+ * recomputes the layer's forward first. Results are bitwise identical. */
 hpt_status hpt_model_init_tp(hpt_model *m, const hpt_config *cfg, const hpt_backend *be,
-                             struct hpt_comm *comm, int B, int T, uint64_t seed);
+                             struct hpt_comm *comm, int B, int T, uint64_t seed, int recompute);
 
 /* Free everything; accepts a zeroed model and may be called twice. */
 void hpt_model_free(hpt_model *m);

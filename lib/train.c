@@ -250,7 +250,7 @@ static hpt_status setup(run_state *r, const hpt_train_opts *o)
     oo.total_steps = o->steps;
     size_t lo = 0, hi = 0;
     if ((st = hpt_model_init_tp(&r->model, &r->cfg, be, &r->comm, o->batch, o->seq_len,
-                                o->seed)))
+                                o->seed, o->recompute)))
         return st;
     hi = r->model.nparams;
     if (o->zero1 && (st = setup_zero1(r, &lo, &hi)))
@@ -517,13 +517,15 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
     fprintf(out,
             "hpt-train: model %s (%.2f M parameters, %d layers, hidden %d, heads %d/%d kv, "
             "vocab %d%s), backend %s\n"
-            "hpt-train: layout TP %d x PP %d x DP %d%s on %d ranks\n"
+            "hpt-train: layout TP %d x PP %d x DP %d%s on %d ranks%s; %.1f MiB of activations "
+            "per rank\n"
             "hpt-train: %lld training samples of %d tokens; micro-batch %d x grad-accum %d x DP "
             "%d = %d tokens/step; %d steps\n",
             o->model, hpt_config_num_params(&r->cfg) / 1e6, r->cfg.num_hidden_layers,
             r->cfg.hidden_size, r->cfg.num_attention_heads, r->cfg.num_key_value_heads,
             r->cfg.vocab_size, r->cfg.tie_word_embeddings ? ", tied" : "", o->backend, r->comm.tp,
             r->comm.pp, r->comm.dp, o->zero1 ? " (ZeRO-1)" : "", r->comm.world_size,
+            o->recompute ? ", activation recomputation" : "", r->model.act_bytes / 1048576.0,
             (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
             r->comm.dp, o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);
     fflush(out);

@@ -29,6 +29,7 @@ typedef struct {
     const char *export_path; /* write final weights (HF names) to this HDF5 */
     int tp, pp, dp;        /* layout; dp <= 0: inferred from the world size */
     int zero1;             /* shard AdamW state over data-parallel ranks    */
+    int recompute;         /* activation recomputation in backward          */
     int quiet;             /* 1: no per-step progress line                  */
 } hpt_train_opts;
 

@@ -29,7 +29,8 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --tp N                tensor parallel size (divides heads, kv heads, SwiGLU) [1]\n"
             "  --pp N                pipeline parallel size (only 1 so far) [1]\n"
             "  --dp N                data parallel size [world size / (TP x PP)]\n"
-            "  --zero1               shard AdamW state over the DP ranks (ZeRO-1)\n\n"
+            "  --zero1               shard AdamW state over the DP ranks (ZeRO-1)\n"
+            "  --recompute           keep only layer inputs; recompute activations in backward\n\n"
             "Batch and schedule:\n"
             "  --batch N             micro-batch size, sequences [%d]\n"
             "  --seq-len N           sequence length T, tokens [%d]\n"
@@ -68,7 +69,7 @@ enum {
     OPT_MODEL = 256, OPT_DATA, OPT_VAL, OPT_RUN_DIR, OPT_BACKEND, OPT_BATCH, OPT_SEQ, OPT_ACCUM,
     OPT_STEPS, OPT_LR, OPT_MIN_LR, OPT_WARMUP, OPT_B1, OPT_B2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
-    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT,
+    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE,
 };
 
 static const struct option long_opts[] = {
@@ -88,7 +89,7 @@ static const struct option long_opts[] = {
     {"help", 0, 0, OPT_HELP},           {"version", 0, 0, OPT_VERSION},
     {"tp", 1, 0, OPT_TP},               {"pp", 1, 0, OPT_PP},
     {"dp", 1, 0, OPT_DP},               {"zero1", 0, 0, OPT_ZERO1},
-    {"export", 1, 0, OPT_EXPORT},
+    {"export", 1, 0, OPT_EXPORT},       {"recompute", 0, 0, OPT_RECOMPUTE},
     {0, 0, 0, 0},
 };
 
@@ -165,6 +166,7 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_DP: return parse_int(name, arg, &o->dp);
     case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
+    case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
     case OPT_PRINT_CONFIG: *action = 3; return HPT_OK;
     case OPT_HELP: *action = 1; return HPT_OK;
     case OPT_VERSION: *action = 2; return HPT_OK;
