@@ -98,10 +98,10 @@ fi
 # CPU time of the whole machine (jiffies, idle and iowait excluded) and of
 # this shell's finished children (seconds, from the `times` builtin).
 cpu_busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
+# (`times` must run in this shell, not in a $(...) subshell.)
 child_cpu() {
-  times >"$out/times"
   awk 'NR == 2 { s = 0; for (i = 1; i <= NF; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } print s }' \
-    "$out/times"
+    "$1"
 }
 
 # measured TAG ROUND CMD...: CMD's output to $out/TAG.ROUND; the mean number
@@ -109,13 +109,13 @@ child_cpu() {
 measured() {
   local tag=$1 r=$2 b0 c0 w0 b1 c1 w1
   shift 2
-  b0=$(cpu_busy); c0=$(child_cpu); w0=$(date +%s.%N)
+  times >"$out/times"; c0=$(child_cpu "$out/times"); b0=$(cpu_busy); w0=$(date +%s.%N)
   if ! "$@" >"$out/$tag.$r" 2>&1; then
     tail -n 20 "$out/$tag.$r" >&2
     echo "bench_small.sh: $tag failed in round $r" >&2
     exit 1
   fi
-  w1=$(date +%s.%N); c1=$(child_cpu); b1=$(cpu_busy)
+  w1=$(date +%s.%N); b1=$(cpu_busy); times >"$out/times"; c1=$(child_cpu "$out/times")
   awk -v b="$((b1 - b0))" -v hz="$HZ" -v c="$c1" -v c0="$c0" -v w="$w1" -v w0="$w0" \
     'BEGIN { o = (b / hz - (c - c0)) / (w - w0); printf "%.2f\n", o < 0 ? 0 : o }' >"$out/$tag.$r.others"
 }
@@ -139,7 +139,7 @@ for r in $(seq 1 "$ROUNDS"); do
   measured hpt "$r" env OMP_NUM_THREADS="$THREADS" $HPT_ENV "$TRAIN" --model small \
     --data "$CORPUS" --batch $BATCH --seq-len $SEQ --steps "$STEPS" --warmup 100 \
     --eval-interval 0 --eval-batches 1 --seed "$r"
-  echo "   hpt:      $(grep -c 'ms/step' "$out/hpt.$r") steps, $(grep '^done:' "$out/hpt.$r" | cut -d, -f3) ($(others hpt "$r"))"
+  echo "   hpt:      $(grep -c 'ms/step' "$out/hpt.$r") steps in$(grep '^done:' "$out/hpt.$r" | cut -d, -f3) ($(others hpt "$r"))"
   for tag in torch torch_tuned; do
     extra=""
     if [ $tag = torch_tuned ]; then
@@ -151,7 +151,8 @@ for r in $(seq 1 "$ROUNDS"); do
       "$PYTHON" "$here/torch_train.py" "$out/small.json" "$SHARD" --batch $BATCH \
       --seq-len $SEQ --threads "$THREADS" --warmup-steps "$SKIP" --steps "$((STEPS - SKIP))" \
       --seed "$r"
-    printf '   %-9s %s ms/step median (%s)\n' "$tag:" \
+    label=PyTorch:; [ $tag = torch ] || label=PyTorch+:
+    printf '   %-9s %s ms/step median (%s)\n' "$label" \
       "$(awk '/^torch_ms_per_step_median/{print $2}' "$out/$tag.$r")" "$(others $tag "$r")"
   done
 done

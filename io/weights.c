@@ -6,6 +6,7 @@
 
 hpt_status hpt_h5_create(const char *path, hid_t *file)
 {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
     *file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (*file < 0)
         return hpt_error_set(HPT_ERR_IO, "%s: cannot create HDF5 file", path);

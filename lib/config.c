@@ -5,6 +5,7 @@
 #include <json-c/json.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
     const char *name;
@@ -47,6 +48,13 @@ hpt_status hpt_config_preset(const char *name, hpt_config *cfg)
 hpt_status hpt_config_resolve(const char *spec, hpt_config *cfg)
 {
     size_t n = strlen(spec);
+    struct stat sb;
+    if (stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* a Hugging Face model directory */
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/config.json", spec) >= (int)sizeof path)
+            return hpt_error_set(HPT_ERR_USAGE, "%s: path too long", spec);
+        return hpt_config_load(path, cfg);
+    }
     if (strchr(spec, '/') || (n > 5 && strcmp(spec + n - 5, ".json") == 0))
         return hpt_config_load(spec, cfg);
     hpt_status st = hpt_config_preset(spec, cfg);
@@ -98,10 +106,43 @@ static hpt_status get_bool(json_object *root, const char *path, const char *key,
     return HPT_OK;
 }
 
+/* Fields of Hugging Face configs that would change the architecture into
+ * something hpt does not implement: refuse rather than train another model. */
+static hpt_status check_unsupported(json_object *root, const char *path, const hpt_config *c)
+{
+    json_object *v;
+    const char *str_fields[][2] = {{"hidden_act", "silu"}, {"model_type", "llama"}};
+    for (size_t i = 0; i < 2; i++)
+        if (json_object_object_get_ex(root, str_fields[i][0], &v) &&
+            !json_object_is_type(v, json_type_null) &&
+            (!json_object_is_type(v, json_type_string) ||
+             strcmp(json_object_get_string(v), str_fields[i][1])))
+            return hpt_error_set(HPT_ERR_USAGE, "%s: %s = %s is not supported (hpt implements %s)",
+                                 path, str_fields[i][0], json_object_to_json_string(v),
+                                 str_fields[i][1]);
+    const char *bias[] = {"attention_bias", "mlp_bias"};
+    for (size_t i = 0; i < 2; i++)
+        if (json_object_object_get_ex(root, bias[i], &v) && json_object_get_boolean(v))
+            return hpt_error_set(HPT_ERR_USAGE, "%s: %s = true is not supported (Llama has no biases)",
+                                 path, bias[i]);
+    if (json_object_object_get_ex(root, "rope_scaling", &v) && !json_object_is_type(v, json_type_null))
+        return hpt_error_set(HPT_ERR_USAGE, "%s: rope_scaling = %s is not supported (plain RoPE only)",
+                             path, json_object_to_json_string(v));
+    if (json_object_object_get_ex(root, "head_dim", &v) && !json_object_is_type(v, json_type_null) &&
+        c->num_attention_heads > 0 &&
+        json_object_get_int64(v) != c->hidden_size / c->num_attention_heads)
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "%s: head_dim = %s differs from hidden_size / num_attention_heads = %d "
+                             "(not supported)",
+                             path, json_object_to_json_string(v),
+                             c->hidden_size / c->num_attention_heads);
+    return HPT_OK;
+}
+
 static hpt_status parse_fields(json_object *root, const char *path, hpt_config *c)
 {
     hpt_status st;
-    c->num_key_value_heads = -1;
+    json_object *kv;
     c->rms_norm_eps = 1e-6f;
     c->rope_theta = 10000.0f;
     c->tie_word_embeddings = 0;
@@ -109,16 +150,18 @@ static hpt_status parse_fields(json_object *root, const char *path, hpt_config *
         (st = get_int(root, path, "intermediate_size", 1, &c->intermediate_size)) ||
         (st = get_int(root, path, "num_hidden_layers", 1, &c->num_hidden_layers)) ||
         (st = get_int(root, path, "num_attention_heads", 1, &c->num_attention_heads)) ||
-        (st = get_int(root, path, "num_key_value_heads", 0, &c->num_key_value_heads)) ||
         (st = get_int(root, path, "vocab_size", 1, &c->vocab_size)) ||
         (st = get_int(root, path, "max_position_embeddings", 1, &c->max_position_embeddings)) ||
         (st = get_float(root, path, "rms_norm_eps", &c->rms_norm_eps)) ||
         (st = get_float(root, path, "rope_theta", &c->rope_theta)) ||
         (st = get_bool(root, path, "tie_word_embeddings", &c->tie_word_embeddings)))
         return st;
-    if (c->num_key_value_heads == -1)
-        c->num_key_value_heads = c->num_attention_heads;
-    return HPT_OK;
+    /* absent or null: multi-head attention, as Hugging Face */
+    c->num_key_value_heads = c->num_attention_heads;
+    if (json_object_object_get_ex(root, "num_key_value_heads", &kv) &&
+        (st = get_int(root, path, "num_key_value_heads", 0, &c->num_key_value_heads)))
+        return st;
+    return check_unsupported(root, path, c);
 }
 
 hpt_status hpt_config_load(const char *path, hpt_config *cfg)
@@ -146,7 +189,15 @@ hpt_status hpt_config_load(const char *path, hpt_config *cfg)
         json_tokener_free(tok);
         return st;
     }
+    size_t end = json_tokener_get_parse_end(tok);
     json_tokener_free(tok);
+    while (end < n && (buf[end] == ' ' || buf[end] == '\n' || buf[end] == '\t' || buf[end] == '\r'))
+        end++;
+    if (end < n) {
+        json_object_put(root);
+        return hpt_error_set(HPT_ERR_USAGE, "%s: malformed JSON: unexpected text after the object at byte %zu",
+                             path, end);
+    }
     if (!json_object_is_type(root, json_type_object)) {
         json_object_put(root);
         return hpt_error_set(HPT_ERR_USAGE, "%s: top level must be a JSON object", path);
@@ -176,10 +227,15 @@ hpt_status hpt_config_validate(const hpt_config *c, const char *origin)
         {"vocab_size", c->vocab_size},
         {"max_position_embeddings", c->max_position_embeddings},
     };
-    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
         if (pos[i].v <= 0)
             return hpt_error_set(HPT_ERR_USAGE, "%s: %s = %d must be > 0", origin, pos[i].name,
                                  pos[i].v);
+        /* keep every product of two sizes inside 64-bit and tables small */
+        if (pos[i].v > (1 << 24))
+            return hpt_error_set(HPT_ERR_USAGE, "%s: %s = %d is larger than hpt supports (2^24)",
+                                 origin, pos[i].name, pos[i].v);
+    }
     if (c->hidden_size % c->num_attention_heads)
         return hpt_error_set(HPT_ERR_USAGE,
                              "%s: num_attention_heads = %d must divide hidden_size = %d", origin,
@@ -202,19 +258,37 @@ hpt_status hpt_config_validate(const hpt_config *c, const char *origin)
     return HPT_OK;
 }
 
+/* Shortest decimal that reads back as the same float ("1e-05", not
+ * "9.99999975e-06"). buf: at least 32 bytes. */
+static const char *float_str(float x, char *buf)
+{
+    if (x == (float)(long long)x && fabsf(x) < 1e15f) { /* integral: "10000.0" */
+        snprintf(buf, 32, "%.1f", x);
+        return buf;
+    }
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, 32, "%.*g", prec, x);
+        if (strtof(buf, NULL) == x)
+            break;
+    }
+    return buf;
+}
+
 hpt_status hpt_config_write(const hpt_config *c, FILE *f)
 {
+    char eps[32], theta[32];
     fprintf(f,
             "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
             "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
             "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n"
             "  \"num_key_value_heads\": %d,\n  \"vocab_size\": %d,\n"
-            "  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %.9g,\n"
-            "  \"rope_theta\": %.9g,\n  \"tie_word_embeddings\": %s,\n"
+            "  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
+            "  \"rope_theta\": %s,\n  \"tie_word_embeddings\": %s,\n"
             "  \"hidden_act\": \"silu\",\n  \"torch_dtype\": \"float32\"\n}\n",
             c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
-            c->num_key_value_heads, c->vocab_size, c->max_position_embeddings, c->rms_norm_eps,
-            c->rope_theta, c->tie_word_embeddings ? "true" : "false");
+            c->num_key_value_heads, c->vocab_size, c->max_position_embeddings,
+            float_str(c->rms_norm_eps, eps), float_str(c->rope_theta, theta),
+            c->tie_word_embeddings ? "true" : "false");
     return ferror(f) ? hpt_error_set(HPT_ERR_IO, "writing config.json failed") : HPT_OK;
 }
 

@@ -2,6 +2,7 @@
 #include "train.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,9 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
         if (pos[i].v <= 0)
             return hpt_error_set(HPT_ERR_USAGE, "%s %ld: must be > 0", pos[i].opt, pos[i].v);
+    if ((long long)o->batch * o->seq_len > 2147483647LL / 64)
+        return hpt_error_set(HPT_ERR_USAGE, "--batch %d x --seq-len %d: micro-batch too large",
+                             o->batch, o->seq_len);
     const hpt_optim_opts *p = &o->optim;
     if (!(p->lr > 0) || !isfinite(p->lr))
         return hpt_error_set(HPT_ERR_USAGE, "--lr %g: must be > 0", p->lr);
@@ -55,6 +59,12 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
                              p->lr);
     if (p->warmup < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--warmup %d: must be >= 0", p->warmup);
+    if (o->nan_steps)
+        for (const char *p = o->nan_steps; *p; p++)
+            if (!(*p == ',' || (*p >= '0' && *p <= '9')))
+                return hpt_error_set(HPT_ERR_USAGE,
+                                     "--fault-nan-steps '%s': expected step numbers like 3,4",
+                                     o->nan_steps);
     if (o->eval_interval < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--eval-interval %d: must be >= 0", o->eval_interval);
     if (!(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1))
@@ -175,6 +185,60 @@ static void run_free(run_state *r)
     hpt_comm_free(&r->comm);
 }
 
+/* Whether directory `dir` holds a val*.bin shard. */
+static int has_val_shards(const char *dir)
+{
+    char pat[4096];
+    glob_t g;
+    snprintf(pat, sizeof pat, "%s/val*.bin", dir);
+    int found = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    globfree(&g);
+    return found;
+}
+
+/* The global batch must fit in one epoch of the training data. */
+static hpt_status check_epoch(const run_state *r, const hpt_train_opts *o)
+{
+    long long G = (long long)o->batch * o->grad_accum * r->comm.dp;
+    long long S = (long long)hpt_loader_num_samples(r->train);
+    if (G > S)
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "global batch of %lld sequences (--batch %d x --grad-accum %d x DP %d) "
+                             "exceeds the %lld samples of %d+1 tokens in %s",
+                             G, o->batch, o->grad_accum, r->comm.dp, S, o->seq_len, o->data);
+    return HPT_OK;
+}
+
+/* --export must be writable before any training happens: an existing
+ * regular file we may write, or a new name in a writable directory. */
+static hpt_status check_export_path(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode))
+            return hpt_error_set(HPT_ERR_IO, "--export %s: not a regular file", path);
+        if (access(path, W_OK))
+            return hpt_error_set(HPT_ERR_IO, "--export %s: not writable: %s", path,
+                                 strerror(errno));
+        return HPT_OK;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode))
+        return hpt_error_set(HPT_ERR_IO, "--export %s: directory %s does not exist", path, dir);
+    if (access(dir, W_OK))
+        return hpt_error_set(HPT_ERR_IO, "--export %s: directory %s not writable: %s", path, dir,
+                             strerror(errno));
+    return HPT_OK;
+}
+
 static hpt_status open_data(run_state *r, const hpt_train_opts *o)
 {
     hpt_status st;
@@ -184,8 +248,11 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
                               r->cfg.vocab_size, o->seed, 1)))
         return st;
     const char *val = o->val_data;
-    if (!val && is_dir)
+    if (!val && is_dir && has_val_shards(o->data))
         val = o->data;
+    else if (!val && is_dir && r->root)
+        fprintf(stderr, "hpt-train: note: %s has no val*.bin shard: training without validation\n",
+                o->data);
     if (val && (st = hpt_loader_open(&r->val, val, is_dir && !o->val_data ? "val" : NULL,
                                      o->seq_len, r->cfg.vocab_size, o->seed, 0)))
         return st;
@@ -242,7 +309,10 @@ static hpt_status setup(run_state *r, const hpt_train_opts *o)
         return hpt_error_set(HPT_ERR_USAGE,
                              "--seq-len %d exceeds max_position_embeddings = %d of model '%s'",
                              o->seq_len, r->cfg.max_position_embeddings, o->model);
-    if ((st = hpt_backend_get(o->backend, &be)) || (st = open_data(r, o)))
+    if ((st = hpt_backend_get(o->backend, &be)) || (st = open_data(r, o)) ||
+        (st = check_epoch(r, o)))
+        return st;
+    if (r->root && o->export_path && (st = check_export_path(o->export_path)))
         return st;
     if (r->root && o->run_dir && (st = write_run_files(r, o)))
         return st;
@@ -409,8 +479,11 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
             }
         }
         if (r->log)
+        {
             fprintf(r->log, "%d\t%.17g\t%.9g\t%.17g\t%.17g\t%d\n", step + 1, loss, lr, norm, val,
                     skip);
+            fflush(r->log); /* a killed run keeps every finished step */
+        }
     }
     if (r->root) {
         fprintf(out, "done: %d steps, %d skipped, %.1f s", o->steps, skipped_total,
@@ -520,14 +593,14 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             "hpt-train: layout TP %d x PP %d x DP %d%s on %d ranks%s; %.1f MiB of activations "
             "per rank\n"
             "hpt-train: %lld training samples of %d tokens; micro-batch %d x grad-accum %d x DP "
-            "%d = %d tokens/step; %d steps\n",
+            "%d = %lld tokens/step; %d steps\n",
             o->model, hpt_config_num_params(&r->cfg) / 1e6, r->cfg.num_hidden_layers,
             r->cfg.hidden_size, r->cfg.num_attention_heads, r->cfg.num_key_value_heads,
             r->cfg.vocab_size, r->cfg.tie_word_embeddings ? ", tied" : "", o->backend, r->comm.tp,
             r->comm.pp, r->comm.dp, o->zero1 ? " (ZeRO-1)" : "", r->comm.world_size,
             o->recompute ? ", activation recomputation" : "", r->model.act_bytes / 1048576.0,
             (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
-            r->comm.dp, o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);
+            r->comm.dp, (long long)o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);
     fflush(out);
 }
 

@@ -57,8 +57,8 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --help, --version\n\n"
             "Exit status: 0 done; 1 internal error; 2 bad option or model config;\n"
             "3 bad data (missing, truncated or malformed shard, token id >= vocab_size);\n"
-            "4 stopped after --max-skips consecutive non-finite steps; 5 run directory not\n"
-            "writable.\n",
+            "4 stopped after --max-skips consecutive non-finite steps; 5 output not writable\n"
+            "(--run-dir, --export).\n",
             d->model, d->data, d->backend, d->batch, d->seq_len, d->grad_accum, d->steps,
             d->optim.lr, d->optim.min_lr, d->optim.warmup, d->optim.beta1, d->optim.beta2,
             d->optim.eps, d->optim.weight_decay, d->optim.max_norm, (unsigned long long)d->seed,
@@ -163,7 +163,13 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_QUIET: o->quiet = 1; return HPT_OK;
     case OPT_TP: return parse_int(name, arg, &o->tp);
     case OPT_PP: return parse_int(name, arg, &o->pp);
-    case OPT_DP: return parse_int(name, arg, &o->dp);
+    case OPT_DP: {
+        hpt_status st = parse_int(name, arg, &o->dp);
+        if (!st && o->dp <= 0)
+            return hpt_error_set(HPT_ERR_USAGE, "--dp %d: must be > 0 (omit --dp to infer it)",
+                                 o->dp);
+        return st;
+    }
     case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
     case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
@@ -179,7 +185,9 @@ static hpt_status parse_args(int argc, char **argv, hpt_train_opts *o, int *acti
 {
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        if (c == 'h')
+            c = OPT_HELP;
         if (c == '?' || c == ':')
             return hpt_error_set(HPT_ERR_USAGE, "%s: unknown option or missing value (see "
                                  "hpt-train --help)", argv[optind - 1]);
