@@ -1,10 +1,13 @@
 /* prep.c — raw text to SentencePiece tokenizer to llm.c shards; see prep.h.
  *
- * Steps (rank 0 only): check the up-to-date manifest; read the text
- * (zlib: plain or gzip); split it into non-empty lines; train or copy the
- * tokenizer; encode the lines in fixed-size chunks in parallel (so the
- * result does not depend on the thread count); write the shards; write
- * prep.json last.
+ * Steps (rank 0 only): lock out_dir; refuse an input (or tokenizer) that
+ * is one of the files this run replaces; check the up-to-date manifest;
+ * read the text (zlib: plain or gzip); split it into non-empty lines; then,
+ * in the staging directory out_dir/.prep-tmp: train or copy the tokenizer;
+ * encode the lines in fixed-size chunks in parallel (so the result does not
+ * depend on the thread count); write the shards and prep.json. Only when
+ * all of that succeeded are the staged files renamed over the old ones
+ * (staging_commit), so a failed run leaves the previous outputs untouched.
  */
 #include "prep.h"
 
@@ -18,6 +21,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +34,7 @@
 #define PREP_VERSION 1
 #define ENCODE_CHUNK_LINES 2048 /* lines per encoding task (fixed: output order) */
 #define ERR_LEN 1024
+#define STAGE_DIR ".prep-tmp" /* in out_dir: the new outputs until they are committed */
 
 typedef struct {
     const char *p; /* into the text buffer, not NUL-terminated */
@@ -42,6 +47,7 @@ typedef struct {
     int64_t line0, nlines;
     uint32_t *tok;
     int64_t ntok;
+    int64_t nfiles;     /* shard files written                 */
     json_object *files; /* [{"file": ..., "tokens": ...}] */
 } split;
 
@@ -49,7 +55,12 @@ typedef struct {
     const hpt_prep_opts *o;
     FILE *log;
     int nthreads;
-    char model[PATH_MAX + 32]; /* out_dir/tokenizer.model */
+    char model[PATH_MAX + 32]; /* out_dir/tokenizer.model (its final name) */
+    char stage[PATH_MAX + 32]; /* out_dir/STAGE_DIR                        */
+    char out_real[PATH_MAX];   /* realpath of out_dir                      */
+    int out_fd;                /* out_dir, locked during the run; or -1    */
+    int staged;                /* 1 while the staging directory is ours    */
+    int has_vocab;             /* the new outputs include tokenizer.vocab  */
     char in_real[PATH_MAX];
     struct stat in_sb;
     char *text;
@@ -90,6 +101,12 @@ __attribute__((format(printf, 2, 3))) static void say(FILE *log, const char *fmt
 static void out_path(char *buf, const hpt_prep_opts *o, const char *name)
 {
     snprintf(buf, PATH_MAX + 32, "%s/%s", o->out_dir, name);
+}
+
+/* staging_dir/name into buf (PATH_MAX + 64 bytes). */
+static void staging_path(char *buf, const prep *r, const char *name)
+{
+    snprintf(buf, PATH_MAX + 64, "%s/" STAGE_DIR "/%s", r->o->out_dir, name);
 }
 
 /* Read a whole (small) file. *buf is malloc'ed. Errors: HPT_ERR_DATA. */
@@ -245,13 +262,11 @@ static hpt_status out_dir_prepare(const hpt_prep_opts *o)
     return HPT_OK;
 }
 
-/* Is `name` one of ours: prep.json, corpus.txt or (train|val)_NNNNNN.bin[.tmp]? */
-static int is_prep_output(const char *name)
+/* Parse a shard name "(train|val)_NNNNNN.bin": 1 and *val (1 for val),
+ * *index; else 0. */
+static int shard_name_parse(const char *name, int *val, long *index)
 {
-    int k = 0, end = 0;
-    if (strcmp(name, "prep.json") == 0 || strcmp(name, "prep.json.tmp") == 0 ||
-        strcmp(name, "corpus.txt") == 0)
-        return 1;
+    int k = 0, end;
     if (strncmp(name, "train_", 6) == 0)
         k = 6;
     else if (strncmp(name, "val_", 4) == 0)
@@ -260,24 +275,129 @@ static int is_prep_output(const char *name)
         return 0;
     for (end = k; name[end] >= '0' && name[end] <= '9'; end++)
         ;
-    return end - k == 6 && (strcmp(name + end, ".bin") == 0 || strcmp(name + end, ".bin.tmp") == 0);
+    if (end - k != 6 || strcmp(name + end, ".bin") != 0)
+        return 0;
+    *val = k == 4;
+    *index = strtol(name + k, NULL, 10);
+    return 1;
 }
 
-/* Remove the manifest, corpus copy and shards of an earlier run, so a
- * smaller rerun leaves no stale shard for a glob to pick up. */
-static void out_dir_clean(const hpt_prep_opts *o)
+/* Is `name` a file hpt-data writes in out_dir: prep.json, corpus.txt,
+ * tokenizer.model, tokenizer.vocab or a shard, each possibly with ".tmp"? */
+static int is_prep_output(const char *name)
 {
-    DIR *d = opendir(o->out_dir);
+    static const char *const fixed[] = {"prep.json", "corpus.txt", "tokenizer.model", "tokenizer.vocab"};
+    char base[64];
+    size_t n = strlen(name);
+    if (n >= sizeof base)
+        return 0;
+    memcpy(base, name, n + 1);
+    if (n > 4 && strcmp(base + n - 4, ".tmp") == 0)
+        base[n - 4] = '\0';
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        if (strcmp(base, fixed[i]) == 0)
+            return 1;
+    int val;
+    long k;
+    return shard_name_parse(base, &val, &k);
+}
+
+/* Is out_dir/name one of the outputs of this run (else, if one of ours, it
+ * is left over from an earlier run)? Valid once the shards are written. */
+static int output_is_new(const prep *r, const char *name)
+{
+    int val;
+    long k;
+    if (strcmp(name, "prep.json") == 0 || strcmp(name, "tokenizer.model") == 0)
+        return 1;
+    if (strcmp(name, "corpus.txt") == 0)
+        return !r->o->tokenizer;
+    if (strcmp(name, "tokenizer.vocab") == 0)
+        return r->has_vocab;
+    if (shard_name_parse(name, &val, &k))
+        return k < (val ? r->sp_val.nfiles : r->sp_train.nfiles);
+    return 0;
+}
+
+/* Open out_dir and lock it (flock) for the run, so that two runs never
+ * share the staging directory; file systems without flock run unlocked.
+ * Records its real path. Errors: HPT_ERR_IO. */
+static hpt_status out_dir_lock(prep *r)
+{
+    const char *dir = r->o->out_dir;
+    r->out_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (r->out_fd < 0)
+        return hpt_error_set(HPT_ERR_IO, "%s: cannot open output directory: %s", dir, strerror(errno));
+    if (flock(r->out_fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+        return hpt_error_set(HPT_ERR_IO, "%s: another hpt-data run is writing this output directory",
+                             dir);
+    if (!realpath(dir, r->out_real))
+        return hpt_error_set(HPT_ERR_IO, "%s: cannot resolve output directory: %s", dir, strerror(errno));
+    return HPT_OK;
+}
+
+/* Refuse `path` (what: "input" or "tokenizer") when this run would replace
+ * or remove it: an output file of out_dir (except `allow`, which is read
+ * before it is replaced), or anything in the staging directory. A missing
+ * path passes (it is reported when opened). Errors: HPT_ERR_USAGE. */
+static hpt_status path_guard(const prep *r, const char *path, const char *what, const char *allow)
+{
+    char real[PATH_MAX], stage_real[PATH_MAX + 64];
+    if (!realpath(path, real))
+        return HPT_OK;
+    char *slash = strrchr(real, '/');
+    const char *base = slash + 1;
+    *slash = '\0';
+    snprintf(stage_real, sizeof stage_real, "%s/%s", r->out_real, STAGE_DIR);
+    if (strcmp(real, stage_real) == 0)
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "%s: refusing to use this %s: it is in %s, hpt-data's temporary directory, "
+                             "which every run into %s removes; copy it elsewhere first",
+                             path, what, r->stage, r->o->out_dir);
+    if (strcmp(real, r->out_real) == 0 && is_prep_output(base) && !(allow && strcmp(base, allow) == 0))
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "%s: refusing to use this %s: it is %s, one of the outputs that this run "
+                             "replaces or removes in %s; copy it elsewhere first or choose another --out",
+                             path, what, base, r->o->out_dir);
+    return HPT_OK;
+}
+
+/* Remove the staging directory and the files in it (a symlink in its
+ * place is removed, never followed). */
+static void staging_remove(const prep *r)
+{
+    struct stat sb;
+    if (lstat(r->stage, &sb) != 0)
+        return;
+    if (!S_ISDIR(sb.st_mode)) {
+        unlink(r->stage);
+        return;
+    }
+    DIR *d = opendir(r->stage);
     struct dirent *e;
-    char p[PATH_MAX + 32];
+    char p[PATH_MAX + 64];
     while (d && (e = readdir(d)) != NULL) {
-        if (!is_prep_output(e->d_name))
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        out_path(p, o, e->d_name);
+        staging_path(p, r, e->d_name);
         unlink(p);
     }
     if (d)
         closedir(d);
+    rmdir(r->stage);
+}
+
+/* A fresh, empty staging directory (a crashed run's is removed first).
+ * Errors: HPT_ERR_IO. */
+static hpt_status staging_create(prep *r)
+{
+    staging_remove(r);
+    if (mkdir(r->stage, 0755) != 0)
+        return hpt_error_set(HPT_ERR_IO, "%s: cannot create staging directory: %s", r->stage,
+                             strerror(errno));
+    r->staged = 1;
+    say(r->log, "building the new outputs in %s", r->stage);
+    return HPT_OK;
 }
 
 /* ----------------------------------------------------------- text input */
@@ -365,7 +485,8 @@ static hpt_status text_split_lines(prep *r)
     return HPT_OK;
 }
 
-/* Write the indexed lines to out_dir/corpus.txt for the trainer. */
+/* Write the indexed lines to `path` (the staged corpus.txt) for the
+ * trainer, fsynced. Errors: HPT_ERR_IO. */
 static hpt_status corpus_write(const prep *r, const char *path)
 {
     FILE *f = fopen(path, "wb");
@@ -376,7 +497,7 @@ static hpt_status corpus_write(const prep *r, const char *path)
         fwrite(r->lines[i].p, 1, r->lines[i].n, f);
         fputc('\n', f);
     }
-    int bad = ferror(f);
+    int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
     if (fclose(f) != 0 || bad)
         return hpt_error_set(HPT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
     return HPT_OK;
@@ -391,7 +512,8 @@ static hpt_status lines_split(prep *r)
         nval = 1;
     if (nval >= r->nlines)
         return hpt_error_set(HPT_ERR_DATA,
-                             "%s: %lld non-empty lines; val_fraction %g leaves none for training",
+                             "%s: %lld non-empty lines; val_fraction %.9g leaves none for training "
+                             "(use a smaller --val-fraction or more text)",
                              r->o->input, (long long)r->nlines, f);
     r->sp_train = (split){.name = "train", .line0 = 0, .nlines = r->nlines - nval};
     r->sp_val = (split){.name = "val", .line0 = r->nlines - nval, .nlines = nval};
@@ -409,38 +531,82 @@ static hpt_status spm_status(hpt_spm_status s, hpt_status io_as, const char *msg
     return hpt_error_set(st, "%s", msg);
 }
 
-/* Train a BPE model on corpus.txt into out_dir/tokenizer.{model,vocab}. */
+/* fsync a file written by someone else (SentencePiece). Errors: HPT_ERR_IO. */
+static hpt_status file_fsync(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int ok = fd >= 0 && fsync(fd) == 0;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    return ok ? HPT_OK : hpt_error_set(HPT_ERR_IO, "%s: cannot sync: %s", path, strerror(e));
+}
+
+/* The error of a failed training, in hpt-data's terms when SentencePiece's
+ * reason is a known one (the raw message is kept otherwise). */
+static hpt_status train_error(const prep *r, hpt_spm_status s, const hpt_spm_train_diag *d,
+                              const char *raw)
+{
+    const char *in = r->o->input;
+    int v = r->o->vocab_size, b = d->bound;
+    switch (d->kind) {
+    case HPT_SPM_TRAIN_ERR_VOCAB_SMALL:
+        return hpt_error_set(HPT_ERR_DATA,
+                             "%s: vocabulary %d is too small for this text: it needs at least %d pieces "
+                             "(unk, bos, eos, 256 byte pieces and one per common character); "
+                             "use --vocab-size >= %d",
+                             in, v, b, b);
+    case HPT_SPM_TRAIN_ERR_VOCAB_LARGE:
+        return hpt_error_set(HPT_ERR_DATA,
+                             "%s: vocabulary %d is too large for this text: SentencePiece can learn at "
+                             "most %d pieces from it; use --vocab-size <= %d or more text",
+                             in, v, b, b);
+    case HPT_SPM_TRAIN_ERR_NO_SENTENCE:
+        return hpt_error_set(HPT_ERR_DATA,
+                             "%s: no usable line to train the tokenizer: every line is longer than %d "
+                             "bytes (SentencePiece's max_sentence_length); split the text into shorter "
+                             "lines",
+                             in, b);
+    default:
+        return spm_status(s, HPT_ERR_IO, raw);
+    }
+}
+
+/* Train a BPE model on the staged corpus.txt into the staged
+ * tokenizer.{model,vocab}, fsynced. */
 static hpt_status tokenizer_train(prep *r)
 {
-    char corpus[PATH_MAX + 32], prefix[PATH_MAX + 32], err[ERR_LEN];
-    out_path(corpus, r->o, "corpus.txt");
-    out_path(prefix, r->o, "tokenizer");
+    char corpus[PATH_MAX + 64], prefix[PATH_MAX + 64], err[ERR_LEN];
+    staging_path(corpus, r, "corpus.txt");
+    staging_path(prefix, r, "tokenizer");
     hpt_status st = corpus_write(r, corpus);
     if (st != HPT_OK)
         return st;
     say(r->log, "wrote %s; training SentencePiece BPE, vocab %d, %d threads", corpus,
         r->o->vocab_size, r->nthreads);
     hpt_spm_train_opts t;
+    hpt_spm_train_diag diag;
     hpt_spm_train_opts_default(&t);
     t.input = corpus;
     t.model_prefix = prefix;
     t.vocab_size = r->o->vocab_size;
     t.num_threads = r->nthreads;
     double t0 = now_s();
-    hpt_spm_status s = hpt_spm_train_bpe(&t, err, sizeof err);
+    hpt_spm_status s = hpt_spm_train_bpe(&t, &diag, err, sizeof err);
     r->t_train = now_s() - t0;
     if (s != HPT_SPM_OK)
-        return spm_status(s, HPT_ERR_IO, err);
-    say(r->log, "trained %s in %.1f s", r->model, r->t_train);
-    return HPT_OK;
+        return train_error(r, s, &diag, err);
+    say(r->log, "trained the tokenizer in %.1f s", r->t_train);
+    r->has_vocab = 1;
+    staging_path(prefix, r, "tokenizer.model");
+    st = file_fsync(prefix);
+    staging_path(prefix, r, "tokenizer.vocab");
+    return st == HPT_OK ? file_fsync(prefix) : st;
 }
 
-/* Copy src to dst atomically (dst untouched when both are the same file). */
+/* Copy src to dst atomically. */
 static hpt_status file_copy(const char *src, const char *dst)
 {
-    char a[PATH_MAX], b[PATH_MAX];
-    if (realpath(src, a) && realpath(dst, b) && strcmp(a, b) == 0)
-        return HPT_OK;
     char *buf;
     size_t n;
     hpt_status st = file_read(src, &buf, &n);
@@ -451,41 +617,50 @@ static hpt_status file_copy(const char *src, const char *dst)
     return st;
 }
 
-/* Copy the given model (and its .vocab, if beside it) into out_dir. */
+/* Copy the given model (and its .vocab, if beside it) into the staging
+ * directory. */
 static hpt_status tokenizer_copy(prep *r)
 {
     const char *src = r->o->tokenizer;
-    char vsrc[PATH_MAX + 32], vdst[PATH_MAX + 32];
+    char dst[PATH_MAX + 64], vsrc[PATH_MAX + 32];
     struct stat sb;
-    hpt_status st = file_copy(src, r->model);
+    staging_path(dst, r, "tokenizer.model");
+    hpt_status st = file_copy(src, dst);
     if (st != HPT_OK)
         return st;
-    say(r->log, "reusing tokenizer %s (copied to %s)", src, r->model);
+    say(r->log, "reusing tokenizer %s (copied to %s)", src, dst);
     size_t n = strlen(src);
-    out_path(vdst, r->o, "tokenizer.vocab");
     if (n > 6 && n < PATH_MAX && strcmp(src + n - 6, ".model") == 0) {
         snprintf(vsrc, sizeof vsrc, "%.*s.vocab", (int)(n - 6), src);
-        if (stat(vsrc, &sb) == 0)
-            return file_copy(vsrc, vdst);
+        if (stat(vsrc, &sb) == 0) {
+            staging_path(dst, r, "tokenizer.vocab");
+            st = file_copy(vsrc, dst);
+            r->has_vocab = st == HPT_OK;
+        }
     }
-    unlink(vdst); /* a stale .vocab would not describe the copied model */
-    return HPT_OK;
+    return st;
 }
 
-/* Load the model at `path`: vocabulary, eos id, token width, hash. */
-static hpt_status tokenizer_load(prep *r, const char *path)
+/* Load the model at `path`: vocabulary, eos id, token width, hash. Error
+ * messages start with `what` ("--tokenizer " for the given model, or ""). */
+static hpt_status tokenizer_load(prep *r, const char *path, const char *what)
 {
     char err[ERR_LEN];
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: cannot open tokenizer model: %s", path, strerror(errno));
+        return hpt_error_set(HPT_ERR_DATA, "%s%s: cannot open tokenizer model: %s", what, path,
+                             strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return hpt_error_set(HPT_ERR_DATA, "%s%s: is a directory, expected a SentencePiece .model file",
+                             what, path);
     hpt_spm_status s = hpt_spm_load(path, &r->sp, err, sizeof err);
     if (s != HPT_SPM_OK)
-        return spm_status(s, HPT_ERR_DATA, err);
+        return hpt_error_set(spm_status(s, HPT_ERR_DATA, err), "%s%s", what, err);
     r->vocab = hpt_spm_vocab_size(r->sp);
     r->eos = hpt_spm_eos_id(r->sp);
     if (r->eos < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: model has no eos piece (needed after each line)", path);
+        return hpt_error_set(HPT_ERR_DATA, "%s%s: model has no eos piece (needed after each line)", what,
+                             path);
     r->token_bytes = r->vocab <= 65536 ? 2 : 4;
     r->model_hash = file_hash(path);
     say(r->log, "tokenizer %s: vocab %d, eos id %d, uint%d shards", path, r->vocab, r->eos,
@@ -569,18 +744,26 @@ static hpt_status encode_all(prep *r)
 
 /* ---------------------------------------------------------------- shards */
 
-/* Write a split as <name>_NNNNNN.bin files of at most shard_tokens each. */
+/* The file name of shard k of a split. */
+static void shard_name(char name[64], const split *s, int64_t k)
+{
+    snprintf(name, 64, "%s_%06lld.bin", s->name, (long long)k);
+}
+
+/* Write a split as staged <name>_NNNNNN.bin files of at most shard_tokens
+ * each. */
 static hpt_status split_write(const prep *r, split *s)
 {
-    char name[64], path[PATH_MAX + 32];
+    char name[64], path[PATH_MAX + 64];
     s->files = json_object_new_array();
-    for (int64_t at = 0, k = 0; at < s->ntok; at += r->o->shard_tokens, k++) {
+    for (int64_t at = 0; at < s->ntok; at += r->o->shard_tokens) {
         int64_t n = s->ntok - at < r->o->shard_tokens ? s->ntok - at : r->o->shard_tokens;
-        snprintf(name, sizeof name, "%s_%06lld.bin", s->name, (long long)k);
-        out_path(path, r->o, name);
+        shard_name(name, s, s->nfiles);
+        staging_path(path, r, name);
         hpt_status st = hpt_shard_write(path, s->tok + at, n, r->token_bytes);
         if (st != HPT_OK)
             return st;
+        s->nfiles++;
         json_object *f = json_object_new_object();
         json_object_object_add(f, "file", json_object_new_string(name));
         json_object_object_add(f, "tokens", json_object_new_int64(n));
@@ -646,10 +829,11 @@ static json_object *manifest_build(prep *r)
     return m;
 }
 
+/* Write the staged prep.json. Errors: HPT_ERR_IO. */
 static hpt_status manifest_write(prep *r)
 {
-    char path[PATH_MAX + 32];
-    out_path(path, r->o, "prep.json");
+    char path[PATH_MAX + 64];
+    staging_path(path, r, "prep.json");
     json_object *m = manifest_build(r);
     size_t n;
     const char *s = json_object_to_json_string_length(
@@ -748,10 +932,89 @@ static int up_to_date(const prep *r)
     return why == NULL;
 }
 
+/* ---------------------------------------------------------------- commit */
+
+/* Move one staged file into out_dir. Errors: HPT_ERR_IO. */
+static hpt_status staging_move(const prep *r, const char *name)
+{
+    char from[PATH_MAX + 64], to[PATH_MAX + 32];
+    staging_path(from, r, name);
+    out_path(to, r->o, name);
+    if (rename(from, to) == 0)
+        return HPT_OK;
+    return hpt_error_set(HPT_ERR_IO, "%s: cannot move into %s: %s (%s has no prep.json now: rerun)", from,
+                         r->o->out_dir, strerror(errno), r->o->out_dir);
+}
+
+/* Move a split's staged shards into out_dir. */
+static hpt_status staging_move_split(const prep *r, const split *s)
+{
+    char name[64];
+    hpt_status st = HPT_OK;
+    for (int64_t k = 0; k < s->nfiles && st == HPT_OK; k++) {
+        shard_name(name, s, k);
+        st = staging_move(r, name);
+    }
+    return st;
+}
+
+/* Remove our files in out_dir that are not outputs of this run (the
+ * shards of a larger earlier run, a stale corpus.txt or .vocab, .tmp files). */
+static void out_dir_remove_stale(const prep *r)
+{
+    DIR *d = opendir(r->o->out_dir);
+    struct dirent *e;
+    char p[PATH_MAX + 32];
+    while (d && (e = readdir(d)) != NULL) {
+        if (!is_prep_output(e->d_name) || output_is_new(r, e->d_name))
+            continue;
+        out_path(p, r->o, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* Replace the previous outputs by the staged ones. The old prep.json goes
+ * first (a crash midway leaves no manifest, so the next run redoes the
+ * work), then the data files are renamed in, the stale ones removed and
+ * the new prep.json renamed in last; out_dir is fsynced after each phase.
+ * Errors: HPT_ERR_IO. */
+static hpt_status staging_commit(prep *r)
+{
+    char path[PATH_MAX + 32];
+    out_path(path, r->o, "prep.json");
+    if (unlink(path) != 0 && errno != ENOENT)
+        return hpt_error_set(HPT_ERR_IO, "%s: cannot replace: %s", path, strerror(errno));
+    fsync(r->out_fd);
+    hpt_status st = r->o->tokenizer ? HPT_OK : staging_move(r, "corpus.txt");
+    if (st == HPT_OK)
+        st = staging_move(r, "tokenizer.model");
+    if (st == HPT_OK && r->has_vocab)
+        st = staging_move(r, "tokenizer.vocab");
+    if (st == HPT_OK)
+        st = staging_move_split(r, &r->sp_train);
+    if (st == HPT_OK)
+        st = staging_move_split(r, &r->sp_val);
+    if (st != HPT_OK)
+        return st;
+    out_dir_remove_stale(r);
+    fsync(r->out_fd);
+    st = staging_move(r, "prep.json");
+    if (st == HPT_OK && rmdir(r->stage) == 0)
+        r->staged = 0;
+    fsync(r->out_fd);
+    return st;
+}
+
 /* ------------------------------------------------------------------ run */
 
 static void prep_free(prep *r)
 {
+    if (r->staged)
+        staging_remove(r);
+    if (r->out_fd >= 0)
+        close(r->out_fd); /* releases the lock */
     hpt_spm_free(r->sp);
     free(r->text);
     free(r->lines);
@@ -778,6 +1041,20 @@ static hpt_status stage_read(prep *r)
     return st;
 }
 
+/* Train (into the staging directory) and load a tokenizer, or load the
+ * given one and copy it there. */
+static hpt_status stage_tokenizer(prep *r)
+{
+    char model[PATH_MAX + 64];
+    if (r->o->tokenizer) {
+        hpt_status st = tokenizer_load(r, r->o->tokenizer, "--tokenizer ");
+        return st == HPT_OK ? tokenizer_copy(r) : st;
+    }
+    hpt_status st = tokenizer_train(r);
+    staging_path(model, r, "tokenizer.model");
+    return st == HPT_OK ? tokenizer_load(r, model, "") : st;
+}
+
 static hpt_status stage_shards(prep *r)
 {
     double t0 = now_s();
@@ -788,32 +1065,49 @@ static hpt_status stage_shards(prep *r)
     return st;
 }
 
-/* The work of rank 0. */
-static hpt_status prep_rank0(prep *r)
+/* Check the options, the input and out_dir; lock out_dir; refuse an input
+ * or tokenizer that this run would replace. */
+static hpt_status prep_setup(prep *r)
 {
-    double t0 = now_s();
     hpt_status st = opts_check(r->o);
     if (st != HPT_OK)
         return st;
     r->nthreads = r->o->threads > 0 ? r->o->threads : omp_get_max_threads();
     out_path(r->model, r->o, "tokenizer.model");
+    out_path(r->stage, r->o, STAGE_DIR);
     st = input_stat(r);
     if (st == HPT_OK)
         st = out_dir_prepare(r->o);
+    if (st == HPT_OK)
+        st = out_dir_lock(r);
+    if (st == HPT_OK)
+        st = path_guard(r, r->o->input, "input", NULL);
+    if (st == HPT_OK && r->o->tokenizer)
+        st = path_guard(r, r->o->tokenizer, "tokenizer", "tokenizer.model");
+    return st;
+}
+
+/* The work of rank 0: everything is built in the staging directory and
+ * replaces the old outputs only once every step succeeded. */
+static hpt_status prep_rank0(prep *r)
+{
+    double t0 = now_s();
+    hpt_status st = prep_setup(r);
     if (st != HPT_OK || (!r->o->force && up_to_date(r)))
         return st;
-    out_dir_clean(r->o);
     st = stage_read(r);
     if (st == HPT_OK)
-        st = r->o->tokenizer ? tokenizer_load(r, r->o->tokenizer) : tokenizer_train(r);
+        st = staging_create(r);
     if (st == HPT_OK)
-        st = r->o->tokenizer ? tokenizer_copy(r) : tokenizer_load(r, r->model);
+        st = stage_tokenizer(r);
     if (st == HPT_OK)
         st = encode_all(r);
     if (st == HPT_OK)
         st = stage_shards(r);
     if (st == HPT_OK)
         st = manifest_write(r);
+    if (st == HPT_OK)
+        st = staging_commit(r);
     if (st == HPT_OK)
         say(r->log, "done in %.1f s: vocab %d, train %lld tokens, val %lld tokens in %s", now_s() - t0,
             r->vocab, (long long)r->sp_train.ntok, (long long)r->sp_val.ntok, r->o->out_dir);
@@ -849,7 +1143,7 @@ hpt_status hpt_prep_run(const hpt_prep_opts *o, MPI_Comm comm, FILE *log)
     char msg[ERR_LEN] = "";
     MPI_Comm_rank(comm, &rank);
     if (rank == 0) {
-        prep r = {.o = o, .log = log};
+        prep r = {.o = o, .log = log, .out_fd = -1};
         code = prep_rank0(&r);
         prep_free(&r);
         snprintf(msg, sizeof msg, "%s", code == HPT_OK ? "" : hpt_error_msg());

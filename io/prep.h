@@ -10,6 +10,19 @@
  *   val_000000.bin  ...  the last val_fraction of the lines
  *   prep.json            what was done; written last, so it marks a
  *                        complete output and is the key for reuse
+ * They are built in out_dir/.prep-tmp (removed at the end, and at the start
+ * of the next run if a crash left it) and moved into out_dir only when every
+ * step succeeded: the old prep.json is removed, the new files are renamed
+ * over the old ones, files of the old set that the new one lacks (shards
+ * beyond the new count, corpus.txt, tokenizer.vocab) are removed, and the
+ * new prep.json is renamed in last, with out_dir fsynced between the
+ * phases. So a failed run (bad option value, input or tokenizer, training
+ * failure) leaves the previous outputs exactly as they were, and a crash
+ * during the final renames leaves no prep.json (the next run redoes it).
+ * out_dir is locked (flock, where the file system supports it) for the run.
+ * The input may not be one of the files above in out_dir, nor be in
+ * .prep-tmp: it is refused rather than replaced. The tokenizer may be
+ * out_dir/tokenizer.model (it is read before it is replaced).
  * Each non-empty line is encoded and followed by the model's eos id (2 for
  * trained models). Tokens are uint16 (llm.c magic 20240520) when the
  * vocabulary has <= 65,536 pieces, else uint32 (magic 20240801). The token
@@ -48,10 +61,14 @@ void hpt_prep_opts_default(hpt_prep_opts *o);
  * progress lines (timings, token counts) to `log` (may be NULL); the status
  * and error message are then broadcast, so every rank returns the same.
  * Collective over comm.
- * Errors: HPT_ERR_USAGE (bad option value), HPT_ERR_DATA (missing or empty
- * input, bad tokenizer model, tokenizer training failure), HPT_ERR_IO
- * (out_dir or a file in it not writable), HPT_ERR_INTERNAL (out of memory);
- * each message names the path. */
+ * Errors: HPT_ERR_USAGE (bad option value; an input or tokenizer that is an
+ * output of out_dir), HPT_ERR_DATA (missing or empty input, bad tokenizer
+ * model, tokenizer training failure: the message names the input and, for
+ * a vocabulary too small or too large for the text, the bound to use),
+ * HPT_ERR_IO (out_dir or a file in it not writable; out_dir locked by
+ * another run), HPT_ERR_INTERNAL (out of memory); each message names the
+ * path. On any error the previous outputs in out_dir are unchanged (except
+ * for a failure during the final renames, see above). */
 hpt_status hpt_prep_run(const hpt_prep_opts *o, MPI_Comm comm, FILE *log);
 
 #endif

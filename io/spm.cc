@@ -21,11 +21,19 @@ struct hpt_spm {
 
 namespace {
 
-// Write a formatted message into the caller's buffer (if any) and return st.
+// msg without trailing whitespace (SentencePiece ends some messages with a space).
+std::string trim_right(std::string msg)
+{
+    size_t end = msg.find_last_not_of(" \t\r\n\v\f");
+    msg.erase(end == std::string::npos ? 0 : end + 1);
+    return msg;
+}
+
+// Write a message (trailing whitespace trimmed) into the caller's buffer (if any) and return st.
 hpt_spm_status fail(hpt_spm_status st, char *err, size_t errlen, const std::string &msg)
 {
     if (err && errlen > 0)
-        std::snprintf(err, errlen, "%s", msg.c_str());
+        std::snprintf(err, errlen, "%s", trim_right(msg).c_str());
     return st;
 }
 
@@ -70,13 +78,51 @@ std::unordered_map<std::string, std::string> train_args(const hpt_spm_train_opts
         {"shuffle_input_sentence", "true"},
         {"byte_fallback", "true"},
         {"character_coverage", "0.9995"},
-        {"max_sentence_length", "65536"},
+        {"max_sentence_length", std::to_string(HPT_SPM_MAX_SENTENCE_BYTES)},
         {"unk_id", "0"},
         {"bos_id", "1"},
         {"eos_id", "2"},
         {"pad_id", "-1"},
         {"minloglevel", o->verbose ? "0" : "1"},
     };
+}
+
+// The integer after `key` in msg, or 0 if key is absent.
+int int_after(const std::string &msg, const char *key)
+{
+    size_t at = msg.find(key);
+    return at == std::string::npos ? 0 : std::atoi(msg.c_str() + at + std::strlen(key));
+}
+
+// Recognise SentencePiece's training failures that have a simple cause
+// (messages of trainer_interface.cc, SentencePiece 0.1.9x-0.2.x).
+hpt_spm_train_diag train_diagnose(const std::string &msg)
+{
+    hpt_spm_train_diag d = {HPT_SPM_TRAIN_ERR_OTHER, 0};
+    if (msg.find("Vocabulary size is smaller than required_chars") != std::string::npos) {
+        int want = 0, need = 0;
+        size_t at = msg.find("required_chars. ");
+        if (at != std::string::npos && std::sscanf(msg.c_str() + at + 16, "%d vs %d", &want, &need) == 2)
+            d = {HPT_SPM_TRAIN_ERR_VOCAB_SMALL, need};
+    } else if (msg.find("Vocabulary size too high") != std::string::npos) {
+        int most = int_after(msg, "value <= ");
+        if (most > 0)
+            d = {HPT_SPM_TRAIN_ERR_VOCAB_LARGE, most};
+    } else if (msg.find("!sentences_.empty()") != std::string::npos) {
+        d = {HPT_SPM_TRAIN_ERR_NO_SENTENCE, HPT_SPM_MAX_SENTENCE_BYTES};
+    }
+    return d;
+}
+
+// The message for a model that fails to load: a protobuf parse failure
+// means "not a model at all"; other reasons are kept.
+std::string load_message(const char *path, const sentencepiece::util::Status &s)
+{
+    std::string raw = trim_right(s.ToString());
+    if (raw.find("ParseFromArray") != std::string::npos)
+        return std::string(path) + ": not a SentencePiece model (it does not parse as one; give the "
+                                   "tokenizer.model written by hpt-data or spm_train)";
+    return std::string(path) + ": not a SentencePiece model: " + raw;
 }
 
 hpt_spm_status grow(hpt_spm_ids *out, size_t need)
@@ -109,14 +155,19 @@ void hpt_spm_train_opts_default(hpt_spm_train_opts *o)
     o->verbose = 0;
 }
 
-hpt_spm_status hpt_spm_train_bpe(const hpt_spm_train_opts *o, char *err, size_t errlen)
+hpt_spm_status hpt_spm_train_bpe(const hpt_spm_train_opts *o, hpt_spm_train_diag *diag, char *err,
+                                 size_t errlen)
 {
+    if (diag)
+        *diag = {HPT_SPM_TRAIN_ERR_OTHER, 0};
     if (!o->input || !o->model_prefix)
         return fail(HPT_SPM_ERR_INVALID, err, errlen, "SentencePiece training: input and model_prefix are required");
     std::string what = std::string(o->input) + ": SentencePiece training";
     return guarded(what.c_str(), err, errlen, [&] {
         sentencepiece::SetRandomGeneratorSeed(o->seed);
         auto s = sentencepiece::SentencePieceTrainer::Train(train_args(o));
+        if (!s.ok() && diag)
+            *diag = train_diagnose(s.ToString());
         return from_status(s, what, err, errlen);
     });
 }
@@ -127,7 +178,10 @@ hpt_spm_status hpt_spm_load(const char *path, hpt_spm **out, char *err, size_t e
     std::string what = std::string(path) + ": cannot load SentencePiece model";
     return guarded(what.c_str(), err, errlen, [&] {
         std::unique_ptr<hpt_spm> sp(new hpt_spm);
-        hpt_spm_status st = from_status(sp->proc.Load(path), what, err, errlen);
+        auto s = sp->proc.Load(path);
+        hpt_spm_status st = from_status(s, what, err, errlen);
+        if (st == HPT_SPM_ERR_INVALID)
+            return fail(st, err, errlen, load_message(path, s));
         if (st == HPT_SPM_OK)
             *out = sp.release();
         return st;

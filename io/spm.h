@@ -26,6 +26,10 @@ typedef enum {
 
 typedef struct hpt_spm hpt_spm;
 
+/* Lines longer than this many bytes are skipped by the trainer (its
+ * max_sentence_length); encoding has no limit. */
+#define HPT_SPM_MAX_SENTENCE_BYTES 65536
+
 /* Training options for hpt_spm_train_bpe. Llama's special ids are fixed:
  * unk = 0, bos = 1, eos = 2, no pad piece. */
 typedef struct {
@@ -38,24 +42,45 @@ typedef struct {
     int verbose;              /* 0: SentencePiece logs warnings only; 1: all   */
 } hpt_spm_train_opts;
 
+/* Why training failed, when SentencePiece said so in a way we recognise,
+ * so the caller can give advice in its own terms (option names). */
+typedef enum {
+    HPT_SPM_TRAIN_ERR_OTHER = 0,       /* see the message                          */
+    HPT_SPM_TRAIN_ERR_VOCAB_SMALL = 1, /* bound: the least vocab_size the text needs
+                                          (specials + 256 bytes + its characters)   */
+    HPT_SPM_TRAIN_ERR_VOCAB_LARGE = 2, /* bound: the largest vocab_size it supports */
+    HPT_SPM_TRAIN_ERR_NO_SENTENCE = 3, /* no line of at most HPT_SPM_MAX_SENTENCE_BYTES
+                                          bytes; bound: that limit                 */
+} hpt_spm_train_err;
+
+/* A training failure's kind and bound, set by hpt_spm_train_bpe. */
+typedef struct {
+    hpt_spm_train_err kind;
+    int bound; /* see hpt_spm_train_err; 0 for OTHER */
+} hpt_spm_train_diag;
+
 /* Set the defaults: vocab_size 8192, num_threads 1, input_sentence_size
  * 300000, seed 1, verbose 0; input and model_prefix NULL (caller must set
  * them). */
 void hpt_spm_train_opts_default(hpt_spm_train_opts *o);
 
 /* Train a byte-fallback BPE model on o->input with shuffled sentence
- * sampling, character_coverage 0.9995 and max_sentence_length 65536 bytes
- * (longer lines are skipped by the trainer only). Sets SentencePiece's
- * process-wide random seed to o->seed and its log level (both global
- * state of the library; do not train from two threads at once). Writes
- * <model_prefix>.model and <model_prefix>.vocab. Errors: HPT_SPM_ERR_IO
- * (input unreadable, output unwritable), HPT_SPM_ERR_INVALID (e.g. a
- * vocab_size the text cannot support), with SentencePiece's message. */
-hpt_spm_status hpt_spm_train_bpe(const hpt_spm_train_opts *o, char *err, size_t errlen);
+ * sampling, character_coverage 0.9995 and max_sentence_length
+ * HPT_SPM_MAX_SENTENCE_BYTES (longer lines are skipped by the trainer only).
+ * Sets SentencePiece's process-wide random seed to o->seed and its log level
+ * (both global state of the library; do not train from two threads at
+ * once). Writes <model_prefix>.model and <model_prefix>.vocab (not fsynced).
+ * Errors: HPT_SPM_ERR_IO (input unreadable, output unwritable),
+ * HPT_SPM_ERR_INVALID (e.g. a vocab_size the text cannot support), with
+ * SentencePiece's message (trailing whitespace trimmed). When diag is not
+ * NULL it is always set: kind OTHER on success or an unrecognised error. */
+hpt_spm_status hpt_spm_train_bpe(const hpt_spm_train_opts *o, hpt_spm_train_diag *diag, char *err,
+                                 size_t errlen);
 
 /* Load a model file. On success *out owns the model (free with
  * hpt_spm_free); on error *out = NULL. Errors: HPT_SPM_ERR_IO (missing or
- * unreadable file), HPT_SPM_ERR_INVALID (not a SentencePiece model). */
+ * unreadable file), HPT_SPM_ERR_INVALID ("PATH: not a SentencePiece model",
+ * with SentencePiece's reason when it says more than a parse failure). */
 hpt_spm_status hpt_spm_load(const char *path, hpt_spm **out, char *err, size_t errlen);
 
 /* Free a model; accepts NULL. */

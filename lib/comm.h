@@ -24,6 +24,9 @@ typedef enum {
     HPT_GROUP_DP,    /* same (tp, pp): data-parallel replicas             */
     HPT_GROUP_PP,    /* same (tp, dp): the stages of one pipeline         */
     HPT_GROUP_MP,    /* same dp: the model-parallel group (TP x PP)        */
+    HPT_GROUP_EMBED, /* first and last stage of one pipeline (same tp, dp):
+                      * holds the two copies of a tied embedding; NULL
+                      * communicator on the other stages                 */
     HPT_GROUP_COUNT
 } hpt_group;
 
@@ -63,6 +66,12 @@ typedef struct {
      * (blocks of counts[i] floats back to back in rank order). */
     void (*reduce_scatter_sum_f32)(hpt_comm *c, hpt_group g, const float *send, float *recv,
                                    const int *counts);
+    /* Point-to-point inside a group (pipeline activations and gradients):
+     * start sending n floats to group rank `peer`; finish with wait. */
+    void (*isend_f32)(hpt_comm *c, hpt_group g, const float *buf, size_t n, int peer, int tag,
+                      hpt_comm_req *r);
+    /* Receive n floats from group rank `peer` (blocking). */
+    void (*recv_f32)(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag);
     /* bytes from `root` (group rank) to every rank. */
     void (*broadcast)(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root);
 } hpt_comm_backend;

@@ -100,6 +100,26 @@ static void mpi_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, cons
     count(c, g, (size_t)counts[c->group_rank[g]] * sizeof(float), t0);
 }
 
+static void mpi_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, int peer, int tag,
+                          hpt_comm_req *r)
+{
+    HPT_CHECK(n < CHUNK);
+    r->group = g;
+    r->t_start = wtime();
+    MPI_Isend(buf, (int)n, MPI_FLOAT, peer, tag, c->comms[g], &r->req);
+    c->counters[g].calls++;
+    c->counters[g].bytes += (int64_t)(n * sizeof(float));
+}
+
+static void mpi_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag)
+{
+    double t0 = wtime();
+    HPT_CHECK(n < CHUNK);
+    MPI_Recv(buf, (int)n, MPI_FLOAT, peer, tag, c->comms[g], MPI_STATUS_IGNORE);
+    c->counters[g].calls++;
+    c->counters[g].seconds += wtime() - t0;
+}
+
 static void mpi_broadcast(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root)
 {
     double t0 = wtime();
@@ -119,6 +139,8 @@ const hpt_comm_backend hpt_comm_mpi = {
     .allgather_f32 = mpi_allgather_f32,
     .allgather_inplace_f32 = mpi_allgather_inplace_f32,
     .reduce_scatter_sum_f32 = mpi_reduce_scatter_sum_f32,
+    .isend_f32 = mpi_isend_f32,
+    .recv_f32 = mpi_recv_f32,
     .broadcast = mpi_broadcast,
 };
 
@@ -172,6 +194,13 @@ hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FI
     split(c, world, HPT_GROUP_DP, c->tp_rank + c->pp_rank * tp, c->dp_rank);
     split(c, world, HPT_GROUP_PP, c->tp_rank + c->dp_rank * tp, c->pp_rank);
     split(c, world, HPT_GROUP_MP, c->dp_rank, c->tp_rank + c->pp_rank * tp);
+    int ends = c->pp_rank == 0 || c->pp_rank == pp - 1;
+    MPI_Comm_split(world, ends ? c->tp_rank + c->dp_rank * tp : MPI_UNDEFINED, c->pp_rank,
+                   &c->comms[HPT_GROUP_EMBED]);
+    if (ends) {
+        MPI_Comm_rank(c->comms[HPT_GROUP_EMBED], &c->group_rank[HPT_GROUP_EMBED]);
+        MPI_Comm_size(c->comms[HPT_GROUP_EMBED], &c->group_size[HPT_GROUP_EMBED]);
+    }
 
     /* Node-local rank; a TP group whose ranks are on different nodes pays
      * inter-node latency on every layer's all-reduce. */

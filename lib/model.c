@@ -61,8 +61,9 @@ static void build_tensor_table(hpt_model *m)
     int64_t hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
     int L = c->num_hidden_layers;
     float std = 0.02f, std_out = 0.02f / sqrtf(2.0f * L);
-    add_tensor(m, HPT_TENSOR_EMBED, -1, V, C, 1, m->Vl, std);
-    for (int l = 0; l < L; l++) {
+    if (m->first)
+        add_tensor(m, HPT_TENSOR_EMBED, -1, V, C, 1, m->Vl, std);
+    for (int l = m->l0; l < m->l1; l++) {
         add_tensor(m, HPT_TENSOR_ATTN_NORM, l, C, 1, 0, 0, 0.0f);
         add_tensor(m, HPT_TENSOR_Q, l, H * hd, C, 1, m->Hl * hd, std);
         add_tensor(m, HPT_TENSOR_K, l, KV * hd, C, 1, m->KVl * hd, std);
@@ -73,30 +74,38 @@ static void build_tensor_table(hpt_model *m)
         add_tensor(m, HPT_TENSOR_UP, l, I, C, 1, m->Il, std);
         add_tensor(m, HPT_TENSOR_DOWN, l, C, I, 2, m->Il, std_out);
     }
+    if (!m->last)
+        return;
     add_tensor(m, HPT_TENSOR_FINAL_NORM, -1, C, 1, 0, 0, 0.0f);
     if (!c->tie_word_embeddings)
         add_tensor(m, HPT_TENSOR_LM_HEAD, -1, V, C, 1, m->Vl, std);
+    else if (!m->first) { /* the last stage's copy of the tied embedding (the head) */
+        add_tensor(m, HPT_TENSOR_EMBED, -1, V, C, 1, m->Vl, std);
+        m->tensors[m->ntensors - 1].dup = 1;
+    }
 }
 
 const hpt_tensor *hpt_model_tensor(const hpt_model *m, hpt_tensor_kind kind, int layer)
 {
-    /* Layer tensors are laid out in a fixed pattern: index arithmetic. */
-    if (kind == HPT_TENSOR_EMBED)
-        return &m->tensors[0];
-    int per_layer = HPT_TENSOR_DOWN - HPT_TENSOR_ATTN_NORM + 1;
-    int after = 1 + m->cfg.num_hidden_layers * per_layer;
-    if (kind == HPT_TENSOR_FINAL_NORM)
-        return &m->tensors[after];
-    if (kind == HPT_TENSOR_LM_HEAD)
-        return m->cfg.tie_word_embeddings ? NULL : &m->tensors[after + 1];
-    return &m->tensors[1 + layer * per_layer + (kind - HPT_TENSOR_ATTN_NORM)];
+    /* Layer tensors follow a fixed pattern after the optional embedding. */
+    int per_layer = HPT_TENSOR_DOWN - HPT_TENSOR_ATTN_NORM + 1, base = m->first ? 1 : 0;
+    if (kind >= HPT_TENSOR_ATTN_NORM && kind <= HPT_TENSOR_DOWN) {
+        if (layer < m->l0 || layer >= m->l1)
+            return NULL;
+        return &m->tensors[base + (layer - m->l0) * per_layer + (kind - HPT_TENSOR_ATTN_NORM)];
+    }
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].kind == kind)
+            return &m->tensors[i];
+    return NULL;
 }
 
 float *hpt_model_ptr(const hpt_model *m, float *block, hpt_tensor_kind kind, int layer)
 {
     const hpt_tensor *t = hpt_model_tensor(m, kind, layer);
-    if (!t)
+    if (!t && kind == HPT_TENSOR_LM_HEAD) /* tied: the head is the embedding */
         t = hpt_model_tensor(m, HPT_TENSOR_EMBED, -1);
+    HPT_CHECK(t);
     return block + t->offset;
 }
 
@@ -146,6 +155,51 @@ static void *carve(char *base, size_t *off, size_t count, size_t elem)
     return p;
 }
 
+/* One layer's activations (x excluded). */
+static void carve_layer(hpt_model *m, char *base, size_t *off, hpt_layer_acts *a)
+{
+    const hpt_config *c = &m->cfg;
+    size_t N = (size_t)m->B * m->T, C = c->hidden_size, I = m->Il;
+    size_t QD = (size_t)m->Hl * hpt_config_head_dim(c), KD = (size_t)m->KVl * hpt_config_head_dim(c);
+    a->ln1 = carve(base, off, N * C, 4);
+    a->rstd1 = carve(base, off, N, 4);
+    a->q = carve(base, off, N * QD, 4);
+    a->k = carve(base, off, N * KD, 4);
+    a->v = carve(base, off, N * KD, 4);
+    a->probs = carve(base, off, (size_t)m->B * m->Hl * m->T * m->T, 4);
+    a->atty = carve(base, off, N * QD, 4);
+    a->xmid = carve(base, off, N * C, 4);
+    a->ln2 = carve(base, off, N * C, 4);
+    a->rstd2 = carve(base, off, N, 4);
+    a->gate = carve(base, off, N * I, 4);
+    a->up = carve(base, off, N * I, 4);
+    a->h = carve(base, off, N * I, 4);
+}
+
+/* Slot k's activations: per layer (or only layer inputs when recomputing,
+ * sharing `shared`), and the stage-end buffers. */
+static void carve_slot(hpt_model *m, char *base, size_t *off, hpt_slot *sl, hpt_layer_acts *shared)
+{
+    size_t N = (size_t)m->B * m->T, C = m->cfg.hidden_size;
+    for (int i = 0; i < m->nl; i++) {
+        hpt_layer_acts *a = &sl->layers[i];
+        if (m->recompute)
+            *a = *shared;
+        else
+            carve_layer(m, base, off, a);
+        a->x = carve(base, off, N * C, 4);
+    }
+    sl->x_final = carve(base, off, N * C, 4);
+    sl->lnf = carve(base, off, m->last ? N * C : 1, 4);
+    sl->rstdf = carve(base, off, N, 4);
+    sl->logits = carve(base, off, m->last ? N * m->Vl : 1, 4);
+    sl->tokens = carve(base, off, N, 4);
+    sl->targets = carve(base, off, N, 4);
+    sl->ce_mx = carve(base, off, N, 4);
+    sl->ce_sum = carve(base, off, 2 * N, 4); /* ce_sum, ce_tgt adjacent: one all-reduce */
+    sl->ce_tgt = sl->ce_sum ? sl->ce_sum + N : NULL;
+}
+
 static size_t layout_acts(hpt_model *m, char *base)
 {
     const hpt_config *c = &m->cfg;
@@ -154,36 +208,12 @@ static size_t layout_acts(hpt_model *m, char *base)
     size_t KD = (size_t)m->KVl * hpt_config_head_dim(c);
     size_t P = (size_t)m->B * m->Hl * m->T * m->T, off = 0;
     hpt_layer_acts shared = {0};
-    for (int l = 0; l < c->num_hidden_layers; l++) {
-        hpt_layer_acts *a = &m->layers[l];
-        if (m->recompute && l > 0) { /* one set of layer activations for all layers */
-            *a = shared;
-            a->x = carve(base, &off, N * C, 4);
-            continue;
-        }
-        a->x = carve(base, &off, N * C, 4);
-        a->ln1 = carve(base, &off, N * C, 4);
-        a->rstd1 = carve(base, &off, N, 4);
-        a->q = carve(base, &off, N * QD, 4);
-        a->k = carve(base, &off, N * KD, 4);
-        a->v = carve(base, &off, N * KD, 4);
-        a->probs = carve(base, &off, P, 4);
-        a->atty = carve(base, &off, N * QD, 4);
-        a->xmid = carve(base, &off, N * C, 4);
-        a->ln2 = carve(base, &off, N * C, 4);
-        a->rstd2 = carve(base, &off, N, 4);
-        a->gate = carve(base, &off, N * I, 4);
-        a->up = carve(base, &off, N * I, 4);
-        a->h = carve(base, &off, N * I, 4);
-        shared = *a;
+    if (m->recompute) { /* one set of layer activations for all layers and slots */
+        carve_layer(m, base, &off, &shared);
+        m->recompute_out = carve(base, &off, N * C, 4);
     }
-    m->recompute_out = m->recompute ? carve(base, &off, N * C, 4) : NULL;
-    m->x_final = carve(base, &off, N * C, 4);
-    m->lnf = carve(base, &off, N * C, 4);
-    m->rstdf = carve(base, &off, N, 4);
-    m->logits = carve(base, &off, N * m->Vl, 4);
-    m->tokens = carve(base, &off, N, 4);
-    m->targets = carve(base, &off, N, 4);
+    for (int k = 0; k < m->nslots; k++)
+        carve_slot(m, base, &off, &m->slots[k], &shared);
     m->dx = carve(base, &off, N * C, 4);
     m->dtmp = carve(base, &off, N * C, 4);
     m->dq = carve(base, &off, N * QD, 4);
@@ -194,11 +224,26 @@ static size_t layout_acts(hpt_model *m, char *base)
     m->dgate = carve(base, &off, N * I, 4);
     m->dup = carve(base, &off, N * I, 4);
     m->dscores = carve(base, &off, P, 4);
-    m->ce_mx = carve(base, &off, N, 4);
-    m->ce_sum = carve(base, &off, 2 * N, 4); /* ce_sum, ce_tgt adjacent: one all-reduce */
-    m->ce_tgt = m->ce_sum ? m->ce_sum + N : NULL;
     return off;
 }
+
+void hpt_model_use_slot(hpt_model *m, int k)
+{
+    hpt_slot *sl = &m->slots[k];
+    m->layers = sl->layers;
+    m->x_final = sl->x_final;
+    m->lnf = sl->lnf;
+    m->rstdf = sl->rstdf;
+    m->logits = sl->logits;
+    m->tokens = sl->tokens;
+    m->targets = sl->targets;
+    m->ce_mx = sl->ce_mx;
+    m->ce_sum = sl->ce_sum;
+    m->ce_tgt = sl->ce_tgt;
+}
+
+float *hpt_model_stage_input(hpt_model *m, int k) { return m->slots[k].layers[0].x; }
+float *hpt_model_stage_output(hpt_model *m, int k) { return m->slots[k].x_final; }
 
 /* Local sizes for TP rank tp_rank of tp. */
 static hpt_status set_tp(hpt_model *m, const hpt_config *cfg, hpt_comm *comm)
@@ -231,15 +276,36 @@ static hpt_status set_tp(hpt_model *m, const hpt_config *cfg, hpt_comm *comm)
 hpt_status hpt_model_init(hpt_model *m, const hpt_config *cfg, const hpt_backend *be, int B,
                           int T, uint64_t seed)
 {
-    return hpt_model_init_tp(m, cfg, be, NULL, B, T, seed, 0);
+    hpt_model_opts mo = {0};
+    return hpt_model_init_opts(m, cfg, be, &mo, B, T, seed);
 }
 
-hpt_status hpt_model_init_tp(hpt_model *m, const hpt_config *cfg, const hpt_backend *be,
-                             hpt_comm *comm, int B, int T, uint64_t seed, int recompute)
+/* Stage coordinates and the layer range. */
+static hpt_status set_pp(hpt_model *m, const hpt_config *cfg, const hpt_model_opts *mo)
+{
+    m->pp = mo->comm ? mo->comm->pp : 1;
+    m->pp_rank = mo->comm ? mo->comm->pp_rank : 0;
+    m->first = m->pp_rank == 0;
+    m->last = m->pp_rank == m->pp - 1;
+    m->l0 = mo->l0;
+    m->l1 = mo->l1 ? mo->l1 : cfg->num_hidden_layers;
+    if (m->l0 < 0 || m->l1 > cfg->num_hidden_layers || m->l0 >= m->l1)
+        return hpt_error_set(HPT_ERR_USAGE, "pipeline stage %d: layer range [%d, %d) is empty or "
+                             "outside the model's %d layers", m->pp_rank, m->l0, m->l1,
+                             cfg->num_hidden_layers);
+    m->nl = m->l1 - m->l0;
+    m->nslots = mo->nslots > 0 ? mo->nslots : 1;
+    return HPT_OK;
+}
+
+hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_backend *be,
+                               const hpt_model_opts *mo, int B, int T, uint64_t seed)
 {
     memset(m, 0, sizeof *m);
-    m->recompute = recompute;
-    hpt_status st = set_tp(m, cfg, comm);
+    m->recompute = mo->recompute;
+    hpt_status st = set_tp(m, cfg, mo->comm);
+    if (!st)
+        st = set_pp(m, cfg, mo);
     if (st)
         return st;
     if (B <= 0 || T <= 0)
@@ -253,9 +319,12 @@ hpt_status hpt_model_init_tp(hpt_model *m, const hpt_config *cfg, const hpt_back
     m->B = B;
     m->T = T;
     int per_layer = HPT_TENSOR_DOWN - HPT_TENSOR_ATTN_NORM + 1;
-    m->tensors = calloc((size_t)(3 + cfg->num_hidden_layers * per_layer), sizeof(hpt_tensor));
-    m->layers = calloc((size_t)cfg->num_hidden_layers, sizeof(hpt_layer_acts));
-    if (!m->tensors || !m->layers) {
+    m->tensors = calloc((size_t)(3 + m->nl * per_layer), sizeof(hpt_tensor));
+    m->slots = calloc((size_t)m->nslots, sizeof(hpt_slot));
+    int ok = m->tensors && m->slots;
+    for (int k = 0; ok && k < m->nslots; k++)
+        ok = (m->slots[k].layers = calloc((size_t)m->nl, sizeof(hpt_layer_acts))) != NULL;
+    if (!ok) {
         hpt_model_free(m);
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the tensor table");
     }
@@ -273,6 +342,7 @@ hpt_status hpt_model_init_tp(hpt_model *m, const hpt_config *cfg, const hpt_back
                              want / 1048576.0, B, T);
     }
     layout_acts(m, m->act_block);
+    hpt_model_use_slot(m, 0);
     hpt_model_init_params(m, seed);
     return HPT_OK;
 }
@@ -287,7 +357,9 @@ void hpt_model_free(hpt_model *m)
         m->be->free(m->act_block);
     }
     free(m->tensors);
-    free(m->layers);
+    for (int k = 0; m->slots && k < m->nslots; k++)
+        free(m->slots[k].layers);
+    free(m->slots);
     memset(m, 0, sizeof *m);
 }
 
@@ -309,11 +381,12 @@ static void tp_sum(hpt_model *m, float *x, size_t n)
 /* x_out (N,C) = layer l applied to a->x (N,C). Local shapes: q (N,Hl*hd),
  * k/v (N,KVl*hd), gate/up/h (N,Il); o_proj and down_proj produce partial
  * sums that are all-reduced over TP. */
-static void layer_forward(hpt_model *m, int l, float *x_out)
+static void layer_forward(hpt_model *m, int i, float *x_out)
 {
     const hpt_backend *be = m->be;
     const hpt_config *c = &m->cfg;
-    hpt_layer_acts *a = &m->layers[l];
+    hpt_layer_acts *a = &m->layers[i]; /* local index i, global layer l */
+    int l = m->l0 + i;
     int N = m->B * m->T, C = c->hidden_size, I = m->Il, hd = hpt_config_head_dim(c);
     int H = m->Hl, KV = m->KVl;
     be->rmsnorm_forward(a->ln1, a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), N, C, c->rms_norm_eps);
@@ -352,19 +425,24 @@ static double vocab_parallel_ce(hpt_model *m, float grad_scale)
                                m->nvalid, m->v0, grad_scale);
 }
 
-double hpt_model_forward(hpt_model *m, const int32_t *inputs, const int32_t *targets,
-                         float grad_scale, int train)
+double hpt_model_stage_forward(hpt_model *m, int k, const int32_t *inputs, const int32_t *targets,
+                               float grad_scale, int train)
 {
     const hpt_backend *be = m->be;
     const hpt_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden_size, L = c->num_hidden_layers;
-    be->upload(m->tokens, inputs, sizeof(int32_t) * N);
+    int N = m->B * m->T, C = c->hidden_size;
+    hpt_model_use_slot(m, k);
+    if (m->first) {
+        be->upload(m->tokens, inputs, sizeof(int32_t) * N);
+        be->embedding_forward(m->layers[0].x, m->tokens, W(HPT_TENSOR_EMBED, -1), N, C, m->v0,
+                              m->Vl);
+        tp_sum(m, m->layers[0].x, (size_t)N * C);
+    }
+    for (int i = 0; i < m->nl; i++)
+        layer_forward(m, i, i + 1 < m->nl ? m->layers[i + 1].x : m->x_final);
+    if (!m->last)
+        return 0.0;
     be->upload(m->targets, targets, sizeof(int32_t) * N);
-    be->embedding_forward(m->layers[0].x, m->tokens, W(HPT_TENSOR_EMBED, -1), N, C, m->v0,
-                          m->Vl);
-    tp_sum(m, m->layers[0].x, (size_t)N * C);
-    for (int l = 0; l < L; l++)
-        layer_forward(m, l, l + 1 < L ? m->layers[l + 1].x : m->x_final);
     be->rmsnorm_forward(m->lnf, m->rstdf, m->x_final, W(HPT_TENSOR_FINAL_NORM, -1), N, C,
                         c->rms_norm_eps);
     be->matmul_forward(m->logits, m->lnf, W(HPT_TENSOR_LM_HEAD, -1), N, C, m->Vl);
@@ -375,16 +453,24 @@ double hpt_model_forward(hpt_model *m, const int32_t *inputs, const int32_t *tar
     return be->crossentropy_loss(m->logits, m->targets, N, m->Vl);
 }
 
+double hpt_model_forward(hpt_model *m, const int32_t *inputs, const int32_t *targets,
+                         float grad_scale, int train)
+{
+    HPT_CHECK(m->first && m->last);
+    return hpt_model_stage_forward(m, 0, inputs, targets, grad_scale, train);
+}
+
 /* ------------------------------------------------------------- backward */
 
 /* On entry m->dx (N,C) holds dL/d(output of layer l); on exit dL/d(a->x).
  * The input gradients of the column-parallel projections are partial sums
  * over TP and are all-reduced before each norm's backward. */
-static void layer_backward(hpt_model *m, int l)
+static void layer_backward(hpt_model *m, int i)
 {
     const hpt_backend *be = m->be;
     const hpt_config *c = &m->cfg;
-    hpt_layer_acts *a = &m->layers[l];
+    hpt_layer_acts *a = &m->layers[i]; /* local index i, global layer l */
+    int l = m->l0 + i;
     int N = m->B * m->T, C = c->hidden_size, I = m->Il, hd = hpt_config_head_dim(c);
     int H = m->Hl, KV = m->KVl;
     /* MLP: x_out = xmid + down(h) */
@@ -423,31 +509,46 @@ static void ready(hpt_model *m, size_t lo, size_t hi)
         m->grad_ready(m->grad_ready_ctx, lo, hi - lo);
 }
 
-void hpt_model_backward(hpt_model *m)
+/* Last stage: head and final norm backward from the loss gradients in
+ * the logits; leaves dL/d(x_final) in m->dx. */
+static void head_backward(hpt_model *m)
 {
     const hpt_backend *be = m->be;
-    const hpt_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden_size;
-    /* m->logits holds dL/dlogits (N,Vl). */
+    int N = m->B * m->T, C = m->cfg.hidden_size;
     be->matmul_backward(m->dtmp, G(HPT_TENSOR_LM_HEAD, -1), m->logits, m->lnf,
                         W(HPT_TENSOR_LM_HEAD, -1), N, C, m->Vl, 0);
     tp_sum(m, m->dtmp, (size_t)N * C);
     be->memset0(m->dx, sizeof(float) * (size_t)N * C);
     be->rmsnorm_backward(m->dx, G(HPT_TENSOR_FINAL_NORM, -1), m->dtmp, m->x_final,
                          W(HPT_TENSOR_FINAL_NORM, -1), m->rstdf, N, C);
-    size_t layer0 = hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, 0)->offset;
-    size_t tail = hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset, end = tail;
-    ready(m, tail, m->nparams); /* final norm (+ untied LM head) */
-    for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
-        if (m->recompute) /* regenerate layer l's activations from its input */
-            layer_forward(m, l, m->recompute_out);
-        layer_backward(m, l);
-        size_t lo = hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, l)->offset;
+    ready(m, hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset, m->nparams);
+}
+
+void hpt_model_stage_backward(hpt_model *m, int k)
+{
+    hpt_model_use_slot(m, k);
+    if (m->last)
+        head_backward(m);
+    size_t end = m->last ? hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset : m->nparams;
+    for (int i = m->nl - 1; i >= 0; i--) {
+        if (m->recompute) /* regenerate the layer's activations from its input */
+            layer_forward(m, i, m->recompute_out);
+        layer_backward(m, i);
+        size_t lo = hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, m->l0 + i)->offset;
         ready(m, lo, end);
         end = lo;
     }
-    be->embedding_backward(G(HPT_TENSOR_EMBED, -1), m->dx, m->tokens, N, C, m->v0, m->Vl);
-    ready(m, 0, layer0);
+    if (m->first) {
+        m->be->embedding_backward(G(HPT_TENSOR_EMBED, -1), m->dx, m->tokens, m->B * m->T,
+                                  m->cfg.hidden_size, m->v0, m->Vl);
+        ready(m, 0, end);
+    }
+}
+
+void hpt_model_backward(hpt_model *m)
+{
+    HPT_CHECK(m->first && m->last);
+    hpt_model_stage_backward(m, 0);
 }
 
 double hpt_model_grad_sumsq(const hpt_model *m, const float *grads, size_t lo, size_t hi)
@@ -455,8 +556,8 @@ double hpt_model_grad_sumsq(const hpt_model *m, const float *grads, size_t lo, s
     double ss = 0.0;
     for (int i = 0; i < m->ntensors; i++) {
         const hpt_tensor *t = &m->tensors[i];
-        if (t->split == 0 && m->tp_rank != 0)
-            continue; /* replicated: counted on TP rank 0 only */
+        if ((t->split == 0 && m->tp_rank != 0) || t->dup)
+            continue; /* replicated: counted on TP rank 0 only; tied copy once */
         size_t a = t->offset, b = t->offset + (size_t)(t->rows * t->cols);
         a = a > lo ? a : lo;
         b = b < hi ? b : hi;

@@ -47,6 +47,8 @@ typedef struct {
     int64_t row0, col0; /* local (i, j) is global (row0 + i, col0 + j);
                          * global rows >= g_rows are vocabulary padding     */
     int split;          /* 0 replicated, 1 rows split over TP, 2 columns   */
+    int dup;            /* 1: the last stage's copy of a tied embedding —
+                         * not counted in the norm, not exported           */
     size_t offset;      /* element offset in the parameter block           */
     float init_std;     /* 0 for norm weights (initialised to 1)           */
     int is_matrix;      /* 2-D: receives weight decay                      */
@@ -68,6 +70,23 @@ typedef struct {
 
 struct hpt_comm;
 
+/* The activations of one micro-batch in flight (pipeline parallelism keeps
+ * several: 1F1B up to PP - stage, GPipe all of them). */
+typedef struct {
+    hpt_layer_acts *layers;   /* the stage's layers, local index           */
+    float *x_final, *lnf, *rstdf, *logits;
+    int32_t *tokens, *targets;
+    float *ce_mx, *ce_sum, *ce_tgt;
+} hpt_slot;
+
+/* How a model is split; zero/NULL fields mean "not split". */
+typedef struct {
+    struct hpt_comm *comm; /* TP and PP coordinates; NULL: one rank        */
+    int recompute;         /* activation recomputation                     */
+    int nslots;            /* micro-batches in flight (>= 1)               */
+    int l0, l1;            /* this stage's layers [l0, l1); 0,0 = all      */
+} hpt_model_opts;
+
 typedef struct {
     hpt_config cfg;
     const hpt_backend *be;
@@ -81,6 +100,12 @@ typedef struct {
     int tp, tp_rank;
     int Hl, KVl, Il, Vl, v0, nvalid;
     int recompute;            /* keep layer inputs only; recompute in backward */
+    /* Pipeline parallelism: this stage holds layers [l0, l1) (nl of them),
+     * the embedding when first, the final norm and head when last. */
+    int pp, pp_rank, first, last, l0, l1, nl;
+    int nslots;
+    hpt_slot *slots;          /* host array; the fields below point at the
+                               * slot selected by hpt_model_use_slot       */
     float *recompute_out;     /* (N,C) discarded output of a recomputed layer */
 
     int ntensors;
@@ -92,7 +117,7 @@ typedef struct {
     /* Activations: one device block. */
     void *act_block;
     size_t act_bytes;
-    hpt_layer_acts *layers;   /* host array of L pointer sets             */
+    hpt_layer_acts *layers;   /* nl pointer sets (current slot)           */
     float *x_final;           /* (N,C) residual after the last layer      */
     float *lnf, *rstdf;       /* (N,C), (N)                               */
     float *logits;            /* (N,V); holds dlogits after forward(train)*/
@@ -122,17 +147,41 @@ typedef struct {
 hpt_status hpt_model_init(hpt_model *m, const hpt_config *cfg, const hpt_backend *be, int B,
                           int T, uint64_t seed);
 
-/* As hpt_model_init, sharded for tensor parallelism over the TP group of
- * `comm` (NULL or TP = 1: the whole model). Shapes in the activations are
- * local (Hl = H/TP heads, KVl, Il = I/TP, Vl). Errors: HPT_ERR_USAGE when
- * TP does not divide num_attention_heads, num_key_value_heads or
- * intermediate_size (naming them).
+/* As hpt_model_init, split as `mo` says: sharded for tensor parallelism
+ * over the TP group of mo->comm (shapes in the activations are local: Hl =
+ * H/TP heads, KVl, Il = I/TP, Vl), holding pipeline stage layers [l0, l1)
+ * (with a copy of a tied embedding on the last stage), with mo->nslots
+ * micro-batch activation slots. Errors: HPT_ERR_USAGE when TP does not
+ * divide num_attention_heads, num_key_value_heads or intermediate_size
+ * (naming them), or the layer range is empty or out of bounds.
  * recompute = 1: activation recomputation (Chen et al. 2016; Korthikanti
  * et al. 2022 "full" recomputation) — only each layer's input (N,C) is kept;
  * the other activations live in one shared layer-sized set and backward
  * recomputes the layer's forward first. Results are bitwise identical. */
-hpt_status hpt_model_init_tp(hpt_model *m, const hpt_config *cfg, const hpt_backend *be,
-                             struct hpt_comm *comm, int B, int T, uint64_t seed, int recompute);
+hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_backend *be,
+                               const hpt_model_opts *mo, int B, int T, uint64_t seed);
+
+/* Select micro-batch slot k (0 <= k < nslots) for the next forward or
+ * backward. */
+void hpt_model_use_slot(hpt_model *m, int k);
+
+/* Pipeline stage forward of micro-batch slot k. First stage: embeds
+ * `inputs` (B,T); other stages read their input (N,C) from
+ * hpt_model_stage_input(m, k), which the caller filled. Last stage: final
+ * norm, head and loss against `targets` (B,T), returning the summed loss
+ * (train = 1: logits become gradients scaled by grad_scale); other stages
+ * return 0 and leave their output in hpt_model_stage_output(m, k). */
+double hpt_model_stage_forward(hpt_model *m, int k, const int32_t *inputs, const int32_t *targets,
+                               float grad_scale, int train);
+
+/* Pipeline stage backward of slot k (after its training forward). A
+ * non-last stage first needs dL/d(its output) (N,C) in m->dx. On return a
+ * non-first stage has dL/d(its input) in m->dx. Gradients accumulate. */
+void hpt_model_stage_backward(hpt_model *m, int k);
+
+/* The stage's input (N,C) and output (N,C) activations of slot k. */
+float *hpt_model_stage_input(hpt_model *m, int k);
+float *hpt_model_stage_output(hpt_model *m, int k);
 
 /* Free everything; accepts a zeroed model and may be called twice. */
 void hpt_model_free(hpt_model *m);

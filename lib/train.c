@@ -167,12 +167,25 @@ typedef struct {
     hpt_comm_req buckets[MAX_BUCKETS];
     int *shard_counts;         /* ZeRO-1: elements owned by each DP rank */
     float *grad_shard;         /* ZeRO-1: reduced gradients of own shard */
+    /* pipeline parallelism */
+    int l0, l1;                /* this stage's layers                   */
+    int *layer_stage;          /* stage of every layer (L entries)       */
+    float *grad_send;          /* (nslots, N, C) gradients being sent    */
+    hpt_comm_req *fwd_req, *bwd_req; /* per slot: pending sends         */
+    char *fwd_busy, *bwd_busy;
 } run_state;
 
 static void run_free(run_state *r)
 {
-    if (r->model.be)
+    if (r->model.be) {
         r->model.be->free(r->grad_shard);
+        r->model.be->free(r->grad_send);
+    }
+    free(r->layer_stage);
+    free(r->fwd_req);
+    free(r->bwd_req);
+    free(r->fwd_busy);
+    free(r->bwd_busy);
     hpt_model_free(&r->model);
     hpt_optim_free(&r->opt);
     hpt_loader_close(r->train);
@@ -297,6 +310,69 @@ static hpt_status setup_zero1(run_state *r, size_t *lo, size_t *hi)
     return r->grad_shard ? HPT_OK : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
 }
 
+/* Layers [l0, l1) of this pipeline stage: balanced (stage s gets layers
+ * s*L/P .. (s+1)*L/P) or from --pp-split "a,b,..." (one count per stage,
+ * summing to L). Errors: HPT_ERR_USAGE for more stages than layers or a
+ * split that does not match. */
+static hpt_status stage_layers(run_state *r, const hpt_train_opts *o)
+{
+    int P = r->comm.pp, L = r->cfg.num_hidden_layers, count = 0, total = 0;
+    if (P > L)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp %d: more pipeline stages than the model's %d layers",
+                             P, L);
+    if (!(r->layer_stage = calloc((size_t)L, sizeof(int))))
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    for (int s = 0; !o->pp_split && s < P; s++) /* balanced */
+        for (int l = (int)((long)s * L / P); l < (int)((long)(s + 1) * L / P); l++)
+            r->layer_stage[l] = s;
+    for (const char *p = o->pp_split; p && *p; count++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v <= 0 || (*end && *end != ',') || count >= P || total + v > L)
+            return hpt_error_set(HPT_ERR_USAGE,
+                                 "--pp-split '%s': expected %d positive layer counts (--pp) "
+                                 "summing to the model's %d layers", o->pp_split, P, L);
+        for (long l = total; l < total + v; l++)
+            r->layer_stage[l] = count;
+        total += (int)v;
+        p = *end ? end + 1 : end;
+    }
+    if (o->pp_split && (count != P || total != L))
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "--pp-split '%s': %d counts summing to %d, expected %d counts (--pp) "
+                             "summing to %d layers", o->pp_split, count, total, P, L);
+    r->l0 = L;
+    r->l1 = 0;
+    for (int l = 0; l < L; l++)
+        if (r->layer_stage[l] == r->comm.pp_rank) {
+            r->l0 = l < r->l0 ? l : r->l0;
+            r->l1 = l + 1;
+        }
+    return HPT_OK;
+}
+
+/* Micro-batches in flight on this stage: 1F1B keeps at most PP - stage
+ * (Narayanan et al. 2021, section 2.2), GPipe all of them. */
+static int pipeline_slots(const run_state *r, const hpt_train_opts *o)
+{
+    int inflight = o->gpipe ? o->grad_accum : r->comm.pp - r->comm.pp_rank;
+    return inflight < o->grad_accum ? inflight : o->grad_accum;
+}
+
+static hpt_status setup_pipeline(run_state *r, int nslots)
+{
+    size_t NC = (size_t)r->model.B * r->model.T * r->cfg.hidden_size;
+    r->fwd_req = calloc((size_t)nslots, sizeof(hpt_comm_req));
+    r->bwd_req = calloc((size_t)nslots, sizeof(hpt_comm_req));
+    r->fwd_busy = calloc((size_t)nslots, 1);
+    r->bwd_busy = calloc((size_t)nslots, 1);
+    r->grad_send = r->comm.pp > 1 ? r->model.be->alloc(sizeof(float) * NC * nslots) : NULL;
+    if (!r->fwd_req || !r->bwd_req || !r->fwd_busy || !r->bwd_busy ||
+        (r->comm.pp > 1 && !r->grad_send))
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for pipeline buffers");
+    return HPT_OK;
+}
+
 static hpt_status setup(run_state *r, const hpt_train_opts *o)
 {
     hpt_status st;
@@ -319,8 +395,12 @@ static hpt_status setup(run_state *r, const hpt_train_opts *o)
     hpt_optim_opts oo = o->optim;
     oo.total_steps = o->steps;
     size_t lo = 0, hi = 0;
-    if ((st = hpt_model_init_tp(&r->model, &r->cfg, be, &r->comm, o->batch, o->seq_len,
-                                o->seed, o->recompute)))
+    if ((st = stage_layers(r, o)))
+        return st;
+    hpt_model_opts mo = {.comm = &r->comm, .recompute = o->recompute,
+                         .nslots = pipeline_slots(r, o), .l0 = r->l0, .l1 = r->l1};
+    if ((st = hpt_model_init_opts(&r->model, &r->cfg, be, &mo, o->batch, o->seq_len, o->seed)) ||
+        (st = setup_pipeline(r, mo.nslots)))
         return st;
     hi = r->model.nparams;
     if (o->zero1 && (st = setup_zero1(r, &lo, &hi)))
@@ -335,6 +415,79 @@ static hpt_status setup(run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
+/* ------------------------------------------------------------ pipeline */
+
+static size_t act_elems(const run_state *r)
+{
+    return (size_t)r->model.B * r->model.T * r->cfg.hidden_size;
+}
+
+/* Forward of micro-batch i (global positions from `first`) through this
+ * stage: receive the previous stage's output, run, send to the next.
+ * Returns the stage's loss sum (non-zero on the last stage only). */
+static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld, int64_t first,
+                           int i, int tag, float grad_scale, int train)
+{
+    hpt_comm *c = &r->comm;
+    int k = i % r->model.nslots;
+    hpt_loader_batch(ld, first, o->batch, r->inputs, r->targets);
+    if (r->fwd_busy[k]) { /* the slot's previous output must have left */
+        c->be->wait(c, &r->fwd_req[k]);
+        r->fwd_busy[k] = 0;
+    }
+    if (!r->model.first)
+        c->be->recv_f32(c, HPT_GROUP_PP, hpt_model_stage_input(&r->model, k), act_elems(r),
+                        c->pp_rank - 1, tag);
+    double loss = hpt_model_stage_forward(&r->model, k, r->inputs, r->targets, grad_scale, train);
+    if (!r->model.last) {
+        c->be->isend_f32(c, HPT_GROUP_PP, hpt_model_stage_output(&r->model, k), act_elems(r),
+                         c->pp_rank + 1, tag, &r->fwd_req[k]);
+        r->fwd_busy[k] = 1;
+    }
+    return loss;
+}
+
+/* Backward of micro-batch i: receive dL/d(output) from the next stage, run,
+ * send dL/d(input) to the previous stage. */
+static void pipe_backward(run_state *r, int i, int tag)
+{
+    hpt_comm *c = &r->comm;
+    int k = i % r->model.nslots;
+    if (!r->model.last)
+        c->be->recv_f32(c, HPT_GROUP_PP, r->model.dx, act_elems(r), c->pp_rank + 1, tag);
+    hpt_model_stage_backward(&r->model, k);
+    if (!r->model.first) {
+        float *buf = r->grad_send + (size_t)k * act_elems(r);
+        if (r->bwd_busy[k])
+            c->be->wait(c, &r->bwd_req[k]);
+        r->model.be->copy(buf, r->model.dx, sizeof(float) * act_elems(r));
+        c->be->isend_f32(c, HPT_GROUP_PP, buf, act_elems(r), c->pp_rank - 1, tag, &r->bwd_req[k]);
+        r->bwd_busy[k] = 1;
+    }
+}
+
+/* Complete every pending pipeline send. */
+static void pipe_drain(run_state *r)
+{
+    for (int k = 0; k < r->model.nslots; k++) {
+        if (r->fwd_busy[k])
+            r->comm.be->wait(&r->comm, &r->fwd_req[k]);
+        if (r->bwd_busy[k])
+            r->comm.be->wait(&r->comm, &r->bwd_req[k]);
+        r->fwd_busy[k] = r->bwd_busy[k] = 0;
+    }
+}
+
+/* Sum a loss over the stages (only the last has it) and the DP replicas. */
+static double reduce_loss(run_state *r, double sum)
+{
+    if (r->comm.pp > 1)
+        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_PP, &sum, 1);
+    if (r->comm.dp > 1)
+        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &sum, 1);
+    return sum;
+}
+
 /* Mean validation loss over eval_batches global batches (B x accum x DP
  * sequences each) taken in order from the start of the validation shards,
  * wrapping around; sequences are split over micro-batches and DP ranks as
@@ -342,17 +495,15 @@ static hpt_status setup(run_state *r, const hpt_train_opts *o)
 static double evaluate(run_state *r, const hpt_train_opts *o)
 {
     double sum = 0.0;
-    int D = r->comm.dp;
-    int64_t S = hpt_loader_num_samples(r->val), G = (int64_t)o->batch * o->grad_accum * D;
+    int D = r->comm.dp, M = o->grad_accum;
+    int64_t S = hpt_loader_num_samples(r->val), G = (int64_t)o->batch * M * D;
     for (int i = 0; i < o->eval_batches; i++)
-        for (int k = 0; k < o->grad_accum; k++) {
+        for (int k = 0; k < M; k++) {
             int64_t pos = i * G + ((int64_t)k * D + r->comm.dp_rank) * o->batch;
-            hpt_loader_batch(r->val, pos % S, o->batch, r->inputs, r->targets);
-            sum += hpt_model_forward(&r->model, r->inputs, r->targets, 0.0f, 0);
+            sum += pipe_forward(r, o, r->val, pos % S, k, k, 0.0f, 0);
         }
-    if (D > 1)
-        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &sum, 1);
-    return sum / ((double)o->eval_batches * G * o->seq_len);
+    pipe_drain(r);
+    return reduce_loss(r, sum) / ((double)o->eval_batches * G * o->seq_len);
 }
 
 /* grad_ready callback: start the DP all-reduce of a finished range. */
@@ -364,36 +515,66 @@ static void bucket_start(void *ctx, size_t offset, size_t count)
                                    &r->buckets[r->nbuckets++]);
 }
 
-/* Forward+backward over this rank's grad_accum micro-batches of one step.
- * Micro-batch k of DP rank d holds global positions
+/* Tied embeddings across stages: the first stage's embedding and the last
+ * stage's copy get the sum of both gradients, so they stay identical. */
+static void tie_grads(run_state *r)
+{
+    if (r->comm.pp == 1 || !r->cfg.tie_word_embeddings || !(r->model.first || r->model.last))
+        return;
+    const hpt_tensor *t = hpt_model_tensor(&r->model, HPT_TENSOR_EMBED, -1);
+    r->comm.be->allreduce_sum_f32(&r->comm, HPT_GROUP_EMBED, r->model.grads + t->offset,
+                                  (size_t)(t->rows * t->cols));
+}
+
+/* Forward+backward over the grad_accum micro-batches of one step on this
+ * rank. Micro-batch k of DP rank d holds global positions
  * cursor + (k*DP + d)*B ... + B-1, so the DP ranks together consume the
  * same B*accum*DP samples, in the same global order, as one rank would.
- * Gradients are scaled by 1/(tokens of the global batch) and summed over
- * DP (except with ZeRO-1, where the reduce-scatter is in grad_norm).
- * Returns the mean loss per target token of the global batch. */
+ * Pipeline schedule (Narayanan et al. 2021, "Efficient Large-Scale
+ * Language Model Training on GPU Clusters", section 2.2): 1F1B runs
+ * PP - stage - 1 warm-up forwards, then alternates one forward and one
+ * backward, then drains the backwards; GPipe runs all forwards, then all
+ * backwards. Gradients are scaled by 1/(tokens of the global batch) and
+ * summed over DP during the last backward (except with ZeRO-1, where the
+ * reduce-scatter is in grad_norm). Returns the mean loss per target token
+ * of the global batch. */
 static double accumulate(run_state *r, const hpt_train_opts *o)
 {
-    int D = r->comm.dp, d = r->comm.dp_rank;
-    double tokens = (double)o->grad_accum * o->batch * o->seq_len * D, sum = 0.0;
+    int D = r->comm.dp, d = r->comm.dp_rank, M = o->grad_accum;
+    int P = r->comm.pp, s = r->comm.pp_rank;
+    double tokens = (double)M * o->batch * o->seq_len * D;
+    float scale = (float)(1.0 / tokens);
+    int warm = o->gpipe ? M : (P - s - 1 < M ? P - s - 1 : M);
+    double sum = 0.0;
     hpt_model_zero_grad(&r->model);
     r->nbuckets = 0;
-    for (int k = 0; k < o->grad_accum; k++) {
-        int64_t pos = r->cursor + ((int64_t)k * D + d) * o->batch;
-        hpt_loader_batch(r->train, pos, o->batch, r->inputs, r->targets);
-        sum += hpt_model_forward(&r->model, r->inputs, r->targets, (float)(1.0 / tokens), 1);
-        if (k + 1 == o->grad_accum && D > 1 && !o->zero1) {
-            r->model.grad_ready = bucket_start;
-            r->model.grad_ready_ctx = r;
-        }
-        hpt_model_backward(&r->model);
-        r->model.grad_ready = NULL;
+#define FWD(i) sum += pipe_forward(r, o, r->train, r->cursor + ((int64_t)(i) * D + d) * o->batch, \
+                                   (i), (i), scale, 1)
+#define BWD(i)                                                                          \
+    do {                                                                                \
+        if ((i) + 1 == M && D > 1 && !o->zero1) {                                       \
+            r->model.grad_ready = bucket_start;                                         \
+            r->model.grad_ready_ctx = r;                                                \
+        }                                                                               \
+        pipe_backward(r, (i), M + (i));                                                 \
+        r->model.grad_ready = NULL;                                                     \
+    } while (0)
+    for (int i = 0; i < warm; i++)
+        FWD(i);
+    for (int j = 0; j < M - warm; j++) {
+        FWD(warm + j);
+        BWD(j);
     }
-    r->cursor += (int64_t)o->grad_accum * o->batch * D;
+    for (int j = M - warm; j < M; j++)
+        BWD(j);
+#undef FWD
+#undef BWD
+    pipe_drain(r);
+    r->cursor += (int64_t)M * o->batch * D;
     for (int i = 0; i < r->nbuckets; i++)
         r->comm.be->wait(&r->comm, &r->buckets[i]);
-    if (D > 1)
-        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &sum, 1);
-    return sum / tokens;
+    tie_grads(r);
+    return reduce_loss(r, sum) / tokens;
 }
 
 /* Global gradient L2 norm, each parameter counted once (TP-replicated
@@ -411,8 +592,8 @@ static double grad_norm(run_state *r, const hpt_train_opts *o)
     } else {
         ss = hpt_model_grad_sumsq(&r->model, r->model.grads, 0, r->model.nparams);
     }
-    if (r->comm.tp > 1)
-        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_TP, &ss, 1);
+    if (r->comm.tp * r->comm.pp > 1) /* shards of TP and stages of PP */
+        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_MP, &ss, 1);
     return sqrt(ss);
 }
 
@@ -518,31 +699,72 @@ static void gather_tensor(run_state *r, const hpt_tensor *t, float *local, float
         }
 }
 
-/* Write the final weights with Hugging Face names (world rank 0), gathered
- * over TP. Collective. */
+/* The pipeline stage that owns logical tensor (kind, layer). */
+static int owner_stage(const run_state *r, hpt_tensor_kind kind, int layer)
+{
+    int P = r->comm.pp, L = r->cfg.num_hidden_layers;
+    if (kind == HPT_TENSOR_EMBED)
+        return 0;
+    if (kind == HPT_TENSOR_FINAL_NORM || kind == HPT_TENSOR_LM_HEAD)
+        return P - 1;
+    (void)L;
+    return r->layer_stage[layer];
+}
+
+/* Write the final weights with Hugging Face names (world rank 0): each
+ * tensor is gathered over TP on its stage and sent to rank 0 from the
+ * stage's first rank. Collective. */
 static hpt_status export_weights(run_state *r, const char *path)
 {
+    hpt_comm *c = &r->comm;
     hid_t f = -1;
     hpt_status st = r->root ? hpt_h5_create(path, &f) : HPT_OK;
-    size_t most_local = 0, most_full = 0;
-    for (int i = 0; i < r->model.ntensors; i++) {
-        const hpt_tensor *t = &r->model.tensors[i];
-        size_t nl = (size_t)(t->rows * t->cols), nf = (size_t)(t->g_rows * t->g_cols);
-        most_local = nl > most_local ? nl : most_local;
-        most_full = nf > most_full ? nf : most_full;
-    }
-    float *local = malloc(sizeof(float) * most_local);
-    float *scratch = malloc(sizeof(float) * most_local * r->comm.tp);
-    float *full = malloc(sizeof(float) * (most_full > most_local ? most_full : most_local));
+    const hpt_config *cfg = &r->cfg;
+    size_t C = cfg->hidden_size, big = (size_t)cfg->vocab_size + c->tp;
+    size_t most = C * (big > (size_t)cfg->intermediate_size ? big : (size_t)cfg->intermediate_size);
+    most = most > C * C ? most : C * C;
+    float *local = malloc(sizeof(float) * most), *scratch = malloc(sizeof(float) * most * c->tp);
+    float *full = malloc(sizeof(float) * most);
     if (!local || !scratch || !full)
         HPT_FATAL("out of memory exporting weights");
-    for (int i = 0; i < r->model.ntensors; i++) {
-        const hpt_tensor *t = &r->model.tensors[i];
-        gather_tensor(r, t, local, scratch, full);
-        hsize_t dims[2] = {(hsize_t)t->g_rows, (hsize_t)t->g_cols};
-        if (r->root && !st)
-            st = hpt_h5_write_array(f, t->name, H5T_NATIVE_FLOAT, t->g_cols > 1 ? 2 : 1, dims,
-                                    full);
+    int L = cfg->num_hidden_layers, per_layer = HPT_TENSOR_DOWN - HPT_TENSOR_ATTN_NORM + 1;
+    for (int g = -1; g <= L; g++) { /* -1: embedding, 0..L-1: layers, L: tail */
+        for (int j = 0; j < (g >= 0 && g < L ? per_layer : 2); j++) {
+            hpt_tensor_kind kind = g < 0 ? (j ? HPT_TENSOR_KIND_COUNT : HPT_TENSOR_EMBED)
+                                   : g == L ? (j ? HPT_TENSOR_LM_HEAD : HPT_TENSOR_FINAL_NORM)
+                                            : (hpt_tensor_kind)(HPT_TENSOR_ATTN_NORM + j);
+            if (kind == HPT_TENSOR_KIND_COUNT ||
+                (kind == HPT_TENSOR_LM_HEAD && cfg->tie_word_embeddings))
+                continue;
+            int layer = g >= 0 && g < L ? g : -1, owner = owner_stage(r, kind, layer);
+            const hpt_tensor *t = NULL;
+            if (c->pp_rank == owner) {
+                t = hpt_model_tensor(&r->model, kind, layer);
+                HPT_CHECK(t && !t->dup);
+                gather_tensor(r, t, local, scratch, full);
+            }
+            /* name and shape travel with the data to rank 0 */
+            struct { char name[96]; int64_t rows, cols; } hdr = {{0}, 0, 0};
+            if (t) {
+                snprintf(hdr.name, sizeof hdr.name, "%s", t->name);
+                hdr.rows = t->g_rows;
+                hdr.cols = t->g_cols;
+            }
+            int src = owner * c->tp * c->dp; /* world rank (tp 0, dp 0) of the owner stage */
+            if (owner != 0 && c->world_rank == src) {
+                MPI_Send(&hdr, sizeof hdr, MPI_BYTE, 0, 1, c->comms[HPT_GROUP_WORLD]);
+                MPI_Send(full, (int)(hdr.rows * hdr.cols), MPI_FLOAT, 0, 2, c->comms[HPT_GROUP_WORLD]);
+            }
+            if (owner != 0 && r->root) {
+                MPI_Recv(&hdr, sizeof hdr, MPI_BYTE, src, 1, c->comms[HPT_GROUP_WORLD], MPI_STATUS_IGNORE);
+                MPI_Recv(full, (int)(hdr.rows * hdr.cols), MPI_FLOAT, src, 2,
+                         c->comms[HPT_GROUP_WORLD], MPI_STATUS_IGNORE);
+            }
+            hsize_t dims[2] = {(hsize_t)hdr.rows, (hsize_t)hdr.cols};
+            if (r->root && !st)
+                st = hpt_h5_write_array(f, hdr.name, H5T_NATIVE_FLOAT, hdr.cols > 1 ? 2 : 1, dims,
+                                        full);
+        }
     }
     free(local);
     free(scratch);
@@ -555,14 +777,51 @@ static hpt_status export_weights(run_state *r, const char *path)
 /* Replicated tensors (norm weights) must stay bitwise identical across the
  * TP ranks; compare a hash of their bytes over TP. Collective over TP.
  * Errors: HPT_ERR_INTERNAL naming the first tensor that differs. */
+/* FNV-1a of n bytes. */
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t k = 0; k < n; k++)
+        h = (h ^ ((const unsigned char *)p)[k]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Whether a 64-bit value is the same on every rank of communicator c. */
+static int same_everywhere(MPI_Comm c, uint64_t h)
+{
+    uint64_t lo, hi;
+    MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, c);
+    MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, c);
+    return lo == hi;
+}
+
+/* The two copies of a tied embedding (first and last stage) must be
+ * bitwise identical. Collective over the first and last stages. */
+static hpt_status check_tied_copies(run_state *r)
+{
+    if (r->comm.pp == 1 || !r->cfg.tie_word_embeddings || !(r->model.first || r->model.last))
+        return HPT_OK;
+    const hpt_tensor *t = hpt_model_tensor(&r->model, HPT_TENSOR_EMBED, -1);
+    size_t n = (size_t)(t->rows * t->cols);
+    float *host = malloc(sizeof(float) * n);
+    if (!host)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    r->model.be->download(host, r->model.params + t->offset, sizeof(float) * n);
+    int same = same_everywhere(r->comm.comms[HPT_GROUP_EMBED], hash_bytes(host, sizeof(float) * n));
+    free(host);
+    return same ? HPT_OK
+                : hpt_error_set(HPT_ERR_INTERNAL, "the tied embedding differs between the first and "
+                                                  "the last pipeline stage");
+}
+
 static hpt_status check_replicas(run_state *r)
 {
-    if (r->comm.tp == 1)
-        return HPT_OK;
+    hpt_status st = check_tied_copies(r);
+    if (st || r->comm.tp == 1)
+        return st;
     float *host = malloc(sizeof(float) * (size_t)r->cfg.hidden_size);
     if (!host)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    hpt_status st = HPT_OK;
     for (int i = 0; i < r->model.ntensors; i++) {
         const hpt_tensor *t = &r->model.tensors[i];
         if (t->split != 0)
@@ -570,13 +829,8 @@ static hpt_status check_replicas(run_state *r)
         size_t n = (size_t)(t->rows * t->cols);
         HPT_CHECK(n <= (size_t)r->cfg.hidden_size);
         r->model.be->download(host, r->model.params + t->offset, sizeof(float) * n);
-        uint64_t h = 0xcbf29ce484222325ull, lo, hi;
-        const unsigned char *b = (const unsigned char *)host;
-        for (size_t k = 0; k < n * sizeof(float); k++)
-            h = (h ^ b[k]) * 0x100000001b3ull;
-        MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, r->comm.comms[HPT_GROUP_TP]);
-        MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, r->comm.comms[HPT_GROUP_TP]);
-        if (lo != hi && !st)
+        if (!same_everywhere(r->comm.comms[HPT_GROUP_TP], hash_bytes(host, sizeof(float) * n)) &&
+            !st)
             st = hpt_error_set(HPT_ERR_INTERNAL,
                                "replicated tensor %s differs across the tensor-parallel ranks",
                                t->name);
@@ -590,7 +844,7 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
     fprintf(out,
             "hpt-train: model %s (%.2f M parameters, %d layers, hidden %d, heads %d/%d kv, "
             "vocab %d%s), backend %s\n"
-            "hpt-train: layout TP %d x PP %d x DP %d%s on %d ranks%s; %.1f MiB of activations "
+            "hpt-train: layout TP %d x PP %d x DP %d%s on %d ranks%s%s; %.1f MiB of activations "
             "per rank\n"
             "hpt-train: %lld training samples of %d tokens; micro-batch %d x grad-accum %d x DP "
             "%d = %lld tokens/step; %d steps\n",
@@ -598,7 +852,8 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             r->cfg.hidden_size, r->cfg.num_attention_heads, r->cfg.num_key_value_heads,
             r->cfg.vocab_size, r->cfg.tie_word_embeddings ? ", tied" : "", o->backend, r->comm.tp,
             r->comm.pp, r->comm.dp, o->zero1 ? " (ZeRO-1)" : "", r->comm.world_size,
-            o->recompute ? ", activation recomputation" : "", r->model.act_bytes / 1048576.0,
+            o->recompute ? ", activation recomputation" : "",
+            r->comm.pp > 1 ? (o->gpipe ? ", GPipe" : ", 1F1B") : "", r->model.act_bytes / 1048576.0,
             (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
             r->comm.dp, (long long)o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);
     fflush(out);
@@ -613,11 +868,6 @@ static hpt_status check_layout(MPI_Comm comm, const hpt_train_opts *o, int *dp)
     hpt_status st = hpt_grid_check(world, o->tp, o->pp, o->dp, dp);
     if (st)
         return st;
-    if (o->pp != 1)
-        return hpt_error_set(HPT_ERR_USAGE,
-                             "--pp %d: pipeline parallelism is not implemented yet; use --pp 1 "
-                             "(tensor and data parallelism, with or without --zero1, work)",
-                             o->pp);
     return HPT_OK;
 }
 

@@ -30,6 +30,8 @@ typedef struct {
     int tp, pp, dp;        /* layout; dp <= 0: inferred from the world size */
     int zero1;             /* shard AdamW state over data-parallel ranks    */
     int recompute;         /* activation recomputation in backward          */
+    int gpipe;             /* pipeline schedule: 0 = 1F1B, 1 = GPipe         */
+    const char *pp_split;  /* layers per stage "a,b,..."; NULL = balanced   */
     int quiet;             /* 1: no per-step progress line                  */
 } hpt_train_opts;
 

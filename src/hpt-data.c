@@ -15,15 +15,27 @@ static void usage(FILE *f)
     fputs("usage: hpt-data --input PATH --out DIR [options]\n"
           "\n"
           "Train a SentencePiece BPE tokenizer on a text file (plain or gzip/dictzip) and\n"
-          "encode every non-empty line, followed by the eos id, into llm.c token shards:\n"
-          "DIR/tokenizer.model, DIR/train_000000.bin ..., DIR/val_000000.bin, DIR/prep.json.\n"
+          "encode every non-empty line, followed by the eos id, into llm.c token shards.\n"
           "Shards are uint16 (magic 20240520) when the vocabulary has <= 65536 pieces, else\n"
           "uint32 (magic 20240801). A rerun whose outputs are up to date is skipped.\n"
+          "\n"
+          "outputs in DIR:\n"
+          "  tokenizer.model, tokenizer.vocab   the SentencePiece model (trained or copied)\n"
+          "  corpus.txt          the non-empty input lines, written only when a tokenizer is\n"
+          "                      trained (not with --tokenizer)\n"
+          "  train_000000.bin ...  val_000000.bin ...   token shards\n"
+          "  prep.json           what was done; marks a complete output\n"
+          "The new outputs are built in DIR/.prep-tmp and replace the old ones only when\n"
+          "every step succeeded: a failed run leaves an existing dataset unchanged. The\n"
+          "input may not be one of these outputs (copy it elsewhere first).\n"
           "\n"
           "options:\n"
           "  --input PATH        raw text, plain or gzip-compressed (required)\n"
           "  --out DIR           output directory, created if missing (required)\n"
-          "  --vocab-size N      tokenizer vocabulary, pieces (default 8192; >= 260)\n"
+          "  --vocab-size N      tokenizer vocabulary, pieces (default 8192). At least 260;\n"
+          "                      real text needs more: 259 + its distinct characters (339\n"
+          "                      for the GCIDE dictionary); a too-small N is reported with\n"
+          "                      the minimum for the input\n"
           "  --tokenizer MODEL   reuse this SentencePiece model instead of training one;\n"
           "                      the vocabulary size is then the model's (default: train)\n"
           "  --val-fraction F    fraction of the lines, taken from the end, for validation,\n"
@@ -33,10 +45,11 @@ static void usage(FILE *f)
           "  --threads N         OpenMP threads for training and encoding\n"
           "                      (default 0 = OpenMP default, e.g. OMP_NUM_THREADS)\n"
           "  --force             redo everything even if the outputs are up to date\n"
-          "  --help              print this help and exit\n"
+          "  -h, --help          print this help and exit\n"
           "\n"
-          "exit status: 0 ok, 2 usage error, 3 data error (missing or malformed input,\n"
-          "tokenizer failure), 5 I/O error (output not writable).\n",
+          "exit status: 0 ok, 2 usage error (including an input that is one of the\n"
+          "outputs), 3 data error (missing or malformed input, tokenizer failure), 5 I/O\n"
+          "error (output not writable, or another hpt-data is writing DIR).\n",
           f);
 }
 
@@ -65,7 +78,7 @@ static int parse_double(const char *opt, const char *s, double *v)
     return 0;
 }
 
-enum { OPT_INPUT = 256, OPT_OUT, OPT_VOCAB, OPT_TOKENIZER, OPT_VAL, OPT_SHARD, OPT_THREADS, OPT_FORCE, OPT_HELP };
+enum { OPT_INPUT = 256, OPT_OUT, OPT_VOCAB, OPT_TOKENIZER, OPT_VAL, OPT_SHARD, OPT_THREADS, OPT_FORCE };
 
 static const struct option long_opts[] = {
     {"input", required_argument, NULL, OPT_INPUT},
@@ -76,7 +89,7 @@ static const struct option long_opts[] = {
     {"shard-tokens", required_argument, NULL, OPT_SHARD},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"force", no_argument, NULL, OPT_FORCE},
-    {"help", no_argument, NULL, OPT_HELP},
+    {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
@@ -89,7 +102,7 @@ static int apply_opt(int c, const char *arg, hpt_prep_opts *o)
     case OPT_OUT: o->out_dir = arg; return 0;
     case OPT_TOKENIZER: o->tokenizer = arg; return 0;
     case OPT_FORCE: o->force = 1; return 0;
-    case OPT_HELP: return 1;
+    case 'h': return 1;
     case OPT_VAL: return parse_double("--val-fraction", arg, &o->val_fraction);
     case OPT_VOCAB:
         if (parse_int64("--vocab-size", arg, 1, INT_MAX, &v))
@@ -117,7 +130,7 @@ static int parse_args(int argc, char **argv, hpt_prep_opts *o)
 {
     int c, rc;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
         if (c == '?') {
             hpt_error_set(HPT_ERR_USAGE, "%s: unknown option or missing value (see --help)",
                           argv[optind - 1]);

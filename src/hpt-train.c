@@ -27,7 +27,9 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --backend NAME        compute backend [%s]\n\n"
             "Parallel layout (world = TP x PP x DP; run under mpiexec or srun):\n"
             "  --tp N                tensor parallel size (divides heads, kv heads, SwiGLU) [1]\n"
-            "  --pp N                pipeline parallel size (only 1 so far) [1]\n"
+            "  --pp N                pipeline parallel size (stages; at most the layers) [1]\n"
+            "  --pp-schedule S       1f1b or gpipe [1f1b]\n"
+            "  --pp-split A,B,...    layers per stage [balanced]\n"
             "  --dp N                data parallel size [world size / (TP x PP)]\n"
             "  --zero1               shard AdamW state over the DP ranks (ZeRO-1)\n"
             "  --recompute           keep only layer inputs; recompute activations in backward\n\n"
@@ -69,7 +71,7 @@ enum {
     OPT_MODEL = 256, OPT_DATA, OPT_VAL, OPT_RUN_DIR, OPT_BACKEND, OPT_BATCH, OPT_SEQ, OPT_ACCUM,
     OPT_STEPS, OPT_LR, OPT_MIN_LR, OPT_WARMUP, OPT_B1, OPT_B2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
-    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE,
+    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT,
 };
 
 static const struct option long_opts[] = {
@@ -90,6 +92,7 @@ static const struct option long_opts[] = {
     {"tp", 1, 0, OPT_TP},               {"pp", 1, 0, OPT_PP},
     {"dp", 1, 0, OPT_DP},               {"zero1", 0, 0, OPT_ZERO1},
     {"export", 1, 0, OPT_EXPORT},       {"recompute", 0, 0, OPT_RECOMPUTE},
+    {"pp-schedule", 1, 0, OPT_PP_SCHEDULE}, {"pp-split", 1, 0, OPT_PP_SPLIT},
     {0, 0, 0, 0},
 };
 
@@ -173,6 +176,12 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
     case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
+    case OPT_PP_SPLIT: o->pp_split = arg; return HPT_OK;
+    case OPT_PP_SCHEDULE:
+        if (strcmp(arg, "1f1b") && strcmp(arg, "gpipe"))
+            return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe", arg);
+        o->gpipe = !strcmp(arg, "gpipe");
+        return HPT_OK;
     case OPT_PRINT_CONFIG: *action = 3; return HPT_OK;
     case OPT_HELP: *action = 1; return HPT_OK;
     case OPT_VERSION: *action = 2; return HPT_OK;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Activation recomputation changes memory, not results: --recompute gives
-# bitwise identical losses and grad norms (one rank and TP=2), and a smaller
+# bitwise identical losses and grad norms (one rank, TP=2, PP=2), and a smaller
 # activation block.
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
@@ -16,4 +16,8 @@ awk -v a="$(mib "$WORK/a.out")" -v b="$(mib "$WORK/b.out")" 'BEGIN { exit !(b < 
 "$MPIEXEC" -n 2 "$TRAIN" $A --tp 2 --run-dir "$WORK/c" > /dev/null || fail "TP=2 run"
 "$MPIEXEC" -n 2 "$TRAIN" $A --tp 2 --recompute --run-dir "$WORK/d" > /dev/null || fail "TP=2 recompute run"
 cmp "$WORK/c/log.tsv" "$WORK/d/log.tsv" || fail "recomputation changed the TP=2 results"
+B="--model tiny --data $CORPUS --steps 4 --seq-len 64 --batch 2 --grad-accum 2 --eval-batches 1 --quiet --pp 2"
+"$MPIEXEC" -n 2 "$TRAIN" $B --run-dir "$WORK/e" > /dev/null || fail "PP=2 run"
+"$MPIEXEC" -n 2 "$TRAIN" $B --recompute --run-dir "$WORK/f" > /dev/null || fail "PP=2 recompute run"
+cmp "$WORK/e/log.tsv" "$WORK/f/log.tsv" || fail "recomputation changed the PP=2 results"
 pass "recomputation: identical results, less activation memory"
