@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -173,6 +174,9 @@ typedef struct {
     float *grad_send;          /* (nslots, N, C) gradients being sent    */
     hpt_comm_req *fwd_req, *bwd_req; /* per slot: pending sends         */
     char *fwd_busy, *bwd_busy;
+    /* communication of the training steps only (validation excluded) */
+    hpt_comm_counter train_ctr[HPT_GROUP_COUNT];
+    int train_steps;
 } run_state;
 
 static void run_free(run_state *r)
@@ -628,6 +632,8 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     double t_start = now_s(), val = NAN;
     for (int step = 0; step < o->steps; step++) {
         double t0 = now_s();
+        hpt_comm_counter before[HPT_GROUP_COUNT];
+        memcpy(before, r->comm.counters, sizeof before);
         double loss = accumulate(r, o);
         if (in_list(o->nan_steps, step + 1))
             r->model.be->scale(r->model.grads, NAN, 1);
@@ -648,6 +654,12 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
             update(r, o, lr, norm);
         }
         double t1 = now_s();
+        for (int g = 0; g < HPT_GROUP_COUNT; g++) {
+            r->train_ctr[g].calls += r->comm.counters[g].calls - before[g].calls;
+            r->train_ctr[g].bytes += r->comm.counters[g].bytes - before[g].bytes;
+            r->train_ctr[g].seconds += r->comm.counters[g].seconds - before[g].seconds;
+        }
+        r->train_steps++;
         if (!o->quiet && r->root)
             print_step(out, o, r->comm.dp, step, loss, lr, norm, t1 - t0, t1 - t_start, skip);
         int last = step + 1 == o->steps;
@@ -839,6 +851,60 @@ static hpt_status check_replicas(run_state *r)
     return st;
 }
 
+static const char *const group_names[HPT_GROUP_COUNT] = {"world", "tp", "dp", "pp", "mp", "embed"};
+
+/* Per-rank communication of the training steps, gathered to rank 0:
+ * printed as a per-group summary and, with --run-dir, written to
+ * RUN_DIR/comm.tsv (rank, group, calls, bytes, seconds per step, peak RSS).
+ * Collective. */
+static void comm_stats(run_state *r, const hpt_train_opts *o, FILE *out)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    int W = r->comm.world_size, G = HPT_GROUP_COUNT, steps = r->train_steps ? r->train_steps : 1;
+    double mine[HPT_GROUP_COUNT * 3 + 1], *all = r->root ? malloc(sizeof mine * W) : NULL;
+    for (int g = 0; g < G; g++) {
+        mine[3 * g] = (double)r->train_ctr[g].calls / steps;
+        mine[3 * g + 1] = (double)r->train_ctr[g].bytes / steps;
+        mine[3 * g + 2] = r->train_ctr[g].seconds / steps;
+    }
+    mine[3 * G] = ru.ru_maxrss / 1024.0; /* MiB */
+    MPI_Gather(mine, 3 * G + 1, MPI_DOUBLE, all, 3 * G + 1, MPI_DOUBLE, 0,
+               r->comm.comms[HPT_GROUP_WORLD]);
+    if (!r->root)
+        return;
+    FILE *tsv = NULL;
+    if (o->run_dir && open_in_run_dir(o->run_dir, "comm.tsv", &tsv) == HPT_OK)
+        fprintf(tsv, "rank\tgroup\tcalls_per_step\tbytes_per_step\tseconds_per_step\tpeak_rss_mib\n");
+    fprintf(out, "communication per training step (per rank, min..max over %d ranks):\n", W);
+    for (int g = 1; g < G; g++) {
+        double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {0, 0, 0};
+        for (int w = 0; w < W; w++)
+            for (int k = 0; k < 3; k++) {
+                double v = all[w * (3 * G + 1) + 3 * g + k];
+                lo[k] = v < lo[k] ? v : lo[k];
+                hi[k] = v > hi[k] ? v : hi[k];
+            }
+        for (int w = 0; tsv && w < W; w++)
+            fprintf(tsv, "%d\t%s\t%.17g\t%.17g\t%.6g\t%.1f\n", w, group_names[g],
+                    all[w * (3 * G + 1) + 3 * g], all[w * (3 * G + 1) + 3 * g + 1],
+                    all[w * (3 * G + 1) + 3 * g + 2], all[w * (3 * G + 1) + 3 * G]);
+        if (hi[0] > 0)
+            fprintf(out, "  %-5s %6.0f..%-6.0f calls  %10.0f..%-10.0f bytes  %8.4f..%-8.4f s\n",
+                    group_names[g], lo[0], hi[0], lo[1], hi[1], lo[2], hi[2]);
+    }
+    double rlo = INFINITY, rhi = 0;
+    for (int w = 0; w < W; w++) {
+        double v = all[w * (3 * G + 1) + 3 * G];
+        rlo = v < rlo ? v : rlo;
+        rhi = v > rhi ? v : rhi;
+    }
+    fprintf(out, "peak RSS per rank: %.1f..%.1f MiB\n", rlo, rhi);
+    if (tsv)
+        fclose(tsv);
+    free(all);
+}
+
 static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
 {
     fprintf(out,
@@ -889,6 +955,8 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *o)
     }
     if (!st)
         st = hpt_comm_agree(comm, check_replicas(&r));
+    if (!st && o->comm_stats)
+        comm_stats(&r, o, out);
     if (!st && o->export_path)
         st = hpt_comm_agree(comm, export_weights(&r, o->export_path));
     run_free(&r);

@@ -31,6 +31,7 @@ typedef struct {
     int zero1;             /* shard AdamW state over data-parallel ranks    */
     int recompute;         /* activation recomputation in backward          */
     int gpipe;             /* pipeline schedule: 0 = 1F1B, 1 = GPipe         */
+    int comm_stats;        /* print per-group communication per step        */
     const char *pp_split;  /* layers per stage "a,b,..."; NULL = balanced   */
     int quiet;             /* 1: no per-step progress line                  */
 } hpt_train_opts;

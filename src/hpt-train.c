@@ -55,6 +55,8 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --fault-nan-steps L   testing: poison the gradients of steps L (e.g. 3,4)\n"
             "  --quiet               no per-step progress line\n"
             "  --export FILE         write the final weights (Hugging Face names) to HDF5\n"
+            "  --comm-stats          at the end, print communication per step and group\n"
+            "                        (calls, bytes, seconds; also RUN_DIR/comm.tsv) and peak RSS\n"
             "  --print-config        print the resolved model config.json and exit\n"
             "  --help, --version\n\n"
             "Exit status: 0 done; 1 internal error; 2 bad option or model config;\n"
@@ -71,7 +73,7 @@ enum {
     OPT_MODEL = 256, OPT_DATA, OPT_VAL, OPT_RUN_DIR, OPT_BACKEND, OPT_BATCH, OPT_SEQ, OPT_ACCUM,
     OPT_STEPS, OPT_LR, OPT_MIN_LR, OPT_WARMUP, OPT_B1, OPT_B2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
-    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT,
+    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS,
 };
 
 static const struct option long_opts[] = {
@@ -93,6 +95,7 @@ static const struct option long_opts[] = {
     {"dp", 1, 0, OPT_DP},               {"zero1", 0, 0, OPT_ZERO1},
     {"export", 1, 0, OPT_EXPORT},       {"recompute", 0, 0, OPT_RECOMPUTE},
     {"pp-schedule", 1, 0, OPT_PP_SCHEDULE}, {"pp-split", 1, 0, OPT_PP_SPLIT},
+    {"comm-stats", 0, 0, OPT_COMM_STATS},
     {0, 0, 0, 0},
 };
 
@@ -177,6 +180,7 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
     case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
     case OPT_PP_SPLIT: o->pp_split = arg; return HPT_OK;
+    case OPT_COMM_STATS: o->comm_stats = 1; return HPT_OK;
     case OPT_PP_SCHEDULE:
         if (strcmp(arg, "1f1b") && strcmp(arg, "gpipe"))
             return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe", arg);
