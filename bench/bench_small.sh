@@ -60,7 +60,8 @@ TRAIN=$HPT_BUILD/src/hpt-train
 if [ -z "${CORPUS:-}" ]; then
   if [ -d "$HPT_BUILD/tests/corpus" ]; then CORPUS=$HPT_BUILD/tests/corpus; else CORPUS=data/gcide; fi
 fi
-SHARD=$(ls "$CORPUS"/train_*.bin 2>/dev/null | head -n 1 || true)
+SHARD=""
+for f in "$CORPUS"/train_*.bin; do [ -f "$f" ] && { SHARD=$f; break; }; done
 [ -n "$SHARD" ] || die "no $CORPUS/train_*.bin: set CORPUS, or prepare one with
   $HPT_BUILD/src/hpt-data --input /usr/share/dictd/gcide.dict.dz --out DIR"
 STEPS=${STEPS:-13}

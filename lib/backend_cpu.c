@@ -373,11 +373,18 @@ static double cpu_crossentropy_fused(float *logits, const int32_t *targets, int 
         HPT_FATAL("out of memory in cross-entropy");
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        float *row = logits + (size_t)n * V, mx;
-        float lse = row_lse(row, V, &mx);
-        loss[n] = (double)lse - row[targets[n]];
+        float *row = logits + (size_t)n * V, mx = -INFINITY, sum = 0.0f;
         for (int j = 0; j < V; j++)
-            row[j] = expf(row[j] - lse) * grad_scale;
+            mx = row[j] > mx ? row[j] : mx;
+        float target = row[targets[n]];
+        for (int j = 0; j < V; j++) { /* one expf per logit: keep exp(l - max) */
+            row[j] = expf(row[j] - mx);
+            sum += row[j];
+        }
+        loss[n] = (double)(mx + logf(sum)) - target;
+        float k = grad_scale / sum;
+        for (int j = 0; j < V; j++)
+            row[j] *= k;
         row[targets[n]] -= grad_scale;
     }
     double s = sum_in_order(loss, N);
