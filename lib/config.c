@@ -177,7 +177,12 @@ hpt_status hpt_config_load(const char *path, hpt_config *cfg)
     if (toolong)
         return hpt_error_set(HPT_ERR_USAGE, "%s: config larger than 64 KiB", path);
     buf[n] = 0;
+    return hpt_config_parse(buf, path, cfg);
+}
 
+hpt_status hpt_config_parse(const char *buf, const char *path, hpt_config *cfg)
+{
+    size_t n = strlen(buf);
     json_tokener *tok = json_tokener_new();
     json_object *root = json_tokener_parse_ex(tok, buf, (int)n + 1);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
@@ -298,4 +303,29 @@ int64_t hpt_config_num_params(const hpt_config *c)
     int64_t hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
     int64_t layer = 2 * C + C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
     return V * C * (c->tie_word_embeddings ? 1 : 2) + C + c->num_hidden_layers * layer;
+}
+
+int hpt_config_diff(const hpt_config *a, const hpt_config *b, char *msg, size_t n)
+{
+    const struct {
+        const char *name;
+        double x, y;
+    } f[] = {
+        {"hidden_size", a->hidden_size, b->hidden_size},
+        {"intermediate_size", a->intermediate_size, b->intermediate_size},
+        {"num_hidden_layers", a->num_hidden_layers, b->num_hidden_layers},
+        {"num_attention_heads", a->num_attention_heads, b->num_attention_heads},
+        {"num_key_value_heads", a->num_key_value_heads, b->num_key_value_heads},
+        {"vocab_size", a->vocab_size, b->vocab_size},
+        {"max_position_embeddings", a->max_position_embeddings, b->max_position_embeddings},
+        {"rms_norm_eps", a->rms_norm_eps, b->rms_norm_eps},
+        {"rope_theta", a->rope_theta, b->rope_theta},
+        {"tie_word_embeddings", a->tie_word_embeddings, b->tie_word_embeddings},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].x != f[i].y) {
+            snprintf(msg, n, "%s = %g but %g", f[i].name, f[i].x, f[i].y);
+            return 1;
+        }
+    return 0;
 }

@@ -40,6 +40,14 @@ static inline int hpt_config_head_dim(const hpt_config *c)
  * fails hpt_config_validate. */
 hpt_status hpt_config_load(const char *path, hpt_config *cfg);
 
+/* As hpt_config_load, from the JSON text `json`; `origin` names it in
+ * messages. */
+hpt_status hpt_config_parse(const char *json, const char *origin, hpt_config *cfg);
+
+/* Compare two configs; on the first differing field, write
+ * "name = a but b" into msg and return 1; 0 when equal. */
+int hpt_config_diff(const hpt_config *a, const hpt_config *b, char *msg, size_t n);
+
 /* Fill *cfg from a built-in preset: tiny, small, llama2-7b, llama2-13b,
  * llama2-70b, llama3-8b, llama3-70b. Errors: HPT_ERR_USAGE listing the
  * presets when `name` is unknown. */

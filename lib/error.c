@@ -5,15 +5,18 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local char err_buf[1024];
 
 hpt_status hpt_error_set(hpt_status code, const char *fmt, ...)
 {
+    char tmp[sizeof err_buf]; /* the arguments may include hpt_error_msg() */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(err_buf, tmp, sizeof err_buf);
     return code;
 }
 

@@ -18,6 +18,8 @@ typedef enum {
     HPT_ERR_DATA = 3,      /* missing, truncated or malformed data/token */
     HPT_ERR_DIVERGED = 4,  /* too many consecutive non-finite steps      */
     HPT_ERR_IO = 5,        /* run directory or output file not writable  */
+    HPT_REQUEUE = 75,      /* checkpointed after a signal or --max-runtime:
+                            * "requeue me" (EX_TEMPFAIL)                  */
 } hpt_status;
 
 /* Record a printf-style message for the current thread and return `code`,
@@ -29,7 +31,7 @@ hpt_status hpt_error_set(hpt_status code, const char *fmt, ...)
  * valid until the next hpt_error_set on this thread. */
 const char *hpt_error_msg(void);
 
-/* Process exit status for a status: equal to the enum value (0..5). These
+/* Process exit status for a status: equal to the enum value (0..5, 75). These
  * are the documented exit codes of every hpt program (docs/EXIT_CODES in
  * README). */
 int hpt_status_exit_code(hpt_status s);

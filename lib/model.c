@@ -26,6 +26,33 @@ static const char *const kind_names[HPT_TENSOR_KIND_COUNT] = {
     [HPT_TENSOR_LM_HEAD] = "lm_head.weight",
 };
 
+void hpt_tensor_name(hpt_tensor_kind kind, int layer, char *buf, size_t n)
+{
+    if (layer >= 0)
+        snprintf(buf, n, "model.layers.%d.%s", layer, kind_names[kind]);
+    else
+        snprintf(buf, n, "%s", kind_names[kind]);
+}
+
+void hpt_tensor_global_shape(const hpt_config *c, hpt_tensor_kind kind, int64_t *rows,
+                             int64_t *cols)
+{
+    int64_t C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    int64_t hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
+    int64_t r = C, k = 1;
+    switch (kind) {
+    case HPT_TENSOR_EMBED: case HPT_TENSOR_LM_HEAD: r = V; k = C; break;
+    case HPT_TENSOR_Q: r = H * hd; k = C; break;
+    case HPT_TENSOR_K: case HPT_TENSOR_V: r = KV * hd; k = C; break;
+    case HPT_TENSOR_O: r = C; k = H * hd; break;
+    case HPT_TENSOR_GATE: case HPT_TENSOR_UP: r = I; k = C; break;
+    case HPT_TENSOR_DOWN: r = C; k = I; break;
+    default: break; /* norms: (C) */
+    }
+    *rows = r;
+    *cols = k;
+}
+
 /* Add tensor (kind, layer) of global shape (g_rows, g_cols), split over TP
  * by rows (split 1), columns (split 2) or replicated (0). `local` is the
  * local extent of the split dimension (rows or columns); the vocabulary
@@ -36,10 +63,7 @@ static void add_tensor(hpt_model *m, hpt_tensor_kind kind, int layer, int64_t g_
     hpt_tensor *t = &m->tensors[m->ntensors++];
     t->kind = kind;
     t->layer = layer;
-    if (layer >= 0)
-        snprintf(t->name, sizeof t->name, "model.layers.%d.%s", layer, kind_names[kind]);
-    else
-        snprintf(t->name, sizeof t->name, "%s", kind_names[kind]);
+    hpt_tensor_name(kind, layer, t->name, sizeof t->name);
     t->g_rows = g_rows;
     t->g_cols = g_cols;
     t->split = m->tp > 1 ? split : 0;

@@ -195,6 +195,13 @@ void hpt_model_free(hpt_model *m);
  * element index, never on how the tensor is sharded. */
 void hpt_model_init_params(hpt_model *m, uint64_t seed);
 
+/* Hugging Face name of logical tensor (kind, layer) ("model.layers.3.mlp.up_proj.weight"). */
+void hpt_tensor_name(hpt_tensor_kind kind, int layer, char *buf, size_t n);
+
+/* Global (unsharded) shape of tensor kind for config c; cols = 1 for 1-D. */
+void hpt_tensor_global_shape(const hpt_config *c, hpt_tensor_kind kind, int64_t *rows,
+                             int64_t *cols);
+
 /* The tensor (kind, layer), or NULL (e.g. LM_HEAD when tied). */
 const hpt_tensor *hpt_model_tensor(const hpt_model *m, hpt_tensor_kind kind, int layer);
 

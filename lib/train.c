@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <glob.h>
+#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "checkpoint.h"
+#include "hpt_config.h"
 #include "data.h"
 #include "weights.h"
 
@@ -36,6 +39,9 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->tp = 1;
     o->pp = 1;
     o->dp = 0;
+    o->keep = 3;
+    o->resume = 1;
+    o->save_signals = 1;
 }
 
 hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
@@ -66,6 +72,11 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
                 return hpt_error_set(HPT_ERR_USAGE,
                                      "--fault-nan-steps '%s': expected step numbers like 3,4",
                                      o->nan_steps);
+    if (o->stop_at && !o->run_dir && !o->ckpt_dir)
+        return hpt_error_set(HPT_ERR_USAGE, "--stop-at needs --run-dir or --checkpoint-dir");
+    if (o->save_every < 0 || o->keep < 1 || o->max_runtime < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--save-every %d / --keep %d / --max-runtime %g: must be "
+                             ">= 0 / >= 1 / >= 0", o->save_every, o->keep, o->max_runtime);
     if (o->eval_interval < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--eval-interval %d: must be >= 0", o->eval_interval);
     if (!(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1))
@@ -177,7 +188,27 @@ typedef struct {
     /* communication of the training steps only (validation excluded) */
     hpt_comm_counter train_ctr[HPT_GROUP_COUNT];
     int train_steps;
+    /* checkpoints */
+    char ckpt_dir[4096];       /* "" = checkpointing off                */
+    int start_step;            /* first step to run (resume)             */
+    int64_t resume_from;       /* step of the checkpoint loaded, -1 none */
+    int skipped_total, consecutive;
 } run_state;
+
+/* Set by SIGUSR1/SIGTERM: checkpoint at the next step boundary. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 static void run_free(run_state *r)
 {
@@ -276,6 +307,26 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
+/* Keep only the rows of log.tsv up to step `upto` (a resume continues the
+ * log from its checkpoint). */
+static void trim_log(const char *dir, int upto)
+{
+    char path[4096], tmp[4200], line[1024];
+    snprintf(path, sizeof path, "%s/log.tsv", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *in = fopen(path, "r"), *out = in ? fopen(tmp, "w") : NULL;
+    while (in && out && fgets(line, sizeof line, in)) {
+        char *end;
+        long step = strtol(line, &end, 10);
+        if (end == line || step <= upto) /* header or an earlier step */
+            fputs(line, out);
+    }
+    if (in)
+        fclose(in);
+    if (out && !fclose(out))
+        rename(tmp, path);
+}
+
 static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
 {
     FILE *f;
@@ -287,9 +338,96 @@ static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
         st = hpt_error_set(HPT_ERR_IO, "%s/config.json: write failed", o->run_dir);
     if (st)
         return st;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/log.tsv", o->run_dir);
+    if (r->resume_from >= 0) { /* continue the log after the checkpoint's step */
+        trim_log(o->run_dir, (int)r->resume_from);
+        if (!(r->log = fopen(path, "a")))
+            return hpt_error_set(HPT_ERR_IO, "%s: cannot append: %s", path, strerror(errno));
+        if (ftell(r->log) == 0)
+            fprintf(r->log, "step\tloss\tlr\tgrad_norm\tval_loss\tskipped\n");
+        return HPT_OK;
+    }
     if ((st = open_in_run_dir(o->run_dir, "log.tsv", &r->log)))
         return st;
     fprintf(r->log, "step\tloss\tlr\tgrad_norm\tval_loss\tskipped\n");
+    return HPT_OK;
+}
+
+/* The checkpoint directory: --checkpoint-dir, else RUN_DIR/checkpoints;
+ * "" when neither is given (then --save-every is refused). */
+static hpt_status checkpoint_dir(run_state *r, const hpt_train_opts *o)
+{
+    const char *d = o->ckpt_dir;
+    char buf[4096];
+    if (!d && o->run_dir) {
+        snprintf(buf, sizeof buf, "%s/checkpoints", o->run_dir);
+        d = buf;
+    }
+    if (!d && o->save_every > 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--save-every %d needs --run-dir or --checkpoint-dir",
+                             o->save_every);
+    snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s", d ? d : "");
+    return HPT_OK;
+}
+
+/* The checkpoint's global batch must be kept: change gradient
+ * accumulation, or refuse with the layouts that would work. */
+static hpt_status keep_global_batch(run_state *r, hpt_train_opts *o, const hpt_ckpt_meta *meta)
+{
+    long long G = meta->global_batch, per = (long long)o->batch * r->comm.dp;
+    if (G == per * o->grad_accum)
+        return HPT_OK;
+    if (G % per == 0) {
+        if (r->root)
+            fprintf(stderr, "hpt-train: note: resuming a global batch of %lld sequences: "
+                    "--grad-accum %lld (micro-batch %d x DP %d)\n",
+                    G, G / per, o->batch, r->comm.dp);
+        o->grad_accum = (int)(G / per);
+        return HPT_OK;
+    }
+    char ok[512] = "";
+    for (int b = 1; b <= G && strlen(ok) < 400; b++)
+        if (G % ((long long)b * r->comm.dp) == 0)
+            snprintf(ok + strlen(ok), sizeof ok - strlen(ok), "%s%d", ok[0] ? ", " : "", b);
+    return hpt_error_set(HPT_ERR_USAGE,
+                         "%s: checkpoint global batch %lld cannot be kept with --batch %d x DP %d "
+                         "(%d ranks / TP %d / PP %d): micro-batch x DP must divide it; with this "
+                         "layout use --batch in {%s}, or a DP that divides %lld",
+                         r->ckpt_dir, G, o->batch, r->comm.dp, r->comm.world_size, r->comm.tp,
+                         r->comm.pp, ok[0] ? ok : "none", G);
+}
+
+/* Before the model exists: pick the checkpoint to resume, check that it
+ * fits (config, sequence length) and adapt gradient accumulation. */
+static hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *meta)
+{
+    MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
+    r->resume_from = -1;
+    if (!r->ckpt_dir[0] || !o->resume)
+        return HPT_OK;
+    hpt_status st = hpt_checkpoint_clean(r->ckpt_dir, world);
+    int64_t steps[64];
+    int n = st ? 0 : hpt_checkpoint_candidates(r->ckpt_dir, world, steps, 64);
+    if (st || n == 0)
+        return st;
+    if ((st = hpt_checkpoint_meta(r->ckpt_dir, steps[0], world, meta)))
+        return st;
+    hpt_config saved;
+    char what[256];
+    if ((st = hpt_config_parse(meta->config_json, r->ckpt_dir, &saved)))
+        return st;
+    if (hpt_config_diff(&saved, &r->cfg, what, sizeof what))
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "%s: checkpoint of step %lld is of another model: %s from --model %s; "
+                             "nothing was overwritten",
+                             r->ckpt_dir, (long long)meta->step, what, o->model);
+    if (meta->seq_len != o->seq_len)
+        return hpt_error_set(HPT_ERR_USAGE, "%s: checkpoint was trained with --seq-len %d, not %d",
+                             r->ckpt_dir, meta->seq_len, o->seq_len);
+    if ((st = keep_global_batch(r, o, meta)))
+        return st;
+    r->resume_from = meta->step;
     return HPT_OK;
 }
 
@@ -377,10 +515,10 @@ static hpt_status setup_pipeline(run_state *r, int nslots)
     return HPT_OK;
 }
 
-static hpt_status setup(run_state *r, const hpt_train_opts *o)
+/* Setup, part 1: checks that need no communication. */
+static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_backend **be)
 {
     hpt_status st;
-    const hpt_backend *be;
     if ((st = hpt_train_opts_validate(o)) || (st = hpt_config_resolve(o->model, &r->cfg)))
         return st;
     if (o->tie_embeddings >= 0)
@@ -389,10 +527,19 @@ static hpt_status setup(run_state *r, const hpt_train_opts *o)
         return hpt_error_set(HPT_ERR_USAGE,
                              "--seq-len %d exceeds max_position_embeddings = %d of model '%s'",
                              o->seq_len, r->cfg.max_position_embeddings, o->model);
-    if ((st = hpt_backend_get(o->backend, &be)) || (st = open_data(r, o)) ||
-        (st = check_epoch(r, o)))
+    if ((st = hpt_backend_get(o->backend, be)) || (st = open_data(r, o)) ||
+        (st = checkpoint_dir(r, o)))
         return st;
     if (r->root && o->export_path && (st = check_export_path(o->export_path)))
+        return st;
+    return HPT_OK;
+}
+
+/* Setup, part 3 (after the resume probe): run files, model, optimizer. */
+static hpt_status setup_model(run_state *r, const hpt_train_opts *o, const hpt_backend *be)
+{
+    hpt_status st;
+    if ((st = check_epoch(r, o)))
         return st;
     if (r->root && o->run_dir && (st = write_run_files(r, o)))
         return st;
@@ -417,6 +564,94 @@ static hpt_status setup(run_state *r, const hpt_train_opts *o)
     if (!r->inputs || !r->targets)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the batch buffers");
     return HPT_OK;
+}
+
+static hpt_ckpt_state ckpt_state(run_state *r)
+{
+    return (hpt_ckpt_state){.comm = &r->comm, .model = &r->model, .opt = &r->opt,
+                            .shard_counts = r->shard_counts};
+}
+
+/* Load the probed checkpoint; with --resume auto fall back to older ones
+ * whose global batch matches when a tensor is damaged. Collective. */
+static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *meta)
+{
+    MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
+    int64_t steps[64];
+    int n = hpt_checkpoint_candidates(r->ckpt_dir, world, steps, 64);
+    hpt_ckpt_state cs = ckpt_state(r);
+    hpt_status st = HPT_ERR_DATA;
+    for (int i = 0; i < n; i++) {
+        hpt_ckpt_meta mi;
+        if (i > 0 && ((st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, &mi)) ||
+                      mi.global_batch != meta->global_batch))
+            break;
+        if (!(st = hpt_checkpoint_load(r->ckpt_dir, steps[i], &cs))) {
+            if (i > 0)
+                *meta = mi;
+            break;
+        }
+        if (o->resume == 2)
+            return hpt_error_set(st, "%s (--resume strict: not falling back)", hpt_error_msg());
+        if (r->root)
+            fprintf(stderr, "hpt-train: warning: %s; falling back to the previous checkpoint\n",
+                    hpt_error_msg());
+    }
+    if (st)
+        return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
+    r->cursor = meta->samples;
+    r->start_step = (int)meta->step;
+    r->resume_from = meta->step;
+    r->opt.t = (int)meta->adam_t;
+    r->skipped_total = (int)meta->skipped_total;
+    r->consecutive = (int)meta->consecutive_skips;
+    if (r->root)
+        fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s)\n",
+                r->ckpt_dir, (long long)meta->step, meta->tp, meta->pp, meta->dp,
+                meta->zero1 ? " ZeRO-1" : "");
+    return HPT_OK;
+}
+
+/* The training state to store with the tensors. */
+static void fill_meta(run_state *r, const hpt_train_opts *o, int step, hpt_ckpt_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    m->format_version = HPT_CKPT_VERSION;
+    snprintf(m->hpt_version, sizeof m->hpt_version, "%s", PACKAGE_VERSION);
+    FILE *f = fmemopen(m->config_json, sizeof m->config_json - 1, "w");
+    if (f) {
+        hpt_config_write(&r->cfg, f);
+        fclose(f);
+    }
+    m->step = step;
+    m->samples = r->cursor;
+    m->adam_t = r->opt.t;
+    m->skipped_total = r->skipped_total;
+    m->consecutive_skips = r->consecutive;
+    m->global_batch = (int64_t)o->batch * o->grad_accum * r->comm.dp;
+    m->seq_len = o->seq_len;
+    m->micro_batch = o->batch;
+    m->tp = r->comm.tp;
+    m->pp = r->comm.pp;
+    m->dp = r->comm.dp;
+    m->zero1 = o->zero1;
+    m->seed = o->seed;
+}
+
+static hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int step, FILE *out)
+{
+    hpt_ckpt_meta meta;
+    fill_meta(r, o, step, &meta);
+    hpt_ckpt_state cs = ckpt_state(r);
+    double secs = 0;
+    int64_t bytes = 0;
+    hpt_status st = hpt_checkpoint_save(r->ckpt_dir, &cs, &meta, o->keep, &secs, &bytes);
+    if (!st && r->root) {
+        fprintf(out, "step %d: checkpoint %s/step_%08d (%.1f MiB in %.2f s, %.0f MiB/s)\n", step,
+                r->ckpt_dir, step, bytes / 1048576.0, secs, secs > 0 ? bytes / 1048576.0 / secs : 0);
+        fflush(out);
+    }
+    return st;
 }
 
 /* ------------------------------------------------------------ pipeline */
@@ -626,11 +861,25 @@ static void print_step(FILE *out, const hpt_train_opts *o, int dp, int step, dou
     fflush(out);
 }
 
+/* At a step boundary: did a stop signal arrive on any rank, or would the
+ * next step (and a save) overrun --max-runtime? One all-reduce, so every
+ * rank agrees. */
+static int should_stop(run_state *r, const hpt_train_opts *o, double t_start, double step_s,
+                       double save_s)
+{
+    int stop = stop_signal != 0;
+    if (o->max_runtime > 0 && now_s() - t_start + 1.5 * step_s + 2 * save_s + 1 > o->max_runtime)
+        stop = 2;
+    if (r->comm.world_size > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD]);
+    return stop;
+}
+
 static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
 {
-    int consecutive = 0, skipped_total = 0;
-    double t_start = now_s(), val = NAN;
-    for (int step = 0; step < o->steps; step++) {
+    int consecutive = r->consecutive, skipped_total = r->skipped_total;
+    double t_start = now_s(), val = NAN, step_s = 0, save_s = 0;
+    for (int step = r->start_step; step < o->steps; step++) {
         double t0 = now_s();
         hpt_comm_counter before[HPT_GROUP_COUNT];
         memcpy(before, r->comm.counters, sizeof before);
@@ -661,7 +910,9 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         }
         r->train_steps++;
         if (!o->quiet && r->root)
-            print_step(out, o, r->comm.dp, step, loss, lr, norm, t1 - t0, t1 - t_start, skip);
+            print_step(out, o, r->comm.dp, step, loss, lr, norm, t1 - t0,
+                       (t1 - t_start) * (step + 1) / (step + 1 - r->start_step), skip);
+        step_s = t1 - t0;
         int last = step + 1 == o->steps;
         val = NAN;
         if (r->val && (last || (o->eval_interval > 0 && (step + 1) % o->eval_interval == 0))) {
@@ -677,6 +928,25 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
                     skip);
             fflush(r->log); /* a killed run keeps every finished step */
         }
+        r->skipped_total = skipped_total;
+        r->consecutive = consecutive;
+        int stop = r->ckpt_dir[0] ? should_stop(r, o, t_start, step_s, save_s) : 0;
+        if (o->stop_at == step + 1)
+            stop = 3;
+        if (r->ckpt_dir[0] && (stop || (o->save_every > 0 && (step + 1) % o->save_every == 0) ||
+                               (last && o->save_every > 0))) {
+            double ts = now_s();
+            hpt_status st = save_checkpoint(r, o, step + 1, out);
+            save_s = now_s() - ts;
+            if (st)
+                return st;
+        }
+        if (stop && !last)
+            return hpt_error_set(HPT_REQUEUE,
+                                 "checkpointed step %d after %s; exiting with status 75 (requeue "
+                                 "me); resume with the same --run-dir/--checkpoint-dir",
+                                 step + 1, stop == 2 ? "--max-runtime" : stop == 3 ? "--stop-at"
+                                                                         : "a stop signal");
     }
     if (r->root) {
         fprintf(out, "done: %d steps, %d skipped, %.1f s", o->steps, skipped_total,
@@ -937,17 +1207,31 @@ static hpt_status check_layout(MPI_Comm comm, const hpt_train_opts *o, int *dp)
     return HPT_OK;
 }
 
-hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *o)
+hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
 {
     int dp;
-    hpt_status st = check_layout(comm, o, &dp);
+    hpt_status st = check_layout(comm, opts, &dp);
     if (st)
         return st;
+    hpt_train_opts copy = *opts, *o = &copy; /* a resume may change grad_accum */
     run_state r;
+    hpt_ckpt_meta meta;
+    const hpt_backend *be = NULL;
     memset(&r, 0, sizeof r);
+    r.resume_from = -1;
     hpt_comm_init(&r.comm, comm, o->tp, o->pp, dp, stderr);
     r.root = r.comm.world_rank == 0;
-    st = hpt_comm_agree(comm, setup(&r, o));
+    if (o->save_signals)
+        install_signals();
+    /* each phase ends in an agreement, so no rank enters a collective that
+     * another rank skipped after an error */
+    st = hpt_comm_agree(comm, setup_local(&r, o, &be));
+    if (!st)
+        st = probe_resume(&r, o, &meta);
+    if (!st)
+        st = hpt_comm_agree(comm, setup_model(&r, o, be));
+    if (!st && r.resume_from >= 0)
+        st = load_resume(&r, o, &meta);
     if (!st) {
         if (r.root)
             print_banner(&r, o, out);

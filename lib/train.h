@@ -32,6 +32,15 @@ typedef struct {
     int recompute;         /* activation recomputation in backward          */
     int gpipe;             /* pipeline schedule: 0 = 1F1B, 1 = GPipe         */
     int comm_stats;        /* print per-group communication per step        */
+    /* checkpoints (docs/CHECKPOINT.md) */
+    const char *ckpt_dir;  /* default RUN_DIR/checkpoints                    */
+    int save_every;        /* steps between checkpoints; 0 = only on signal  */
+    int keep;              /* checkpoints kept                               */
+    int resume;            /* 0 none, 1 auto (fall back if damaged), 2 strict */
+    double max_runtime;    /* seconds; save and exit 75 before it; 0 = none  */
+    int save_signals;      /* 1: SIGUSR1/SIGTERM checkpoint and exit 75      */
+    int stop_at;           /* checkpoint after this step and exit 75 (as if
+                            * preempted); 0 = never                          */
     const char *pp_split;  /* layers per stage "a,b,..."; NULL = balanced   */
     int quiet;             /* 1: no per-step progress line                  */
 } hpt_train_opts;

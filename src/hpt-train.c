@@ -55,6 +55,17 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --fault-nan-steps L   testing: poison the gradients of steps L (e.g. 3,4)\n"
             "  --quiet               no per-step progress line\n"
             "  --export FILE         write the final weights (Hugging Face names) to HDF5\n"
+            "  --save-every N        checkpoint every N steps (and at the end) [0: only on a\n"
+            "                        stop signal or --max-runtime]\n"
+            "  --checkpoint-dir DIR  checkpoints [RUN_DIR/checkpoints]\n"
+            "  --keep N              checkpoints kept [%d]\n"
+            "  --resume MODE         auto: continue from the newest checkpoint that loads,\n"
+            "                        falling back past damaged ones; strict: refuse a damaged\n"
+            "                        one; none: start fresh [auto]\n"
+            "  --max-runtime S       checkpoint and exit 75 before S seconds of wall time [none]\n"
+            "  --stop-at N           checkpoint after step N and exit 75, as if preempted\n"
+            "  --no-signal-save      SIGUSR1/SIGTERM keep their default action (normally they\n"
+            "                        checkpoint at the next step boundary and exit 75)\n"
             "  --comm-stats          at the end, print communication per step and group\n"
             "                        (calls, bytes, seconds; also RUN_DIR/comm.tsv) and peak RSS\n"
             "  --print-config        print the resolved model config.json and exit\n"
@@ -62,18 +73,20 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "Exit status: 0 done; 1 internal error; 2 bad option or model config;\n"
             "3 bad data (missing, truncated or malformed shard, token id >= vocab_size);\n"
             "4 stopped after --max-skips consecutive non-finite steps; 5 output not writable\n"
-            "(--run-dir, --export).\n",
+            "(--run-dir, --export, checkpoints); 75 checkpointed after a signal or\n"
+            "--max-runtime: requeue the job (it resumes from the checkpoint).\n",
             d->model, d->data, d->backend, d->batch, d->seq_len, d->grad_accum, d->steps,
             d->optim.lr, d->optim.min_lr, d->optim.warmup, d->optim.beta1, d->optim.beta2,
             d->optim.eps, d->optim.weight_decay, d->optim.max_norm, (unsigned long long)d->seed,
-            d->eval_interval, d->eval_batches, d->max_skips);
+            d->eval_interval, d->eval_batches, d->keep, d->max_skips);
 }
 
 enum {
     OPT_MODEL = 256, OPT_DATA, OPT_VAL, OPT_RUN_DIR, OPT_BACKEND, OPT_BATCH, OPT_SEQ, OPT_ACCUM,
     OPT_STEPS, OPT_LR, OPT_MIN_LR, OPT_WARMUP, OPT_B1, OPT_B2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
-    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS,
+    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
+    OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT,
 };
 
 static const struct option long_opts[] = {
@@ -96,6 +109,10 @@ static const struct option long_opts[] = {
     {"export", 1, 0, OPT_EXPORT},       {"recompute", 0, 0, OPT_RECOMPUTE},
     {"pp-schedule", 1, 0, OPT_PP_SCHEDULE}, {"pp-split", 1, 0, OPT_PP_SPLIT},
     {"comm-stats", 0, 0, OPT_COMM_STATS},
+    {"save-every", 1, 0, OPT_SAVE_EVERY}, {"checkpoint-dir", 1, 0, OPT_CKPT_DIR},
+    {"keep", 1, 0, OPT_KEEP},           {"resume", 1, 0, OPT_RESUME},
+    {"max-runtime", 1, 0, OPT_MAX_RUNTIME}, {"no-signal-save", 0, 0, OPT_NO_SIGNAL_SAVE},
+    {"stop-at", 1, 0, OPT_STOP_AT},
     {0, 0, 0, 0},
 };
 
@@ -181,6 +198,23 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
     case OPT_PP_SPLIT: o->pp_split = arg; return HPT_OK;
     case OPT_COMM_STATS: o->comm_stats = 1; return HPT_OK;
+    case OPT_SAVE_EVERY: return parse_int(name, arg, &o->save_every);
+    case OPT_STOP_AT: return parse_int(name, arg, &o->stop_at);
+    case OPT_CKPT_DIR: o->ckpt_dir = arg; return HPT_OK;
+    case OPT_KEEP: return parse_int(name, arg, &o->keep);
+    case OPT_NO_SIGNAL_SAVE: o->save_signals = 0; return HPT_OK;
+    case OPT_MAX_RUNTIME: {
+        float v = 0;
+        hpt_status st = parse_float(name, arg, &v);
+        o->max_runtime = v;
+        return st;
+    }
+    case OPT_RESUME:
+        if (!strcmp(arg, "none") || !strcmp(arg, "auto") || !strcmp(arg, "strict")) {
+            o->resume = !strcmp(arg, "none") ? 0 : !strcmp(arg, "auto") ? 1 : 2;
+            return HPT_OK;
+        }
+        return hpt_error_set(HPT_ERR_USAGE, "--resume '%s': expected auto, strict or none", arg);
     case OPT_PP_SCHEDULE:
         if (strcmp(arg, "1f1b") && strcmp(arg, "gpipe"))
             return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe", arg);
