@@ -172,6 +172,10 @@ hpt_status hpt_checkpoint_clean(const char *dir, MPI_Comm world)
                 snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
                 fprintf(stderr, "hpt: removing stale incomplete checkpoint %s\n", p);
                 remove_dir(p);
+            } else if (!strcmp(e->d_name, "latest.tmp")) { /* a crash before its rename */
+                char p[4096];
+                snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+                unlink(p);
             }
         }
         if (d)
@@ -288,6 +292,7 @@ static hpt_status commit(const char *dir, const char *tmpdir, const char *final,
     char latest[4096], ltmp[4096];
     if ((st = fsync_path(file)) || (st = fsync_path(tmpdir)))
         return st;
+    remove_dir(final); /* a same-step checkpoint from before a fallback */
     if (rename(tmpdir, final))
         return hpt_error_set(HPT_ERR_IO, "%s: rename to %s failed: %s", tmpdir, final,
                              strerror(errno));
@@ -381,24 +386,13 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
 
 int hpt_checkpoint_candidates(const char *dir, MPI_Comm world, int64_t *steps, int max)
 {
+    /* The directory rename is the commit point, so every step_NNNNNNNN is
+     * complete; the newest wins even when a crash hit before `latest` was
+     * moved to it (then `latest` names the previous one). */
     int rank, n = 0;
     MPI_Comm_rank(world, &rank);
-    if (rank == 0) {
+    if (rank == 0)
         n = hpt_ckpt_list(dir, steps, max);
-        char latest[4096], line[64] = "";
-        snprintf(latest, sizeof latest, "%s/latest", dir);
-        FILE *f = fopen(latest, "r");
-        long long named = -1;
-        if (f && fgets(line, sizeof line, f) && sscanf(line, "step_%lld", &named) == 1)
-            for (int i = 0; i < n; i++)
-                if (steps[i] == named) { /* the pointer's choice first */
-                    memmove(steps + 1, steps, sizeof(int64_t) * (size_t)i);
-                    steps[0] = named;
-                    break;
-                }
-        if (f)
-            fclose(f);
-    }
     MPI_Bcast(&n, 1, MPI_INT, 0, world);
     MPI_Bcast(steps, n, MPI_INT64_T, 0, world);
     return n;

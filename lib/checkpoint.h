@@ -29,10 +29,11 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
 /* Remove stale DIR/step_*.tmp directories left by a crash (rank 0, agreed). */
 hpt_status hpt_checkpoint_clean(const char *dir, MPI_Comm world);
 
-/* Find the checkpoint to resume from: the step named by DIR/latest when it
- * exists, else the newest complete step_* (scan). Fills steps[] with the
- * candidates, best first (at most max); returns how many (0: none). Same
- * answer on every rank (rank 0 looks, then broadcasts). */
+/* Find the checkpoints to resume from: every complete step_* (the rename
+ * is the commit point), newest first — so a crash between the rename and
+ * the move of `latest` loses nothing, and a deleted `latest` is recovered.
+ * Fills steps[] (at most max); returns how many (0: none). Same answer on
+ * every rank (rank 0 looks, then broadcasts). */
 int hpt_checkpoint_candidates(const char *dir, MPI_Comm world, int64_t *steps, int max);
 
 /* Read the metadata of DIR/step_NNNNNNNN (collective; same result
