@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define NAME_MAX_LEN 160
@@ -324,6 +325,39 @@ static void prune(const char *dir, int keep)
     }
 }
 
+/* Bytes a checkpoint of this model takes: weights and two moments of every
+ * logical tensor, plus 2 % for metadata and checksums. */
+static double checkpoint_bytes(const hpt_config *c)
+{
+    int n = 3 + c->num_hidden_layers * 9, layers[n];
+    hpt_tensor_kind kinds[n];
+    n = global_tensors(c, kinds, layers);
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t r, k;
+        hpt_tensor_global_shape(c, kinds[i], &r, &k);
+        total += 3.0 * 4.0 * (double)r * (double)k;
+    }
+    return total * 1.02 + 65536;
+}
+
+/* Refuse before writing when the file system cannot hold the checkpoint:
+ * a write that fails half-way leaves HDF5 unable to close the file. */
+static hpt_status check_space(const char *dir, const hpt_config *c)
+{
+    struct statvfs v;
+    double need = checkpoint_bytes(c);
+    if (statvfs(dir, &v))
+        return HPT_OK; /* cannot tell: let the write report it */
+    double avail = (double)v.f_bavail * (double)v.f_frsize;
+    if (avail < need)
+        return hpt_error_set(HPT_ERR_IO,
+                             "%s: not enough space for a checkpoint: need %.1f MiB, %.1f MiB free "
+                             "(disk full?); the previous checkpoint is kept",
+                             dir, need / 1048576.0, avail / 1048576.0);
+    return HPT_OK;
+}
+
 hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const hpt_ckpt_meta *meta,
                                int keep, double *seconds, int64_t *bytes)
 {
@@ -339,6 +373,9 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
         st = mkdir_p(dir);
         if (!st) {
             remove_dir(tmpdir);
+            st = check_space(dir, &s->model->cfg);
+        }
+        if (!st) {
             if (mkdir(tmpdir, 0777))
                 st = hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", tmpdir, strerror(errno));
         }
@@ -362,6 +399,8 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
     free(host);
     if (H5Fclose(f) < 0 && !st)
         st = hpt_error_set(HPT_ERR_IO, "%s: closing the checkpoint failed (disk full?)", file);
+    else if (st)
+        H5Fclose(f); /* a failed first close may leave the handle open */
     if ((st = hpt_comm_agree(world, st))) {
         if (s->comm->world_rank == 0)
             remove_dir(tmpdir);

@@ -208,6 +208,7 @@ static void install_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    signal(SIGXFSZ, SIG_IGN); /* a file-size limit fails the write (EFBIG) instead */
 }
 
 static void run_free(run_state *r)
