@@ -579,6 +579,7 @@ static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_me
 {
     MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
     int64_t steps[64];
+    double t0 = now_s();
     int n = hpt_checkpoint_candidates(r->ckpt_dir, world, steps, 64);
     hpt_ckpt_state cs = ckpt_state(r);
     hpt_status st = HPT_ERR_DATA;
@@ -607,9 +608,9 @@ static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_me
     r->skipped_total = (int)meta->skipped_total;
     r->consecutive = (int)meta->consecutive_skips;
     if (r->root)
-        fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s)\n",
-                r->ckpt_dir, (long long)meta->step, meta->tp, meta->pp, meta->dp,
-                meta->zero1 ? " ZeRO-1" : "");
+        fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s) "
+                "in %.2f s\n", r->ckpt_dir, (long long)meta->step, meta->tp, meta->pp, meta->dp,
+                meta->zero1 ? " ZeRO-1" : "", now_s() - t0);
     return HPT_OK;
 }
 

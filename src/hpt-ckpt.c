@@ -42,7 +42,7 @@ static void usage(FILE *f)
           "Inspect the checkpoints hpt-train writes (docs/CHECKPOINT.md). DIR is a run's\n"
           "checkpoints directory (RUN/checkpoints; RUN itself is accepted too). PATH is one\n"
           "checkpoint: a step_NNNNNNNN directory or its checkpoint.h5; for info and export a\n"
-          "DIR stands for the checkpoint its 'latest' file names.\n"
+          "DIR stands for its newest complete checkpoint (the one a resume starts from).\n"
           "\n"
           "commands:\n"
           "  list DIR        one line per checkpoint, newest first: step, layout\n"
@@ -307,6 +307,13 @@ static int natural_cmp(const void *pa, const void *pb)
     return (unsigned char)*a - (unsigned char)*b;
 }
 
+static void free_names(char **names, int n)
+{
+    for (int i = 0; i < n && names; i++)
+        free(names[i]);
+    free(names);
+}
+
 /* Names of the links in group `gpath`, in natural order: *names is a malloc'd
  * array of malloc'd strings (free with free_names). Returns the count, or
  * -1 when the group is missing, not a group or implausibly large. */
@@ -321,16 +328,19 @@ static int group_names(hid_t file, const char *gpath, char ***names)
         return -1;
     int n = H5Gget_info(g, &gi) < 0 || gi.nlinks > MAX_TENSORS ? -1 : (int)gi.nlinks;
     char **v = n > 0 ? calloc((size_t)n, sizeof *v) : NULL;
-    for (int i = 0; i < n && v; i++) {
-        ssize_t len = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, (hsize_t)i, NULL, 0,
-                                         H5P_DEFAULT);
-        v[i] = len < 0 ? NULL : malloc((size_t)len + 1);
-        if (!v[i] || H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, (hsize_t)i, v[i],
-                                        (size_t)len + 1, H5P_DEFAULT) < 0)
-            HPT_FATAL("%s: cannot list link %d", gpath, i);
-    }
     if (n > 0 && !v)
         HPT_FATAL("out of memory listing %s", gpath);
+    for (int i = 0; i < n; i++) {
+        ssize_t len = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, (hsize_t)i, NULL, 0,
+                                         H5P_DEFAULT);
+        v[i] = len < 0 || len > 4096 ? NULL : malloc((size_t)len + 1);
+        if (!v[i] || H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, (hsize_t)i, v[i],
+                                        (size_t)len + 1, H5P_DEFAULT) < 0) {
+            free_names(v, n); /* a damaged link table, or a name longer than 4 KiB */
+            v = NULL;
+            n = -1;
+        }
+    }
     H5Gclose(g);
     if (n > 1)
         qsort(v, (size_t)n, sizeof *v, natural_cmp);
@@ -338,19 +348,13 @@ static int group_names(hid_t file, const char *gpath, char ***names)
     return n;
 }
 
-static void free_names(char **names, int n)
-{
-    for (int i = 0; i < n && names; i++)
-        free(names[i]);
-    free(names);
-}
-
-static int has_name(char **names, int n, const char *name)
+/* Index of `name` in names[0..n), or -1. */
+static int find_name(char **names, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
         if (!strcmp(names[i], name))
-            return 1;
-    return 0;
+            return i;
+    return -1;
 }
 
 /* Called with each block read by read_blocks: `cnt` rows (or elements) at
@@ -370,6 +374,8 @@ static int read_blocks(hid_t ds, block_sink sink, void *ctx, char *why, size_t n
     if (strcmp(dtype_str(ds, dt, sizeof dt), "float32"))
         return snprintf(why, n, "element type %s, expected float32", dt), -1;
     hsize_t rows = s.dims[0], cols = s.dims[1];
+    if (!rows || !cols)
+        return 0; /* nothing to read (the shape checks report it) */
     if (cols > BLOCK_ELEMS * 64 || (cols && rows > ((hsize_t)1 << 50) / cols))
         return snprintf(why, n, "implausible shape"), -1;
     hsize_t need = rows * cols * sizeof(float), have = H5Dget_storage_size(ds);
@@ -378,7 +384,7 @@ static int read_blocks(hid_t ds, block_sink sink, void *ctx, char *why, size_t n
                         (unsigned long long)have, (unsigned long long)need), -1;
     hsize_t step = cols >= BLOCK_ELEMS ? 1 : BLOCK_ELEMS / cols;
     step = step < rows ? step : rows;
-    float *buf = malloc(sizeof(float) * (step ? step : 1) * cols);
+    float *buf = malloc(sizeof(float) * step * cols);
     hid_t fsp = H5Dget_space(ds);
     int rc = buf && fsp >= 0 ? 0 : (snprintf(why, n, "out of memory (%llu floats)",
                                              (unsigned long long)(step * cols)), -1);
@@ -455,18 +461,16 @@ static void check_meta_values(verify_ctx *v, const hpt_ckpt_meta *m)
         finding(v, "zero1", "attribute is %d, must be 0 or 1", (int)m->zero1);
 }
 
-/* Expected shape and layer of tensor (kind, layer) under config c. */
+/* Name and global shape of tensor (kind, layer) under config c. */
 static void expected_tensor(const hpt_config *c, hpt_tensor_kind kind, int layer, char *name,
                             size_t n, shape *s)
 {
     int64_t rows, cols;
     hpt_tensor_name(kind, layer, name, n);
     hpt_tensor_global_shape(c, kind, &rows, &cols);
-    int vec = kind == HPT_TENSOR_ATTN_NORM || kind == HPT_TENSOR_MLP_NORM ||
-              kind == HPT_TENSOR_FINAL_NORM;
-    s->rank = vec ? 1 : 2;
+    s->rank = cols > 1 ? 2 : 1; /* vectors (the norm weights) are 1-D, as in lib/checkpoint.c */
     s->dims[0] = (hsize_t)rows;
-    s->dims[1] = vec ? 1 : (hsize_t)cols;
+    s->dims[1] = (hsize_t)cols;
 }
 
 /* /model/<name> has shape `want` and attribute layer == `layer`. */
@@ -500,31 +504,29 @@ static void check_against_config(verify_ctx *v, hid_t file, const hpt_config *c,
 {
     char name[128], path[256];
     shape s;
-    int L = c->num_hidden_layers, seen = 0;
+    int L = c->num_hidden_layers, i;
+    char *matched = calloc((size_t)n + 1, 1);
+    if (!matched)
+        HPT_FATAL("out of memory checking %s", v->path);
     for (int g = -1; g <= L; g++) { /* -1: embedding, 0..L-1: layers, L: the tail */
         int first = g < 0 ? HPT_TENSOR_EMBED : g == L ? HPT_TENSOR_FINAL_NORM : HPT_TENSOR_ATTN_NORM;
         int last = g < 0 ? HPT_TENSOR_EMBED
                    : g == L ? (c->tie_word_embeddings ? HPT_TENSOR_FINAL_NORM : HPT_TENSOR_LM_HEAD)
                             : HPT_TENSOR_DOWN;
-        for (int k = first; k <= last; k++, seen++) {
+        for (int k = first; k <= last; k++) {
             int layer = g >= 0 && g < L ? g : -1;
             expected_tensor(c, (hpt_tensor_kind)k, layer, name, sizeof name, &s);
             check_expected(v, file, name, &s, layer);
+            if ((i = find_name(names, n, name)) >= 0)
+                matched[i] = 1;
         }
     }
-    if (n > seen) /* more tensors than expected: name them */
-        for (int i = 0; i < n; i++) {
-            int known = 0;
-            for (int g = -1; g <= L && !known; g++)
-                for (int k = 0; k < HPT_TENSOR_KIND_COUNT && !known; k++) {
-                    hpt_tensor_name((hpt_tensor_kind)k, g >= 0 && g < L ? g : -1, name, sizeof name);
-                    known = !strcmp(name, names[i]) &&
-                            !(k == HPT_TENSOR_LM_HEAD && c->tie_word_embeddings);
-                }
+    for (i = 0; i < n; i++)
+        if (!matched[i]) {
             snprintf(path, sizeof path, "/model/%s", names[i]);
-            if (!known)
-                finding(v, path, "unexpected tensor (not in the model config_json describes)");
+            finding(v, path, "unexpected tensor (not in the model config_json describes)");
         }
+    free(matched);
 }
 
 /* Open dataset `path`, check its shape against `want` (when not NULL) and
@@ -542,8 +544,7 @@ static void check_dataset(verify_ctx *v, hid_t file, const char *path, const sha
     if (get_shape(ds, got)) {
         got->rank = 0; /* nothing to compare the optimizer moments with */
         finding(v, path, "not a 1-D or 2-D array");
-    }
-    else if (want && want->rank && !shape_eq(got, want))
+    } else if (want && want->rank && !shape_eq(got, want))
         finding(v, path, "shape %s differs from /model's %s", shape_str(got, a, sizeof a),
                 shape_str(want, b, sizeof b));
     else if (read_blocks(ds, NULL, NULL, why, sizeof why))
@@ -571,12 +572,27 @@ static void check_data(verify_ctx *v, hid_t file, char **names, int n)
         if (m < 0)
             finding(v, groups[g], "group missing");
         for (int i = 0; i < m; i++)
-            if (!has_name(names, n, extra[i])) {
+            if (find_name(names, n, extra[i]) < 0) {
                 snprintf(path, sizeof path, "%s/%s", groups[g], extra[i]);
                 finding(v, path, "no matching /model tensor");
             }
         free_names(extra, m);
     }
+}
+
+/* The /model tensors against config_json (check_against_config); returns
+ * the /model names as group_names does (the caller frees them). */
+static int check_structure(verify_ctx *v, hid_t f, const hpt_ckpt_meta *meta, char ***names)
+{
+    hpt_config cfg;
+    int n = group_names(f, groups[0], names);
+    if (n < 0)
+        finding(v, groups[0], "group missing");
+    if (hpt_config_parse(meta->config_json, "config_json", &cfg))
+        finding(v, "config_json", "%s", strip_origin(hpt_error_msg(), "config_json"));
+    else if (n >= 0)
+        check_against_config(v, f, &cfg, *names, n);
+    return n;
 }
 
 /* Verify checkpoint file `path`: root attributes, tensor set against
@@ -587,19 +603,12 @@ static hpt_status verify_file(const char *path, verify_ctx *v)
 {
     hid_t f;
     hpt_ckpt_meta meta;
-    hpt_config cfg;
     char **names;
     hpt_status st = open_ckpt(path, &f, &meta);
     if (st)
         return st;
     check_meta_values(v, &meta);
-    int n = group_names(f, groups[0], &names);
-    if (n < 0)
-        finding(v, groups[0], "group missing");
-    if (hpt_config_parse(meta.config_json, "config_json", &cfg))
-        finding(v, "config_json", "%s", strip_origin(hpt_error_msg(), "config_json"));
-    else if (n >= 0)
-        check_against_config(v, f, &cfg, names, n);
+    int n = check_structure(v, f, &meta, &names);
     check_data(v, f, names, n < 0 ? 0 : n);
     free_names(names, n);
     H5Fclose(f);
@@ -740,19 +749,24 @@ static void list_row_fill(const char *dir, const entry *e, int verify, list_row 
     snprintf(r->status, sizeof r->status, v.nbad ? "damaged (%s)" : "complete", v.first);
 }
 
-/* Print the notes about DIR/latest. Returns the name latest holds ("" if
+/* Print the notes about DIR/latest, which only informs: a resume takes
+ * the newest complete checkpoint. Returns the name latest holds ("" if
  * none) in latest (32 bytes). */
 static void latest_notes(const char *dir, const entry *e, int n, char *latest, FILE *out)
 {
-    int rc = read_latest(dir, latest), found = 0;
-    for (int i = 0; i < n && rc == 0; i++)
-        found |= !e[i].tmp && !strcmp(e[i].name, latest);
+    int rc = read_latest(dir, latest), found = 0, newest = -1;
+    for (int i = 0; i < n; i++) {
+        found |= rc == 0 && !e[i].tmp && !strcmp(e[i].name, latest);
+        newest = newest < 0 && !e[i].tmp ? i : newest;
+    }
     if (rc == -1)
         fprintf(out, "latest: missing (no %s/latest file)\n", dir);
     else if (rc == -2)
         fprintf(out, "latest: malformed ('%s', expected step_NNNNNNNN)\n", latest);
     else if (!found)
         fprintf(out, "latest: names %s, which does not exist\n", latest);
+    if (newest >= 0 && (rc || strcmp(e[newest].name, latest)))
+        fprintf(out, "resume: tries %s first (the newest complete checkpoint)\n", e[newest].name);
     if (rc)
         latest[0] = 0;
 }
@@ -858,11 +872,13 @@ static hpt_status cmd_verify(const char *path, FILE *out)
 }
 
 /* The checkpoint file PATH designates: PATH (a file), PATH/checkpoint.h5
- * (a step directory), or the one `latest` names in a checkpoints (or run)
- * directory. file: PATH_MAX bytes. Errors: HPT_ERR_DATA. */
+ * (a step directory), or in a checkpoints (or run) directory the newest
+ * complete checkpoint — the one a resume tries first. file: PATH_MAX
+ * bytes. Errors: HPT_ERR_DATA. */
 static hpt_status resolve_file(const char *path, char *file)
 {
-    char dir[PATH_MAX], latest[32], p[PATH_MAX];
+    char dir[PATH_MAX], name[32], p[PATH_MAX];
+    int64_t newest;
     struct stat sb;
     if (stat(path, &sb))
         return path_error(path, errno);
@@ -874,12 +890,11 @@ static hpt_status resolve_file(const char *path, char *file)
     if (st || is_file(file))
         return st;
     ckpt_dir_of(path, dir);
-    int rc = read_latest(dir, latest);
-    if (rc)
-        return hpt_error_set(HPT_ERR_DATA, "%s: not a checkpoint (no %s) and %s", path,
-                             HPT_CKPT_FILE,
-                             rc == -1 ? "no 'latest' file" : "'latest' is malformed");
-    if ((st = join(p, dir, latest)) || (st = join(file, p, HPT_CKPT_FILE)))
+    if (hpt_ckpt_list(dir, &newest, 1) < 1)
+        return hpt_error_set(HPT_ERR_DATA, "%s: not a checkpoint (no %s) and no complete "
+                             "step_NNNNNNNN checkpoint in it", path, HPT_CKPT_FILE);
+    hpt_ckpt_dirname(newest, name);
+    if ((st = join(p, dir, name)) || (st = join(file, p, HPT_CKPT_FILE)))
         return st;
     return HPT_OK;
 }
@@ -1042,14 +1057,20 @@ static hpt_status copy_tensor(hid_t src, hid_t dst, const char *file, const char
     return st;
 }
 
-/* Write every /model tensor of src and config_json into new file tmp. */
+/* Write every /model tensor of src and config_json into new file tmp; the
+ * tensors must be those config_json describes. */
 static hpt_status export_into(hid_t src, const char *file, const hpt_ckpt_meta *m,
                               const char *tmp, int *count)
 {
     char **names;
-    int n = group_names(src, groups[0], &names);
-    if (n <= 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: no tensors in /model", file);
+    verify_ctx v = {file, NULL, 0, ""};
+    int n = check_structure(&v, src, m, &names);
+    if (v.nbad) {
+        free_names(names, n);
+        return hpt_error_set(HPT_ERR_DATA, "%s: %s: not the tensors config_json describes (%d "
+                             "problem%s; see hpt-ckpt verify)", file, v.first, v.nbad,
+                             v.nbad == 1 ? "" : "s");
+    }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644); /* for errno's message */
     if (fd < 0) {
         free_names(names, n);

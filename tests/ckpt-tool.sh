@@ -5,6 +5,7 @@
 . "$HPT_SRC/tests/lib.sh"
 CKPT="$HPT_BUILD/src/hpt-ckpt"
 MAKE_CKPT="$HPT_SRC/tests/make_ckpt.py"
+"$PYTHON" -c "import h5py, numpy" || fail "python3-h5py missing (setup.sh installs it)"
 "$TRAIN" --model tiny --print-config > "$WORK/tiny.json" || fail "--print-config"
 DIR="$WORK/run/checkpoints"
 "$PYTHON" "$MAKE_CKPT" --config "$WORK/tiny.json" --dir "$DIR" --steps 10 20 || fail "make_ckpt.py"
@@ -86,8 +87,17 @@ grep -E '^ +20 .*<- latest' "$WORK/list2" >/dev/null || fail "latest mark moved"
 
 # 'latest' naming a missing checkpoint is reported.
 echo step_00000040 > "$DIR/latest"
-"$CKPT" list "$DIR" | grep -q "latest: names step_00000040, which does not exist" ||
+"$CKPT" list "$DIR" > "$WORK/list3" || fail "list with a dangling latest"
+grep -q "latest: names step_00000040, which does not exist" "$WORK/list3" ||
   fail "latest naming a missing checkpoint not reported"
+grep -q "resume: tries step_00000020 first" "$WORK/list3" || fail "the resume candidate not named"
+
+# A tied model has no lm_head.weight, and verify knows it from config_json.
+"$TRAIN" --model tiny --tie-embeddings --print-config > "$WORK/tied.json" || fail "--print-config tied"
+"$PYTHON" "$MAKE_CKPT" --config "$WORK/tied.json" --dir "$WORK/tied" --steps 3 --tp 2 --pp 2 --dp 2 \
+  --zero1 || fail "make_ckpt.py tied"
+"$CKPT" verify "$WORK/tied" > "$WORK/vt" || { cat "$WORK/vt"; fail "verify of a tied checkpoint"; }
+"$CKPT" list "$WORK/tied" | grep -qE '^ +3  2x2x2 +yes ' || fail "list does not show layout 2x2x2, ZeRO-1"
 
 expect_error 2 "unknown command 'frobnicate'" "$CKPT" frobnicate "$DIR"
 pass "hpt-ckpt lists, describes, verifies and exports checkpoints"
