@@ -193,6 +193,7 @@ typedef struct {
     int start_step;            /* first step to run (resume)             */
     int64_t resume_from;       /* step of the checkpoint loaded, -1 none */
     int skipped_total, consecutive;
+    FILE *samples;             /* --log-samples, first TP/PP rank of a DP replica */
 } run_state;
 
 /* Set by SIGUSR1/SIGTERM: checkpoint at the next step boundary. */
@@ -218,6 +219,8 @@ static void run_free(run_state *r)
         r->model.be->free(r->grad_send);
     }
     free(r->layer_stage);
+    if (r->samples)
+        fclose(r->samples);
     free(r->fwd_req);
     free(r->bwd_req);
     free(r->fwd_busy);
@@ -544,6 +547,14 @@ static hpt_status setup_model(run_state *r, const hpt_train_opts *o, const hpt_b
         return st;
     if (r->root && o->run_dir && (st = write_run_files(r, o)))
         return st;
+    if (o->log_samples && o->run_dir && r->comm.tp_rank == 0 && r->comm.pp_rank == 0) {
+        char path[4096];
+        if ((st = make_dirs(o->run_dir))) /* rank 0 may not have created it yet */
+            return st;
+        snprintf(path, sizeof path, "%s/samples.%d.tsv", o->run_dir, r->comm.dp_rank);
+        if (!(r->samples = fopen(path, r->resume_from >= 0 ? "a" : "w")))
+            return hpt_error_set(HPT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    }
     hpt_optim_opts oo = o->optim;
     oo.total_steps = o->steps;
     size_t lo = 0, hi = 0;
@@ -791,6 +802,12 @@ static double accumulate(run_state *r, const hpt_train_opts *o)
     r->nbuckets = 0;
 #define FWD(i) sum += pipe_forward(r, o, r->train, r->cursor + ((int64_t)(i) * D + d) * o->batch, \
                                    (i), (i), scale, 1)
+    for (int i = 0; r->samples && i < M; i++) /* the samples this replica trains on */
+        for (int j = 0; j < o->batch; j++) {
+            int64_t pos = r->cursor + ((int64_t)i * D + d) * o->batch + j;
+            fprintf(r->samples, "%d\t%lld\t%lld\n", r->opt.t + 1, (long long)pos,
+                    (long long)hpt_loader_sample_at(r->train, pos));
+        }
 #define BWD(i)                                                                          \
     do {                                                                                \
         if ((i) + 1 == M && D > 1 && !o->zero1) {                                       \

@@ -39,6 +39,7 @@ typedef struct {
     int resume;            /* 0 none, 1 auto (fall back if damaged), 2 strict */
     double max_runtime;    /* seconds; save and exit 75 before it; 0 = none  */
     int save_signals;      /* 1: SIGUSR1/SIGTERM checkpoint and exit 75      */
+    int log_samples;       /* RUN_DIR/samples.<dp>.tsv: step, position, sample */
     int stop_at;           /* checkpoint after this step and exit 75 (as if
                             * preempted); 0 = never                          */
     const char *pp_split;  /* layers per stage "a,b,..."; NULL = balanced   */

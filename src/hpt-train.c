@@ -66,6 +66,8 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --stop-at N           checkpoint after step N and exit 75, as if preempted\n"
             "  --no-signal-save      SIGUSR1/SIGTERM keep their default action (normally they\n"
             "                        checkpoint at the next step boundary and exit 75)\n"
+            "  --log-samples         write RUN_DIR/samples.<dp rank>.tsv: step, global position,\n"
+            "                        sample index of every sequence trained on\n"
             "  --comm-stats          at the end, print communication per step and group\n"
             "                        (calls, bytes, seconds; also RUN_DIR/comm.tsv) and peak RSS\n"
             "  --print-config        print the resolved model config.json and exit\n"
@@ -86,7 +88,7 @@ enum {
     OPT_STEPS, OPT_LR, OPT_MIN_LR, OPT_WARMUP, OPT_B1, OPT_B2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
     OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
-    OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT,
+    OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES,
 };
 
 static const struct option long_opts[] = {
@@ -112,7 +114,7 @@ static const struct option long_opts[] = {
     {"save-every", 1, 0, OPT_SAVE_EVERY}, {"checkpoint-dir", 1, 0, OPT_CKPT_DIR},
     {"keep", 1, 0, OPT_KEEP},           {"resume", 1, 0, OPT_RESUME},
     {"max-runtime", 1, 0, OPT_MAX_RUNTIME}, {"no-signal-save", 0, 0, OPT_NO_SIGNAL_SAVE},
-    {"stop-at", 1, 0, OPT_STOP_AT},
+    {"stop-at", 1, 0, OPT_STOP_AT},     {"log-samples", 0, 0, OPT_LOG_SAMPLES},
     {0, 0, 0, 0},
 };
 
@@ -200,6 +202,7 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_COMM_STATS: o->comm_stats = 1; return HPT_OK;
     case OPT_SAVE_EVERY: return parse_int(name, arg, &o->save_every);
     case OPT_STOP_AT: return parse_int(name, arg, &o->stop_at);
+    case OPT_LOG_SAMPLES: o->log_samples = 1; return HPT_OK;
     case OPT_CKPT_DIR: o->ckpt_dir = arg; return HPT_OK;
     case OPT_KEEP: return parse_int(name, arg, &o->keep);
     case OPT_NO_SIGNAL_SAVE: o->save_signals = 0; return HPT_OK;
