@@ -1,7 +1,8 @@
 #!/bin/sh
 # Every tensor of a checkpoint lands at its global layer under another
 # layout: a checkpoint written at (TP 1, PP 2, DP 2) with ZeRO-1 on a 4-layer
-# model, loaded at PP=4, PP=1 and TP=2 x PP=2 without training (--steps =
+# model (and one at (2,2,2) loaded at (4,2,1)),
+# loaded at PP=4, PP=1 and TP=2 x PP=2 without training (--steps =
 # the checkpoint's step) and exported, equals hpt-ckpt's consolidated export
 # of the checkpoint bitwise (each layer's tensors differ from every other
 # layer's, so a misplaced layer cannot pass); ZeRO-1 moments re-partition
@@ -44,6 +45,23 @@ for name in ("pp4", "pp1", "tp2pp2"):
         assert np.array_equal(got[k], ref[k]), (name, k)
     print(name, ": all", len(ref), "tensors equal the checkpoint bitwise")
 PY
+# (2,2,2) with ZeRO-1 → (4,2,1): 8 query / 4 kv heads so that TP=4 divides them.
+sed 's/"num_attention_heads": 4,/"num_attention_heads": 8,/; s/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$WORK/m.json" > "$WORK/m8.json"
+C="--model $WORK/m8.json --data $CORPUS --seq-len 32 --eval-batches 1 --quiet --steps 3"
+st=0; "$MPIEXEC" -n 8 "$TRAIN" $C --tp 2 --pp 2 --batch 1 --zero1 --stop-at 3 --run-dir "$WORK/s" > "$WORK/s.out" 2>&1 || st=$?
+[ $st = 0 ] || [ $st = 75 ] || { cat "$WORK/s.out"; fail "save at (2,2,2): exit $st"; }
+"$CKPT" export "$WORK/s/checkpoints" "$WORK/ref8.h5" > /dev/null || fail "hpt-ckpt export (2,2,2)"
+mkdir -p "$WORK/t421" && cp -r "$WORK/s/checkpoints" "$WORK/t421/"
+"$MPIEXEC" -n 8 "$TRAIN" $C --tp 4 --pp 2 --batch 2 --run-dir "$WORK/t421" --export "$WORK/t421.h5" > "$WORK/t421.out" 2>&1 ||
+  { cat "$WORK/t421.out"; fail "load at (4,2,1)"; }
+"$PYTHON" -c "
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], 'r'), h5py.File(sys.argv[2], 'r')
+names = []
+a.visititems(lambda k, v: names.append(k) if isinstance(v, h5py.Dataset) else None)
+assert all(np.array_equal(a[k][()], b[k][()]) for k in names)
+print('(2,2,2)+ZeRO-1 -> (4,2,1): all', len(names), 'tensors equal bitwise')
+" "$WORK/ref8.h5" "$WORK/t421.h5" || fail "(4,2,1) load differs from the checkpoint"
 # Re-save from another layout (PP=1, ZeRO-1 over DP=2) and verify it.
 mkdir -p "$WORK/z" && cp -r "$WORK/r/checkpoints" "$WORK/z/"
 st=0; "$MPIEXEC" -n 2 "$TRAIN" $B --steps 4 --batch 1 --zero1 --stop-at 4 --run-dir "$WORK/z" > "$WORK/z.out" 2>&1 || st=$?
