@@ -201,15 +201,50 @@ static volatile sig_atomic_t stop_signal;
 
 static void on_stop_signal(int sig) { stop_signal = sig; }
 
-static void install_signals(void)
+static const struct {
+    const char *name;
+    int sig;
+} signal_names[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT},
+                    {"HUP", SIGHUP},   {"QUIT", SIGQUIT}, {"XCPU", SIGXCPU}};
+
+/* Parse "USR1,TERM" into a signal set. Errors: HPT_ERR_USAGE naming the
+ * unknown signal and the accepted ones. */
+static hpt_status parse_signals(const char *list, sigset_t *set)
 {
+    sigemptyset(set);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strncmp(t, "SIG", 3))
+            t += 3;
+        size_t i = 0, n = sizeof signal_names / sizeof signal_names[0];
+        while (i < n && strcmp(signal_names[i].name, t))
+            i++;
+        if (i == n)
+            return hpt_error_set(HPT_ERR_USAGE, "--signals '%s': unknown signal '%s' (accepted: "
+                                 "USR1, USR2, TERM, INT, HUP, QUIT, XCPU)", list, t);
+        sigaddset(set, signal_names[i].sig);
+    }
+    return HPT_OK;
+}
+
+/* The stop signals only set a flag (a second one during a save changes
+ * nothing); the step loop agrees on it at the next boundary. */
+static hpt_status install_signals(const hpt_train_opts *o)
+{
+    sigset_t set;
+    hpt_status st = parse_signals(o->signals ? o->signals : "USR1,TERM", &set);
+    if (st)
+        return st;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    for (size_t i = 0; i < sizeof signal_names / sizeof signal_names[0]; i++)
+        if (sigismember(&set, signal_names[i].sig))
+            sigaction(signal_names[i].sig, &sa, NULL);
     signal(SIGXFSZ, SIG_IGN); /* a file-size limit fails the write (EFBIG) instead */
+    return HPT_OK;
 }
 
 static void run_free(run_state *r)
@@ -1238,10 +1273,10 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     const hpt_backend *be = NULL;
     memset(&r, 0, sizeof r);
     r.resume_from = -1;
+    if (o->save_signals && (st = install_signals(o)))
+        return st; /* same verdict on every rank: no collective has started */
     hpt_comm_init(&r.comm, comm, o->tp, o->pp, dp, stderr);
     r.root = r.comm.world_rank == 0;
-    if (o->save_signals)
-        install_signals();
     /* each phase ends in an agreement, so no rank enters a collective that
      * another rank skipped after an error */
     st = hpt_comm_agree(comm, setup_local(&r, o, &be));

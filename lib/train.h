@@ -38,7 +38,8 @@ typedef struct {
     int keep;              /* checkpoints kept                               */
     int resume;            /* 0 none, 1 auto (fall back if damaged), 2 strict */
     double max_runtime;    /* seconds; save and exit 75 before it; 0 = none  */
-    int save_signals;      /* 1: SIGUSR1/SIGTERM checkpoint and exit 75      */
+    int save_signals;      /* 1: the stop signals checkpoint and exit 75     */
+    const char *signals;   /* stop signals, e.g. "USR1,TERM" (the default)   */
     int log_samples;       /* RUN_DIR/samples.<dp>.tsv: step, position, sample */
     int stop_at;           /* checkpoint after this step and exit 75 (as if
                             * preempted); 0 = never                          */

@@ -64,8 +64,9 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "                        one; none: start fresh [auto]\n"
             "  --max-runtime S       checkpoint and exit 75 before S seconds of wall time [none]\n"
             "  --stop-at N           checkpoint after step N and exit 75, as if preempted\n"
-            "  --no-signal-save      SIGUSR1/SIGTERM keep their default action (normally they\n"
-            "                        checkpoint at the next step boundary and exit 75)\n"
+            "  --signals LIST        stop signals: checkpoint at the next step boundary and\n"
+            "                        exit 75 [USR1,TERM]\n"
+            "  --no-signal-save      the stop signals keep their default action\n"
             "  --log-samples         write RUN_DIR/samples.<dp rank>.tsv: step, global position,\n"
             "                        sample index of every sequence trained on\n"
             "  --comm-stats          at the end, print communication per step and group\n"
@@ -88,7 +89,7 @@ enum {
     OPT_STEPS, OPT_LR, OPT_MIN_LR, OPT_WARMUP, OPT_B1, OPT_B2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
     OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
-    OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES,
+    OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
 };
 
 static const struct option long_opts[] = {
@@ -115,6 +116,7 @@ static const struct option long_opts[] = {
     {"keep", 1, 0, OPT_KEEP},           {"resume", 1, 0, OPT_RESUME},
     {"max-runtime", 1, 0, OPT_MAX_RUNTIME}, {"no-signal-save", 0, 0, OPT_NO_SIGNAL_SAVE},
     {"stop-at", 1, 0, OPT_STOP_AT},     {"log-samples", 0, 0, OPT_LOG_SAMPLES},
+    {"signals", 1, 0, OPT_SIGNALS},
     {0, 0, 0, 0},
 };
 
@@ -203,6 +205,7 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_SAVE_EVERY: return parse_int(name, arg, &o->save_every);
     case OPT_STOP_AT: return parse_int(name, arg, &o->stop_at);
     case OPT_LOG_SAMPLES: o->log_samples = 1; return HPT_OK;
+    case OPT_SIGNALS: o->signals = arg; return HPT_OK;
     case OPT_CKPT_DIR: o->ckpt_dir = arg; return HPT_OK;
     case OPT_KEEP: return parse_int(name, arg, &o->keep);
     case OPT_NO_SIGNAL_SAVE: o->save_signals = 0; return HPT_OK;
