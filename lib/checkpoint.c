@@ -31,13 +31,6 @@ static int global_tensors(const hpt_config *c, hpt_tensor_kind *kinds, int *laye
     return n;
 }
 
-/* This rank's tensor for (kind, layer) if its stage holds it (for the
- * tied embedding on the last stage: the copy), else NULL. */
-static const hpt_tensor *local_tensor(const hpt_model *m, hpt_tensor_kind kind, int layer)
-{
-    return hpt_model_tensor(m, kind, layer);
-}
-
 /* ---------------------------------------------------------- selections */
 
 /* File and memory selections of local tensor t (NULL: select nothing).
@@ -266,7 +259,7 @@ static hpt_status write_all(hid_t file, const hpt_ckpt_state *s, float *host)
     H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
     int err = 0;
     for (int i = 0; i < n && !err; i++) {
-        const hpt_tensor *t = local_tensor(m, kinds[i], layers[i]);
+        const hpt_tensor *t = hpt_model_tensor(m, kinds[i], layers[i]); /* NULL: not on this stage */
         if (t && (t->dup || c->dp_rank != 0 || (t->split == 0 && c->tp_rank != 0)))
             t = NULL;
         char name[NAME_MAX_LEN], path[NAME_MAX_LEN + 32];

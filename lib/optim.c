@@ -45,13 +45,6 @@ void hpt_optim_free(hpt_optim *opt)
         memset(opt, 0, sizeof *opt);
 }
 
-double hpt_grad_norm(const hpt_model *m)
-{
-    /* Padding between tensors is zero in the gradient block, so one pass
-     * over the block counts every parameter exactly once. */
-    return sqrt(m->be->sumsq(m->grads, m->nparams));
-}
-
 void hpt_optim_step(hpt_optim *opt, hpt_model *m, const float *grads, float lr, float clip_coef)
 {
     const hpt_optim_opts *o = &opt->o;

@@ -43,10 +43,6 @@ hpt_status hpt_optim_init(hpt_optim *opt, const hpt_model *m, const hpt_optim_op
 /* Free the state; accepts a zeroed struct. */
 void hpt_optim_free(hpt_optim *opt);
 
-/* Global L2 norm of m->grads (each parameter once; a tied head shares the
- * embedding's storage so it is counted once). Deterministic. */
-double hpt_grad_norm(const hpt_model *m);
-
 /* One AdamW update of the parameters in [opt->lo, opt->hi) with learning
  * rate lr, gradients scaled by clip_coef; weight decay on 2-D matrices only.
  * grads[x - opt->lo] is the gradient of parameter x (pass m->grads + lo for

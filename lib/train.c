@@ -1038,12 +1038,10 @@ static void gather_tensor(run_state *r, const hpt_tensor *t, float *local, float
 /* The pipeline stage that owns logical tensor (kind, layer). */
 static int owner_stage(const run_state *r, hpt_tensor_kind kind, int layer)
 {
-    int P = r->comm.pp, L = r->cfg.num_hidden_layers;
     if (kind == HPT_TENSOR_EMBED)
         return 0;
     if (kind == HPT_TENSOR_FINAL_NORM || kind == HPT_TENSOR_LM_HEAD)
-        return P - 1;
-    (void)L;
+        return r->comm.pp - 1;
     return r->layer_stage[layer];
 }
 

@@ -9,6 +9,7 @@
  *   /params_after/<hf name>  weights after `steps` AdamW steps
  * Usage: ref_dump MODEL TIE(0|1) SHARD OUT.h5 B T STEPS LR WARMUP CLIP SEED
  */
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +76,7 @@ int main(int argc, char **argv)
         hpt_model_zero_grad(&m);
         sl[s] = hpt_model_forward(&m, in + s * N, tg + s * N, 1.0f / N, 1) / N;
         hpt_model_backward(&m);
-        sn[s] = hpt_grad_norm(&m);
+        sn[s] = sqrt(hpt_model_grad_sumsq(&m, m.grads, 0, m.nparams));
         slr[s] = hpt_lr_at(&opt.o, s);
         hpt_optim_step(&opt, &m, m.grads, (float)slr[s], hpt_clip_coef(&opt.o, sn[s]));
     }
