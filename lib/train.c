@@ -16,6 +16,7 @@
 #include "checkpoint.h"
 #include "hpt_config.h"
 #include "data.h"
+#include "metrics.h"
 #include "weights.h"
 
 void hpt_train_opts_default(hpt_train_opts *o)
@@ -42,6 +43,11 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->keep = 3;
     o->resume = 1;
     o->save_signals = 1;
+    o->metrics_interval = 10;
+    o->slow_factor = 1.5;
+    o->spike_factor = 4.0;
+    o->fault_nan_rank = -1;
+    o->fault_slow_rank = -1;
 }
 
 hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
@@ -79,6 +85,17 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
                              ">= 0 / >= 1 / >= 0", o->save_every, o->keep, o->max_runtime);
     if (o->eval_interval < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--eval-interval %d: must be >= 0", o->eval_interval);
+    if (o->metrics_interval < 1)
+        return hpt_error_set(HPT_ERR_USAGE, "--metrics-interval %d: must be >= 1",
+                             o->metrics_interval);
+    if (!(o->peak_flops >= 0) || !isfinite(o->peak_flops))
+        return hpt_error_set(HPT_ERR_USAGE, "--peak-flops %g: must be >= 0 (0 = backend default)",
+                             o->peak_flops);
+    if (!(o->slow_factor > 1) || !(o->spike_factor > 1))
+        return hpt_error_set(HPT_ERR_USAGE, "--slow-rank-factor %g / --spike-factor %g: must be > 1",
+                             o->slow_factor, o->spike_factor);
+    if (o->fault_slow_rank >= 0 && !(o->fault_slow_ms > 0))
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-slow-rank needs --fault-slow-ms > 0");
     if (!(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1))
         return hpt_error_set(HPT_ERR_USAGE, "--beta1 %g / --beta2 %g: must be in [0, 1)", p->beta1,
                              p->beta2);
@@ -194,6 +211,16 @@ typedef struct {
     int64_t resume_from;       /* step of the checkpoint loaded, -1 none */
     int skipped_total, consecutive;
     FILE *samples;             /* --log-samples, first TP/PP rank of a DP replica */
+    /* metrics of the current step (docs/METRICS.md) */
+    hpt_metrics *metrics;      /* NULL = off                              */
+    double t_fwd, t_bwd, t_data, t_wait; /* seconds in this step           */
+    double local_loss;         /* this rank's loss sum over its micro-batches */
+    double local_sumsq;        /* this rank's pre-DP-reduction gradient sum of squares */
+    double ckpt_load_s, ckpt_save_s, ckpt_save_bytes;
+    int poison;                /* poison this rank's gradients this step (test) */
+    int steps_done;            /* last step finished                      */
+    double comm_s_acc;         /* seconds in communication at the end of accumulate */
+    hpt_comm_counter step_ctr[HPT_GROUP_COUNT]; /* this step's communication */
 } run_state;
 
 /* Set by SIGUSR1/SIGTERM: checkpoint at the next step boundary. */
@@ -647,6 +674,7 @@ static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_me
     }
     if (st)
         return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
+    r->ckpt_load_s = now_s() - t0;
     r->cursor = meta->samples;
     r->start_step = (int)meta->step;
     r->resume_from = meta->step;
@@ -699,6 +727,10 @@ static hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int ste
                 r->ckpt_dir, step, bytes / 1048576.0, secs, secs > 0 ? bytes / 1048576.0 / secs : 0);
         fflush(out);
     }
+    if (!st)
+        hpt_metrics_event(r->metrics, step, 0, "checkpoint_save",
+                          "%s/step_%08d: %lld bytes in %.3f s", r->ckpt_dir, step,
+                          (long long)bytes, secs);
     return st;
 }
 
@@ -717,7 +749,9 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
 {
     hpt_comm *c = &r->comm;
     int k = i % r->model.nslots;
+    double t0 = now_s();
     hpt_loader_batch(ld, first, o->batch, r->inputs, r->targets);
+    double t1 = now_s();
     if (r->fwd_busy[k]) { /* the slot's previous output must have left */
         c->be->wait(c, &r->fwd_req[k]);
         r->fwd_busy[k] = 0;
@@ -725,7 +759,16 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
     if (!r->model.first)
         c->be->recv_f32(c, HPT_GROUP_PP, hpt_model_stage_input(&r->model, k), act_elems(r),
                         c->pp_rank - 1, tag);
+    double t2 = now_s();
+    if (train && i == 0 && o->fault_slow_rank == c->world_rank) /* test: a straggler */
+        nanosleep(&(struct timespec){(time_t)(o->fault_slow_ms / 1e3),
+                                     (long)(fmod(o->fault_slow_ms, 1e3) * 1e6)}, NULL);
     double loss = hpt_model_stage_forward(&r->model, k, r->inputs, r->targets, grad_scale, train);
+    if (train) {
+        r->t_data += t1 - t0;
+        r->t_wait += t2 - t1;
+        r->t_fwd += now_s() - t2;
+    }
     if (!r->model.last) {
         c->be->isend_f32(c, HPT_GROUP_PP, hpt_model_stage_output(&r->model, k), act_elems(r),
                          c->pp_rank + 1, tag, &r->fwd_req[k]);
@@ -740,9 +783,13 @@ static void pipe_backward(run_state *r, int i, int tag)
 {
     hpt_comm *c = &r->comm;
     int k = i % r->model.nslots;
+    double t0 = now_s();
     if (!r->model.last)
         c->be->recv_f32(c, HPT_GROUP_PP, r->model.dx, act_elems(r), c->pp_rank + 1, tag);
+    double t1 = now_s();
     hpt_model_stage_backward(&r->model, k);
+    r->t_wait += t1 - t0;
+    r->t_bwd += now_s() - t1;
     if (!r->model.first) {
         float *buf = r->grad_send + (size_t)k * act_elems(r);
         if (r->bwd_busy[k])
@@ -798,6 +845,9 @@ static void bucket_start(void *ctx, size_t offset, size_t count)
 {
     run_state *r = ctx;
     HPT_CHECK(r->nbuckets < MAX_BUCKETS);
+    if (r->metrics) /* this replica's own gradient, before the sum over DP */
+        r->local_sumsq += hpt_model_grad_sumsq(&r->model, r->model.grads + offset, offset,
+                                               offset + count);
     r->comm.be->iallreduce_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, count,
                                    &r->buckets[r->nbuckets++]);
 }
@@ -834,7 +884,10 @@ static double accumulate(run_state *r, const hpt_train_opts *o)
     int warm = o->gpipe ? M : (P - s - 1 < M ? P - s - 1 : M);
     double sum = 0.0;
     hpt_model_zero_grad(&r->model);
+    if (r->poison) /* test: this rank's own gradients turn non-finite */
+        r->model.be->scale(r->model.grads, NAN, r->model.nparams);
     r->nbuckets = 0;
+    r->local_sumsq = 0;
 #define FWD(i) sum += pipe_forward(r, o, r->train, r->cursor + ((int64_t)(i) * D + d) * o->batch, \
                                    (i), (i), scale, 1)
     for (int i = 0; r->samples && i < M; i++) /* the samples this replica trains on */
@@ -867,6 +920,7 @@ static double accumulate(run_state *r, const hpt_train_opts *o)
     for (int i = 0; i < r->nbuckets; i++)
         r->comm.be->wait(&r->comm, &r->buckets[i]);
     tie_grads(r);
+    r->local_loss = sum;
     return reduce_loss(r, sum) / tokens;
 }
 
@@ -877,13 +931,19 @@ static double accumulate(run_state *r, const hpt_train_opts *o)
 static double grad_norm(run_state *r, const hpt_train_opts *o)
 {
     double ss;
+    if (r->metrics && o->zero1 && r->comm.dp > 1) /* pre-reduction, for the noise scale */
+        r->local_sumsq = hpt_model_grad_sumsq(&r->model, r->model.grads, 0, r->model.nparams);
     if (o->zero1) {
         r->comm.be->reduce_scatter_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads,
                                            r->grad_shard, r->shard_counts);
         ss = hpt_model_grad_sumsq(&r->model, r->grad_shard, r->opt.lo, r->opt.hi);
+        if (r->comm.dp == 1)
+            r->local_sumsq = ss;
         r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &ss, 1);
     } else {
         ss = hpt_model_grad_sumsq(&r->model, r->model.grads, 0, r->model.nparams);
+        if (r->comm.dp == 1)
+            r->local_sumsq = ss;
     }
     if (r->comm.tp * r->comm.pp > 1) /* shards of TP and stages of PP */
         r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_MP, &ss, 1);
@@ -929,6 +989,156 @@ static int should_stop(run_state *r, const hpt_train_opts *o, double t_start, do
     return stop;
 }
 
+/* ------------------------------------------------------------ metrics */
+
+/* Seconds spent in communication calls so far, all groups. */
+static double comm_seconds(const run_state *r)
+{
+    double s = 0;
+    for (int g = 0; g < HPT_GROUP_COUNT; g++)
+        s += r->comm.counters[g].seconds;
+    return s;
+}
+
+/* A skipped (non-finite) step: find the lowest world rank whose own loss
+ * or pre-reduction gradient was non-finite (one all-reduce; every rank
+ * takes this branch together) and record it as an event. */
+static void skipped_step_event(run_state *r, int step, double loss, double norm)
+{
+    if (!r->metrics)
+        return;
+    int own = !isfinite(r->local_sumsq) || (r->model.last && !isfinite(r->local_loss));
+    int first = own ? r->comm.world_rank : r->comm.world_size;
+    if (r->comm.world_size > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, r->comm.comms[HPT_GROUP_WORLD]);
+    if (!r->root)
+        return;
+    int tp = r->comm.tp, dp = r->comm.dp;
+    if (first < r->comm.world_size)
+        hpt_metrics_event(r->metrics, step, first, "skipped_step",
+                          "non-finite loss %g / gradient norm %g: step skipped, no update; first "
+                          "seen on rank %d (TP %d, DP %d, PP %d)",
+                          loss, norm, first, first % tp, (first / tp) % dp, first / (tp * dp));
+    else
+        hpt_metrics_event(r->metrics, step, -1, "skipped_step",
+                          "non-finite loss %g / gradient norm %g: step skipped, no update; no "
+                          "rank's own values were non-finite before the reductions",
+                          loss, norm);
+}
+
+/* This step's global and per-rank record (metrics.h). t0, t_acc, t1:
+ * start of the step, end of forward/backward, end of the optimizer. */
+static void record_metrics(run_state *r, const hpt_train_opts *o, int step, double t0,
+                           double t_acc, double t1, double loss, double val, float lr, double norm,
+                           int skip)
+{
+    static const int gmap[][2] = {{HPT_GROUP_TP, HPT_MR_COMM_TP}, {HPT_GROUP_PP, HPT_MR_COMM_PP},
+                                  {HPT_GROUP_DP, HPT_MR_COMM_DP}, {HPT_GROUP_MP, HPT_MR_COMM_MP},
+                                  {HPT_GROUP_EMBED, HPT_MR_COMM_EMBED}};
+    double tok_rank = (double)o->grad_accum * o->batch * o->seq_len;
+    hpt_metrics_step s = {.step = step + 1, .loss = loss, .val_loss = val, .lr = lr,
+                          .grad_norm = norm, .skipped = skip,
+                          .clip_coef = skip ? NAN : hpt_clip_coef(&r->opt.o, norm),
+                          .tokens = tok_rank * r->comm.dp, .step_time = t1 - t0};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s.wall_time = ts.tv_sec + 1e-9 * ts.tv_nsec;
+    hpt_metrics_rank m;
+    double comm = 0, *v = m.v;
+    for (size_t i = 0; i < sizeof gmap / sizeof gmap[0]; i++) {
+        v[gmap[i][1]] = r->step_ctr[gmap[i][0]].seconds;
+        v[gmap[i][1] + (HPT_MR_BYTES_TP - HPT_MR_COMM_TP)] = (double)r->step_ctr[gmap[i][0]].bytes;
+    }
+    for (int g = 0; g < HPT_GROUP_COUNT; g++)
+        comm += r->step_ctr[g].seconds;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    v[HPT_MR_STEP_TIME] = t1 - t0;
+    v[HPT_MR_FORWARD] = r->t_fwd;
+    v[HPT_MR_BACKWARD] = r->t_bwd;
+    v[HPT_MR_OPTIMIZER] = (t1 - t_acc) - (comm_seconds(r) - r->comm_s_acc);
+    v[HPT_MR_DATA] = r->t_data;
+    v[HPT_MR_PIPE_WAIT] = r->t_wait;
+    v[HPT_MR_CHECKPOINT] = r->ckpt_save_s;
+    v[HPT_MR_TOKENS] = tok_rank;
+    v[HPT_MR_LOSS] = r->model.last ? r->local_loss / tok_rank : NAN;
+    v[HPT_MR_GRAD_SUMSQ] = r->local_sumsq;
+    v[HPT_MR_PEAK_RSS] = ru.ru_maxrss * 1024.0;
+    v[HPT_MR_DEVICE_MEM] = NAN; /* the CPU backend has no device memory */
+    v[HPT_MR_BUSY] = (t1 - t0) - comm;
+    v[HPT_MR_NONFINITE] = !isfinite(r->local_sumsq) || (r->model.last && !isfinite(r->local_loss));
+    if (v[HPT_MR_OPTIMIZER] < 0)
+        v[HPT_MR_OPTIMIZER] = 0;
+    hpt_metrics_record(r->metrics, &s, &m);
+}
+
+/* Default peak FLOP/s of one rank for MFU: the SGEMM peak measured on the
+ * reference 2-core machine (docs/PERFORMANCE.md) shared by the ranks of a
+ * node. --peak-flops overrides it (e.g. 989e12 for an H100's dense bf16). */
+#define HPT_CPU_NODE_PEAK_FLOPS 233e9
+
+static hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_meta *meta)
+{
+    char path[4096];
+    if (o->metrics && !strcmp(o->metrics, "none"))
+        return HPT_OK;
+    if (o->metrics)
+        snprintf(path, sizeof path, "%s", o->metrics);
+    else if (o->run_dir)
+        snprintf(path, sizeof path, "%s/metrics.h5", o->run_dir);
+    else
+        return HPT_OK;
+    int W = r->comm.world_size;
+    int *dp_rank = malloc(sizeof(int) * (size_t)W);
+    char cfg[8192] = "";
+    FILE *f = fmemopen(cfg, sizeof cfg - 1, "w");
+    if (f) {
+        hpt_config_write(&r->cfg, f);
+        fclose(f);
+    }
+    if (!dp_rank)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (metrics)");
+    for (int w = 0; w < W; w++)
+        dp_rank[w] = (w / r->comm.tp) % r->comm.dp;
+    hpt_metrics_info info = {
+        .world = W, .tp = r->comm.tp, .pp = r->comm.pp, .dp = r->comm.dp, .zero1 = o->zero1,
+        .grad_accum = o->grad_accum, .micro_batch = o->batch, .seq_len = o->seq_len,
+        .first_step = r->start_step, .resumed_from = r->resume_from,
+        .flops_per_token = hpt_model_flops_per_token(&r->cfg, o->seq_len),
+        .peak_flops_per_rank = o->peak_flops > 0 ? o->peak_flops
+                                                 : HPT_CPU_NODE_PEAK_FLOPS / r->comm.node_size,
+        .flop_formula = "per token: 6*N_matmul + 12*L*T*C (PaLM, Chowdhery et al. 2022, appendix "
+                        "B); N_matmul = weights used in matrix products incl. the LM head",
+        .model_config = cfg, .dp_rank = dp_rank, .slow_factor = o->slow_factor,
+        .spike_factor = o->spike_factor};
+    hpt_status st = hpt_metrics_open(&r->metrics, r->comm.comms[HPT_GROUP_WORLD], path,
+                                     o->metrics_interval, &info);
+    free(dp_rank);
+    if (st || !r->root)
+        return st;
+    hpt_metrics *m = r->metrics;
+    hpt_metrics_event(m, r->start_step, 0, "run_start",
+                      "TP %d x PP %d x DP %d%s on %d ranks, micro-batch %d x grad-accum %d, "
+                      "%d steps",
+                      r->comm.tp, r->comm.pp, r->comm.dp, o->zero1 ? " ZeRO-1" : "", W, o->batch,
+                      o->grad_accum, o->steps);
+    if (r->resume_from >= 0) {
+        hpt_metrics_event(m, r->resume_from, 0, "checkpoint_load",
+                          "step %lld loaded in %.2f s", (long long)r->resume_from, r->ckpt_load_s);
+        hpt_metrics_event(m, r->resume_from, 0, "resume", "resumed from step %lld",
+                          (long long)r->resume_from);
+        if (meta->tp != r->comm.tp || meta->pp != r->comm.pp || meta->dp != r->comm.dp ||
+            meta->zero1 != o->zero1)
+            hpt_metrics_event(m, r->resume_from, 0, "layout_change",
+                              "checkpoint written by TP %d x PP %d x DP %d%s, re-sharded to TP %d "
+                              "x PP %d x DP %d%s (grad-accum %d)",
+                              meta->tp, meta->pp, meta->dp, meta->zero1 ? " ZeRO-1" : "",
+                              r->comm.tp, r->comm.pp, r->comm.dp, o->zero1 ? " ZeRO-1" : "",
+                              o->grad_accum);
+    }
+    return HPT_OK;
+}
+
 static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
 {
     int consecutive = r->consecutive, skipped_total = r->skipped_total;
@@ -937,14 +1147,21 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         double t0 = now_s();
         hpt_comm_counter before[HPT_GROUP_COUNT];
         memcpy(before, r->comm.counters, sizeof before);
+        r->t_fwd = r->t_bwd = r->t_data = r->t_wait = 0;
+        int poison = in_list(o->nan_steps, step + 1);
+        r->poison = poison && o->fault_nan_rank == r->comm.world_rank;
         double loss = accumulate(r, o);
-        if (in_list(o->nan_steps, step + 1))
+        double t_acc = now_s();
+        r->comm_s_acc = comm_seconds(r);
+        r->ckpt_save_s = 0;
+        if (poison && o->fault_nan_rank < 0)
             r->model.be->scale(r->model.grads, NAN, 1);
         double norm = grad_norm(r, o);
         float lr = hpt_lr_at(&r->opt.o, step);
         /* loss and norm are reduced, so every rank takes the same branch */
         int skip = !isfinite(loss) || !isfinite(norm);
         if (skip) {
+            skipped_step_event(r, step + 1, loss, norm);
             skipped_total++;
             if (++consecutive >= o->max_skips)
                 return hpt_error_set(HPT_ERR_DIVERGED,
@@ -958,11 +1175,15 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         }
         double t1 = now_s();
         for (int g = 0; g < HPT_GROUP_COUNT; g++) {
+            r->step_ctr[g].calls = r->comm.counters[g].calls - before[g].calls;
+            r->step_ctr[g].bytes = r->comm.counters[g].bytes - before[g].bytes;
+            r->step_ctr[g].seconds = r->comm.counters[g].seconds - before[g].seconds;
             r->train_ctr[g].calls += r->comm.counters[g].calls - before[g].calls;
             r->train_ctr[g].bytes += r->comm.counters[g].bytes - before[g].bytes;
             r->train_ctr[g].seconds += r->comm.counters[g].seconds - before[g].seconds;
         }
         r->train_steps++;
+        r->steps_done = step + 1;
         if (!o->quiet && r->root)
             print_step(out, o, r->comm.dp, step, loss, lr, norm, t1 - t0,
                        (t1 - t_start) * (step + 1) / (step + 1 - r->start_step), skip);
@@ -992,8 +1213,18 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
             double ts = now_s();
             hpt_status st = save_checkpoint(r, o, step + 1, out);
             save_s = now_s() - ts;
+            r->ckpt_save_s = save_s;
             if (st)
                 return st;
+        }
+        if (r->metrics) {
+            record_metrics(r, o, step, t0, t_acc, t1, loss, val, lr, norm, skip);
+            if (stop == 1)
+                hpt_metrics_event(r->metrics, step + 1, 0, "signal",
+                                  "stop signal received (%s): checkpoint and exit 75",
+                                  stop_signal ? strsignal(stop_signal) : "on another rank");
+            if (hpt_metrics_due(r->metrics) || (stop && !last))
+                hpt_metrics_flush(r->metrics, r->root ? out : NULL);
         }
         if (stop && !last)
             return hpt_error_set(HPT_REQUEUE,
@@ -1270,6 +1501,7 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     hpt_ckpt_meta meta;
     const hpt_backend *be = NULL;
     memset(&r, 0, sizeof r);
+    memset(&meta, 0, sizeof meta);
     r.resume_from = -1;
     if (o->save_signals && (st = install_signals(o)))
         return st; /* same verdict on every rank: no collective has started */
@@ -1284,10 +1516,16 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
         st = hpt_comm_agree(comm, setup_model(&r, o, be));
     if (!st && r.resume_from >= 0)
         st = load_resume(&r, o, &meta);
+    if (!st)
+        st = open_metrics(&r, o, &meta);
     if (!st) {
         if (r.root)
             print_banner(&r, o, out);
         st = train_loop(&r, o, out);
+        hpt_metrics_event(r.metrics, r.steps_done, 0, "run_end", "%s",
+                          st == HPT_OK ? "done" : hpt_error_msg());
+        hpt_metrics_close(r.metrics, 1, r.root ? out : NULL); /* every exit of the loop is agreed */
+        r.metrics = NULL;
     }
     if (!st)
         st = hpt_comm_agree(comm, check_replicas(&r));

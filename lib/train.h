@@ -45,6 +45,16 @@ typedef struct {
                             * preempted); 0 = never                          */
     const char *pp_split;  /* layers per stage "a,b,..."; NULL = balanced   */
     int quiet;             /* 1: no per-step progress line                  */
+    /* metrics (docs/METRICS.md) */
+    const char *metrics;   /* metrics file; default RUN_DIR/metrics.h5; "none" = off */
+    int metrics_interval;  /* steps between gathers and file flushes          */
+    double peak_flops;     /* FLOP/s per rank for MFU; 0 = backend default     */
+    double slow_factor;    /* slow-rank event: busy > factor x median over ranks */
+    double spike_factor;   /* grad-norm spike: > factor x running median        */
+    int fault_nan_rank;    /* testing: --fault-nan-steps poison only this world
+                            * rank's gradients (before the DP reduction); -1 all */
+    int fault_slow_rank;   /* testing: this world rank sleeps fault_slow_ms per step */
+    double fault_slow_ms;
 } hpt_train_opts;
 
 /* Fill *o with the defaults documented in `hpt-train --help`. */

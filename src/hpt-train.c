@@ -71,7 +71,18 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "                        sample index of every sequence trained on\n"
             "  --comm-stats          at the end, print communication per step and group\n"
             "                        (calls, bytes, seconds; also RUN_DIR/comm.tsv) and peak RSS\n"
-            "  --print-config        print the resolved model config.json and exit\n"
+            "  --print-config        print the resolved model config.json and exit\n\n"
+            "Metrics (docs/METRICS.md):\n"
+            "  --metrics FILE        per-step, per-rank metrics and events in HDF5 (SWMR);\n"
+            "                        'none' = off [RUN_DIR/metrics.h5 with --run-dir]\n"
+            "  --metrics-interval N  steps between gathering to rank 0 and flushing [%d]\n"
+            "  --peak-flops X        peak FLOP/s of one rank, for MFU [CPU: 233e9 per node\n"
+            "                        shared by its ranks]\n"
+            "  --slow-rank-factor X  slow-rank event: compute time > X x median of ranks [%g]\n"
+            "  --spike-factor X      gradient-norm spike: > X x running median [%g]\n"
+            "  --fault-nan-rank R    testing: --fault-nan-steps poison only world rank R's own\n"
+            "                        gradients (before the data-parallel reduction)\n"
+            "  --fault-slow-rank R   testing: world rank R sleeps --fault-slow-ms MS per step\n"
             "  --help, --version\n\n"
             "Exit status: 0 done; 1 internal error; 2 bad option or model config;\n"
             "3 bad data (missing, truncated or malformed shard, token id >= vocab_size);\n"
@@ -81,7 +92,8 @@ static void usage(FILE *f, const hpt_train_opts *d)
             d->model, d->data, d->backend, d->batch, d->seq_len, d->grad_accum, d->steps,
             d->optim.lr, d->optim.min_lr, d->optim.warmup, d->optim.beta1, d->optim.beta2,
             d->optim.eps, d->optim.weight_decay, d->optim.max_norm, (unsigned long long)d->seed,
-            d->eval_interval, d->eval_batches, d->keep, d->max_skips);
+            d->eval_interval, d->eval_batches, d->keep, d->max_skips, d->metrics_interval,
+            d->slow_factor, d->spike_factor);
 }
 
 enum {
@@ -90,6 +102,8 @@ enum {
     OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
     OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
+    OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
+    OPT_SLOW_MS,
 };
 
 static const struct option long_opts[] = {
@@ -117,6 +131,10 @@ static const struct option long_opts[] = {
     {"max-runtime", 1, 0, OPT_MAX_RUNTIME}, {"no-signal-save", 0, 0, OPT_NO_SIGNAL_SAVE},
     {"stop-at", 1, 0, OPT_STOP_AT},     {"log-samples", 0, 0, OPT_LOG_SAMPLES},
     {"signals", 1, 0, OPT_SIGNALS},
+    {"metrics", 1, 0, OPT_METRICS},     {"metrics-interval", 1, 0, OPT_METRICS_INT},
+    {"peak-flops", 1, 0, OPT_PEAK},     {"slow-rank-factor", 1, 0, OPT_SLOW_F},
+    {"spike-factor", 1, 0, OPT_SPIKE_F}, {"fault-nan-rank", 1, 0, OPT_NAN_RANK},
+    {"fault-slow-rank", 1, 0, OPT_SLOW_RANK}, {"fault-slow-ms", 1, 0, OPT_SLOW_MS},
     {0, 0, 0, 0},
 };
 
@@ -141,6 +159,15 @@ static hpt_status parse_float(const char *opt, const char *s, float *out)
         return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not a finite number", opt, s);
     *out = (float)v;
     return HPT_OK;
+}
+
+static hpt_status parse_double(const char *opt, const char *s, double *out)
+{
+    float v = 0;
+    hpt_status st = parse_float(opt, s, &v);
+    if (!st) /* full precision: the string parses as a double too */
+        *out = strtod(s, NULL);
+    return st;
 }
 
 static hpt_status parse_u64(const char *opt, const char *s, uint64_t *out)
@@ -206,6 +233,14 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_STOP_AT: return parse_int(name, arg, &o->stop_at);
     case OPT_LOG_SAMPLES: o->log_samples = 1; return HPT_OK;
     case OPT_SIGNALS: o->signals = arg; return HPT_OK;
+    case OPT_METRICS: o->metrics = arg; return HPT_OK;
+    case OPT_METRICS_INT: return parse_int(name, arg, &o->metrics_interval);
+    case OPT_NAN_RANK: return parse_int(name, arg, &o->fault_nan_rank);
+    case OPT_SLOW_RANK: return parse_int(name, arg, &o->fault_slow_rank);
+    case OPT_PEAK: return parse_double(name, arg, &o->peak_flops);
+    case OPT_SLOW_F: return parse_double(name, arg, &o->slow_factor);
+    case OPT_SPIKE_F: return parse_double(name, arg, &o->spike_factor);
+    case OPT_SLOW_MS: return parse_double(name, arg, &o->fault_slow_ms);
     case OPT_CKPT_DIR: o->ckpt_dir = arg; return HPT_OK;
     case OPT_KEEP: return parse_int(name, arg, &o->keep);
     case OPT_NO_SIGNAL_SAVE: o->save_signals = 0; return HPT_OK;
