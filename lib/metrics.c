@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -227,14 +228,12 @@ static hid_t make_table(hid_t loc, const char *name, hid_t type, const char *des
     return d;
 }
 
-/* Append n rows of `buf` (type t) along the first axis of a 1-D dataset. */
-static int append_1d(hid_t d, hid_t t, const void *buf, hsize_t n)
+/* Write n rows of `buf` (type t) at row `at` of a 1-D dataset, setting
+ * its extent to at + n. */
+static int write_1d_at(hid_t d, hid_t t, const void *buf, hsize_t at, hsize_t n)
 {
-    hid_t sp = H5Dget_space(d);
-    hsize_t cur;
-    H5Sget_simple_extent_dims(sp, &cur, NULL);
-    H5Sclose(sp);
-    hsize_t ext = cur + n;
+    hsize_t cur = at, ext = at + n;
+    hid_t sp;
     if (H5Dset_extent(d, &ext) < 0)
         return -1;
     sp = H5Dget_space(d);
@@ -244,6 +243,22 @@ static int append_1d(hid_t d, hid_t t, const void *buf, hsize_t n)
     H5Sclose(ms);
     H5Sclose(sp);
     return e < 0 ? -1 : 0;
+}
+
+/* Rows along the first axis of dataset d. */
+static hsize_t rows_of(hid_t d)
+{
+    hsize_t dims[2] = {0, 0};
+    hid_t sp = H5Dget_space(d);
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    return dims[0];
+}
+
+/* Append n rows along the first axis of a 1-D table. */
+static int append_1d(hid_t d, hid_t t, const void *buf, hsize_t n)
+{
+    return write_1d_at(d, t, buf, rows_of(d), n);
 }
 
 static hpt_status io_error(hpt_metrics *m, const char *what)
@@ -319,6 +334,7 @@ static hpt_status open_existing(hpt_metrics *m, hid_t fapl)
     int ver = -1;
     hid_t t = H5Tcopy(H5T_C_S1);
     H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
     if (H5Aexists(m->file, "format") > 0) {
         hid_t a = H5Aopen(m->file, "format", H5P_DEFAULT);
         if (H5Aread(a, t, &fmt) < 0)
@@ -357,22 +373,32 @@ static hpt_status open_existing(hpt_metrics *m, hid_t fapl)
     m->ev_ds = H5Dopen2(m->file, "events", H5P_DEFAULT);
     if (m->seg_ds < 0 || m->ev_ds < 0)
         return io_error(m, "/segments or /events is missing (damaged file, left untouched)");
-    hsize_t dims[2];
-    hid_t sp = H5Dget_space(m->sd[SC_STEP]);
-    H5Sget_simple_extent_dims(sp, dims, NULL);
-    H5Sclose(sp);
-    m->rows = (int64_t)dims[0];
-    sp = H5Dget_space(m->rd[0]);
+    /* A writer killed in the middle of an append may leave some columns
+     * longer than others: the complete rows are those every column has;
+     * the rest is cut before appending (before SWMR writing, which cannot
+     * shrink). */
+    hsize_t dims[2], minrows = rows_of(m->sd[0]);
+    for (int c = 0; c < SC_COUNT; c++)
+        minrows = rows_of(m->sd[c]) < minrows ? rows_of(m->sd[c]) : minrows;
+    for (int c = 0; c < HPT_MR_COUNT; c++)
+        minrows = rows_of(m->rd[c]) < minrows ? rows_of(m->rd[c]) : minrows;
+    m->rows = (int64_t)minrows;
+    for (int c = 0; c < SC_COUNT; c++)
+        if (rows_of(m->sd[c]) != minrows && H5Dset_extent(m->sd[c], &minrows) < 0)
+            return io_error(m, "cannot cut a partly written row");
+    hid_t sp = H5Dget_space(m->rd[0]);
     H5Sget_simple_extent_dims(sp, dims, NULL);
     H5Sclose(sp);
     m->rank_cols_n = (int64_t)dims[1];
-    sp = H5Dget_space(m->seg_ds);
-    H5Sget_simple_extent_dims(sp, dims, NULL);
-    H5Sclose(sp);
-    m->segment = (int32_t)dims[0];
+    for (int c = 0; c < HPT_MR_COUNT; c++) {
+        hsize_t ext[2] = {minrows, dims[1]};
+        if (rows_of(m->rd[c]) != minrows && H5Dset_extent(m->rd[c], ext) < 0)
+            return io_error(m, "cannot cut a partly written row");
+    }
+    m->segment = (int32_t)rows_of(m->seg_ds);
     m->prev_max_step = 0;
     if (m->rows > 0) {
-        int64_t *st = malloc(sizeof *st * (size_t)m->rows);
+        int64_t *st = malloc(sizeof *st * (size_t)rows_of(m->sd[SC_STEP]));
         if (!st || H5Dread(m->sd[SC_STEP], H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, st) < 0) {
             free(st);
             return io_error(m, "cannot read /steps/step");
@@ -384,17 +410,43 @@ static hpt_status open_existing(hpt_metrics *m, hid_t fapl)
     return HPT_OK;
 }
 
+/* The path must be a regular file or not exist in a writable directory. */
+static hpt_status check_path(hpt_metrics *m)
+{
+    struct stat sb;
+    if (stat(m->path, &sb) == 0)
+        return S_ISREG(sb.st_mode) ? HPT_OK : io_error(m, "not a regular file");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", m->path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return hpt_error_set(HPT_ERR_IO, "metrics file %s: directory %s does not exist", m->path,
+                             dir);
+    if (access(dir, W_OK) != 0)
+        return hpt_error_set(HPT_ERR_IO, "metrics file %s: directory %s is not writable", m->path,
+                             dir);
+    return HPT_OK;
+}
+
 static hpt_status open_root(hpt_metrics *m)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
-    hpt_status st;
-    H5E_BEGIN_TRY
-    {
-        errno = 0;
-        st = access(m->path, F_OK) == 0 ? open_existing(m, fapl) : create_file(m, fapl);
+    hpt_status st = check_path(m);
+    if (!st) {
+        H5E_BEGIN_TRY
+        {
+            errno = 0;
+            st = access(m->path, F_OK) == 0 ? open_existing(m, fapl) : create_file(m, fapl);
+        }
+        H5E_END_TRY;
     }
-    H5E_END_TRY;
     H5Pclose(fapl);
     if (st)
         return st;
@@ -613,7 +665,7 @@ static void derive(hpt_metrics *m, FILE *log, int n, double *cols[SC_COUNT])
 {
     int W = m->world, D = m->info.dp;
     double scratch[HIST], *sums = calloc((size_t)D, sizeof *sums);
-    double *busy = malloc(sizeof *busy * (size_t)W * 2);
+    double *busy = malloc(sizeof *busy * (size_t)W);
     if (!sums || !busy) {
         free(sums);
         free(busy);
@@ -672,27 +724,31 @@ static void derive(hpt_metrics *m, FILE *log, int n, double *cols[SC_COUNT])
         }
     }
     /* slow ranks over the interval: each rank's median busy time against
-     * the median over ranks (robust to one noisy step) */
-    if (W > 1 && n > 0) {
-        double *col = malloc(sizeof *col * (size_t)n * 2);
+     * the median of the other ranks' (robust to one noisy step; windows of
+     * fewer than 3 steps are not judged) */
+    if (W > 1 && n >= 3) {
+        double *col = malloc(sizeof *col * (size_t)(n > W ? n : W));
         if (col) {
             for (int w = 0; w < W; w++) {
                 for (int i = 0; i < n; i++)
                     col[i] = AT(m, n, i, w, HPT_MR_BUSY);
-                memcpy(col + n, col, sizeof *col * (size_t)n);
-                qsort(col + n, (size_t)n, sizeof *col, cmp_double);
-                busy[w] = n % 2 ? col[n + n / 2] : 0.5 * (col[n + n / 2 - 1] + col[n + n / 2]);
+                qsort(col, (size_t)n, sizeof *col, cmp_double);
+                busy[w] = n % 2 ? col[n / 2] : 0.5 * (col[n / 2 - 1] + col[n / 2]);
             }
-            memcpy(busy + W, busy, sizeof *busy * (size_t)W);
-            qsort(busy + W, (size_t)W, sizeof *busy, cmp_double);
-            double med = W % 2 ? busy[W + W / 2] : 0.5 * (busy[W + W / 2 - 1] + busy[W + W / 2]);
-            for (int w = 0; w < W; w++)
+            for (int w = 0; w < W; w++) {
+                int k = 0;
+                for (int x = 0; x < W; x++)
+                    if (x != w)
+                        col[k++] = busy[x];
+                qsort(col, (size_t)k, sizeof *col, cmp_double);
+                double med = k % 2 ? col[k / 2] : 0.5 * (col[k / 2 - 1] + col[k / 2]);
                 if (busy[w] > m->info.slow_factor * med && busy[w] - med > 0.02)
                     anomaly(m, log, m->steps[n - 1].step, w, "slow_rank",
-                            "rank %d computes %.3f s/step, %.1fx the median %.3f s over ranks "
-                            "(steps %lld-%lld)",
-                            w, busy[w], busy[w] / med, med, (long long)m->steps[0].step,
-                            (long long)m->steps[n - 1].step);
+                            "rank %d computes %.3f s/step, %.1fx the median %.3f s of the other "
+                            "ranks (steps %lld-%lld)",
+                            w, busy[w], med > 0 ? busy[w] / med : INFINITY, med,
+                            (long long)m->steps[0].step, (long long)m->steps[n - 1].step);
+            }
             free(col);
         }
     }
@@ -750,12 +806,13 @@ static int write_rows(hpt_metrics *m, FILE *log)
     H5E_BEGIN_TRY
     {
         e = 0;
-        e |= append_1d(m->sd[SC_STEP], H5T_NATIVE_INT64, step, (hsize_t)n);
-        e |= append_1d(m->sd[SC_SEGMENT], H5T_NATIVE_INT32, seg, (hsize_t)n);
-        e |= append_1d(m->sd[SC_REPEATED], H5T_NATIVE_INT8, rep, (hsize_t)n);
-        e |= append_1d(m->sd[SC_SKIPPED], H5T_NATIVE_INT8, skp, (hsize_t)n);
+        hsize_t at = (hsize_t)m->rows, nn = (hsize_t)n;
+        e |= write_1d_at(m->sd[SC_STEP], H5T_NATIVE_INT64, step, at, nn);
+        e |= write_1d_at(m->sd[SC_SEGMENT], H5T_NATIVE_INT32, seg, at, nn);
+        e |= write_1d_at(m->sd[SC_REPEATED], H5T_NATIVE_INT8, rep, at, nn);
+        e |= write_1d_at(m->sd[SC_SKIPPED], H5T_NATIVE_INT8, skp, at, nn);
         for (int c = SC_WALL; c < SC_COUNT; c++)
-            e |= append_1d(m->sd[c], H5T_NATIVE_DOUBLE, cols[c], (hsize_t)n);
+            e |= write_1d_at(m->sd[c], H5T_NATIVE_DOUBLE, cols[c], at, nn);
         /* per-rank [rows, ranks]: widen the rank axis if this segment has
          * more ranks than any before */
         hsize_t ncol = (hsize_t)(W > m->rank_cols_n ? W : m->rank_cols_n);

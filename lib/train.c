@@ -1003,7 +1003,7 @@ static double comm_seconds(const run_state *r)
 /* A skipped (non-finite) step: find the lowest world rank whose own loss
  * or pre-reduction gradient was non-finite (one all-reduce; every rank
  * takes this branch together) and record it as an event. */
-static void skipped_step_event(run_state *r, int step, double loss, double norm)
+static void skipped_step_event(run_state *r, int step, double loss, double norm, FILE *out)
 {
     if (!r->metrics)
         return;
@@ -1019,6 +1019,9 @@ static void skipped_step_event(run_state *r, int step, double loss, double norm)
                           "non-finite loss %g / gradient norm %g: step skipped, no update; first "
                           "seen on rank %d (TP %d, DP %d, PP %d)",
                           loss, norm, first, first % tp, (first / tp) % dp, first / (tp * dp));
+    if (first < r->comm.world_size)
+        fprintf(out, "hpt-train: anomaly at step %d: skipped_step: non-finite values first seen "
+                "on rank %d\n", step, first);
     else
         hpt_metrics_event(r->metrics, step, -1, "skipped_step",
                           "non-finite loss %g / gradient norm %g: step skipped, no update; no "
@@ -1161,7 +1164,7 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         /* loss and norm are reduced, so every rank takes the same branch */
         int skip = !isfinite(loss) || !isfinite(norm);
         if (skip) {
-            skipped_step_event(r, step + 1, loss, norm);
+            skipped_step_event(r, step + 1, loss, norm, out);
             skipped_total++;
             if (++consecutive >= o->max_skips)
                 return hpt_error_set(HPT_ERR_DIVERGED,

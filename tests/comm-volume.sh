@@ -14,48 +14,17 @@ check() { # NAME RANKS TP PP DP ZERO TIED ACCUM B
     --batch "$b" --grad-accum "$accum" --tp "$tp" --pp "$pp" $( [ "$zero" = 1 ] && echo --zero1 ) \
     $( [ "$tied" = 1 ] && echo --tie-embeddings ) --eval-batches 1 --quiet --comm-stats \
     --run-dir "$WORK/$name" > "$WORK/$name.out" 2>&1 || { cat "$WORK/$name.out"; fail "run $name"; }
-  "$PYTHON" - "$WORK/tiny.json" "$WORK/$name/comm.tsv" "$@" <<'PY' || fail "$name: volumes differ from the analytic ones"
-import json, math, sys
+  "$PYTHON" - "$WORK/tiny.json" "$WORK/$name/comm.tsv" "$@" "$HPT_SRC/tests" <<'PY' || fail "$name: volumes differ from the analytic ones"
+import json, sys
+sys.path.insert(0, sys.argv[11])
+from analytic_volume import expected
 cfg = json.load(open(sys.argv[1]))
 rows = [l.split("\t") for l in open(sys.argv[2]).read().split("\n")[1:] if l]
 n, TP, PP, DP, zero, tied, M, B = map(int, sys.argv[3:11])
-T, C, L, H = 32, cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"]
-KV, I, V = cfg["num_key_value_heads"], cfg["intermediate_size"], cfg["vocab_size"]
-N, hd, Vl = B * T, C // H, -(-V // TP)
-pad = lambda x: (x + 15) // 16 * 16
-def stage_params(s, nl):
-    first, last = s == 0, s == PP - 1
-    layer = sum(pad(x) for x in (C, H // TP * hd * C, KV // TP * hd * C, KV // TP * hd * C,
-                                   C * H // TP * hd, C, I // TP * C, I // TP * C, C * I // TP))
-    p = nl * layer + (pad(Vl * C) if first else 0)
-    if last:
-        p += pad(C) + (pad(Vl * C) if not tied or not first else 0)
-    return p
 bad = 0
 for r in rows:
     w, g, calls, nbytes = int(r[0]), r[1], float(r[2]), float(r[3])
-    tpr, dpr, s = w % TP, (w // TP) % DP, w // (TP * DP)
-    l0, l1 = s * L // PP, (s + 1) * L // PP
-    nl, first, last = l1 - l0, s == 0, s == PP - 1
-    want = (0, 0)
-    if g == "tp" and TP > 1:
-        floats = M * ((N * C if first else 0) + 4 * nl * N * C + (3 * N + N * C if last else 0))
-        want = (M * ((1 if first else 0) + 4 * nl + (3 if last else 0)), 4 * floats)
-    elif g == "pp" and PP > 1:
-        ends = (0 if last else 1) + (0 if first else 1)
-        want = (M * 2 * ends + 1, 4 * M * ends * N * C + 8)
-    elif g == "dp" and DP > 1:
-        P = stage_params(s, nl)
-        if zero:
-            S = -(-P // DP)
-            own = max(0, min(S, P - dpr * S))
-            want = (4, 4 * P + 4 * own + 8 + 8)
-        else:
-            want = (nl + (1 if first else 0) + (1 if last else 0) + 1, 4 * P + 8)
-    elif g == "mp" and TP * PP > 1:
-        want = (1, 8)
-    elif g == "embed" and PP > 1 and tied and (first or last):
-        want = (1, 4 * Vl * C)
+    want = expected(cfg, TP, PP, DP, zero, tied, M, B, 32, w, g)
     if (calls, nbytes) != (float(want[0]), float(want[1])):
         print(f"rank {w} {g}: {calls:.0f} calls {nbytes:.0f} bytes, expected {want[0]} calls {want[1]} bytes")
         bad += 1
