@@ -127,6 +127,8 @@ struct hpt_metrics {
     double norm_hist[HIST], tps_hist[HIST];
     int nnorm, ntps;
     double ema_g2, ema_s, ema_w;
+    double seconds;          /* wall time spent in this module               */
+    int64_t recorded;        /* records made by this process                 */
 };
 
 static double wall_now(void)
@@ -574,9 +576,12 @@ void hpt_metrics_record(hpt_metrics *m, const hpt_metrics_step *s, const hpt_met
 {
     if (!m || m->n >= m->interval)
         return;
+    double t0 = MPI_Wtime();
     m->steps[m->n] = *s;
     m->recs[m->n] = *r;
     m->n++;
+    m->recorded++;
+    m->seconds += MPI_Wtime() - t0;
 }
 
 int hpt_metrics_due(const hpt_metrics *m)
@@ -860,6 +865,7 @@ hpt_status hpt_metrics_flush(hpt_metrics *m, FILE *log)
     if (!m)
         return HPT_OK;
     int n = m->n;
+    double t0 = MPI_Wtime();
     /* n is the same on every rank: records are made once per step */
     MPI_Gather(m->recs, n * HPT_MR_COUNT, MPI_DOUBLE, m->all, n * HPT_MR_COUNT, MPI_DOUBLE, 0,
                m->comm);
@@ -871,6 +877,7 @@ hpt_status hpt_metrics_flush(hpt_metrics *m, FILE *log)
                 m->path);
     }
     m->n = 0;
+    m->seconds += MPI_Wtime() - t0;
     return HPT_OK;
 }
 
@@ -880,5 +887,9 @@ void hpt_metrics_close(hpt_metrics *m, int collective, FILE *log)
         return;
     if (collective)
         hpt_metrics_flush(m, log);
+    if (m->rank == 0 && log && m->recorded > 0)
+        fprintf(log, "metrics: %lld rows in %s; %.1f ms in the metrics code on rank 0 (%.3f ms "
+                "per step)%s\n", (long long)m->rows, m->path, 1e3 * m->seconds,
+                1e3 * m->seconds / (double)m->recorded, m->broken ? "; WRITING FAILED" : "");
     free_m(m);
 }
