@@ -562,7 +562,7 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
     }
     fprintf(f, "]},\n  \"mem_capacity\": %.0f,\n  \"fits\": %s,\n", capacity(s),
             r->fits ? "true" : "false");
-    fprintf(f, "  \"flops_per_step\": %.6e,\n  \"model_flops_per_step\": %.6e,\n",
+    fprintf(f, "  \"flops_per_step\": %.17g,\n  \"model_flops_per_step\": %.17g,\n",
             r->flops_per_step, r->model_flops_per_step);
     fprintf(f, "  \"comm\": {");
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
