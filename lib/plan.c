@@ -535,9 +535,9 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
             c->num_key_value_heads, c->vocab_size, c->tie_word_embeddings ? "true" : "false",
             (long long)hpt_config_num_params(c));
-    fprintf(f, "  \"cluster\": {\"name\": \"%s\", \"peak_flops\": %.6g, \"mem_bytes\": %.6g, "
-            "\"intra_bw\": %.6g, \"inter_bw\": %.6g, \"intra_lat\": %.6g, \"inter_lat\": %.6g, "
-            "\"efficiency\": %.6g, \"baseline_bytes\": %.6g},\n",
+    fprintf(f, "  \"cluster\": {\"name\": \"%s\", \"peak_flops\": %.17g, \"mem_bytes\": %.17g, "
+            "\"intra_bw\": %.17g, \"inter_bw\": %.17g, \"intra_lat\": %.17g, \"inter_lat\": %.17g, "
+            "\"efficiency\": %.17g, \"baseline_bytes\": %.17g},\n",
             s->cl.name, device_peak(s), capacity(s), s->cl.intra_bw, s->cl.inter_bw,
             s->cl.intra_lat, s->cl.inter_lat, s->cl.efficiency, s->cl.baseline_bytes);
     fprintf(f, "  \"layout\": {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"nodes\": %d, "
@@ -558,7 +558,7 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
                 "\"params\": %.0f, \"memory\": ", i ? "," : "", i, sg->l0, sg->l1, sg->in_flight,
                 sg->params);
         json_mem(f, &sg->mem);
-        fprintf(f, ", \"compute_s_per_micro_batch\": %.6g}", sg->compute_s);
+        fprintf(f, ", \"compute_s_per_micro_batch\": %.17g}", sg->compute_s);
     }
     fprintf(f, "]},\n  \"mem_capacity\": %.0f,\n  \"fits\": %s,\n", capacity(s),
             r->fits ? "true" : "false");
@@ -567,7 +567,7 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
     fprintf(f, "  \"comm\": {");
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
         fprintf(f, "%s\n    \"%s\": {\"calls\": %.0f, \"bytes\": %.0f, \"wire_bytes\": %.0f, "
-                "\"seconds\": %.6g, \"link\": \"%s\"}", g ? "," : "",
+                "\"seconds\": %.17g, \"link\": \"%s\"}", g ? "," : "",
                 hpt_plan_group_name((hpt_plan_group)g), r->comm[g].calls, r->comm[g].bytes,
                 r->comm[g].wire_bytes, r->comm[g].seconds, link_name(s, r->link_inter[g]));
     fprintf(f, "},\n  \"bytes_per_step\": {");
@@ -576,11 +576,11 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
                 r->comm[g].bytes);
     fprintf(f, "},\n  \"comm_seconds_per_step\": {");
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
-        fprintf(f, "%s\"%s\": %.6g", g ? ", " : "", hpt_plan_group_name((hpt_plan_group)g),
+        fprintf(f, "%s\"%s\": %.17g", g ? ", " : "", hpt_plan_group_name((hpt_plan_group)g),
                 r->comm[g].seconds);
-    fprintf(f, "},\n  \"bubble_fraction\": %.6g,\n  \"compute_s\": %.6g,\n  \"comm_s\": %.6g,\n"
-            "  \"comm_compute_ratio\": %.6g,\n  \"step_time_s\": %.6g,\n  \"tokens_per_s\": %.6g,\n"
-            "  \"mfu\": %.6g\n}\n",
+    fprintf(f, "},\n  \"bubble_fraction\": %.17g,\n  \"compute_s\": %.17g,\n  \"comm_s\": %.17g,\n"
+            "  \"comm_compute_ratio\": %.17g,\n  \"step_time_s\": %.17g,\n  \"tokens_per_s\": %.17g,\n"
+            "  \"mfu\": %.17g\n}\n",
             r->bubble, r->compute_s, r->comm_s, r->comm_compute_ratio, r->step_time_s,
             r->tokens_per_s, r->mfu);
 }
@@ -780,8 +780,8 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
                 fitting);
         for (int i = 0; i < shown; i++)
             fprintf(f, "%s\n  {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, "
-                    "\"recompute\": %s, \"zero1\": %s, \"mem_bytes\": %.0f, \"step_time_s\": %.6g, "
-                    "\"tokens_per_s\": %.6g, \"mfu\": %.6g, \"bubble_fraction\": %.6g}",
+                    "\"recompute\": %s, \"zero1\": %s, \"mem_bytes\": %.0f, \"step_time_s\": %.17g, "
+                    "\"tokens_per_s\": %.17g, \"mfu\": %.17g, \"bubble_fraction\": %.17g}",
                     i ? "," : "", v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
                     v[i].s.recompute ? "true" : "false", v[i].s.zero1 ? "true" : "false", v[i].mem,
                     v[i].step, v[i].tokens_per_s, v[i].mfu, v[i].bubble);
