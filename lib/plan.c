@@ -585,38 +585,43 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             r->tokens_per_s, r->mfu);
 }
 
-static void text_mem_row(FILE *f, const char *label, const hpt_plan_mem *m)
+/* Memory in GiB, or MiB for small (cpu-local) budgets. */
+static double mem_unit(const hpt_plan_setup *s) { return s->cl.exact ? 1048576.0 : GIB; }
+
+static void text_mem_row(FILE *f, const char *label, const hpt_plan_mem *m, double u)
 {
-    fprintf(f, "  %-10s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", label, m->weights / GIB,
-            m->grads / GIB, m->optimizer / GIB, m->activations / GIB, m->logits / GIB,
-            m->comm_buffers / GIB, m->baseline / GIB, m->total / GIB);
+    fprintf(f, "  %-10s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", label, m->weights / u,
+            m->grads / u, m->optimizer / u, m->activations / u, m->logits / u,
+            m->comm_buffers / u, m->baseline / u, m->total / u);
 }
 
 void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
 {
     const hpt_config *c = &s->cfg;
-    fprintf(f, "model: %.2f B parameters, %d layers, hidden %d, heads %d/%d kv, vocab %d%s\n",
-            hpt_config_num_params(c) / 1e9, c->num_hidden_layers, c->hidden_size,
-            c->num_attention_heads, c->num_key_value_heads, c->vocab_size,
+    double u = mem_unit(s), np = (double)hpt_config_num_params(c);
+    const char *un = s->cl.exact ? "MiB" : "GiB";
+    fprintf(f, "model: %.2f %s parameters, %d layers, hidden %d, heads %d/%d kv, vocab %d%s\n",
+            np >= 1e9 ? np / 1e9 : np / 1e6, np >= 1e9 ? "B" : "M", c->num_hidden_layers,
+            c->hidden_size, c->num_attention_heads, c->num_key_value_heads, c->vocab_size,
             c->tie_word_embeddings ? ", tied" : "");
-    fprintf(f, "cluster: %s, %d nodes x %d GPUs, %.0f TFLOP/s x %.2f efficiency, %.1f GiB per GPU\n",
-            s->cl.name, s->nodes, s->gpus_per_node, device_peak(s) / 1e12, s->cl.efficiency,
-            capacity(s) / GIB);
+    fprintf(f, "cluster: %s, %d nodes x %d GPUs, %.4g GFLOP/s x %.2f efficiency, %.1f %s per GPU\n",
+            s->cl.name, s->nodes, s->gpus_per_node, device_peak(s) / 1e9, s->cl.efficiency,
+            capacity(s) / u, un);
     fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
             "micro-batches x DP %d; %s%s%s\n\n",
             s->tp, s->pp, s->dp, s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
             s->dp, s->fp32 ? "fp32" : "bf16 mixed precision", s->recompute ? ", recomputation" : "",
             s->zero1 ? ", ZeRO-1" : "");
-    fprintf(f, "memory per rank (GiB)  weights     grads optimizer      acts    logits      comm  "
-            "baseline     total\n");
+    fprintf(f, "memory per rank (%s)  weights     grads optimizer      acts    logits      comm  "
+            "baseline     total\n", un);
     for (int i = 0; i < r->nstages; i++) {
         char label[32];
         snprintf(label, sizeof label, "stage %d", i);
         if (r->nstages <= 8 || i < 2 || i >= r->nstages - 2 || i == r->worst_stage)
-            text_mem_row(f, label, &r->stage[i].mem);
+            text_mem_row(f, label, &r->stage[i].mem, u);
     }
-    fprintf(f, "worst: stage %d, %.2f GiB of %.2f GiB: %s\n\n", r->worst_stage,
-            r->worst.total / GIB, capacity(s) / GIB, r->fits ? "FITS" : "DOES NOT FIT");
+    fprintf(f, "worst: stage %d, %.2f %s of %.2f %s: %s\n\n", r->worst_stage, r->worst.total / u,
+            un, capacity(s) / u, un, r->fits ? "FITS" : "DOES NOT FIT");
     fprintf(f, "communication per step (worst rank)   calls        bytes   wire bytes   seconds  link\n");
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
         fprintf(f, "  %-34s %7.0f %12.4g %12.4g %9.4g  %s\n", hpt_plan_group_name((hpt_plan_group)g),
