@@ -664,7 +664,9 @@ static int by_speed(const void *a, const void *b)
     const candidate *x = a, *y = b;
     if (x->fits != y->fits)
         return y->fits - x->fits;
-    return (x->tokens_per_s < y->tokens_per_s) - (x->tokens_per_s > y->tokens_per_s);
+    if (x->tokens_per_s != y->tokens_per_s)
+        return (x->tokens_per_s < y->tokens_per_s) - (x->tokens_per_s > y->tokens_per_s);
+    return (x->mem > y->mem) - (x->mem < y->mem); /* equally fast: less memory first */
 }
 
 /* Why the first layout wins, in words, from its numbers. */
@@ -748,7 +750,7 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             int dp = gpus / tp / pp;
             if (fx->dp && dp != base->dp)
                 continue;
-            for (int mb = 1; !bad && mb <= base->global_batch; mb *= 2) {
+            for (int mb = 1; !bad && mb <= base->global_batch && mb <= 1 << 20; mb *= 2) {
                 if (fx->micro_batch && mb != base->micro_batch)
                     continue;
                 for (int k = 0; !bad && k < 4; k++) {

@@ -199,6 +199,18 @@ static hpt_status setup_cluster(const cli *o, hpt_cluster *cl)
     hpt_status st = hpt_cluster_preset(o->cluster, cl);
     if (st)
         return st;
+    const struct {
+        const char *opt;
+        double v;
+        int zero_ok;
+    } given[] = {{"peak-flops", o->peak, 0},   {"mem-gb", o->mem_gb, 0},
+                 {"intra-bw", o->intra_bw, 0}, {"inter-bw", o->inter_bw, 0},
+                 {"intra-lat", o->intra_lat, 1}, {"inter-lat", o->inter_lat, 1},
+                 {"efficiency", o->eff, 0},    {"baseline-mib", o->baseline_mib, 1}};
+    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
+        if (!isnan(given[i].v) && (given[i].v < 0 || (given[i].v == 0 && !given[i].zero_ok)))
+            return hpt_error_set(HPT_ERR_USAGE, "--%s %g: must be %s", given[i].opt, given[i].v,
+                                 given[i].zero_ok ? ">= 0" : "> 0");
     if (!isnan(o->peak)) cl->peak_flops = o->peak;
     if (!isnan(o->mem_gb)) cl->mem_bytes = o->mem_gb * 1e9;
     if (!isnan(o->intra_bw)) cl->intra_bw = o->intra_bw * 1e9;
@@ -206,11 +218,8 @@ static hpt_status setup_cluster(const cli *o, hpt_cluster *cl)
     if (!isnan(o->intra_lat)) cl->intra_lat = o->intra_lat * 1e-6;
     if (!isnan(o->inter_lat)) cl->inter_lat = o->inter_lat * 1e-6;
     if (!isnan(o->eff)) cl->efficiency = o->eff;
-    if (!isnan(o->baseline_mib)) {
-        if (o->baseline_mib < 0)
-            return hpt_error_set(HPT_ERR_USAGE, "--baseline-mib %g: must be >= 0", o->baseline_mib);
+    if (!isnan(o->baseline_mib))
         cl->baseline_bytes = o->baseline_mib * 1048576.0;
-    }
     return HPT_OK;
 }
 
