@@ -23,10 +23,12 @@ static const preset presets[] = {
     {"llama2-70b", {8192, 28672, 80, 64, 8, 32000, 4096, 1e-5f, 10000.0f, 0}},
     {"llama3-8b", {4096, 14336, 32, 32, 8, 128256, 8192, 1e-5f, 500000.0f, 0}},
     {"llama3-70b", {8192, 28672, 80, 64, 8, 128256, 8192, 1e-5f, 500000.0f, 0}},
+    /* Llama 3.1 405B (Hugging Face config.json; Llama 3 paper, table 3) */
+    {"llama3-405b", {16384, 53248, 126, 128, 8, 128256, 131072, 1e-5f, 500000.0f, 0}},
 };
 
 static const char *const preset_names[] = {
-    "tiny", "small", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", NULL,
+    "tiny", "small", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b", NULL,
 };
 
 const char *const *hpt_config_preset_names(void) { return preset_names; }
@@ -41,7 +43,8 @@ hpt_status hpt_config_preset(const char *name, hpt_config *cfg)
     }
     return hpt_error_set(HPT_ERR_USAGE,
                          "model '%s': unknown preset (presets: tiny, small, llama2-7b, "
-                         "llama2-13b, llama2-70b, llama3-8b, llama3-70b; or a path to config.json)",
+                         "llama2-13b, llama2-70b, llama3-8b, llama3-70b, llama3-405b; or a path to "
+                         "config.json)",
                          name);
 }
 

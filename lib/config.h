@@ -49,7 +49,7 @@ hpt_status hpt_config_parse(const char *json, const char *origin, hpt_config *cf
 int hpt_config_diff(const hpt_config *a, const hpt_config *b, char *msg, size_t n);
 
 /* Fill *cfg from a built-in preset: tiny, small, llama2-7b, llama2-13b,
- * llama2-70b, llama3-8b, llama3-70b. Errors: HPT_ERR_USAGE listing the
+ * llama2-70b, llama3-8b, llama3-70b, llama3-405b. Errors: HPT_ERR_USAGE listing the
  * presets when `name` is unknown. */
 hpt_status hpt_config_preset(const char *name, hpt_config *cfg);
 

@@ -1,0 +1,825 @@
+/* plan.c — memory, FLOPs, communication and step-time model of a training
+ * layout; see plan.h and docs/PLAN.md. */
+#include "plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GIB 1073741824.0
+
+/* ------------------------------------------------------------ clusters */
+
+/* Sources in docs/PLAN.md ("Cluster presets"). Bandwidths are per device
+ * and direction: NVLink 3 600 GB/s and NVLink 4 900 GB/s bidirectional;
+ * one 200 Gb/s (HDR) or 400 Gb/s (NDR) InfiniBand NIC per GPU. */
+static const hpt_cluster cluster_presets[] = {
+    {"a100-80gb", 8, 312e12, 80e9, 300e9, 25e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0},
+    {"h100-80gb", 8, 989e12, 80e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0},
+    {"h200-141gb", 8, 989e12, 141e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0},
+    /* this machine: 2 cores, OpenBLAS SGEMM peak 233.3 GFLOP/s
+     * (docs/PERFORMANCE.md), hpt reaches 82 % of it; 24 GiB; MPI over
+     * shared memory (docs/ENVIRONMENT: 1 MB all-reduce in 1.3 ms, a small
+     * one in 1.2 us); baseline: measured process RSS outside the tensors */
+    {"cpu-local", 1, 233.3e9, 24 * GIB, 0.77e9, 0.77e9, 0.6e-6, 0.6e-6, 0.82, 31.4 * 1048576.0, 1,
+     1},
+};
+
+hpt_status hpt_cluster_preset(const char *name, hpt_cluster *c)
+{
+    for (size_t i = 0; i < sizeof cluster_presets / sizeof cluster_presets[0]; i++)
+        if (!strcmp(cluster_presets[i].name, name)) {
+            *c = cluster_presets[i];
+            return HPT_OK;
+        }
+    return hpt_error_set(HPT_ERR_USAGE, "--cluster '%s': unknown preset (presets: a100-80gb, "
+                         "h100-80gb, h200-141gb, cpu-local)", name);
+}
+
+const char *hpt_plan_group_name(hpt_plan_group g)
+{
+    static const char *const names[HPT_PLAN_GROUPS] = {"tp", "pp", "dp", "mp", "embed"};
+    return names[g];
+}
+
+/* ------------------------------------------------------------ checks */
+
+hpt_status hpt_plan_validate(const hpt_plan_setup *s)
+{
+    const hpt_config *c = &s->cfg;
+    const struct {
+        const char *opt;
+        int v;
+    } pos[] = {{"tp", s->tp},           {"pp", s->pp},
+               {"dp", s->dp},           {"seq-len", s->seq_len},
+               {"global-batch", s->global_batch}, {"micro-batch", s->micro_batch},
+               {"nodes", s->nodes},     {"gpus-per-node", s->gpus_per_node}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v <= 0)
+            return hpt_error_set(HPT_ERR_USAGE, "--%s %d: must be > 0", pos[i].opt, pos[i].v);
+    const struct {
+        const char *opt;
+        double v;
+    } posd[] = {{"peak-flops", s->cl.peak_flops}, {"mem-gb", s->cl.mem_bytes},
+                {"intra-bw", s->cl.intra_bw},     {"inter-bw", s->cl.inter_bw},
+                {"efficiency", s->cl.efficiency}};
+    for (size_t i = 0; i < sizeof posd / sizeof posd[0]; i++)
+        if (!(posd[i].v > 0))
+            return hpt_error_set(HPT_ERR_USAGE, "--%s %g: must be > 0", posd[i].opt, posd[i].v);
+    if (s->cl.intra_lat < 0 || s->cl.inter_lat < 0 || s->data_bytes < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--intra-lat, --inter-lat and --data-bytes must be >= 0");
+    if (s->cl.efficiency > 1)
+        return hpt_error_set(HPT_ERR_USAGE, "--efficiency %g: a fraction of peak, at most 1",
+                             s->cl.efficiency);
+    long world = (long)s->tp * s->pp * s->dp, gpus = (long)s->nodes * s->gpus_per_node;
+    if (world != gpus)
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "layout --tp %d x --pp %d x --dp %d = %ld GPUs does not match the "
+                             "cluster: --nodes %d x --gpus-per-node %d = %ld GPUs",
+                             s->tp, s->pp, s->dp, world, s->nodes, s->gpus_per_node, gpus);
+    const struct {
+        const char *name;
+        int v;
+    } div[] = {{"num_attention_heads", c->num_attention_heads},
+               {"num_key_value_heads", c->num_key_value_heads},
+               {"intermediate_size", c->intermediate_size}};
+    for (size_t i = 0; i < sizeof div / sizeof div[0]; i++)
+        if (div[i].v % s->tp)
+            return hpt_error_set(HPT_ERR_USAGE,
+                                 "--tp %d must divide %s = %d (tensor parallelism splits it)",
+                                 s->tp, div[i].name, div[i].v);
+    if (s->pp > c->num_hidden_layers || s->pp > HPT_PLAN_MAX_STAGES)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp %d: more pipeline stages than the model's %d "
+                             "layers", s->pp, c->num_hidden_layers);
+    if (s->global_batch % ((long)s->micro_batch * s->dp))
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "--global-batch %d must be a multiple of --micro-batch %d x --dp %d "
+                             "= %ld (each DP rank runs whole micro-batches)",
+                             s->global_batch, s->micro_batch, s->dp, (long)s->micro_batch * s->dp);
+    if (s->seq_len > c->max_position_embeddings)
+        return hpt_error_set(HPT_ERR_USAGE, "--seq-len %d exceeds the model's "
+                             "max_position_embeddings = %d", s->seq_len,
+                             c->max_position_embeddings);
+    if (s->cl.fp32_only && !s->fp32)
+        return hpt_error_set(HPT_ERR_USAGE, "--precision bf16: cluster %s trains in fp32 only "
+                             "(hpt's CPU backend)", s->cl.name);
+    return HPT_OK;
+}
+
+/* ------------------------------------------------------------ sizes */
+
+void hpt_plan_stage_layers(int L, int pp, int stage, int *l0, int *l1)
+{
+    *l0 = (int)((long)stage * L / pp);
+    *l1 = (int)((long)(stage + 1) * L / pp);
+}
+
+/* Elements of a tensor as allocated: hpt pads each to 16 elements. */
+static double tensor_elems(const hpt_plan_setup *s, double n)
+{
+    return s->cl.exact ? ceil(n / 16.0) * 16.0 : n;
+}
+
+static double vocab_local(const hpt_plan_setup *s)
+{
+    return ceil((double)s->cfg.vocab_size / s->tp);
+}
+
+double hpt_plan_stage_params(const hpt_plan_setup *s, int stage)
+{
+    const hpt_config *c = &s->cfg;
+    double C = c->hidden_size, hd = hpt_config_head_dim(c), t = s->tp;
+    double Hl = c->num_attention_heads / t, KVl = c->num_key_value_heads / t;
+    double Il = c->intermediate_size / t, Vl = vocab_local(s);
+    double layer = 2 * tensor_elems(s, C) + tensor_elems(s, Hl * hd * C) +
+                   2 * tensor_elems(s, KVl * hd * C) + tensor_elems(s, C * Hl * hd) +
+                   2 * tensor_elems(s, Il * C) + tensor_elems(s, C * Il);
+    int l0, l1, first = stage == 0, last = stage == s->pp - 1;
+    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
+    double p = (l1 - l0) * layer + (first ? tensor_elems(s, Vl * C) : 0);
+    if (last)
+        p += tensor_elems(s, C) +
+             (!c->tie_word_embeddings || !first ? tensor_elems(s, Vl * C) : 0);
+    return p;
+}
+
+/* Micro-batches in flight on `stage` under 1F1B: min(PP - stage, m)
+ * (Narayanan et al. 2021, section 2.2; lib/train.c pipeline_slots). */
+static int in_flight(const hpt_plan_setup *s, int stage, int m)
+{
+    int k = s->pp - stage;
+    return k < m ? k : m;
+}
+
+static int micro_batches(const hpt_plan_setup *s)
+{
+    return s->global_batch / (s->micro_batch * s->dp);
+}
+
+/* ------------------------------------------------------------ activations */
+
+/* hpt's carve(): count elements of 4 bytes rounded up to 64 bytes. */
+static double carve(double count)
+{
+    return ceil(count * 4.0 / 64.0) * 64.0;
+}
+
+/* lib/model.c carve_layer: one layer's saved activations, bytes. */
+static double exact_layer_bytes(const hpt_plan_setup *s)
+{
+    const hpt_config *c = &s->cfg;
+    double B = s->micro_batch, T = s->seq_len, N = B * T, C = c->hidden_size;
+    double hd = hpt_config_head_dim(c), Hl = c->num_attention_heads / s->tp;
+    double QD = Hl * hd, KD = c->num_key_value_heads / s->tp * hd, I = c->intermediate_size / s->tp;
+    return carve(N * C) + carve(N) + carve(N * QD) + 2 * carve(N * KD) + carve(B * Hl * T * T) +
+           carve(N * QD) + 2 * carve(N * C) + carve(N) + 3 * carve(N * I);
+}
+
+double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, double *logits)
+{
+    const hpt_config *c = &s->cfg;
+    double B = s->micro_batch, T = s->seq_len, N = B * T, C = c->hidden_size;
+    double hd = hpt_config_head_dim(c), Hl = c->num_attention_heads / s->tp;
+    double QD = Hl * hd, KD = c->num_key_value_heads / s->tp * hd, I = c->intermediate_size / s->tp;
+    int l0, l1, last = stage == s->pp - 1;
+    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
+    double layer = exact_layer_bytes(s), lg = carve(last ? N * vocab_local(s) : 1);
+    double slot = (l1 - l0) * ((s->recompute ? 0 : layer) + carve(N * C)) + carve(N * C) +
+                  carve(last ? N * C : 1) + carve(N) + lg + 3 * carve(N) + carve(2 * N);
+    double scratch = 2 * carve(N * C) + 2 * carve(N * QD) + 2 * carve(N * KD) + 3 * carve(N * I) +
+                     carve(B * Hl * T * T);
+    if (logits)
+        *logits = nslots * lg;
+    return (s->recompute ? layer + carve(N * C) : 0) + nslots * slot + scratch;
+}
+
+static double act_elem_bytes(const hpt_plan_setup *s) { return s->fp32 ? 4.0 : 2.0; }
+
+double hpt_plan_layer_act_bytes(const hpt_plan_setup *s)
+{
+    const hpt_config *c = &s->cfg;
+    double a = act_elem_bytes(s), t = s->tp, b = s->micro_batch, sq = s->seq_len;
+    double h = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads;
+    double g = (double)c->num_key_value_heads / H;
+    double scores = s->store_scores ? a * b * (H / t) * sq * sq : 4.0 * b * (H / t) * sq;
+    return a * sq * b * h * (4.0 + (2.0 + 2.0 * g) / t) + a * 3.0 * sq * b * I / t + scores;
+}
+
+/* ------------------------------------------------------------ memory */
+
+/* Analytic (GPU) activations of one rank of `stage`, bytes: per layer and
+ * micro-batch in flight the layer's saved activations, or with full
+ * recomputation only its input (s*b*h) plus one layer's working set; the
+ * last stage also keeps the final norm's input and output. */
+static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
+{
+    const hpt_config *c = &s->cfg;
+    double a = act_elem_bytes(s), N = (double)s->micro_batch * s->seq_len, h = c->hidden_size;
+    int l0, l1, last = stage == s->pp - 1;
+    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
+    double per_layer = s->recompute ? a * N * h : hpt_plan_layer_act_bytes(s);
+    double acts = k * ((l1 - l0) * per_layer + (last ? 2 * a * N * h : 0));
+    return acts + (s->recompute ? hpt_plan_layer_act_bytes(s) : 0);
+}
+
+/* ZeRO-1 shard of DP rank d: contiguous blocks of ceil(P/DP) elements
+ * (lib/train.c setup_zero1). */
+static double shard_of(double P, int dp, int d)
+{
+    double S = ceil(P / dp), lo = fmin(d * S, P);
+    return fmin(S, P - lo);
+}
+
+static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
+{
+    hpt_plan_mem m = {0};
+    int M = micro_batches(s), k = in_flight(s, stage, M);
+    double P = hpt_plan_stage_params(s, stage), N = (double)s->micro_batch * s->seq_len;
+    double C = s->cfg.hidden_size, lg = 0;
+    if (s->cl.exact) { /* hpt's fp32 allocations, lib/model.c + optim.c + train.c */
+        double own = s->zero1 ? shard_of(P, s->dp, d) : P;
+        m.weights = 4 * P;
+        m.grads = 4 * P;
+        m.optimizer = 8 * own;
+        double act = hpt_plan_exact_act_bytes(s, stage, k, &lg);
+        m.logits = lg;
+        m.activations = act - lg + 2 * 4 * N; /* + host input/target batch */
+        /* ZeRO-1 receive shard; PP gradient send slots; MPICH's temporaries:
+         * the pairwise-exchange reduce-scatter copies the own shard, and the
+         * in-flight nonblocking bucket all-reduces hold copies of about half
+         * the gradient block at their peak (measured, docs/PLAN.md) */
+        m.comm_buffers = (s->zero1 ? 4 * fmax(ceil(P / s->dp), 1) : 0) +
+                         (s->pp > 1 ? 4 * N * C * k : 0);
+        if (s->dp > 1)
+            m.comm_buffers += s->zero1 ? 4 * own : 0.5 * 4 * P;
+        m.baseline = s->cl.baseline_bytes + s->data_bytes;
+    } else { /* mixed precision: 2 (bf16) + 4 (fp32 grad) + 12 (master, m, v) */
+        double w = s->fp32 ? 4 : 2, opt = s->fp32 ? 8 : 12;
+        m.weights = w * P;
+        m.grads = 4 * P;
+        m.optimizer = opt * (s->zero1 ? ceil(P / s->dp) : P);
+        m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
+        m.activations = analytic_acts(s, stage, k);
+        m.comm_buffers = s->pp > 1 ? 2 * act_elem_bytes(s) * N * C : 0;
+        m.baseline = s->cl.baseline_bytes + s->data_bytes;
+    }
+    m.total = m.weights + m.grads + m.optimizer + m.activations + m.logits + m.comm_buffers +
+              m.baseline;
+    if (s->cl.exact) { /* initialisation: a host copy of the parameters, before optimizer state */
+        double init = 2 * m.weights + m.grads + m.activations + m.logits + m.baseline;
+        m.total = fmax(m.total, init);
+    }
+    return m;
+}
+
+hpt_plan_mem hpt_plan_rank_mem(const hpt_plan_setup *s, int rank)
+{
+    int d = (rank / s->tp) % s->dp, stage = rank / (s->tp * s->dp);
+    return mem_of(s, stage, d);
+}
+
+/* ------------------------------------------------------------ communication */
+
+double hpt_plan_coll_factor(hpt_coll op, int n)
+{
+    if (n <= 1)
+        return 0;
+    switch (op) {
+    case HPT_COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case HPT_COLL_REDUCE_SCATTER: case HPT_COLL_ALLGATHER: return (double)(n - 1) / n;
+    default: return 1.0;
+    }
+}
+
+double hpt_plan_coll_seconds(hpt_coll op, int n, double bytes, double bw, double lat)
+{
+    if (n <= 1)
+        return 0;
+    double steps = op == HPT_COLL_ALLREDUCE ? 2.0 * (n - 1) : op == HPT_COLL_P2P ? 1.0 : n - 1.0;
+    return hpt_plan_coll_factor(op, n) * bytes / bw + steps * lat;
+}
+
+/* Does a group of n ranks `stride` apart (grid order tp + dp*TP + pp*TP*DP,
+ * nodes of consecutive ranks) span nodes? */
+static int spans_nodes(const hpt_plan_setup *s, int n, long stride)
+{
+    int g = s->gpus_per_node;
+    if (n <= 1 || stride <= 0)
+        return 0;
+    if ((long)(n - 1) * stride >= g)
+        return 1;
+    return stride * n <= g && g % (stride * n) != 0; /* a group straddling a node boundary */
+}
+
+static int group_inter(const hpt_plan_setup *s, hpt_plan_group g)
+{
+    long TP = s->tp, DP = s->dp;
+    switch (g) {
+    case HPT_PLAN_TP: return spans_nodes(s, s->tp, 1);
+    case HPT_PLAN_DP: return spans_nodes(s, s->dp, TP);
+    case HPT_PLAN_PP: return spans_nodes(s, s->pp, TP * DP);
+    case HPT_PLAN_EMBED: return s->pp > 1 && spans_nodes(s, 2, TP * DP * (s->pp - 1));
+    default: return spans_nodes(s, s->tp, 1) || spans_nodes(s, s->pp, TP * DP);
+    }
+}
+
+/* Accumulate `calls` operations of `bytes` payload each over n ranks. */
+static void add_op(hpt_plan_comm *pc, const hpt_plan_setup *s, hpt_plan_group g, hpt_coll op,
+                   int n, double calls, double bytes, double counted)
+{
+    int inter = group_inter(s, g);
+    double bw = inter ? s->cl.inter_bw : s->cl.intra_bw, lat = inter ? s->cl.inter_lat : s->cl.intra_lat;
+    pc->calls += calls;
+    pc->bytes += calls * counted;
+    pc->wire_bytes += calls * hpt_plan_coll_factor(op, n) * bytes;
+    pc->seconds += calls * hpt_plan_coll_seconds(op, n, bytes, bw, lat);
+}
+
+/* Gradient-bucket all-reduces of one stage (lib/train.c bucket_start,
+ * lib/model.c ready): head + final norm, each layer, the embedding. */
+static double dp_buckets(int nl, int first, int last) { return nl + first + last; }
+
+static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan_group g)
+{
+    hpt_plan_comm pc = {0};
+    const hpt_config *c = &s->cfg;
+    int M = micro_batches(s), first = stage == 0, last = stage == s->pp - 1, l0, l1;
+    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
+    int nl = l1 - l0;
+    double a = s->cl.exact ? 4 : act_elem_bytes(s), gb = 4; /* activation, gradient bytes */
+    double wb = s->cl.exact || s->fp32 ? 4 : 2;              /* parameter bytes */
+    double N = (double)s->micro_batch * s->seq_len, NC = N * c->hidden_size;
+    double P = hpt_plan_stage_params(s, stage);
+    switch (g) {
+    case HPT_PLAN_TP: /* Megatron f/g all-reduces; vocab-parallel embedding, head, loss */
+        if (s->tp == 1)
+            break;
+        add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp,
+               (double)M * (first + (4 + 2 * s->recompute) * nl + last), NC * a, NC * a);
+        if (last) { /* cross-entropy: row max (N), then sum-exp and target logit (2N) */
+            add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, M, 4 * N, 4 * N);
+            add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, M, 8 * N, 8 * N);
+        }
+        break;
+    case HPT_PLAN_PP: { /* sends counted with their payload, receives as calls */
+        if (s->pp == 1)
+            break;
+        int ends = !last + !first;
+        add_op(&pc, s, g, HPT_COLL_P2P, 2, (double)M * ends, NC * a, NC * a);
+        pc.calls += (double)M * ends; /* the matching receives */
+        add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->pp, 1, 8, 8); /* loss (f64) */
+        break;
+    }
+    case HPT_PLAN_DP:
+        if (s->dp == 1)
+            break;
+        if (s->zero1) {
+            double own = shard_of(P, s->dp, d);
+            add_op(&pc, s, g, HPT_COLL_REDUCE_SCATTER, s->dp, 1, gb * P, gb * P);
+            add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->dp, 1, 8, 8); /* norm^2 (f64) */
+            add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->dp, 1, wb * P, wb * own);
+        } else {
+            double nb = dp_buckets(nl, first, last);
+            add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->dp, nb, gb * P / nb, gb * P / nb);
+        }
+        add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->dp, 1, 8, 8); /* loss (f64) */
+        break;
+    case HPT_PLAN_MP:
+        if (s->tp * s->pp > 1)
+            add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp * s->pp, 1, 8, 8);
+        break;
+    case HPT_PLAN_EMBED:
+        if (s->pp > 1 && c->tie_word_embeddings && (first || last))
+            add_op(&pc, s, g, HPT_COLL_ALLREDUCE, 2, 1, gb * vocab_local(s) * c->hidden_size,
+                   gb * vocab_local(s) * c->hidden_size);
+        break;
+    default: break;
+    }
+    return pc;
+}
+
+hpt_plan_comm hpt_plan_rank_comm(const hpt_plan_setup *s, int rank, hpt_plan_group g)
+{
+    int d = (rank / s->tp) % s->dp, stage = rank / (s->tp * s->dp);
+    return comm_of(s, stage, d, g);
+}
+
+/* ------------------------------------------------------------ FLOPs */
+
+double hpt_plan_flops_per_seq(const hpt_config *c, int T, int recompute)
+{
+    double C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    double hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
+    double L = c->num_hidden_layers;
+    double layer = C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
+    double per_tok = 6 * (L * layer + V * C) + 12 * L * T * C;
+    if (recompute)
+        per_tok += 2 * L * layer + 4 * L * T * C;
+    return per_tok * T;
+}
+
+/* FLOPs of one micro-batch through `stage`, one TP rank. */
+static double stage_flops(const hpt_plan_setup *s, int stage)
+{
+    const hpt_config *c = &s->cfg;
+    double C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, T = s->seq_len;
+    double hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
+    double layer = C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
+    int l0, l1;
+    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
+    double per_layer = 6 * layer + 12 * T * C + (s->recompute ? 2 * layer + 4 * T * C : 0);
+    double per_tok = (l1 - l0) * per_layer + (stage == s->pp - 1 ? 6 * V * C : 0);
+    return per_tok * T * s->micro_batch / s->tp;
+}
+
+/* ------------------------------------------------------------ evaluation */
+
+static double device_peak(const hpt_plan_setup *s)
+{
+    /* cpu-local: the ranks of a node share its cores */
+    return s->cl.exact ? s->cl.peak_flops / s->gpus_per_node : s->cl.peak_flops;
+}
+
+/* Memory capacity a rank may use: the device's, or on cpu-local the
+ * machine's shared by the ranks on it. */
+static double capacity(const hpt_plan_setup *s)
+{
+    return s->cl.exact ? s->cl.mem_bytes / s->gpus_per_node : s->cl.mem_bytes;
+}
+
+hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
+{
+    hpt_status st = hpt_plan_validate(s);
+    if (st)
+        return st;
+    memset(r, 0, sizeof *r);
+    int M = micro_batches(s), P = s->pp;
+    r->micro_batches = M;
+    r->nstages = P;
+    double rate = device_peak(s) * s->cl.efficiency, t_mb = 0, exposed = 0, ratio = 0;
+    double comp_mb = 0;
+    for (int st_ = 0; st_ < P; st_++) {
+        hpt_plan_stage *sg = &r->stage[st_];
+        hpt_plan_stage_layers(s->cfg.num_hidden_layers, P, st_, &sg->l0, &sg->l1);
+        sg->in_flight = in_flight(s, st_, M);
+        sg->params = hpt_plan_stage_params(s, st_);
+        sg->mem = mem_of(s, st_, 0);
+        sg->flops_per_mb = stage_flops(s, st_);
+        sg->compute_s = sg->flops_per_mb / rate;
+        double all = 0;
+        for (int g = 0; g < HPT_PLAN_GROUPS; g++) {
+            sg->comm[g] = comm_of(s, st_, 0, (hpt_plan_group)g);
+            hpt_plan_comm *w = &r->comm[g];
+            w->calls = fmax(w->calls, sg->comm[g].calls);
+            w->bytes = fmax(w->bytes, sg->comm[g].bytes);
+            w->wire_bytes = fmax(w->wire_bytes, sg->comm[g].wire_bytes);
+            w->seconds = fmax(w->seconds, sg->comm[g].seconds);
+            all += sg->comm[g].seconds;
+        }
+        /* per micro-batch on the critical path: compute, TP all-reduces, p2p */
+        double mb = sg->compute_s + (sg->comm[HPT_PLAN_TP].seconds + sg->comm[HPT_PLAN_PP].seconds) / M;
+        t_mb = fmax(t_mb, mb);
+        comp_mb = fmax(comp_mb, sg->compute_s);
+        /* DP all-reduce buckets overlap the last backward (2/3 of a
+         * micro-batch); ZeRO-1, the tied embedding and the norm do not */
+        double dp = sg->comm[HPT_PLAN_DP].seconds;
+        double ex = (s->zero1 ? dp : fmax(0, dp - 2.0 / 3.0 * sg->compute_s)) +
+                    sg->comm[HPT_PLAN_EMBED].seconds + sg->comm[HPT_PLAN_MP].seconds;
+        exposed = fmax(exposed, ex);
+        ratio = fmax(ratio, all / (M * sg->compute_s));
+        if (sg->mem.total > r->worst.total) {
+            r->worst = sg->mem;
+            r->worst_stage = st_;
+        }
+    }
+    for (int g = 0; g < HPT_PLAN_GROUPS; g++)
+        r->link_inter[g] = group_inter(s, (hpt_plan_group)g);
+    r->fits = r->worst.total <= capacity(s);
+    r->model_flops_per_step = (double)s->global_batch * hpt_plan_flops_per_seq(&s->cfg, s->seq_len, 0);
+    r->flops_per_step = (double)s->global_batch * hpt_plan_flops_per_seq(&s->cfg, s->seq_len,
+                                                                        s->recompute);
+    r->bubble = (double)(P - 1) / (M + P - 1);
+    r->compute_s = M * comp_mb;
+    r->step_time_s = (M + P - 1) * t_mb + exposed;
+    r->comm_s = (M + P - 1) * (t_mb - comp_mb) + exposed;
+    r->comm_compute_ratio = ratio;
+    r->tokens_per_s = (double)s->global_batch * s->seq_len / r->step_time_s;
+    r->mfu = r->model_flops_per_step /
+             (r->step_time_s * device_peak(s) * (double)s->tp * s->pp * s->dp);
+    return HPT_OK;
+}
+
+/* ------------------------------------------------------------ output */
+
+static const char *link_name(const hpt_plan_setup *s, int inter)
+{
+    if (s->cl.exact)
+        return "shm";
+    return inter ? "infiniband" : "nvlink";
+}
+
+static void json_mem(FILE *f, const hpt_plan_mem *m)
+{
+    fprintf(f, "{\"weights\": %.0f, \"grads\": %.0f, \"optimizer\": %.0f, \"activations\": %.0f, "
+            "\"logits\": %.0f, \"comm_buffers\": %.0f, \"baseline\": %.0f, \"total\": %.0f}",
+            m->weights, m->grads, m->optimizer, m->activations, m->logits, m->comm_buffers,
+            m->baseline, m->total);
+}
+
+void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
+{
+    const hpt_config *c = &s->cfg;
+    fprintf(f, "{\n  \"model\": {\"hidden_size\": %d, \"intermediate_size\": %d, "
+            "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
+            "\"vocab_size\": %d, \"tie_word_embeddings\": %s, \"params\": %lld},\n",
+            c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
+            c->num_key_value_heads, c->vocab_size, c->tie_word_embeddings ? "true" : "false",
+            (long long)hpt_config_num_params(c));
+    fprintf(f, "  \"cluster\": {\"name\": \"%s\", \"peak_flops\": %.17g, \"mem_bytes\": %.17g, "
+            "\"intra_bw\": %.17g, \"inter_bw\": %.17g, \"intra_lat\": %.17g, \"inter_lat\": %.17g, "
+            "\"efficiency\": %.17g, \"baseline_bytes\": %.17g},\n",
+            s->cl.name, device_peak(s), capacity(s), s->cl.intra_bw, s->cl.inter_bw,
+            s->cl.intra_lat, s->cl.inter_lat, s->cl.efficiency, s->cl.baseline_bytes);
+    fprintf(f, "  \"layout\": {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"nodes\": %d, "
+            "\"gpus_per_node\": %d, \"gpus\": %ld},\n",
+            s->tp, s->pp, s->dp, s->nodes, s->gpus_per_node, (long)s->tp * s->pp * s->dp);
+    fprintf(f, "  \"training\": {\"seq_len\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
+            "\"micro_batches\": %d, \"recompute\": %s, \"zero1\": %s, \"precision\": \"%s\", "
+            "\"tokens_per_step\": %.0f},\n",
+            s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
+            s->recompute ? "true" : "false", s->zero1 ? "true" : "false", s->fp32 ? "fp32" : "bf16",
+            (double)s->global_batch * s->seq_len);
+    fprintf(f, "  \"memory\": {\"worst_stage\": %d, \"worst\": ", r->worst_stage);
+    json_mem(f, &r->worst);
+    fprintf(f, ",\n    \"stages\": [");
+    for (int i = 0; i < r->nstages; i++) {
+        const hpt_plan_stage *sg = &r->stage[i];
+        fprintf(f, "%s\n      {\"stage\": %d, \"layers\": [%d, %d], \"in_flight\": %d, "
+                "\"params\": %.0f, \"memory\": ", i ? "," : "", i, sg->l0, sg->l1, sg->in_flight,
+                sg->params);
+        json_mem(f, &sg->mem);
+        fprintf(f, ", \"compute_s_per_micro_batch\": %.17g}", sg->compute_s);
+    }
+    fprintf(f, "]},\n  \"mem_capacity\": %.0f,\n  \"fits\": %s,\n", capacity(s),
+            r->fits ? "true" : "false");
+    fprintf(f, "  \"flops_per_step\": %.17g,\n  \"model_flops_per_step\": %.17g,\n",
+            r->flops_per_step, r->model_flops_per_step);
+    fprintf(f, "  \"comm\": {");
+    for (int g = 0; g < HPT_PLAN_GROUPS; g++)
+        fprintf(f, "%s\n    \"%s\": {\"calls\": %.0f, \"bytes\": %.0f, \"wire_bytes\": %.0f, "
+                "\"seconds\": %.17g, \"link\": \"%s\"}", g ? "," : "",
+                hpt_plan_group_name((hpt_plan_group)g), r->comm[g].calls, r->comm[g].bytes,
+                r->comm[g].wire_bytes, r->comm[g].seconds, link_name(s, r->link_inter[g]));
+    fprintf(f, "},\n  \"bytes_per_step\": {");
+    for (int g = 0; g < HPT_PLAN_GROUPS; g++)
+        fprintf(f, "%s\"%s\": %.0f", g ? ", " : "", hpt_plan_group_name((hpt_plan_group)g),
+                r->comm[g].bytes);
+    fprintf(f, "},\n  \"comm_seconds_per_step\": {");
+    for (int g = 0; g < HPT_PLAN_GROUPS; g++)
+        fprintf(f, "%s\"%s\": %.17g", g ? ", " : "", hpt_plan_group_name((hpt_plan_group)g),
+                r->comm[g].seconds);
+    fprintf(f, "},\n  \"bubble_fraction\": %.17g,\n  \"compute_s\": %.17g,\n  \"comm_s\": %.17g,\n"
+            "  \"comm_compute_ratio\": %.17g,\n  \"step_time_s\": %.17g,\n  \"tokens_per_s\": %.17g,\n"
+            "  \"mfu\": %.17g\n}\n",
+            r->bubble, r->compute_s, r->comm_s, r->comm_compute_ratio, r->step_time_s,
+            r->tokens_per_s, r->mfu);
+}
+
+/* Memory in GiB, or MiB for small (cpu-local) budgets. */
+static double mem_unit(const hpt_plan_setup *s) { return s->cl.exact ? 1048576.0 : GIB; }
+
+static void text_mem_row(FILE *f, const char *label, const hpt_plan_mem *m, double u)
+{
+    fprintf(f, "  %-10s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", label, m->weights / u,
+            m->grads / u, m->optimizer / u, m->activations / u, m->logits / u,
+            m->comm_buffers / u, m->baseline / u, m->total / u);
+}
+
+void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
+{
+    const hpt_config *c = &s->cfg;
+    double u = mem_unit(s), np = (double)hpt_config_num_params(c);
+    const char *un = s->cl.exact ? "MiB" : "GiB";
+    fprintf(f, "model: %.2f %s parameters, %d layers, hidden %d, heads %d/%d kv, vocab %d%s\n",
+            np >= 1e9 ? np / 1e9 : np / 1e6, np >= 1e9 ? "B" : "M", c->num_hidden_layers,
+            c->hidden_size, c->num_attention_heads, c->num_key_value_heads, c->vocab_size,
+            c->tie_word_embeddings ? ", tied" : "");
+    fprintf(f, "cluster: %s, %d nodes x %d GPUs, %.4g GFLOP/s x %.2f efficiency, %.1f %s per GPU\n",
+            s->cl.name, s->nodes, s->gpus_per_node, device_peak(s) / 1e9, s->cl.efficiency,
+            capacity(s) / u, un);
+    fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
+            "micro-batches x DP %d; %s%s%s\n\n",
+            s->tp, s->pp, s->dp, s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
+            s->dp, s->fp32 ? "fp32" : "bf16 mixed precision", s->recompute ? ", recomputation" : "",
+            s->zero1 ? ", ZeRO-1" : "");
+    fprintf(f, "memory per rank (%s)  weights     grads optimizer      acts    logits      comm  "
+            "baseline     total\n", un);
+    for (int i = 0; i < r->nstages; i++) {
+        char label[32];
+        snprintf(label, sizeof label, "stage %d", i);
+        if (r->nstages <= 8 || i < 2 || i >= r->nstages - 2 || i == r->worst_stage)
+            text_mem_row(f, label, &r->stage[i].mem, u);
+    }
+    fprintf(f, "worst: stage %d, %.2f %s of %.2f %s: %s\n\n", r->worst_stage, r->worst.total / u,
+            un, capacity(s) / u, un, r->fits ? "FITS" : "DOES NOT FIT");
+    fprintf(f, "communication per step (worst rank)   calls        bytes   wire bytes   seconds  link\n");
+    for (int g = 0; g < HPT_PLAN_GROUPS; g++)
+        fprintf(f, "  %-34s %7.0f %12.4g %12.4g %9.4g  %s\n", hpt_plan_group_name((hpt_plan_group)g),
+                r->comm[g].calls, r->comm[g].bytes, r->comm[g].wire_bytes, r->comm[g].seconds,
+                link_name(s, r->link_inter[g]));
+    fprintf(f, "\nFLOPs per step: %.4g executed, %.4g model\n", r->flops_per_step,
+            r->model_flops_per_step);
+    fprintf(f, "1F1B bubble: %.3f; compute %.4g s, communication on the critical path %.4g s; "
+            "communication/compute %.3f\n",
+            r->bubble, r->compute_s, r->comm_s, r->comm_compute_ratio);
+    fprintf(f, "step time %.4g s, %.4g tokens/s, MFU %.1f %%\n", r->step_time_s, r->tokens_per_s,
+            100 * r->mfu);
+}
+
+void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f)
+{
+    fprintf(f, "rank\tgroup\tcalls_per_step\tbytes_per_step\tseconds_per_step\tpeak_rss_mib\n");
+    long W = (long)s->tp * s->pp * s->dp;
+    for (long w = 0; w < W; w++) {
+        hpt_plan_mem m = hpt_plan_rank_mem(s, (int)w);
+        for (int g = 0; g < HPT_PLAN_GROUPS; g++) {
+            hpt_plan_comm pc = hpt_plan_rank_comm(s, (int)w, (hpt_plan_group)g);
+            fprintf(f, "%ld\t%s\t%.17g\t%.17g\t%.6g\t%.1f\n", w,
+                    hpt_plan_group_name((hpt_plan_group)g), pc.calls, pc.bytes, pc.seconds,
+                    m.total / 1048576.0);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ search */
+
+typedef struct {
+    hpt_plan_setup s;
+    double tokens_per_s, mem, step, mfu, bubble, ratio;
+    int fits;
+} candidate;
+
+static int by_speed(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+    if (x->fits != y->fits)
+        return y->fits - x->fits;
+    if (x->tokens_per_s != y->tokens_per_s)
+        return (x->tokens_per_s < y->tokens_per_s) - (x->tokens_per_s > y->tokens_per_s);
+    return (x->mem > y->mem) - (x->mem < y->mem); /* equally fast: less memory first */
+}
+
+/* Why the first layout wins, in words, from its numbers. */
+static void explain(FILE *f, const candidate *best, const candidate *all, int n)
+{
+    const hpt_plan_setup *s = &best->s;
+    hpt_plan_result *r = malloc(sizeof *r);
+    if (!r || hpt_plan_eval(s, r)) {
+        free(r);
+        return;
+    }
+    fprintf(f, "why TP %d x PP %d x DP %d, micro-batch %d%s%s:\n", s->tp, s->pp, s->dp,
+            s->micro_batch, s->recompute ? ", recomputation" : "", s->zero1 ? ", ZeRO-1" : "");
+    if (s->tp > 1)
+        fprintf(f, "  - TP %d %s: its %.0f all-reduces per step (%.3g s) run on %s\n", s->tp,
+                r->link_inter[HPT_PLAN_TP] ? "spans nodes" : "stays inside a node",
+                r->comm[HPT_PLAN_TP].calls, r->comm[HPT_PLAN_TP].seconds,
+                link_name(s, r->link_inter[HPT_PLAN_TP]));
+    else
+        fprintf(f, "  - no tensor parallelism: no per-layer all-reduces on the critical path\n");
+    if (s->pp > 1)
+        fprintf(f, "  - PP %d: %d-%d layers per stage, 1F1B bubble %.3f with %d micro-batches\n",
+                s->pp, s->cfg.num_hidden_layers / s->pp, (s->cfg.num_hidden_layers + s->pp - 1) / s->pp,
+                r->bubble, r->micro_batches);
+    fprintf(f, "  - DP %d: gradient %s of %.3g GB per rank (%.3g s, %s)\n", s->dp,
+            s->zero1 ? "reduce-scatter + parameter all-gather" : "all-reduce",
+            r->comm[HPT_PLAN_DP].bytes / 1e9, r->comm[HPT_PLAN_DP].seconds,
+            link_name(s, r->link_inter[HPT_PLAN_DP]));
+    fprintf(f, "  - memory: %.1f of %.1f GiB on stage %d (weights %.1f, optimizer %.1f, "
+            "activations %.1f)\n", r->worst.total / GIB, capacity(s) / GIB, r->worst_stage,
+            r->worst.weights / GIB, r->worst.optimizer / GIB, r->worst.activations / GIB);
+    fprintf(f, "  - %.4g tokens/s, MFU %.1f %%, communication/compute %.3f\n", r->tokens_per_s,
+            100 * r->mfu, r->comm_compute_ratio);
+    for (int i = 0; i < n; i++)
+        if (!all[i].fits && all[i].tokens_per_s > best->tokens_per_s) {
+            fprintf(f, "  - faster but does not fit: TP %d x PP %d x DP %d, micro-batch %d%s%s "
+                    "(%.4g tokens/s, needs %.1f GiB)\n", all[i].s.tp, all[i].s.pp, all[i].s.dp,
+                    all[i].s.micro_batch, all[i].s.recompute ? ", recomputation" : "",
+                    all[i].s.zero1 ? ", ZeRO-1" : "", all[i].tokens_per_s, all[i].mem / GIB);
+            break;
+        }
+    free(r);
+}
+
+static int add_candidate(candidate **v, int *n, int *cap, const hpt_plan_setup *s,
+                         hpt_plan_result *r)
+{
+    if (hpt_plan_eval(s, r))
+        return 0; /* invalid for this model: skip */
+    if (*n == *cap) {
+        int nc = *cap ? 2 * *cap : 256;
+        candidate *p = realloc(*v, sizeof **v * (size_t)nc);
+        if (!p)
+            return -1;
+        *v = p;
+        *cap = nc;
+    }
+    (*v)[(*n)++] = (candidate){*s, r->tokens_per_s, r->worst.total, r->step_time_s, r->mfu,
+                               r->bubble, r->comm_compute_ratio, r->fits};
+    return 0;
+}
+
+hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx, int gpus, int top,
+                           int json, FILE *f)
+{
+    if (gpus <= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--gpus %d: must be > 0", gpus);
+    int gpn = base->gpus_per_node;
+    if (gpus > gpn && gpus % gpn)
+        return hpt_error_set(HPT_ERR_USAGE, "--gpus %d is not a whole number of %d-GPU nodes "
+                             "(--gpus-per-node)", gpus, gpn);
+    hpt_plan_result *r = malloc(sizeof *r);
+    candidate *v = NULL;
+    int n = 0, cap = 0, bad = !r;
+    for (int tp = 1; !bad && tp <= gpus && tp <= gpn; tp++) {
+        if (gpus % tp || gpn % tp || (fx->tp && tp != base->tp))
+            continue;
+        for (int pp = 1; !bad && pp <= gpus / tp; pp++) {
+            if ((gpus / tp) % pp || (fx->pp && pp != base->pp))
+                continue;
+            int dp = gpus / tp / pp;
+            if (fx->dp && dp != base->dp)
+                continue;
+            for (int mb = 1; !bad && mb <= base->global_batch && mb <= 1 << 20; mb *= 2) {
+                if (fx->micro_batch && mb != base->micro_batch)
+                    continue;
+                for (int k = 0; !bad && k < 4; k++) {
+                    hpt_plan_setup s = *base;
+                    s.tp = tp, s.pp = pp, s.dp = dp, s.micro_batch = mb;
+                    s.recompute = fx->recompute ? base->recompute : k & 1;
+                    s.zero1 = fx->zero1 ? base->zero1 : (k >> 1) & 1;
+                    if ((fx->recompute && (k & 1)) || (fx->zero1 && (k >> 1)) ||
+                        (dp == 1 && s.zero1))
+                        continue;
+                    s.gpus_per_node = gpus < gpn ? gpus : gpn;
+                    s.nodes = gpus / s.gpus_per_node;
+                    bad = add_candidate(&v, &n, &cap, &s, r) != 0;
+                }
+            }
+        }
+    }
+    free(r);
+    if (bad) {
+        free(v);
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory in the layout search");
+    }
+    if (!n)
+        return hpt_error_set(HPT_ERR_USAGE, "no valid layout for %d GPUs: TP must divide the "
+                             "node and the heads, PP at most the layers, DP x micro-batch the "
+                             "global batch %d", gpus, base->global_batch);
+    qsort(v, (size_t)n, sizeof *v, by_speed);
+    int fitting = 0;
+    for (int i = 0; i < n; i++)
+        fitting += v[i].fits;
+    int shown = fitting < top ? fitting : top;
+    if (json) {
+        fprintf(f, "{\"gpus\": %d, \"candidates\": %d, \"fitting\": %d, \"ranked\": [", gpus, n,
+                fitting);
+        for (int i = 0; i < shown; i++)
+            fprintf(f, "%s\n  {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, "
+                    "\"recompute\": %s, \"zero1\": %s, \"mem_bytes\": %.0f, \"step_time_s\": %.17g, "
+                    "\"tokens_per_s\": %.17g, \"mfu\": %.17g, \"bubble_fraction\": %.17g}",
+                    i ? "," : "", v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
+                    v[i].s.recompute ? "true" : "false", v[i].s.zero1 ? "true" : "false", v[i].mem,
+                    v[i].step, v[i].tokens_per_s, v[i].mfu, v[i].bubble);
+        fprintf(f, "],\n\"best\": ");
+        if (fitting) {
+            hpt_plan_result *b = malloc(sizeof *b);
+            if (b && !hpt_plan_eval(&v[0].s, b))
+                hpt_plan_write_json(&v[0].s, b, f);
+            free(b);
+        } else {
+            fprintf(f, "null\n");
+        }
+        fprintf(f, "}\n");
+    } else {
+        fprintf(f, "%d layouts for %d GPUs, %d fit in %.1f GiB; fastest first:\n", n, gpus,
+                fitting, capacity(&v[0].s) / GIB);
+        fprintf(f, "   TP   PP     DP  mb  recomp zero1   mem GiB   step s     tokens/s   MFU %%  bubble\n");
+        for (int i = 0; i < shown; i++)
+            fprintf(f, "  %3d %4d %6d %3d  %-6s %-5s %9.2f %8.4g %12.5g %6.1f  %6.3f\n", v[i].s.tp,
+                    v[i].s.pp, v[i].s.dp, v[i].s.micro_batch, v[i].s.recompute ? "yes" : "no",
+                    v[i].s.zero1 ? "yes" : "no", v[i].mem / GIB, v[i].step, v[i].tokens_per_s,
+                    100 * v[i].mfu, v[i].bubble);
+        if (fitting)
+            explain(f, &v[0], v, n);
+        else {
+            double least = v[0].mem;
+            for (int i = 1; i < n; i++)
+                least = fmin(least, v[i].mem);
+            fprintf(f, "no layout fits: the smallest needs %.1f GiB per GPU\n", least / GIB);
+        }
+    }
+    free(v);
+    return HPT_OK;
+}

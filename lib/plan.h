@@ -1,0 +1,217 @@
+/* plan.h — "estimate before you launch": per-rank memory, FLOPs,
+ * communication volume and time, pipeline bubble, step time, tokens/s and
+ * MFU of a training layout (TP x PP x DP) on a cluster, and a search over
+ * layouts. Used by hpt-plan (src/hpt-plan.c); the formulas and their
+ * sources are in docs/PLAN.md.
+ *
+ * Two memory/communication models:
+ *  - exact (cluster cpu-local): hpt's own fp32 CPU allocations and the
+ *    payload its communication counters record (lib/model.c, lib/optim.c,
+ *    lib/train.c, lib/comm_mpi.c), so predictions can be checked against
+ *    `hpt-train --comm-stats` (comm.tsv) byte for byte and against the
+ *    measured peak RSS;
+ *  - analytic (GPU clusters): mixed precision (bf16 weights and
+ *    activations, fp32 gradients, fp32 master weights and AdamW moments:
+ *    18 bytes per parameter) and the activation memory of Korthikanti et al.
+ *    2022 adapted to SwiGLU and grouped-query attention.
+ *
+ * Units: bytes, seconds, FLOPs (floating-point operations, a multiply-add
+ * counts 2), FLOP/s, bytes/s. Sizes are doubles so 405B-parameter models
+ * on 16k GPUs never overflow.
+ */
+#ifndef HPT_PLAN_H
+#define HPT_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "error.h"
+
+/* A cluster: identical nodes of `gpus_per_node` devices, a fast link
+ * inside a node (NVLink) and a slower one between nodes (InfiniBand). */
+typedef struct {
+    char name[32];
+    int gpus_per_node;
+    double peak_flops;    /* dense FLOP/s per device at the default precision */
+    double mem_bytes;     /* usable memory per device                         */
+    double intra_bw;      /* bytes/s per device, one direction, inside a node */
+    double inter_bw;      /* bytes/s per device, one direction, between nodes */
+    double intra_lat;     /* seconds per message step inside a node           */
+    double inter_lat;     /* seconds per message step between nodes           */
+    double efficiency;    /* fraction of peak the model's matmuls reach       */
+    double baseline_bytes;/* per-process memory outside the model's tensors
+                           * (runtime, libraries, communication library)     */
+    int exact;            /* 1: model hpt's own fp32 CPU allocations         */
+    int fp32_only;        /* 1: the device trains in fp32 only (cpu-local)   */
+} hpt_cluster;
+
+/* Fill *c from a preset: a100-80gb, h100-80gb, h200-141gb (8 devices per
+ * node, NVLink + InfiniBand), cpu-local (this machine: hpt's CPU backend).
+ * Values and sources: docs/PLAN.md, "Cluster presets". Errors:
+ * HPT_ERR_USAGE listing the presets when `name` is unknown. */
+hpt_status hpt_cluster_preset(const char *name, hpt_cluster *c);
+
+/* What to plan. */
+typedef struct {
+    hpt_config cfg;
+    hpt_cluster cl;
+    int nodes, gpus_per_node;  /* nodes x gpus_per_node = tp x pp x dp  */
+    int tp, pp, dp;
+    int seq_len;               /* tokens per sequence                   */
+    int global_batch;          /* sequences per optimizer step          */
+    int micro_batch;           /* sequences per micro-batch             */
+    int recompute;             /* full activation recomputation         */
+    int zero1;                 /* AdamW state sharded over DP (ZeRO-1)  */
+    int fp32;                  /* 1: fp32 training, 0: bf16 mixed precision */
+    int store_scores;          /* keep the (B,H,T,T) softmax for backward
+                                * (hpt's CPU attention; 0 = FlashAttention-
+                                * style, only the row statistics)        */
+    double data_bytes;         /* token shards each rank maps and touches */
+} hpt_plan_setup;
+
+/* Memory of one rank, bytes. total = sum of the others, or the
+ * initialisation peak when that is larger (exact model only). */
+typedef struct {
+    double weights, grads, optimizer, activations, logits, comm_buffers, baseline, total;
+} hpt_plan_mem;
+
+typedef enum {
+    HPT_PLAN_TP,
+    HPT_PLAN_PP,
+    HPT_PLAN_DP,
+    HPT_PLAN_MP,    /* model-parallel (TP x PP) gradient-norm sum          */
+    HPT_PLAN_EMBED, /* tied embedding copies of the first and last stage   */
+    HPT_PLAN_GROUPS
+} hpt_plan_group;
+
+/* Names as in comm.tsv: "tp", "pp", "dp", "mp", "embed". */
+const char *hpt_plan_group_name(hpt_plan_group g);
+
+/* Communication of one rank in one group per optimizer step. */
+typedef struct {
+    double calls;
+    double bytes;       /* payload handed to the calls (hpt's counters)     */
+    double wire_bytes;  /* bytes each rank sends under the algorithm:
+                         * ring all-reduce 2(n-1)/n, reduce-scatter and
+                         * all-gather (n-1)/n, point-to-point 1 x payload   */
+    double seconds;     /* alpha-beta time                                  */
+} hpt_plan_comm;
+
+#define HPT_PLAN_MAX_STAGES 1024
+
+typedef struct {
+    int l0, l1;             /* layers [l0, l1)                              */
+    int in_flight;          /* micro-batches whose activations it holds     */
+    double params;          /* elements of this stage's parameter block     */
+    hpt_plan_mem mem;       /* DP rank 0 (the largest ZeRO-1 shard)         */
+    hpt_plan_comm comm[HPT_PLAN_GROUPS]; /* DP rank 0                        */
+    double flops_per_mb;    /* FLOPs of one micro-batch forward+backward,
+                             * one TP rank (recomputation included)        */
+    double compute_s;       /* flops_per_mb / (peak x efficiency)           */
+} hpt_plan_stage;
+
+typedef struct {
+    int micro_batches;          /* m = global_batch / (micro_batch x dp)    */
+    int nstages;
+    hpt_plan_stage stage[HPT_PLAN_MAX_STAGES];
+    int worst_stage;            /* stage with the largest memory total      */
+    hpt_plan_mem worst;         /* its memory                               */
+    int fits;                   /* worst.total <= cluster memory            */
+    double model_flops_per_step;/* 6 N_matmul + 12 L T C per token, all GPUs */
+    double flops_per_step;      /* executed: + one forward of the layers
+                                 * with recomputation                       */
+    hpt_plan_comm comm[HPT_PLAN_GROUPS]; /* max over stages, per rank      */
+    int link_inter[HPT_PLAN_GROUPS]; /* 1: the group spans nodes (IB)       */
+    double bubble;              /* (p-1)/(m+p-1), 1F1B                      */
+    double compute_s;           /* m x slowest stage's micro-batch          */
+    double comm_s;              /* communication on the critical path      */
+    double comm_compute_ratio;  /* all communication time / compute time   */
+    double step_time_s, tokens_per_s, mfu;
+} hpt_plan_result;
+
+/* Check the setup (sizes > 0, layout = nodes x gpus_per_node, TP divides
+ * heads, kv heads and intermediate_size, PP <= layers, global batch a
+ * multiple of micro-batch x DP, precision available on the cluster).
+ * Errors: HPT_ERR_USAGE naming the option and the rule. */
+hpt_status hpt_plan_validate(const hpt_plan_setup *s);
+
+/* Evaluate a validated setup into *r. Errors: as hpt_plan_validate. */
+hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r);
+
+/* Layers [*l0, *l1) of stage `stage` of `pp` over L layers: hpt's
+ * balanced split, stage s gets layers floor(sL/P) .. floor((s+1)L/P). */
+void hpt_plan_stage_layers(int L, int pp, int stage, int *l0, int *l1);
+
+/* Elements of the parameter block of one rank of pipeline stage `stage`:
+ * its layers' tensors (TP shards: q/k/v/gate/up by rows, o/down by
+ * columns, norms replicated), the embedding (vocabulary padded to a
+ * multiple of TP, V_l = ceil(V/TP) rows) on the first stage, the final
+ * norm and an untied head — or a tied embedding's copy — on the last.
+ * Exact model: every tensor padded to 16 elements (lib/model.c). */
+double hpt_plan_stage_params(const hpt_plan_setup *s, int stage);
+
+/* Activation bytes of one layer for one micro-batch of b sequences of s
+ * tokens on one TP rank, without recomputation (analytic model):
+ *   a * s*b*h * (4 + (2 + 2g)/t) + a * 3*s*b*I/t      (a = 2 bf16, 4 fp32)
+ *   + store_scores ? a * b*(H/t)*s^2 : 4 * b*(H/t)*s  (softmax or its stats)
+ * g = KV/H. Korthikanti et al. 2022, eq. 2 (34 + 5as/h, per layer, no
+ * parallelism) with Llama's terms: RMSNorm inputs, no dropout masks, GQA's
+ * smaller K and V, SwiGLU's three I-wide tensors; docs/PLAN.md derives it
+ * term by term and reduces it to Korthikanti's for GPT. */
+double hpt_plan_layer_act_bytes(const hpt_plan_setup *s);
+
+/* hpt's activation block (lib/model.c layout_acts) in bytes for one rank
+ * of `stage` holding `nslots` micro-batch slots; *logits gets the part that
+ * holds the logits (N x V_l floats per slot on the last stage). */
+double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, double *logits);
+
+/* Communication of world rank `rank` (grid rank = tp + dp*TP + pp*TP*DP)
+ * in group g per optimizer step: the calls and payload bytes hpt's
+ * counters record (exact model: equal to comm.tsv), the algorithm's wire
+ * bytes and the alpha-beta seconds. */
+hpt_plan_comm hpt_plan_rank_comm(const hpt_plan_setup *s, int rank, hpt_plan_group g);
+
+/* Memory of world rank `rank`. */
+hpt_plan_mem hpt_plan_rank_mem(const hpt_plan_setup *s, int rank);
+
+/* Alpha-beta time (Hockney 1994; Thakur et al. 2005 for the collectives)
+ * of an operation over n ranks moving `bytes` payload: all-reduce (ring)
+ * 2(n-1)/n * bytes/bw + 2(n-1)*lat; reduce-scatter and all-gather
+ * (n-1)/n * bytes/bw + (n-1)*lat; point-to-point bytes/bw + lat. */
+typedef enum { HPT_COLL_ALLREDUCE, HPT_COLL_REDUCE_SCATTER, HPT_COLL_ALLGATHER, HPT_COLL_P2P } hpt_coll;
+double hpt_plan_coll_seconds(hpt_coll op, int n, double bytes, double bw, double lat);
+double hpt_plan_coll_factor(hpt_coll op, int n);
+
+/* Executed FLOPs of one sequence of T tokens, forward + backward, whole
+ * model: PaLM's 6*N_matmul*T + 12*L*T^2*C (hpt_model_flops_per_token), plus
+ * with recomputation one more forward of the layers (2*N_layers*T +
+ * 4*L*T^2*C). For a GPT shape (KV = H, 3*I = 8*C) with recomputation this
+ * is Megatron-LM's 96*s*l*h^2*(1 + s/6h + V/16lh) per sequence (Narayanan
+ * et al. 2021, eq. 3). */
+double hpt_plan_flops_per_seq(const hpt_config *c, int T, int recompute);
+
+/* Write the result as JSON (one object). */
+void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f);
+
+/* Write the result as readable tables. */
+void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f);
+
+/* Per-rank predictions in comm.tsv's format (rank, group, calls_per_step,
+ * bytes_per_step, seconds_per_step, peak_rss_mib) for every rank. */
+void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f);
+
+/* Search: every (TP, PP, DP = gpus/(TP*PP), micro-batch, recompute,
+ * ZeRO-1) for `gpus` devices with TP dividing the node and the heads, PP
+ * <= layers, DP dividing the global batch; a field of *base set >= 1
+ * (tp, pp, dp, micro_batch) or a flag set (recompute, zero1) is kept
+ * fixed when `fixed` says so. Ranks the layouts that fit by tokens/s and
+ * prints the top `top` and why the first wins; json = 1: as JSON.
+ * Errors: HPT_ERR_USAGE when no layout is valid. */
+typedef struct {
+    int tp, pp, dp, micro_batch, recompute, zero1; /* 1 = fixed by the user */
+} hpt_plan_fixed;
+hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fixed, int gpus,
+                           int top, int json, FILE *f);
+
+#endif

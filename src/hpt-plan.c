@@ -1,0 +1,381 @@
+/* hpt-plan — estimate memory, communication and step time of a training
+ * layout before launching it, or search for the fastest layout that fits.
+ * Parses options, calls lib/plan.c. No MPI. */
+#include <errno.h>
+#include <limits.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hpt_config.h"
+#include "plan.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: hpt-plan --model M --cluster C --tp T --pp P --dp D --seq-len S\n"
+            "                --global-batch GB [--micro-batch MB] [OPTION]...\n"
+            "       hpt-plan --model M --cluster C --seq-len S --global-batch GB --search "
+            "--gpus N\n"
+            "Estimate per-rank memory, FLOPs, communication per group, pipeline bubble, step\n"
+            "time, tokens/s and MFU of a training layout, and whether it fits (docs/PLAN.md).\n\n"
+            "Model and cluster:\n"
+            "  --model NAME|PATH     preset (tiny, small, llama2-7b, llama2-13b, llama2-70b,\n"
+            "                        llama3-8b, llama3-70b, llama3-405b) or a config.json\n"
+            "  --tie-embeddings, --untie-embeddings   override the config\n"
+            "  --cluster NAME        a100-80gb, h100-80gb, h200-141gb (8 GPUs per node,\n"
+            "                        NVLink + InfiniBand) or cpu-local (this machine, hpt's\n"
+            "                        fp32 CPU backend, modelled allocation by allocation)\n"
+            "  --nodes N             nodes [layout / GPUs per node; cpu-local: 1]\n"
+            "  --gpus-per-node G     [cluster's: 8; cpu-local: the layout's ranks]\n"
+            "  --peak-flops X        peak FLOP/s per GPU (cpu-local: per machine)\n"
+            "  --mem-gb X            memory per GPU, GB = 1e9 bytes (cpu-local: per machine)\n"
+            "  --intra-bw X, --inter-bw X   link bandwidth per GPU and direction, GB/s\n"
+            "  --intra-lat X, --inter-lat X link latency per message step, microseconds\n"
+            "  --efficiency X        fraction of peak the matmuls reach [cluster's]\n"
+            "  --baseline-mib X      per-process memory outside the tensors [cluster's]\n"
+            "  --data-bytes N        token-shard bytes each rank maps and reads (hpt-train\n"
+            "                        validates every token, so they count in its RSS) [0]\n\n"
+            "Layout and training:\n"
+            "  --tp N, --pp N, --dp N   tensor, pipeline, data parallel sizes [1, 1, the rest]\n"
+            "  --seq-len N           tokens per sequence (required)\n"
+            "  --global-batch N      sequences per optimizer step (required)\n"
+            "  --micro-batch N       sequences per micro-batch [1]\n"
+            "  --recompute           full activation recomputation\n"
+            "  --zero1               shard the optimizer state over DP (ZeRO-1)\n"
+            "  --precision P         bf16 (mixed, 18 bytes/parameter) or fp32 [bf16; cpu-local\n"
+            "                        fp32]\n"
+            "  --store-scores        attention keeps the softmax (B,H,T,T) for backward (as hpt's\n"
+            "                        CPU backend does) instead of FlashAttention's statistics\n\n"
+            "Output:\n"
+            "  --json                JSON instead of tables\n"
+            "  --ranks-tsv FILE      predicted comm.tsv rows (rank, group, calls, bytes, seconds,\n"
+            "                        peak RSS MiB) of every rank, as hpt-train --comm-stats writes\n"
+            "  --search              enumerate layouts (TP, PP, DP, micro-batch, recomputation,\n"
+            "                        ZeRO-1; those given are kept) for --gpus, rank those that\n"
+            "                        fit by tokens/s and explain the first\n"
+            "  --gpus N              GPUs for --search [nodes x GPUs per node]\n"
+            "  --top N               layouts listed by --search [10]\n"
+            "  --help, --version\n\n"
+            "Exit status: 0 done (also when the layout does not fit: see \"fits\"); 1 internal\n"
+            "error; 2 bad option, model config or layout.\n");
+}
+
+enum {
+    OPT_MODEL = 256, OPT_CLUSTER, OPT_NODES, OPT_GPN, OPT_TP, OPT_PP, OPT_DP, OPT_SEQ, OPT_GB,
+    OPT_MB, OPT_RECOMPUTE, OPT_ZERO1, OPT_PRECISION, OPT_JSON, OPT_SEARCH, OPT_GPUS, OPT_TOP,
+    OPT_PEAK, OPT_MEM, OPT_INTRA_BW, OPT_INTER_BW, OPT_INTRA_LAT, OPT_INTER_LAT, OPT_EFF,
+    OPT_BASELINE, OPT_DATA_BYTES, OPT_SCORES, OPT_TIE, OPT_UNTIE, OPT_RANKS_TSV, OPT_HELP,
+    OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+    {"model", 1, 0, OPT_MODEL},           {"cluster", 1, 0, OPT_CLUSTER},
+    {"nodes", 1, 0, OPT_NODES},           {"gpus-per-node", 1, 0, OPT_GPN},
+    {"tp", 1, 0, OPT_TP},                 {"pp", 1, 0, OPT_PP},
+    {"dp", 1, 0, OPT_DP},                 {"seq-len", 1, 0, OPT_SEQ},
+    {"global-batch", 1, 0, OPT_GB},       {"micro-batch", 1, 0, OPT_MB},
+    {"recompute", 0, 0, OPT_RECOMPUTE},   {"zero1", 0, 0, OPT_ZERO1},
+    {"precision", 1, 0, OPT_PRECISION},   {"json", 0, 0, OPT_JSON},
+    {"search", 0, 0, OPT_SEARCH},         {"gpus", 1, 0, OPT_GPUS},
+    {"top", 1, 0, OPT_TOP},               {"peak-flops", 1, 0, OPT_PEAK},
+    {"mem-gb", 1, 0, OPT_MEM},            {"intra-bw", 1, 0, OPT_INTRA_BW},
+    {"inter-bw", 1, 0, OPT_INTER_BW},     {"intra-lat", 1, 0, OPT_INTRA_LAT},
+    {"inter-lat", 1, 0, OPT_INTER_LAT},   {"efficiency", 1, 0, OPT_EFF},
+    {"baseline-mib", 1, 0, OPT_BASELINE}, {"data-bytes", 1, 0, OPT_DATA_BYTES},
+    {"store-scores", 0, 0, OPT_SCORES},   {"tie-embeddings", 0, 0, OPT_TIE},
+    {"untie-embeddings", 0, 0, OPT_UNTIE},{"ranks-tsv", 1, 0, OPT_RANKS_TSV},
+    {"help", 0, 0, OPT_HELP},             {"version", 0, 0, OPT_VERSION},
+    {0, 0, 0, 0},
+};
+
+/* Everything the command line says; NOTSET / NAN = not given. */
+#define NOTSET INT_MIN
+typedef struct {
+    const char *model, *cluster, *precision, *ranks_tsv;
+    int nodes, gpn, tp, pp, dp, seq, gb, mb, recompute, zero1, json, search, gpus, top, scores, tie;
+    double peak, mem_gb, intra_bw, inter_bw, intra_lat, inter_lat, eff, baseline_mib, data_bytes;
+} cli;
+
+static hpt_status parse_int(const char *opt, const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
+        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not an integer", opt, s);
+    *out = (int)v;
+    return HPT_OK;
+}
+
+/* A finite number; negative values are left to hpt_plan_validate. */
+static hpt_status parse_num(const char *opt, const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not a finite number", opt, s);
+    *out = v;
+    return HPT_OK;
+}
+
+static const char *opt_name(int c)
+{
+    for (const struct option *lo = long_opts; lo->name; lo++)
+        if (lo->val == c)
+            return lo->name;
+    return "";
+}
+
+static hpt_status apply(cli *o, int c, const char *arg, int *action)
+{
+    const char *n = opt_name(c);
+    switch (c) {
+    case OPT_MODEL: o->model = arg; return HPT_OK;
+    case OPT_CLUSTER: o->cluster = arg; return HPT_OK;
+    case OPT_PRECISION: o->precision = arg; return HPT_OK;
+    case OPT_RANKS_TSV: o->ranks_tsv = arg; return HPT_OK;
+    case OPT_NODES: return parse_int(n, arg, &o->nodes);
+    case OPT_GPN: return parse_int(n, arg, &o->gpn);
+    case OPT_TP: return parse_int(n, arg, &o->tp);
+    case OPT_PP: return parse_int(n, arg, &o->pp);
+    case OPT_DP: return parse_int(n, arg, &o->dp);
+    case OPT_SEQ: return parse_int(n, arg, &o->seq);
+    case OPT_GB: return parse_int(n, arg, &o->gb);
+    case OPT_MB: return parse_int(n, arg, &o->mb);
+    case OPT_GPUS: return parse_int(n, arg, &o->gpus);
+    case OPT_TOP: return parse_int(n, arg, &o->top);
+    case OPT_PEAK: return parse_num(n, arg, &o->peak);
+    case OPT_MEM: return parse_num(n, arg, &o->mem_gb);
+    case OPT_INTRA_BW: return parse_num(n, arg, &o->intra_bw);
+    case OPT_INTER_BW: return parse_num(n, arg, &o->inter_bw);
+    case OPT_INTRA_LAT: return parse_num(n, arg, &o->intra_lat);
+    case OPT_INTER_LAT: return parse_num(n, arg, &o->inter_lat);
+    case OPT_EFF: return parse_num(n, arg, &o->eff);
+    case OPT_BASELINE: return parse_num(n, arg, &o->baseline_mib);
+    case OPT_DATA_BYTES: return parse_num(n, arg, &o->data_bytes);
+    case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
+    case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
+    case OPT_JSON: o->json = 1; return HPT_OK;
+    case OPT_SEARCH: o->search = 1; return HPT_OK;
+    case OPT_SCORES: o->scores = 1; return HPT_OK;
+    case OPT_TIE: o->tie = 1; return HPT_OK;
+    case OPT_UNTIE: o->tie = 0; return HPT_OK;
+    case OPT_HELP: *action = 1; return HPT_OK;
+    case OPT_VERSION: *action = 2; return HPT_OK;
+    default: return hpt_error_set(HPT_ERR_USAGE, "unknown option (see hpt-plan --help)");
+    }
+}
+
+static hpt_status parse_args(int argc, char **argv, cli *o, int *action)
+{
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        if (c == 'h')
+            c = OPT_HELP;
+        if (c == '?' || c == ':')
+            return hpt_error_set(HPT_ERR_USAGE, "%s: unknown option or missing value (see "
+                                 "hpt-plan --help)", argv[optind - 1]);
+        hpt_status st = apply(o, c, optarg, action);
+        if (st)
+            return st;
+    }
+    if (optind < argc)
+        return hpt_error_set(HPT_ERR_USAGE, "unexpected argument '%s' (see hpt-plan --help)",
+                             argv[optind]);
+    return HPT_OK;
+}
+
+/* Cluster preset with the overrides. */
+static hpt_status setup_cluster(const cli *o, hpt_cluster *cl)
+{
+    if (!o->cluster)
+        return hpt_error_set(HPT_ERR_USAGE, "--cluster is required (a100-80gb, h100-80gb, "
+                             "h200-141gb, cpu-local)");
+    hpt_status st = hpt_cluster_preset(o->cluster, cl);
+    if (st)
+        return st;
+    const struct {
+        const char *opt;
+        double v;
+        int zero_ok;
+    } given[] = {{"peak-flops", o->peak, 0},   {"mem-gb", o->mem_gb, 0},
+                 {"intra-bw", o->intra_bw, 0}, {"inter-bw", o->inter_bw, 0},
+                 {"intra-lat", o->intra_lat, 1}, {"inter-lat", o->inter_lat, 1},
+                 {"efficiency", o->eff, 0},    {"baseline-mib", o->baseline_mib, 1}};
+    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
+        if (!isnan(given[i].v) && (given[i].v < 0 || (given[i].v == 0 && !given[i].zero_ok)))
+            return hpt_error_set(HPT_ERR_USAGE, "--%s %g: must be %s", given[i].opt, given[i].v,
+                                 given[i].zero_ok ? ">= 0" : "> 0");
+    if (!isnan(o->peak)) cl->peak_flops = o->peak;
+    if (!isnan(o->mem_gb)) cl->mem_bytes = o->mem_gb * 1e9;
+    if (!isnan(o->intra_bw)) cl->intra_bw = o->intra_bw * 1e9;
+    if (!isnan(o->inter_bw)) cl->inter_bw = o->inter_bw * 1e9;
+    if (!isnan(o->intra_lat)) cl->intra_lat = o->intra_lat * 1e-6;
+    if (!isnan(o->inter_lat)) cl->inter_lat = o->inter_lat * 1e-6;
+    if (!isnan(o->eff)) cl->efficiency = o->eff;
+    if (!isnan(o->baseline_mib))
+        cl->baseline_bytes = o->baseline_mib * 1048576.0;
+    return HPT_OK;
+}
+
+/* Nodes, GPUs per node and DP from what was given (see --help). */
+static hpt_status setup_grid(const cli *o, hpt_plan_setup *s)
+{
+    s->tp = o->tp != NOTSET ? o->tp : 1;
+    s->pp = o->pp != NOTSET ? o->pp : 1;
+    if (s->tp <= 0 || s->pp <= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--%s %d: must be > 0", s->tp <= 0 ? "tp" : "pp",
+                             s->tp <= 0 ? s->tp : s->pp);
+    s->gpus_per_node = o->gpn != NOTSET ? o->gpn : s->cl.gpus_per_node;
+    if (o->gpn != NOTSET && o->gpn <= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--gpus-per-node %d: must be > 0", o->gpn);
+    if (o->nodes != NOTSET && o->nodes <= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--nodes %d: must be > 0", o->nodes);
+    long given = o->nodes > 0 ? (long)o->nodes * s->gpus_per_node : 0;
+    if (o->dp != NOTSET)
+        s->dp = o->dp;
+    else if (given && given % ((long)s->tp * s->pp))
+        return hpt_error_set(HPT_ERR_USAGE, "--tp %d x --pp %d = %ld does not divide the %ld GPUs "
+                             "of --nodes %d x --gpus-per-node %d", s->tp, s->pp, (long)s->tp * s->pp,
+                             given, o->nodes, s->gpus_per_node);
+    else
+        s->dp = given ? (int)(given / ((long)s->tp * s->pp)) : 1;
+    if (s->dp <= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--dp %d: must be > 0", s->dp);
+    long world = (long)s->tp * s->pp * s->dp;
+    if (o->nodes > 0) {
+        s->nodes = o->nodes;
+    } else if (s->cl.exact && o->gpn == NOTSET) { /* cpu-local: every rank on this machine */
+        s->nodes = 1;
+        s->gpus_per_node = (int)world;
+    } else if (world <= s->gpus_per_node && o->gpn == NOTSET) { /* part of one node */
+        s->nodes = 1;
+        s->gpus_per_node = (int)world;
+    } else if (world % s->gpus_per_node) {
+        return hpt_error_set(HPT_ERR_USAGE, "layout --tp %d x --pp %d x --dp %d = %ld GPUs is not "
+                             "a whole number of %d-GPU nodes (--gpus-per-node)", s->tp, s->pp,
+                             s->dp, world, s->gpus_per_node);
+    } else {
+        s->nodes = (int)(world / s->gpus_per_node);
+    }
+    return HPT_OK;
+}
+
+static hpt_status setup(const cli *o, hpt_plan_setup *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!o->model)
+        return hpt_error_set(HPT_ERR_USAGE, "--model is required (a preset or a config.json)");
+    hpt_status st = hpt_config_resolve(o->model, &s->cfg);
+    if (!st)
+        st = setup_cluster(o, &s->cl);
+    if (st)
+        return st;
+    if (o->tie >= 0)
+        s->cfg.tie_word_embeddings = o->tie;
+    const struct {
+        const char *opt;
+        int v, required;
+    } sizes[] = {{"seq-len", o->seq, 1}, {"global-batch", o->gb, 1}, {"micro-batch", o->mb, 0}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (sizes[i].v == NOTSET && sizes[i].required)
+            return hpt_error_set(HPT_ERR_USAGE, "--%s is required", sizes[i].opt);
+        if (sizes[i].v != NOTSET && sizes[i].v <= 0)
+            return hpt_error_set(HPT_ERR_USAGE, "--%s %d: must be > 0", sizes[i].opt, sizes[i].v);
+    }
+    s->seq_len = o->seq;
+    s->global_batch = o->gb;
+    s->micro_batch = o->mb != NOTSET ? o->mb : 1;
+    s->recompute = o->recompute;
+    s->zero1 = o->zero1;
+    s->store_scores = o->scores || s->cl.exact;
+    s->data_bytes = isnan(o->data_bytes) ? 0 : o->data_bytes;
+    if (s->data_bytes < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--data-bytes %.0f: must be >= 0", s->data_bytes);
+    if (o->precision && strcmp(o->precision, "bf16") && strcmp(o->precision, "fp32"))
+        return hpt_error_set(HPT_ERR_USAGE, "--precision '%s': expected bf16 or fp32",
+                             o->precision);
+    s->fp32 = o->precision ? !strcmp(o->precision, "fp32") : s->cl.fp32_only;
+    return setup_grid(o, s);
+}
+
+static hpt_status run_one(const cli *o, const hpt_plan_setup *s)
+{
+    hpt_plan_result *r = malloc(sizeof *r);
+    if (!r)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    hpt_status st = hpt_plan_eval(s, r);
+    if (!st && o->ranks_tsv) {
+        FILE *f = fopen(o->ranks_tsv, "w");
+        if (!f)
+            st = hpt_error_set(HPT_ERR_IO, "--ranks-tsv %s: cannot write: %s", o->ranks_tsv,
+                               strerror(errno));
+        else {
+            hpt_plan_write_ranks_tsv(s, f);
+            if (fclose(f))
+                st = hpt_error_set(HPT_ERR_IO, "--ranks-tsv %s: write failed", o->ranks_tsv);
+        }
+    }
+    if (!st) {
+        if (o->json)
+            hpt_plan_write_json(s, r, stdout);
+        else
+            hpt_plan_write_text(s, r, stdout);
+    }
+    free(r);
+    return st;
+}
+
+static hpt_status run_search(const cli *o, hpt_plan_setup *s)
+{
+    hpt_plan_fixed fx = {.tp = o->tp != NOTSET, .pp = o->pp != NOTSET, .dp = o->dp != NOTSET,
+                         .micro_batch = o->mb != NOTSET, .recompute = 0, .zero1 = 0};
+    int gpus = o->gpus;
+    if (gpus == NOTSET && o->nodes != NOTSET && o->nodes > 0)
+        gpus = o->nodes * (o->gpn != NOTSET && o->gpn > 0 ? o->gpn : s->cl.gpus_per_node);
+    if (gpus == NOTSET)
+        return hpt_error_set(HPT_ERR_USAGE, "--search needs --gpus N (or --nodes)");
+    if (o->top != NOTSET && o->top <= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--top %d: must be > 0", o->top);
+    if (o->gpn != NOTSET && o->gpn <= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--gpus-per-node %d: must be > 0", o->gpn);
+    s->gpus_per_node = o->gpn != NOTSET ? o->gpn : s->cl.exact ? (gpus > 0 ? gpus : 1)
+                                                               : s->cl.gpus_per_node;
+    return hpt_plan_search(s, &fx, gpus, o->top != NOTSET ? o->top : 10, o->json, stdout);
+}
+
+int main(int argc, char **argv)
+{
+    cli o = {.nodes = NOTSET, .gpn = NOTSET, .tp = NOTSET, .pp = NOTSET, .dp = NOTSET,
+             .seq = NOTSET, .gb = NOTSET, .mb = NOTSET, .gpus = NOTSET, .top = NOTSET, .tie = -1, .peak = NAN, .mem_gb = NAN, .intra_bw = NAN,
+             .inter_bw = NAN, .intra_lat = NAN, .inter_lat = NAN, .eff = NAN,
+             .baseline_mib = NAN, .data_bytes = NAN};
+    int action = 0;
+    hpt_plan_setup s;
+    hpt_status st = parse_args(argc, argv, &o, &action);
+    if (!st && action == 1)
+        usage(stdout);
+    else if (!st && action == 2)
+        printf("hpt-plan (hpt) %s\n", PACKAGE_VERSION);
+    else if (!st && o.search) {
+        cli g = o; /* the grid is searched: plan the setup on one GPU first */
+        g.nodes = NOTSET, g.gpn = NOTSET;
+        g.tp = g.tp != NOTSET ? g.tp : 1, g.pp = g.pp != NOTSET ? g.pp : 1;
+        g.dp = g.dp != NOTSET ? g.dp : 1;
+        st = setup(&g, &s);
+        if (!st)
+            st = run_search(&o, &s);
+    } else if (!st) {
+        st = setup(&o, &s);
+        if (!st)
+            st = run_one(&o, &s);
+    }
+    if (st)
+        fprintf(stderr, "hpt-plan: %s\n", hpt_error_msg());
+    return hpt_status_exit_code(st);
+}

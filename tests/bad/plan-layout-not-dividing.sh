@@ -1,0 +1,12 @@
+#!/bin/sh
+# Bad input (hpt-plan): a layout that does not divide the GPU count, or
+# does not fill whole nodes, or does not match --nodes, is refused.
+. "$HPT_SRC/tests/lib.sh"
+M="--model llama2-70b --cluster h100-80gb --seq-len 4096 --global-batch 96"
+expect_error 2 "\-\-tp 8 x \-\-pp 3 = 24 does not divide the 16 GPUs of \-\-nodes 2 x \-\-gpus-per-node 8" \
+  "$HPT_BUILD/src/hpt-plan" $M --tp 8 --pp 3 --nodes 2
+expect_error 2 "layout \-\-tp 4 x \-\-pp 1 x \-\-dp 3 = 12 GPUs is not a whole number of 8-GPU nodes" \
+  "$HPT_BUILD/src/hpt-plan" $M --tp 4 --pp 1 --dp 3
+expect_error 2 "layout \-\-tp 8 x \-\-pp 2 x \-\-dp 3 = 48 GPUs does not match the cluster: \-\-nodes 4 x \-\-gpus-per-node 8 = 32 GPUs" \
+  "$HPT_BUILD/src/hpt-plan" $M --tp 8 --pp 2 --dp 3 --nodes 4
+expect_error 2 "\-\-gpus 12 is not a whole number of 8-GPU nodes" "$HPT_BUILD/src/hpt-plan" $M --search --gpus 12

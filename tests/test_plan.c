@@ -1,0 +1,198 @@
+/* test_plan.c — every formula piece of lib/plan.c against hand-computed
+ * values on small configs, hpt's exact parameter and activation sizes
+ * against lib/model.c itself (the model is built with a stand-in rank grid,
+ * no communication), and the Megatron-LM FLOP formula for a GPT shape.
+ * Prints one line per failed check; exit 1 if any. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm.h"
+#include "model.h"
+#include "plan.h"
+
+static int failures;
+
+static void expect(const char *what, double got, double want, double rel)
+{
+    double err = fabs(got - want) / fmax(fabs(want), 1e-300);
+    if (!(err <= rel)) {
+        printf("FAIL %s: got %.17g, expected %.17g\n", what, got, want);
+        failures++;
+    } else {
+        printf("ok   %s = %.17g\n", what, got);
+    }
+}
+
+/* C 64, I 176, L 2, H 4, KV 2 (hd 16, g = 1/2), V 100, untied. */
+static hpt_plan_setup hand_setup(void)
+{
+    hpt_plan_setup s;
+    memset(&s, 0, sizeof s);
+    s.cfg = (hpt_config){64, 176, 2, 4, 2, 100, 256, 1e-5f, 1e4f, 0};
+    hpt_cluster_preset("h100-80gb", &s.cl);
+    s.tp = 2, s.pp = 2, s.dp = 2, s.nodes = 1, s.gpus_per_node = 8;
+    s.seq_len = 8, s.micro_batch = 2, s.global_batch = 8; /* m = 8 / (2 x 2) = 2 */
+    s.gpus_per_node = 8;
+    s.nodes = 1;
+    return s;
+}
+
+static void test_hand_values(void)
+{
+    hpt_plan_setup s = hand_setup();
+    s.gpus_per_node = 8; /* 8 = 2 x 2 x 2 ranks on one node */
+    /* per layer, one TP rank (t = 2): norms 2*64, q 32*64 = 2048, k and v
+     * 16*64 = 1024 each, o 64*32 = 2048, gate and up 88*64 = 5632 each,
+     * down 64*88 = 5632: 128 + 2048 + 2048 + 2048 + 11264 + 5632 = 23168 */
+    expect("stage 0 params (layer 0 + embedding 50 x 64)", hpt_plan_stage_params(&s, 0),
+           23168 + 3200, 0);
+    expect("stage 1 params (layer 1 + norm + head 50 x 64)", hpt_plan_stage_params(&s, 1),
+           23168 + 64 + 3200, 0);
+    /* activations, bf16 (a = 2), s = 8, b = 2, h = 64, I = 176, t = 2:
+     * 2*8*2*64*(4 + (2 + 2*0.5)/2) = 2048*5.5 = 11264; 2*3*8*2*176/2 = 8448;
+     * softmax statistics 4 * b * H/t * s = 4*2*2*8 = 128 */
+    expect("layer activations, bf16, flash", hpt_plan_layer_act_bytes(&s), 11264 + 8448 + 128, 0);
+    s.store_scores = 1; /* + 2 * b * H/t * s^2 = 2*2*2*64 = 512 instead of 128 */
+    expect("layer activations, bf16, softmax stored", hpt_plan_layer_act_bytes(&s),
+           11264 + 8448 + 512, 0);
+    s.store_scores = 0;
+
+    hpt_plan_result r;
+    hpt_status st = hpt_plan_eval(&s, &r);
+    expect("eval status", st, 0, 0);
+    expect("micro-batches", r.micro_batches, 2, 0);
+    expect("bubble (p-1)/(m+p-1) = 1/3", r.bubble, 1.0 / 3.0, 1e-15);
+    /* stage 0 holds min(PP - 0, m) = 2 micro-batches, stage 1 one */
+    expect("stage 0 in flight", r.stage[0].in_flight, 2, 0);
+    expect("stage 1 in flight", r.stage[1].in_flight, 1, 0);
+    double P0 = 26368;
+    /* mixed precision: 2 + 4 + 12 bytes per parameter */
+    expect("stage 0 weights (bf16)", r.stage[0].mem.weights, 2 * P0, 0);
+    expect("stage 0 grads (fp32)", r.stage[0].mem.grads, 4 * P0, 0);
+    expect("stage 0 optimizer (fp32 master + m + v)", r.stage[0].mem.optimizer, 12 * P0, 0);
+    /* stage 0 activations: 2 in flight x 1 layer x 19840 */
+    expect("stage 0 activations", r.stage[0].mem.activations, 2 * 19840, 0);
+    /* stage 1: 1 x (19840 + final norm in/out 2 * 2*16*64 = 4096); logits fp32 4*16*50 */
+    expect("stage 1 activations", r.stage[1].mem.activations, 19840 + 4096, 0);
+    expect("stage 1 logits", r.stage[1].mem.logits, 4 * 16 * 50, 0);
+    expect("stage 1 comm buffers (p2p send, 2 x N x C x 2 bytes)", r.stage[1].mem.comm_buffers,
+           2 * 2 * 16 * 64, 0);
+    /* TP bytes, stage 1: m x (4 all-reduces per layer + the head's) of
+     * N*C*2 bytes, + cross-entropy stats 3N floats per micro-batch */
+    expect("stage 1 TP bytes", r.stage[1].comm[HPT_PLAN_TP].bytes,
+           2 * (4 + 1) * 16 * 64 * 2 + 2 * 12 * 16, 0);
+    expect("stage 0 TP bytes (embedding + 4 per layer)", r.stage[0].comm[HPT_PLAN_TP].bytes,
+           2 * (1 + 4) * 16 * 64 * 2, 0);
+    /* PP: 2 micro-batches x one send of N*C*2 bytes + the loss (8 bytes) */
+    expect("stage 0 PP bytes", r.stage[0].comm[HPT_PLAN_PP].bytes, 2 * 2048 + 8, 0);
+    /* DP all-reduce of the fp32 gradients + the loss */
+    expect("stage 0 DP bytes", r.stage[0].comm[HPT_PLAN_DP].bytes, 4 * P0 + 8, 0);
+    s.zero1 = 1;
+    hpt_plan_eval(&s, &r);
+    expect("stage 0 optimizer, ZeRO-1 over DP 2", r.stage[0].mem.optimizer, 12 * P0 / 2, 0);
+    /* reduce-scatter of 4P, all-gather of the own bf16 shard, two f64 */
+    expect("stage 0 DP bytes, ZeRO-1", r.stage[0].comm[HPT_PLAN_DP].bytes,
+           4 * P0 + 2 * P0 / 2 + 16, 0);
+    s.zero1 = 0;
+    s.recompute = 1; /* 2 more TP all-reduces per layer; layer input only */
+    hpt_plan_eval(&s, &r);
+    expect("stage 0 TP bytes, recompute", r.stage[0].comm[HPT_PLAN_TP].bytes,
+           2 * (1 + 6) * 16 * 64 * 2, 0);
+    expect("stage 0 activations, recompute (2 x input + one layer)",
+           r.stage[0].mem.activations, 2 * 2 * 16 * 64 + 19840, 0);
+}
+
+static void test_alpha_beta(void)
+{
+    expect("ring all-reduce factor n=4", hpt_plan_coll_factor(HPT_COLL_ALLREDUCE, 4), 1.5, 0);
+    expect("reduce-scatter factor n=4", hpt_plan_coll_factor(HPT_COLL_REDUCE_SCATTER, 4), 0.75, 0);
+    expect("all-gather factor n=8", hpt_plan_coll_factor(HPT_COLL_ALLGATHER, 8), 0.875, 0);
+    /* 1 MB over 1 GB/s, 1 us per step */
+    expect("all-reduce n=4 time", hpt_plan_coll_seconds(HPT_COLL_ALLREDUCE, 4, 1e6, 1e9, 1e-6),
+           1.5e-3 + 6e-6, 1e-12);
+    expect("reduce-scatter n=4 time",
+           hpt_plan_coll_seconds(HPT_COLL_REDUCE_SCATTER, 4, 1e6, 1e9, 1e-6), 0.75e-3 + 3e-6,
+           1e-12);
+    expect("p2p time", hpt_plan_coll_seconds(HPT_COLL_P2P, 2, 1e6, 1e9, 1e-6), 1e-3 + 1e-6, 1e-12);
+    expect("all-reduce n=1 time", hpt_plan_coll_seconds(HPT_COLL_ALLREDUCE, 1, 1e6, 1e9, 1e-6), 0,
+           0);
+}
+
+/* GPT shape: KV = H, 3*I = 8*C, so 4C^2 + 3CI = 12C^2 weights per layer. */
+static void test_megatron_flops(void)
+{
+    hpt_config c = {96, 256, 2, 4, 4, 1000, 256, 1e-5f, 1e4f, 0};
+    double s = 32, l = 2, h = 96, V = 1000;
+    double megatron = 96 * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    /* by hand: per token 6*(2*110592 + 96000) + 12*2*32*96 = 1976832, with
+     * recomputation + 2*2*110592 + 4*2*32*96 = 466944; x 32 tokens */
+    expect("FLOPs per sequence with recomputation (hand)", hpt_plan_flops_per_seq(&c, 32, 1),
+           78200832, 0);
+    expect("= Megatron-LM 96Bslh^2(1 + s/6h + V/16lh)", hpt_plan_flops_per_seq(&c, 32, 1),
+           megatron, 1e-12);
+    expect("without recomputation = hpt_model_flops_per_token x T",
+           hpt_plan_flops_per_seq(&c, 32, 0), hpt_model_flops_per_token(&c, 32) * 32, 1e-12);
+}
+
+/* Exact model: parameter block and activation block equal what
+ * hpt_model_init_opts allocates, for TP/PP ranks, slots and recompute. */
+static void test_exact_sizes(void)
+{
+    const hpt_backend *be = NULL;
+    if (hpt_backend_get("cpu", &be)) {
+        printf("FAIL no cpu backend\n");
+        failures++;
+        return;
+    }
+    /* tiny's shape with an odd vocabulary (padding over TP) and C = 40
+     * (tensors not multiples of 16 elements) */
+    hpt_config cfgs[2] = {{64, 176, 2, 4, 2, 8192, 256, 1e-5f, 1e4f, 0},
+                          {40, 60, 3, 4, 2, 1001, 256, 1e-5f, 1e4f, 1}};
+    for (int ci = 0; ci < 2; ci++)
+        for (int tp = 1; tp <= 2; tp++)
+            for (int pp = 1; pp <= 3; pp += 2)
+                for (int rc = 0; rc <= 1; rc++)
+                    for (int stage = 0; stage < pp && pp <= cfgs[ci].num_hidden_layers;
+                         stage++) {
+                        hpt_plan_setup s;
+                        memset(&s, 0, sizeof s);
+                        s.cfg = cfgs[ci];
+                        hpt_cluster_preset("cpu-local", &s.cl);
+                        s.tp = tp, s.pp = pp, s.dp = 1, s.seq_len = 16, s.micro_batch = 3;
+                        s.global_batch = 12, s.recompute = rc, s.fp32 = 1;
+                        hpt_comm fake; /* coordinates only: init does not communicate */
+                        memset(&fake, 0, sizeof fake);
+                        fake.tp = tp, fake.pp = pp, fake.dp = 1, fake.tp_rank = tp - 1;
+                        fake.pp_rank = stage;
+                        int l0, l1, nslots = pp - stage < 4 ? pp - stage : 4;
+                        hpt_plan_stage_layers(s.cfg.num_hidden_layers, pp, stage, &l0, &l1);
+                        hpt_model_opts mo = {.comm = &fake, .recompute = rc, .nslots = nslots,
+                                             .l0 = l0, .l1 = l1};
+                        hpt_model m;
+                        if (hpt_model_init_opts(&m, &s.cfg, be, &mo, 3, 16, 1)) {
+                            printf("FAIL model init: %s\n", hpt_error_msg());
+                            failures++;
+                            continue;
+                        }
+                        char what[160];
+                        snprintf(what, sizeof what, "cfg %d tp %d pp %d stage %d rc %d params", ci,
+                                 tp, pp, stage, rc);
+                        expect(what, hpt_plan_stage_params(&s, stage), (double)m.nparams, 0);
+                        snprintf(what, sizeof what, "cfg %d tp %d pp %d stage %d rc %d act bytes",
+                                 ci, tp, pp, stage, rc);
+                        expect(what, hpt_plan_exact_act_bytes(&s, stage, nslots, NULL),
+                               (double)m.act_bytes, 0);
+                        hpt_model_free(&m);
+                    }
+}
+
+int main(void)
+{
+    test_hand_values();
+    test_alpha_beta();
+    test_megatron_flops();
+    test_exact_sizes();
+    printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
