@@ -181,13 +181,17 @@ def rank_means(run, col="busy"):
 def slowest_ranks(run, col="busy", k=3):
     """The k ranks with the largest mean `col` (busy: the rank's own work,
     communication excluded, so a straggler stands out while the others wait
-    for it). Returns (median over ranks, [(rank, mean), ...] slowest first)."""
+    for it), slowest first, ties to the lower rank. Returns a list of
+    (rank, mean, median of the other ranks' means) — the comparison the
+    trainer's slow_rank event makes; the median is NaN with one rank."""
     m = rank_means(run, col)
     ok = np.flatnonzero(np.isfinite(m))
-    if ok.size == 0:
-        return float("nan"), []
     order = ok[np.argsort(-m[ok], kind="stable")]
-    return float(np.median(m[ok])), [(int(r), float(m[r])) for r in order[:k]]
+    out = []
+    for r in order[:k]:
+        others = m[ok[ok != r]]
+        out.append((int(r), float(m[r]), float(np.median(others)) if others.size else float("nan")))
+    return out
 
 
 def summary(run):
@@ -215,8 +219,7 @@ def summary(run):
     for name in ("tokens_per_s", "mfu"):
         v = _finite(s[name][ok]) if n else np.zeros(0)
         out["mean_" + name] = float(v.mean()) if v.size else float("nan")
-    med, slow = slowest_ranks(run, "busy", 3)
-    out["busy_median"], out["slowest_ranks"] = med, slow
+    out["slowest_ranks"] = slowest_ranks(run, "busy", 3)
     out["events"] = run.events
     return out
 
@@ -255,10 +258,10 @@ def summary_text(run):
                  % (name, _fmt(v["final"]), v["final_step"], _fmt(v["best"]), v["best_step"]))
     L.append("mean tokens/s: %s" % _fmt(d["mean_tokens_per_s"]))
     L.append("mean MFU: %s" % _fmt(d["mean_mfu"]))
-    L.append("slowest ranks (mean busy s/step; median over ranks %s):" % _fmt(d["busy_median"]))
-    for r, v in d["slowest_ranks"]:
-        ratio = v / d["busy_median"] if d["busy_median"] > 0 else float("nan")
-        L.append("  rank %d: %s (%sx median)" % (r, _fmt(v), "%.2f" % ratio))
+    L.append("slowest ranks (mean busy s/step, against the median of the other ranks):")
+    for r, v, med in d["slowest_ranks"]:
+        ratio = v / med if med > 0 else float("nan")
+        L.append("  rank %d: %s (%.2fx, others %s)" % (r, _fmt(v), ratio, _fmt(med)))
     L.append("events: %d" % len(d["events"]))
     for e in d["events"]:
         L.append("  step %d rank %d %s: %s" % (e["step"], e["rank"], e["kind"], e["message"]))

@@ -34,6 +34,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 
 import hpt_metrics as hm  # noqa: E402
@@ -154,9 +155,13 @@ def fig_heatmap(run, dpi):
                            (axs[1], "step_time", "step time per rank")):
         a = heatmap_data(run, col)
         ext = (x[0] - 0.5, x[-1] + 0.5, a.shape[1] - 0.5, -0.5) if len(x) else None
+        cmap = plt.get_cmap("viridis").copy()
+        cmap.set_bad("lightgrey")  # rank absent in that row's segment
         im = ax.imshow(np.ma.masked_invalid(a.T), aspect="auto", interpolation="nearest",
-                       cmap="viridis", extent=ext)
-        ax.set_title(title)
+                       cmap=cmap, extent=ext)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(a.shape[1], 16)))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(title + (" (grey: rank absent)" if np.isnan(a).any() else ""))
         ax.set_xlabel("step")
         ax.set_ylabel("world rank")
         fig.colorbar(im, ax=ax, label="s")

@@ -479,39 +479,37 @@ static double mean_ok(const double *v, const double *skipped, size_t n)
     return k ? s / (double)k : NAN;
 }
 
+static double median_of(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* The NSLOW ranks of largest mean busy time (rows where a rank was absent
- * are NaN and skipped), with the median over ranks. */
+ * are NaN and left out), slowest first, ties to the lower rank, each with
+ * the median of the other ranks' means (the trainer's slow_rank test). */
 static void print_slowest(FILE *out, const double *busy, size_t n, size_t W)
 {
-    double *mean = malloc(sizeof *mean * (W ? W : 1)), *sorted = malloc(sizeof *sorted * (W ? W : 1));
+    double *mean = malloc(sizeof *mean * (W ? W : 1)), *others = malloc(sizeof *others * (W ? W : 1));
     int *order = malloc(sizeof *order * (W ? W : 1));
-    size_t nok = 0;
-    if (!mean || !sorted || !order)
+    size_t k = 0;
+    if (!mean || !others || !order)
         goto out;
     for (size_t w = 0; w < W; w++) {
         double s = 0;
-        size_t k = 0;
+        size_t c = 0;
         for (size_t i = 0; i < n; i++)
             if (isfinite(busy[i * W + w])) {
                 s += busy[i * W + w];
-                k++;
+                c++;
             }
-        mean[w] = k ? s / (double)k : NAN;
-        if (k)
-            sorted[nok++] = mean[w];
-    }
-    qsort(sorted, nok, sizeof *sorted, cmp_double);
-    double med = nok == 0 ? NAN
-               : nok % 2 ? sorted[nok / 2] : 0.5 * (sorted[nok / 2 - 1] + sorted[nok / 2]);
-    char a[32], b[32];
-    fprintf(out, "slowest ranks (mean busy s/step; median over ranks %s):\n", g6(med, a));
-    /* selection: largest mean first, ties to the lower rank */
-    size_t k = 0;
-    for (size_t w = 0; w < W; w++)
-        if (isfinite(mean[w]))
+        mean[w] = c ? s / (double)c : NAN;
+        if (c)
             order[k++] = (int)w;
+    }
+    fprintf(out, "slowest ranks (mean busy s/step, against the median of the other ranks):\n");
     for (size_t i = 0; i < k && i < NSLOW; i++) {
-        size_t best = i;
+        size_t best = i; /* selection sort of the first NSLOW */
         for (size_t j = i + 1; j < k; j++)
             if (mean[order[j]] > mean[order[best]] ||
                 (mean[order[j]] == mean[order[best]] && order[j] < order[best]))
@@ -519,13 +517,18 @@ static void print_slowest(FILE *out, const double *busy, size_t n, size_t W)
         int tmp = order[i];
         order[i] = order[best];
         order[best] = tmp;
-        double r = mean[order[i]];
-        fprintf(out, "  rank %d: %s (%.2fx median)\n", order[i], g6(r, b),
-                med > 0 ? r / med : NAN);
+        size_t no = 0;
+        for (size_t j = 0; j < k; j++)
+            if (order[j] != order[i])
+                others[no++] = mean[order[j]];
+        double r = mean[order[i]], med = median_of(others, no);
+        char a[32], b[32];
+        fprintf(out, "  rank %d: %s (%.2fx, others %s)\n", order[i], g6(r, a),
+                med > 0 ? r / med : NAN, g6(med, b));
     }
 out:
     free(mean);
-    free(sorted);
+    free(others);
     free(order);
 }
 
