@@ -32,6 +32,16 @@ MARKED_EVENTS = ("resume", "layout_change", "checkpoint_load", "signal", "skippe
                  "grad_norm_spike", "throughput_drop", "slow_rank")
 
 
+# Datasets every version-1 file has and this module reads.
+STEP_COLS = tuple("/steps/" + c for c in (
+    "step", "segment", "repeated", "skipped", "wall_time", "loss", "val_loss", "lr", "grad_norm",
+    "clip_coef", "tokens", "step_time", "tokens_per_s", "flops", "mfu", "noise_g2", "noise_s",
+    "noise_scale"))
+RANK_COLS = tuple("/ranks/" + c for c in (
+    "step_time", "forward", "backward", "optimizer", "data", "pipeline_wait", "checkpoint",
+    "comm_tp", "comm_pp", "comm_dp", "comm_mp", "comm_embed", "busy"))
+
+
 class MetricsError(Exception):
     """The file is missing, not an hpt metrics file, or damaged. The message
     names the file and the field."""
@@ -84,7 +94,7 @@ def open_file(path):
     try:
         return h5py.File(path, "r", libver="latest", swmr=True)
     except OSError as e:
-        raise MetricsError("%s: not a readable HDF5 file (%s)" % (path, e)) from None
+        raise MetricsError("%s: not a readable HDF5 file, or truncated (%s)" % (path, e)) from None
 
 
 def dedup_index(step):
@@ -101,17 +111,15 @@ def dedup_index(step):
 def _check_format(f, path):
     fmt = _decode(f.attrs.get("format"))
     if fmt != FORMAT:
-        raise MetricsError("%s: not an hpt metrics file (root attribute format = %r, expected %r)"
-                           % (path, fmt, FORMAT))
+        raise MetricsError('%s: not an hpt metrics file (root attribute format = %s, expected "%s")'
+                           % (path, "missing" if fmt is None else '"%s"' % fmt, FORMAT))
     ver = _decode(f.attrs.get("format_version"))
     if ver != FORMAT_VERSION:
         raise MetricsError("%s: format_version %r, this reader knows version %d"
                            % (path, ver, FORMAT_VERSION))
-    for name in ("steps", "ranks", "segments", "events"):
-        if name not in f:
-            raise MetricsError("%s: /%s is missing (damaged file)" % (path, name))
-    if "step" not in f["steps"]:
-        raise MetricsError("%s: /steps/step is missing (damaged file)" % path)
+    for name in STEP_COLS + ("/segments", "/events") + RANK_COLS:
+        if name not in f or not isinstance(f[name], h5py.Dataset):
+            raise MetricsError("%s: dataset %s is missing (damaged file)" % (path, name))
 
 
 def load(path, label=None):

@@ -9,6 +9,7 @@
  * prints the same lines as its summary_text(). Under mpiexec rank 0 does
  * the work and every rank exits with its status.
  */
+#include <errno.h>
 #include <hdf5.h>
 #include <math.h>
 #include <mpi.h>
@@ -699,7 +700,8 @@ static hpt_status cmd_csv(const char *path, const char *ranks, const char *outpa
     if (!st && outpath) {
         snprintf(tmp, sizeof tmp, "%s.tmp", outpath);
         if (!(f = fopen(tmp, "w")))
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: cannot write %s", outpath, tmp);
+            st = hpt_error_set(HPT_ERR_IO, "-o %s: cannot write %s: %s", outpath, tmp,
+                               strerror(errno));
     }
     if (!st)
         st = ranks ? csv_ranks(&m, ranks, f) : csv_steps(&m, f);
