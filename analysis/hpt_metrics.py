@@ -1,0 +1,276 @@
+"""hpt_metrics — read an hpt metrics file (RUN_DIR/metrics.h5) into NumPy.
+
+The file layout is written by lib/metrics.c (docs/METRICS.md, docs/ANALYSIS.md):
+/steps/<col> [rows], /ranks/<col> [rows, ranks], /segments and /events tables,
+root attributes format="hpt-metrics", format_version=1.
+
+Rows are appended in time order. After a resume a step can appear more than
+once (the redone rows have repeated=1); the rule, applied by load(), is: for
+each step keep the LAST row (the later segment wins). Curves made from
+Run.steps / Run.ranks therefore have each step once, sorted by step.
+
+    import hpt_metrics as hm
+    run = hm.load("runs/demo/metrics.h5")
+    run.steps["loss"], run.ranks["busy"]      # [steps], [steps, ranks]
+    hm.ema(run.steps["loss"], 0.9)            # smoothed curve
+    print(hm.summary_text(run))
+
+Only h5py and NumPy (Debian's python3-h5py, python3-numpy) are needed.
+"""
+
+import os
+
+import h5py
+import numpy as np
+
+FORMAT = "hpt-metrics"
+FORMAT_VERSION = 1
+
+# Events worth a vertical line on a curve (run_start/run_end/checkpoint_save
+# happen on every run and would only clutter the plot).
+MARKED_EVENTS = ("resume", "layout_change", "checkpoint_load", "signal", "skipped_step",
+                 "grad_norm_spike", "throughput_drop", "slow_rank")
+
+
+# Datasets every version-1 file has and this module reads.
+STEP_COLS = tuple("/steps/" + c for c in (
+    "step", "segment", "repeated", "skipped", "wall_time", "loss", "val_loss", "lr", "grad_norm",
+    "clip_coef", "tokens", "step_time", "tokens_per_s", "flops", "mfu", "noise_g2", "noise_s",
+    "noise_scale"))
+RANK_COLS = tuple("/ranks/" + c for c in (
+    "step_time", "forward", "backward", "optimizer", "data", "pipeline_wait", "checkpoint",
+    "comm_tp", "comm_pp", "comm_dp", "comm_mp", "comm_embed", "busy"))
+
+
+class MetricsError(Exception):
+    """The file is missing, not an hpt metrics file, or damaged. The message
+    names the file and the field."""
+
+
+class Run:
+    """One metrics file, after the dedup rule.
+
+    path, label       the file and a short name for legends
+    attrs             root attributes (str / float / int)
+    steps             {col: array [n]}: one entry per distinct step, sorted
+    ranks             {col: array [n, ranks]} aligned with steps; NaN where a
+                      rank did not exist in the segment that wrote the row
+    units             {("steps"|"ranks", col): units string}
+    raw_steps         {col: array [rows]}: every row as stored (time order)
+    rows              number of stored rows; keep: row index of each step
+    segments          list of dicts (strings decoded)
+    events            list of dicts: step, wall_time, rank, kind, message
+    """
+
+    def __init__(self, path, label):
+        self.path, self.label = path, label
+        self.attrs, self.steps, self.ranks, self.units, self.raw_steps = {}, {}, {}, {}, {}
+        self.segments, self.events = [], []
+        self.rows, self.keep = 0, np.zeros(0, dtype=np.int64)
+
+    @property
+    def nranks(self):
+        return next(iter(self.ranks.values())).shape[1] if self.ranks else 0
+
+
+def _decode(v):
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _table(ds):
+    arr = ds[:]
+    return [{name: _decode(row[name]) for name in arr.dtype.names} for row in arr]
+
+
+def open_file(path):
+    """Open a metrics file read-only in SWMR mode (works on a live run's file
+    and on the file of a killed run). Raises MetricsError naming the file."""
+    if not os.path.exists(path):
+        raise MetricsError("%s: no such file" % path)
+    try:
+        return h5py.File(path, "r", libver="latest", swmr=True)
+    except OSError as e:
+        raise MetricsError("%s: not a readable HDF5 file, or truncated (%s)" % (path, e)) from None
+
+
+def dedup_index(step):
+    """Row indices to keep: for each distinct step the last row, sorted by
+    step. step: 1-D array of the stored rows in time order."""
+    step = np.asarray(step)
+    if step.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    rev = step[::-1]
+    _, first_in_rev = np.unique(rev, return_index=True)  # sorted by step
+    return (step.size - 1 - first_in_rev).astype(np.int64)
+
+
+def _check_format(f, path):
+    fmt = _decode(f.attrs.get("format"))
+    if fmt != FORMAT:
+        raise MetricsError('%s: not an hpt metrics file (root attribute format = %s, expected "%s")'
+                           % (path, "missing" if fmt is None else '"%s"' % fmt, FORMAT))
+    ver = _decode(f.attrs.get("format_version"))
+    if ver != FORMAT_VERSION:
+        raise MetricsError("%s: format_version %r, this reader knows version %d"
+                           % (path, ver, FORMAT_VERSION))
+    for name in STEP_COLS + ("/segments", "/events") + RANK_COLS:
+        if name not in f or not isinstance(f[name], h5py.Dataset):
+            raise MetricsError("%s: dataset %s is missing (damaged file)" % (path, name))
+
+
+def load(path, label=None):
+    """Read a metrics file into a Run with the dedup rule applied. A file
+    being written may have some columns a few rows longer than others; only
+    the rows every column holds are read. Raises MetricsError."""
+    if label is None:
+        parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+        label = parent or os.path.basename(path)
+    run = Run(path, label)
+    with open_file(path) as f:
+        _check_format(f, path)
+        run.attrs = {k: _decode(v) for k, v in f.attrs.items()}
+        sds = {k: f["steps"][k] for k in f["steps"]}
+        rds = {k: f["ranks"][k] for k in f["ranks"]}
+        for d in list(sds.values()) + list(rds.values()):
+            d.refresh()
+        bad = [k for k, d in rds.items() if d.ndim != 2] + [k for k, d in sds.items() if d.ndim != 1]
+        if bad:
+            raise MetricsError("%s: dataset %s has the wrong rank (damaged file)" % (path, bad[0]))
+        n = min([d.shape[0] for d in sds.values()] + [d.shape[0] for d in rds.values()])
+        run.rows = n
+        run.raw_steps = {k: d[:n] for k, d in sds.items()}
+        run.keep = dedup_index(run.raw_steps["step"])
+        run.steps = {k: v[run.keep] for k, v in run.raw_steps.items()}
+        run.ranks = {k: d[:n][run.keep] for k, d in rds.items()}
+        run.units = {("steps", k): _decode(d.attrs.get("units", "")) for k, d in sds.items()}
+        run.units.update({("ranks", k): _decode(d.attrs.get("units", "")) for k, d in rds.items()})
+        run.segments = _table(f["segments"])
+        run.events = _table(f["events"])
+    return run
+
+
+def ema(x, smooth):
+    """Exponential moving average with bias correction (TensorBoard's
+    smoothing): s_t = smooth * s_{t-1} + (1 - smooth) * x_t, divided by
+    1 - smooth^k after k finite values. Non-finite x_t (skipped steps) give
+    NaN at t and leave the average untouched. smooth in [0, 1); 0 = raw."""
+    x = np.asarray(x, dtype=np.float64)
+    if not 0 <= smooth < 1:
+        raise ValueError("smoothing %r: must be in [0, 1)" % smooth)
+    out = np.full(x.shape, np.nan)
+    acc, w = 0.0, 0.0
+    for i, v in enumerate(x):
+        if np.isfinite(v):
+            acc = smooth * acc + (1 - smooth) * v
+            w = smooth * w + (1 - smooth)
+            out[i] = acc / w
+    return out
+
+
+def _finite(v):
+    v = np.asarray(v, dtype=np.float64)
+    return v[np.isfinite(v)]
+
+
+def rank_means(run, col="busy"):
+    """Mean of /ranks/col per rank over the kept rows, ignoring rows where
+    the rank was absent (NaN). Returns [ranks] (NaN for a rank never seen)."""
+    a = run.ranks[col]
+    cnt = np.isfinite(a).sum(axis=0)
+    tot = np.where(np.isfinite(a), a, 0).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
+
+
+def slowest_ranks(run, col="busy", k=3):
+    """The k ranks with the largest mean `col` (busy: the rank's own work,
+    communication excluded, so a straggler stands out while the others wait
+    for it), slowest first, ties to the lower rank. Returns a list of
+    (rank, mean, median of the other ranks' means) — the comparison the
+    trainer's slow_rank event makes; the median is NaN with one rank."""
+    m = rank_means(run, col)
+    ok = np.flatnonzero(np.isfinite(m))
+    order = ok[np.argsort(-m[ok], kind="stable")]
+    out = []
+    for r in order[:k]:
+        others = m[ok[ok != r]]
+        out.append((int(r), float(m[r]), float(np.median(others)) if others.size else float("nan")))
+    return out
+
+
+def summary(run):
+    """The summary facts as a dict (the same facts `hpt-metrics summary`
+    prints). Means are over the kept rows of steps that were not skipped."""
+    s = run.steps
+    n = len(s["step"])
+    ok = s["skipped"] == 0 if n else np.zeros(0, bool)
+    out = {"file": run.path, "format_version": run.attrs.get("format_version"),
+           "hpt_version": run.attrs.get("hpt_version"), "segments": len(run.segments),
+           "steps": n, "rows": run.rows,
+           "first_step": int(s["step"][0]) if n else None,
+           "last_step": int(s["step"][-1]) if n else None,
+           "repeated_rows": run.rows - n, "skipped": int((~ok).sum()),
+           "tokens": float(np.nansum(s["tokens"])) if n else 0.0}
+    for name, col in (("train_loss", "loss"), ("val_loss", "val_loss")):
+        v = s[col].astype(np.float64) if n else np.zeros(0)
+        fin = np.flatnonzero(np.isfinite(v) & (ok if col == "loss" else True))
+        if fin.size:
+            best = fin[np.argmin(v[fin])]
+            out[name] = {"final": float(v[fin[-1]]), "final_step": int(s["step"][fin[-1]]),
+                         "best": float(v[best]), "best_step": int(s["step"][best])}
+        else:
+            out[name] = None
+    for name in ("tokens_per_s", "mfu"):
+        v = _finite(s[name][ok]) if n else np.zeros(0)
+        out["mean_" + name] = float(v.mean()) if v.size else float("nan")
+    out["slowest_ranks"] = slowest_ranks(run, "busy", 3)
+    out["events"] = run.events
+    return out
+
+
+def _fmt(v):
+    return "nan" if v is None or not np.isfinite(v) else "%.6g" % v
+
+
+def summary_text(run):
+    """summary() as text, one fact per line ("key: value"); hpt-metrics
+    summary prints the same lines."""
+    d = summary(run)
+    L = ["file: %s" % d["file"],
+         "format: hpt-metrics %s (hpt %s)" % (d["format_version"], d["hpt_version"]),
+         "segments: %d" % d["segments"]]
+    for sg in run.segments:
+        res = ("fresh start" if sg["resumed_from"] < 0
+               else "resumed from step %d" % sg["resumed_from"])
+        L.append("  segment %d: first row %d, %s, world %d (TP %d x PP %d x DP %d%s), "
+                 "micro-batch %d x grad-accum %d x seq %d, host %s, job %s"
+                 % (sg["segment"], sg["first_row"], res, sg["world"], sg["tp"], sg["pp"],
+                    sg["dp"], ", ZeRO-1" if sg["zero1"] else "", sg["micro_batch"],
+                    sg["grad_accum"], sg["seq_len"], sg["host"] or "-",
+                    sg["slurm_job_id"] or "-"))
+    if d["steps"]:
+        L.append("steps: %d (%d-%d), %d rows, %d repeated rows, %d skipped"
+                 % (d["steps"], d["first_step"], d["last_step"], d["rows"], d["repeated_rows"],
+                    d["skipped"]))
+    else:
+        L.append("steps: 0")
+    L.append("tokens: %.0f" % d["tokens"])
+    for key, name in (("train_loss", "train loss"), ("val_loss", "val loss")):
+        v = d[key]
+        L.append("%s: none" % name if v is None else
+                 "%s: final %s (step %d), best %s (step %d)"
+                 % (name, _fmt(v["final"]), v["final_step"], _fmt(v["best"]), v["best_step"]))
+    L.append("mean tokens/s: %s" % _fmt(d["mean_tokens_per_s"]))
+    L.append("mean MFU: %s" % _fmt(d["mean_mfu"]))
+    L.append("slowest ranks (mean busy s/step, against the median of the other ranks):")
+    for r, v, med in d["slowest_ranks"]:
+        ratio = v / med if med > 0 else float("nan")
+        L.append("  rank %d: %s (%.2fx, others %s)" % (r, _fmt(v), ratio, _fmt(med)))
+    L.append("events: %d" % len(d["events"]))
+    for e in d["events"]:
+        L.append("  step %d rank %d %s: %s" % (e["step"], e["rank"], e["kind"], e["message"]))
+    return "\n".join(L) + "\n"

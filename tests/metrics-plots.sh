@@ -1,0 +1,95 @@
+#!/bin/sh
+# analysis/plot_metrics.py on the metrics files of two real runs (4 ranks
+# TP 2 x DP 2, and 2 ranks DP 2): every figure is a PNG of the stated pixel
+# size that is not blank, and an SVG; its manifest has the expected axes and
+# series, checked against the file read with plain h5py (points per curve =
+# steps, val-loss points = evaluations, heat map = steps x ranks with the
+# per-rank means of /ranks/busy, stacked bars adding up to the step time,
+# one series per run on each panel of the comparison); summary.txt holds the
+# final losses of the file.
+. "$HPT_SRC/tests/lib.sh"
+need_corpus
+"$PYTHON" -c "import h5py, numpy, matplotlib" || fail "python3-h5py/numpy/matplotlib missing (setup.sh installs them)"
+export OMP_NUM_THREADS=1
+PLOT="$HPT_SRC/analysis/plot_metrics.py"
+A="--model tiny --data $CORPUS --steps 8 --batch 2 --seq-len 64 --eval-interval 4 --eval-batches 1 --metrics-interval 2 --quiet"
+"$MPIEXEC" -n 4 "$TRAIN" $A --tp 2 --dp 2 --run-dir "$WORK/a" > "$WORK/a.out" 2>&1 || { cat "$WORK/a.out"; fail "run a"; }
+"$MPIEXEC" -n 2 "$TRAIN" $A --lr 2e-3 --run-dir "$WORK/b" > "$WORK/b.out" 2>&1 || { cat "$WORK/b.out"; fail "run b"; }
+
+"$PYTHON" "$PLOT" "$WORK/a/metrics.h5" -o "$WORK/one" > "$WORK/one.out" 2>&1 || { cat "$WORK/one.out"; fail "plot one run"; }
+"$PYTHON" "$PLOT" "$WORK/a/metrics.h5" "$WORK/b/metrics.h5" -o "$WORK/two" --labels tp2dp2 dp2 \
+  --format png,svg --smooth 0.5 --dpi 80 > "$WORK/two.out" 2>&1 || { cat "$WORK/two.out"; fail "plot two runs"; }
+cmp "$WORK/one.out" "$WORK/one/summary.txt" || fail "the printed summary differs from summary.txt"
+
+PYTHONPATH="$HPT_SRC/tests" "$PYTHON" - "$WORK" <<'PY' || fail "figures"
+import os, sys
+import numpy as np
+from metrics_check import h5_last_rows, manifest, plots
+w = sys.argv[1]
+files = {n: os.listdir(os.path.join(w, n)) for n in ("one", "two")}
+want_one = {f"{fig}.{ext}" for fig in ("curves", "heatmap", "breakdown") for ext in ("png", "svg", "json")}
+assert want_one | {"summary.txt"} == set(files["one"]), files["one"]
+want_two = {f"{fig}-{lab}.{ext}" for fig in ("curves", "heatmap", "breakdown")
+            for lab in ("tp2dp2", "dp2") for ext in ("png", "svg", "json")}
+want_two |= {"compare.png", "compare.svg", "compare.json", "summary.txt"}
+assert want_two == set(files["two"]), set(files["two"]) ^ want_two
+
+for out, suf, dpi, runs in (("one", "", 100, [("a", 4)]), ("two", "-tp2dp2", 80, [("a", 4)]),
+                            ("two", "-dp2", 80, [("b", 2)])):
+    for run, nranks in runs:
+        steps, ranks, _ = h5_last_rows(os.path.join(w, run, "metrics.h5"))
+        n = len(steps["step"])
+        assert n == 8 and list(steps["step"]) == list(range(1, 9)), steps["step"]
+        d = os.path.join(w, out)
+        # curves: 6 panels, 12 x 9 in
+        m = manifest(d, "curves" + suf)
+        assert (m["width_px"], m["height_px"]) == (12 * dpi, 9 * dpi), m
+        p = plots(m)
+        assert m["n_axes"] == 6 and len(m["axes"]) == 6, m["n_axes"]
+        titles = [a["title"] for a in p]
+        assert titles == ["train loss", "validation loss", "learning rate",
+                          "gradient norm (before clipping), events", "throughput",
+                          "model FLOP utilisation"], titles
+        assert [s["label"] for s in p[0]["series"]][0] == "raw" and p[0]["n_series"] == 2, p[0]
+        assert all(s["points"] == n for s in p[0]["series"]), p[0]
+        n_val = int(np.isfinite(steps["val_loss"]).sum())
+        assert n_val == 2 and p[1]["series"][0]["points"] == n_val, p[1]
+        for a in p[2:]:
+            assert a["n_series"] == 1 and a["series"][0]["points"] == n, a
+        assert p[3]["events"] == 0, p[3]  # no notable events in a clean run
+        # heat maps: busy and step time, [steps x ranks], row means = h5py's
+        m = manifest(d, "heatmap" + suf)
+        p = plots(m)
+        assert m["n_axes"] == 2 and len(m["axes"]) == 4, m  # + 2 colour bars
+        for a, col in zip(p, ("busy", "step_time")):
+            img = a["images"][0]
+            assert img["data_shape"] == [n, nranks] and ranks[col].shape == (n, nranks), img
+            assert np.allclose(img["row_means"], ranks[col].mean(axis=0), rtol=1e-12), (col, img)
+        # breakdown: one bar per rank per part, stacks = step_time + checkpoint
+        m = manifest(d, "breakdown" + suf)
+        p = plots(m)
+        assert m["n_axes"] == 1 and m["ranks"] == nranks, m
+        assert p[0]["n_series"] == 11 and all(s["bars"] == nranks for s in p[0]["series"]), p[0]
+        want = ranks["step_time"].mean(axis=0) + ranks["checkpoint"].mean(axis=0)
+        assert np.allclose(m["stack_totals"], want, rtol=0.05, atol=2e-3), (m["stack_totals"], want)
+
+# comparison: 6 panels, one series per run, labelled
+m = manifest(os.path.join(w, "two"), "compare")
+assert m["n_axes"] == 6 and m["runs"] == ["tp2dp2", "dp2"], m
+for a in plots(m):
+    assert a["n_series"] == 2 and [s["label"] for s in a["series"]] == ["tp2dp2", "dp2"], a
+    assert all(s["points"] == (2 if a["title"] == "validation loss" else 8) for s in a["series"]), a
+
+# summary: final and best train/val loss of each run, from the file
+text = open(os.path.join(w, "two", "summary.txt")).read()
+for run in ("a", "b"):
+    steps, _, _ = h5_last_rows(os.path.join(w, run, "metrics.h5"))
+    v = steps["val_loss"][np.isfinite(steps["val_loss"])]
+    line = "train loss: final %.6g (step 8), best %.6g (step %d)" % (
+        steps["loss"][-1], steps["loss"].min(), steps["step"][np.argmin(steps["loss"])])
+    assert line in text, (line, text)
+    assert "val loss: final %.6g (step 8), best %.6g" % (v[-1], v.min()) in text, text
+    assert "mean tokens/s: %.6g" % steps["tokens_per_s"].mean() in text, text
+print("figures: pixel sizes, axes, series and heat-map data match the files")
+PY
+pass "plot_metrics.py: curves, heat maps, breakdown and comparison figures checked against two real runs"
