@@ -62,8 +62,8 @@ static const column step_cols[SC_COUNT] = {
  * rank did not exist in a row's segment). Order of metrics.h's HPT_MR_*. */
 static const column rank_cols[HPT_MR_COUNT] = {
     {"step_time", "s", "wall time of forward, backward and optimizer on this rank"},
-    {"forward", "s", "compute in the stage forwards"},
-    {"backward", "s", "compute in the stage backwards"},
+    {"forward", "s", "compute in the stage forwards (their TP communication excluded)"},
+    {"backward", "s", "compute in the stage backwards (TP and DP communication excluded)"},
     {"optimizer", "s", "gradient norm, clipping and AdamW, communication excluded"},
     {"data", "s", "building micro-batches from the token shards"},
     {"pipeline_wait", "s", "blocked receiving activations or gradients from a neighbour stage"},

@@ -736,6 +736,16 @@ static hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int ste
 
 /* ------------------------------------------------------------ pipeline */
 
+/* Seconds spent in communication calls so far, all groups. */
+static double comm_seconds(const run_state *r)
+{
+    double s = 0;
+    for (int g = 0; g < HPT_GROUP_COUNT; g++)
+        s += r->comm.counters[g].seconds;
+    return s;
+}
+
+
 static size_t act_elems(const run_state *r)
 {
     return (size_t)r->model.B * r->model.T * r->cfg.hidden_size;
@@ -763,11 +773,12 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
     if (train && i == 0 && o->fault_slow_rank == c->world_rank) /* test: a straggler */
         nanosleep(&(struct timespec){(time_t)(o->fault_slow_ms / 1e3),
                                      (long)(fmod(o->fault_slow_ms, 1e3) * 1e6)}, NULL);
+    double c2 = comm_seconds(r);
     double loss = hpt_model_stage_forward(&r->model, k, r->inputs, r->targets, grad_scale, train);
-    if (train) {
+    if (train) { /* compute only: the TP all-reduces inside are communication */
         r->t_data += t1 - t0;
         r->t_wait += t2 - t1;
-        r->t_fwd += now_s() - t2;
+        r->t_fwd += now_s() - t2 - (comm_seconds(r) - c2);
     }
     if (!r->model.last) {
         c->be->isend_f32(c, HPT_GROUP_PP, hpt_model_stage_output(&r->model, k), act_elems(r),
@@ -786,10 +797,10 @@ static void pipe_backward(run_state *r, int i, int tag)
     double t0 = now_s();
     if (!r->model.last)
         c->be->recv_f32(c, HPT_GROUP_PP, r->model.dx, act_elems(r), c->pp_rank + 1, tag);
-    double t1 = now_s();
+    double t1 = now_s(), c1 = comm_seconds(r);
     hpt_model_stage_backward(&r->model, k);
     r->t_wait += t1 - t0;
-    r->t_bwd += now_s() - t1;
+    r->t_bwd += now_s() - t1 - (comm_seconds(r) - c1); /* compute only */
     if (!r->model.first) {
         float *buf = r->grad_send + (size_t)k * act_elems(r);
         if (r->bwd_busy[k])
@@ -990,15 +1001,6 @@ static int should_stop(run_state *r, const hpt_train_opts *o, double t_start, do
 }
 
 /* ------------------------------------------------------------ metrics */
-
-/* Seconds spent in communication calls so far, all groups. */
-static double comm_seconds(const run_state *r)
-{
-    double s = 0;
-    for (int g = 0; g < HPT_GROUP_COUNT; g++)
-        s += r->comm.counters[g].seconds;
-    return s;
-}
 
 /* A skipped (non-finite) step: find the lowest world rank whose own loss
  * or pre-reduction gradient was non-finite (one all-reduce; every rank
