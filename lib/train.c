@@ -1211,6 +1211,10 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         r->skipped_total = skipped_total;
         r->consecutive = consecutive;
         int stop = r->ckpt_dir[0] ? should_stop(r, o, t_start, step_s, save_s) : 0;
+        if (stop == 1)
+            hpt_metrics_event(r->metrics, step + 1, 0, "signal",
+                              "stop signal received (%s): checkpoint and exit 75",
+                              stop_signal ? strsignal(stop_signal) : "on another rank");
         if (o->stop_at == step + 1)
             stop = 3;
         if (r->ckpt_dir[0] && (stop || (o->save_every > 0 && (step + 1) % o->save_every == 0) ||
@@ -1224,10 +1228,6 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         }
         if (r->metrics) {
             record_metrics(r, o, step, t0, t_acc, t1, loss, val, lr, norm, skip);
-            if (stop == 1)
-                hpt_metrics_event(r->metrics, step + 1, 0, "signal",
-                                  "stop signal received (%s): checkpoint and exit 75",
-                                  stop_signal ? strsignal(stop_signal) : "on another rank");
             if (hpt_metrics_due(r->metrics) || (stop && !last))
                 hpt_metrics_flush(r->metrics, r->root ? out : NULL);
         }

@@ -21,4 +21,17 @@ st=0; wait $pid || st=$?
 "$CKPT" verify "$WORK/s/checkpoints" > "$WORK/v" 2>&1 || { cat "$WORK/v"; fail "checkpoint does not verify"; }
 "$TRAIN" $A --quiet --run-dir "$WORK/s" > /dev/null 2>&1 || fail "resume"
 cmp "$WORK/ref/log.tsv" "$WORK/s/log.tsv" || fail "resumed run differs"
+# the metrics file tells the story: signal, save, load, resume; after the
+# dedup rule its losses equal the uninterrupted run's
+"$PYTHON" - "$WORK/s/metrics.h5" "$WORK/ref/metrics.h5" <<'PY' || fail "metrics events of the signal"
+import sys, h5py, numpy as np
+f, ref = (h5py.File(p, "r", libver="latest", swmr=True) for p in sys.argv[1:3])
+kinds = [k.decode() for k in f["events"]["kind"]]
+for k, n in (("signal", 1), ("checkpoint_save", 1), ("checkpoint_load", 1), ("resume", 1), ("run_start", 2), ("run_end", 2)):
+    assert kinds.count(k) == n, (k, kinds)
+last = {int(s): i for i, s in enumerate(f["steps/step"][:])}
+loss = f["steps/loss"][:][[last[s] for s in sorted(last)]]
+assert sorted(last) == list(range(1, 13)) and np.array_equal(loss, ref["steps/loss"][:]), loss
+print("metrics: events", kinds)
+PY
 expect_error 2 "\-\-signals 'USR1,FOO': unknown signal 'FOO'" "$TRAIN" --model tiny --data "$CORPUS" --signals USR1,FOO
