@@ -10,7 +10,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,7 +70,9 @@ static const column rank_cols[HPT_MR_COUNT] = {
     {"optimizer", "s", "gradient norm, clipping and AdamW, communication excluded"},
     {"data", "s", "building micro-batches from the token shards"},
     {"pipeline_wait", "s", "blocked receiving activations or gradients from a neighbour stage"},
-    {"checkpoint", "s", "saving a checkpoint after this step"},
+    {"checkpoint", "s", "saving the checkpoint written at the boundary before this step (rows "
+                        "reach the file before a checkpoint commits, so its time is carried to "
+                        "the next step)"},
     {"comm_tp", "s", "time in tensor-parallel communication calls"},
     {"comm_pp", "s", "time in pipeline-parallel communication calls (incl. pipeline_wait)"},
     {"comm_dp", "s", "time in data-parallel communication calls (all-reduce, reduce-scatter, "
@@ -129,6 +134,12 @@ struct hpt_metrics {
     double ema_g2, ema_s, ema_w;
     double seconds;          /* wall time spent in this module               */
     int64_t recorded;        /* records made by this process                 */
+    int lock_fd;             /* flock on PATH.lock: one writer per file      */
+    double *slow_buf;        /* [HIST][world] busy times awaiting judgement  */
+    int nslow;
+    int64_t slow_first;      /* first step in slow_buf                        */
+    char kinds[8][KIND_LEN]; /* anomaly lines printed per kind (rate limit)   */
+    int printed[8];
 };
 
 static double wall_now(void)
@@ -359,6 +370,22 @@ static hpt_status open_existing(hpt_metrics *m, hid_t fapl)
                              "metrics file %s: format_version %d, this hpt writes version %d; "
                              "left untouched (pass another --metrics path)",
                              m->path, ver, FORMAT_VERSION);
+    if (m->info.model_config && H5Aexists(m->file, "model_config") > 0) {
+        char *cfg = NULL;
+        hid_t t2 = H5Tcopy(H5T_C_S1), a = H5Aopen(m->file, "model_config", H5P_DEFAULT);
+        H5Tset_size(t2, H5T_VARIABLE);
+        H5Tset_cset(t2, H5T_CSET_UTF8);
+        if (H5Aread(a, t2, &cfg) < 0)
+            cfg = NULL;
+        H5Aclose(a);
+        H5Tclose(t2);
+        int same = cfg && !strcmp(cfg, m->info.model_config);
+        free(cfg);
+        if (!same)
+            return io_error(m, "holds the metrics of another model (its model_config differs "
+                               "from this run's); left untouched: pass another --metrics path "
+                               "or --run-dir");
+    }
     for (int c = 0; c < SC_COUNT; c++) {
         char p[64];
         snprintf(p, sizeof p, "steps/%s", step_cols[c].name);
@@ -416,8 +443,15 @@ static hpt_status open_existing(hpt_metrics *m, hid_t fapl)
 static hpt_status check_path(hpt_metrics *m)
 {
     struct stat sb;
-    if (stat(m->path, &sb) == 0)
-        return S_ISREG(sb.st_mode) ? HPT_OK : io_error(m, "not a regular file");
+    if (stat(m->path, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode))
+            return io_error(m, "not a regular file");
+        if (access(m->path, R_OK | W_OK) != 0)
+            return io_error(m, "exists but is not writable (left untouched)");
+        return HPT_OK;
+    }
+    if (lstat(m->path, &sb) == 0)
+        return io_error(m, "a symbolic link to nothing (left untouched)");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", m->path);
     char *slash = strrchr(dir, '/');
@@ -436,21 +470,126 @@ static hpt_status check_path(hpt_metrics *m)
     return HPT_OK;
 }
 
+static void close_root(hpt_metrics *m);
+
+/* Bytes free on the file system holding the metrics file. */
+static double free_bytes(const hpt_metrics *m)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", m->path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    struct statvfs v;
+    if (statvfs(dir, &v) != 0)
+        return INFINITY; /* unknown: let the write tell */
+    return (double)v.f_bavail * (double)v.f_frsize;
+}
+
+/* Bytes an append of n rows may need: new chunks of every column (1024-row
+ * chunks of /steps, 64 x 16 chunks of /ranks) plus metadata, doubled, plus
+ * 1 MiB for closing the file cleanly. HDF5 must never meet ENOSPC: its
+ * failed-flush path cannot be recovered from (the library then crashes
+ * when MPI_Finalize closes it), so the writer stops before. */
+static double bytes_needed(const hpt_metrics *m, int n)
+{
+    double cols = (m->world + 15) / 16, rows64 = n / 64 + 1, rows1k = n / 1024 + 1;
+    double chunks = SC_COUNT * rows1k * 8192.0 + HPT_MR_COUNT * cols * rows64 * 8192.0;
+    return 2 * (chunks + 65536.0 + (double)m->nev * sizeof(event_row)) + 1048576.0;
+}
+
+/* One writer per metrics file: an exclusive flock on PATH.lock, held until
+ * the file is closed (HDF5's own locking is off, so that SWMR readers
+ * holding the file do not stop a run from starting). */
+static hpt_status take_lock(hpt_metrics *m)
+{
+    char lp[4200];
+    snprintf(lp, sizeof lp, "%s.lock", m->path);
+    m->lock_fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (m->lock_fd < 0)
+        return hpt_error_set(HPT_ERR_IO, "metrics file %s: cannot create the lock file %s: %s",
+                             m->path, lp, strerror(errno));
+    if (flock(m->lock_fd, LOCK_EX | LOCK_NB) != 0)
+        return hpt_error_set(HPT_ERR_IO,
+                             "metrics file %s is being written by another process (%s is "
+                             "locked); one hpt-train per metrics file: pass another --metrics "
+                             "path or --run-dir",
+                             m->path, lp);
+    return HPT_OK;
+}
+
+/* Stop writing after a failure or before the disk fills: close the file
+ * now, while there is room for its last metadata, and warn once. */
+static void give_up(hpt_metrics *m, const char *why)
+{
+    if (m->broken)
+        return;
+    m->broken = 1;
+    fprintf(stderr,
+            "hpt-train: warning: metrics file %s: %s; no more metrics rows are written (the %lld "
+            "rows already flushed stay readable); training goes on\n",
+            m->path, why, (long long)m->rows);
+    close_root(m);
+}
+
+/* A file with HDF5's signature that HDF5 cannot open (a writer died while
+ * creating it, a truncated copy): moved aside, never deleted. */
+static int is_damaged_hdf5(const char *path)
+{
+    unsigned char sig[8];
+    FILE *f = fopen(path, "rb");
+    int n = f ? (int)fread(sig, 1, 8, f) : 0;
+    if (f)
+        fclose(f);
+    return n == 8 && !memcmp(sig, "\x89HDF\r\n\x1a\n", 8);
+}
+
 static hpt_status open_root(hpt_metrics *m)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+    H5Pset_file_locking(fapl, 0, 1);
     hpt_status st = check_path(m);
-    if (!st) {
+    if (!st)
+        st = take_lock(m);
+    if (!st && access(m->path, F_OK) == 0) {
+        H5E_BEGIN_TRY { st = open_existing(m, fapl); }
+        H5E_END_TRY;
+        if (st && m->file < 0 && is_damaged_hdf5(m->path)) {
+            char aside[4200];
+            snprintf(aside, sizeof aside, "%s.unreadable-%lld", m->path, (long long)time(NULL));
+            if (rename(m->path, aside) == 0) {
+                fprintf(stderr, "hpt-train: warning: metrics file %s cannot be opened by HDF5 "
+                        "(%s); moved to %s, starting a new file\n", m->path, hpt_error_msg(),
+                        aside);
+                m->file = 0;
+                st = HPT_OK;
+            }
+        }
+    }
+    if (!st && access(m->path, F_OK) != 0) {
+        double need = bytes_needed(m, m->interval), have = free_bytes(m);
+        if (have < need) { /* not an error: the run goes on without metrics */
+            H5Pclose(fapl);
+            m->broken = 1;
+            fprintf(stderr, "hpt-train: warning: metrics file %s: %.0f KiB free on its file "
+                    "system, %.0f KiB needed; training goes on without metrics\n", m->path,
+                    have / 1024, need / 1024);
+            return HPT_OK;
+        }
         H5E_BEGIN_TRY
         {
             errno = 0;
-            st = access(m->path, F_OK) == 0 ? open_existing(m, fapl) : create_file(m, fapl);
+            st = create_file(m, fapl);
         }
         H5E_END_TRY;
     }
     H5Pclose(fapl);
-    if (st)
+    if (st || m->broken)
         return st;
     seg_row s;
     memset(&s, 0, sizeof s);
@@ -523,6 +662,9 @@ static void free_m(hpt_metrics *m)
     free(m->all);
     free(m->dp_rank);
     free(m->ev);
+    free(m->slow_buf);
+    if (m->lock_fd >= 0)
+        close(m->lock_fd); /* releases the flock */
     free(m);
 }
 
@@ -535,6 +677,7 @@ hpt_status hpt_metrics_open(hpt_metrics **out, MPI_Comm comm, const char *path, 
     if (!m)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (metrics)");
     m->comm = comm;
+    m->lock_fd = -1;
     MPI_Comm_rank(comm, &m->rank);
     MPI_Comm_size(comm, &m->world);
     m->interval = interval < 1 ? 1 : interval;
@@ -630,9 +773,14 @@ static void anomaly(hpt_metrics *m, FILE *log, int64_t step, int rank, const cha
     va_start(ap, fmt);
     vevent(m, step, rank, kind, fmt, ap);
     va_end(ap);
-    if (log) {
-        fprintf(log, "hpt-train: anomaly at step %lld: %s: %s\n", (long long)step, kind,
-                m->ev[m->nev - 1].message);
+    int k = 0; /* at most 5 lines per kind in the job log; all in the file */
+    while (k < 7 && m->kinds[k][0] && strcmp(m->kinds[k], kind))
+        k++;
+    snprintf(m->kinds[k], KIND_LEN, "%s", kind);
+    if (log && ++m->printed[k] <= 5) {
+        fprintf(log, "hpt-train: anomaly at step %lld: %s: %s%s\n", (long long)step, kind,
+                m->ev[m->nev - 1].message,
+                m->printed[k] == 5 ? " (further ones only in the metrics file)" : "");
         fflush(log);
     }
 }
@@ -645,7 +793,7 @@ static int cmp_double(const void *a, const void *b)
 
 static double median(const double *v, int n, double *scratch)
 {
-    memcpy(scratch, v, sizeof *v * (size_t)n);
+    memmove(scratch, v, sizeof *v * (size_t)n);
     qsort(scratch, (size_t)n, sizeof *scratch, cmp_double);
     return n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
 }
@@ -728,37 +876,61 @@ static void derive(hpt_metrics *m, FILE *log, int n, double *cols[SC_COUNT])
             push(m->tps_hist, &m->ntps, tps);
         }
     }
-    /* slow ranks over the interval: each rank's median busy time against
-     * the median of the other ranks' (robust to one noisy step; windows of
-     * fewer than 3 steps are not judged) */
-    if (W > 1 && n >= 3) {
-        double *col = malloc(sizeof *col * (size_t)(n > W ? n : W));
-        if (col) {
-            for (int w = 0; w < W; w++) {
-                for (int i = 0; i < n; i++)
-                    col[i] = AT(m, n, i, w, HPT_MR_BUSY);
-                qsort(col, (size_t)n, sizeof *col, cmp_double);
-                busy[w] = n % 2 ? col[n / 2] : 0.5 * (col[n / 2 - 1] + col[n / 2]);
-            }
-            for (int w = 0; w < W; w++) {
-                int k = 0;
-                for (int x = 0; x < W; x++)
-                    if (x != w)
-                        col[k++] = busy[x];
-                qsort(col, (size_t)k, sizeof *col, cmp_double);
-                double med = k % 2 ? col[k / 2] : 0.5 * (col[k / 2 - 1] + col[k / 2]);
-                if (busy[w] > m->info.slow_factor * med && busy[w] - med > 0.02)
-                    anomaly(m, log, m->steps[n - 1].step, w, "slow_rank",
-                            "rank %d computes %.3f s/step, %.1fx the median %.3f s of the other "
-                            "ranks (steps %lld-%lld)",
-                            w, busy[w], med > 0 ? busy[w] / med : INFINITY, med,
-                            (long long)m->steps[0].step, (long long)m->steps[n - 1].step);
-            }
-            free(col);
+    /* slow ranks over windows of >= 3 steps (kept across flushes when the
+     * interval is shorter): each rank's median busy time against the
+     * median of the other ranks' (robust to one noisy step) */
+    if (!m->slow_buf)
+        m->slow_buf = malloc(sizeof(double) * HIST * (size_t)W);
+    double *col = malloc(sizeof *col * (size_t)(HIST > W ? HIST : W));
+    for (int i = 0; W > 1 && m->slow_buf && col && i < n; i++) {
+        if (m->nslow == 0)
+            m->slow_first = m->steps[i].step;
+        for (int w = 0; w < W; w++)
+            m->slow_buf[(size_t)m->nslow * W + w] = AT(m, n, i, w, HPT_MR_BUSY);
+        m->nslow++;
+        int end = i == n - 1;
+        if (m->nslow < HIST && !(end && m->nslow >= 3))
+            continue;
+        int k = m->nslow;
+        for (int w = 0; w < W; w++) {
+            for (int j = 0; j < k; j++)
+                col[j] = m->slow_buf[(size_t)j * W + w];
+            busy[w] = median(col, k, col);
         }
+        for (int w = 0; w < W; w++) {
+            int q = 0;
+            for (int x = 0; x < W; x++)
+                if (x != w)
+                    col[q++] = busy[x];
+            double med = median(col, q, col);
+            if (busy[w] > m->info.slow_factor * med && busy[w] - med > 0.02)
+                anomaly(m, log, m->steps[i].step, w, "slow_rank",
+                        "rank %d computes %.3f s/step, %.1fx the median %.3f s of the other "
+                        "ranks (steps %lld-%lld)",
+                        w, busy[w], med > 0 ? busy[w] / med : INFINITY, med,
+                        (long long)m->slow_first, (long long)m->steps[i].step);
+        }
+        m->nslow = 0;
     }
+    free(col);
     free(sums);
     free(busy);
+}
+
+/* Append the pending events only (rank 0). */
+static int write_rows_n0(hpt_metrics *m)
+{
+    int e;
+    H5E_BEGIN_TRY
+    {
+        e = append_1d(m->ev_ds, m->ev_t, m->ev, (hsize_t)m->nev);
+        if (!e && H5Fflush(m->file, H5F_SCOPE_GLOBAL) < 0)
+            e = -1;
+    }
+    H5E_END_TRY;
+    if (!e)
+        m->nev = 0;
+    return e;
 }
 
 /* Append n gathered rows and the pending events to the file (rank 0). */
@@ -772,15 +944,7 @@ static int write_rows(hpt_metrics *m, FILE *log)
     double *buf = malloc(sizeof *buf * (size_t)n * (SC_COUNT + (size_t)W));
     int e = -1;
     if (n == 0) { /* events only */
-        H5E_BEGIN_TRY
-        {
-            e = append_1d(m->ev_ds, m->ev_t, m->ev, (hsize_t)m->nev);
-            if (!e && H5Fflush(m->file, H5F_SCOPE_GLOBAL) < 0)
-                e = -1;
-        }
-        H5E_END_TRY;
-        if (!e)
-            m->nev = 0;
+        e = write_rows_n0(m);
         goto out;
     }
     if (!step || !seg || !rep || !skp || !buf)
@@ -869,16 +1033,31 @@ hpt_status hpt_metrics_flush(hpt_metrics *m, FILE *log)
     /* n is the same on every rank: records are made once per step */
     MPI_Gather(m->recs, n * HPT_MR_COUNT, MPI_DOUBLE, m->all, n * HPT_MR_COUNT, MPI_DOUBLE, 0,
                m->comm);
-    if (m->rank == 0 && !m->broken && (n > 0 || m->nev > 0) && write_rows(m, log) < 0) {
-        m->broken = 1;
-        fprintf(stderr,
-                "hpt-train: warning: cannot append to the metrics file %s (disk full?); "
-                "training goes on without metrics, the rows already flushed stay readable\n",
-                m->path);
+    if (m->rank == 0 && !m->broken && (n > 0 || m->nev > 0)) {
+        double need = bytes_needed(m, n), have = free_bytes(m);
+        char why[256];
+        if (have < need) {
+            snprintf(why, sizeof why, "%.0f KiB free on its file system, %.0f KiB needed",
+                     have / 1024, need / 1024);
+            give_up(m, why);
+        } else if (write_rows(m, log) < 0)
+            give_up(m, "an HDF5 write or flush failed");
     }
     m->n = 0;
     m->seconds += MPI_Wtime() - t0;
     return HPT_OK;
+}
+
+void hpt_metrics_write_events(hpt_metrics *m)
+{
+    if (!m || m->rank != 0 || m->broken || m->nev == 0)
+        return;
+    double t0 = MPI_Wtime();
+    if (free_bytes(m) < bytes_needed(m, 0))
+        give_up(m, "the disk is nearly full");
+    else if (write_rows_n0(m) < 0)
+        give_up(m, "an HDF5 write or flush failed");
+    m->seconds += MPI_Wtime() - t0;
 }
 
 void hpt_metrics_close(hpt_metrics *m, int collective, FILE *log)
@@ -890,6 +1069,6 @@ void hpt_metrics_close(hpt_metrics *m, int collective, FILE *log)
     if (m->rank == 0 && log && m->recorded > 0)
         fprintf(log, "metrics: %lld rows in %s; %.1f ms in the metrics code on rank 0 (%.3f ms "
                 "per step)%s\n", (long long)m->rows, m->path, 1e3 * m->seconds,
-                1e3 * m->seconds / (double)m->recorded, m->broken ? "; WRITING FAILED" : "");
+                1e3 * m->seconds / (double)m->recorded, m->broken ? "; stopped writing early (see the warning above)" : "");
     free_m(m);
 }

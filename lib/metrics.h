@@ -80,9 +80,13 @@ typedef struct hpt_metrics hpt_metrics;
 /* Open (create, or append a segment to) the metrics file `path` on world
  * rank 0 of `comm`; other ranks only buffer. `interval` = steps between
  * gathers/flushes (>= 1). Collective; the same status on every rank.
- * Errors: HPT_ERR_IO naming the path (not writable, or an existing file
- * that is not an hpt metrics file — it is never overwritten). *out is
- * owned by the caller (hpt_metrics_close). */
+ * Errors: HPT_ERR_IO naming the path (not writable, another process writing
+ * it (a flock on PATH.lock), an existing file that is not an hpt metrics
+ * file or holds another model's metrics — never overwritten). A file
+ * system too full for the file is not an error: one warning, and the run
+ * goes on without metrics; so is an HDF5 file HDF5 cannot open (moved
+ * aside to PATH.unreadable-TIME). *out is owned by the caller
+ * (hpt_metrics_close). */
 hpt_status hpt_metrics_open(hpt_metrics **out, MPI_Comm comm, const char *path, int interval,
                             const hpt_metrics_info *info);
 
@@ -106,6 +110,10 @@ hpt_status hpt_metrics_flush(hpt_metrics *m, FILE *log);
  * world rank the event concerns. Written at the next flush. */
 void hpt_metrics_event(hpt_metrics *m, int64_t step, int rank, const char *kind,
                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Append the pending events now (rank 0 only, no communication; a no-op
+ * elsewhere), e.g. right after a checkpoint is committed. */
+void hpt_metrics_write_events(hpt_metrics *m);
 
 /* Flush what is buffered when `collective` (every rank calls it), then
  * close the file and free m (NULL is accepted). */

@@ -1065,6 +1065,7 @@ static void record_metrics(run_state *r, const hpt_train_opts *o, int step, doub
     v[HPT_MR_DATA] = r->t_data;
     v[HPT_MR_PIPE_WAIT] = r->t_wait;
     v[HPT_MR_CHECKPOINT] = r->ckpt_save_s;
+    r->ckpt_save_s = 0;
     v[HPT_MR_TOKENS] = tok_rank;
     v[HPT_MR_LOSS] = r->model.last ? r->local_loss / tok_rank : NAN;
     v[HPT_MR_GRAD_SUMSQ] = r->local_sumsq;
@@ -1081,6 +1082,43 @@ static void record_metrics(run_state *r, const hpt_train_opts *o, int step, doub
  * reference 2-core machine (docs/PERFORMANCE.md) shared by the ranks of a
  * node. --peak-flops overrides it (e.g. 989e12 for an H100's dense bf16). */
 #define HPT_CPU_NODE_PEAK_FLOPS 233e9
+
+/* "dir/base" with dir resolved (symbolic links, ..), for comparing output
+ * paths; the file itself need not exist. */
+static void resolved(const char *path, char *out, size_t n)
+{
+    char dir[4096], real[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash)
+        *slash = 0;
+    if (!realpath(slash ? (dir[0] ? dir : "/") : ".", real))
+        snprintf(real, sizeof real, "%s", slash ? dir : ".");
+    snprintf(out, n, "%s/%s", real, base);
+}
+
+/* The metrics file must not be another output of the run. Same verdict on
+ * every rank (no communication). */
+static hpt_status check_metrics_path(const char *path, const hpt_train_opts *o)
+{
+    char m[8300], other[8300], p[4300];
+    resolved(path, m, sizeof m);
+    static const char *const run_files[] = {"config.json", "log.tsv", "comm.tsv"};
+    for (size_t i = 0; o->run_dir && i < sizeof run_files / sizeof run_files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", o->run_dir, run_files[i]);
+        resolved(p, other, sizeof other);
+        if (!strcmp(m, other))
+            return hpt_error_set(HPT_ERR_USAGE, "--metrics %s: is the run directory's %s", path,
+                                 run_files[i]);
+    }
+    if (o->export_path) {
+        resolved(o->export_path, other, sizeof other);
+        if (!strcmp(m, other))
+            return hpt_error_set(HPT_ERR_USAGE, "--metrics %s: same file as --export", path);
+    }
+    return HPT_OK;
+}
 
 static hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_meta *meta)
 {
@@ -1116,8 +1154,11 @@ static hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_
                         "B); N_matmul = weights used in matrix products incl. the LM head",
         .model_config = cfg, .dp_rank = dp_rank, .slow_factor = o->slow_factor,
         .spike_factor = o->spike_factor};
-    hpt_status st = hpt_metrics_open(&r->metrics, r->comm.comms[HPT_GROUP_WORLD], path,
-                                     o->metrics_interval, &info);
+    hpt_status st = check_metrics_path(path, o);
+    if (!st)
+        st = hpt_metrics_open(&r->metrics, r->comm.comms[HPT_GROUP_WORLD], path,
+                              o->metrics_interval < o->steps ? o->metrics_interval : o->steps,
+                              &info);
     free(dp_rank);
     if (st || !r->root)
         return st;
@@ -1141,6 +1182,7 @@ static hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_
                               r->comm.tp, r->comm.pp, r->comm.dp, o->zero1 ? " ZeRO-1" : "",
                               o->grad_accum);
     }
+    hpt_metrics_write_events(m); /* a run killed before its first flush keeps them */
     return HPT_OK;
 }
 
@@ -1158,22 +1200,16 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         double loss = accumulate(r, o);
         double t_acc = now_s();
         r->comm_s_acc = comm_seconds(r);
-        r->ckpt_save_s = 0;
         if (poison && o->fault_nan_rank < 0)
             r->model.be->scale(r->model.grads, NAN, 1);
         double norm = grad_norm(r, o);
         float lr = hpt_lr_at(&r->opt.o, step);
         /* loss and norm are reduced, so every rank takes the same branch */
-        int skip = !isfinite(loss) || !isfinite(norm);
+        int skip = !isfinite(loss) || !isfinite(norm), diverged = 0;
         if (skip) {
             skipped_step_event(r, step + 1, loss, norm, out);
             skipped_total++;
-            if (++consecutive >= o->max_skips)
-                return hpt_error_set(HPT_ERR_DIVERGED,
-                                     "%d consecutive steps with a non-finite loss or gradient norm "
-                                     "(last at step %d; %d skipped in all): stopping. Lower --lr or "
-                                     "check the data",
-                                     consecutive, step + 1, skipped_total);
+            diverged = ++consecutive >= o->max_skips;
         } else {
             consecutive = 0;
             update(r, o, lr, norm);
@@ -1193,6 +1229,17 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
             print_step(out, o, r->comm.dp, step, loss, lr, norm, t1 - t0,
                        (t1 - t_start) * (step + 1) / (step + 1 - r->start_step), skip);
         step_s = t1 - t0;
+        if (diverged) {
+            if (r->metrics) { /* the step that stopped the run is logged too */
+                record_metrics(r, o, step, t0, t_acc, t1, loss, NAN, lr, norm, skip);
+                hpt_metrics_flush(r->metrics, r->root ? out : NULL);
+            }
+            return hpt_error_set(HPT_ERR_DIVERGED,
+                                 "%d consecutive steps with a non-finite loss or gradient norm "
+                                 "(last at step %d; %d skipped in all): stopping. Lower --lr or "
+                                 "check the data",
+                                 consecutive, step + 1, skipped_total);
+        }
         int last = step + 1 == o->steps;
         val = NAN;
         if (r->val && (last || (o->eval_interval > 0 && (step + 1) % o->eval_interval == 0))) {
@@ -1217,19 +1264,23 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
                               stop_signal ? strsignal(stop_signal) : "on another rank");
         if (o->stop_at == step + 1)
             stop = 3;
-        if (r->ckpt_dir[0] && (stop || (o->save_every > 0 && (step + 1) % o->save_every == 0) ||
-                               (last && o->save_every > 0))) {
+        int save = r->ckpt_dir[0] && (stop || (o->save_every > 0 && (step + 1) % o->save_every == 0) ||
+                                      (last && o->save_every > 0));
+        if (r->metrics) {
+            /* rows reach the file before a checkpoint commits, so a run killed
+             * after the commit never loses the rows of the steps it saved */
+            record_metrics(r, o, step, t0, t_acc, t1, loss, val, lr, norm, skip);
+            if (hpt_metrics_due(r->metrics) || save || (stop && !last))
+                hpt_metrics_flush(r->metrics, r->root ? out : NULL);
+        }
+        if (save) {
             double ts = now_s();
             hpt_status st = save_checkpoint(r, o, step + 1, out);
             save_s = now_s() - ts;
-            r->ckpt_save_s = save_s;
+            r->ckpt_save_s = save_s; /* recorded with the next step */
             if (st)
                 return st;
-        }
-        if (r->metrics) {
-            record_metrics(r, o, step, t0, t_acc, t1, loss, val, lr, norm, skip);
-            if (hpt_metrics_due(r->metrics) || (stop && !last))
-                hpt_metrics_flush(r->metrics, r->root ? out : NULL);
+            hpt_metrics_write_events(r->metrics); /* rank 0, no communication */
         }
         if (stop && !last)
             return hpt_error_set(HPT_REQUEUE,
@@ -1492,6 +1543,17 @@ static hpt_status check_layout(MPI_Comm comm, const hpt_train_opts *o, int *dp)
     hpt_status st = hpt_grid_check(world, o->tp, o->pp, o->dp, dp);
     if (st)
         return st;
+    /* test faults that could not take effect would make a test pass vacuously */
+    if (o->fault_nan_rank != -1 && (o->fault_nan_rank < 0 || o->fault_nan_rank >= world))
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-nan-rank %d: not a rank of this %d-rank job",
+                             o->fault_nan_rank, world);
+    if (o->fault_nan_rank >= 0 && !o->nan_steps)
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-nan-rank needs --fault-nan-steps");
+    if (o->fault_slow_rank != -1 && (o->fault_slow_rank < 0 || o->fault_slow_rank >= world))
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-slow-rank %d: not a rank of this %d-rank job",
+                             o->fault_slow_rank, world);
+    if (o->fault_slow_ms != 0 && o->fault_slow_rank < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-slow-ms needs --fault-slow-rank");
     return HPT_OK;
 }
 
@@ -1508,7 +1570,9 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     memset(&r, 0, sizeof r);
     memset(&meta, 0, sizeof meta);
     r.resume_from = -1;
-    if (o->save_signals && (st = install_signals(o)))
+    /* the stop signals checkpoint only where there is somewhere to save to;
+     * otherwise they keep their default action (terminate) */
+    if (o->save_signals && (o->run_dir || o->ckpt_dir) && (st = install_signals(o)))
         return st; /* same verdict on every rank: no collective has started */
     hpt_comm_init(&r.comm, comm, o->tp, o->pp, dp, stderr);
     r.root = r.comm.world_rank == 0;

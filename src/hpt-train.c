@@ -18,7 +18,8 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "Train a Llama-style language model on token shards (llm.c format).\n\n"
             "Model and data:\n"
             "  --model NAME|PATH     preset (tiny, small, llama2-7b, llama2-13b, llama2-70b,\n"
-            "                        llama3-8b, llama3-70b) or a Hugging Face config.json\n"
+            "                        llama3-8b, llama3-70b, llama3-405b) or a Hugging Face\n"
+            "                        config.json\n"
             "                        [%s]\n"
             "  --tie-embeddings      share the LM head with the token embedding\n"
             "  --untie-embeddings    separate LM head (overrides the config) [config's value]\n"
@@ -92,7 +93,7 @@ static void usage(FILE *f, const hpt_train_opts *d)
             d->model, d->data, d->backend, d->batch, d->seq_len, d->grad_accum, d->steps,
             d->optim.lr, d->optim.min_lr, d->optim.warmup, d->optim.beta1, d->optim.beta2,
             d->optim.eps, d->optim.weight_decay, d->optim.max_norm, (unsigned long long)d->seed,
-            d->eval_interval, d->eval_batches, d->keep, d->max_skips, d->metrics_interval,
+            d->eval_interval, d->eval_batches, d->max_skips, d->keep, d->metrics_interval,
             d->slow_factor, d->spike_factor);
 }
 

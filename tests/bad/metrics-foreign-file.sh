@@ -21,4 +21,11 @@ expect_error 5 "metrics file $WORK/other.h5: exists but is not an hpt metrics fi
 cmp -s "$WORK/other.h5" "$WORK/other.orig" || fail "the HDF5 file was modified"
 expect_error 5 "metrics file $WORK/future.h5: format_version 99, this hpt writes version 1" run "$WORK/future.h5"
 cmp -s "$WORK/future.h5" "$WORK/future.orig" || fail "the future-version file was modified"
+# another model's metrics: refused, the file unchanged
+"$TRAIN" --model tiny --data "$CORPUS" --steps 2 --batch 1 --seq-len 32 --eval-batches 1 --metrics "$WORK/tiny.h5" > /dev/null 2>&1 \
+  || fail "tiny run"
+cp "$WORK/tiny.h5" "$WORK/tiny.orig"
+expect_error 5 "metrics file $WORK/tiny.h5: holds the metrics of another model" \
+  "$TRAIN" --model tiny --untie-embeddings --tie-embeddings --data "$CORPUS" --steps 2 --batch 1 --seq-len 32 --eval-batches 1 --metrics "$WORK/tiny.h5"
+cmp -s "$WORK/tiny.h5" "$WORK/tiny.orig" || fail "the other model's file was modified"
 pass "foreign metrics files refused and untouched"
