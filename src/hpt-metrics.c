@@ -727,13 +727,42 @@ static hpt_status csv_ranks(const mfile *m, const char *col, FILE *f)
     return st;
 }
 
+/* Does `path`, or a symbolic link on the way from it, name something
+ * under /dev or /proc (/dev/stdout -> /proc/self/fd/1 -> the shell's
+ * redirect file)? Such a name stands for an open file of this process:
+ * replacing the file behind it would not reach the descriptor. */
+static int via_dev_or_proc(const char *path)
+{
+    char cur[PATH_MAX], next[PATH_MAX];
+    snprintf(cur, sizeof cur, "%s", path);
+    for (int hop = 0; hop < 40; hop++) {
+        if (!strncmp(cur, "/dev/", 5) || !strncmp(cur, "/proc/", 6))
+            return 1;
+        ssize_t n = readlink(cur, next, sizeof next - 1);
+        if (n < 0)
+            return 0; /* not a link (or gone): the chain ends here */
+        next[n] = 0;
+        if (next[0] == '/') {
+            snprintf(cur, sizeof cur, "%s", next);
+        } else { /* relative to the link's directory */
+            char *slash = strrchr(cur, '/');
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - cur + 1) : 0, cur);
+            if (snprintf(cur, sizeof cur, "%s%s", dir, next) >= (int)sizeof cur)
+                return 0;
+        }
+    }
+    return 0;
+}
+
 /* Where -o writes. A regular file (or a new name) is written as TARGET.tmp
  * and renamed over TARGET, so a failed export leaves no partial file; a
  * symbolic link to a regular file is followed (the link stays, its target
  * is replaced). Anything else that exists — a character device such as
- * /dev/stdout or /dev/null, a FIFO, a socket, or a link to one — is
+ * /dev/null, a FIFO, a socket, a link to one, or a name under /dev or
+ * /proc such as /dev/stdout even when it leads to a regular file — is
  * written directly: renaming over it would replace the device with a
- * regular file. target gets the path renamed to (empty: direct), tmp the
+ * regular file, or miss the open descriptor. target gets the path renamed to (empty: direct), tmp the
  * temporary name. Errors: HPT_ERR_IO naming -o OUT. */
 static hpt_status csv_open_out(const char *outpath, char *target, char *tmp, size_t len,
                                FILE **f)
@@ -742,7 +771,7 @@ static hpt_status csv_open_out(const char *outpath, char *target, char *tmp, siz
     target[0] = tmp[0] = 0;
     if (stat(outpath, &sb) == 0 && S_ISDIR(sb.st_mode))
         return hpt_error_set(HPT_ERR_IO, "-o %s: is a directory", outpath);
-    if (stat(outpath, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    if (stat(outpath, &sb) == 0 && (!S_ISREG(sb.st_mode) || via_dev_or_proc(outpath))) {
         if (!(*f = fopen(outpath, "w")))
             return hpt_error_set(HPT_ERR_IO, "-o %s: cannot write: %s", outpath,
                                  strerror(errno));

@@ -8,8 +8,10 @@
 #   skipped_step event naming rank 1);
 # - `-o` onto something that is not a regular file writes into it and leaves
 #   it as it was: a FIFO stays a FIFO (and carries the CSV), a link to
-#   /dev/null stays a link and /dev/null a character device; a link to a
-#   regular file stays a link and its target gets the CSV;
+#   /dev/null stays a link and /dev/null a character device, a link to
+#   /proc/self/fd/1 (= /dev/stdout) with stdout redirected to a file stays a
+#   link and the CSV reaches stdout; a link to a regular file stays a link
+#   and its target gets the CSV;
 # - a file whose columns have unequal lengths (a writer killed mid-append)
 #   is read up to the shortest column, by hpt-metrics and hpt_metrics.py;
 # - the file of a run killed with kill -9 opens (SWMR read) and `csv` holds
@@ -44,6 +46,10 @@ ln -s /dev/null "$WORK/null"
 "$HM" csv "$F" -o "$WORK/null" || fail "csv -o link to /dev/null"
 [ -L "$WORK/null" ] && [ -c /dev/null ] || fail "csv -o replaced the link to /dev/null"
 [ ! -e "$WORK/null.tmp" ] && [ ! -e /dev/null.tmp ] || fail "csv -o /dev/null left a .tmp"
+ln -s /proc/self/fd/1 "$WORK/fd1"   # what /dev/stdout is, here with stdout a regular file
+"$HM" csv "$F" -o "$WORK/fd1" > "$WORK/fd1.csv" || fail "csv -o link to /proc/self/fd/1"
+[ -L "$WORK/fd1" ] || fail "csv -o replaced the link to /proc/self/fd/1"
+cmp "$WORK/steps.csv" "$WORK/fd1.csv" || fail "csv -o /proc/self/fd/1: standard output does not hold the CSV"
 echo old > "$WORK/target.csv"
 ln -s target.csv "$WORK/link.csv"
 "$HM" csv "$F" -o "$WORK/link.csv" || fail "csv -o link to a file"
