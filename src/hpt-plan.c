@@ -72,9 +72,9 @@ static void usage(FILE *f)
             "  --top N               layouts listed by --search [10]\n"
             "  --help, --version\n\n"
             "Exit status: 0 done (also when the layout does not fit: see \"fits\"); 1 internal\n"
-            "error; 2 bad option, model config or layout (also options that conflict or that\n"
-            "the mode does not use: --top or --ranks-tsv with/without --search); 5 --ranks-tsv\n"
-            "FILE cannot be written.\n");
+            "error; 2 bad option, model config or layout (also options that conflict, or\n"
+            "that the mode does not use: --top without --search, --ranks-tsv with it);\n"
+            "5 --ranks-tsv FILE cannot be written.\n");
 }
 
 enum {
