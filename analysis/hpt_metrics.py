@@ -268,6 +268,9 @@ def summary_text(run):
     L.append("mean MFU: %s" % _fmt(d["mean_mfu"]))
     L.append("slowest ranks (mean busy s/step, against the median of the other ranks):")
     for r, v, med in d["slowest_ranks"]:
+        if len(d["slowest_ranks"]) == 1:  # one rank: nothing to compare with
+            L.append("  rank %d: %s (the only rank)" % (r, _fmt(v)))
+            continue
         ratio = v / med if med > 0 else float("nan")
         L.append("  rank %d: %s (%.2fx, others %s)" % (r, _fmt(v), ratio, _fmt(med)))
     L.append("events: %d" % len(d["events"]))

@@ -45,8 +45,9 @@ EVENT_COLORS = {"resume": "tab:green", "layout_change": "tab:olive",
                 "skipped_step": "tab:red", "grad_norm_spike": "tab:orange",
                 "throughput_drop": "tab:brown", "slow_rank": "tab:pink"}
 # The stacked breakdown: disjoint parts of the mean step (+ checkpoint).
-BREAKDOWN = ("forward", "backward", "optimizer", "data", "pipeline_wait", "pp_send", "comm_tp",
-             "comm_dp", "comm_mp", "comm_embed", "checkpoint")
+BREAKDOWN = ("forward", "backward", "optimizer", "data", "other", "pipeline_wait", "pp_send",
+             "comm_tp", "comm_dp", "comm_mp", "comm_embed", "checkpoint")
+DPI_MAX = 600  # 12 x 9 in at 600 dpi is 7200 x 5400 pixels
 
 
 # ------------------------------------------------------------------ manifest
@@ -54,7 +55,10 @@ BREAKDOWN = ("forward", "backward", "optimizer", "data", "pipeline_wait", "pp_se
 def _axes_manifest(ax, role):
     lines = [ln for ln in ax.get_lines() if ln.get_gid() != "event"]
     events = [ln for ln in ax.get_lines() if ln.get_gid() == "event"]
-    series = [{"label": ln.get_label(), "points": int(np.size(ln.get_xdata()))} for ln in lines]
+    # points drawn: NaN (a skipped step's loss, a step without validation) draws nothing
+    series = [{"label": ln.get_label(),
+               "points": int(np.isfinite(np.asarray(ln.get_ydata(), dtype=np.float64)).sum())}
+              for ln in lines]
     series += [{"label": c.get_label(), "bars": len(c.patches)} for c in ax.containers]
     images = []
     for im in ax.get_images():
@@ -171,21 +175,19 @@ def fig_heatmap(run, dpi):
 
 
 def breakdown_parts(run):
-    """Per-rank mean seconds per step of each BREAKDOWN part: {part: [ranks]}.
-    forward/backward as the trainer times them include the communication
-    inside the model (TP, overlapped DP waits), so the stack uses their
-    compute share: busy - optimizer - data, split in the ratio
-    forward:backward; pp_send = comm_pp - pipeline_wait. The parts add up to
-    step_time + checkpoint."""
+    """Per-rank mean seconds per step of each BREAKDOWN part: {part: [ranks]}
+    and the mean step time [ranks]. forward, backward, optimizer and data are
+    the trainer's own timers, compute only (the TP and DP communication
+    inside forward and backward is excluded, lib/metrics.c); other = busy -
+    those four (loss scaling, gradient zeroing, bookkeeping); pp_send =
+    comm_pp - pipeline_wait. The parts add up to step_time + checkpoint."""
     m = {c: hm.rank_means(run, c) for c in ("forward", "backward", "optimizer", "data", "busy",
                                             "pipeline_wait", "comm_pp", "comm_tp", "comm_dp",
                                             "comm_mp", "comm_embed", "checkpoint", "step_time")}
-    fb = np.maximum(m["busy"] - m["optimizer"] - m["data"], 0)
-    tot = m["forward"] + m["backward"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(tot > 0, m["forward"] / tot, 0.5)
-    parts = {"forward": fb * share, "backward": fb * (1 - share), "optimizer": m["optimizer"],
-             "data": m["data"], "pipeline_wait": m["pipeline_wait"],
+    own = m["forward"] + m["backward"] + m["optimizer"] + m["data"]
+    parts = {"forward": m["forward"], "backward": m["backward"], "optimizer": m["optimizer"],
+             "data": m["data"], "other": np.maximum(m["busy"] - own, 0),
+             "pipeline_wait": m["pipeline_wait"],
              "pp_send": np.maximum(m["comm_pp"] - m["pipeline_wait"], 0)}
     for c in ("comm_tp", "comm_dp", "comm_mp", "comm_embed", "checkpoint"):
         parts[c] = m[c]
@@ -254,7 +256,7 @@ def parse_args(argv):
     p.add_argument("--smooth", type=float, default=0.8,
                    help="EMA weight of the smoothed train loss, in [0, 1) [0.8]")
     p.add_argument("--labels", nargs="+", help="one legend name per FILE [run directory names]")
-    p.add_argument("--dpi", type=int, default=100, help="pixels per inch [100]")
+    p.add_argument("--dpi", type=int, default=100, help="pixels per inch, 10 to %d [100]" % DPI_MAX)
     a = p.parse_args(argv)
     a.formats = [f.strip() for f in a.format.split(",") if f.strip()]
     bad = [f for f in a.formats if f not in ("png", "svg", "pdf")]
@@ -264,8 +266,8 @@ def parse_args(argv):
         p.error("--smooth %g: must be in [0, 1)" % a.smooth)
     if a.labels and len(a.labels) != len(a.files):
         p.error("--labels: %d names for %d files" % (len(a.labels), len(a.files)))
-    if a.dpi < 10:
-        p.error("--dpi %d: must be >= 10" % a.dpi)
+    if not 10 <= a.dpi <= DPI_MAX:
+        p.error("--dpi %d: must be in [10, %d]" % (a.dpi, DPI_MAX))
     return a
 
 

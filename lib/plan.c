@@ -143,11 +143,13 @@ double hpt_plan_stage_params(const hpt_plan_setup *s, int stage)
     return p;
 }
 
-/* Micro-batches in flight on `stage` under 1F1B: min(PP - stage, m)
- * (Narayanan et al. 2021, section 2.2; lib/train.c pipeline_slots). */
+/* Micro-batches whose activations `stage` holds: under 1F1B min(PP -
+ * stage, m) (Narayanan et al. 2021, section 2.2), under GPipe all m — every
+ * forward runs before the first backward (Huang et al. 2019); lib/train.c
+ * pipeline_slots allocates as many activation slots. */
 static int in_flight(const hpt_plan_setup *s, int stage, int m)
 {
-    int k = s->pp - stage;
+    int k = s->gpipe ? m : s->pp - stage;
     return k < m ? k : m;
 }
 
@@ -518,71 +520,102 @@ static const char *link_name(const hpt_plan_setup *s, int inter)
     return inter ? "infiniband" : "nvlink";
 }
 
+/* A JSON number: %.17g (integral: %.0f), or null when not finite (JSON
+ * has no NaN or infinity). Returns b->s. */
+typedef struct {
+    char s[40];
+} jbuf;
+
+static const char *json_g(jbuf *b, double v)
+{
+    if (isfinite(v))
+        snprintf(b->s, sizeof b->s, "%.17g", v);
+    else
+        snprintf(b->s, sizeof b->s, "null");
+    return b->s;
+}
+
+static const char *json_z(jbuf *b, double v)
+{
+    if (isfinite(v))
+        snprintf(b->s, sizeof b->s, "%.0f", v);
+    else
+        snprintf(b->s, sizeof b->s, "null");
+    return b->s;
+}
+
 static void json_mem(FILE *f, const hpt_plan_mem *m)
 {
-    fprintf(f, "{\"weights\": %.0f, \"grads\": %.0f, \"optimizer\": %.0f, \"activations\": %.0f, "
-            "\"logits\": %.0f, \"comm_buffers\": %.0f, \"baseline\": %.0f, \"total\": %.0f}",
-            m->weights, m->grads, m->optimizer, m->activations, m->logits, m->comm_buffers,
-            m->baseline, m->total);
+    jbuf b[8];
+    fprintf(f, "{\"weights\": %s, \"grads\": %s, \"optimizer\": %s, \"activations\": %s, "
+            "\"logits\": %s, \"comm_buffers\": %s, \"baseline\": %s, \"total\": %s}",
+            json_z(&b[0], m->weights), json_z(&b[1], m->grads), json_z(&b[2], m->optimizer),
+            json_z(&b[3], m->activations), json_z(&b[4], m->logits), json_z(&b[5], m->comm_buffers),
+            json_z(&b[6], m->baseline), json_z(&b[7], m->total));
 }
 
 void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
 {
     const hpt_config *c = &s->cfg;
+    jbuf b[8];
     fprintf(f, "{\n  \"model\": {\"hidden_size\": %d, \"intermediate_size\": %d, "
             "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
             "\"vocab_size\": %d, \"tie_word_embeddings\": %s, \"params\": %lld},\n",
             c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
             c->num_key_value_heads, c->vocab_size, c->tie_word_embeddings ? "true" : "false",
             (long long)hpt_config_num_params(c));
-    fprintf(f, "  \"cluster\": {\"name\": \"%s\", \"peak_flops\": %.17g, \"mem_bytes\": %.17g, "
-            "\"intra_bw\": %.17g, \"inter_bw\": %.17g, \"intra_lat\": %.17g, \"inter_lat\": %.17g, "
-            "\"efficiency\": %.17g, \"baseline_bytes\": %.17g},\n",
-            s->cl.name, device_peak(s), capacity(s), s->cl.intra_bw, s->cl.inter_bw,
-            s->cl.intra_lat, s->cl.inter_lat, s->cl.efficiency, s->cl.baseline_bytes);
+    fprintf(f, "  \"cluster\": {\"name\": \"%s\", \"peak_flops\": %s, \"mem_bytes\": %s, "
+            "\"intra_bw\": %s, \"inter_bw\": %s, \"intra_lat\": %s, \"inter_lat\": %s, "
+            "\"efficiency\": %s, \"baseline_bytes\": %s},\n",
+            s->cl.name, json_g(&b[0], device_peak(s)), json_g(&b[1], capacity(s)), json_g(&b[2], s->cl.intra_bw),
+            json_g(&b[3], s->cl.inter_bw), json_g(&b[4], s->cl.intra_lat), json_g(&b[5], s->cl.inter_lat),
+            json_g(&b[6], s->cl.efficiency), json_g(&b[7], s->cl.baseline_bytes));
     fprintf(f, "  \"layout\": {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"nodes\": %d, "
             "\"gpus_per_node\": %d, \"gpus\": %ld},\n",
             s->tp, s->pp, s->dp, s->nodes, s->gpus_per_node, (long)s->tp * s->pp * s->dp);
     fprintf(f, "  \"training\": {\"seq_len\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
-            "\"micro_batches\": %d, \"recompute\": %s, \"zero1\": %s, \"precision\": \"%s\", "
-            "\"tokens_per_step\": %.0f},\n",
+            "\"micro_batches\": %d, \"recompute\": %s, \"zero1\": %s, \"pp_schedule\": \"%s\", "
+            "\"precision\": \"%s\", \"tokens_per_step\": %s},\n",
             s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
-            s->recompute ? "true" : "false", s->zero1 ? "true" : "false", s->fp32 ? "fp32" : "bf16",
-            (double)s->global_batch * s->seq_len);
+            s->recompute ? "true" : "false", s->zero1 ? "true" : "false",
+            s->gpipe ? "gpipe" : "1f1b", s->fp32 ? "fp32" : "bf16",
+            json_z(&b[0], (double)s->global_batch * s->seq_len));
     fprintf(f, "  \"memory\": {\"worst_stage\": %d, \"worst\": ", r->worst_stage);
     json_mem(f, &r->worst);
     fprintf(f, ",\n    \"stages\": [");
     for (int i = 0; i < r->nstages; i++) {
         const hpt_plan_stage *sg = &r->stage[i];
         fprintf(f, "%s\n      {\"stage\": %d, \"layers\": [%d, %d], \"in_flight\": %d, "
-                "\"params\": %.0f, \"memory\": ", i ? "," : "", i, sg->l0, sg->l1, sg->in_flight,
-                sg->params);
+                "\"params\": %s, \"memory\": ", i ? "," : "", i, sg->l0, sg->l1, sg->in_flight,
+                json_z(&b[0], sg->params));
         json_mem(f, &sg->mem);
-        fprintf(f, ", \"compute_s_per_micro_batch\": %.17g}", sg->compute_s);
+        fprintf(f, ", \"compute_s_per_micro_batch\": %s}", json_g(&b[0], sg->compute_s));
     }
-    fprintf(f, "]},\n  \"mem_capacity\": %.0f,\n  \"fits\": %s,\n", capacity(s),
+    fprintf(f, "]},\n  \"mem_capacity\": %s,\n  \"fits\": %s,\n", json_z(&b[0], capacity(s)),
             r->fits ? "true" : "false");
-    fprintf(f, "  \"flops_per_step\": %.17g,\n  \"model_flops_per_step\": %.17g,\n",
-            r->flops_per_step, r->model_flops_per_step);
+    fprintf(f, "  \"flops_per_step\": %s,\n  \"model_flops_per_step\": %s,\n",
+            json_g(&b[0], r->flops_per_step), json_g(&b[1], r->model_flops_per_step));
     fprintf(f, "  \"comm\": {");
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
-        fprintf(f, "%s\n    \"%s\": {\"calls\": %.0f, \"bytes\": %.0f, \"wire_bytes\": %.0f, "
-                "\"seconds\": %.17g, \"link\": \"%s\"}", g ? "," : "",
-                hpt_plan_group_name((hpt_plan_group)g), r->comm[g].calls, r->comm[g].bytes,
-                r->comm[g].wire_bytes, r->comm[g].seconds, link_name(s, r->link_inter[g]));
+        fprintf(f, "%s\n    \"%s\": {\"calls\": %s, \"bytes\": %s, \"wire_bytes\": %s, "
+                "\"seconds\": %s, \"link\": \"%s\"}", g ? "," : "",
+                hpt_plan_group_name((hpt_plan_group)g), json_z(&b[0], r->comm[g].calls),
+                json_z(&b[1], r->comm[g].bytes), json_z(&b[2], r->comm[g].wire_bytes),
+                json_g(&b[3], r->comm[g].seconds), link_name(s, r->link_inter[g]));
     fprintf(f, "},\n  \"bytes_per_step\": {");
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
-        fprintf(f, "%s\"%s\": %.0f", g ? ", " : "", hpt_plan_group_name((hpt_plan_group)g),
-                r->comm[g].bytes);
+        fprintf(f, "%s\"%s\": %s", g ? ", " : "", hpt_plan_group_name((hpt_plan_group)g),
+                json_z(&b[0], r->comm[g].bytes));
     fprintf(f, "},\n  \"comm_seconds_per_step\": {");
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
-        fprintf(f, "%s\"%s\": %.17g", g ? ", " : "", hpt_plan_group_name((hpt_plan_group)g),
-                r->comm[g].seconds);
-    fprintf(f, "},\n  \"bubble_fraction\": %.17g,\n  \"compute_s\": %.17g,\n  \"comm_s\": %.17g,\n"
-            "  \"comm_compute_ratio\": %.17g,\n  \"step_time_s\": %.17g,\n  \"tokens_per_s\": %.17g,\n"
-            "  \"mfu\": %.17g\n}\n",
-            r->bubble, r->compute_s, r->comm_s, r->comm_compute_ratio, r->step_time_s,
-            r->tokens_per_s, r->mfu);
+        fprintf(f, "%s\"%s\": %s", g ? ", " : "", hpt_plan_group_name((hpt_plan_group)g),
+                json_g(&b[0], r->comm[g].seconds));
+    fprintf(f, "},\n  \"bubble_fraction\": %s,\n  \"compute_s\": %s,\n  \"comm_s\": %s,\n"
+            "  \"comm_compute_ratio\": %s,\n  \"step_time_s\": %s,\n  \"tokens_per_s\": %s,\n"
+            "  \"mfu\": %s\n}\n",
+            json_g(&b[0], r->bubble), json_g(&b[1], r->compute_s), json_g(&b[2], r->comm_s),
+            json_g(&b[3], r->comm_compute_ratio), json_g(&b[4], r->step_time_s),
+            json_g(&b[5], r->tokens_per_s), json_g(&b[6], r->mfu));
 }
 
 /* Memory in GiB, or MiB for small (cpu-local) budgets. */
@@ -629,9 +662,9 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
                 link_name(s, r->link_inter[g]));
     fprintf(f, "\nFLOPs per step: %.4g executed, %.4g model\n", r->flops_per_step,
             r->model_flops_per_step);
-    fprintf(f, "1F1B bubble: %.3f; compute %.4g s, communication on the critical path %.4g s; "
+    fprintf(f, "%s bubble: %.3f; compute %.4g s, communication on the critical path %.4g s; "
             "communication/compute %.3f\n",
-            r->bubble, r->compute_s, r->comm_s, r->comm_compute_ratio);
+            s->gpipe ? "GPipe" : "1F1B", r->bubble, r->compute_s, r->comm_s, r->comm_compute_ratio);
     fprintf(f, "step time %.4g s, %.4g tokens/s, MFU %.1f %%\n", r->step_time_s, r->tokens_per_s,
             100 * r->mfu);
 }
@@ -688,9 +721,9 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
     else
         fprintf(f, "  - no tensor parallelism: no per-layer all-reduces on the critical path\n");
     if (s->pp > 1)
-        fprintf(f, "  - PP %d: %d-%d layers per stage, 1F1B bubble %.3f with %d micro-batches\n",
+        fprintf(f, "  - PP %d: %d-%d layers per stage, %s bubble %.3f with %d micro-batches\n",
                 s->pp, s->cfg.num_hidden_layers / s->pp, (s->cfg.num_hidden_layers + s->pp - 1) / s->pp,
-                r->bubble, r->micro_batches);
+                s->gpipe ? "GPipe" : "1F1B", r->bubble, r->micro_batches);
     fprintf(f, "  - DP %d: gradient %s of %.3g GB per rank (%.3g s, %s)\n", s->dp,
             s->zero1 ? "reduce-scatter + parameter all-gather" : "all-reduce",
             r->comm[HPT_PLAN_DP].bytes / 1e9, r->comm[HPT_PLAN_DP].seconds,
@@ -757,9 +790,10 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
                     hpt_plan_setup s = *base;
                     s.tp = tp, s.pp = pp, s.dp = dp, s.micro_batch = mb;
                     s.recompute = fx->recompute ? base->recompute : k & 1;
-                    s.zero1 = fx->zero1 ? base->zero1 : (k >> 1) & 1;
-                    if ((fx->recompute && (k & 1)) || (fx->zero1 && (k >> 1)) ||
-                        (dp == 1 && s.zero1))
+                    s.zero1 = (fx->zero1 ? base->zero1 : (k >> 1) & 1) && dp > 1;
+                    /* k enumerates (recompute, zero1); a fixed or meaningless
+                     * choice takes its k = 0 branch only */
+                    if ((fx->recompute && (k & 1)) || ((fx->zero1 || dp == 1) && (k >> 1)))
                         continue;
                     s.gpus_per_node = gpus < gpn ? gpus : gpn;
                     s.nodes = gpus / s.gpus_per_node;
@@ -785,13 +819,16 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
     if (json) {
         fprintf(f, "{\"gpus\": %d, \"candidates\": %d, \"fitting\": %d, \"ranked\": [", gpus, n,
                 fitting);
-        for (int i = 0; i < shown; i++)
+        for (int i = 0; i < shown; i++) {
+            jbuf b[5];
             fprintf(f, "%s\n  {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, "
-                    "\"recompute\": %s, \"zero1\": %s, \"mem_bytes\": %.0f, \"step_time_s\": %.17g, "
-                    "\"tokens_per_s\": %.17g, \"mfu\": %.17g, \"bubble_fraction\": %.17g}",
+                    "\"recompute\": %s, \"zero1\": %s, \"mem_bytes\": %s, \"step_time_s\": %s, "
+                    "\"tokens_per_s\": %s, \"mfu\": %s, \"bubble_fraction\": %s}",
                     i ? "," : "", v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
-                    v[i].s.recompute ? "true" : "false", v[i].s.zero1 ? "true" : "false", v[i].mem,
-                    v[i].step, v[i].tokens_per_s, v[i].mfu, v[i].bubble);
+                    v[i].s.recompute ? "true" : "false", v[i].s.zero1 ? "true" : "false",
+                    json_z(&b[0], v[i].mem), json_g(&b[1], v[i].step), json_g(&b[2], v[i].tokens_per_s),
+                    json_g(&b[3], v[i].mfu), json_g(&b[4], v[i].bubble));
+        }
         fprintf(f, "],\n\"best\": ");
         if (fitting) {
             hpt_plan_result *b = malloc(sizeof *b);

@@ -63,6 +63,8 @@ typedef struct {
     int micro_batch;           /* sequences per micro-batch             */
     int recompute;             /* full activation recomputation         */
     int zero1;                 /* AdamW state sharded over DP (ZeRO-1)  */
+    int gpipe;                 /* pipeline schedule: 0 = 1F1B, 1 = GPipe
+                                * (every stage holds all m micro-batches) */
     int fp32;                  /* 1: fp32 training, 0: bf16 mixed precision */
     int store_scores;          /* keep the (B,H,T,T) softmax for backward
                                 * (hpt's CPU attention; 0 = FlashAttention-
@@ -102,7 +104,8 @@ typedef struct {
 
 typedef struct {
     int l0, l1;             /* layers [l0, l1)                              */
-    int in_flight;          /* micro-batches whose activations it holds     */
+    int in_flight;          /* micro-batches whose activations it holds:
+                             * 1F1B min(PP - stage, m), GPipe m             */
     double params;          /* elements of this stage's parameter block     */
     hpt_plan_mem mem;       /* DP rank 0 (the largest ZeRO-1 shard)         */
     hpt_plan_comm comm[HPT_PLAN_GROUPS]; /* DP rank 0                        */
@@ -123,7 +126,7 @@ typedef struct {
                                  * with recomputation                       */
     hpt_plan_comm comm[HPT_PLAN_GROUPS]; /* max over stages, per rank      */
     int link_inter[HPT_PLAN_GROUPS]; /* 1: the group spans nodes (IB)       */
-    double bubble;              /* (p-1)/(m+p-1), 1F1B                      */
+    double bubble;              /* (p-1)/(m+p-1), 1F1B and GPipe            */
     double compute_s;           /* m x slowest stage's micro-batch          */
     double comm_s;              /* communication on the critical path      */
     double comm_compute_ratio;  /* all communication time / compute time   */
@@ -191,7 +194,8 @@ double hpt_plan_coll_factor(hpt_coll op, int n);
  * et al. 2021, eq. 3). */
 double hpt_plan_flops_per_seq(const hpt_config *c, int T, int recompute);
 
-/* Write the result as JSON (one object). */
+/* Write the result as JSON (one object); a non-finite number is written as
+ * null (JSON has no NaN or infinity). */
 void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f);
 
 /* Write the result as readable tables. */
@@ -205,7 +209,8 @@ void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f);
  * ZeRO-1) for `gpus` devices with TP dividing the node and the heads, PP
  * <= layers, DP dividing the global batch; a field of *base set >= 1
  * (tp, pp, dp, micro_batch) or a flag set (recompute, zero1) is kept
- * fixed when `fixed` says so. Ranks the layouts that fit by tokens/s and
+ * fixed when `fixed` says so (ZeRO-1 kept on means on wherever DP > 1: on
+ * DP 1 it shards nothing). The pipeline schedule is base's. Ranks the layouts that fit by tokens/s and
  * prints the top `top` and why the first wins; json = 1: as JSON.
  * Errors: HPT_ERR_USAGE when no layout is valid. */
 typedef struct {

@@ -11,12 +11,14 @@
  */
 #include <errno.h>
 #include <hdf5.h>
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -53,7 +55,9 @@ static void usage(FILE *f)
           "    --ranks COL   instead: steps x ranks of the per-rank column /ranks/COL\n"
           "                  (step_time, busy, forward, comm_dp, bytes_tp, ...): columns\n"
           "                  step, rank_0, rank_1, ...; nan where a rank did not exist\n"
-          "    -o OUT        write to OUT instead of standard output\n"
+          "    -o OUT        write to OUT instead of standard output: a regular file is\n"
+          "                  written as OUT.tmp and renamed to OUT; a device or FIFO\n"
+          "                  (e.g. /dev/stdout) is written directly\n"
           "\n"
           "options:\n"
           "  -h, --help      print this help and exit\n"
@@ -218,8 +222,42 @@ static hpt_status dedup(mfile *m)
     return HPT_OK;
 }
 
-/* Rows every known dataset holds (a live file may have some columns a
- * few rows ahead) and the rank-axis extent; errors name the dataset. */
+/* Shortest extent of the 2-D datasets in /ranks into *rows (a writer
+ * killed mid-append can leave some columns a row behind) and the rank-axis
+ * extent into m->nranks. */
+static hpt_status ranks_extent(mfile *m, hsize_t *rows)
+{
+    hid_t g = H5Gopen2(m->file, "/ranks", H5P_DEFAULT);
+    H5G_info_t info;
+    hpt_status st = HPT_OK;
+    if (g < 0 || H5Gget_info(g, &info) < 0) {
+        st = hpt_error_set(HPT_ERR_DATA, "%s: group /ranks is missing (damaged file)", m->path);
+        goto out;
+    }
+    for (hsize_t i = 0; !st && i < info.nlinks; i++) {
+        char name[64], path[80];
+        hsize_t dims[2];
+        if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
+                               H5P_DEFAULT) < 0)
+            continue;
+        snprintf(path, sizeof path, "/ranks/%s", name);
+        if (ds_extent(m->file, path, 2, dims) < 0)
+            st = hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing or not 2-D (damaged "
+                                             "file)", m->path, path);
+        else {
+            *rows = dims[0] < *rows ? dims[0] : *rows;
+            m->nranks = (size_t)dims[1];
+        }
+    }
+out:
+    if (g >= 0)
+        H5Gclose(g);
+    return st;
+}
+
+/* Rows every dataset holds (a live file, or the file of a writer killed
+ * mid-append, may have some columns a row or more ahead: the shortest
+ * wins) and the rank-axis extent; errors name the dataset. */
 static hpt_status check_layout(mfile *m)
 {
     static const char *const tables[] = {"/segments", "/events", "/ranks/busy",
@@ -238,13 +276,10 @@ static hpt_status check_layout(mfile *m)
         if (ds_extent(m->file, tables[t], two ? 2 : 1, dims) < 0)
             return hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing or not %d-D (damaged "
                                                "file)", m->path, tables[t], two ? 2 : 1);
-        if (two) {
-            rows = dims[0] < rows ? dims[0] : rows;
-            m->nranks = (size_t)dims[1];
-        }
     }
+    hpt_status st = ranks_extent(m, &rows);
     m->rows = (size_t)rows;
-    return HPT_OK;
+    return st;
 }
 
 /* Open FILE, check that it is an hpt metrics file of a known version, read
@@ -524,8 +559,11 @@ static void print_slowest(FILE *out, const double *busy, size_t n, size_t W)
                 others[no++] = mean[order[j]];
         double r = mean[order[i]], med = median_of(others, no);
         char a[32], b[32];
-        fprintf(out, "  rank %d: %s (%.2fx, others %s)\n", order[i], g6(r, a),
-                med > 0 ? r / med : NAN, g6(med, b));
+        if (no == 0) /* one rank: nothing to compare with */
+            fprintf(out, "  rank %d: %s (the only rank)\n", order[i], g6(r, a));
+        else
+            fprintf(out, "  rank %d: %s (%.2fx, others %s)\n", order[i], g6(r, a),
+                    med > 0 ? r / med : NAN, g6(med, b));
     }
 out:
     free(mean);
@@ -689,28 +727,86 @@ static hpt_status csv_ranks(const mfile *m, const char *col, FILE *f)
     return st;
 }
 
-/* csv: to OUT.tmp then renamed to OUT (a failed export leaves no partial
- * OUT), or to `out`. */
+/* Does `path`, or a symbolic link on the way from it, name something
+ * under /dev or /proc (/dev/stdout -> /proc/self/fd/1 -> the shell's
+ * redirect file)? Such a name stands for an open file of this process:
+ * replacing the file behind it would not reach the descriptor. */
+static int via_dev_or_proc(const char *path)
+{
+    char cur[PATH_MAX], next[PATH_MAX];
+    snprintf(cur, sizeof cur, "%s", path);
+    for (int hop = 0; hop < 40; hop++) {
+        if (!strncmp(cur, "/dev/", 5) || !strncmp(cur, "/proc/", 6))
+            return 1;
+        ssize_t n = readlink(cur, next, sizeof next - 1);
+        if (n < 0)
+            return 0; /* not a link (or gone): the chain ends here */
+        next[n] = 0;
+        if (next[0] == '/') {
+            snprintf(cur, sizeof cur, "%s", next);
+        } else { /* relative to the link's directory */
+            char *slash = strrchr(cur, '/');
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - cur + 1) : 0, cur);
+            if (snprintf(cur, sizeof cur, "%s%s", dir, next) >= (int)sizeof cur)
+                return 0;
+        }
+    }
+    return 0;
+}
+
+/* Where -o writes. A regular file (or a new name) is written as TARGET.tmp
+ * and renamed over TARGET, so a failed export leaves no partial file; a
+ * symbolic link to a regular file is followed (the link stays, its target
+ * is replaced). Anything else that exists — a character device such as
+ * /dev/null, a FIFO, a socket, a link to one, or a name under /dev or
+ * /proc such as /dev/stdout even when it leads to a regular file — is
+ * written directly: renaming over it would replace the device with a
+ * regular file, or miss the open descriptor. target gets the path renamed to (empty: direct), tmp the
+ * temporary name. Errors: HPT_ERR_IO naming -o OUT. */
+static hpt_status csv_open_out(const char *outpath, char *target, char *tmp, size_t len,
+                               FILE **f)
+{
+    struct stat sb;
+    target[0] = tmp[0] = 0;
+    if (stat(outpath, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return hpt_error_set(HPT_ERR_IO, "-o %s: is a directory", outpath);
+    if (stat(outpath, &sb) == 0 && (!S_ISREG(sb.st_mode) || via_dev_or_proc(outpath))) {
+        if (!(*f = fopen(outpath, "w")))
+            return hpt_error_set(HPT_ERR_IO, "-o %s: cannot write: %s", outpath,
+                                 strerror(errno));
+        return HPT_OK;
+    }
+    char *real = stat(outpath, &sb) == 0 ? realpath(outpath, NULL) : NULL;
+    int n = snprintf(target, len, "%s", real ? real : outpath);
+    free(real);
+    if (n < 0 || (size_t)n + 5 > len)
+        return hpt_error_set(HPT_ERR_IO, "-o %s: path too long", outpath);
+    snprintf(tmp, len, "%s.tmp", target);
+    if (!(*f = fopen(tmp, "w")))
+        return hpt_error_set(HPT_ERR_IO, "-o %s: cannot write %s: %s", outpath, tmp,
+                             strerror(errno));
+    return HPT_OK;
+}
+
+/* csv: to standard output, or to -o OUT (see csv_open_out). */
 static hpt_status cmd_csv(const char *path, const char *ranks, const char *outpath, FILE *out)
 {
     mfile m;
     hpt_status st = mfile_open(&m, path);
-    char tmp[4200] = "";
+    char target[PATH_MAX + 8] = "", tmp[PATH_MAX + 8] = "";
     FILE *f = out;
-    if (!st && outpath) {
-        snprintf(tmp, sizeof tmp, "%s.tmp", outpath);
-        if (!(f = fopen(tmp, "w")))
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: cannot write %s: %s", outpath, tmp,
-                               strerror(errno));
-    }
+    if (!st && outpath)
+        st = csv_open_out(outpath, target, tmp, sizeof tmp, &f);
     if (!st)
         st = ranks ? csv_ranks(&m, ranks, f) : csv_steps(&m, f);
     if (f && f != out) {
         if (fclose(f) != 0 && !st)
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed (disk full?)", outpath);
-        if (!st && rename(tmp, outpath) != 0)
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: cannot rename %s to it", outpath, tmp);
-        if (st)
+            st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
+        if (!st && tmp[0] && rename(tmp, target) != 0)
+            st = hpt_error_set(HPT_ERR_IO, "-o %s: cannot rename %s to it: %s", outpath, tmp,
+                               strerror(errno));
+        if (st && tmp[0])
             unlink(tmp);
     }
     mfile_close(&m);

@@ -19,6 +19,8 @@ static void usage(FILE *f)
             "                --global-batch GB [--micro-batch MB] [OPTION]...\n"
             "       hpt-plan --model M --cluster C --seq-len S --global-batch GB --search "
             "--gpus N\n"
+            "       hpt-plan --model M --cluster C --tp T --pp P --gpus N --seq-len S "
+            "--global-batch GB\n"
             "Estimate per-rank memory, FLOPs, communication per group, pipeline bubble, step\n"
             "time, tokens/s and MFU of a training layout, and whether it fits (docs/PLAN.md).\n\n"
             "Model and cluster:\n"
@@ -30,14 +32,21 @@ static void usage(FILE *f)
             "                        fp32 CPU backend, modelled allocation by allocation)\n"
             "  --nodes N             nodes [layout / GPUs per node; cpu-local: 1]\n"
             "  --gpus-per-node G     [cluster's: 8; cpu-local: the layout's ranks]\n"
-            "  --peak-flops X        peak FLOP/s per GPU (cpu-local: per machine)\n"
-            "  --mem-gb X            memory per GPU, GB = 1e9 bytes (cpu-local: per machine)\n"
-            "  --intra-bw X, --inter-bw X   link bandwidth per GPU and direction, GB/s\n"
-            "  --intra-lat X, --inter-lat X link latency per message step, microseconds\n"
-            "  --efficiency X        fraction of peak the matmuls reach [cluster's]\n"
-            "  --baseline-mib X      per-process memory outside the tensors [cluster's]\n"
+            "  --gpus N              GPUs in all: DP = N / (TP x PP) when --dp is not given;\n"
+            "                        with --nodes it must equal nodes x GPUs per node\n"
+            "  --peak-flops X        peak FLOP/s per GPU (cpu-local: per machine), 1e6..1e21\n"
+            "  --mem-gb X            memory per GPU, GB = 1e9 bytes (cpu-local: per machine),\n"
+            "                        0.001..1e9\n"
+            "  --intra-bw X, --inter-bw X   link bandwidth per GPU and direction, GB/s,\n"
+            "                        1e-6..1e6\n"
+            "  --intra-lat X, --inter-lat X link latency per message step, microseconds,\n"
+            "                        0..1e9\n"
+            "  --efficiency X        fraction of peak the matmuls reach, 1e-6..1 [cluster's]\n"
+            "  --baseline-mib X      per-process memory outside the tensors, 0..1e9\n"
+            "                        [cluster's]\n"
             "  --data-bytes N        token-shard bytes each rank maps and reads (hpt-train\n"
-            "                        validates every token, so they count in its RSS) [0]\n\n"
+            "                        validates every token, so they count in its RSS), 0..1e18\n"
+            "                        [0]\n\n"
             "Layout and training:\n"
             "  --tp N, --pp N, --dp N   tensor, pipeline, data parallel sizes [1, 1, the rest]\n"
             "  --seq-len N           tokens per sequence (required)\n"
@@ -45,6 +54,8 @@ static void usage(FILE *f)
             "  --micro-batch N       sequences per micro-batch [1]\n"
             "  --recompute           full activation recomputation\n"
             "  --zero1               shard the optimizer state over DP (ZeRO-1)\n"
+            "  --pp-schedule S       1f1b or gpipe, as hpt-train's [1f1b]: under GPipe every\n"
+            "                        stage holds all m micro-batches' activations\n"
             "  --precision P         bf16 (mixed, 18 bytes/parameter) or fp32 [bf16; cpu-local\n"
             "                        fp32]\n"
             "  --store-scores        attention keeps the softmax (B,H,T,T) for backward (as hpt's\n"
@@ -54,13 +65,16 @@ static void usage(FILE *f)
             "  --ranks-tsv FILE      predicted comm.tsv rows (rank, group, calls, bytes, seconds,\n"
             "                        peak RSS MiB) of every rank, as hpt-train --comm-stats writes\n"
             "  --search              enumerate layouts (TP, PP, DP, micro-batch, recomputation,\n"
-            "                        ZeRO-1; those given are kept) for --gpus, rank those that\n"
-            "                        fit by tokens/s and explain the first\n"
-            "  --gpus N              GPUs for --search [nodes x GPUs per node]\n"
+            "                        ZeRO-1) for --gpus N [nodes x GPUs per node], rank those\n"
+            "                        that fit by tokens/s and explain the first; --tp, --pp,\n"
+            "                        --dp, --micro-batch given are kept, --recompute keeps\n"
+            "                        recomputation on, --zero1 keeps ZeRO-1 on (where DP > 1)\n"
             "  --top N               layouts listed by --search [10]\n"
             "  --help, --version\n\n"
             "Exit status: 0 done (also when the layout does not fit: see \"fits\"); 1 internal\n"
-            "error; 2 bad option, model config or layout.\n");
+            "error; 2 bad option, model config or layout (also options that conflict, or\n"
+            "that the mode does not use: --top without --search, --ranks-tsv with it);\n"
+            "5 --ranks-tsv FILE cannot be written.\n");
 }
 
 enum {
@@ -68,7 +82,7 @@ enum {
     OPT_MB, OPT_RECOMPUTE, OPT_ZERO1, OPT_PRECISION, OPT_JSON, OPT_SEARCH, OPT_GPUS, OPT_TOP,
     OPT_PEAK, OPT_MEM, OPT_INTRA_BW, OPT_INTER_BW, OPT_INTRA_LAT, OPT_INTER_LAT, OPT_EFF,
     OPT_BASELINE, OPT_DATA_BYTES, OPT_SCORES, OPT_TIE, OPT_UNTIE, OPT_RANKS_TSV, OPT_HELP,
-    OPT_VERSION,
+    OPT_VERSION, OPT_SCHEDULE,
 };
 
 static const struct option long_opts[] = {
@@ -88,13 +102,14 @@ static const struct option long_opts[] = {
     {"store-scores", 0, 0, OPT_SCORES},   {"tie-embeddings", 0, 0, OPT_TIE},
     {"untie-embeddings", 0, 0, OPT_UNTIE},{"ranks-tsv", 1, 0, OPT_RANKS_TSV},
     {"help", 0, 0, OPT_HELP},             {"version", 0, 0, OPT_VERSION},
+    {"pp-schedule", 1, 0, OPT_SCHEDULE},
     {0, 0, 0, 0},
 };
 
 /* Everything the command line says; NOTSET / NAN = not given. */
 #define NOTSET INT_MIN
 typedef struct {
-    const char *model, *cluster, *precision, *ranks_tsv;
+    const char *model, *cluster, *precision, *ranks_tsv, *schedule;
     int nodes, gpn, tp, pp, dp, seq, gb, mb, recompute, zero1, json, search, gpus, top, scores, tie;
     double peak, mem_gb, intra_bw, inter_bw, intra_lat, inter_lat, eff, baseline_mib, data_bytes;
 } cli;
@@ -138,6 +153,7 @@ static hpt_status apply(cli *o, int c, const char *arg, int *action)
     case OPT_CLUSTER: o->cluster = arg; return HPT_OK;
     case OPT_PRECISION: o->precision = arg; return HPT_OK;
     case OPT_RANKS_TSV: o->ranks_tsv = arg; return HPT_OK;
+    case OPT_SCHEDULE: o->schedule = arg; return HPT_OK;
     case OPT_NODES: return parse_int(n, arg, &o->nodes);
     case OPT_GPN: return parse_int(n, arg, &o->gpn);
     case OPT_TP: return parse_int(n, arg, &o->tp);
@@ -201,16 +217,16 @@ static hpt_status setup_cluster(const cli *o, hpt_cluster *cl)
         return st;
     const struct {
         const char *opt;
-        double v;
-        int zero_ok;
-    } given[] = {{"peak-flops", o->peak, 0},   {"mem-gb", o->mem_gb, 0},
-                 {"intra-bw", o->intra_bw, 0}, {"inter-bw", o->inter_bw, 0},
-                 {"intra-lat", o->intra_lat, 1}, {"inter-lat", o->inter_lat, 1},
-                 {"efficiency", o->eff, 0},    {"baseline-mib", o->baseline_mib, 1}};
+        double v, lo, hi;
+    } given[] = {{"peak-flops", o->peak, 1e6, 1e21},  {"mem-gb", o->mem_gb, 1e-3, 1e9},
+                 {"intra-bw", o->intra_bw, 1e-6, 1e6}, {"inter-bw", o->inter_bw, 1e-6, 1e6},
+                 {"intra-lat", o->intra_lat, 0, 1e9},  {"inter-lat", o->inter_lat, 0, 1e9},
+                 {"efficiency", o->eff, 1e-6, 1},      {"baseline-mib", o->baseline_mib, 0, 1e9},
+                 {"data-bytes", o->data_bytes, 0, 1e18}};
     for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
-        if (!isnan(given[i].v) && (given[i].v < 0 || (given[i].v == 0 && !given[i].zero_ok)))
-            return hpt_error_set(HPT_ERR_USAGE, "--%s %g: must be %s", given[i].opt, given[i].v,
-                                 given[i].zero_ok ? ">= 0" : "> 0");
+        if (!isnan(given[i].v) && !(given[i].v >= given[i].lo && given[i].v <= given[i].hi))
+            return hpt_error_set(HPT_ERR_USAGE, "--%s %g: must be in [%g, %g]", given[i].opt,
+                                 given[i].v, given[i].lo, given[i].hi);
     if (!isnan(o->peak)) cl->peak_flops = o->peak;
     if (!isnan(o->mem_gb)) cl->mem_bytes = o->mem_gb * 1e9;
     if (!isnan(o->intra_bw)) cl->intra_bw = o->intra_bw * 1e9;
@@ -223,6 +239,24 @@ static hpt_status setup_cluster(const cli *o, hpt_cluster *cl)
     return HPT_OK;
 }
 
+/* GPUs in all from --gpus and --nodes x --gpus-per-node (0: neither
+ * given); errors when both are given and disagree. */
+static hpt_status given_gpus(const cli *o, int gpn, long *gpus)
+{
+    if (o->gpn != NOTSET && o->gpn <= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--gpus-per-node %d: must be > 0", o->gpn);
+    if (o->nodes != NOTSET && o->nodes <= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--nodes %d: must be > 0", o->nodes);
+    if (o->gpus != NOTSET && o->gpus <= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--gpus %d: must be > 0", o->gpus);
+    long by_nodes = o->nodes != NOTSET ? (long)o->nodes * gpn : 0;
+    if (o->gpus != NOTSET && by_nodes && by_nodes != o->gpus)
+        return hpt_error_set(HPT_ERR_USAGE, "--gpus %d conflicts with --nodes %d x "
+                             "--gpus-per-node %d = %ld GPUs", o->gpus, o->nodes, gpn, by_nodes);
+    *gpus = o->gpus != NOTSET ? o->gpus : by_nodes;
+    return HPT_OK;
+}
+
 /* Nodes, GPUs per node and DP from what was given (see --help). */
 static hpt_status setup_grid(const cli *o, hpt_plan_setup *s)
 {
@@ -232,22 +266,29 @@ static hpt_status setup_grid(const cli *o, hpt_plan_setup *s)
         return hpt_error_set(HPT_ERR_USAGE, "--%s %d: must be > 0", s->tp <= 0 ? "tp" : "pp",
                              s->tp <= 0 ? s->tp : s->pp);
     s->gpus_per_node = o->gpn != NOTSET ? o->gpn : s->cl.gpus_per_node;
-    if (o->gpn != NOTSET && o->gpn <= 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--gpus-per-node %d: must be > 0", o->gpn);
-    if (o->nodes != NOTSET && o->nodes <= 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--nodes %d: must be > 0", o->nodes);
-    long given = o->nodes > 0 ? (long)o->nodes * s->gpus_per_node : 0;
+    long given;
+    hpt_status st = given_gpus(o, s->gpus_per_node, &given);
+    if (st)
+        return st;
+    char from[64];
+    if (o->gpus != NOTSET)
+        snprintf(from, sizeof from, "--gpus");
+    else
+        snprintf(from, sizeof from, "--nodes %d x --gpus-per-node %d", o->nodes, s->gpus_per_node);
     if (o->dp != NOTSET)
         s->dp = o->dp;
     else if (given && given % ((long)s->tp * s->pp))
         return hpt_error_set(HPT_ERR_USAGE, "--tp %d x --pp %d = %ld does not divide the %ld GPUs "
-                             "of --nodes %d x --gpus-per-node %d", s->tp, s->pp, (long)s->tp * s->pp,
-                             given, o->nodes, s->gpus_per_node);
+                             "of %s", s->tp, s->pp, (long)s->tp * s->pp, given, from);
     else
         s->dp = given ? (int)(given / ((long)s->tp * s->pp)) : 1;
     if (s->dp <= 0)
         return hpt_error_set(HPT_ERR_USAGE, "--dp %d: must be > 0", s->dp);
     long world = (long)s->tp * s->pp * s->dp;
+    if (o->gpus != NOTSET && world != given) /* --nodes: hpt_plan_validate names it */
+        return hpt_error_set(HPT_ERR_USAGE, "layout --tp %d x --pp %d x --dp %d = %ld GPUs does "
+                             "not match the %ld GPUs of %s", s->tp, s->pp, s->dp, world, given,
+                             from);
     if (o->nodes > 0) {
         s->nodes = o->nodes;
     } else if (s->cl.exact && o->gpn == NOTSET) { /* cpu-local: every rank on this machine */
@@ -295,8 +336,10 @@ static hpt_status setup(const cli *o, hpt_plan_setup *s)
     s->zero1 = o->zero1;
     s->store_scores = o->scores || s->cl.exact;
     s->data_bytes = isnan(o->data_bytes) ? 0 : o->data_bytes;
-    if (s->data_bytes < 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--data-bytes %.0f: must be >= 0", s->data_bytes);
+    if (o->schedule && strcmp(o->schedule, "1f1b") && strcmp(o->schedule, "gpipe"))
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe",
+                             o->schedule);
+    s->gpipe = o->schedule && !strcmp(o->schedule, "gpipe");
     if (o->precision && strcmp(o->precision, "bf16") && strcmp(o->precision, "fp32"))
         return hpt_error_set(HPT_ERR_USAGE, "--precision '%s': expected bf16 or fp32",
                              o->precision);
@@ -334,19 +377,20 @@ static hpt_status run_one(const cli *o, const hpt_plan_setup *s)
 static hpt_status run_search(const cli *o, hpt_plan_setup *s)
 {
     hpt_plan_fixed fx = {.tp = o->tp != NOTSET, .pp = o->pp != NOTSET, .dp = o->dp != NOTSET,
-                         .micro_batch = o->mb != NOTSET, .recompute = 0, .zero1 = 0};
-    int gpus = o->gpus;
-    if (gpus == NOTSET && o->nodes != NOTSET && o->nodes > 0)
-        gpus = o->nodes * (o->gpn != NOTSET && o->gpn > 0 ? o->gpn : s->cl.gpus_per_node);
-    if (gpus == NOTSET)
+                         .micro_batch = o->mb != NOTSET, .recompute = o->recompute,
+                         .zero1 = o->zero1};
+    long gpus;
+    hpt_status st = given_gpus(o, o->gpn != NOTSET ? o->gpn : s->cl.gpus_per_node, &gpus);
+    if (st)
+        return st;
+    if (!gpus)
         return hpt_error_set(HPT_ERR_USAGE, "--search needs --gpus N (or --nodes)");
+    if (gpus > 1 << 30)
+        return hpt_error_set(HPT_ERR_USAGE, "--search: %ld GPUs, at most 2^30", gpus);
     if (o->top != NOTSET && o->top <= 0)
         return hpt_error_set(HPT_ERR_USAGE, "--top %d: must be > 0", o->top);
-    if (o->gpn != NOTSET && o->gpn <= 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--gpus-per-node %d: must be > 0", o->gpn);
-    s->gpus_per_node = o->gpn != NOTSET ? o->gpn : s->cl.exact ? (gpus > 0 ? gpus : 1)
-                                                               : s->cl.gpus_per_node;
-    return hpt_plan_search(s, &fx, gpus, o->top != NOTSET ? o->top : 10, o->json, stdout);
+    s->gpus_per_node = o->gpn != NOTSET ? o->gpn : s->cl.exact ? (int)gpus : s->cl.gpus_per_node;
+    return hpt_plan_search(s, &fx, (int)gpus, o->top != NOTSET ? o->top : 10, o->json, stdout);
 }
 
 int main(int argc, char **argv)
@@ -362,9 +406,14 @@ int main(int argc, char **argv)
         usage(stdout);
     else if (!st && action == 2)
         printf("hpt-plan (hpt) %s\n", PACKAGE_VERSION);
+    else if (!st && o.search && o.ranks_tsv)
+        st = hpt_error_set(HPT_ERR_USAGE, "--ranks-tsv is not used with --search (it writes the "
+                           "ranks of one layout)");
+    else if (!st && !o.search && o.top != NOTSET)
+        st = hpt_error_set(HPT_ERR_USAGE, "--top is only used with --search");
     else if (!st && o.search) {
         cli g = o; /* the grid is searched: plan the setup on one GPU first */
-        g.nodes = NOTSET, g.gpn = NOTSET;
+        g.nodes = NOTSET, g.gpn = NOTSET, g.gpus = NOTSET;
         g.tp = g.tp != NOTSET ? g.tp : 1, g.pp = g.pp != NOTSET ? g.pp : 1;
         g.dp = g.dp != NOTSET ? g.dp : 1;
         st = setup(&g, &s);

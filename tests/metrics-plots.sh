@@ -1,12 +1,15 @@
 #!/bin/sh
 # analysis/plot_metrics.py on the metrics files of two real runs (4 ranks
-# TP 2 x DP 2, and 2 ranks DP 2): every figure is a PNG of the stated pixel
-# size that is not blank, and an SVG; its manifest has the expected axes and
-# series, checked against the file read with plain h5py (points per curve =
-# steps, val-loss points = evaluations, heat map = steps x ranks with the
-# per-rank means of /ranks/busy, stacked bars adding up to the step time,
-# one series per run on each panel of the comparison); summary.txt holds the
-# final losses of the file.
+# TP 2 x DP 2, and 2 ranks DP 2 with a non-finite loss injected at step 3,
+# a skipped step): every figure is a PNG of the stated pixel size that is
+# not blank, and an SVG; its manifest has the expected axes and series,
+# checked against the file read with plain h5py (points per curve = steps
+# with a finite value, so the skipped step is not counted; val-loss points =
+# evaluations; heat map = steps x ranks with the per-rank means of
+# /ranks/busy; forward and backward bars = the means of /ranks/forward and
+# /ranks/backward, stacked bars adding up to the step time; one series per
+# run on each panel of the comparison); summary.txt holds the final losses
+# of the file.
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
 "$PYTHON" -c "import h5py, numpy, matplotlib" || fail "python3-h5py/numpy/matplotlib missing (setup.sh installs them)"
@@ -14,7 +17,7 @@ export OMP_NUM_THREADS=1
 PLOT="$HPT_SRC/analysis/plot_metrics.py"
 A="--model tiny --data $CORPUS --steps 8 --batch 2 --seq-len 64 --eval-interval 4 --eval-batches 1 --metrics-interval 2 --quiet"
 "$MPIEXEC" -n 4 "$TRAIN" $A --tp 2 --dp 2 --run-dir "$WORK/a" > "$WORK/a.out" 2>&1 || { cat "$WORK/a.out"; fail "run a"; }
-"$MPIEXEC" -n 2 "$TRAIN" $A --lr 2e-3 --run-dir "$WORK/b" > "$WORK/b.out" 2>&1 || { cat "$WORK/b.out"; fail "run b"; }
+"$MPIEXEC" -n 2 "$TRAIN" $A --lr 2e-3 --fault-nan-steps 3 --fault-nan-rank 1 --run-dir "$WORK/b" > "$WORK/b.out" 2>&1 || { cat "$WORK/b.out"; fail "run b"; }
 
 "$PYTHON" "$PLOT" "$WORK/a/metrics.h5" -o "$WORK/one" > "$WORK/one.out" 2>&1 || { cat "$WORK/one.out"; fail "plot one run"; }
 "$PYTHON" "$PLOT" "$WORK/a/metrics.h5" "$WORK/b/metrics.h5" -o "$WORK/two" --labels tp2dp2 dp2 \
@@ -50,13 +53,17 @@ for out, suf, dpi, runs in (("one", "", 100, [("a", 4)]), ("two", "-tp2dp2", 80,
         assert titles == ["train loss", "validation loss", "learning rate",
                           "gradient norm (before clipping), events", "throughput",
                           "model FLOP utilisation"], titles
+        ok = steps["skipped"] == 0
+        assert list(ok) == ([True] * 8 if run == "a" else [True, True, False] + [True] * 5), ok
         assert [s["label"] for s in p[0]["series"]][0] == "raw" and p[0]["n_series"] == 2, p[0]
-        assert all(s["points"] == n for s in p[0]["series"]), p[0]
+        assert all(s["points"] == ok.sum() for s in p[0]["series"]), p[0]  # skipped: no point
         n_val = int(np.isfinite(steps["val_loss"]).sum())
         assert n_val == 2 and p[1]["series"][0]["points"] == n_val, p[1]
-        for a in p[2:]:
-            assert a["n_series"] == 1 and a["series"][0]["points"] == n, a
-        assert p[3]["events"] == 0, p[3]  # no notable events in a clean run
+        for a, col in zip(p[2:], ("lr", "grad_norm", "tokens_per_s", "mfu")):
+            want = int(np.isfinite(steps[col]).sum())
+            assert a["n_series"] == 1 and a["series"][0]["points"] == want, (col, a)
+        # no notable events in the clean run; the skipped step's in the other
+        assert p[3]["event_steps"] == ([] if run == "a" else [3.0]), p[3]
         # heat maps: busy and step time, [steps x ranks], row means = h5py's
         m = manifest(d, "heatmap" + suf)
         p = plots(m)
@@ -69,27 +76,42 @@ for out, suf, dpi, runs in (("one", "", 100, [("a", 4)]), ("two", "-tp2dp2", 80,
         m = manifest(d, "breakdown" + suf)
         p = plots(m)
         assert m["n_axes"] == 1 and m["ranks"] == nranks, m
-        assert p[0]["n_series"] == 11 and all(s["bars"] == nranks for s in p[0]["series"]), p[0]
+        assert p[0]["n_series"] == 12 and all(s["bars"] == nranks for s in p[0]["series"]), p[0]
+        assert [s["label"] for s in p[0]["series"]][:5] == ["forward", "backward", "optimizer",
+                                                            "data", "other"], p[0]
         want = ranks["step_time"].mean(axis=0) + ranks["checkpoint"].mean(axis=0)
         assert np.allclose(m["stack_totals"], want, rtol=0.05, atol=2e-3), (m["stack_totals"], want)
 
-# comparison: 6 panels, one series per run, labelled
+# breakdown: forward and backward are the trainer's compute timers themselves
+sys.path.insert(0, os.path.join(os.environ["HPT_SRC"], "analysis"))
+import hpt_metrics as hm, plot_metrics as pm
+for run in ("a", "b"):
+    _, ranks, _ = h5_last_rows(os.path.join(w, run, "metrics.h5"))
+    parts, _ = pm.breakdown_parts(hm.load(os.path.join(w, run, "metrics.h5")))
+    for col in ("forward", "backward"):
+        assert np.allclose(parts[col], ranks[col].mean(axis=0), rtol=1e-12), (run, col, parts[col])
+    assert np.all(parts["other"] >= 0), parts["other"]
+
+# comparison: 6 panels, one series per run, labelled; finite points only
 m = manifest(os.path.join(w, "two"), "compare")
 assert m["n_axes"] == 6 and m["runs"] == ["tp2dp2", "dp2"], m
+want = {"validation loss": [2, 2], "train loss (EMA 0.50)": [8, 7], "gradient norm": [8, 7]}
 for a in plots(m):
     assert a["n_series"] == 2 and [s["label"] for s in a["series"]] == ["tp2dp2", "dp2"], a
-    assert all(s["points"] == (2 if a["title"] == "validation loss" else 8) for s in a["series"]), a
+    assert [s["points"] for s in a["series"]] == want.get(a["title"], [8, 8]), a
 
 # summary: final and best train/val loss of each run, from the file
 text = open(os.path.join(w, "two", "summary.txt")).read()
 for run in ("a", "b"):
     steps, _, _ = h5_last_rows(os.path.join(w, run, "metrics.h5"))
+    ok = steps["skipped"] == 0
     v = steps["val_loss"][np.isfinite(steps["val_loss"])]
+    loss = steps["loss"][ok]
     line = "train loss: final %.6g (step 8), best %.6g (step %d)" % (
-        steps["loss"][-1], steps["loss"].min(), steps["step"][np.argmin(steps["loss"])])
+        loss[-1], loss.min(), steps["step"][ok][np.argmin(loss)])
     assert line in text, (line, text)
     assert "val loss: final %.6g (step 8), best %.6g" % (v[-1], v.min()) in text, text
-    assert "mean tokens/s: %.6g" % steps["tokens_per_s"].mean() in text, text
+    assert "mean tokens/s: %.6g" % steps["tokens_per_s"][ok].mean() in text, text
 print("figures: pixel sizes, axes, series and heat-map data match the files")
 PY
 pass "plot_metrics.py: curves, heat maps, breakdown and comparison figures checked against two real runs"

@@ -6,8 +6,17 @@
 #   same facts as analysis/hpt_metrics.summary_text (line by line, numbers
 #   to 1e-9) and the right ones (final loss, 1 skipped step, the
 #   skipped_step event naming rank 1);
+# - `-o` onto something that is not a regular file writes into it and leaves
+#   it as it was: a FIFO stays a FIFO (and carries the CSV), a link to
+#   /dev/null stays a link and /dev/null a character device, a link to
+#   /proc/self/fd/1 (= /dev/stdout) with stdout redirected to a file stays a
+#   link and the CSV reaches stdout; a link to a regular file stays a link
+#   and its target gets the CSV;
+# - a file whose columns have unequal lengths (a writer killed mid-append)
+#   is read up to the shortest column, by hpt-metrics and hpt_metrics.py;
 # - the file of a run killed with kill -9 opens (SWMR read) and `csv` holds
-#   the rows h5py finds.
+#   the rows h5py finds; its one-rank summary says "the only rank" (no
+#   "nanx") and equals the Python summary.
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
 "$PYTHON" -c "import h5py, numpy" || fail "python3-h5py missing (setup.sh installs it)"
@@ -23,6 +32,41 @@ F="$WORK/r/metrics.h5"
 "$HM" csv "$F" -o "$WORK/steps-o.csv" || fail "csv -o"
 cmp "$WORK/steps.csv" "$WORK/steps-o.csv" || fail "csv -o differs from standard output"
 [ ! -e "$WORK/steps-o.csv.tmp" ] || fail "csv -o left its .tmp"
+# -o onto a FIFO, a link to /dev/null, a link to a regular file
+mkfifo "$WORK/fifo" || fail "mkfifo"
+cat "$WORK/fifo" > "$WORK/fifo.out" &
+reader=$!
+st=0
+"$HM" csv "$F" -o "$WORK/fifo" || st=$?
+[ -p "$WORK/fifo" ] || { kill $reader; fail "csv -o replaced the FIFO"; }
+[ $st = 0 ] || { kill $reader; fail "csv -o FIFO: exit $st"; }
+wait $reader
+cmp "$WORK/steps.csv" "$WORK/fifo.out" || fail "csv -o FIFO: the reader got other bytes"
+ln -s /dev/null "$WORK/null"
+"$HM" csv "$F" -o "$WORK/null" || fail "csv -o link to /dev/null"
+[ -L "$WORK/null" ] && [ -c /dev/null ] || fail "csv -o replaced the link to /dev/null"
+[ ! -e "$WORK/null.tmp" ] && [ ! -e /dev/null.tmp ] || fail "csv -o /dev/null left a .tmp"
+ln -s /proc/self/fd/1 "$WORK/fd1"   # what /dev/stdout is, here with stdout a regular file
+"$HM" csv "$F" -o "$WORK/fd1" > "$WORK/fd1.csv" || fail "csv -o link to /proc/self/fd/1"
+[ -L "$WORK/fd1" ] || fail "csv -o replaced the link to /proc/self/fd/1"
+cmp "$WORK/steps.csv" "$WORK/fd1.csv" || fail "csv -o /proc/self/fd/1: standard output does not hold the CSV"
+echo old > "$WORK/target.csv"
+ln -s target.csv "$WORK/link.csv"
+"$HM" csv "$F" -o "$WORK/link.csv" || fail "csv -o link to a file"
+[ -L "$WORK/link.csv" ] || fail "csv -o replaced the link by a file"
+cmp "$WORK/steps.csv" "$WORK/target.csv" || fail "csv -o link: the target does not hold the CSV"
+# unequal column lengths: /steps/loss one row short, /ranks/comm_dp two
+cp "$F" "$WORK/short.h5"
+"$PYTHON" - "$WORK/short.h5" <<'PY' || fail "shortening columns"
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    f["steps/loss"].resize((f["steps/loss"].shape[0] - 1,))
+    d = f["ranks/comm_dp"]
+    d.resize((d.shape[0] - 2, d.shape[1]))
+PY
+"$HM" csv "$WORK/short.h5" > "$WORK/short.csv" || fail "csv of a file with unequal columns"
+"$HM" csv --ranks comm_dp "$WORK/short.h5" > "$WORK/short-dp.csv" || fail "csv --ranks comm_dp (short)"
+"$HM" summary "$WORK/short.h5" > "$WORK/short-summary" || fail "summary of a file with unequal columns"
 for c in busy loss comm_dp bytes_dp; do
   "$HM" csv --ranks "$c" "$F" > "$WORK/ranks-$c.csv" || fail "csv --ranks $c"
 done
@@ -71,6 +115,13 @@ assert "mean tokens/s: %.6g" % steps["tokens_per_s"][ok].mean() in c, c
 assert "tokens: %.0f" % steps["tokens"].sum() in c, c
 ev = [l for l in c if re.match(r"  step 3 rank 1 skipped_step: ", l)]
 assert len(ev) == 1, c
+# unequal columns: the 4 rows every column holds (6 rows, comm_dp 2 short)
+short = hm.load(w + "/short.h5")
+assert short.rows == 4 and list(short.steps["step"]) == [1, 2, 3, 4], short.rows
+for name in ("short.csv", "short-dp.csv"):
+    body = list(csv.reader(open(w + "/" + name)))[1:]
+    assert [int(r[0]) for r in body] == [1, 2, 3, 4], (name, body)
+assert "steps: 4 (1-4), 4 rows, 0 repeated rows, 1 skipped" in open(w + "/short-summary").read()
 print("hpt-metrics csv/summary equal h5py and hpt_metrics.py")
 PY
 
@@ -98,5 +149,14 @@ assert n >= 3 and list(steps["step"]) == list(range(1, n + 1)), steps["step"]
 assert [int(r["step"]) for r in body] == list(range(1, n + 1)), (len(body), n)
 assert np.array_equal([float(r["loss"]) for r in body], steps["loss"]), "loss"
 print("killed run: %d rows readable by hpt-metrics and h5py" % n)
+PY
+PYTHONPATH="$HPT_SRC/analysis" "$PYTHON" - "$K/metrics.h5" "$WORK/k-summary" <<'PY' || fail "one-rank summary"
+import sys
+import hpt_metrics as hm
+c = open(sys.argv[2]).read()
+line = [l for l in c.splitlines() if l.startswith("  rank 0: ")]
+assert len(line) == 1 and line[0].endswith("(the only rank)") and "nan" not in line[0], c
+p = [l for l in hm.summary_text(hm.load(sys.argv[1])).splitlines() if l.startswith("  rank 0: ")]
+assert len(p) == 1 and p[0].endswith("(the only rank)"), p
 PY
 pass "hpt-metrics summary/csv equal h5py's values; a killed run's file opens"

@@ -86,4 +86,77 @@ speeds = [r["tokens_per_s"] for r in d["ranked"]]
 assert speeds == sorted(speeds, reverse=True)
 assert d["best"]["fits"] and d["best"]["comm"]["tp"]["link"] == "nvlink"
 PY
+# --gpus infers DP (the tester's case: TP 8 x PP 4 on 128 GPUs is DP 4 on 16 nodes)
+M8="--model llama3-8b --cluster h100-80gb --seq-len 4096 --global-batch 64"
+"$PLAN" $M8 --tp 8 --pp 4 --gpus 128 --json > "$WORK/g128.json" || fail "plan --gpus 128"
+"$PYTHON" - "$WORK/g128.json" <<'PY' || fail "--gpus does not set DP"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["layout"] == {"tp": 8, "pp": 4, "dp": 4, "nodes": 16, "gpus_per_node": 8, "gpus": 128}, d["layout"]
+PY
+# --search keeps the flags given; without them it tries both
+for flags in "" "--recompute" "--zero1" "--recompute --zero1"; do
+  "$PLAN" $M8 --search --gpus 16 --top 1000 --json $flags > "$WORK/s.json" || fail "search $flags"
+  "$PYTHON" - "$WORK/s.json" "$flags" <<'PY' || fail "search does not keep '$flags'"
+import json, sys
+d, flags = json.load(open(sys.argv[1])), sys.argv[2].split()
+r = d["ranked"]
+assert r, d
+rc = {x["recompute"] for x in r}
+z = {x["zero1"] for x in r if x["dp"] > 1}
+assert all(not x["zero1"] for x in r if x["dp"] == 1), r
+if flags:
+    assert rc == ({True} if "--recompute" in flags else {True, False}), (flags, rc)
+    assert z == ({True} if "--zero1" in flags else {True, False}), (flags, z)
+else:
+    assert rc == {True, False} and z == {True, False}, (rc, z)
+print("search %-22s %3d layouts ranked: recompute %s, zero1 (DP > 1) %s" % (repr(" ".join(flags)), len(r), sorted(rc), sorted(z)))
+PY
+done
+# --pp-schedule gpipe: all m = 8 micro-batches in flight on every stage
+"$PLAN" --model llama3-8b --cluster h100-80gb --seq-len 4096 --global-batch 8 --pp 4 --json \
+  --pp-schedule gpipe > "$WORK/gp.json" || fail "plan gpipe"
+"$PLAN" --model llama3-8b --cluster h100-80gb --seq-len 4096 --global-batch 8 --pp 4 --json \
+  > "$WORK/1f.json" || fail "plan 1f1b"
+"$PYTHON" - "$WORK/gp.json" "$WORK/1f.json" <<'PY' || fail "gpipe memory"
+import json, sys
+g, f = (json.load(open(p)) for p in sys.argv[1:])
+assert g["training"]["pp_schedule"] == "gpipe" and f["training"]["pp_schedule"] == "1f1b"
+assert [s["in_flight"] for s in g["memory"]["stages"]] == [8] * 4
+assert [s["in_flight"] for s in f["memory"]["stages"]] == [4, 3, 2, 1]
+assert g["memory"]["worst"]["total"] > f["memory"]["worst"]["total"]
+assert g["bubble_fraction"] == f["bubble_fraction"] == 3 / 11
+PY
+# strict JSON at the ends of the option ranges (Python's json accepts NaN
+# and Infinity unless told not to)
+for o in "--peak-flops 1e6" "--peak-flops 1e21" "--mem-gb 0.001" "--mem-gb 1e9" \
+         "--inter-bw 1e-6 --intra-bw 1e-6" "--inter-bw 1e6 --intra-bw 1e6" \
+         "--inter-lat 1e9 --intra-lat 1e9" "--efficiency 1e-6" "--baseline-mib 1e9" \
+         "--data-bytes 1e18"; do
+  for m in "--model llama3-405b --seq-len 8192 --global-batch 2048 --tp 8 --pp 16 --gpus 8192" \
+           "--model tiny --seq-len 32 --global-batch 1"; do
+    "$PLAN" $m --cluster h100-80gb $o --json > "$WORK/x.json" || fail "plan $m $o"
+    "$PYTHON" - "$WORK/x.json" <<'PY' || { head -c 600 "$WORK/x.json"; fail "$o: invalid JSON"; }
+import json, math, sys
+def bad(c):
+    raise ValueError("non-finite number " + c)
+def walk(v):
+    if isinstance(v, dict):
+        return all(walk(x) for x in v.values())
+    if isinstance(v, list):
+        return all(walk(x) for x in v)
+    return not isinstance(v, float) or math.isfinite(v)
+d = json.load(open(sys.argv[1]), parse_constant=bad)
+assert walk(d), d
+PY
+  done
+done
+"$PLAN" $M8 --search --gpus 64 --peak-flops 1e6 --inter-bw 1e-6 --json > "$WORK/x.json" || fail "search extremes"
+"$PYTHON" -c "import json, sys; json.load(open(sys.argv[1]), parse_constant=lambda c: sys.exit('non-finite ' + c))" \
+  "$WORK/x.json" || fail "search extremes: invalid JSON"
+# --ranks-tsv that cannot be written: exit 5, documented in --help
+st=0
+"$PLAN" $M8 --ranks-tsv "$WORK/no/such/dir.tsv" > "$WORK/r5.out" 2>&1 || st=$?
+[ $st = 5 ] && grep -q "ranks-tsv .*cannot write" "$WORK/r5.out" || { cat "$WORK/r5.out"; fail "--ranks-tsv unwritable: exit $st, expected 5"; }
+"$PLAN" --help | grep -q "^5 --ranks-tsv FILE cannot be written" || fail "--help does not document exit status 5"
 pass "Megatron-LM FLOPs exact for GPT shapes; Llama 3 405B TP8xPP16 fits on 80 GB, pure DP does not; search keeps TP in the node"

@@ -2,7 +2,9 @@
 # hpt-plan against measured runs of the `small` preset on this machine
 # (cluster cpu-local): for every rank and group the predicted calls and
 # bytes per step equal hpt-train's --comm-stats counters exactly, and the
-# predicted peak memory per rank is within 10 % of the measured peak RSS.
+# predicted peak memory per rank is within 10 % of the measured peak RSS —
+# also under the GPipe schedule (gp8: every stage holds all 8 micro-batches,
+# about twice the 1F1B memory, so a plan that ignored --pp-schedule fails).
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1
@@ -46,6 +48,8 @@ check dp2 2 "--model small --seq-len 256 --dp 2 --batch 1" \
   "--model small --seq-len 256 --dp 2 --global-batch 2 --micro-batch 1"
 check rc1 1 "--model small --seq-len 256 --batch 2 --recompute" \
   "--model small --seq-len 256 --global-batch 2 --micro-batch 2 --recompute"
+check gp8 2 "--model small --seq-len 256 --pp 2 --batch 1 --grad-accum 8 --pp-schedule gpipe" \
+  "--model small --seq-len 256 --pp 2 --global-batch 8 --micro-batch 1 --pp-schedule gpipe"
 check t22 4 "--model small --seq-len 128 --tp 2 --pp 2 --batch 1 --grad-accum 2 --tie-embeddings --recompute" \
   "--model small --seq-len 128 --tp 2 --pp 2 --global-batch 2 --micro-batch 1 --tie-embeddings --recompute"
 pass "hpt-plan matches measured communication bytes exactly and peak RSS within 10 %"
