@@ -2,15 +2,14 @@
 # jobs/train_tiny.sh — CPU ranks on the local cluster (slurm/cluster.sh) or any
 # Slurm cluster: the `small` model (20 M parameters) on the real corpus
 # (data/gcide, from `make demo` or hpt-data), TP 2 x PP 2 x DP 2 on 2 nodes x 4
-# tasks. Every value below is a default: override it in the environment or with
+# tasks (1 CPU each). Every value below is a default: override it in the environment or with
 # `sbatch --export=ALL,HPT_STEPS=50 jobs/train_tiny.sh`; sbatch options on the
 # command line override the #SBATCH lines. Submit from the hpt directory.
 # The launcher (slurm/launch.sh) derives DP from the nodes granted, keeps the
 # global batch, forwards the warning signal and requeues after a checkpoint.
 #SBATCH --job-name=hpt-tiny
 #SBATCH --nodes=2
-#SBATCH --ntasks-per-node=4
-#SBATCH --cpus-per-task=1
+#SBATCH --exclusive
 #SBATCH --time=01:00:00
 #SBATCH --requeue
 #SBATCH --signal=B:USR1@60
@@ -18,6 +17,9 @@
 #SBATCH --output=%x-%j.out
 
 export HPT_MODEL=${HPT_MODEL:-small}
+# Ranks per node (srun --ntasks-per-node); not an #SBATCH line, so that an
+# elastic --nodes=MIN-MAX gets as many nodes as are free (see docs/SLURM.md).
+export HPT_TASKS_PER_NODE=${HPT_TASKS_PER_NODE:-4}
 export HPT_TP=${HPT_TP:-2} HPT_PP=${HPT_PP:-2}        # DP = nodes x tasks / (TP x PP)
 export HPT_SEQ_LEN=${HPT_SEQ_LEN:-256}
 export HPT_MICRO_BATCH=${HPT_MICRO_BATCH:-1}

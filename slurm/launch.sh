@@ -84,18 +84,15 @@ sbatch_header() { sed -n "s/^#SBATCH --$1=\([^ ]*\).*/\1/p" "$TEMPLATE" 2>/dev/n
 # ---------------------------------------------------------------- layout
 IN_JOB=0
 [ -n "${SLURM_JOB_ID:-}" ] && IN_JOB=1
+# Tasks per node come from HPT_TASKS_PER_NODE, not from sbatch: with
+# --ntasks-per-node, sbatch fixes the task count at MIN x tasks and Slurm
+# 22.05 then grants only MIN nodes of a --nodes=MIN-MAX range.
+TPN=${HPT_TASKS_PER_NODE:-${SLURM_NTASKS_PER_NODE:-1}}
 if [ $IN_JOB = 1 ]; then
   NODES=${SLURM_JOB_NUM_NODES:?SLURM_JOB_NUM_NODES unset inside a job}
-  TPN=${SLURM_NTASKS_PER_NODE:-}
-  if [ -z "$TPN" ]; then   # no --ntasks-per-node: an even split of --ntasks
-    [ $(( ${SLURM_NTASKS:-$NODES} % NODES )) = 0 ] ||
-      die "SLURM_NTASKS=${SLURM_NTASKS:-} does not split evenly over $NODES nodes: submit with --ntasks-per-node"
-    TPN=$(( ${SLURM_NTASKS:-$NODES} / NODES ))
-  fi
 else                       # dry run outside Slurm: the template's header
   NODES=${HPT_NODES:-$(sbatch_header nodes)}
   NODES=${NODES##*-}       # --nodes=MIN-MAX: plan for MAX
-  TPN=${HPT_TASKS_PER_NODE:-$(sbatch_header ntasks-per-node)}
 fi
 is_count "nodes" "${NODES:-}"
 is_count "tasks per node" "${TPN:-}"
