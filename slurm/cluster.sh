@@ -47,6 +47,7 @@ ClusterName=hptlocal
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$ctl_port
 SlurmUser=$user
+SlurmdUser=$user
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$dir/munge/munge.socket,cred_expire=5

@@ -94,8 +94,8 @@ else                       # dry run outside Slurm: the template's header
   NODES=${HPT_NODES:-$(sbatch_header nodes)}
   NODES=${NODES##*-}       # --nodes=MIN-MAX: plan for MAX
 fi
-is_count "nodes" "${NODES:-}"
-is_count "tasks per node" "${TPN:-}"
+is_count "nodes (SLURM_JOB_NUM_NODES, HPT_NODES or the template's --nodes)" "${NODES:-}"
+is_count HPT_TASKS_PER_NODE "${TPN:-}"
 WORLD=$((NODES * TPN))
 (( TPN % HPT_TP == 0 )) ||
   die "HPT_TP=$HPT_TP does not divide the $TPN tasks per node: a TP group must stay inside one node"
