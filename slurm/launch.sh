@@ -210,11 +210,13 @@ CKPT_DIR=${HPT_CHECKPOINT_DIR:-$HPT_RUN_DIR/checkpoints}
 STATE=$HPT_RUN_DIR/requeue.state
 mkdir -p "$HPT_RUN_DIR" || die "cannot create run directory $HPT_RUN_DIR" 5
 
-# newest_step: step of the newest committed checkpoint (0: none).
+# newest_step: step of the newest committed checkpoint, the newest
+# step_NNNNNNNN directory as the trainer sees it (0: none).
 newest_step() {
   local s
-  s=$(sed -n 's/.*step_0*\([0-9][0-9]*\).*/\1/p' "$CKPT_DIR/latest" 2>/dev/null | head -1)
-  echo "${s:-0}"
+  s=$(ls "$CKPT_DIR" 2>/dev/null | grep -E '^step_[0-9]{8}$' | sort | tail -1)
+  s=${s#step_}
+  echo "$((10#${s:-0}))"
 }
 # state_get KEY: a value of the requeue state of this job (0 when absent).
 state_get() {
