@@ -30,6 +30,9 @@
 # docs/SLURM.md. Exit status: 0 done or requeued; 2 bad variable, layout or
 # PMI mismatch; otherwise hpt-train's status (75: checkpointed, not requeued).
 set -uo pipefail
+# The whole script is one compound command, parsed before it runs: a job
+# keeps working when the file is edited or updated (git pull) under it.
+{
 
 say() { echo "launch: $*"; }
 die() { echo "launch: error: $*" >&2; exit "${2:-2}"; }
@@ -227,6 +230,23 @@ state_get() {
 
 say "job $JOB_REF restart $RESTART on ${SLURM_JOB_NODELIST:-?}; run dir $HPT_RUN_DIR"
 
+# The warning signal (and TERM) from here on: forwarded to the training
+# step once it runs; before that, remembered (the job then requeues at once).
+STEP_PID=
+forward() { # SIG
+  if [ -n "$STEP_PID" ]; then
+    say "got SIG$1: forwarding to the training step (it checkpoints at the next step boundary)"
+    kill -s "$1" "$STEP_PID" 2>/dev/null
+  else
+    say "got SIG$1 before the training step started"
+  fi
+  SIGNALLED=1
+}
+SIGNALLED=0
+# shellcheck disable=SC2064
+trap "forward $HPT_SIGNAL" "$HPT_SIGNAL"
+[ "$HPT_SIGNAL" = TERM ] || trap 'forward TERM' TERM
+
 # ----------------------------------------------------------------- probe
 SRUN=(srun --mpi="$HPT_SRUN_MPI" --kill-on-bad-exit=1 --nodes="$NODES" --ntasks="$WORLD"
       --ntasks-per-node="$TPN")
@@ -268,28 +288,24 @@ ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
 ARGS+=($HPT_TRAIN_ARGS "${EXTRA[@]}")
 
 START_STEP=$(newest_step)
-STEP_PID=
-forward() { # SIG: pass a signal on to the training step
-  say "got SIG$1: forwarding to the training step (it checkpoints at the next step boundary)"
-  [ -n "$STEP_PID" ] && kill -s "$1" "$STEP_PID" 2>/dev/null
-  SIGNALLED=1
-}
-SIGNALLED=0
-# shellcheck disable=SC2064
-trap "forward $HPT_SIGNAL" "$HPT_SIGNAL"
-[ "$HPT_SIGNAL" = TERM ] || trap 'forward TERM' TERM
-
-say "step: ${SRUN[*]} $TRAIN ${ARGS[*]}"
-"${SRUN[@]}" "$TRAIN" "${ARGS[@]}" &
-STEP_PID=$!
-while :; do
-  wait "$STEP_PID"
-  RC=$?
-  # A trapped signal interrupts `wait` with 128+n; the step is still running.
-  if [ "$SIGNALLED" = 1 ] && kill -0 "$STEP_PID" 2>/dev/null; then SIGNALLED=0; continue; fi
-  break
-done
-STEP_PID=
+if [ "$SIGNALLED" = 1 ]; then
+  # Signalled during the probe: nothing to checkpoint, requeue at once.
+  say "signalled before the training step started: not starting it"
+  RC=75
+else
+  say "step: ${SRUN[*]} $TRAIN ${ARGS[*]}"
+  "${SRUN[@]}" "$TRAIN" "${ARGS[@]}" &
+  STEP_PID=$!
+  while :; do
+    SIGNALLED=0
+    wait "$STEP_PID"
+    RC=$?
+    # A trapped signal interrupts `wait` (status 128+n) while the step runs
+    # on; wait again: bash keeps the step's status once it has ended.
+    [ "$SIGNALLED" = 1 ] || break
+  done
+  STEP_PID=
+fi
 
 # ---------------------------------------------------------------- requeue
 END_STEP=$(newest_step)
@@ -316,3 +332,4 @@ trap '' TERM "$HPT_SIGNAL"
 say "requeueing job $JOB_REF (restart $((RESTART + 1))); it resumes from checkpoint step $END_STEP"
 scontrol requeue "$JOB_REF" || { say "scontrol requeue $JOB_REF failed: not requeued"; exit "$RC"; }
 exit 0
+}
