@@ -315,12 +315,13 @@ STALLED=0
 if [ "$END_STEP" -gt "$START_STEP" ]; then STALLED=0; else STALLED=$((STALLED + 1)); fi
 printf 'job %s\nrestart %s\nexit %s\ncheckpoint_step %s\nstalled %s\n' \
   "$JOB_REF" "$RESTART" "$RC" "$END_STEP" "$STALLED" > "$STATE.tmp" && mv "$STATE.tmp" "$STATE"
-say "step ended with exit $RC; newest checkpoint step $END_STEP (was $START_STEP at start); restarts without progress: $STALLED"
+say "step ended with exit $RC; newest checkpoint step $END_STEP (was $START_STEP at start)"
 
 case $RC in
   0) say "training finished"; exit 0 ;;
   2|3|4|5) say "exit $RC (bad option, data, divergence or output) would fail again: not requeueing"; exit "$RC" ;;
 esac
+say "runs in a row without a newer checkpoint: $STALLED"
 [ "$HPT_REQUEUE" = 1 ] || { say "HPT_REQUEUE=0: not requeueing"; exit "$RC"; }
 if [ "$STALLED" -gt "$HPT_MAX_STALLED_RESTARTS" ]; then
   say "$STALLED runs in a row ended without a newer checkpoint (limit HPT_MAX_STALLED_RESTARTS=$HPT_MAX_STALLED_RESTARTS restarts): not requeueing"
