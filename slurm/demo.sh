@@ -6,14 +6,17 @@
 #
 # Environment: HPT_ROOT (hpt's sources), HPT_BUILD (the build), HPT_DATA
 # (prepared corpus), HPT_RUN_DIR [runs/demo; a previous one is moved to
-# runs/demo.prev], HPT_STEPS, and every HPT_* variable of jobs/train_tiny.sh.
+# runs/demo.prev], HPT_STEPS, HPT_SAVE_EVERY [0], and every HPT_* variable of
+# jobs/train_tiny.sh.
 # Exit status: the job's (0 when it completed).
 set -euo pipefail
 HPT_ROOT=$(cd "${HPT_ROOT:-$(dirname "$0")/..}" && pwd)
 export HPT_ROOT HPT_BUILD=$(realpath -m "${HPT_BUILD:-$HPT_ROOT}")
 export HPT_DATA=$(realpath -m "${HPT_DATA:-data/gcide}")
 export HPT_RUN_DIR=$(realpath -m "${HPT_RUN_DIR:-runs/demo}")
-export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-${HPT_STEPS:-200}}   # one checkpoint, at the end
+# No periodic checkpoints (8 ranks on a small machine take minutes per save);
+# the warning signal still checkpoints and requeues.
+export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-0}
 
 cluster=$(mktemp -d "${TMPDIR:-/tmp}/hpt-cluster.XXXXXX")
 tailpid=
