@@ -241,8 +241,9 @@ forward() { # SIG
     say "got SIG$1 before the training step started"
   fi
   SIGNALLED=1
+  [ "$1" != TERM ] || GOT_TERM=1
 }
-SIGNALLED=0
+SIGNALLED=0 GOT_TERM=0
 # shellcheck disable=SC2064
 trap "forward $HPT_SIGNAL" "$HPT_SIGNAL"
 [ "$HPT_SIGNAL" = TERM ] || trap 'forward TERM' TERM
@@ -323,6 +324,18 @@ case $RC in
 esac
 say "runs in a row without a newer checkpoint: $STALLED"
 [ "$HPT_REQUEUE" = 1 ] || { say "HPT_REQUEUE=0: not requeueing"; exit "$RC"; }
+# SIGTERM comes from Slurm ending the job: scancel, a time limit, a
+# preemption without the warning signal (slurmctld requeues that one itself
+# in PreemptMode=REQUEUE). Requeueing here would undo a scancel.
+if [ "$GOT_TERM" = 1 ] && [ "$HPT_SIGNAL" != TERM ]; then
+  say "got SIGTERM: Slurm is ending this job (scancel, time limit or preemption; a preemption requeues it): not requeueing"
+  exit "$RC"
+fi
+JOB_STATE=$(scontrol show job "$SLURM_JOB_ID" -o 2>/dev/null | grep -o 'JobState=[A-Z_]*')
+case $JOB_STATE in
+  JobState=CANCELLED|JobState=TIMEOUT|JobState=DEADLINE)
+    say "$JOB_STATE: not requeueing"; exit "$RC" ;;
+esac
 if [ "$STALLED" -gt "$HPT_MAX_STALLED_RESTARTS" ]; then
   say "$STALLED runs in a row ended without a newer checkpoint (limit HPT_MAX_STALLED_RESTARTS=$HPT_MAX_STALLED_RESTARTS restarts): not requeueing"
   exit "$RC"

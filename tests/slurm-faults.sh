@@ -1,17 +1,19 @@
 #!/bin/sh
-# Faults on a local Slurm cluster of 4 emulated nodes:
+# Faults on a local Slurm cluster of 6 emulated nodes:
 #   K  one rank of the training step is killed (SIGKILL): srun
 #      --kill-on-bad-exit ends the whole step (no hang), the launcher requeues
 #      the job, which resumes from its last checkpoint and completes;
 #   F  an array task whose "trainer" fails at every start: requeued until
 #      HPT_MAX_STALLED_RESTARTS=2 restarts made no checkpoint progress, then
-#      not requeued again (the job fails with the trainer's status).
+#      not requeued again (the job fails with the trainer's status);
+#   C  scancel mid-run: hpt-train checkpoints on the SIGTERM, but the job
+#      is not requeued (that would undo the scancel).
 . "$HPT_SRC/tests/lib.sh"
 . "$HPT_SRC/tests/slurm-lib.sh"
 need_slurm
 need_corpus
 STEPS=${HPT_TEST_STEPS:-100}
-start_cluster --nodes 4 --cpus 2
+start_cluster --nodes 6 --cpus 2
 export HPT_MODEL=tiny HPT_SEQ_LEN=32 HPT_MICRO_BATCH=2 HPT_GLOBAL_BATCH=4 HPT_STEPS=$STEPS \
   HPT_TASKS_PER_NODE=1 HPT_TP=1 HPT_PP=1 HPT_ZERO1=0 HPT_EVAL_INTERVAL=0 HPT_EVAL_BATCHES=1 HPT_SAVE_EVERY=10
 S="--nodes=2 --exclusive"
@@ -20,7 +22,10 @@ printf '#!/bin/sh\necho "fake trainer: failing at start"\nexit 1\n' > "$WORK/fai
 chmod +x "$WORK/fail.sh"
 f=$(HPT_RUN_DIR="$WORK/F" HPT_TRAIN="$WORK/fail.sh" HPT_MAX_STALLED_RESTARTS=2 \
     submit $S --array=3 -o "$WORK/F.out" "$JOBS/train_tiny.sh")
+c=$(HPT_RUN_DIR="$WORK/C" HPT_STEPS=100000 submit $S -o "$WORK/C.out" "$JOBS/train_tiny.sh")
 
+wait_rows "$WORK/C/log.tsv" 3 180
+scancel "$c" || fail "scancel $c"
 wait_rows "$WORK/K/log.tsv" 25 180
 victim=$(pgrep -f -- "--run-dir $WORK/K --resume" | head -1)
 [ -n "$victim" ] || fail "no rank of K found"
@@ -33,6 +38,12 @@ done
 echo "K: the step ended $((i / 5)) s after rank pid $victim was killed"
 wait_job "$k" 180
 wait_job "$f" 180
+wait_job "$c" 60
+echo "== C"; cat "$WORK/C.out"
+[ "$(job_end $c | cut -d' ' -f1)" = CANCELLED ] || fail "C: $(job_end $c), expected CANCELLED"
+grep -q "^launch: got SIGTERM: Slurm is ending this job .*: not requeueing" "$WORK/C.out" ||
+  fail "C: no word that a cancelled job is not requeued"
+! grep -q "restart 1 " "$WORK/C.out" || fail "C: a cancelled job was requeued"
 echo "== K"; cat "$WORK/K.out"; echo "== F"; cat "$WORK/F.out"; cat "$WORK/F/requeue.state"
 [ "$(job_end $k)" = "COMPLETED 0:0" ] || fail "K: $(job_end $k)"
 grep -q "^launch: requeueing job $k " "$WORK/K.out" || fail "K: not requeued after the killed rank"
@@ -47,4 +58,4 @@ grep -q "^launch: job ${f}_3 restart 2 " "$WORK/F.out" || fail "F: array task no
 grep -q "^launch: 3 runs in a row ended without a newer checkpoint (limit HPT_MAX_STALLED_RESTARTS=2 restarts): not requeueing" \
   "$WORK/F.out" || fail "F: no message about the restart limit"
 grep -q "^stalled 3$" "$WORK/F/requeue.state" || fail "F: requeue.state does not count 3 stalled runs"
-pass "killed rank: step ended, requeued, resumed, completed; failing trainer: requeued twice, then stopped"
+pass "killed rank: step ended, requeued, resumed, completed; failing trainer: requeued twice, then stopped; scancel: not requeued"
