@@ -1,0 +1,66 @@
+#!/bin/bash
+# jobs/train_70b.sh — Llama 2 70B (preset llama2-70b, 69.0 B parameters) on 16
+# nodes x 8 GPUs (80 GB each): TP 8 inside a node, PP 4 and DP 4 across nodes.
+#   sbatch jobs/train_70b.sh                      submit (from hpt's directory)
+#   bash jobs/train_70b.sh --dry-run              rank layout + memory plan, no training
+# Every value is a default: override it in the environment, with
+# `sbatch --export=ALL,HPT_PP=8 jobs/train_70b.sh`, or an sbatch option.
+#
+# Recipe (Llama 2 paper, Touvron et al. 2023, section 2.2): sequence 4096,
+# global batch 4 M tokens = 1024 sequences, AdamW beta1 0.9, beta2 0.95, eps
+# 1e-5, weight decay 0.1, clipping 1.0, 2000 warm-up steps, cosine decay to 10 %
+# of the peak lr 1.5e-4; 2 T tokens = 500 000 steps.
+#
+# Memory per GPU (bf16 weights 2 B + fp32 gradients 4 B + fp32 master weights
+# and AdamW moments 12 B = 18 B per parameter, the accounting of hpt-plan):
+#   parameters per rank   69.0e9 / (TP 8 x PP 4)           = 2.16e9
+#   weights + gradients   2.16e9 x (2 + 4) B               = 12.9 GB
+#   optimizer, ZeRO-1     2.16e9 x 12 B / DP 4             =  6.5 GB  (25.9 GB without ZeRO-1)
+#   activations per layer and micro-batch (Korthikanti et al. 2022, bf16,
+#     TP t, no sequence parallelism): s b h (10 + 24/t + 5 a s / (h t))
+#     = 4096 x 1 x 8192 x (10 + 3 + 20) B                  =  1.1 GB
+#   1F1B keeps PP = 4 micro-batches in flight on stage 0 over 80/4 = 20 layers:
+#     stored in full: 20 x 4 x 1.1 GB                      = 88.6 GB  -> does not fit
+#     with --recompute (layer inputs, 2 s b h = 67 MB):
+#     20 x 4 x 67 MB + one layer recomputed (1.1 GB)       =  6.5 GB
+#   logits and their gradient, vocab / TP: 2 x 4096 x 4000 x 4 B = 0.1 GB
+#   total ~26 GB of 80 GB: the rest is for communication buffers, the CUDA
+#   context and fragmentation. micro-batch 1 x grad-accum 256 x DP 4 = 1024
+#   sequences; pipeline bubble (PP - 1) / accum = 1.2 %.
+# The warning signal comes 10 min before the time limit: the checkpoint
+# (69e9 x 16 B of fp32 state, ~1.1 TB) must be written before the kill.
+#SBATCH --job-name=hpt-70b
+#SBATCH --nodes=16
+#SBATCH --exclusive
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=8
+#SBATCH --time=24:00:00
+#SBATCH --requeue
+#SBATCH --signal=B:USR1@600
+#SBATCH --open-mode=append
+#SBATCH --output=%x-%j.out
+# Ranks per node: srun --ntasks-per-node in the launcher, not an #SBATCH line
+# (with --ntasks-per-node, Slurm grants only MIN nodes of --nodes=MIN-MAX).
+
+export HPT_MODEL=${HPT_MODEL:-llama2-70b}
+export HPT_DATA=${HPT_DATA:-data/llama2}             # token shards of a 32000-token vocabulary
+export HPT_BACKEND=${HPT_BACKEND:-cuda}
+export HPT_TASKS_PER_NODE=${HPT_TASKS_PER_NODE:-8} HPT_GPUS_PER_NODE=${HPT_GPUS_PER_NODE:-8}
+export HPT_TP=${HPT_TP:-8} HPT_PP=${HPT_PP:-4}        # DP = 16 x 8 / (8 x 4) = 4
+export HPT_SEQ_LEN=${HPT_SEQ_LEN:-4096}
+export HPT_MICRO_BATCH=${HPT_MICRO_BATCH:-1}
+export HPT_GLOBAL_BATCH=${HPT_GLOBAL_BATCH:-1024}     # 4 M tokens
+export HPT_STEPS=${HPT_STEPS:-500000}
+export HPT_LR=${HPT_LR:-1.5e-4} HPT_MIN_LR=${HPT_MIN_LR:-1.5e-5} HPT_WARMUP=${HPT_WARMUP:-2000}
+export HPT_TRAIN_ARGS=${HPT_TRAIN_ARGS:---adam-eps 1e-5 --weight-decay 0.1 --clip 1.0}
+export HPT_EVAL_INTERVAL=${HPT_EVAL_INTERVAL:-1000} HPT_EVAL_BATCHES=${HPT_EVAL_BATCHES:-8}
+export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-500}
+export HPT_ZERO1=${HPT_ZERO1:-1} HPT_RECOMPUTE=${HPT_RECOMPUTE:-1}
+export HPT_CLUSTER=${HPT_CLUSTER:-h100-80gb}          # hpt-plan's device model for the dry run
+
+# sbatch runs a copy of this script: find hpt from the submit directory.
+for d in "${HPT_ROOT:-}" "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/.." "$(dirname "$0")/.."; do
+  [ -n "$d" ] && [ -f "$d/slurm/launch.sh" ] && { export HPT_ROOT=$d; break; }
+done
+[ -f "${HPT_ROOT:-}/slurm/launch.sh" ] || { echo "$0: slurm/launch.sh not found: submit from hpt's directory or set HPT_ROOT" >&2; exit 2; }
+exec bash "$HPT_ROOT/slurm/launch.sh" "$0" "$@"

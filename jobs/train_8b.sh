@@ -1,0 +1,61 @@
+#!/bin/bash
+# jobs/train_8b.sh — an 8 B model (preset llama3-8b, 8.03 B parameters, GQA with
+# 8 key/value heads, 128256-token vocabulary) on 4 nodes x 8 GPUs (80 GB each):
+# TP 8 inside a node, DP 4 across nodes, no pipeline.
+#   sbatch jobs/train_8b.sh                       submit (from hpt's directory)
+#   bash jobs/train_8b.sh --dry-run               rank layout + memory plan, no training
+# Every value is a default: override it in the environment, with
+# `sbatch --export=ALL,HPT_STEPS=1000 jobs/train_8b.sh`, or an sbatch option.
+#
+# Recipe: the Llama 2 paper's (Touvron et al. 2023, section 2.2) for its 7B/13B
+# models: sequence 4096 (the preset allows 8192), global batch 4 M tokens = 1024
+# sequences, AdamW beta1 0.9, beta2 0.95, eps 1e-5, weight decay 0.1, clipping
+# 1.0, 2000 warm-up steps, cosine decay to 10 % of the peak lr 3e-4; 2 T tokens
+# = 500 000 steps.
+#
+# Memory per GPU (18 B per parameter: bf16 weights, fp32 gradients, fp32 master
+# weights and AdamW moments, as hpt-plan counts):
+#   parameters per rank   8.03e9 / TP 8                     = 1.00e9
+#   weights + gradients   1.00e9 x (2 + 4) B                =  6.0 GB
+#   optimizer, ZeRO-1     1.00e9 x 12 B / DP 4              =  3.0 GB  (12.0 GB without ZeRO-1)
+#   activations per layer and micro-batch (Korthikanti et al. 2022, bf16, TP t):
+#     s b h (10 + 24/t + 5 a s / (h t)) = 4096 x 1 x 4096 x (10 + 3 + 20) B = 0.55 GB
+#     x 32 layers, stored (no recomputation)                = 17.7 GB
+#   logits and their gradient, vocab / TP: 2 x 4096 x 16032 x 4 B = 0.5 GB
+#   total ~27 GB of 80 GB. micro-batch 1 x grad-accum 256 x DP 4 = 1024
+#   sequences. Micro-batch 2 (35 GB of activations, ~45 GB in all) also fits.
+#SBATCH --job-name=hpt-8b
+#SBATCH --nodes=4
+#SBATCH --exclusive
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=8
+#SBATCH --time=24:00:00
+#SBATCH --requeue
+#SBATCH --signal=B:USR1@300
+#SBATCH --open-mode=append
+#SBATCH --output=%x-%j.out
+# Ranks per node: srun --ntasks-per-node in the launcher, not an #SBATCH line
+# (with --ntasks-per-node, Slurm grants only MIN nodes of --nodes=MIN-MAX).
+
+export HPT_MODEL=${HPT_MODEL:-llama3-8b}
+export HPT_DATA=${HPT_DATA:-data/llama3}             # token shards of a 128256-token vocabulary
+export HPT_BACKEND=${HPT_BACKEND:-cuda}
+export HPT_TASKS_PER_NODE=${HPT_TASKS_PER_NODE:-8} HPT_GPUS_PER_NODE=${HPT_GPUS_PER_NODE:-8}
+export HPT_TP=${HPT_TP:-8} HPT_PP=${HPT_PP:-1}        # DP = 4 x 8 / 8 = 4
+export HPT_SEQ_LEN=${HPT_SEQ_LEN:-4096}
+export HPT_MICRO_BATCH=${HPT_MICRO_BATCH:-1}
+export HPT_GLOBAL_BATCH=${HPT_GLOBAL_BATCH:-1024}     # 4 M tokens
+export HPT_STEPS=${HPT_STEPS:-500000}
+export HPT_LR=${HPT_LR:-3e-4} HPT_MIN_LR=${HPT_MIN_LR:-3e-5} HPT_WARMUP=${HPT_WARMUP:-2000}
+export HPT_TRAIN_ARGS=${HPT_TRAIN_ARGS:---adam-eps 1e-5 --weight-decay 0.1 --clip 1.0}
+export HPT_EVAL_INTERVAL=${HPT_EVAL_INTERVAL:-1000} HPT_EVAL_BATCHES=${HPT_EVAL_BATCHES:-8}
+export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-500}
+export HPT_ZERO1=${HPT_ZERO1:-1} HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
+export HPT_CLUSTER=${HPT_CLUSTER:-h100-80gb}          # hpt-plan's device model for the dry run
+
+# sbatch runs a copy of this script: find hpt from the submit directory.
+for d in "${HPT_ROOT:-}" "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/.." "$(dirname "$0")/.."; do
+  [ -n "$d" ] && [ -f "$d/slurm/launch.sh" ] && { export HPT_ROOT=$d; break; }
+done
+[ -f "${HPT_ROOT:-}/slurm/launch.sh" ] || { echo "$0: slurm/launch.sh not found: submit from hpt's directory or set HPT_ROOT" >&2; exit 2; }
+exec bash "$HPT_ROOT/slurm/launch.sh" "$0" "$@"

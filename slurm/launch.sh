@@ -1,0 +1,349 @@
+#!/usr/bin/env bash
+# slurm/launch.sh — the one launcher behind every sbatch template in jobs/.
+#
+#   exec bash "$HPT_ROOT/slurm/launch.sh" "$0" [--dry-run] [-- HPT-TRAIN-ARGS...]
+#
+# The template ($0, first argument) only sets HPT_* variables; everything else
+# happens here, in the batch shell of the job:
+#   1. layout: nodes granted (SLURM_JOB_NUM_NODES) x tasks per node = world;
+#      TP must divide the tasks per node (TP groups never cross a node), DP =
+#      world / (TP x PP) follows the nodes granted (elastic --nodes=MIN-MAX),
+#      grad-accum = global batch / (micro-batch x DP), so the global batch is
+#      the same on any node count and hpt-train's resume re-shards;
+#   2. a probe step (hpt-mpi-probe) checks that MPI sees the whole allocation
+#      (a PMI mismatch gives every task a world of size 1) and that each TP
+#      group landed on one node;
+#   3. the training step: srun --mpi=pmi2 --kill-on-bad-exit=1 hpt-train ...,
+#      in the background, so the warning signal (HPT_SIGNAL, --signal=B:USR1@T)
+#      and SIGTERM reach this shell's trap and are forwarded to the step;
+#   4. on exit 75 ("checkpointed, requeue me") or an abnormal end (a killed
+#      rank, a node failure: exit 1 or >= 128) the job requeues itself
+#      (scontrol requeue, array tasks as ARRAYJOB_TASK) — unless
+#      HPT_MAX_STALLED_RESTARTS restarts in a row ended without a newer
+#      checkpoint (state in RUN_DIR/requeue.state). Exit 2-5 (bad option, data,
+#      divergence, output) would fail again: never requeued.
+# With --dry-run (or HPT_DRY_RUN=1), outside or inside an allocation, it prints
+# the layout (the ranks of every TP/PP/DP group and their nodes) and hpt-plan's
+# per-rank memory plan, and trains nothing.
+#
+# Variables (defaults in brackets; every template sets its own): see
+# docs/SLURM.md. Exit status: 0 done or requeued; 2 bad variable, layout or
+# PMI mismatch; otherwise hpt-train's status (75: checkpointed, not requeued).
+set -uo pipefail
+# The whole script is one compound command, parsed before it runs: a job
+# keeps working when the file is edited or updated (git pull) under it.
+{
+
+say() { echo "launch: $*"; }
+die() { echo "launch: error: $*" >&2; exit "${2:-2}"; }
+
+# ------------------------------------------------------------- variables
+TEMPLATE=${1:-}
+[ -n "$TEMPLATE" ] || die "usage: launch.sh JOB-SCRIPT [--dry-run] [-- HPT-TRAIN-ARGS...]"
+shift
+DRY_RUN=${HPT_DRY_RUN:-0}
+EXTRA=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dry-run) DRY_RUN=1; shift ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) die "unknown argument '$1' (expected --dry-run, or -- followed by hpt-train options)" ;;
+  esac
+done
+
+HPT_ROOT=${HPT_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+HPT_BUILD=${HPT_BUILD:-$HPT_ROOT}
+HPT_MODEL=${HPT_MODEL:-small}
+HPT_DATA=${HPT_DATA:-$HPT_ROOT/data/gcide}
+HPT_BACKEND=${HPT_BACKEND:-cpu}
+HPT_TP=${HPT_TP:-1}
+HPT_PP=${HPT_PP:-1}
+HPT_SEQ_LEN=${HPT_SEQ_LEN:-256}
+HPT_MICRO_BATCH=${HPT_MICRO_BATCH:-1}
+HPT_STEPS=${HPT_STEPS:-1000}
+HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-100}
+HPT_ZERO1=${HPT_ZERO1:-0}
+HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
+HPT_SIGNAL=${HPT_SIGNAL:-USR1}
+HPT_SRUN_MPI=${HPT_SRUN_MPI:-pmi2}
+HPT_REQUEUE=${HPT_REQUEUE:-1}
+HPT_MAX_STALLED_RESTARTS=${HPT_MAX_STALLED_RESTARTS:-3}
+HPT_CLUSTER=${HPT_CLUSTER:-cpu-local}
+HPT_GPUS_PER_NODE=${HPT_GPUS_PER_NODE:-0}
+HPT_TRAIN_ARGS=${HPT_TRAIN_ARGS:-}
+
+is_count() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1='$2': expected a positive integer"; }
+is_bool() { [[ $2 =~ ^[01]$ ]] || die "$1='$2': expected 0 or 1"; }
+for v in HPT_TP HPT_PP HPT_SEQ_LEN HPT_MICRO_BATCH HPT_STEPS; do is_count $v "${!v}"; done
+[[ $HPT_SAVE_EVERY =~ ^[0-9]+$ ]] || die "HPT_SAVE_EVERY='$HPT_SAVE_EVERY': expected an integer >= 0"
+[[ $HPT_MAX_STALLED_RESTARTS =~ ^[0-9]+$ ]] ||
+  die "HPT_MAX_STALLED_RESTARTS='$HPT_MAX_STALLED_RESTARTS': expected an integer >= 0"
+for v in HPT_ZERO1 HPT_RECOMPUTE HPT_REQUEUE DRY_RUN; do is_bool $v "${!v}"; done
+[[ $HPT_SIGNAL =~ ^(USR1|USR2|TERM|INT|HUP)$ ]] || die "HPT_SIGNAL='$HPT_SIGNAL': expected USR1, USR2, TERM, INT or HUP"
+
+# sbatch_header OPTION: the value of "#SBATCH --OPTION=VALUE" in the template.
+sbatch_header() { sed -n "s/^#SBATCH --$1=\([^ ]*\).*/\1/p" "$TEMPLATE" 2>/dev/null | tail -1; }
+
+# ---------------------------------------------------------------- layout
+IN_JOB=0
+[ -n "${SLURM_JOB_ID:-}" ] && IN_JOB=1
+# Tasks per node come from HPT_TASKS_PER_NODE, not from sbatch: with
+# --ntasks-per-node, sbatch fixes the task count at MIN x tasks and Slurm
+# 22.05 then grants only MIN nodes of a --nodes=MIN-MAX range.
+TPN=${HPT_TASKS_PER_NODE:-${SLURM_NTASKS_PER_NODE:-1}}
+if [ $IN_JOB = 1 ]; then
+  NODES=${SLURM_JOB_NUM_NODES:?SLURM_JOB_NUM_NODES unset inside a job}
+else                       # dry run outside Slurm: the template's header
+  NODES=${HPT_NODES:-$(sbatch_header nodes)}
+  NODES=${NODES##*-}       # --nodes=MIN-MAX: plan for MAX
+fi
+is_count "nodes (SLURM_JOB_NUM_NODES, HPT_NODES or the template's --nodes)" "${NODES:-}"
+is_count HPT_TASKS_PER_NODE "${TPN:-}"
+WORLD=$((NODES * TPN))
+(( TPN % HPT_TP == 0 )) ||
+  die "HPT_TP=$HPT_TP does not divide the $TPN tasks per node: a TP group must stay inside one node"
+(( WORLD % (HPT_TP * HPT_PP) == 0 )) ||
+  die "HPT_TP=$HPT_TP x HPT_PP=$HPT_PP does not divide the $WORLD ranks ($NODES nodes x $TPN tasks)"
+DP=$((WORLD / (HPT_TP * HPT_PP)))
+HPT_GLOBAL_BATCH=${HPT_GLOBAL_BATCH:-$((HPT_MICRO_BATCH * DP))}
+is_count HPT_GLOBAL_BATCH "$HPT_GLOBAL_BATCH"
+(( HPT_GLOBAL_BATCH % (HPT_MICRO_BATCH * DP) == 0 )) ||
+  die "HPT_GLOBAL_BATCH=$HPT_GLOBAL_BATCH sequences is not a multiple of HPT_MICRO_BATCH=$HPT_MICRO_BATCH x DP=$DP ($NODES nodes)"
+ACCUM=$((HPT_GLOBAL_BATCH / (HPT_MICRO_BATCH * DP)))
+
+# Node names: the allocation's, or node0.. in a dry run outside Slurm.
+if [ $IN_JOB = 1 ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
+  mapfile -t NODE_NAMES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+else
+  NODE_NAMES=()
+  for ((i = 0; i < NODES; i++)); do NODE_NAMES+=("node$i"); done
+fi
+node_of() { echo "${NODE_NAMES[$(( $1 / TPN ))]:-?}"; }   # block placement (srun's default)
+
+say "$NODES nodes x $TPN tasks = $WORLD ranks = TP $HPT_TP x PP $HPT_PP x DP $DP (rank = tp + dp*$HPT_TP + pp*$((HPT_TP * DP)))"
+say "global batch $HPT_GLOBAL_BATCH sequences x $HPT_SEQ_LEN tokens = $((HPT_GLOBAL_BATCH * HPT_SEQ_LEN)) tokens/step = micro-batch $HPT_MICRO_BATCH x grad-accum $ACCUM x DP $DP"
+
+# find_prog NAME SUBDIR: the program in the build tree, else on PATH.
+find_prog() {
+  if [ -x "$HPT_BUILD/$2/$1" ]; then echo "$HPT_BUILD/$2/$1"; else command -v "$1" || true; fi
+}
+
+# --------------------------------------------------------------- dry run
+# print_groups KIND COUNT: one line per group of KIND (tp, pp, dp).
+print_groups() {
+  local kind=$1 tp pp dp r ranks nodes cross=0 n=0
+  local -a outer
+  case $kind in
+    tp) for ((pp = 0; pp < HPT_PP; pp++)); do for ((dp = 0; dp < DP; dp++)); do outer+=("$pp $dp"); done; done ;;
+    pp) for ((dp = 0; dp < DP; dp++)); do for ((tp = 0; tp < HPT_TP; tp++)); do outer+=("$tp $dp"); done; done ;;
+    dp) for ((pp = 0; pp < HPT_PP; pp++)); do for ((tp = 0; tp < HPT_TP; tp++)); do outer+=("$tp $pp"); done; done ;;
+  esac
+  for o in "${outer[@]}"; do
+    set -- $o
+    ranks=() nodes=()
+    case $kind in
+      tp) for ((tp = 0; tp < HPT_TP; tp++)); do ranks+=($((tp + $2 * HPT_TP + $1 * HPT_TP * DP))); done
+          label="pp $1 dp $2" ;;
+      pp) for ((pp = 0; pp < HPT_PP; pp++)); do ranks+=($(($1 + $2 * HPT_TP + pp * HPT_TP * DP))); done
+          label="tp $1 dp $2" ;;
+      dp) for ((dp = 0; dp < DP; dp++)); do ranks+=($(($1 + dp * HPT_TP + $2 * HPT_TP * DP))); done
+          label="tp $1 pp $2" ;;
+    esac
+    for r in "${ranks[@]}"; do nodes+=("$(node_of "$r")"); done
+    [ "$(printf '%s\n' "${nodes[@]}" | sort -u | wc -l)" = 1 ] || cross=$((cross + 1))
+    n=$((n + 1))
+    echo "  ${kind^^} group $((n - 1)) ($label): ranks $(IFS=,; echo "${ranks[*]}") on $(printf '%s\n' "${nodes[@]}" | uniq | paste -sd, -)"
+  done
+  echo "${kind^^} groups: $n of $(( ${#ranks[@]} )) ranks; $cross cross a node boundary"
+}
+
+dry_run() {
+  echo "== rank layout: block placement, $TPN ranks per node =="
+  print_groups tp
+  print_groups pp
+  print_groups dp
+  echo "== per-rank memory plan =="
+  local plan
+  plan=$(find_prog hpt-plan src)
+  if [ -z "$plan" ]; then
+    echo "hpt-plan is not built (looked in $HPT_BUILD/src and on PATH): no memory plan"
+    return 0
+  fi
+  local args=(--model "$HPT_MODEL" --cluster "$HPT_CLUSTER" --nodes "$NODES"
+              --gpus-per-node "$([ "$HPT_GPUS_PER_NODE" -gt 0 ] && echo "$HPT_GPUS_PER_NODE" || echo "$TPN")"
+              --tp "$HPT_TP" --pp "$HPT_PP" --dp "$DP" --seq-len "$HPT_SEQ_LEN"
+              --global-batch "$HPT_GLOBAL_BATCH" --micro-batch "$HPT_MICRO_BATCH")
+  [ "$HPT_RECOMPUTE" = 1 ] && args+=(--recompute)
+  [ "$HPT_ZERO1" = 1 ] && args+=(--zero1)
+  echo "$plan ${args[*]}"
+  "$plan" "${args[@]}"
+}
+
+if [ "$DRY_RUN" = 1 ]; then
+  dry_run
+  exit $?
+fi
+[ $IN_JOB = 1 ] || die "not inside a Slurm job: submit with sbatch (or use --dry-run / HPT_DRY_RUN=1)"
+
+# ----------------------------------------------------------- environment
+TRAIN=${HPT_TRAIN:-$(find_prog hpt-train src)}
+PROBE=${HPT_PROBE:-$(find_prog hpt-mpi-probe slurm)}
+[ -n "$TRAIN" ] && [ -x "$TRAIN" ] || die "hpt-train not found (HPT_TRAIN, $HPT_BUILD/src, PATH): build hpt or set HPT_BUILD"
+[ -n "$PROBE" ] && [ -x "$PROBE" ] || die "hpt-mpi-probe not found (HPT_PROBE, $HPT_BUILD/slurm, PATH): build hpt or set HPT_BUILD"
+# Parallel file systems (Lustre, GPFS) often lack the POSIX locks HDF5 takes
+# by default; checkpoints and metrics are written collectively anyway.
+export HDF5_USE_FILE_LOCKING=${HDF5_USE_FILE_LOCKING:-FALSE}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
+if [ "$HPT_BACKEND" != cpu ]; then
+  # GPU backend: NCCL warnings in the job log; errors raised asynchronously
+  # end the step instead of hanging it. Site-specific NCCL settings
+  # (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...) pass through from the environment.
+  export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+  export NCCL_ASYNC_ERROR_HANDLING=${NCCL_ASYNC_ERROR_HANDLING:-1}
+fi
+
+if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
+  JOB_REF=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
+else
+  JOB_REF=$SLURM_JOB_ID
+fi
+RESTART=${SLURM_RESTART_COUNT:-0}
+HPT_RUN_DIR=${HPT_RUN_DIR:-$HPT_ROOT/runs/${SLURM_JOB_NAME:-hpt}-$JOB_REF}
+CKPT_DIR=${HPT_CHECKPOINT_DIR:-$HPT_RUN_DIR/checkpoints}
+STATE=$HPT_RUN_DIR/requeue.state
+mkdir -p "$HPT_RUN_DIR" || die "cannot create run directory $HPT_RUN_DIR" 5
+
+# newest_step: step of the newest committed checkpoint, the newest
+# step_NNNNNNNN directory as the trainer sees it (0: none).
+newest_step() {
+  local s
+  s=$(ls "$CKPT_DIR" 2>/dev/null | grep -E '^step_[0-9]{8}$' | sort | tail -1)
+  s=${s#step_}
+  echo "$((10#${s:-0}))"
+}
+# state_get KEY: a value of the requeue state of this job (0 when absent).
+state_get() {
+  local v
+  v=$(awk -v k="$1" '$1 == k {print $2}' "$STATE" 2>/dev/null | tail -1)
+  echo "${v:-0}"
+}
+
+say "job $JOB_REF restart $RESTART on ${SLURM_JOB_NODELIST:-?}; run dir $HPT_RUN_DIR"
+
+# The warning signal (and TERM) from here on: forwarded to the training
+# step once it runs; before that, remembered (the job then requeues at once).
+STEP_PID=
+forward() { # SIG
+  if [ -n "$STEP_PID" ]; then
+    say "got SIG$1: forwarding to the training step (it checkpoints at the next step boundary)"
+    kill -s "$1" "$STEP_PID" 2>/dev/null
+  else
+    say "got SIG$1 before the training step started"
+  fi
+  SIGNALLED=1
+  [ "$1" != TERM ] || GOT_TERM=1
+}
+SIGNALLED=0 GOT_TERM=0
+# shellcheck disable=SC2064
+trap "forward $HPT_SIGNAL" "$HPT_SIGNAL"
+[ "$HPT_SIGNAL" = TERM ] || trap 'forward TERM' TERM
+
+# ----------------------------------------------------------------- probe
+SRUN=(srun --mpi="$HPT_SRUN_MPI" --kill-on-bad-exit=1 --nodes="$NODES" --ntasks="$WORLD"
+      --ntasks-per-node="$TPN")
+probe() {
+  local out bad r size node
+  out=$("${SRUN[@]}" "$PROBE" 2>&1) || die "probe step failed: $out" 1
+  bad=$(awk -v w="$WORLD" '$1 == "rank" && $4 != w' <<< "$out" | head -1)
+  if [ -n "$bad" ] || [ "$(grep -c '^rank ' <<< "$out")" != "$WORLD" ]; then
+    die "PMI mismatch: srun started $WORLD tasks but MPI reports '${bad:-$(head -1 <<< "$out")}' — every task is its own MPI world (srun --mpi=$HPT_SRUN_MPI; the MPI library needs Slurm's PMI2: HPT_SRUN_MPI=pmi2 with MPICH built for Slurm)"
+  fi
+  # Each TP group must be on one node: rank r and the first rank of its
+  # group, r - r % TP, report the same node.
+  declare -A at
+  while read -r _ r _ size _ node; do at[$r]=$node; done <<< "$out"
+  for ((r = 0; r < WORLD; r++)); do
+    [ "${at[$r]}" = "${at[$((r - r % HPT_TP))]}" ] ||
+      die "rank $r runs on ${at[$r]} but rank $((r - r % HPT_TP)) of its TP group on ${at[$((r - r % HPT_TP))]}: use block distribution (unset SLURM_DISTRIBUTION)"
+  done
+  say "probe: MPI sees $WORLD ranks; every TP group is on one node"
+}
+probe
+
+# ----------------------------------------------------------------- train
+SIGNALS=USR1,TERM
+[ "$HPT_SIGNAL" = USR1 ] || [ "$HPT_SIGNAL" = TERM ] || SIGNALS+=",$HPT_SIGNAL"
+ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
+      --tp "$HPT_TP" --pp "$HPT_PP" --dp "$DP" --batch "$HPT_MICRO_BATCH" --grad-accum "$ACCUM"
+      --seq-len "$HPT_SEQ_LEN" --steps "$HPT_STEPS" --save-every "$HPT_SAVE_EVERY"
+      --run-dir "$HPT_RUN_DIR" --resume auto --signals "$SIGNALS")
+[ -n "${HPT_CHECKPOINT_DIR:-}" ] && ARGS+=(--checkpoint-dir "$HPT_CHECKPOINT_DIR")
+[ -n "${HPT_LR:-}" ] && ARGS+=(--lr "$HPT_LR")
+[ -n "${HPT_MIN_LR:-}" ] && ARGS+=(--min-lr "$HPT_MIN_LR")
+[ -n "${HPT_WARMUP:-}" ] && ARGS+=(--warmup "$HPT_WARMUP")
+[ -n "${HPT_EVAL_INTERVAL:-}" ] && ARGS+=(--eval-interval "$HPT_EVAL_INTERVAL")
+[ -n "${HPT_EVAL_BATCHES:-}" ] && ARGS+=(--eval-batches "$HPT_EVAL_BATCHES")
+[ "$HPT_ZERO1" = 1 ] && ARGS+=(--zero1)
+[ "$HPT_RECOMPUTE" = 1 ] && ARGS+=(--recompute)
+# shellcheck disable=SC2206  # HPT_TRAIN_ARGS is a word list by design
+ARGS+=($HPT_TRAIN_ARGS "${EXTRA[@]}")
+
+START_STEP=$(newest_step)
+if [ "$SIGNALLED" = 1 ]; then
+  # Signalled during the probe: nothing to checkpoint, requeue at once.
+  say "signalled before the training step started: not starting it"
+  RC=75
+else
+  say "step: ${SRUN[*]} $TRAIN ${ARGS[*]}"
+  "${SRUN[@]}" "$TRAIN" "${ARGS[@]}" &
+  STEP_PID=$!
+  while :; do
+    SIGNALLED=0
+    wait "$STEP_PID"
+    RC=$?
+    # A trapped signal interrupts `wait` (status 128+n) while the step runs
+    # on; wait again: bash keeps the step's status once it has ended.
+    [ "$SIGNALLED" = 1 ] || break
+  done
+  STEP_PID=
+fi
+
+# ---------------------------------------------------------------- requeue
+END_STEP=$(newest_step)
+STALLED=0
+[ "$RESTART" -gt 0 ] && [ "$(awk '$1 == "job" {print $2}' "$STATE" 2>/dev/null)" = "$JOB_REF" ] &&
+  STALLED=$(state_get stalled)
+if [ "$END_STEP" -gt "$START_STEP" ]; then STALLED=0; else STALLED=$((STALLED + 1)); fi
+printf 'job %s\nrestart %s\nexit %s\ncheckpoint_step %s\nstalled %s\n' \
+  "$JOB_REF" "$RESTART" "$RC" "$END_STEP" "$STALLED" > "$STATE.tmp" && mv "$STATE.tmp" "$STATE"
+say "step ended with exit $RC; newest checkpoint step $END_STEP (was $START_STEP at start)"
+
+case $RC in
+  0) say "training finished"; exit 0 ;;
+  2|3|4|5) say "exit $RC (bad option, data, divergence or output) would fail again: not requeueing"; exit "$RC" ;;
+esac
+say "runs in a row without a newer checkpoint: $STALLED"
+[ "$HPT_REQUEUE" = 1 ] || { say "HPT_REQUEUE=0: not requeueing"; exit "$RC"; }
+# SIGTERM comes from Slurm ending the job: scancel, a time limit, a
+# preemption without the warning signal (slurmctld requeues that one itself
+# in PreemptMode=REQUEUE). Requeueing here would undo a scancel.
+if [ "$GOT_TERM" = 1 ] && [ "$HPT_SIGNAL" != TERM ]; then
+  say "got SIGTERM: Slurm is ending this job (scancel, time limit or preemption; a preemption requeues it): not requeueing"
+  exit "$RC"
+fi
+JOB_STATE=$(scontrol show job "$SLURM_JOB_ID" -o 2>/dev/null | grep -o 'JobState=[A-Z_]*')
+case $JOB_STATE in
+  JobState=CANCELLED|JobState=TIMEOUT|JobState=DEADLINE)
+    say "$JOB_STATE: not requeueing"; exit "$RC" ;;
+esac
+if [ "$STALLED" -gt "$HPT_MAX_STALLED_RESTARTS" ]; then
+  say "$STALLED runs in a row ended without a newer checkpoint (limit HPT_MAX_STALLED_RESTARTS=$HPT_MAX_STALLED_RESTARTS restarts): not requeueing"
+  exit "$RC"
+fi
+# The requeue sends this shell SIGTERM (and SIGKILL after KillWait): ignore
+# TERM so the shell outlives scontrol, and exit right after it.
+trap '' TERM "$HPT_SIGNAL"
+say "requeueing job $JOB_REF (restart $((RESTART + 1))); it resumes from checkpoint step $END_STEP"
+scontrol requeue "$JOB_REF" || { say "scontrol requeue $JOB_REF failed: not requeued"; exit "$RC"; }
+exit 0
+}

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Bad inputs to the Slurm launcher and the local cluster script: each is
+# refused with exit 2 and one message naming the variable, the value and the
+# rule (no cluster needed: the checks run before any srun).
+. "$HPT_SRC/tests/lib.sh"
+unset SLURM_JOB_ID SLURM_JOB_NUM_NODES SLURM_JOB_NODELIST SLURM_NTASKS_PER_NODE
+export HPT_BUILD
+T="$HPT_SRC/jobs/train_tiny.sh"
+expect_error 2 "HPT_TP=3 does not divide the 4 tasks per node: a TP group must stay inside one node" \
+  env HPT_TP=3 bash "$T" --dry-run
+expect_error 2 "HPT_TP=2 x HPT_PP=3 does not divide the 8 ranks \(2 nodes x 4 tasks\)" \
+  env HPT_PP=3 bash "$T" --dry-run
+expect_error 2 "HPT_GLOBAL_BATCH=6 sequences is not a multiple of HPT_MICRO_BATCH=2 x DP=2" \
+  env HPT_GLOBAL_BATCH=6 HPT_MICRO_BATCH=2 bash "$T" --dry-run
+expect_error 2 "HPT_STEPS='ten': expected a positive integer" env HPT_STEPS=ten bash "$T" --dry-run
+expect_error 2 "HPT_ZERO1='yes': expected 0 or 1" env HPT_ZERO1=yes bash "$T" --dry-run
+expect_error 2 "HPT_SIGNAL='KILL': expected USR1, USR2, TERM, INT or HUP" env HPT_SIGNAL=KILL bash "$T" --dry-run
+expect_error 2 "HPT_TASKS_PER_NODE='0': expected a positive integer" env HPT_TASKS_PER_NODE=0 bash "$T" --dry-run
+expect_error 2 "unknown argument '--fast'" bash "$T" --fast
+expect_error 2 "not inside a Slurm job: submit with sbatch" bash "$T"
+expect_error 2 "cluster.sh: --nodes '0': expected a positive integer" \
+  bash "$HPT_SRC/slurm/cluster.sh" start "$WORK/c" --nodes 0
+expect_error 2 "cluster.sh: unknown option '--gpus'" bash "$HPT_SRC/slurm/cluster.sh" start "$WORK/c" --gpus 8
+pass "launcher and cluster script refuse bad inputs"

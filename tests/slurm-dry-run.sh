@@ -1,0 +1,51 @@
+#!/bin/sh
+# The 70B and 8B dry runs (no cluster needed): every TP group inside one node,
+# group counts as in the templates' headers (70B: 16 nodes x 8 = 128 ranks,
+# 16 TP groups of 8, 32 PP groups of 4, 32 DP groups of 4; 8B: 4 TP groups of 8,
+# 8 DP groups of 4), every rank in exactly one group of each kind, and the
+# memory plan from hpt-plan when it is built.
+. "$HPT_SRC/tests/lib.sh"
+# A dry run outside an allocation, even when make check itself runs in one.
+unset SLURM_JOB_ID SLURM_JOB_NUM_NODES SLURM_JOB_NODELIST SLURM_NTASKS_PER_NODE
+export HPT_BUILD
+st=0
+bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70b" 2>&1 || st=$?
+cat "$WORK/70b"
+[ $st = 0 ] || fail "70B dry run: exit $st"
+grep -q "^launch: 16 nodes x 8 tasks = 128 ranks = TP 8 x PP 4 x DP 4 " "$WORK/70b" || fail "70B: layout line"
+grep -q "micro-batch 1 x grad-accum 256 x DP 4" "$WORK/70b" || fail "70B: batch split"
+grep -qx "TP groups: 16 of 8 ranks; 0 cross a node boundary" "$WORK/70b" || fail "70B: TP groups"
+grep -qx "PP groups: 32 of 4 ranks; 32 cross a node boundary" "$WORK/70b" || fail "70B: PP groups"
+grep -qx "DP groups: 32 of 4 ranks; 32 cross a node boundary" "$WORK/70b" || fail "70B: DP groups"
+"$PYTHON" - "$WORK/70b" <<'PY' || fail "70B: group lines"
+import re, sys
+groups = {"TP": [], "PP": [], "DP": []}
+for l in open(sys.argv[1]):
+    m = re.match(r"  (TP|PP|DP) group \d+ \([^)]*\): ranks ([\d,]+) on (\S+)$", l)
+    if m:
+        groups[m[1]].append(([int(r) for r in m[2].split(",")], m[3].split(",")))
+for kind, gs in groups.items():
+    ranks = sorted(r for g, _ in gs for r in g)
+    assert ranks == list(range(128)), (kind, "ranks not covered exactly once")
+for g, nodes in groups["TP"]:
+    assert g == list(range(g[0], g[0] + 8)) and g[0] % 8 == 0, ("TP group not 8 consecutive ranks", g)
+    assert len(nodes) == 1 and nodes[0] == "node%d" % (g[0] // 8), ("TP group crosses nodes", g, nodes)
+for g, nodes in groups["PP"]:
+    assert [r // 32 for r in g] == [0, 1, 2, 3], ("PP stages", g)   # rank = tp + dp*8 + pp*32
+print("70B: every rank in one TP, PP and DP group; TP groups = 8 consecutive ranks on one node")
+PY
+if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
+  grep -q "hpt-plan --model llama2-70b --cluster h100-80gb --nodes 16 --gpus-per-node 8 --tp 8 --pp 4 --dp 4 --seq-len 4096 --global-batch 1024 --micro-batch 1 --recompute --zero1" "$WORK/70b" ||
+    fail "70B: hpt-plan not called with the layout"
+else
+  grep -q "^hpt-plan is not built" "$WORK/70b" || fail "70B: no word about the missing hpt-plan"
+fi
+bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8b" 2>&1 || fail "8B dry run failed: $(cat "$WORK/8b")"
+grep -q "^launch: 4 nodes x 8 tasks = 32 ranks = TP 8 x PP 1 x DP 4 " "$WORK/8b" || fail "8B: layout line"
+grep -qx "TP groups: 4 of 8 ranks; 0 cross a node boundary" "$WORK/8b" || fail "8B: TP groups"
+grep -qx "DP groups: 8 of 4 ranks; 8 cross a node boundary" "$WORK/8b" || fail "8B: DP groups"
+# An override reaches the layout: 8 nodes instead of 16 -> DP 2, grad-accum 512.
+HPT_NODES=8 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70b8" 2>&1 || fail "70B on 8 nodes failed"
+grep -q "TP 8 x PP 4 x DP 2 .*" "$WORK/70b8" && grep -q "grad-accum 512 x DP 2" "$WORK/70b8" ||
+  fail "70B on 8 nodes: DP 2 and grad-accum 512 expected"
+pass "70B and 8B dry runs: TP groups inside nodes, group counts as documented"
