@@ -2,7 +2,7 @@
 # sbatch jobs/train_tiny.sh on a local Slurm cluster of 2 emulated nodes x 4
 # tasks: TP 2 x PP 2 x DP 2, the tiny model and a few steps (the
 # template's run lengths overridden through the environment). The job must
-# complete with a checkpoint (and metrics, when the trainer writes them).
+# complete with a checkpoint and a metrics file recording its layout and job.
 # Before it, the same job with a PMI mismatch (srun --mpi=none: every task
 # is an MPI world of size 1) must be refused by the launcher's probe: exit 2,
 # one message, the trainer never started.
@@ -36,7 +36,17 @@ grep -q "^hpt-train: layout TP 2 x PP 2 x DP 2 on 8 ranks" "$WORK/T.out" || fail
 grep -q "^launch: probe: MPI sees 8 ranks; every TP group is on one node" "$WORK/T.out" || fail "no probe"
 [ -f "$WORK/T/checkpoints/step_$(printf %08d "$STEPS")/checkpoint.h5" ] || fail "no checkpoint at step $STEPS"
 [ "$(tail -n +2 "$WORK/T/log.tsv" | wc -l)" = "$STEPS" ] || fail "log.tsv does not have $STEPS steps"
-if "$TRAIN" --help | grep -q metrics; then
-  [ -f "$WORK/T/metrics.h5" ] || fail "the trainer writes metrics but $WORK/T/metrics.h5 is missing"
-fi
-pass "train_tiny on 2 nodes x 4 tasks (TP 2 x PP 2 x DP 2) completed with a checkpoint; PMI mismatch refused"
+# the metrics file records the layout and the Slurm job of its segment
+"$PYTHON" - "$WORK/T/metrics.h5" "$STEPS" "$job" <<'PY' || fail "metrics file"
+import sys, h5py
+f = h5py.File(sys.argv[1], "r", libver="latest", swmr=True)
+seg = f["segments"][:]
+assert len(seg) == 1, seg
+s = seg[0]
+assert (s["world"], s["tp"], s["pp"], s["dp"]) == (8, 2, 2, 2), s
+assert s["slurm_job_id"].decode() == sys.argv[3], s
+assert list(f["steps/step"][:]) == list(range(1, int(sys.argv[2]) + 1))
+assert f["ranks/busy"].shape == (int(sys.argv[2]), 8)
+print("metrics.h5: segment 0 = TP 2 x PP 2 x DP 2 on 8 ranks, job", sys.argv[3])
+PY
+pass "train_tiny on 2 nodes x 4 tasks (TP 2 x PP 2 x DP 2) completed with a checkpoint and metrics; PMI mismatch refused"
