@@ -257,12 +257,17 @@ static hpt_status parse_signals(const char *list, sigset_t *set)
 
 /* The stop signals only set a flag (a second one during a save changes
  * nothing); the step loop agrees on it at the next boundary. */
-static hpt_status install_signals(const hpt_train_opts *o)
+/* Install the stop-signal handlers (the list is checked either way); with
+ * `install` 0 the signals keep their default action (no checkpoint dir). */
+static hpt_status install_signals(const hpt_train_opts *o, int install)
 {
     sigset_t set;
     hpt_status st = parse_signals(o->signals ? o->signals : "USR1,TERM", &set);
     if (st)
         return st;
+    signal(SIGXFSZ, SIG_IGN); /* a file-size limit fails the write (EFBIG) instead */
+    if (!install)
+        return HPT_OK;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
@@ -270,7 +275,6 @@ static hpt_status install_signals(const hpt_train_opts *o)
     for (size_t i = 0; i < sizeof signal_names / sizeof signal_names[0]; i++)
         if (sigismember(&set, signal_names[i].sig))
             sigaction(signal_names[i].sig, &sa, NULL);
-    signal(SIGXFSZ, SIG_IGN); /* a file-size limit fails the write (EFBIG) instead */
     return HPT_OK;
 }
 
@@ -1572,7 +1576,7 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     r.resume_from = -1;
     /* the stop signals checkpoint only where there is somewhere to save to;
      * otherwise they keep their default action (terminate) */
-    if (o->save_signals && (o->run_dir || o->ckpt_dir) && (st = install_signals(o)))
+    if (o->save_signals && (st = install_signals(o, o->run_dir || o->ckpt_dir)))
         return st; /* same verdict on every rank: no collective has started */
     hpt_comm_init(&r.comm, comm, o->tp, o->pp, dp, stderr);
     r.root = r.comm.world_rank == 0;
