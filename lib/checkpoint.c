@@ -115,6 +115,11 @@ static hid_t open_parallel(const char *path, MPI_Comm comm, int create)
      * non-interleaved accesses returns a local error to one rank only, and
      * HDF5's error path then skips a collective: a hang). */
     MPI_Info_set(info, "romio_cb_write", "enable");
+    /* No data sieving for independent writes: its read-modify-write takes
+     * a file lock that a write failing half-way can leave held (a later
+     * writer then waits forever). hpt's independent writes are whole
+     * contiguous slabs anyway. */
+    MPI_Info_set(info, "romio_ds_write", "disable");
     H5Pset_fapl_mpio(fapl, comm, info);
     MPI_Info_free(&info);
     H5Pset_all_coll_metadata_ops(fapl, 1);
@@ -233,14 +238,20 @@ typedef struct {
     const hpt_tensor *c; /* this rank computes the tiles' CRCs; or NULL      */
     hpt_ckpt_tiles tiles;
     size_t crc0;         /* its first tile in the save's CRC array           */
+    int collective;      /* written with collective transfer (all ranks)     */
     hid_t ds;
 } save_item;
 
 /* The datasets of a save: every logical tensor in /model and both moment
  * groups. The writer of a piece is the first DP replica, and for a
- * TP-replicated tensor the first TP rank; the CRCs of item k are computed
- * by DP replica k mod DP of the same pieces (the replicas are identical),
- * so the checksum work is shared. Returns the count; *ntiles the CRCs. */
+ * TP-replicated tensor the first TP rank. The CRCs are computed by the
+ * other DP replicas of the same pieces (the replicas are identical), item
+ * k by DP rank 1 + k mod (DP - 1), so the writers start writing at once;
+ * without DP by the writer. Transfer: collective (two-phase) for the
+ * column-split tensors under TP, whose shards interleave row by row in the
+ * file; independent for all others, where each writer's slab is one
+ * contiguous byte range (no per-tensor synchronisation of all ranks).
+ * Returns the count; *ntiles the CRCs. */
 static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2, save_item *it,
                       size_t *ntiles)
 {
@@ -264,7 +275,8 @@ static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2,
             if (t && (t->dup || (t->split == 0 && c->tp_rank != 0)))
                 t = NULL;
             x->t = t && c->dp_rank == 0 ? t : NULL;
-            x->c = t && c->dp_rank == k % c->dp ? t : NULL;
+            x->c = t && c->dp_rank == (c->dp > 1 ? 1 + k % (c->dp - 1) : 0) ? t : NULL;
+            x->collective = m->tp > 1 && (kinds[i] == HPT_TENSOR_O || kinds[i] == HPT_TENSOR_DOWN);
             int64_t gr, gc;
             hpt_tensor_global_shape(&m->cfg, kinds[i], &gr, &gc);
             tile_shape(m, kinds[i], gr, gc, &x->tiles);
@@ -355,14 +367,28 @@ static int create_all(hid_t file, const hpt_model *m, save_item *it, int n)
     return err ? -1 : 0;
 }
 
+/* HPT_CKPT_PROFILE=1: rank 0 prints the seconds of each phase of a save
+ * to stderr (bench/ckpt.sh). */
+static double prof[8];
+enum { PROF_CREATE, PROF_FLUSH, PROF_CRC, PROF_WRITE, PROF_CRCATTR, PROF_CLOSE, PROF_COMMIT };
+
+static void prof_mark(int phase, double *t)
+{
+    double now = MPI_Wtime();
+    prof[phase] += now - *t;
+    *t = now;
+}
+
 /* Phase 2 (collective): CRCs of this rank's tiles into crc (zero
  * elsewhere), then every dataset's data, each rank its slab. A failed
  * write does not stop the loop, so every rank makes the same collective
  * calls. Returns 0 or -1 (message set for the first failure). */
 static int write_all(const hpt_model *m, save_item *it, int n, uint32_t *crc, float *scratch)
 {
-    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    double t = MPI_Wtime();
+    hid_t coll = H5Pcreate(H5P_DATASET_XFER), indep = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_dxpl_mpio(coll, H5FD_MPIO_COLLECTIVE);
+    H5Pset_dxpl_mpio(indep, H5FD_MPIO_INDEPENDENT);
     for (int i = 0; i < n; i++) /* the checksums first: all ranks at once */
         if (it[i].c) {
             const hpt_tensor *t = it[i].c;
@@ -370,10 +396,13 @@ static int write_all(const hpt_model *m, save_item *it, int n, uint32_t *crc, fl
             hpt_ckpt_tiles_crc(&it[i].tiles, p, t->cols, t->row0, valid_rows(t), t->col0, t->cols,
                                crc + it[i].crc0);
         }
+    prof_mark(PROF_CRC, &t);
     int err = 0;
     char why[400];
     for (int i = 0; i < n; i++) {
         const hpt_tensor *t = it[i].t;
+        if (!t && !it[i].collective)
+            continue; /* independent: writers only */
         int64_t gr, gc;
         hpt_tensor_global_shape(&m->cfg, it[i].kind, &gr, &gc);
         hsize_t dims[2] = {(hsize_t)gr, (hsize_t)gc};
@@ -382,6 +411,7 @@ static int write_all(const hpt_model *m, save_item *it, int n, uint32_t *crc, fl
         hid_t mspace = H5Screate_simple(rank_of(gc), mdims, NULL);
         select_slab(t, fspace, mspace);
         const float *p = t ? host_view(m, it[i].block, t, scratch) : scratch;
+        hid_t dxpl = it[i].collective ? coll : indep;
         if (H5Dwrite(it[i].ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, p) < 0 && !err) {
             err = 1;
             hpt_error_set(HPT_ERR_IO, "writing %s failed: %s", it[i].path, h5_cause(why));
@@ -389,7 +419,9 @@ static int write_all(const hpt_model *m, save_item *it, int n, uint32_t *crc, fl
         H5Sclose(mspace);
         H5Sclose(fspace);
     }
-    H5Pclose(dxpl);
+    H5Pclose(coll);
+    H5Pclose(indep);
+    prof_mark(PROF_WRITE, &t);
     return err ? -1 : 0;
 }
 
@@ -578,21 +610,27 @@ static hpt_status write_file(const char *file, const hpt_ckpt_state *s, const hp
     uint32_t *crc = calloc(ntiles, sizeof(uint32_t));
     if (!crc)
         HPT_FATAL("out of memory saving a checkpoint");
+    double t = MPI_Wtime();
     st = hpt_ckpt_write_meta(f, meta);
     if (!st && create_all(f, m, it, n))
         st = HPT_ERR_IO;
+    prof_mark(PROF_CREATE, &t);
     if (!st && H5Fflush(f, H5F_SCOPE_GLOBAL) < 0)
         st = hpt_error_set(HPT_ERR_IO, "writing the metadata failed: %s", h5_cause(why));
     st = hpt_comm_agree(world, st);
+    prof_mark(PROF_FLUSH, &t);
     if (!st && write_all(m, it, n, crc, scratch))
         st = HPT_ERR_IO;
+    t = MPI_Wtime();
     if (!(st = hpt_comm_agree(world, st)) && write_crcs(s, it, n, crc, ntiles))
         st = HPT_ERR_IO;
+    prof_mark(PROF_CRCATTR, &t);
     for (int i = 0; i < n; i++)
         if (it[i].ds >= 0)
             H5Dclose(it[i].ds);
     if (H5Fclose(f) < 0 && !st)
         st = hpt_error_set(HPT_ERR_IO, "closing the file failed: %s", h5_cause(why));
+    prof_mark(PROF_CLOSE, &t);
     free(crc);
     free(it);
     free(scratch);
@@ -634,6 +672,7 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
         return hpt_error_set(st, "%s: saving the checkpoint failed: %s; removed %s, the previous "
                              "checkpoint is kept", file, hpt_error_msg(), tmpdir);
     }
+    double t = MPI_Wtime();
     if (s->comm->world_rank == 0) {
         unreserve(file, need);
         st = commit(dir, tmpdir, final, file, name);
@@ -641,6 +680,15 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
             prune(dir, keep);
     }
     st = hpt_comm_agree(world, st);
+    prof_mark(PROF_COMMIT, &t);
+    if (getenv("HPT_CKPT_PROFILE") && s->comm->world_rank == 0)
+        fprintf(stderr, "hpt: checkpoint save phases (s): prepare+reserve %.3f create %.3f "
+                "flush %.3f crc %.3f write %.3f crc-attrs %.3f close %.3f commit %.3f\n",
+                t - t0 - prof[PROF_CREATE] - prof[PROF_FLUSH] - prof[PROF_CRC] - prof[PROF_WRITE] -
+                    prof[PROF_CRCATTR] - prof[PROF_CLOSE] - prof[PROF_COMMIT],
+                prof[PROF_CREATE], prof[PROF_FLUSH], prof[PROF_CRC], prof[PROF_WRITE],
+                prof[PROF_CRCATTR], prof[PROF_CLOSE], prof[PROF_COMMIT]);
+    memset(prof, 0, sizeof prof);
     struct stat sb;
     snprintf(file, sizeof file, "%s/%s", final, HPT_CKPT_FILE);
     if (bytes)
@@ -722,6 +770,14 @@ static int read_slab_v2(hid_t ds, const hpt_tensor *t, float *host)
         return 0;
     int64_t r0 = t->row0, r1 = t->row0 + valid_rows(t), c0 = t->col0, c1 = t->col0 + t->cols;
     hpt_ckpt_tiles_cover(&tl, &r0, &r1, &c0, &c1);
+    if (r0 == t->row0 && r1 == t->row0 + valid_rows(t) && c0 == t->col0 && c1 == c0 + t->cols) {
+        /* the slab is whole tiles (the same TP split as the writer): in place */
+        int64_t bad;
+        int ok = r1 <= r0 || !hpt_ckpt_read_checked(ds, H5P_DEFAULT, &tl, crc, r0, r1 - r0, c0,
+                                                    c1 - c0, host, &bad);
+        free(crc);
+        return ok;
+    }
     int64_t band = (tl.tr < r1 - r0 ? tl.tr : r1 - r0) * (c1 - c0);
     float *scratch = band > 0 && band < ((int64_t)1 << 28) ? malloc(sizeof(float) * (size_t)band)
                                                            : NULL;
@@ -751,10 +807,13 @@ static int read_tensor(hid_t file, int version, const char *path, const hpt_mode
     if (ds < 0)
         return 1;
     size_t n = (size_t)(t->rows * t->cols);
-    memset(host, 0, sizeof(float) * n); /* vocabulary padding stays zero */
+    int cpu = !strcmp(m->be->name, "cpu"); /* device memory is host memory */
+    float *dst = cpu ? block + t->offset : host;
+    if (valid_rows(t) < t->rows) /* vocabulary padding stays zero */
+        memset(dst + valid_rows(t) * t->cols, 0, sizeof(float) * (size_t)((t->rows - valid_rows(t)) * t->cols));
     int ok = shape_ok(ds, t) &&
-             (version == 1 ? read_slab_v1(ds, t, host) : read_slab_v2(ds, t, host));
-    if (ok)
+             (version == 1 ? read_slab_v1(ds, t, dst) : read_slab_v2(ds, t, dst));
+    if (ok && !cpu)
         m->be->upload(block + t->offset, host, sizeof(float) * n);
     H5Dclose(ds);
     return !ok;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Disk full DURING a save, on 2 ranks (DP=2): checkpoints on a 20 MiB tmpfs;
+# Disk full DURING a save, on 2 ranks (DP=2, then TP=2): checkpoints on a 20 MiB tmpfs;
 # the first (~14 MiB) fits, the second is started with the space checks and
 # the reservation switched off (HPT_CKPT_TEST_SKIP_RESERVE=1, testing only),
 # so the data writes themselves hit ENOSPC half-way. Every rank must stop
@@ -36,6 +36,12 @@ unchanged "disk full mid-save"
 grep -q "removed .*step_00000004.tmp, the previous checkpoint is kept" "$WORK/out.$$" ||
   fail "message does not say the .tmp was removed"
 "$HPT_BUILD/src/hpt-ckpt" verify "$C" > "$WORK/v" 2>&1 || { cat "$WORK/v"; fail "previous checkpoint does not verify"; }
+
+# The same at TP=2 (the column-split tensors use collective transfer; the
+# failures of later writes must be agreed inside them, or a rank would hang).
+expect_error 5 "step_00000004\.tmp/checkpoint\.h5: saving the checkpoint failed: writing /[a-z_/.0-9]+ failed: No space left on device" \
+  env HPT_CKPT_TEST_SKIP_RESERVE=1 timeout 120 $MPIEXEC -n 2 "$TRAIN" $B --tp 2 --batch 2 --stop-at 4
+unchanged "disk full mid-save at TP=2"
 
 # A file-size limit below the checkpoint (sh counts 512-byte blocks: 7.2 MiB;
 # much lower limits kill MPI start-up itself): refused before writing (EFBIG).
