@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NAME_MAX_LEN 160
@@ -367,6 +368,20 @@ static int create_all(hid_t file, const hpt_model *m, save_item *it, int n)
     return err ? -1 : 0;
 }
 
+/* Wait until every rank of `world` has arrived, sleeping 0.2 ms between
+ * polls instead of spinning: while one rank writes or fsyncs, the others
+ * (MPICH busy-polls in its collectives) would take the CPU time the file
+ * system needs, on machines with fewer cores than ranks. */
+static void quiet_barrier(MPI_Comm world)
+{
+    MPI_Request rq;
+    int done = 0;
+    struct timespec ts = {0, 200000};
+    MPI_Ibarrier(world, &rq);
+    for (MPI_Test(&rq, &done, MPI_STATUS_IGNORE); !done; MPI_Test(&rq, &done, MPI_STATUS_IGNORE))
+        nanosleep(&ts, NULL);
+}
+
 /* HPT_CKPT_PROFILE=1: rank 0 prints the seconds of each phase of a save
  * to stderr (bench/ckpt.sh). */
 static double prof[8];
@@ -379,8 +394,9 @@ static void prof_mark(int phase, double *t)
     *t = now;
 }
 
-/* Phase 2 (collective): CRCs of this rank's tiles into crc (zero
- * elsewhere), then every dataset's data, each rank its slab. A failed
+/* Phase 2: CRCs of the tiles this rank computes into crc (zero
+ * elsewhere), then the data: every rank takes part in the collective
+ * writes, writers alone make the independent ones (save_items). A failed
  * write does not stop the loop, so every rank makes the same collective
  * calls. Returns 0 or -1 (message set for the first failure). */
 static int write_all(const hpt_model *m, save_item *it, int n, uint32_t *crc, float *scratch)
@@ -389,7 +405,7 @@ static int write_all(const hpt_model *m, save_item *it, int n, uint32_t *crc, fl
     hid_t coll = H5Pcreate(H5P_DATASET_XFER), indep = H5Pcreate(H5P_DATASET_XFER);
     H5Pset_dxpl_mpio(coll, H5FD_MPIO_COLLECTIVE);
     H5Pset_dxpl_mpio(indep, H5FD_MPIO_INDEPENDENT);
-    for (int i = 0; i < n; i++) /* the checksums first: all ranks at once */
+    for (int i = 0; i < n; i++) /* this rank's checksums first (none on a writer with DP > 1) */
         if (it[i].c) {
             const hpt_tensor *t = it[i].c;
             const float *p = host_view(m, it[i].block, t, scratch);
@@ -621,6 +637,7 @@ static hpt_status write_file(const char *file, const hpt_ckpt_state *s, const hp
     prof_mark(PROF_FLUSH, &t);
     if (!st && write_all(m, it, n, crc, scratch))
         st = HPT_ERR_IO;
+    quiet_barrier(world);
     t = MPI_Wtime();
     if (!(st = hpt_comm_agree(world, st)) && write_crcs(s, it, n, crc, ntiles))
         st = HPT_ERR_IO;
@@ -679,6 +696,7 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
         if (!st)
             prune(dir, keep);
     }
+    quiet_barrier(world);
     st = hpt_comm_agree(world, st);
     prof_mark(PROF_COMMIT, &t);
     if (getenv("HPT_CKPT_PROFILE") && s->comm->world_rank == 0)
