@@ -3,6 +3,7 @@
 #include "ckpt.h"
 
 #include <dirent.h>
+#include <nmmintrin.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,9 +134,10 @@ hpt_status hpt_ckpt_read_meta(hid_t file, const char *path, hpt_ckpt_meta *meta)
                              "expected '%s')", path, fmt, HPT_CKPT_FORMAT);
     if (get_attr(file, "format_version", H5T_NATIVE_INT32, &meta->format_version))
         return hpt_error_set(HPT_ERR_DATA, "%s: attribute format_version missing", path);
-    if (meta->format_version != HPT_CKPT_VERSION)
-        return hpt_error_set(HPT_ERR_DATA, "%s: unknown checkpoint format version %d (this hpt reads %d)",
-                             path, meta->format_version, HPT_CKPT_VERSION);
+    if (meta->format_version < HPT_CKPT_VERSION_MIN || meta->format_version > HPT_CKPT_VERSION)
+        return hpt_error_set(HPT_ERR_DATA,
+                             "%s: unknown checkpoint format version %d (this hpt reads %d to %d)",
+                             path, meta->format_version, HPT_CKPT_VERSION_MIN, HPT_CKPT_VERSION);
     if (get_str(file, "hpt_version", meta->hpt_version, sizeof meta->hpt_version) ||
         get_str(file, "config_json", meta->config_json, sizeof meta->config_json))
         return hpt_error_set(HPT_ERR_DATA, "%s: attribute hpt_version or config_json missing, not "
@@ -188,4 +190,218 @@ int hpt_ckpt_list(const char *dir, int64_t *steps, int max)
     memcpy(steps, all, sizeof(int64_t) * (size_t)n);
     free(all);
     return n;
+}
+
+/* ------------------------------------------------------------- CRC32C */
+
+static uint32_t crc_table[8][256];
+
+static void crc_table_init(void)
+{
+    for (uint32_t b = 0; b < 256; b++) {
+        uint32_t c = b;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1; /* reflected Castagnoli */
+        crc_table[0][b] = c;
+    }
+    for (int t = 1; t < 8; t++)
+        for (int b = 0; b < 256; b++)
+            crc_table[t][b] = (crc_table[t - 1][b] >> 8) ^ crc_table[0][crc_table[t - 1][b] & 0xff];
+}
+
+/* Slicing-by-8 on the raw (not inverted) register. */
+static uint32_t crc_sw(uint32_t c, const unsigned char *p, size_t n)
+{
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= c;
+        c = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^
+            crc_table[5][(w >> 16) & 0xff] ^ crc_table[4][(w >> 24) & 0xff] ^
+            crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
+            crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
+    }
+    while (n--)
+        c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
+    return c;
+}
+
+/* The SSE4.2 crc32 instruction computes exactly this polynomial. */
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const unsigned char *p,
+                                                         size_t n)
+{
+    uint64_t c64 = c;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c64 = _mm_crc32_u64(c64, w);
+    }
+    c = (uint32_t)c64;
+    while (n--)
+        c = _mm_crc32_u8(c, *p++);
+    return c;
+}
+
+uint32_t hpt_crc32c(uint32_t crc, const void *buf, size_t n)
+{
+    static int mode; /* 0 unknown, 1 software, 2 SSE4.2 */
+    if (!mode) {
+        __builtin_cpu_init();
+        crc_table_init();
+        mode = __builtin_cpu_supports("sse4.2") ? 2 : 1;
+    }
+    uint32_t c = ~crc;
+    c = mode == 2 ? crc_hw(c, buf, n) : crc_sw(c, buf, n);
+    return ~c;
+}
+
+/* -------------------------------------------------------------- tiles */
+
+void hpt_ckpt_tiles_init(hpt_ckpt_tiles *t, int64_t rows, int64_t cols, int64_t tr, int64_t tc)
+{
+    t->rows = rows, t->cols = cols;
+    t->tr = tr < 1 ? 1 : tr, t->tc = tc < 1 ? 1 : tc;
+    t->nr = (rows + t->tr - 1) / t->tr, t->nc = (cols + t->tc - 1) / t->tc;
+}
+
+/* CRC32C of an h x w block at p (row stride ld elements), row by row. */
+static uint32_t block_crc(const float *p, int64_t ld, int64_t h, int64_t w)
+{
+    if (w == ld) /* whole rows: one contiguous run */
+        return hpt_crc32c(0, p, sizeof(float) * (size_t)(h * w));
+    uint32_t x = 0;
+    for (int64_t r = 0; r < h; r++, p += ld)
+        x = hpt_crc32c(x, p, sizeof(float) * (size_t)w);
+    return x;
+}
+
+void hpt_ckpt_tiles_crc(const hpt_ckpt_tiles *t, const float *buf, int64_t ld, int64_t r0,
+                        int64_t nrows, int64_t c0, int64_t ncols, uint32_t *crc)
+{
+    for (int64_t i = r0 / t->tr; i < t->nr; i++) {
+        int64_t a = i * t->tr, b = a + t->tr < t->rows ? a + t->tr : t->rows;
+        if (b > r0 + nrows)
+            break;
+        for (int64_t j = c0 / t->tc; j < t->nc; j++) {
+            int64_t c = j * t->tc, d = c + t->tc < t->cols ? c + t->tc : t->cols;
+            if (d > c0 + ncols)
+                break;
+            crc[i * t->nc + j] = block_crc(buf + (a - r0) * ld + (c - c0), ld, b - a, d - c);
+        }
+    }
+}
+
+void hpt_ckpt_tiles_cover(const hpt_ckpt_tiles *t, int64_t *r0, int64_t *r1, int64_t *c0,
+                          int64_t *c1)
+{
+    *r0 = *r0 / t->tr * t->tr;
+    *r1 = (*r1 + t->tr - 1) / t->tr * t->tr;
+    *r1 = *r1 < t->rows ? *r1 : t->rows;
+    *c0 = *c0 / t->tc * t->tc;
+    *c1 = (*c1 + t->tc - 1) / t->tc * t->tc;
+    *c1 = *c1 < t->cols ? *c1 : t->cols;
+}
+
+int hpt_ckpt_put_crc(hid_t ds, const hpt_ckpt_tiles *t, const uint32_t *crc)
+{
+    hsize_t n = (hsize_t)(t->nr * t->nc), two = 2;
+    int64_t tile[2] = {t->tr, t->tc};
+    uint32_t *zeros = crc ? NULL : calloc(n, sizeof(uint32_t));
+    if (!crc && !zeros)
+        return -1;
+    int err = 0;
+    const char *names[2] = {"crc_tile", "crc32c"};
+    for (int k = 0; k < 2 && !err; k++) {
+        hid_t type = k ? H5T_NATIVE_UINT32 : H5T_NATIVE_INT64, a;
+        const void *v = k ? (const void *)(crc ? crc : zeros) : (const void *)tile;
+        if (H5Aexists(ds, names[k]) > 0)
+            a = H5Aopen(ds, names[k], H5P_DEFAULT);
+        else {
+            hid_t sp = H5Screate_simple(1, k ? &n : &two, NULL);
+            a = H5Acreate2(ds, names[k], k ? H5T_STD_U32LE : H5T_STD_I64LE, sp, H5P_DEFAULT,
+                           H5P_DEFAULT);
+            H5Sclose(sp);
+        }
+        err = a < 0 || H5Awrite(a, type, v) < 0;
+        if (a >= 0)
+            H5Aclose(a);
+    }
+    free(zeros);
+    return err ? -1 : 0;
+}
+
+/* Number of elements of attribute `name` of obj, or -1. */
+static hssize_t attr_len(hid_t obj, const char *name)
+{
+    if (H5Aexists(obj, name) <= 0)
+        return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT), sp = a < 0 ? -1 : H5Aget_space(a);
+    hssize_t n = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (a >= 0)
+        H5Aclose(a);
+    return n;
+}
+
+static int read_attr(hid_t obj, const char *name, hid_t type, void *v)
+{
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    int err = a < 0 || H5Aread(a, type, v) < 0;
+    if (a >= 0)
+        H5Aclose(a);
+    return err;
+}
+
+int hpt_ckpt_get_crc(hid_t ds, int64_t rows, int64_t cols, hpt_ckpt_tiles *t, uint32_t **crc)
+{
+    int64_t tile[2];
+    *crc = NULL;
+    if (attr_len(ds, "crc_tile") != 2 || read_attr(ds, "crc_tile", H5T_NATIVE_INT64, tile) ||
+        tile[0] < 1 || tile[1] < 1)
+        return -1;
+    hpt_ckpt_tiles_init(t, rows, cols, tile[0], tile[1]);
+    if (attr_len(ds, "crc32c") != t->nr * t->nc || !(*crc = malloc(sizeof(uint32_t) *
+                                                                   (size_t)(t->nr * t->nc))))
+        return -1;
+    if (read_attr(ds, "crc32c", H5T_NATIVE_UINT32, *crc)) {
+        free(*crc);
+        *crc = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int hpt_ckpt_read_checked(hid_t ds, hid_t dxpl, const hpt_ckpt_tiles *t, const uint32_t *crc,
+                          int64_t r0, int64_t nrows, int64_t c0, int64_t ncols, float *buf,
+                          int64_t *bad)
+{
+    int rank = t->cols > 1 ? 2 : 1;
+    hsize_t off[2] = {(hsize_t)r0, (hsize_t)c0}, cnt[2] = {(hsize_t)nrows, (hsize_t)ncols};
+    hid_t fsp = H5Dget_space(ds), msp = H5Screate_simple(rank, cnt, NULL);
+    int err = fsp < 0 || msp < 0 ||
+              H5Sselect_hyperslab(fsp, H5S_SELECT_SET, off, NULL, cnt, NULL) < 0 ||
+              H5Dread(ds, H5T_NATIVE_FLOAT, msp, fsp, dxpl, buf) < 0;
+    if (msp >= 0)
+        H5Sclose(msp);
+    if (fsp >= 0)
+        H5Sclose(fsp);
+    if (err)
+        return -1;
+    for (int64_t i = r0 / t->tr; i < t->nr; i++) {
+        int64_t a = i * t->tr, b = a + t->tr < t->rows ? a + t->tr : t->rows;
+        if (b > r0 + nrows)
+            break;
+        for (int64_t j = c0 / t->tc; j < t->nc; j++) {
+            int64_t c = j * t->tc, d = c + t->tc < t->cols ? c + t->tc : t->cols;
+            if (d > c0 + ncols)
+                break;
+            if (block_crc(buf + (a - r0) * ncols + (c - c0), ncols, b - a, d - c) !=
+                crc[i * t->nc + j]) {
+                *bad = i * t->nc + j;
+                return -2;
+            }
+        }
+    }
+    return 0;
 }

@@ -1,15 +1,20 @@
 /* checkpoint.c — sharded HDF5 checkpoints: collective save with atomic
  * commit, layout-independent load; see checkpoint.h and io/ckpt.h. */
+#define _GNU_SOURCE /* fallocate */
 #include "checkpoint.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NAME_MAX_LEN 160
@@ -69,9 +74,11 @@ static hsize_t divisor_at_most(int64_t n, int64_t cap)
     return 1;
 }
 
-/* Chunks follow the writing layout's shards so no chunk is shared by two
- * writers; about 1 MiB each. */
-static hid_t chunked_dcpl(const hpt_model *m, hpt_tensor_kind kind, int64_t g_rows, int64_t g_cols)
+/* Checksum tiles follow the writing layout's shards so no tile has two
+ * writers: a TP shard's columns, and rows in blocks of about 1 MiB that
+ * divide the shard's rows. */
+static void tile_shape(const hpt_model *m, hpt_tensor_kind kind, int64_t g_rows, int64_t g_cols,
+                       hpt_ckpt_tiles *t)
 {
     int split_rows = kind == HPT_TENSOR_EMBED || kind == HPT_TENSOR_LM_HEAD ||
                      kind == HPT_TENSOR_Q || kind == HPT_TENSOR_K || kind == HPT_TENSOR_V ||
@@ -79,16 +86,20 @@ static hid_t chunked_dcpl(const hpt_model *m, hpt_tensor_kind kind, int64_t g_ro
     int split_cols = kind == HPT_TENSOR_O || kind == HPT_TENSOR_DOWN;
     int64_t local_rows = split_rows ? (g_rows + m->tp - 1) / m->tp : g_rows;
     int64_t local_cols = split_cols ? g_cols / m->tp : g_cols;
-    hsize_t chunk[2];
-    if (g_cols > 1) {
-        chunk[1] = (hsize_t)local_cols;
-        chunk[0] = divisor_at_most(local_rows, 262144 / local_cols);
-    } else {
-        chunk[0] = (hsize_t)(g_rows < 65536 ? g_rows : 65536);
-    }
+    if (g_cols > 1)
+        hpt_ckpt_tiles_init(t, g_rows, g_cols, (int64_t)divisor_at_most(local_rows, 262144 / local_cols),
+                            local_cols);
+    else
+        hpt_ckpt_tiles_init(t, g_rows, 1, g_rows < 262144 ? g_rows : 262144, 1);
+}
+
+/* Contiguous storage allocated when the dataset is created, never filled:
+ * after the creation phase the data writes change no metadata. */
+static hid_t contiguous_dcpl(void)
+{
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(dcpl, rank_of(g_cols), chunk);
-    H5Pset_fletcher32(dcpl);
+    H5Pset_layout(dcpl, H5D_CONTIGUOUS);
+    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
     H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
     return dcpl;
 }
@@ -98,8 +109,25 @@ static hid_t chunked_dcpl(const hpt_model *m, hpt_tensor_kind kind, int64_t g_ro
 static hid_t open_parallel(const char *path, MPI_Comm comm, int create)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
+    MPI_Info info;
+    MPI_Info_create(&info);
+    /* Two-phase collective buffering for every collective write: ROMIO
+     * then agrees on a write error across ranks (its shortcut for
+     * non-interleaved accesses returns a local error to one rank only, and
+     * HDF5's error path then skips a collective: a hang). */
+    MPI_Info_set(info, "romio_cb_write", "enable");
+    /* No data sieving for independent writes: its read-modify-write takes
+     * a file lock that a write failing half-way can leave held (a later
+     * writer then waits forever). hpt's independent writes are whole
+     * contiguous slabs anyway. */
+    MPI_Info_set(info, "romio_ds_write", "disable");
+    H5Pset_fapl_mpio(fapl, comm, info);
+    MPI_Info_free(&info);
     H5Pset_all_coll_metadata_ops(fapl, 1);
+    /* Metadata (object headers, attributes, group indexes) together in
+     * 1 MiB blocks at the start of the file, not between the tensors: the
+     * collective metadata writes cover a small range. */
+    H5Pset_meta_block_size(fapl, 1 << 20);
     H5Pset_coll_metadata_write(fapl, 1);
     hid_t f = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
                      : H5Fopen(path, H5F_ACC_RDONLY, fapl);
@@ -201,81 +229,234 @@ static void gather_moments(const hpt_ckpt_state *s, float *full, float **m1, flo
     *m2 = full + n;
 }
 
-/* Create dataset `group/name` and write this rank's part of `block` (a
- * device block in the parameter layout) for local tensor t (NULL: none).
- * Collective. */
-static int write_tensor(hid_t file, const char *path, const hpt_model *m, hpt_tensor_kind kind,
-                        int layer, const hpt_tensor *t, const float *block, float *host,
-                        hid_t dxpl)
-{
-    int64_t gr, gc;
-    hpt_tensor_global_shape(&m->cfg, kind, &gr, &gc);
-    hsize_t dims[2] = {(hsize_t)gr, (hsize_t)gc};
-    hid_t fspace = H5Screate_simple(rank_of(gc), dims, NULL);
-    hsize_t mdims[2] = {t ? (hsize_t)t->rows : 1, t ? (hsize_t)t->cols : 1};
-    hid_t mspace = H5Screate_simple(rank_of(gc), mdims, NULL);
-    hid_t dcpl = chunked_dcpl(m, kind, gr, gc), lcpl = H5Pcreate(H5P_LINK_CREATE);
-    H5Pset_create_intermediate_group(lcpl, 1);
-    hid_t ds = H5Dcreate2(file, path, H5T_NATIVE_FLOAT, fspace, lcpl, dcpl, H5P_DEFAULT);
-    int err = ds < 0;
-    if (!err) {
-        int32_t l = layer;
-        hid_t sp = H5Screate(H5S_SCALAR);
-        hid_t a = H5Acreate2(ds, "layer", H5T_NATIVE_INT32, sp, H5P_DEFAULT, H5P_DEFAULT);
-        err = a < 0 || H5Awrite(a, H5T_NATIVE_INT32, &l) < 0;
-        if (a >= 0)
-            H5Aclose(a);
-        H5Sclose(sp);
-    }
-    if (t)
-        m->be->download(host, block + t->offset, sizeof(float) * (size_t)(t->rows * t->cols));
-    select_slab(t, fspace, mspace);
-    if (!err)
-        err = H5Dwrite(ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, host) < 0;
-    if (ds >= 0)
-        H5Dclose(ds);
-    H5Pclose(dcpl);
-    H5Pclose(lcpl);
-    H5Sclose(mspace);
-    H5Sclose(fspace);
-    return err;
-}
+/* One dataset of a save, in the same order on every rank. */
+typedef struct {
+    char path[NAME_MAX_LEN + 32];
+    hpt_tensor_kind kind;
+    int layer;
+    const float *block;  /* the device block holding it here (params, m, v)  */
+    const hpt_tensor *t; /* this rank writes t's slab; NULL: empty selection */
+    const hpt_tensor *c; /* this rank computes the tiles' CRCs; or NULL      */
+    hpt_ckpt_tiles tiles;
+    size_t crc0;         /* its first tile in the save's CRC array           */
+    int collective;      /* written with collective transfer (all ranks)     */
+    hid_t ds;
+} save_item;
 
-/* Write every logical tensor: parameters and both moments. The writer of
- * a piece is the first DP replica, and for a TP-replicated tensor the
- * first TP rank; everybody else takes part with an empty selection. */
-static hpt_status write_all(hid_t file, const hpt_ckpt_state *s, float *host)
+/* The datasets of a save: every logical tensor in /model and both moment
+ * groups. The writer of a piece is the first DP replica, and for a
+ * TP-replicated tensor the first TP rank. The CRCs are computed by the
+ * other DP replicas of the same pieces (the replicas are identical), item
+ * k by DP rank 1 + k mod (DP - 1), so the writers start writing at once;
+ * without DP by the writer. Transfer: collective (two-phase) for the
+ * column-split tensors under TP, whose shards interleave row by row in the
+ * file; independent for all others, where each writer's slab is one
+ * contiguous byte range (no per-tensor synchronisation of all ranks).
+ * Returns the count; *ntiles the CRCs. */
+static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2, save_item *it,
+                      size_t *ntiles)
 {
     hpt_model *m = s->model;
     hpt_comm *c = s->comm;
-    float *full = NULL, *m1, *m2;
-    if (s->shard_counts && !(full = m->be->alloc(2 * sizeof(float) * m->nparams)))
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory gathering the ZeRO-1 state");
-    gather_moments(s, full, &m1, &m2);
     int n = 3 + m->cfg.num_hidden_layers * 9, layers[n];
     hpt_tensor_kind kinds[n];
     n = global_tensors(&m->cfg, kinds, layers);
-    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
-    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
-    int err = 0;
-    for (int i = 0; i < n && !err; i++) {
-        const hpt_tensor *t = hpt_model_tensor(m, kinds[i], layers[i]); /* NULL: not on this stage */
-        if (t && (t->dup || c->dp_rank != 0 || (t->split == 0 && c->tp_rank != 0)))
-            t = NULL;
-        char name[NAME_MAX_LEN], path[NAME_MAX_LEN + 32];
-        hpt_tensor_name(kinds[i], layers[i], name, sizeof name);
-        const char *groups[3] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
-        const float *blocks[3] = {m->params, m1, m2};
-        for (int g = 0; g < 3 && !err; g++) {
-            snprintf(path, sizeof path, "/%s/%s", groups[g], name);
-            err = write_tensor(file, path, m, kinds[i], layers[i], t, blocks[g], host, dxpl);
-            if (err)
-                hpt_error_set(HPT_ERR_IO, "checkpoint: writing %s failed", path);
+    const char *groups[3] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
+    const float *blocks[3] = {m->params, m1, m2};
+    int k = 0;
+    *ntiles = 0;
+    for (int g = 0; g < 3; g++)
+        for (int i = 0; i < n; i++, k++) {
+            save_item *x = &it[k];
+            char name[NAME_MAX_LEN];
+            hpt_tensor_name(kinds[i], layers[i], name, sizeof name);
+            snprintf(x->path, sizeof x->path, "/%s/%s", groups[g], name);
+            x->kind = kinds[i], x->layer = layers[i], x->block = blocks[g], x->ds = -1;
+            const hpt_tensor *t = hpt_model_tensor(m, kinds[i], layers[i]); /* NULL: other stage */
+            if (t && (t->dup || (t->split == 0 && c->tp_rank != 0)))
+                t = NULL;
+            x->t = t && c->dp_rank == 0 ? t : NULL;
+            x->c = t && c->dp_rank == (c->dp > 1 ? 1 + k % (c->dp - 1) : 0) ? t : NULL;
+            x->collective = m->tp > 1 && (kinds[i] == HPT_TENSOR_O || kinds[i] == HPT_TENSOR_DOWN);
+            int64_t gr, gc;
+            hpt_tensor_global_shape(&m->cfg, kinds[i], &gr, &gc);
+            tile_shape(m, kinds[i], gr, gc, &x->tiles);
+            x->crc0 = *ntiles;
+            *ntiles += (size_t)(x->tiles.nr * x->tiles.nc);
         }
+    return k;
+}
+
+/* Host pointer to local tensor t of a device block: the block itself on the
+ * CPU backend (its device memory is host memory), else a copy in scratch. */
+static const float *host_view(const hpt_model *m, const float *block, const hpt_tensor *t,
+                              float *scratch)
+{
+    if (!strcmp(m->be->name, "cpu"))
+        return block + t->offset;
+    m->be->download(scratch, block + t->offset, sizeof(float) * (size_t)(t->rows * t->cols));
+    return scratch;
+}
+
+/* Rows of t that are real (not vocabulary padding). */
+static int64_t valid_rows(const hpt_tensor *t)
+{
+    int64_t v = t->g_rows - t->row0;
+    return v < 0 ? 0 : v > t->rows ? t->rows : v;
+}
+
+/* The innermost HDF5/MPI error description (e.g. MPI-IO's "No space left
+ * on device"), one line. */
+static herr_t innermost_cb(unsigned n, const H5E_error2_t *e, void *buf)
+{
+    (void)n;
+    if (e->desc && *e->desc && !*(char *)buf)
+        snprintf(buf, 400, "%s", e->desc);
+    return 0;
+}
+
+static const char *h5_cause(char *buf)
+{
+    buf[0] = 0;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_cb, buf);
+    for (char *p = buf; *p; p++)
+        if (*p == '\n' || *p == '\t')
+            *p = ' ';
+    /* ROMIO: "... error stack: ADIOI_GEN_WRITECONTIG(80): Other I/O error
+     * No space left on device'": keep the system's reason */
+    const char *key = "Other I/O error ", *r = NULL;
+    for (const char *p = strstr(buf, key); p; p = strstr(p + 1, key))
+        r = p + strlen(key);
+    if (r && *r) {
+        memmove(buf, r, strlen(r) + 1);
+        size_t n = strlen(buf);
+        while (n && (buf[n - 1] == '\'' || buf[n - 1] == ' '))
+            buf[--n] = 0;
+        strcat(buf, " (MPI-IO)");
     }
-    H5Pclose(dxpl);
-    m->be->free(full);
-    return err ? HPT_ERR_IO : HPT_OK;
+    return buf[0] ? buf : "HDF5 error";
+}
+
+/* Phase 1 (collective): create every dataset with its storage allocated,
+ * its "layer" attribute and zero CRCs. Returns 0 or -1 (message set). */
+static int create_all(hid_t file, const hpt_model *m, save_item *it, int n)
+{
+    hid_t dcpl = contiguous_dcpl(), lcpl = H5Pcreate(H5P_LINK_CREATE), sp = H5Screate(H5S_SCALAR);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    int err = 0;
+    char why[400];
+    for (int i = 0; i < n && !err; i++) {
+        int64_t gr, gc;
+        hpt_tensor_global_shape(&m->cfg, it[i].kind, &gr, &gc);
+        hsize_t dims[2] = {(hsize_t)gr, (hsize_t)gc};
+        hid_t fspace = H5Screate_simple(rank_of(gc), dims, NULL);
+        it[i].ds = H5Dcreate2(file, it[i].path, H5T_IEEE_F32LE, fspace, lcpl, dcpl, H5P_DEFAULT);
+        H5Sclose(fspace);
+        int32_t l = it[i].layer;
+        hid_t a = it[i].ds < 0 ? -1 : H5Acreate2(it[i].ds, "layer", H5T_STD_I32LE, sp,
+                                                 H5P_DEFAULT, H5P_DEFAULT);
+        err = a < 0 || H5Awrite(a, H5T_NATIVE_INT32, &l) < 0 ||
+              hpt_ckpt_put_crc(it[i].ds, &it[i].tiles, NULL);
+        if (a >= 0)
+            H5Aclose(a);
+        if (err)
+            hpt_error_set(HPT_ERR_IO, "creating dataset %s failed: %s", it[i].path, h5_cause(why));
+    }
+    H5Sclose(sp);
+    H5Pclose(lcpl);
+    H5Pclose(dcpl);
+    return err ? -1 : 0;
+}
+
+/* Wait until every rank of `world` has arrived, sleeping 0.2 ms between
+ * polls instead of spinning: while one rank writes or fsyncs, the others
+ * (MPICH busy-polls in its collectives) would take the CPU time the file
+ * system needs, on machines with fewer cores than ranks. */
+static void quiet_barrier(MPI_Comm world)
+{
+    MPI_Request rq;
+    int done = 0;
+    struct timespec ts = {0, 200000};
+    MPI_Ibarrier(world, &rq);
+    for (MPI_Test(&rq, &done, MPI_STATUS_IGNORE); !done; MPI_Test(&rq, &done, MPI_STATUS_IGNORE))
+        nanosleep(&ts, NULL);
+}
+
+/* HPT_CKPT_PROFILE=1: rank 0 prints the seconds of each phase of a save
+ * to stderr (bench/ckpt.sh). */
+static double prof[8];
+enum { PROF_CREATE, PROF_FLUSH, PROF_CRC, PROF_WRITE, PROF_CRCATTR, PROF_CLOSE, PROF_COMMIT };
+
+static void prof_mark(int phase, double *t)
+{
+    double now = MPI_Wtime();
+    prof[phase] += now - *t;
+    *t = now;
+}
+
+/* Phase 2: CRCs of the tiles this rank computes into crc (zero
+ * elsewhere), then the data: every rank takes part in the collective
+ * writes, writers alone make the independent ones (save_items). A failed
+ * write does not stop the loop, so every rank makes the same collective
+ * calls. Returns 0 or -1 (message set for the first failure). */
+static int write_all(const hpt_model *m, save_item *it, int n, uint32_t *crc, float *scratch)
+{
+    double t = MPI_Wtime();
+    hid_t coll = H5Pcreate(H5P_DATASET_XFER), indep = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_dxpl_mpio(coll, H5FD_MPIO_COLLECTIVE);
+    H5Pset_dxpl_mpio(indep, H5FD_MPIO_INDEPENDENT);
+    for (int i = 0; i < n; i++) /* this rank's checksums first (none on a writer with DP > 1) */
+        if (it[i].c) {
+            const hpt_tensor *t = it[i].c;
+            const float *p = host_view(m, it[i].block, t, scratch);
+            hpt_ckpt_tiles_crc(&it[i].tiles, p, t->cols, t->row0, valid_rows(t), t->col0, t->cols,
+                               crc + it[i].crc0);
+        }
+    prof_mark(PROF_CRC, &t);
+    int err = 0;
+    char why[400];
+    for (int i = 0; i < n; i++) {
+        const hpt_tensor *t = it[i].t;
+        if (!t && !it[i].collective)
+            continue; /* independent: writers only */
+        int64_t gr, gc;
+        hpt_tensor_global_shape(&m->cfg, it[i].kind, &gr, &gc);
+        hsize_t dims[2] = {(hsize_t)gr, (hsize_t)gc};
+        hsize_t mdims[2] = {t ? (hsize_t)t->rows : 1, t ? (hsize_t)t->cols : 1};
+        hid_t fspace = H5Screate_simple(rank_of(gc), dims, NULL);
+        hid_t mspace = H5Screate_simple(rank_of(gc), mdims, NULL);
+        select_slab(t, fspace, mspace);
+        const float *p = t ? host_view(m, it[i].block, t, scratch) : scratch;
+        hid_t dxpl = it[i].collective ? coll : indep;
+        if (H5Dwrite(it[i].ds, H5T_NATIVE_FLOAT, mspace, fspace, dxpl, p) < 0 && !err) {
+            err = 1;
+            hpt_error_set(HPT_ERR_IO, "writing %s failed: %s", it[i].path, h5_cause(why));
+        }
+        H5Sclose(mspace);
+        H5Sclose(fspace);
+    }
+    H5Pclose(coll);
+    H5Pclose(indep);
+    prof_mark(PROF_WRITE, &t);
+    return err ? -1 : 0;
+}
+
+/* Phase 3 (collective): every rank's CRCs combined (each tile has one
+ * author), written over the zeros. Same-size attribute values: no new
+ * file space. */
+static int write_crcs(const hpt_ckpt_state *s, save_item *it, int n, uint32_t *crc,
+                      size_t ntiles)
+{
+    MPI_Allreduce(MPI_IN_PLACE, crc, (int)ntiles, MPI_UINT32_T, MPI_BOR,
+                  s->comm->comms[HPT_GROUP_WORLD]);
+    char why[400];
+    for (int i = 0; i < n; i++)
+        if (hpt_ckpt_put_crc(it[i].ds, &it[i].tiles, crc + it[i].crc0)) {
+            hpt_error_set(HPT_ERR_IO, "writing the checksums of %s failed: %s", it[i].path,
+                          h5_cause(why));
+            return -1;
+        }
+    return 0;
 }
 
 /* Rank 0: fsync, rename the directory, fsync DIR, move `latest`. */
@@ -318,30 +499,41 @@ static void prune(const char *dir, int keep)
     }
 }
 
-/* Bytes a checkpoint of this model takes: weights and two moments of every
- * logical tensor, plus 2 % for metadata and checksums. */
+/* Bytes a checkpoint of this model takes at most: weights and two moments
+ * of every logical tensor, plus 4 KiB of metadata per dataset rounded up
+ * to the 1 MiB metadata blocks, plus 1 MiB (superblock, groups, small
+ * datasets). */
 static double checkpoint_bytes(const hpt_config *c)
 {
     int n = 3 + c->num_hidden_layers * 9, layers[n];
     hpt_tensor_kind kinds[n];
     n = global_tensors(c, kinds, layers);
-    double total = 0;
+    double total = 0, mib = 1048576.0;
     for (int i = 0; i < n; i++) {
         int64_t r, k;
         hpt_tensor_global_shape(c, kinds[i], &r, &k);
         total += 3.0 * 4.0 * (double)r * (double)k;
     }
-    return total * 1.02 + 65536;
+    return total + ceil(3.0 * n * 4096.0 / mib) * mib + mib;
 }
 
-/* Refuse before writing when the file system cannot hold the checkpoint:
- * a write that fails half-way leaves HDF5 unable to close the file. */
+/* HPT_CKPT_TEST_SKIP_RESERVE=1 (testing only): skip the free-space and
+ * file-size-limit checks and the reservation, so that a full disk or a
+ * `ulimit -f` hits the data writes themselves (tests/ckpt-disk-full-mid.sh). */
+static int skip_reserve(void)
+{
+    const char *e = getenv("HPT_CKPT_TEST_SKIP_RESERVE");
+    return e && *e && strcmp(e, "0");
+}
+
+/* Refuse before writing when the file system cannot hold the checkpoint
+ * (rank 0) — an early, cheap version of the reservation below. */
 static hpt_status check_space(const char *dir, const hpt_config *c)
 {
     struct statvfs v;
     double need = checkpoint_bytes(c);
-    if (statvfs(dir, &v))
-        return HPT_OK; /* cannot tell: let the write report it */
+    if (skip_reserve() || statvfs(dir, &v))
+        return HPT_OK; /* cannot tell: the reservation will */
     double avail = (double)v.f_bavail * (double)v.f_frsize;
     if (avail < need)
         return hpt_error_set(HPT_ERR_IO,
@@ -349,6 +541,118 @@ static hpt_status check_space(const char *dir, const hpt_config *c)
                              "(disk full?); the previous checkpoint is kept",
                              dir, need / 1048576.0, avail / 1048576.0);
     return HPT_OK;
+}
+
+/* A file-size limit (ulimit -f) below `need` bytes would fail the writes
+ * with EFBIG half-way (every rank checks its own: any may write). */
+static hpt_status check_fsize_limit(const char *what, double need)
+{
+    struct rlimit rl;
+    if (skip_reserve() || getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+        (double)rl.rlim_cur >= need)
+        return HPT_OK;
+    return hpt_error_set(HPT_ERR_IO,
+                         "%s: the file size limit (ulimit -f) of %.1f MiB is below the "
+                         "checkpoint's %.1f MiB (File too large); the previous checkpoint is kept",
+                         what, (double)rl.rlim_cur / 1048576.0, need / 1048576.0);
+}
+
+/* Rank 0, before HDF5 opens the file: allocate `need` bytes of blocks for
+ * it without changing its size (fallocate KEEP_SIZE, so HDF5's create does
+ * not truncate them away), so that neither the metadata nor the data
+ * writes can run out of space half-way — a full disk (ENOSPC, EDQUOT)
+ * fails here, before anything is written; a failed write after HDF5 has
+ * metadata in memory cannot be undone cleanly (its close fails, and HDF5
+ * 1.10 then crashes at exit). A file system without fallocate is skipped
+ * (check_space has looked at the free space). */
+static hpt_status reserve(const char *file, double need)
+{
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0)
+        return hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", file, strerror(errno));
+    int err = skip_reserve() || !fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)need) ? 0 : errno;
+    close(fd);
+    if (!err || err == EOPNOTSUPP || err == ENOSYS)
+        return HPT_OK;
+    return hpt_error_set(HPT_ERR_IO,
+                         "%s: cannot reserve %.1f MiB for the checkpoint: %s (disk full?); the "
+                         "previous checkpoint is kept",
+                         file, need / 1048576.0, strerror(err));
+}
+
+/* Rank 0, after the file is complete: free the reserved blocks past its
+ * end (not needed; ignored where unsupported). */
+static void unreserve(const char *file, double need)
+{
+    struct stat sb;
+    int fd = open(file, O_WRONLY);
+    if (fd >= 0 && !fstat(fd, &sb) && (double)sb.st_size < need)
+        (void)!fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, sb.st_size,
+                         (off_t)need - sb.st_size);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Create and write the checkpoint file (collective; its blocks are
+ * reserved): phase 1 creates all datasets and flushes the metadata, phase
+ * 2 writes the data, phase 3 the checksums. A failure in phase 2 leaves no
+ * metadata to write, so the file still closes cleanly; every phase ends
+ * in an agreement, so all ranks stop at the same point. */
+static hpt_status write_file(const char *file, const hpt_ckpt_state *s, const hpt_ckpt_meta *meta)
+{
+    MPI_Comm world = s->comm->comms[HPT_GROUP_WORLD];
+    hpt_model *m = s->model;
+    char why[400];
+    hid_t f = open_parallel(file, world, 1);
+    hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_IO, "%s: cannot create the checkpoint file: %s",
+                                          file, h5_cause(why))
+                          : HPT_OK;
+    if ((st = hpt_comm_agree(world, st)))
+        return st;
+    size_t most = 1, ntiles;
+    for (int i = 0; i < m->ntensors; i++) {
+        size_t k = (size_t)(m->tensors[i].rows * m->tensors[i].cols);
+        most = k > most ? k : most;
+    }
+    float *full = NULL, *m1, *m2, *scratch = malloc(sizeof(float) * most);
+    int n = 3 * (3 + m->cfg.num_hidden_layers * 9);
+    save_item *it = calloc((size_t)n, sizeof *it);
+    if (s->shard_counts && !(full = m->be->alloc(2 * sizeof(float) * m->nparams)))
+        HPT_FATAL("out of memory gathering the ZeRO-1 state");
+    if (!scratch || !it)
+        HPT_FATAL("out of memory saving a checkpoint");
+    gather_moments(s, full, &m1, &m2);
+    n = save_items(s, m1, m2, it, &ntiles);
+    uint32_t *crc = calloc(ntiles, sizeof(uint32_t));
+    if (!crc)
+        HPT_FATAL("out of memory saving a checkpoint");
+    double t = MPI_Wtime();
+    st = hpt_ckpt_write_meta(f, meta);
+    if (!st && create_all(f, m, it, n))
+        st = HPT_ERR_IO;
+    prof_mark(PROF_CREATE, &t);
+    if (!st && H5Fflush(f, H5F_SCOPE_GLOBAL) < 0)
+        st = hpt_error_set(HPT_ERR_IO, "writing the metadata failed: %s", h5_cause(why));
+    st = hpt_comm_agree(world, st);
+    prof_mark(PROF_FLUSH, &t);
+    if (!st && write_all(m, it, n, crc, scratch))
+        st = HPT_ERR_IO;
+    quiet_barrier(world);
+    t = MPI_Wtime();
+    if (!(st = hpt_comm_agree(world, st)) && write_crcs(s, it, n, crc, ntiles))
+        st = HPT_ERR_IO;
+    prof_mark(PROF_CRCATTR, &t);
+    for (int i = 0; i < n; i++)
+        if (it[i].ds >= 0)
+            H5Dclose(it[i].ds);
+    if (H5Fclose(f) < 0 && !st)
+        st = hpt_error_set(HPT_ERR_IO, "closing the file failed: %s", h5_cause(why));
+    prof_mark(PROF_CLOSE, &t);
+    free(crc);
+    free(it);
+    free(scratch);
+    m->be->free(full);
+    return hpt_comm_agree(world, st);
 }
 
 hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const hpt_ckpt_meta *meta,
@@ -361,50 +665,48 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
     snprintf(tmpdir, sizeof tmpdir, "%s/%s.tmp", dir, name);
     snprintf(final, sizeof final, "%s/%s", dir, name);
     snprintf(file, sizeof file, "%s/%s", tmpdir, HPT_CKPT_FILE);
-    hpt_status st = HPT_OK;
-    if (s->comm->world_rank == 0) {
+    double need = checkpoint_bytes(&s->model->cfg);
+    hpt_status st = check_fsize_limit(dir, need);
+    if (!st && s->comm->world_rank == 0) {
         st = mkdir_p(dir);
         if (!st) {
             remove_dir(tmpdir);
             st = check_space(dir, &s->model->cfg);
         }
-        if (!st) {
-            if (mkdir(tmpdir, 0777))
-                st = hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", tmpdir, strerror(errno));
-        }
+        if (!st && mkdir(tmpdir, 0777))
+            st = hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", tmpdir, strerror(errno));
+        if (!st)
+            st = reserve(file, need);
+        if (st)
+            remove_dir(tmpdir);
     }
     if ((st = hpt_comm_agree(world, st)))
         return st;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = open_parallel(file, world, 1);
-    st = f < 0 ? hpt_error_set(HPT_ERR_IO, "%s: cannot create the checkpoint file", file) : HPT_OK;
-    if ((st = hpt_comm_agree(world, st)))
-        return st;
-    size_t most = 0;
-    for (int i = 0; i < s->model->ntensors; i++) {
-        size_t k = (size_t)(s->model->tensors[i].rows * s->model->tensors[i].cols);
-        most = k > most ? k : most;
-    }
-    float *host = malloc(sizeof(float) * (most ? most : 1));
-    st = host ? hpt_ckpt_write_meta(f, meta) : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    if (!st)
-        st = write_all(f, s, host);
-    free(host);
-    if (H5Fclose(f) < 0 && !st)
-        st = hpt_error_set(HPT_ERR_IO, "%s: closing the checkpoint failed (disk full?)", file);
-    else if (st)
-        H5Fclose(f); /* a failed first close may leave the handle open */
-    if ((st = hpt_comm_agree(world, st))) {
+    if ((st = write_file(file, s, meta))) {
         if (s->comm->world_rank == 0)
             remove_dir(tmpdir);
-        return st;
+        return hpt_error_set(st, "%s: saving the checkpoint failed: %s; removed %s, the previous "
+                             "checkpoint is kept", file, hpt_error_msg(), tmpdir);
     }
+    double t = MPI_Wtime();
     if (s->comm->world_rank == 0) {
+        unreserve(file, need);
         st = commit(dir, tmpdir, final, file, name);
         if (!st)
             prune(dir, keep);
     }
+    quiet_barrier(world);
     st = hpt_comm_agree(world, st);
+    prof_mark(PROF_COMMIT, &t);
+    if (getenv("HPT_CKPT_PROFILE") && s->comm->world_rank == 0)
+        fprintf(stderr, "hpt: checkpoint save phases (s): prepare+reserve %.3f create %.3f "
+                "flush %.3f crc %.3f write %.3f crc-attrs %.3f close %.3f commit %.3f\n",
+                t - t0 - prof[PROF_CREATE] - prof[PROF_FLUSH] - prof[PROF_CRC] - prof[PROF_WRITE] -
+                    prof[PROF_CRCATTR] - prof[PROF_CLOSE] - prof[PROF_COMMIT],
+                prof[PROF_CREATE], prof[PROF_FLUSH], prof[PROF_CRC], prof[PROF_WRITE],
+                prof[PROF_CRCATTR], prof[PROF_CLOSE], prof[PROF_COMMIT]);
+    memset(prof, 0, sizeof prof);
     struct stat sb;
     snprintf(file, sizeof file, "%s/%s", final, HPT_CKPT_FILE);
     if (bytes)
@@ -450,32 +752,87 @@ hpt_status hpt_checkpoint_meta(const char *dir, int64_t step, MPI_Comm world, hp
     return hpt_comm_agree(world, st);
 }
 
+/* Check the dataset's shape against local tensor t. */
+static int shape_ok(hid_t ds, const hpt_tensor *t)
+{
+    hid_t fspace = H5Dget_space(ds);
+    hsize_t dims[2] = {0, 0};
+    int ok = fspace >= 0 && H5Sget_simple_extent_ndims(fspace) == rank_of(t->g_cols) &&
+             H5Sget_simple_extent_dims(fspace, dims, NULL) >= 0 && dims[0] == (hsize_t)t->g_rows &&
+             (t->g_cols == 1 || dims[1] == (hsize_t)t->g_cols);
+    if (fspace >= 0)
+        H5Sclose(fspace);
+    return ok;
+}
+
+/* Format 1: HDF5 checks the Fletcher32 checksums of the chunks it reads. */
+static int read_slab_v1(hid_t ds, const hpt_tensor *t, float *host)
+{
+    hsize_t mdims[2] = {(hsize_t)t->rows, (hsize_t)t->cols};
+    hid_t fspace = H5Dget_space(ds), mspace = H5Screate_simple(rank_of(t->g_cols), mdims, NULL);
+    select_slab(t, fspace, mspace);
+    int ok = H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, host) >= 0;
+    H5Sclose(mspace);
+    H5Sclose(fspace);
+    return ok;
+}
+
+/* Format 2: read the tiles covering this rank's slab one band of tile rows
+ * at a time (tr x the covered columns), check their CRC32C, and copy the
+ * slab's part into host (rows x cols, row-major). */
+static int read_slab_v2(hid_t ds, const hpt_tensor *t, float *host)
+{
+    hpt_ckpt_tiles tl;
+    uint32_t *crc;
+    if (hpt_ckpt_get_crc(ds, t->g_rows, t->g_cols, &tl, &crc))
+        return 0;
+    int64_t r0 = t->row0, r1 = t->row0 + valid_rows(t), c0 = t->col0, c1 = t->col0 + t->cols;
+    hpt_ckpt_tiles_cover(&tl, &r0, &r1, &c0, &c1);
+    if (r0 == t->row0 && r1 == t->row0 + valid_rows(t) && c0 == t->col0 && c1 == c0 + t->cols) {
+        /* the slab is whole tiles (the same TP split as the writer): in place */
+        int64_t bad;
+        int ok = r1 <= r0 || !hpt_ckpt_read_checked(ds, H5P_DEFAULT, &tl, crc, r0, r1 - r0, c0,
+                                                    c1 - c0, host, &bad);
+        free(crc);
+        return ok;
+    }
+    int64_t band = (tl.tr < r1 - r0 ? tl.tr : r1 - r0) * (c1 - c0);
+    float *scratch = band > 0 && band < ((int64_t)1 << 28) ? malloc(sizeof(float) * (size_t)band)
+                                                           : NULL;
+    int ok = scratch != NULL || r1 <= r0;
+    for (int64_t a = r0; a < r1 && ok; a += tl.tr) {
+        int64_t b = a + tl.tr < r1 ? a + tl.tr : r1, bad;
+        ok = !hpt_ckpt_read_checked(ds, H5P_DEFAULT, &tl, crc, a, b - a, c0, c1 - c0, scratch,
+                                    &bad);
+        int64_t lo = a > t->row0 ? a : t->row0, hi = b < t->row0 + valid_rows(t) ? b : t->row0 +
+                                                                                      valid_rows(t);
+        for (int64_t r = lo; r < hi && ok; r++)
+            memcpy(host + (r - t->row0) * t->cols, scratch + (r - a) * (c1 - c0) + (t->col0 - c0),
+                   sizeof(float) * (size_t)t->cols);
+    }
+    free(scratch);
+    free(crc);
+    return ok;
+}
+
 /* Read this rank's part of dataset `path` into `block` at local tensor t
- * (independent I/O: a damaged chunk fails only the ranks that read it and
- * cannot leave the others waiting). */
-static int read_tensor(hid_t file, const char *path, const hpt_model *m, const hpt_tensor *t,
-                       float *block, float *host)
+ * (independent I/O: a damaged tile fails only the ranks that read it and
+ * cannot leave the others waiting). host: the local tensor's size. */
+static int read_tensor(hid_t file, int version, const char *path, const hpt_model *m,
+                       const hpt_tensor *t, float *block, float *host)
 {
     hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
     if (ds < 0)
         return 1;
-    hid_t fspace = H5Dget_space(ds);
-    int ok = H5Sget_simple_extent_ndims(fspace) == rank_of(t->g_cols);
-    hsize_t dims[2] = {0, 0};
-    H5Sget_simple_extent_dims(fspace, dims, NULL);
-    ok = ok && dims[0] == (hsize_t)t->g_rows && (t->g_cols == 1 || dims[1] == (hsize_t)t->g_cols);
-    hsize_t mdims[2] = {(hsize_t)t->rows, (hsize_t)t->cols};
-    hid_t mspace = H5Screate_simple(rank_of(t->g_cols), mdims, NULL);
     size_t n = (size_t)(t->rows * t->cols);
-    memset(host, 0, sizeof(float) * n); /* vocabulary padding stays zero */
-    if (ok) {
-        select_slab(t, fspace, mspace);
-        ok = H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, host) >= 0;
-    }
-    if (ok)
+    int cpu = !strcmp(m->be->name, "cpu"); /* device memory is host memory */
+    float *dst = cpu ? block + t->offset : host;
+    if (valid_rows(t) < t->rows) /* vocabulary padding stays zero */
+        memset(dst + valid_rows(t) * t->cols, 0, sizeof(float) * (size_t)((t->rows - valid_rows(t)) * t->cols));
+    int ok = shape_ok(ds, t) &&
+             (version == 1 ? read_slab_v1(ds, t, dst) : read_slab_v2(ds, t, dst));
+    if (ok && !cpu)
         m->be->upload(block + t->offset, host, sizeof(float) * n);
-    H5Sclose(mspace);
-    H5Sclose(fspace);
     H5Dclose(ds);
     return !ok;
 }
@@ -489,9 +846,14 @@ hpt_status hpt_checkpoint_load(const char *dir, int64_t step, const hpt_ckpt_sta
     file_of(dir, step, file, sizeof file);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = open_parallel(file, world, 0);
-    hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_DATA, "%s: cannot open", file) : HPT_OK;
-    if ((st = hpt_comm_agree(world, st)))
+    hpt_ckpt_meta meta;
+    hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_DATA, "%s: cannot open", file)
+                          : hpt_ckpt_read_meta(f, file, &meta);
+    if ((st = hpt_comm_agree(world, st))) {
+        if (f >= 0)
+            H5Fclose(f);
         return st;
+    }
     size_t n = m->nparams, most = 0;
     for (int i = 0; i < m->ntensors; i++) {
         size_t k = (size_t)(m->tensors[i].rows * m->tensors[i].cols);
@@ -508,7 +870,7 @@ hpt_status hpt_checkpoint_load(const char *dir, int64_t step, const hpt_ckpt_sta
         for (int g = 0; g < 3 && !st; g++) {
             char path[NAME_MAX_LEN + 32];
             snprintf(path, sizeof path, "/%s/%s", groups[g], t->name);
-            if (read_tensor(f, path, m, t, blocks[g], host))
+            if (read_tensor(f, meta.format_version, path, m, t, blocks[g], host))
                 st = hpt_error_set(HPT_ERR_DATA,
                                    "%s: tensor %s is damaged or missing (checksum or shape)", file,
                                    path);

@@ -52,8 +52,9 @@ static void usage(FILE *f)
           "                  marks the one 'latest' names and says when 'latest' is missing\n"
           "                  or names a missing checkpoint\n"
           "    --verify      also read every dataset of every checkpoint (as verify does)\n"
-          "  verify PATH|DIR read every dataset fully (HDF5 checks the Fletcher32 checksum of\n"
-          "                  each chunk), check that every /model tensor has\n"
+          "  verify PATH|DIR read every dataset fully (checks the CRC32C of every tile, or\n"
+          "                  in format 1 files each chunk's Fletcher32), check that every\n"
+          "                  /model tensor has\n"
           "                  /optim/exp_avg and /optim/exp_avg_sq of its shape, that the\n"
           "                  tensors are those config_json describes, and the root\n"
           "                  attributes; prints 'ok' or one line per bad dataset. A DIR\n"
@@ -155,6 +156,10 @@ static const char *h5_reason(void)
     return buf[0] ? buf : "HDF5 error";
 }
 
+/* Set by open_ckpt: the open file is format 2 or later, so every dataset
+ * must carry CRC32C tiles (hpt-ckpt reads one checkpoint at a time). */
+static int crc_required;
+
 /* Open checkpoint file `path` read-only. Errors: HPT_ERR_DATA for a missing
  * file or one HDF5 cannot open (not HDF5, truncated), HPT_ERR_IO when the
  * file is not readable. */
@@ -185,6 +190,7 @@ static hpt_status open_ckpt(const char *path, hid_t *f, hpt_ckpt_meta *meta)
         H5Fclose(*f);
         *f = -1;
     }
+    crc_required = !st && meta->format_version >= 2;
     return st;
 }
 
@@ -362,9 +368,10 @@ static int find_name(char **names, int n, const char *name)
 typedef int (*block_sink)(void *ctx, hsize_t row0, const hsize_t *cnt, int rank,
                           const float *buf, char *why, size_t n);
 
-/* Read all of float32 dataset ds, BLOCK_ELEMS at a time, into host floats
- * (HDF5 checks each chunk's Fletcher32 checksum on the way), handing each
- * block to sink (may be NULL). 0 ok; -1 with the reason in why. */
+/* Read all of float32 dataset ds, BLOCK_ELEMS at a time (whole tiles),
+ * into host floats, checking each block: the CRC32C of its tiles (format
+ * 2) or, done by HDF5 on the way, each chunk's Fletcher32 (format 1);
+ * hand each block to sink (may be NULL). 0 ok; -1 with the reason in why. */
 static int read_blocks(hid_t ds, block_sink sink, void *ctx, char *why, size_t n)
 {
     shape s;
@@ -382,7 +389,14 @@ static int read_blocks(hid_t ds, block_sink sink, void *ctx, char *why, size_t n
     if (have < need) /* chunks never written: the save did not finish */
         return snprintf(why, n, "only %llu of %llu bytes stored (not fully written)",
                         (unsigned long long)have, (unsigned long long)need), -1;
+    hpt_ckpt_tiles tl;
+    uint32_t *crc = NULL;
+    if ((crc_required || H5Aexists(ds, "crc32c") > 0) &&
+        hpt_ckpt_get_crc(ds, (int64_t)rows, (int64_t)cols, &tl, &crc))
+        return snprintf(why, n, "CRC32C attributes crc_tile/crc32c missing or malformed"), -1;
     hsize_t step = cols >= BLOCK_ELEMS ? 1 : BLOCK_ELEMS / cols;
+    if (crc) /* whole tiles: a multiple of the tile rows */
+        step = step < (hsize_t)tl.tr ? (hsize_t)tl.tr : step / (hsize_t)tl.tr * (hsize_t)tl.tr;
     step = step < rows ? step : rows;
     float *buf = malloc(sizeof(float) * step * cols);
     hid_t fsp = H5Dget_space(ds);
@@ -391,17 +405,31 @@ static int read_blocks(hid_t ds, block_sink sink, void *ctx, char *why, size_t n
     for (hsize_t r = 0; r < rows && !rc; r += step) {
         hsize_t off[2] = {r, 0}, cnt[2] = {rows - r < step ? rows - r : step, cols};
         hid_t msp = H5Screate_simple(s.rank, cnt, NULL);
-        if (H5Sselect_hyperslab(fsp, H5S_SELECT_SET, off, NULL, cnt, NULL) < 0 ||
-            H5Dread(ds, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, buf) < 0)
+        int64_t bad = 0;
+        int got = crc ? hpt_ckpt_read_checked(ds, H5P_DEFAULT, &tl, crc, (int64_t)r,
+                                              (int64_t)cnt[0], 0, (int64_t)cols, buf, &bad)
+                      : H5Sselect_hyperslab(fsp, H5S_SELECT_SET, off, NULL, cnt, NULL) < 0 ||
+                                H5Dread(ds, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, buf) < 0
+                            ? -1 : 0;
+        if (got == -1)
             rc = (snprintf(why, n, "read failed in rows %llu..%llu: %s", (unsigned long long)r,
                            (unsigned long long)(r + cnt[0] - 1), h5_reason()), -1);
-        else if (sink)
+        else if (got == -2) {
+            int64_t i = bad / tl.nc, j = bad % tl.nc;
+            int64_t r1 = (i + 1) * tl.tr < tl.rows ? (i + 1) * tl.tr : tl.rows;
+            int64_t c1 = (j + 1) * tl.tc < tl.cols ? (j + 1) * tl.tc : tl.cols;
+            rc = (snprintf(why, n, "CRC32C mismatch in tile (%lld, %lld): rows %lld..%lld, "
+                           "columns %lld..%lld", (long long)i, (long long)j,
+                           (long long)(i * tl.tr), (long long)(r1 - 1), (long long)(j * tl.tc),
+                           (long long)(c1 - 1)), -1);
+        } else if (sink)
             rc = sink(ctx, r, cnt, s.rank, buf, why, n);
         H5Sclose(msp);
     }
     if (fsp >= 0)
         H5Sclose(fsp);
     free(buf);
+    free(crc);
     return rc;
 }
 

@@ -31,7 +31,9 @@ mkdir "$WORK/c/checkpoints/step_00000099.tmp"
 import sys, h5py
 p = sys.argv[1]
 with h5py.File(p, "r") as f:
-    off = f["model/model.layers.1.mlp.up_proj.weight"].id.get_chunk_info(0).byte_offset
+    ds = f["model/model.layers.1.mlp.up_proj.weight"]
+    off = ds.id.get_offset()  # contiguous (format 2); chunked (format 1): chunk 0
+    off = ds.id.get_chunk_info(0).byte_offset if off is None else off
 with open(p, "r+b") as f:
     f.seek(off + 100)
     f.write(b"\xde\xad\xbe\xef" * 8)
