@@ -16,19 +16,24 @@
 #   parameters per rank   69.0e9 / (TP 8 x PP 4)           = 2.16e9
 #   weights + gradients   2.16e9 x (2 + 4) B               = 12.9 GB
 #   optimizer, ZeRO-1     2.16e9 x 12 B / DP 4             =  6.5 GB  (25.9 GB without ZeRO-1)
-#   activations per layer and micro-batch (Korthikanti et al. 2022, bf16,
-#     TP t, no sequence parallelism): s b h (10 + 24/t + 5 a s / (h t))
-#     = 4096 x 1 x 8192 x (10 + 3 + 20) B                  =  1.1 GB
-#   1F1B keeps PP = 4 micro-batches in flight on stage 0 over 80/4 = 20 layers:
-#     stored in full: 20 x 4 x 1.1 GB                      = 88.6 GB  -> does not fit
-#     with --recompute (layer inputs, 2 s b h = 67 MB):
-#     20 x 4 x 67 MB + one layer recomputed (1.1 GB)       =  6.5 GB
+#   (hpt-plan, GiB: weights 4.05, gradients 8.09, optimizer 6.07)
+#   activations (Korthikanti et al. 2022 adapted to SwiGLU and GQA, bf16, TP 8,
+#     no sequence parallelism; `bash jobs/train_70b.sh --dry-run` runs hpt-plan):
+#     1F1B keeps PP = 4 micro-batches in flight on stage 0 over 80/4 = 20 layers:
+#     stored in full, FlashAttention-style (no T x T scores)  = 28.0 GiB -> 48.2 GiB in all
+#     stored in full with the softmax scores (hpt's current
+#       attention kernels, hpt-plan --store-scores)           = 48.0 GiB -> 68.2 GiB in all
+#     with --recompute (layer inputs kept, one layer redone)  =  5.4 GiB -> 25.5 GiB in all
+#   Recompute is on by default: it leaves room for micro-batch 2 or a longer
+#   sequence and for the allocator's fragmentation, at ~33 % more FLOPs; set
+#   HPT_RECOMPUTE=0 when the attention kernels do not store the scores.
 #   logits and their gradient, vocab / TP: 2 x 4096 x 4000 x 4 B = 0.1 GB
-#   total ~26 GB of 80 GB: the rest is for communication buffers, the CUDA
-#   context and fragmentation. micro-batch 1 x grad-accum 256 x DP 4 = 1024
-#   sequences; pipeline bubble (PP - 1) / accum = 1.2 %.
+#   plus communication buffers and a 1.9 GiB CUDA context (hpt-plan's baseline).
+#   micro-batch 1 x grad-accum 256 x DP 4 = 1024 sequences; pipeline bubble
+#   (PP - 1) / (accum + PP - 1) = 1.2 %.
 # The warning signal comes 10 min before the time limit: the checkpoint
-# (69e9 x 16 B of fp32 state, ~1.1 TB) must be written before the kill.
+# (fp32 weights and both AdamW moments, 69e9 x 12 B = 0.83 TB) must be written
+# before the kill.
 #SBATCH --job-name=hpt-70b
 #SBATCH --nodes=16
 #SBATCH --exclusive
@@ -42,25 +47,27 @@
 # Ranks per node: srun --ntasks-per-node in the launcher, not an #SBATCH line
 # (with --ntasks-per-node, Slurm grants only MIN nodes of --nodes=MIN-MAX).
 
+# sbatch runs a copy of this script: find hpt from the submit directory.
+for d in "${HPT_ROOT:-}" "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/.." "$(dirname "$0")/.."; do
+  [ -n "$d" ] && [ -f "$d/slurm/launch.sh" ] && { export HPT_ROOT=$d; break; }
+done
+[ -f "${HPT_ROOT:-}/slurm/launch.sh" ] || { echo "$0: slurm/launch.sh not found: submit from hpt's directory or set HPT_ROOT" >&2; exit 2; }
+
 export HPT_MODEL=${HPT_MODEL:-llama2-70b}
-export HPT_DATA=${HPT_DATA:-data/llama2}             # token shards of a 32000-token vocabulary
+export HPT_DATA=${HPT_DATA:-${HPT_ROOT:+$HPT_ROOT/}data/llama2}             # token shards of a 32000-token vocabulary
 export HPT_BACKEND=${HPT_BACKEND:-cuda}
-export HPT_TASKS_PER_NODE=${HPT_TASKS_PER_NODE:-8} HPT_GPUS_PER_NODE=${HPT_GPUS_PER_NODE:-8}
+export HPT_TASKS_PER_NODE=${HPT_TASKS_PER_NODE:-${SLURM_NTASKS_PER_NODE:-8}} HPT_GPUS_PER_NODE=${HPT_GPUS_PER_NODE:-8}
 export HPT_TP=${HPT_TP:-8} HPT_PP=${HPT_PP:-4}        # DP = 16 x 8 / (8 x 4) = 4
 export HPT_SEQ_LEN=${HPT_SEQ_LEN:-4096}
 export HPT_MICRO_BATCH=${HPT_MICRO_BATCH:-1}
 export HPT_GLOBAL_BATCH=${HPT_GLOBAL_BATCH:-1024}     # 4 M tokens
 export HPT_STEPS=${HPT_STEPS:-500000}
 export HPT_LR=${HPT_LR:-1.5e-4} HPT_MIN_LR=${HPT_MIN_LR:-1.5e-5} HPT_WARMUP=${HPT_WARMUP:-2000}
-export HPT_TRAIN_ARGS=${HPT_TRAIN_ARGS:---adam-eps 1e-5 --weight-decay 0.1 --clip 1.0}
+# the recipe's optimizer settings; HPT_TRAIN_ARGS adds options of your own
+export HPT_RECIPE_ARGS=${HPT_RECIPE_ARGS:---adam-eps 1e-5 --weight-decay 0.1 --clip 1.0}
 export HPT_EVAL_INTERVAL=${HPT_EVAL_INTERVAL:-1000} HPT_EVAL_BATCHES=${HPT_EVAL_BATCHES:-8}
 export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-500}
 export HPT_ZERO1=${HPT_ZERO1:-1} HPT_RECOMPUTE=${HPT_RECOMPUTE:-1}
 export HPT_CLUSTER=${HPT_CLUSTER:-h100-80gb}          # hpt-plan's device model for the dry run
 
-# sbatch runs a copy of this script: find hpt from the submit directory.
-for d in "${HPT_ROOT:-}" "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/.." "$(dirname "$0")/.."; do
-  [ -n "$d" ] && [ -f "$d/slurm/launch.sh" ] && { export HPT_ROOT=$d; break; }
-done
-[ -f "${HPT_ROOT:-}/slurm/launch.sh" ] || { echo "$0: slurm/launch.sh not found: submit from hpt's directory or set HPT_ROOT" >&2; exit 2; }
 exec bash "$HPT_ROOT/slurm/launch.sh" "$0" "$@"

@@ -18,12 +18,13 @@
 #   parameters per rank   8.03e9 / TP 8                     = 1.00e9
 #   weights + gradients   1.00e9 x (2 + 4) B                =  6.0 GB
 #   optimizer, ZeRO-1     1.00e9 x 12 B / DP 4              =  3.0 GB  (12.0 GB without ZeRO-1)
-#   activations per layer and micro-batch (Korthikanti et al. 2022, bf16, TP t):
-#     s b h (10 + 24/t + 5 a s / (h t)) = 4096 x 1 x 4096 x (10 + 3 + 20) B = 0.55 GB
-#     x 32 layers, stored (no recomputation)                = 17.7 GB
+#   activations (Korthikanti et al. 2022 adapted to SwiGLU and GQA, bf16, TP 8;
+#     `bash jobs/train_8b.sh --dry-run` runs hpt-plan), 32 layers, no recomputation:
+#     FlashAttention-style (no T x T scores)                  =  5.7 GiB -> 16.2 GiB in all
+#     with the softmax scores (hpt's current attention kernels) = 9.7 GiB -> 20.2 GiB in all
 #   logits and their gradient, vocab / TP: 2 x 4096 x 16032 x 4 B = 0.5 GB
-#   total ~27 GB of 80 GB. micro-batch 1 x grad-accum 256 x DP 4 = 1024
-#   sequences. Micro-batch 2 (35 GB of activations, ~45 GB in all) also fits.
+#   (hpt-plan, GiB: weights 1.87, gradients 3.74, optimizer 2.81, CUDA context 1.86)
+#   micro-batch 1 x grad-accum 256 x DP 4 = 1024 sequences; larger micro-batches fit too.
 #SBATCH --job-name=hpt-8b
 #SBATCH --nodes=4
 #SBATCH --exclusive
@@ -37,25 +38,27 @@
 # Ranks per node: srun --ntasks-per-node in the launcher, not an #SBATCH line
 # (with --ntasks-per-node, Slurm grants only MIN nodes of --nodes=MIN-MAX).
 
+# sbatch runs a copy of this script: find hpt from the submit directory.
+for d in "${HPT_ROOT:-}" "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/.." "$(dirname "$0")/.."; do
+  [ -n "$d" ] && [ -f "$d/slurm/launch.sh" ] && { export HPT_ROOT=$d; break; }
+done
+[ -f "${HPT_ROOT:-}/slurm/launch.sh" ] || { echo "$0: slurm/launch.sh not found: submit from hpt's directory or set HPT_ROOT" >&2; exit 2; }
+
 export HPT_MODEL=${HPT_MODEL:-llama3-8b}
-export HPT_DATA=${HPT_DATA:-data/llama3}             # token shards of a 128256-token vocabulary
+export HPT_DATA=${HPT_DATA:-${HPT_ROOT:+$HPT_ROOT/}data/llama3}             # token shards of a 128256-token vocabulary
 export HPT_BACKEND=${HPT_BACKEND:-cuda}
-export HPT_TASKS_PER_NODE=${HPT_TASKS_PER_NODE:-8} HPT_GPUS_PER_NODE=${HPT_GPUS_PER_NODE:-8}
+export HPT_TASKS_PER_NODE=${HPT_TASKS_PER_NODE:-${SLURM_NTASKS_PER_NODE:-8}} HPT_GPUS_PER_NODE=${HPT_GPUS_PER_NODE:-8}
 export HPT_TP=${HPT_TP:-8} HPT_PP=${HPT_PP:-1}        # DP = 4 x 8 / 8 = 4
 export HPT_SEQ_LEN=${HPT_SEQ_LEN:-4096}
 export HPT_MICRO_BATCH=${HPT_MICRO_BATCH:-1}
 export HPT_GLOBAL_BATCH=${HPT_GLOBAL_BATCH:-1024}     # 4 M tokens
 export HPT_STEPS=${HPT_STEPS:-500000}
 export HPT_LR=${HPT_LR:-3e-4} HPT_MIN_LR=${HPT_MIN_LR:-3e-5} HPT_WARMUP=${HPT_WARMUP:-2000}
-export HPT_TRAIN_ARGS=${HPT_TRAIN_ARGS:---adam-eps 1e-5 --weight-decay 0.1 --clip 1.0}
+# the recipe's optimizer settings; HPT_TRAIN_ARGS adds options of your own
+export HPT_RECIPE_ARGS=${HPT_RECIPE_ARGS:---adam-eps 1e-5 --weight-decay 0.1 --clip 1.0}
 export HPT_EVAL_INTERVAL=${HPT_EVAL_INTERVAL:-1000} HPT_EVAL_BATCHES=${HPT_EVAL_BATCHES:-8}
 export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-500}
 export HPT_ZERO1=${HPT_ZERO1:-1} HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
 export HPT_CLUSTER=${HPT_CLUSTER:-h100-80gb}          # hpt-plan's device model for the dry run
 
-# sbatch runs a copy of this script: find hpt from the submit directory.
-for d in "${HPT_ROOT:-}" "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/.." "$(dirname "$0")/.."; do
-  [ -n "$d" ] && [ -f "$d/slurm/launch.sh" ] && { export HPT_ROOT=$d; break; }
-done
-[ -f "${HPT_ROOT:-}/slurm/launch.sh" ] || { echo "$0: slurm/launch.sh not found: submit from hpt's directory or set HPT_ROOT" >&2; exit 2; }
 exec bash "$HPT_ROOT/slurm/launch.sh" "$0" "$@"

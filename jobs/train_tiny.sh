@@ -16,10 +16,16 @@
 #SBATCH --open-mode=append
 #SBATCH --output=%x-%j.out
 
+# sbatch runs a copy of this script: find hpt from the submit directory.
+for d in "${HPT_ROOT:-}" "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/.." "$(dirname "$0")/.."; do
+  [ -n "$d" ] && [ -f "$d/slurm/launch.sh" ] && { export HPT_ROOT=$d; break; }
+done
+[ -f "${HPT_ROOT:-}/slurm/launch.sh" ] || { echo "$0: slurm/launch.sh not found: submit from hpt's directory or set HPT_ROOT" >&2; exit 2; }
+
 export HPT_MODEL=${HPT_MODEL:-small}
 # Ranks per node (srun --ntasks-per-node); not an #SBATCH line, so that an
 # elastic --nodes=MIN-MAX gets as many nodes as are free (see docs/SLURM.md).
-export HPT_TASKS_PER_NODE=${HPT_TASKS_PER_NODE:-4}
+export HPT_TASKS_PER_NODE=${HPT_TASKS_PER_NODE:-${SLURM_NTASKS_PER_NODE:-4}}
 export HPT_TP=${HPT_TP:-2} HPT_PP=${HPT_PP:-2}        # DP = nodes x tasks / (TP x PP)
 export HPT_SEQ_LEN=${HPT_SEQ_LEN:-256}
 export HPT_MICRO_BATCH=${HPT_MICRO_BATCH:-1}
@@ -30,9 +36,4 @@ export HPT_EVAL_INTERVAL=${HPT_EVAL_INTERVAL:-50} HPT_EVAL_BATCHES=${HPT_EVAL_BA
 export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-50}
 export HPT_ZERO1=${HPT_ZERO1:-1}
 
-# sbatch runs a copy of this script: find hpt from the submit directory.
-for d in "${HPT_ROOT:-}" "${SLURM_SUBMIT_DIR:-}" "${SLURM_SUBMIT_DIR:-}/.." "$(dirname "$0")/.."; do
-  [ -n "$d" ] && [ -f "$d/slurm/launch.sh" ] && { export HPT_ROOT=$d; break; }
-done
-[ -f "${HPT_ROOT:-}/slurm/launch.sh" ] || { echo "$0: slurm/launch.sh not found: submit from hpt's directory or set HPT_ROOT" >&2; exit 2; }
 exec bash "$HPT_ROOT/slurm/launch.sh" "$0" "$@"

@@ -70,7 +70,8 @@ HPT_REQUEUE=${HPT_REQUEUE:-1}
 HPT_MAX_STALLED_RESTARTS=${HPT_MAX_STALLED_RESTARTS:-3}
 HPT_CLUSTER=${HPT_CLUSTER:-cpu-local}
 HPT_GPUS_PER_NODE=${HPT_GPUS_PER_NODE:-0}
-HPT_TRAIN_ARGS=${HPT_TRAIN_ARGS:-}
+HPT_RECIPE_ARGS=${HPT_RECIPE_ARGS:-}   # a template's recipe options (optimizer settings)
+HPT_TRAIN_ARGS=${HPT_TRAIN_ARGS:-}     # the user's extra hpt-train options
 
 is_count() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1='$2': expected a positive integer"; }
 is_bool() { [[ $2 =~ ^[01]$ ]] || die "$1='$2': expected 0 or 1"; }
@@ -99,6 +100,25 @@ else                       # dry run outside Slurm: the template's header
 fi
 is_count "nodes (SLURM_JOB_NUM_NODES, HPT_NODES or the template's --nodes)" "${NODES:-}"
 is_count HPT_TASKS_PER_NODE "${TPN:-}"
+# Elastic (--nodes=MIN-MAX): when the nodes granted do not fit the layout
+# (TP x PP must divide the ranks, micro-batch x DP the global batch), use the
+# largest number of them that does; the others stay idle for this run. (A
+# dry run plans exactly the node count it is given, and refuses a misfit.)
+usable() { # NODES
+  local w=$(($1 * TPN)) d
+  (( w % (HPT_TP * HPT_PP) == 0 )) || return 1
+  d=$((w / (HPT_TP * HPT_PP)))
+  [ -z "${HPT_GLOBAL_BATCH:-}" ] || (( HPT_GLOBAL_BATCH % (HPT_MICRO_BATCH * d) == 0 ))
+}
+if [ $IN_JOB = 1 ] && (( TPN % HPT_TP == 0 )) && ! usable "$NODES"; then
+  for ((n = NODES - 1; n >= 1; n--)); do
+    if usable "$n"; then
+      say "the layout does not fit $NODES nodes (TP $HPT_TP x PP $HPT_PP, global batch ${HPT_GLOBAL_BATCH:-?}): using $n of them"
+      NODES=$n
+      break
+    fi
+  done
+fi
 WORLD=$((NODES * TPN))
 (( TPN % HPT_TP == 0 )) ||
   die "HPT_TP=$HPT_TP does not divide the $TPN tasks per node: a TP group must stay inside one node"
@@ -208,9 +228,18 @@ else
   JOB_REF=$SLURM_JOB_ID
 fi
 RESTART=${SLURM_RESTART_COUNT:-0}
+RUN_DIR_GIVEN=${HPT_RUN_DIR:+1}
 HPT_RUN_DIR=${HPT_RUN_DIR:-$HPT_ROOT/runs/${SLURM_JOB_NAME:-hpt}-$JOB_REF}
 CKPT_DIR=${HPT_CHECKPOINT_DIR:-$HPT_RUN_DIR/checkpoints}
 STATE=$HPT_RUN_DIR/requeue.state
+# A job id can come round again (controller state reset, MaxJobId wrap,
+# another cluster sharing the directory): a first run must not resume
+# another job's checkpoints from the default run directory. To continue a
+# run on purpose, name it: HPT_RUN_DIR=runs/NAME.
+if [ -z "$RUN_DIR_GIVEN" ] && [ "$RESTART" = 0 ] &&
+   { [ -e "$STATE" ] || [ -n "$(ls "$CKPT_DIR" 2>/dev/null | grep -E '^step_[0-9]{8}$')" ]; }; then
+  die "run directory $HPT_RUN_DIR already holds another run (job id $JOB_REF reused?): set HPT_RUN_DIR to continue that run on purpose, or move it away"
+fi
 mkdir -p "$HPT_RUN_DIR" || die "cannot create run directory $HPT_RUN_DIR" 5
 
 # newest_step: step of the newest committed checkpoint, the newest
@@ -247,6 +276,9 @@ SIGNALLED=0 GOT_TERM=0
 # shellcheck disable=SC2064
 trap "forward $HPT_SIGNAL" "$HPT_SIGNAL"
 [ "$HPT_SIGNAL" = TERM ] || trap 'forward TERM' TERM
+# USR1 too: the templates' --signal=B:USR1@T stays in force when HPT_SIGNAL
+# names another signal (the trainer always checkpoints on USR1)
+[ "$HPT_SIGNAL" = USR1 ] || trap 'forward USR1' USR1
 
 # ----------------------------------------------------------------- probe
 SRUN=(srun --mpi="$HPT_SRUN_MPI" --kill-on-bad-exit=1 --nodes="$NODES" --ntasks="$WORLD"
@@ -285,8 +317,8 @@ ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
 [ -n "${HPT_EVAL_BATCHES:-}" ] && ARGS+=(--eval-batches "$HPT_EVAL_BATCHES")
 [ "$HPT_ZERO1" = 1 ] && ARGS+=(--zero1)
 [ "$HPT_RECOMPUTE" = 1 ] && ARGS+=(--recompute)
-# shellcheck disable=SC2206  # HPT_TRAIN_ARGS is a word list by design
-ARGS+=($HPT_TRAIN_ARGS "${EXTRA[@]}")
+# shellcheck disable=SC2206  # HPT_RECIPE_ARGS, HPT_TRAIN_ARGS are word lists by design
+ARGS+=($HPT_RECIPE_ARGS $HPT_TRAIN_ARGS "${EXTRA[@]}")
 
 START_STEP=$(newest_step)
 if [ "$SIGNALLED" = 1 ]; then
@@ -342,8 +374,12 @@ if [ "$STALLED" -gt "$HPT_MAX_STALLED_RESTARTS" ]; then
 fi
 # The requeue sends this shell SIGTERM (and SIGKILL after KillWait): ignore
 # TERM so the shell outlives scontrol, and exit right after it.
-trap '' TERM "$HPT_SIGNAL"
-say "requeueing job $JOB_REF (restart $((RESTART + 1))); it resumes from checkpoint step $END_STEP"
+trap '' TERM USR1 "$HPT_SIGNAL"
+if [ "$END_STEP" -gt 0 ]; then
+  say "requeueing job $JOB_REF (restart $((RESTART + 1))); it resumes from checkpoint step $END_STEP"
+else
+  say "requeueing job $JOB_REF (restart $((RESTART + 1))); no checkpoint yet: it starts over"
+fi
 scontrol requeue "$JOB_REF" || { say "scontrol requeue $JOB_REF failed: not requeued"; exit "$RC"; }
 exit 0
 }

@@ -43,4 +43,14 @@ for a, b in zip(got, ref):
     assert abs(x - y) <= 1e-5 * abs(y), ("step", a[0], x, y)
 print("final loss", got[-1][1], "vs", ref[-1][1])
 PY
-pass "elastic: 2 nodes -> requeue -> 1 node, re-sharded, global batch kept, losses within 1e-5"
+# 3 nodes granted, but DP 3 does not divide the global batch of 4: the
+# launcher rounds down to 2 nodes (DP 2) and says so
+scontrol update nodename=n2 state=resume || fail "cannot resume n2"
+g=$(HPT_RUN_DIR="$WORK/G" HPT_STEPS=2 submit --nodes=3 --exclusive -o "$WORK/G.out" "$JOBS/train_tiny.sh")
+wait_job "$g" 120
+cat "$WORK/G.out"
+[ "$(job_end $g)" = "COMPLETED 0:0" ] || fail "G: $(job_end $g)"
+grep -q "^launch: the layout does not fit 3 nodes (TP 1 x PP 1, global batch 4): using 2 of them" "$WORK/G.out" ||
+  fail "G: no rounding down to 2 nodes"
+grep -q "^launch: 2 nodes x 1 tasks = 2 ranks = TP 1 x PP 1 x DP 2" "$WORK/G.out" || fail "G: not on 2 nodes"
+pass "elastic: 2 nodes -> requeue -> 1 node, re-sharded, global batch kept, losses within 1e-5; 3 granted nodes rounded down to 2"

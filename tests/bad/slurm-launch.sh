@@ -21,4 +21,10 @@ expect_error 2 "not inside a Slurm job: submit with sbatch" bash "$T"
 expect_error 2 "cluster.sh: --nodes '0': expected a positive integer" \
   bash "$HPT_SRC/slurm/cluster.sh" start "$WORK/c" --nodes 0
 expect_error 2 "cluster.sh: unknown option '--gpus'" bash "$HPT_SRC/slurm/cluster.sh" start "$WORK/c" --gpus 8
+# a first run must not resume another job's checkpoints from a default run
+# directory whose job id came round again (checked before any srun)
+mkdir -p "$WORK/root/runs/hpt-tiny-7/checkpoints/step_00000003"
+ln -s "$HPT_SRC/slurm" "$WORK/root/slurm"
+expect_error 2 "run directory $WORK/root/runs/hpt-tiny-7 already holds another run \(job id 7 reused\?\)" \
+  env SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 SLURM_JOB_NAME=hpt-tiny HPT_ROOT="$WORK/root" bash "$T"
 pass "launcher and cluster script refuse bad inputs"
