@@ -244,11 +244,14 @@ typedef struct {
 } save_item;
 
 /* The datasets of a save: every logical tensor in /model and both moment
- * groups. The writer of a piece is the first DP replica, and for a
- * TP-replicated tensor the first TP rank. The CRCs are computed by the
- * other DP replicas of the same pieces (the replicas are identical), item
- * k by DP rank 1 + k mod (DP - 1), so the writers start writing at once;
- * without DP by the writer. Transfer: collective (two-phase) for the
+ * groups. A piece (dataset, stage, TP shard) is written by one DP replica
+ * — the replicas hold the same values — and for a TP-replicated tensor by
+ * the first TP rank. The DP replicas split the file: in file order (the
+ * order of creation), the datasets are cut into DP runs of about equal
+ * bytes, run r written by DP rank r, so every replica writes one
+ * contiguous part of the file at the same time as the others. The CRCs of
+ * a piece are computed by the next DP replica (without DP by the writer),
+ * before it writes its own run. Transfer: collective (two-phase) for the
  * column-split tensors under TP, whose shards interleave row by row in the
  * file; independent for all others, where each writer's slab is one
  * contiguous byte range (no per-tensor synchronisation of all ranks).
@@ -263,6 +266,13 @@ static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2,
     n = global_tensors(&m->cfg, kinds, layers);
     const char *groups[3] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
     const float *blocks[3] = {m->params, m1, m2};
+    double total = 0, done = 0, bytes[n];
+    for (int i = 0; i < n; i++) {
+        int64_t gr, gc;
+        hpt_tensor_global_shape(&m->cfg, kinds[i], &gr, &gc);
+        bytes[i] = (double)gr * (double)gc;
+        total += 3 * bytes[i];
+    }
     int k = 0;
     *ntiles = 0;
     for (int g = 0; g < 3; g++)
@@ -275,8 +285,11 @@ static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2,
             const hpt_tensor *t = hpt_model_tensor(m, kinds[i], layers[i]); /* NULL: other stage */
             if (t && (t->dup || (t->split == 0 && c->tp_rank != 0)))
                 t = NULL;
-            x->t = t && c->dp_rank == 0 ? t : NULL;
-            x->c = t && c->dp_rank == (c->dp > 1 ? 1 + k % (c->dp - 1) : 0) ? t : NULL;
+            int w = (int)((done + bytes[i] / 2) * c->dp / total);
+            w = w < c->dp ? w : c->dp - 1;
+            done += bytes[i];
+            x->t = t && c->dp_rank == w ? t : NULL;
+            x->c = t && c->dp_rank == (w + 1) % c->dp ? t : NULL;
             x->collective = m->tp > 1 && (kinds[i] == HPT_TENSOR_O || kinds[i] == HPT_TENSOR_DOWN);
             int64_t gr, gc;
             hpt_tensor_global_shape(&m->cfg, kinds[i], &gr, &gc);
