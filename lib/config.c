@@ -332,3 +332,19 @@ int hpt_config_diff(const hpt_config *a, const hpt_config *b, char *msg, size_t 
         }
     return 0;
 }
+
+hpt_status hpt_config_check_tp(const hpt_config *cfg, int tp)
+{
+    const struct {
+        const char *name;
+        int v;
+    } need[] = {{"num_attention_heads", cfg->num_attention_heads},
+                {"num_key_value_heads", cfg->num_key_value_heads},
+                {"intermediate_size", cfg->intermediate_size}};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (need[i].v % tp)
+            return hpt_error_set(HPT_ERR_USAGE,
+                                 "--tp %d must divide %s = %d (tensor parallelism splits it)", tp,
+                                 need[i].name, need[i].v);
+    return HPT_OK;
+}

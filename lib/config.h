@@ -69,6 +69,11 @@ hpt_status hpt_config_validate(const hpt_config *cfg, const char *origin);
  * ["LlamaForCausalLM"], "model_type": "llama"). */
 hpt_status hpt_config_write(const hpt_config *cfg, FILE *f);
 
+/* Tensor parallelism over tp ranks splits the attention heads, the
+ * key/value heads and the SwiGLU width: each must be divisible by tp.
+ * Errors: HPT_ERR_USAGE naming --tp and the field. */
+hpt_status hpt_config_check_tp(const hpt_config *cfg, int tp);
+
 /* Number of parameters (elements), counting a tied head once. */
 int64_t hpt_config_num_params(const hpt_config *cfg);
 

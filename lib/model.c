@@ -276,17 +276,9 @@ static hpt_status set_tp(hpt_model *m, const hpt_config *cfg, hpt_comm *comm)
     m->tp = comm ? comm->tp : 1;
     m->tp_rank = comm ? comm->tp_rank : 0;
     int P = m->tp;
-    const struct {
-        const char *name;
-        int v;
-    } need[] = {{"num_attention_heads", cfg->num_attention_heads},
-                {"num_key_value_heads", cfg->num_key_value_heads},
-                {"intermediate_size", cfg->intermediate_size}};
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-        if (need[i].v % P)
-            return hpt_error_set(HPT_ERR_USAGE,
-                                 "--tp %d must divide %s = %d (tensor parallelism splits it)", P,
-                                 need[i].name, need[i].v);
+    hpt_status st = hpt_config_check_tp(cfg, P);
+    if (st)
+        return st;
     m->Hl = cfg->num_attention_heads / P;
     m->KVl = cfg->num_key_value_heads / P;
     m->Il = cfg->intermediate_size / P;

@@ -77,17 +77,9 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s)
                              "layout --tp %d x --pp %d x --dp %d = %ld GPUs does not match the "
                              "cluster: --nodes %d x --gpus-per-node %d = %ld GPUs",
                              s->tp, s->pp, s->dp, world, s->nodes, s->gpus_per_node, gpus);
-    const struct {
-        const char *name;
-        int v;
-    } div[] = {{"num_attention_heads", c->num_attention_heads},
-               {"num_key_value_heads", c->num_key_value_heads},
-               {"intermediate_size", c->intermediate_size}};
-    for (size_t i = 0; i < sizeof div / sizeof div[0]; i++)
-        if (div[i].v % s->tp)
-            return hpt_error_set(HPT_ERR_USAGE,
-                                 "--tp %d must divide %s = %d (tensor parallelism splits it)",
-                                 s->tp, div[i].name, div[i].v);
+    hpt_status st = hpt_config_check_tp(c, s->tp);
+    if (st)
+        return st;
     if (s->pp > c->num_hidden_layers || s->pp > HPT_PLAN_MAX_STAGES)
         return hpt_error_set(HPT_ERR_USAGE, "--pp %d: more pipeline stages than the model's %d "
                              "layers", s->pp, c->num_hidden_layers);
@@ -526,23 +518,18 @@ typedef struct {
     char s[40];
 } jbuf;
 
-static const char *json_g(jbuf *b, double v)
+/* fmt: "%.17g", or "%.0f" for integral values. */
+static const char *json_num(jbuf *b, const char *fmt, double v)
 {
     if (isfinite(v))
-        snprintf(b->s, sizeof b->s, "%.17g", v);
+        snprintf(b->s, sizeof b->s, fmt, v);
     else
         snprintf(b->s, sizeof b->s, "null");
     return b->s;
 }
 
-static const char *json_z(jbuf *b, double v)
-{
-    if (isfinite(v))
-        snprintf(b->s, sizeof b->s, "%.0f", v);
-    else
-        snprintf(b->s, sizeof b->s, "null");
-    return b->s;
-}
+static const char *json_g(jbuf *b, double v) { return json_num(b, "%.17g", v); }
+static const char *json_z(jbuf *b, double v) { return json_num(b, "%.0f", v); }
 
 static void json_mem(FILE *f, const hpt_plan_mem *m)
 {
