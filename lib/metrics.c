@@ -3,6 +3,8 @@
 
 #include "metrics.h"
 
+#include "fsutil.h"
+
 #include <errno.h>
 #include <hdf5.h>
 #include <math.h>
@@ -442,32 +444,7 @@ static hpt_status open_existing(hpt_metrics *m, hid_t fapl)
 /* The path must be a regular file or not exist in a writable directory. */
 static hpt_status check_path(hpt_metrics *m)
 {
-    struct stat sb;
-    if (stat(m->path, &sb) == 0) {
-        if (!S_ISREG(sb.st_mode))
-            return io_error(m, "not a regular file");
-        if (access(m->path, R_OK | W_OK) != 0)
-            return io_error(m, "exists but is not writable (left untouched)");
-        return HPT_OK;
-    }
-    if (lstat(m->path, &sb) == 0)
-        return io_error(m, "a symbolic link to nothing (left untouched)");
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", m->path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = 0;
-    else
-        *slash = 0;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return hpt_error_set(HPT_ERR_IO, "metrics file %s: directory %s does not exist", m->path,
-                             dir);
-    if (access(dir, W_OK) != 0)
-        return hpt_error_set(HPT_ERR_IO, "metrics file %s: directory %s is not writable", m->path,
-                             dir);
-    return HPT_OK;
+    return hpt_check_output_file("metrics file", m->path);
 }
 
 static void close_root(hpt_metrics *m);
@@ -476,14 +453,7 @@ static void close_root(hpt_metrics *m);
 static double free_bytes(const hpt_metrics *m)
 {
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s", m->path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = 0;
-    else
-        *slash = 0;
+    hpt_path_dir(m->path, dir, sizeof dir);
     struct statvfs v;
     if (statvfs(dir, &v) != 0)
         return INFINITY; /* unknown: let the write tell */

@@ -16,6 +16,7 @@
 #include "checkpoint.h"
 #include "hpt_config.h"
 #include "data.h"
+#include "fsutil.h"
 #include "metrics.h"
 #include "weights.h"
 
@@ -218,7 +219,6 @@ typedef struct {
     double local_sumsq;        /* this rank's pre-DP-reduction gradient sum of squares */
     double ckpt_load_s, ckpt_save_s, ckpt_save_bytes;
     int poison;                /* poison this rank's gradients this step (test) */
-    int steps_done;            /* last step finished                      */
     double comm_s_acc;         /* seconds in communication at the end of accumulate */
     hpt_comm_counter step_ctr[HPT_GROUP_COUNT]; /* this step's communication */
 } run_state;
@@ -327,35 +327,6 @@ static hpt_status check_epoch(const run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
-/* --export must be writable before any training happens: an existing
- * regular file we may write, or a new name in a writable directory. */
-static hpt_status check_export_path(const char *path)
-{
-    struct stat sb;
-    if (stat(path, &sb) == 0) {
-        if (!S_ISREG(sb.st_mode))
-            return hpt_error_set(HPT_ERR_IO, "--export %s: not a regular file", path);
-        if (access(path, W_OK))
-            return hpt_error_set(HPT_ERR_IO, "--export %s: not writable: %s", path,
-                                 strerror(errno));
-        return HPT_OK;
-    }
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = 0;
-    else
-        *slash = 0;
-    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode))
-        return hpt_error_set(HPT_ERR_IO, "--export %s: directory %s does not exist", path, dir);
-    if (access(dir, W_OK))
-        return hpt_error_set(HPT_ERR_IO, "--export %s: directory %s not writable: %s", path, dir,
-                             strerror(errno));
-    return HPT_OK;
-}
 
 static hpt_status open_data(run_state *r, const hpt_train_opts *o)
 {
@@ -600,7 +571,7 @@ static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_b
     if ((st = hpt_backend_get(o->backend, be)) || (st = open_data(r, o)) ||
         (st = checkpoint_dir(r, o)))
         return st;
-    if (r->root && o->export_path && (st = check_export_path(o->export_path)))
+    if (r->root && o->export_path && (st = hpt_check_output_file("--export", o->export_path)))
         return st;
     return HPT_OK;
 }
@@ -1092,21 +1063,18 @@ static void record_metrics(run_state *r, const hpt_train_opts *o, int step, doub
 static void resolved(const char *path, char *out, size_t n)
 {
     char dir[4096], real[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (slash)
-        *slash = 0;
-    if (!realpath(slash ? (dir[0] ? dir : "/") : ".", real))
-        snprintf(real, sizeof real, "%s", slash ? dir : ".");
-    snprintf(out, n, "%s/%s", real, base);
+    const char *slash = strrchr(path, '/');
+    hpt_path_dir(path, dir, sizeof dir);
+    if (!realpath(dir, real))
+        snprintf(real, sizeof real, "%s", dir);
+    snprintf(out, n, "%s/%s", real, slash ? slash + 1 : path);
 }
 
 /* The metrics file must not be another output of the run. Same verdict on
  * every rank (no communication). */
 static hpt_status check_metrics_path(const char *path, const hpt_train_opts *o)
 {
-    char m[8300], other[8300], p[4300];
+    char m[8500], other[8500], p[4300];
     resolved(path, m, sizeof m);
     static const char *const run_files[] = {"config.json", "log.tsv", "comm.tsv"};
     for (size_t i = 0; o->run_dir && i < sizeof run_files / sizeof run_files[0]; i++) {
@@ -1228,7 +1196,6 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
             r->train_ctr[g].seconds += r->comm.counters[g].seconds - before[g].seconds;
         }
         r->train_steps++;
-        r->steps_done = step + 1;
         if (!o->quiet && r->root)
             print_step(out, o, r->comm.dp, step, loss, lr, norm, t1 - t0,
                        (t1 - t_start) * (step + 1) / (step + 1 - r->start_step), skip);
@@ -1595,7 +1562,7 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
         if (r.root)
             print_banner(&r, o, out);
         st = train_loop(&r, o, out);
-        hpt_metrics_event(r.metrics, r.steps_done, 0, "run_end", "%s",
+        hpt_metrics_event(r.metrics, r.start_step + r.train_steps, 0, "run_end", "%s",
                           st == HPT_OK ? "done" : hpt_error_msg());
         hpt_metrics_close(r.metrics, 1, r.root ? out : NULL); /* every exit of the loop is agreed */
         r.metrics = NULL;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "hpt_config.h"
 #include "train.h"
 
@@ -270,24 +271,14 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     }
 }
 
+static hpt_status apply_cb(void *ctx, int c, const char *arg, int *action)
+{
+    return apply(ctx, c, arg, action);
+}
+
 static hpt_status parse_args(int argc, char **argv, hpt_train_opts *o, int *action)
 {
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-        if (c == 'h')
-            c = OPT_HELP;
-        if (c == '?' || c == ':')
-            return hpt_error_set(HPT_ERR_USAGE, "%s: unknown option or missing value (see "
-                                 "hpt-train --help)", argv[optind - 1]);
-        hpt_status st = apply(o, c, optarg, action);
-        if (st)
-            return st;
-    }
-    if (optind < argc)
-        return hpt_error_set(HPT_ERR_USAGE, "unexpected argument '%s' (see hpt-train --help)",
-                             argv[optind]);
-    return HPT_OK;
+    return hpt_cli_parse(argc, argv, long_opts, "hpt-train", OPT_HELP, apply_cb, o, action);
 }
 
 /* Resolve the model on every rank (same verdict everywhere); print on

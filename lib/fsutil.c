@@ -1,0 +1,44 @@
+/* fsutil.c — see fsutil.h. */
+#include "fsutil.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void hpt_path_dir(const char *path, char *dir, size_t n)
+{
+    snprintf(dir, n, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, n, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+}
+
+hpt_status hpt_check_output_file(const char *label, const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode))
+            return hpt_error_set(HPT_ERR_IO, "%s %s: not a regular file", label, path);
+        if (access(path, W_OK) != 0)
+            return hpt_error_set(HPT_ERR_IO, "%s %s: exists but is not writable (left untouched)",
+                                 label, path);
+        return HPT_OK;
+    }
+    if (lstat(path, &sb) == 0)
+        return hpt_error_set(HPT_ERR_IO, "%s %s: a symbolic link to nothing (left untouched)",
+                             label, path);
+    char dir[4096];
+    hpt_path_dir(path, dir, sizeof dir);
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return hpt_error_set(HPT_ERR_IO, "%s %s: directory %s does not exist", label, path, dir);
+    if (access(dir, W_OK) != 0)
+        return hpt_error_set(HPT_ERR_IO, "%s %s: directory %s is not writable: %s", label, path,
+                             dir, strerror(errno));
+    return HPT_OK;
+}
