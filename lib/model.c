@@ -359,7 +359,8 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
     }
     layout_acts(m, m->act_block);
     hpt_model_use_slot(m, 0);
-    hpt_model_init_params(m, seed);
+    if (!(mo && mo->skip_init))
+        hpt_model_init_params(m, seed);
     return HPT_OK;
 }
 

@@ -85,6 +85,8 @@ typedef struct {
     int recompute;         /* activation recomputation                     */
     int nslots;            /* micro-batches in flight (>= 1)               */
     int l0, l1;            /* this stage's layers [l0, l1); 0,0 = all      */
+    int skip_init;         /* parameters left zero: a checkpoint will be   */
+                           /* loaded over them (saves the random draws)    */
 } hpt_model_opts;
 
 typedef struct {
@@ -157,7 +159,10 @@ hpt_status hpt_model_init(hpt_model *m, const hpt_config *cfg, const hpt_backend
  * recompute = 1: activation recomputation (Chen et al. 2016; Korthikanti
  * et al. 2022 "full" recomputation) — only each layer's input (N,C) is kept;
  * the other activations live in one shared layer-sized set and backward
- * recomputes the layer's forward first. Results are bitwise identical. */
+ * recomputes the layer's forward first. Results are bitwise identical.
+ * skip_init = 1: parameters stay zero instead of drawn from `seed` (the
+ * caller loads a checkpoint over all of them; the draws are counter-based,
+ * so skipping them changes no other random number). */
 hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_backend *be,
                                const hpt_model_opts *mo, int B, int T, uint64_t seed);
 

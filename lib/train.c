@@ -598,7 +598,8 @@ static hpt_status setup_model(run_state *r, const hpt_train_opts *o, const hpt_b
     if ((st = stage_layers(r, o)))
         return st;
     hpt_model_opts mo = {.comm = &r->comm, .recompute = o->recompute,
-                         .nslots = pipeline_slots(r, o), .l0 = r->l0, .l1 = r->l1};
+                         .nslots = pipeline_slots(r, o), .l0 = r->l0, .l1 = r->l1,
+                         .skip_init = r->resume_from >= 0};
     if ((st = hpt_model_init_opts(&r->model, &r->cfg, be, &mo, o->batch, o->seq_len, o->seed)) ||
         (st = setup_pipeline(r, mo.nslots)))
         return st;
@@ -658,7 +659,7 @@ static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_me
     r->consecutive = (int)meta->consecutive_skips;
     if (r->root)
         fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s) "
-                "in %.2f s\n", r->ckpt_dir, (long long)meta->step, meta->tp, meta->pp, meta->dp,
+                "in %.3f s\n", r->ckpt_dir, (long long)meta->step, meta->tp, meta->pp, meta->dp,
                 meta->zero1 ? " ZeRO-1" : "", now_s() - t0);
     return HPT_OK;
 }
