@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # bench/ckpt.sh BUILD_DIR [CORPUS_DIR] [DIR] — checkpoint save and load
-# bandwidth of the `small` preset (2 ranks, DP=2) against dd on the same disk
-# (DIR, default a temp dir under /tmp), side by side in every round:
-#   save: a run saving after each of SAVES steps (--save-every 1, nothing
-#         pruned), each save timed whole (space reservation, HDF5 write,
-#         CRC32C, fsync, renames, latest), vs dd writing the same number of
-#         bytes with conv=fsync, SAVES times right after;
-#   load: hpt's load of the last checkpoint (every rank reads what its
-#         layout needs — with DP=2 both ranks read all of it — and checks the
-#         CRC32C) vs dd reading that checkpoint file just before, so both read
-#         the same bytes in the same cache state (the file was just written
-#         and is in the page cache; caches cannot be dropped here);
-#   resume with a re-shard: saved at DP=2, loaded at TP=2.
+# bandwidth of the `small` preset against dd on the same disk (DIR, default
+# a temp dir under /tmp), side by side in every round:
+#   save: a 2-rank (DP=2) run saving after each of SAVES steps (--save-every
+#         1, nothing pruned), each save timed whole (space reservation, HDF5
+#         write, CRC32C, fsync, renames, latest), vs dd writing the same
+#         number of bytes with conv=fsync, SAVES times right after;
+#   load: hpt's load of the last checkpoint (open, metadata, every tensor
+#         read and its CRC32C checked) on 1 rank, which reads the file once
+#         like dd, and on 2 ranks (DP=2), where both ranks read all of it,
+#         vs dd reading the file — with a cold page cache (sync, then
+#         /proc/sys/vm/drop_caches before each of dd and the two loads;
+#         needs root, else skipped: COLD=0 skips it too) and with the file
+#         in the page cache (each read right after another read of it);
+#         dd reads before and after hpt's loads and the faster one counts;
+#   resume with a re-shard: saved at DP=2, loaded at TP=2 (warm cache).
 # Ratio = dd time / hpt time (1.0 = as fast as dd), per round from the
 # round's medians; the table gives the medians over ROUNDS (default 3), and
 # the median save phases (HPT_CKPT_PROFILE=1; absent for builds without it).
@@ -30,7 +33,15 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2
 now() { date +%s.%N; }
 col() { printf '%s\n' "$@" | median; }
 SAVES=${SAVES:-4}
-save=() load=() reshard=() ddw=() ddr=() rsave=() rload=() phases=() bsave=() bload=()
+save=() reshard=() ddw=() rsave=() phases=() bsave=() bload=()
+dd_cold=() l1_cold=() l2_cold=() q1_cold=() q2_cold=() dd_warm=() l1_warm=() l2_warm=() q1_warm=() q2_warm=()
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+MODES=warm
+if [ "${COLD:-1}" != 0 ] && (drop) 2> /dev/null; then
+  MODES="cold warm"
+else
+  echo "bench/ckpt.sh: cannot drop the page cache here (needs root): page-cache loads only" >&2
+fi
 # baseline BUILD: median save and the load time of that build in "$W/b"
 baseline() {
   rm -rf "$W/b"; sync
@@ -63,31 +74,63 @@ for i in $(seq "$ROUNDS"); do
     d+=("$(echo "$t1 - $t0" | bc)")
   done
   dw=$(col "${d[@]}")
-  sync
-  t0=$(now); dd if="$f" of=/dev/null bs=1M status=none; t1=$(now)
-  dr=$(echo "$t1 - $t0" | bc)
-  $MPIEXEC -n 2 $T --steps $((SAVES + 2)) --stop-at $((SAVES + 1)) --run-dir "$W/r" > "$W/load.out" 2>&1 ||
-    [ $? = 75 ] || { cat "$W/load.out"; exit 1; }
-  l=$(sed -n 's/.*resumed from .* in \([0-9.]*\) s/\1/p' "$W/load.out")
+  # load: dd, then hpt on 1 and 2 ranks, each from a dropped cache (cold)
+  # and each right after another read of the file (warm)
+  for mode in $MODES; do
+    [ "$mode" = warm ] || drop
+    sync
+    t0=$(now); dd if="$f" of=/dev/null bs=1M status=none; t1=$(now)
+    d1=$(echo "$t1 - $t0" | bc)
+    for np in 1 2; do
+      rm -rf "$W/r/checkpoints/step_$(printf %08d $((SAVES + 1)))"
+      [ "$mode" = warm ] || drop
+      [ "$mode" = cold ] || dd if="$f" of=/dev/null bs=1M status=none
+      $MPIEXEC -n $np $T --batch $((2 / np)) --steps $((SAVES + 2)) --stop-at $((SAVES + 1)) \
+        --run-dir "$W/r" > "$W/load.out" 2>&1 || [ $? = 75 ] || { cat "$W/load.out"; exit 1; }
+      eval "l${np}_$mode+=(\"$(sed -n 's/.*resumed from .* in \([0-9.]*\) s/\1/p' "$W/load.out")\")"
+    done
+    # dd again after the loads; the faster of its two reads counts (the
+    # disk's speed drifts on a shared machine; this favours dd)
+    rm -rf "$W/r/checkpoints/step_$(printf %08d $((SAVES + 1)))"
+    [ "$mode" = warm ] || drop
+    sync
+    t0=$(now); dd if="$f" of=/dev/null bs=1M status=none; t1=$(now)
+    eval "dd_$mode+=(\"$(printf '%s\n' "$d1" "$(echo "$t1 - $t0" | bc)" | sort -g | head -1)\")"
+  done
   rm -rf "$W/r/checkpoints/step_$(printf %08d $((SAVES + 1)))"
   $MPIEXEC -n 2 $T --steps $((SAVES + 2)) --tp 2 --batch 2 --stop-at $((SAVES + 1)) --run-dir "$W/r" > "$W/rs.out" 2>&1 ||
     [ $? = 75 ] || { cat "$W/rs.out"; exit 1; }
   reshard+=("$(sed -n 's/.*resumed from .* in \([0-9.]*\) s/\1/p' "$W/rs.out")")
-  save+=("$s") load+=("$l") ddw+=("$dw") ddr+=("$dr")
-  rsave+=("$(echo "scale=4; $dw / $s" | bc)") rload+=("$(echo "scale=4; $dr / $l" | bc)")
-  echo "round $i: save median $s s (dd $dw s), load $l s (dd $dr s), re-shard ${reshard[-1]} s${BASELINE:+, baseline save ${bsave[-1]} s load ${bload[-1]} s}" >&2
+  save+=("$s") ddw+=("$dw")
+  rsave+=("$(echo "scale=4; $dw / $s" | bc)")
+  msg=""
+  for mode in $MODES; do
+    eval "d=\${dd_$mode[-1]} a=\${l1_$mode[-1]} b=\${l2_$mode[-1]}"
+    eval "q1_$mode+=(\"$(echo "scale=4; $d / $a" | bc)\") q2_$mode+=(\"$(echo "scale=4; $d / $b" | bc)\")"
+    msg="$msg, $mode load 1 rank $a s / 2 ranks $b s (dd $d s)"
+  done
+  echo "round $i: save median $s s (dd $dw s)$msg, re-shard ${reshard[-1]} s${BASELINE:+, baseline save ${bsave[-1]} s load ${bload[-1]} s}" >&2
 done
-s=$(col "${save[@]}"); l=$(col "${load[@]}"); rs=$(col "${reshard[@]}")
-dw=$(col "${ddw[@]}"); dr=$(col "${ddr[@]}"); qs=$(col "${rsave[@]}"); ql=$(col "${rload[@]}")
+s=$(col "${save[@]}"); rs=$(col "${reshard[@]}")
+dw=$(col "${ddw[@]}"); qs=$(col "${rsave[@]}")
 mibf=$(echo "scale=1; $bytes / 1048576" | bc)
 echo "checkpoint of small: $mibf MiB (weights + AdamW moments), $ROUNDS rounds x $SAVES saves, medians; ratio = dd time / hpt time, per round"
 printf "| operation | hpt | dd (same bytes, same disk) | ratio |\n|---|---|---|---|\n"
 awk -v m="$mibf" -v s="$s" -v dw="$dw" -v q="$qs" 'BEGIN { printf "| save (2 ranks, DP=2) | %.3f s = %.0f MiB/s | write+fsync %.3f s = %.0f MiB/s | %.2f |\n", s, m/s, dw, m/dw, q }'
-awk -v m="$mibf" -v l="$l" -v dr="$dr" -v q="$ql" 'BEGIN { printf "| load (same layout, both ranks read all) | %.3f s = %.0f MiB/s | read of the file %.3f s = %.0f MiB/s | %.2f |\n", l, m/l, dr, m/dr, q }'
+for mode in $MODES; do
+  [ $mode = cold ] && what="cold cache" || what="page cache"
+  eval "dr=\$(col \"\${dd_$mode[@]}\")"
+  for np in 1 2; do
+    eval "l=\$(col \"\${l${np}_$mode[@]}\") q=\$(col \"\${q${np}_$mode[@]}\")"
+    [ $np = 1 ] && who="1 rank" || who="2 ranks, DP=2, both read all"
+    awk -v m="$mibf" -v l="$l" -v dr="$dr" -v q="$q" -v w="$what" -v r="$who" 'BEGIN { printf "| load, %s (%s) | %.3f s = %.0f MiB/s | read of the file %.3f s = %.0f MiB/s | %.2f |\n", w, r, l, m/l, dr, m/dr, q }'
+  done
+done
 if [ -n "${BASELINE:-}" ]; then
   bs=$(col "${bsave[@]}"); bl=$(col "${bload[@]}")
   awk -v m="$mibf" -v s="$bs" -v dw="$dw" 'BEGIN { printf "| save, BASELINE build | %.3f s = %.0f MiB/s | write+fsync %.3f s | %.2f |\n", s, m/s, dw, dw/s }'
-  awk -v m="$mibf" -v l="$bl" -v dr="$dr" 'BEGIN { printf "| load, BASELINE build | %.3f s = %.0f MiB/s | read of the file %.3f s | %.2f |\n", l, m/l, dr, dr/l }'
+  dr=$(col "${dd_warm[@]}")
+  awk -v m="$mibf" -v l="$bl" -v dr="$dr" 'BEGIN { printf "| load, BASELINE build (2 ranks, page cache) | %.3f s = %.0f MiB/s | read of the file %.3f s | %.2f |\n", l, m/l, dr, dr/l }'
 fi
 awk -v rs="$rs" 'BEGIN { printf "| resume with re-shard (DP=2 -> TP=2) | %.3f s | | |\n", rs }'
 # median of each save phase

@@ -2,8 +2,9 @@
 # Checkpoint format 2 as hpt-train writes it (contiguous datasets, CRC32C
 # tiles, io/ckpt.h): hpt-ckpt verifies it, h5py reads it as full tensors and
 # recomputes the same CRC32C per tile, a flipped byte is found and named;
-# and a format 1 checkpoint (Fletcher32 chunks, tests/make_ckpt.py) still
-# loads into hpt-train.
+# a save with direct I/O equals one through the page cache; and a format 1
+# checkpoint (Fletcher32 chunks, tests/make_ckpt.py) still loads into
+# hpt-train.
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
 CKPT="$HPT_BUILD/src/hpt-ckpt"
@@ -48,6 +49,31 @@ with open(sys.argv[1], "r+b") as fh:
 PY
 expect_error 3 "exp_avg/model\.layers\.0\.self_attn\.k_proj\.weight: damaged: CRC32C mismatch in tile \(0, 0\)" \
   "$CKPT" verify "$F2"
+# Direct I/O (the default) and page-cache writes (HPT_CKPT_DIRECT=0) give
+# the same file contents, at TP=2 (raw writes and collective column shards)
+# and at DP=2 (the replicas split the raw writes).
+for lay in "--tp 2" "--batch 1"; do
+  for d in 1 0; do
+    st=0; HPT_CKPT_DIRECT=$d $MPIEXEC -n 2 "$TRAIN" --model tiny --data "$CORPUS" --seq-len 16 --batch 2 \
+      --eval-batches 1 --quiet --steps 3 --stop-at 1 $lay --run-dir "$WORK/d$d" > "$WORK/d.out" 2>&1 || st=$?
+    [ $st = 75 ] || { cat "$WORK/d.out"; fail "HPT_CKPT_DIRECT=$d $lay: exit $st"; }
+    "$CKPT" verify "$WORK/d$d/checkpoints/step_00000001" | grep -q ': ok$' ||
+      fail "verify, HPT_CKPT_DIRECT=$d $lay"
+  done
+  "$PYTHON" - "$WORK/d1/checkpoints/step_00000001/checkpoint.h5" \
+    "$WORK/d0/checkpoints/step_00000001/checkpoint.h5" <<'PY' || fail "direct vs page-cache save differ ($lay)"
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+assert len(names) >= 3 * 20, names
+for n in names:
+    assert np.array_equal(a[n][()], b[n][()]), n
+    assert np.array_equal(a[n].attrs["crc32c"], b[n].attrs["crc32c"]), n
+print(len(names), "datasets equal")
+PY
+  rm -rf "$WORK/d1" "$WORK/d0"
+done
 # Format 1 (Fletcher32 chunks, make_ckpt.py) still loads into hpt-train.
 "$PYTHON" "$MAKE_CKPT" --config "$WORK/tiny.json" --dir "$WORK/v1/checkpoints" --steps 4 ||
   fail "make_ckpt.py v1"
@@ -55,4 +81,4 @@ expect_error 3 "exp_avg/model\.layers\.0\.self_attn\.k_proj\.weight: damaged: CR
   --resume strict --run-dir "$WORK/v1" > "$WORK/v1.out" 2>&1 || { cat "$WORK/v1.out"; fail "load of format 1"; }
 grep -q "resumed from .*step_00000004" "$WORK/v1.out" || fail "format 1 checkpoint not loaded"
 
-pass "format 2 verifies, reads in h5py with matching CRC32C, damage is named; format 1 loads"
+pass "format 2 verifies, reads in h5py with matching CRC32C, damage is named; direct and page-cache saves are equal; format 1 loads"
