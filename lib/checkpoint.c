@@ -229,6 +229,13 @@ static void gather_moments(const hpt_ckpt_state *s, float *full, float **m1, flo
     *m2 = full + n;
 }
 
+/* Rows of t that are real (not vocabulary padding). */
+static int64_t valid_rows(const hpt_tensor *t)
+{
+    int64_t v = t->g_rows - t->row0;
+    return v < 0 ? 0 : v > t->rows ? t->rows : v;
+}
+
 /* One dataset of a save, in the same order on every rank. */
 typedef struct {
     char path[NAME_MAX_LEN + 32];
@@ -246,18 +253,20 @@ typedef struct {
 /* The datasets of a save: every logical tensor in /model and both moment
  * groups. A piece (dataset, stage, TP shard) is written by one DP replica
  * — the replicas hold the same values — and for a TP-replicated tensor by
- * the first TP rank. The DP replicas split the file: in file order (the
- * order of creation), the datasets are cut into DP runs of about equal
- * bytes, run r written by DP rank r, so every replica writes one
- * contiguous part of the file at the same time as the others. The CRCs of
- * a piece are computed by the next DP replica (without DP by the writer),
- * before it writes its own run. Transfer: collective (two-phase) for the
- * column-split tensors under TP, whose shards interleave row by row in the
- * file; independent for all others, where each writer's slab is one
- * contiguous byte range (no per-tensor synchronisation of all ranks).
- * Returns the count; *ntiles the CRCs. */
+ * the first TP rank. The DP replicas split their pieces: in file order (the
+ * order of creation), the pieces this rank's (stage, TP rank) writes are
+ * cut into DP runs of about equal bytes, run r written by DP rank r, so all
+ * replicas write at the same time and each writes 1/DP of its stage's
+ * bytes (with PP = 1 each run is one contiguous part of the file). The
+ * CRCs of a piece are computed by the next DP replica (without DP by the
+ * writer), before it writes its own run. Transfer: collective (two-phase)
+ * for the column-split tensors under TP, whose shards interleave row by
+ * row in the file; raw writes for all others, where each writer's slab is
+ * one contiguous byte range (no per-tensor synchronisation of all ranks).
+ * Returns the count; *ntiles the CRCs; *mine the bytes this rank writes
+ * (raw and collective). */
 static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2, save_item *it,
-                      size_t *ntiles)
+                      size_t *ntiles, double *mine)
 {
     hpt_model *m = s->model;
     hpt_comm *c = s->comm;
@@ -266,15 +275,16 @@ static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2,
     n = global_tensors(&m->cfg, kinds, layers);
     const char *groups[3] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
     const float *blocks[3] = {m->params, m1, m2};
-    double total = 0, done = 0, bytes[n];
-    for (int i = 0; i < n; i++) {
-        int64_t gr, gc;
-        hpt_tensor_global_shape(&m->cfg, kinds[i], &gr, &gc);
-        bytes[i] = (double)gr * (double)gc;
-        total += 3 * bytes[i];
+    const hpt_tensor *held[n];
+    double total = 0, done = 0;
+    for (int i = 0; i < n; i++) { /* the pieces of this (stage, TP rank) */
+        const hpt_tensor *t = hpt_model_tensor(m, kinds[i], layers[i]); /* NULL: other stage */
+        held[i] = t && !(t->dup || (t->split == 0 && c->tp_rank != 0)) ? t : NULL;
+        total += held[i] ? 3.0 * (double)valid_rows(held[i]) * (double)held[i]->cols : 0;
     }
     int k = 0;
     *ntiles = 0;
+    *mine = 0;
     for (int g = 0; g < 3; g++)
         for (int i = 0; i < n; i++, k++) {
             save_item *x = &it[k];
@@ -282,14 +292,14 @@ static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2,
             hpt_tensor_name(kinds[i], layers[i], name, sizeof name);
             snprintf(x->path, sizeof x->path, "/%s/%s", groups[g], name);
             x->kind = kinds[i], x->layer = layers[i], x->block = blocks[g], x->ds = -1;
-            const hpt_tensor *t = hpt_model_tensor(m, kinds[i], layers[i]); /* NULL: other stage */
-            if (t && (t->dup || (t->split == 0 && c->tp_rank != 0)))
-                t = NULL;
-            int w = (int)((done + bytes[i] / 2) * c->dp / total);
+            const hpt_tensor *t = held[i];
+            double bytes = t ? (double)valid_rows(t) * (double)t->cols : 0;
+            int w = total > 0 ? (int)((done + bytes / 2) * c->dp / total) : 0;
             w = w < c->dp ? w : c->dp - 1;
-            done += bytes[i];
+            done += bytes;
             x->t = t && c->dp_rank == w ? t : NULL;
             x->c = t && c->dp_rank == (w + 1) % c->dp ? t : NULL;
+            *mine += x->t ? 4.0 * bytes : 0;
             x->collective = m->tp > 1 && (kinds[i] == HPT_TENSOR_O || kinds[i] == HPT_TENSOR_DOWN);
             int64_t gr, gc;
             hpt_tensor_global_shape(&m->cfg, kinds[i], &gr, &gc);
@@ -309,13 +319,6 @@ static const float *host_view(const hpt_model *m, const float *block, const hpt_
         return block + t->offset;
     m->be->download(scratch, block + t->offset, sizeof(float) * (size_t)(t->rows * t->cols));
     return scratch;
-}
-
-/* Rows of t that are real (not vocabulary padding). */
-static int64_t valid_rows(const hpt_tensor *t)
-{
-    int64_t v = t->g_rows - t->row0;
-    return v < 0 ? 0 : v > t->rows ? t->rows : v;
 }
 
 /* The innermost HDF5/MPI error description (e.g. MPI-IO's "No space left
@@ -769,7 +772,11 @@ static hpt_status write_file(const char *file, const hpt_ckpt_state *s, const hp
     if (!scratch || !it)
         HPT_FATAL("out of memory saving a checkpoint");
     gather_moments(s, full, &m1, &m2);
-    n = save_items(s, m1, m2, it, &ntiles);
+    double mine;
+    n = save_items(s, m1, m2, it, &ntiles, &mine);
+    if (getenv("HPT_CKPT_PROFILE"))
+        fprintf(stderr, "hpt: checkpoint rank %d (pp %d, tp %d, dp %d) writes %.0f bytes\n",
+                s->comm->world_rank, s->comm->pp_rank, s->comm->tp_rank, s->comm->dp_rank, mine);
     uint32_t *crc = calloc(ntiles, sizeof(uint32_t));
     if (!crc)
         HPT_FATAL("out of memory saving a checkpoint");
