@@ -1166,7 +1166,7 @@ hpt_status hpt_checkpoint_load(const char *dir, int64_t step, const hpt_ckpt_sta
      * disk at every 1 MiB read: 0.31-0.45 s against 0.09-0.10 s with it, dd
      * 0.07-0.08 s; windows of 8/16/32 MiB: 0.10-0.13/0.09-0.12/0.09-0.10 s).
      * Contiguous datasets only. */
-    int fd = open(file, O_RDONLY), ahead = 0;
+    int fd = getenv("HPT_XP_NOPF") ? -1 : open(file, O_RDONLY), ahead = 0;
     uint64_t window = 0; /* bytes asked for and not yet read */
     for (int i = 0; i < n && !st; i++) {
         for (; fd >= 0 && ahead < n && window < PREFETCH_BYTES && items[ahead].at; ahead++) {

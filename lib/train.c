@@ -1264,7 +1264,9 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     if (r->root) {
         fprintf(out, "done: %d steps, %d skipped, %.1f s", o->steps, skipped_total,
                 now_s() - t_start);
-        if (r->val)
+        if (r->start_step >= o->steps)
+            fprintf(out, " (all of them before the checkpoint: nothing left to train)");
+        else if (r->val)
             fprintf(out, ", final val loss %.4f", val);
         fprintf(out, "\n");
     }

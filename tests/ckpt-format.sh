@@ -17,6 +17,12 @@ st=0; "$TRAIN" --model tiny --data "$CORPUS" --seq-len 16 --batch 2 --eval-batch
   --stop-at 1 --run-dir "$WORK/t2" > "$WORK/t2.out" 2>&1 || st=$?
 [ $st = 75 ] || { cat "$WORK/t2.out"; fail "hpt-train --stop-at 1: exit $st"; }
 F2="$WORK/t2/checkpoints/step_00000001/checkpoint.h5"
+# Resuming a run whose checkpoint is its last step: loads, trains nothing,
+# says so (no "final val loss nan"), exits 0.
+"$TRAIN" --model tiny --data "$CORPUS" --seq-len 16 --batch 2 --eval-batches 1 --quiet --steps 1 \
+  --run-dir "$WORK/t2" > "$WORK/t2b.out" 2>&1 || { cat "$WORK/t2b.out"; fail "resume at the last step"; }
+grep -q "nothing left to train" "$WORK/t2b.out" && ! grep -qi nan "$WORK/t2b.out" ||
+  { cat "$WORK/t2b.out"; fail "resume at the last step: message"; }
 "$CKPT" verify "$F2" | grep -q ': ok$' || fail "verify of a format 2 checkpoint"
 "$PYTHON" - "$F2" <<'PY' || fail "format 2 file: h5py view or CRC32C differs"
 import sys, h5py, numpy as np
