@@ -98,6 +98,9 @@ int hpt_ckpt_put_crc(hid_t ds, const hpt_ckpt_tiles *t, const uint32_t *crc);
  * shape (a damaged or not-hpt dataset). */
 int hpt_ckpt_get_crc(hid_t ds, int64_t rows, int64_t cols, hpt_ckpt_tiles *t, uint32_t **crc);
 
+/* Bytes per read of hpt_ckpt_read_checked (whole tile rows, at least one). */
+#define HPT_CKPT_READ_BYTES ((int64_t)8 << 20)
+
 /* Read rows [r0, r0 + nrows) x cols [c0, c0 + ncols) (a tile-aligned block,
  * hpt_ckpt_tiles_cover) of float32 dataset ds into buf (row-major,
  * nrows x ncols) with transfer list dxpl, and check every tile in it

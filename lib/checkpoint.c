@@ -960,7 +960,10 @@ static int read_rows_v2(hid_t ds, const hpt_tensor *t, const hpt_ckpt_tiles *til
                !hpt_ckpt_read_checked(ds, H5P_DEFAULT, &tl, crc, r0, r1 - r0, c0, c1 - c0, dst,
                                       &bad);
     }
-    size_t band = (size_t)((tl.tr < r1 - r0 ? tl.tr : r1 - r0) * (c1 - c0));
+    /* bands of whole tile rows, about HPT_CKPT_READ_BYTES each */
+    int64_t per = tl.tr * (c1 - c0) * (int64_t)sizeof(float);
+    int64_t step = HPT_CKPT_READ_BYTES / per > 1 ? HPT_CKPT_READ_BYTES / per * tl.tr : tl.tr;
+    size_t band = (size_t)((step < r1 - r0 ? step : r1 - r0) * (c1 - c0));
     if (band > *scratch_n) {
         free(*scratch);
         *scratch_n = 0;
@@ -969,8 +972,8 @@ static int read_rows_v2(hid_t ds, const hpt_tensor *t, const hpt_ckpt_tiles *til
         else
             *scratch_n = band;
     }
-    for (int64_t a = r0; a < r1 && ok; a += tl.tr) {
-        int64_t b = a + tl.tr < r1 ? a + tl.tr : r1;
+    for (int64_t a = r0; a < r1 && ok; a += step) {
+        int64_t b = a + step < r1 ? a + step : r1;
         ok = !hpt_ckpt_read_checked(ds, H5P_DEFAULT, &tl, crc, a, b - a, c0, c1 - c0, *scratch,
                                     &bad);
         int64_t lo = a > g0 ? a : g0, hi = b < g1 ? b : g1;
@@ -1161,12 +1164,12 @@ hpt_status hpt_checkpoint_load(const char *dir, int64_t step, const hpt_ckpt_sta
         qsort(items, (size_t)n, sizeof *items, cmp_at);
     /* Ask the kernel for the next PREFETCH_BYTES of the items (WILLNEED)
      * as the reads go, so the disk streams whatever the kernel's read-ahead
-     * heuristics make of the pattern (without it, cold-cache loads of the
-     * 230 MiB `small` checkpoint on the development VM often waited for the
-     * disk at every 1 MiB read: 0.31-0.45 s against 0.09-0.10 s with it, dd
-     * 0.07-0.08 s; windows of 8/16/32 MiB: 0.10-0.13/0.09-0.12/0.09-0.10 s).
-     * Contiguous datasets only. */
-    int fd = getenv("HPT_XP_NOPF") ? -1 : open(file, O_RDONLY), ahead = 0;
+     * heuristics make of the pattern (without it, cold-cache loads on one
+     * rank on the development VM often waited for the disk at every read:
+     * `small`, 1 MiB reads: 0.31-0.45 s against 0.09-0.10 s with it, dd
+     * 0.07-0.08 s; bench/ckpt-1g.json, 8 MiB reads: 0.77-1.27 s against
+     * 0.39-0.65 s, dd 0.34 s). Contiguous datasets only. */
+    int fd = open(file, O_RDONLY), ahead = 0;
     uint64_t window = 0; /* bytes asked for and not yet read */
     for (int i = 0; i < n && !st; i++) {
         for (; fd >= 0 && ahead < n && window < PREFETCH_BYTES && items[ahead].at; ahead++) {
