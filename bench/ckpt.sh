@@ -39,9 +39,17 @@ col() { printf '%s\n' "$@" | median; }
 SAVES=${SAVES:-4}
 save=() reshard=() ddw=() rsave=() phases=() bsave=() bload=()
 ddfirst_cold=() ddfirst_warm=() dd_cold=() l1_cold=() l2_cold=() q1_cold=() q2_cold=() dd_warm=() l1_warm=() l2_warm=() q1_warm=() q2_warm=()
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# Before every cold-cache measurement: touch WARM_GIB (default 4) GiB of
+# memory and free it, then drop the page cache. On a VM that hands free
+# memory back to its host (free page reporting, as on the development
+# machine: touching 1 GiB of such memory took 0.48 s), a read must
+# otherwise wait for the host to supply every page-cache page, and the
+# time measures the host's memory, not the disk (seen: the same 2-rank
+# load of bench/ckpt-1g.json took 1.2-2.5 s without, 0.44-0.72 s with).
+warm() { python3 -c "import sys; b = bytearray($1 << 30); b[::4096] = b'x' * len(b[::4096])"; }
+drop() { [ "${WARM_GIB:-4}" = 0 ] || warm "${WARM_GIB:-4}"; sync; echo 3 > /proc/sys/vm/drop_caches; }
 MODES=warm
-if [ "${COLD:-1}" != 0 ] && (drop) 2> /dev/null; then
+if [ "${COLD:-1}" != 0 ] && (sync; echo 3 > /proc/sys/vm/drop_caches) 2> /dev/null; then
   MODES="cold warm"
 else
   echo "bench/ckpt.sh: cannot drop the page cache here (needs root): page-cache loads only" >&2
