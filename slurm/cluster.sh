@@ -21,7 +21,7 @@
 # Exit status: 0 ok; 2 bad usage; 1 a daemon did not come up (its log is shown).
 set -euo pipefail
 
-die() { echo "cluster.sh: $*" >&2; exit "${2:-2}"; }
+die() { echo "cluster.sh: $1" >&2; exit "${2:-2}"; }
 usage() { sed -n '4,9p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # free_ports N: N distinct TCP ports that are free now (bound and released).
@@ -97,6 +97,14 @@ start_munge() { # DIR
     { cat "$dir/log/munged.log" >&2; die "munged did not start" 1; }
 }
 
+# start_failed DIR LOG MESSAGE: show LOG, stop the daemons this start
+# launched (none is left running), exit 1.
+start_failed() {
+  cat "$2" >&2 2>/dev/null || true
+  for f in "$1"/run/slurmd.*.pid "$1/run/slurmctld.pid" "$1/run/munged.pid"; do stop_pid "$f"; done
+  die "$3; stopped the daemons it had started" 1
+}
+
 # wait_up DIR NODES: until every node is idle (or fail after 30 s).
 wait_up() {
   local dir=$1 nodes=$2 i=0 idle
@@ -104,7 +112,7 @@ wait_up() {
     idle=$(SLURM_CONF="$dir/slurm.conf" sinfo -h -N -p low -t idle -o %N 2>/dev/null | sort -u | wc -l)
     [ "$idle" -ge "$nodes" ] && return 0
     i=$((i + 1))
-    [ $i -lt 150 ] || { tail -20 "$dir"/log/*.log >&2; die "nodes not idle after 30 s" 1; }
+    [ $i -lt 150 ] || { tail -20 "$dir"/log/*.log >&2; start_failed "$dir" /dev/null "nodes not idle after 30 s"; }
     sleep 0.2
   done
 }
@@ -114,9 +122,10 @@ cmd_start() {
   local nodes=2 cpus=4 grace=60
   while [ $# -gt 0 ]; do
     case $1 in
-      --nodes) nodes=${2:-}; shift 2 ;;
-      --cpus) cpus=${2:-}; shift 2 ;;
-      --grace) grace=${2:-}; shift 2 ;;
+      --nodes | --cpus | --grace)
+        [ $# -ge 2 ] || die "$1: missing value (expected $1 N)"
+        case $1 in --nodes) nodes=$2 ;; --cpus) cpus=$2 ;; --grace) grace=$2 ;; esac
+        shift 2 ;;
       *) die "unknown option '$1' (expected --nodes N, --cpus C, --grace S)" ;;
     esac
   done
@@ -134,10 +143,10 @@ cmd_start() {
   write_conf "$dir" "$nodes" "$cpus" "$grace" $(free_ports $((nodes + 1)))
   start_munge "$dir"
   export SLURM_CONF="$dir/slurm.conf"
-  slurmctld -i -f "$SLURM_CONF" || { cat "$dir/log/slurmctld.log" >&2; die "slurmctld did not start" 1; }
+  slurmctld -i -f "$SLURM_CONF" || start_failed "$dir" "$dir/log/slurmctld.log" "slurmctld did not start"
   for i in $(seq 1 "$nodes"); do
     mkdir -p "$dir/spool/n$i"
-    slurmd -N "n$i" -f "$SLURM_CONF" || { cat "$dir/log/slurmd.n$i.log" >&2; die "slurmd n$i did not start" 1; }
+    slurmd -N "n$i" -f "$SLURM_CONF" || start_failed "$dir" "$dir/log/slurmd.n$i.log" "slurmd n$i did not start"
   done
   wait_up "$dir" "$nodes"
   echo "cluster.sh: $nodes nodes x $cpus CPUs up in $dir (partitions low, high); export SLURM_CONF=$SLURM_CONF"
@@ -174,6 +183,10 @@ cmd_stop() {
 cmd_status() {
   local dir=$1 f pid st=0
   [ -d "$dir/run" ] || die "$dir is not a cluster directory"
+  if ! { [ -f "$dir/run/slurmctld.pid" ] && kill -0 "$(cat "$dir/run/slurmctld.pid")" 2>/dev/null; }; then
+    echo "cluster.sh: no cluster running in $dir (slurmctld is not running; start it with slurm/cluster.sh start $dir)"
+    return 1
+  fi
   for f in "$dir"/run/*.pid; do
     [ -f "$f" ] || continue
     pid=$(cat "$f")

@@ -20,7 +20,19 @@ expect_error 2 "unknown argument '--fast'" bash "$T" --fast
 expect_error 2 "not inside a Slurm job: submit with sbatch" bash "$T"
 expect_error 2 "cluster.sh: --nodes '0': expected a positive integer" \
   bash "$HPT_SRC/slurm/cluster.sh" start "$WORK/c" --nodes 0
+expect_error 2 "cluster.sh: --nodes: missing value \(expected --nodes N\)$" \
+  bash "$HPT_SRC/slurm/cluster.sh" start "$WORK/c" --nodes
 expect_error 2 "cluster.sh: unknown option '--gpus'" bash "$HPT_SRC/slurm/cluster.sh" start "$WORK/c" --gpus 8
+# a slurmd that fails to start: the daemons already started are stopped
+mkdir -p "$WORK/fake"
+printf '#!/bin/sh\necho "fake slurmd: cannot start" >&2\nexit 1\n' > "$WORK/fake/slurmd"
+chmod +x "$WORK/fake/slurmd"
+expect_error 1 "cluster.sh: slurmd n1 did not start; stopped the daemons it had started" \
+  env PATH="$WORK/fake:$PATH" bash "$HPT_SRC/slurm/cluster.sh" start "$WORK/cf" --nodes 1
+for f in "$WORK"/cf/run/*.pid; do
+  [ ! -f "$f" ] || ! kill -0 "$(cat "$f")" 2>/dev/null || fail "$(basename "$f" .pid) left running"
+done
+expect_error 1 "no cluster running in $WORK/cf" bash "$HPT_SRC/slurm/cluster.sh" status "$WORK/cf"
 # a first run must not resume another job's checkpoints from a default run
 # directory whose job id came round again (checked before any srun)
 mkdir -p "$WORK/root/runs/hpt-tiny-7/checkpoints/step_00000003"
