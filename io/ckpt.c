@@ -425,7 +425,7 @@ int hpt_ckpt_get_crc(hid_t ds, int64_t rows, int64_t cols, hpt_ckpt_tiles *t, ui
     int64_t tile[2];
     *crc = NULL;
     if (attr_len(ds, "crc_tile") != 2 || read_attr(ds, "crc_tile", H5T_NATIVE_INT64, tile) ||
-        tile[0] < 1 || tile[1] < 1)
+        tile[0] < 1 || tile[1] < 1 || tile[0] > (rows > 1 ? rows : 1) || tile[1] > (cols > 1 ? cols : 1))
         return -1;
     hpt_ckpt_tiles_init(t, rows, cols, tile[0], tile[1]);
     if (attr_len(ds, "crc32c") != t->nr * t->nc || !(*crc = malloc(sizeof(uint32_t) *
@@ -452,7 +452,8 @@ int hpt_ckpt_read_checked(hid_t ds, hid_t dxpl, const hpt_ckpt_tiles *t, const u
      * seen to wait for the disk each time, at a third of its speed), small
      * enough that the checksums then run on data still in the CPU cache. */
     int64_t per = t->tr * ncols * (int64_t)sizeof(float);
-    int64_t step = HPT_CKPT_READ_BYTES / per > 1 ? HPT_CKPT_READ_BYTES / per * t->tr : t->tr;
+    int64_t step = per > 0 && HPT_CKPT_READ_BYTES / per > 1 ? HPT_CKPT_READ_BYTES / per * t->tr
+                                                             : t->tr;
     for (int64_t a = r0; a < r0 + nrows && !err; a += step) {
         int64_t b = a + step < r0 + nrows ? a + step : r0 + nrows;
         float *band = buf + (a - r0) * ncols;

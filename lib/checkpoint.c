@@ -75,8 +75,9 @@ static hsize_t divisor_at_most(int64_t n, int64_t cap)
 }
 
 /* Checksum tiles follow the writing layout's shards so no tile has two
- * writers: a TP shard's columns, and rows in blocks of about 1 MiB that
- * divide the shard's rows. */
+ * writers: a TP shard's columns, and rows in blocks of about 1 MiB — that
+ * divide the shard's rows when TP splits the rows, else any (the last
+ * block clipped: a prime vocabulary would otherwise get one-row tiles). */
 static void tile_shape(const hpt_model *m, hpt_tensor_kind kind, int64_t g_rows, int64_t g_cols,
                        hpt_ckpt_tiles *t)
 {
@@ -86,8 +87,11 @@ static void tile_shape(const hpt_model *m, hpt_tensor_kind kind, int64_t g_rows,
     int split_cols = kind == HPT_TENSOR_O || kind == HPT_TENSOR_DOWN;
     int64_t local_rows = split_rows ? (g_rows + m->tp - 1) / m->tp : g_rows;
     int64_t local_cols = split_cols ? g_cols / m->tp : g_cols;
+    int64_t want = 262144 / local_cols > 1 ? 262144 / local_cols : 1;
     if (g_cols > 1)
-        hpt_ckpt_tiles_init(t, g_rows, g_cols, (int64_t)divisor_at_most(local_rows, 262144 / local_cols),
+        hpt_ckpt_tiles_init(t, g_rows, g_cols,
+                            split_rows && m->tp > 1 ? (int64_t)divisor_at_most(local_rows, want)
+                                                    : (want < g_rows ? want : g_rows),
                             local_cols);
     else
         hpt_ckpt_tiles_init(t, g_rows, 1, g_rows < 262144 ? g_rows : 262144, 1);
@@ -129,6 +133,11 @@ static hid_t open_parallel(const char *path, MPI_Comm comm, int create)
      * collective metadata writes cover a small range. */
     H5Pset_meta_block_size(fapl, 1 << 20);
     H5Pset_coll_metadata_write(fapl, 1);
+    /* HDF5 1.8 object headers: attributes over 64 KiB (the CRC32C list of
+     * a tensor whose TP shard has a prime number of rows, e.g. a vocabulary
+     * of 32003 at TP 8: one-row tiles) go to dense storage */
+    if (create)
+        H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST);
     hid_t f = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
                      : H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
@@ -688,7 +697,7 @@ static hpt_status check_space(const char *dir, const hpt_config *c)
     if (avail < need)
         return hpt_error_set(HPT_ERR_IO,
                              "%s: not enough space for a checkpoint: need %.1f MiB, %.1f MiB free "
-                             "(disk full?); the previous checkpoint is kept",
+                             "(disk full?); existing checkpoints are untouched",
                              dir, need / 1048576.0, avail / 1048576.0);
     return HPT_OK;
 }
@@ -703,7 +712,7 @@ static hpt_status check_fsize_limit(const char *what, double need)
         return HPT_OK;
     return hpt_error_set(HPT_ERR_IO,
                          "%s: the file size limit (ulimit -f) of %.1f MiB is below the "
-                         "checkpoint's %.1f MiB (File too large); the previous checkpoint is kept",
+                         "checkpoint's %.1f MiB (File too large); existing checkpoints are untouched",
                          what, (double)rl.rlim_cur / 1048576.0, need / 1048576.0);
 }
 
@@ -725,8 +734,8 @@ static hpt_status reserve(const char *file, double need)
     if (!err || err == EOPNOTSUPP || err == ENOSYS)
         return HPT_OK;
     return hpt_error_set(HPT_ERR_IO,
-                         "%s: cannot reserve %.1f MiB for the checkpoint: %s (disk full?); the "
-                         "previous checkpoint is kept",
+                         "%s: cannot reserve %.1f MiB for the checkpoint: %s (disk full?); "
+                         "existing checkpoints are untouched",
                          file, need / 1048576.0, strerror(err));
 }
 
@@ -844,8 +853,8 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
     if ((st = write_file(file, s, meta))) {
         if (s->comm->world_rank == 0)
             remove_dir(tmpdir);
-        return hpt_error_set(st, "%s: saving the checkpoint failed: %s; removed %s, the previous "
-                             "checkpoint is kept", file, hpt_error_msg(), tmpdir);
+        return hpt_error_set(st, "%s: saving the checkpoint failed: %s; removed %s, existing "
+                             "checkpoints are untouched", file, hpt_error_msg(), tmpdir);
     }
     double t = MPI_Wtime();
     if (s->comm->world_rank == 0) {
@@ -962,7 +971,8 @@ static int read_rows_v2(hid_t ds, const hpt_tensor *t, const hpt_ckpt_tiles *til
     }
     /* bands of whole tile rows, about HPT_CKPT_READ_BYTES each */
     int64_t per = tl.tr * (c1 - c0) * (int64_t)sizeof(float);
-    int64_t step = HPT_CKPT_READ_BYTES / per > 1 ? HPT_CKPT_READ_BYTES / per * tl.tr : tl.tr;
+    int64_t step = per > 0 && HPT_CKPT_READ_BYTES / per > 1 ? HPT_CKPT_READ_BYTES / per * tl.tr
+                                                             : tl.tr;
     size_t band = (size_t)((step < r1 - r0 ? step : r1 - r0) * (c1 - c0));
     if (band > *scratch_n) {
         free(*scratch);
@@ -1067,8 +1077,11 @@ static int read_item(const hpt_model *m, const load_item *it, load_bufs *lb)
         }
         buf = lb->rows;
     }
-    if (vb < rb) /* vocabulary padding stays zero */
-        memset(buf + (vb - ra) * cols, 0, sizeof(float) * (size_t)((rb - vb) * cols));
+    /* rows [va, vb) are real, [pad, rb) vocabulary padding (zero); va = ra
+     * unless the range starts inside the padding (then nothing is read) */
+    int64_t pad = ra > valid ? ra : valid;
+    if (pad < rb)
+        memset(buf + (pad - ra) * cols, 0, sizeof(float) * (size_t)((rb - pad) * cols));
     int ok = vb <= va || (lb->version == 1 ? read_rows_v1(it->ds, t, va, vb, buf)
                                            : read_rows_v2(it->ds, t, &it->tiles, it->crc, va, vb, buf,
                                                           &lb->scratch, &lb->scratch_n));

@@ -348,12 +348,12 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
-/* Keep only the rows of log.tsv up to step `upto` (a resume continues the
- * log from its checkpoint). */
-static void trim_log(const char *dir, int upto)
+/* Keep only the rows of a per-step log (log.tsv, samples.*.tsv: step in
+ * the first column) up to step `upto`: a resume continues the log from its
+ * checkpoint. */
+static void trim_rows(const char *path, int upto)
 {
-    char path[4096], tmp[4200], line[1024];
-    snprintf(path, sizeof path, "%s/log.tsv", dir);
+    char tmp[4200], line[1024];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *in = fopen(path, "r"), *out = in ? fopen(tmp, "w") : NULL;
     while (in && out && fgets(line, sizeof line, in)) {
@@ -382,7 +382,7 @@ static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
     char path[4096];
     snprintf(path, sizeof path, "%s/log.tsv", o->run_dir);
     if (r->resume_from >= 0) { /* continue the log after the checkpoint's step */
-        trim_log(o->run_dir, (int)r->resume_from);
+        trim_rows(path, (int)r->resume_from);
         if (!(r->log = fopen(path, "a")))
             return hpt_error_set(HPT_ERR_IO, "%s: cannot append: %s", path, strerror(errno));
         if (ftell(r->log) == 0)
@@ -452,8 +452,17 @@ static hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *m
     int n = st ? 0 : hpt_checkpoint_candidates(r->ckpt_dir, world, steps, 64);
     if (st || n == 0)
         return st;
-    if ((st = hpt_checkpoint_meta(r->ckpt_dir, steps[0], world, meta)))
-        return st;
+    for (int i = 0; i < n; i++) { /* the newest whose metadata reads */
+        if (!(st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, meta)))
+            break;
+        if (o->resume == 2)
+            return hpt_error_set(st, "%s (--resume strict: not falling back)", hpt_error_msg());
+        if (r->root)
+            fprintf(stderr, "hpt-train: warning: %s; falling back to the previous checkpoint\n",
+                    hpt_error_msg());
+    }
+    if (st)
+        return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
     hpt_config saved;
     char what[256];
     if ((st = hpt_config_parse(meta->config_json, r->ckpt_dir, &saved)))
@@ -589,6 +598,8 @@ static hpt_status setup_model(run_state *r, const hpt_train_opts *o, const hpt_b
         if ((st = make_dirs(o->run_dir))) /* rank 0 may not have created it yet */
             return st;
         snprintf(path, sizeof path, "%s/samples.%d.tsv", o->run_dir, r->comm.dp_rank);
+        if (r->resume_from >= 0)
+            trim_rows(path, (int)r->resume_from);
         if (!(r->samples = fopen(path, r->resume_from >= 0 ? "a" : "w")))
             return hpt_error_set(HPT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
@@ -622,24 +633,67 @@ static hpt_ckpt_state ckpt_state(run_state *r)
                             .shard_counts = r->shard_counts};
 }
 
+/* After falling back to an older checkpoint than the probed one: cut the
+ * per-step logs this rank writes back to that step. */
+static void retrim_logs(run_state *r, const hpt_train_opts *o, int64_t step)
+{
+    char path[4096];
+    if (r->log) {
+        snprintf(path, sizeof path, "%s/log.tsv", o->run_dir);
+        fclose(r->log);
+        trim_rows(path, (int)step);
+        r->log = fopen(path, "a");
+    }
+    if (r->samples) {
+        snprintf(path, sizeof path, "%s/samples.%d.tsv", o->run_dir, r->comm.dp_rank);
+        fclose(r->samples);
+        trim_rows(path, (int)step);
+        r->samples = fopen(path, "a");
+    }
+}
+
 /* Load the probed checkpoint; with --resume auto fall back to older ones
- * whose global batch matches when a tensor is damaged. Collective. */
+ * when a tensor is damaged — only to one of the same model, sequence
+ * length and global batch (the run was set up for the probed one).
+ * Collective. */
 static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *meta)
 {
     MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
     int64_t steps[64];
     double t0 = now_s();
-    int n = hpt_checkpoint_candidates(r->ckpt_dir, world, steps, 64);
+    int n = hpt_checkpoint_candidates(r->ckpt_dir, world, steps, 64), i = 0;
+    while (i < n && steps[i] > meta->step) /* newer ones failed the probe */
+        i++;
     hpt_ckpt_state cs = ckpt_state(r);
-    hpt_status st = HPT_ERR_DATA;
-    for (int i = 0; i < n; i++) {
-        hpt_ckpt_meta mi;
-        if (i > 0 && ((st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, &mi)) ||
-                      mi.global_batch != meta->global_batch))
-            break;
+    hpt_status st = hpt_error_set(HPT_ERR_DATA, "step %lld is gone", (long long)meta->step);
+    for (int first = i; i < n; i++) {
+        hpt_ckpt_meta mi = *meta;
+        if (i > first) {
+            hpt_config saved;
+            char what[256];
+            if ((st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, &mi))) {
+                if (r->root)
+                    fprintf(stderr, "hpt-train: warning: %s; falling back to the previous "
+                            "checkpoint\n", hpt_error_msg());
+                continue;
+            }
+            if (hpt_config_parse(mi.config_json, r->ckpt_dir, &saved) ||
+                hpt_config_diff(&saved, &r->cfg, what, sizeof what) ||
+                mi.seq_len != meta->seq_len || mi.global_batch != meta->global_batch) {
+                st = hpt_error_set(HPT_ERR_DATA,
+                                   "the previous checkpoint, step %lld, was written with another "
+                                   "model, sequence length or global batch (%lld sequences, not "
+                                   "%lld): not falling back to it",
+                                   (long long)steps[i], (long long)mi.global_batch,
+                                   (long long)meta->global_batch);
+                break;
+            }
+        }
         if (!(st = hpt_checkpoint_load(r->ckpt_dir, steps[i], &cs))) {
-            if (i > 0)
+            if (i > first) {
                 *meta = mi;
+                retrim_logs(r, o, mi.step);
+            }
             break;
         }
         if (o->resume == 2)
@@ -1264,7 +1318,10 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     if (r->root) {
         fprintf(out, "done: %d steps, %d skipped, %.1f s", o->steps, skipped_total,
                 now_s() - t_start);
-        if (r->start_step >= o->steps)
+        if (r->start_step > o->steps)
+            fprintf(out, " (the checkpoint is at step %d, past --steps %d: nothing to train)",
+                    r->start_step, o->steps);
+        else if (r->start_step == o->steps)
             fprintf(out, " (all of them before the checkpoint: nothing left to train)");
         else if (r->val)
             fprintf(out, ", final val loss %.4f", val);

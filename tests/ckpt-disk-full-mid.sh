@@ -33,7 +33,7 @@ expect_error 5 \
   "step_00000004\.tmp/checkpoint\.h5: saving the checkpoint failed: writing /[a-z_/.0-9]+ failed: No space left on device" \
   env HPT_CKPT_TEST_SKIP_RESERVE=1 timeout 120 $MPIEXEC -n 2 "$TRAIN" $B --stop-at 4
 unchanged "disk full mid-save"
-grep -q "removed .*step_00000004.tmp, the previous checkpoint is kept" "$WORK/out.$$" ||
+grep -q "removed .*step_00000004.tmp, existing checkpoints are untouched" "$WORK/out.$$" ||
   fail "message does not say the .tmp was removed"
 "$HPT_BUILD/src/hpt-ckpt" verify "$C" > "$WORK/v" 2>&1 || { cat "$WORK/v"; fail "previous checkpoint does not verify"; }
 

@@ -1,0 +1,79 @@
+#!/bin/sh
+# Falling back past a bad newest checkpoint, and its limits:
+# - the newest is truncated (its metadata does not read): --resume auto
+#   warns and resumes from the previous one, continuing like an
+#   uninterrupted run; --resume strict refuses (exit 3); log.tsv then has
+#   every step once — also after a fallback at load time (a damaged tensor);
+# - the newest is damaged and the previous one has another global batch:
+#   exit 3 naming why, nothing trained (was: "resumed" with weights never
+#   loaded);
+# - a malformed crc_tile attribute counts as damage (was: SIGFPE) in
+#   hpt-ckpt verify and in a resume, which falls back.
+. "$HPT_SRC/tests/lib.sh"
+need_corpus
+CKPT="$HPT_BUILD/src/hpt-ckpt"
+B="--model tiny --data $CORPUS --seq-len 16 --lr 1e-3 --warmup 2 --eval-interval 100 --metrics none --quiet"
+
+# truncated newest
+"$TRAIN" $B --batch 2 --steps 6 --run-dir "$WORK/ref" > /dev/null 2>&1 || fail "reference run"
+st=0; "$TRAIN" $B --batch 2 --steps 6 --save-every 2 --stop-at 4 --run-dir "$WORK/t" > /dev/null 2>&1 || st=$?
+[ $st = 75 ] || fail "stop-at 4: exit $st"
+truncate -s -4 "$WORK/t/checkpoints/step_00000004/checkpoint.h5"
+expect_error 3 "step_00000004/checkpoint.h5: cannot open \(truncated or not HDF5\) \(--resume strict: not falling back\)" \
+  "$TRAIN" $B --batch 2 --steps 6 --resume strict --run-dir "$WORK/t"
+"$TRAIN" $B --batch 2 --steps 6 --run-dir "$WORK/t" > "$WORK/t.out" 2>&1 || { cat "$WORK/t.out"; fail "auto resume past a truncated checkpoint"; }
+grep -q "warning: .*step_00000004/checkpoint.h5: cannot open (truncated or not HDF5); falling back" "$WORK/t.out" ||
+  { cat "$WORK/t.out"; fail "no fallback warning"; }
+grep -q "resumed from .*step_00000002" "$WORK/t.out" || fail "did not resume from step 2"
+cmp "$WORK/ref/log.tsv" "$WORK/t/log.tsv" || fail "log.tsv after the fallback differs from the uninterrupted run's"
+echo "truncated newest: fell back to step 2, log equal to the uninterrupted run"
+
+# damaged newest (same global batch): falls back at load time; log.tsv is
+# cut back to the step actually loaded
+st=0; "$TRAIN" $B --batch 2 --steps 6 --save-every 2 --stop-at 4 --run-dir "$WORK/d" > /dev/null 2>&1 || st=$?
+[ $st = 75 ] || fail "stop-at 4 (d): exit $st"
+"$PYTHON" - "$WORK/d/checkpoints/step_00000004/checkpoint.h5" <<'PY' || fail "could not damage the file"
+import sys, h5py
+p = sys.argv[1]
+with h5py.File(p, "r") as f:
+    d = f["optim/exp_avg_sq/model.layers.1.mlp.down_proj.weight"]
+    off = d.id.get_offset() + d.id.get_storage_size() // 2
+with open(p, "r+b") as fh:
+    fh.seek(off)
+    fh.write(b"\xde\xad\xbe\xef")
+PY
+"$TRAIN" $B --batch 2 --steps 6 --run-dir "$WORK/d" > "$WORK/d.out" 2>&1 || { cat "$WORK/d.out"; fail "fallback at load"; }
+grep -q "resumed from .*step_00000002" "$WORK/d.out" || { cat "$WORK/d.out"; fail "did not fall back to step 2"; }
+cmp "$WORK/ref/log.tsv" "$WORK/d/log.tsv" || fail "log.tsv after a load-time fallback differs (steps 3-4 twice?)"
+echo "damaged newest: fell back at load time, log equal to the uninterrupted run"
+
+# damaged newest, previous with another global batch
+"$TRAIN" $B --batch 2 --steps 2 --save-every 2 --run-dir "$WORK/g" > /dev/null 2>&1 || fail "batch-2 run"
+"$TRAIN" $B --batch 4 --steps 4 --save-every 4 --resume none --run-dir "$WORK/g" > /dev/null 2>&1 || fail "batch-4 run"
+"$PYTHON" - "$WORK/g/checkpoints/step_00000004/checkpoint.h5" <<'PY' || fail "could not damage the file"
+import sys, h5py
+p = sys.argv[1]
+with h5py.File(p, "r") as f:
+    d = f["model/model.embed_tokens.weight"]
+    off = d.id.get_offset() + d.id.get_storage_size() // 3
+with open(p, "r+b") as fh:
+    fh.seek(off)
+    fh.write(b"\xde\xad\xbe\xef")
+PY
+expect_error 3 "no loadable checkpoint \(the previous checkpoint, step 2, was written with another model, sequence length or global batch \(2 sequences, not 4\): not falling back to it\)" \
+  "$TRAIN" $B --batch 4 --steps 6 --run-dir "$WORK/g"
+[ "$(tail -n 1 "$WORK/g/log.tsv" | cut -f1)" = 4 ] || fail "a step was trained after the failed load"
+
+# malformed crc_tile
+"$TRAIN" $B --batch 2 --steps 4 --save-every 2 --run-dir "$WORK/m" > /dev/null 2>&1 || fail "run m"
+"$PYTHON" - "$WORK/m/checkpoints/step_00000004/checkpoint.h5" <<'PY' || fail "could not edit the attribute"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    d = f["model/model.layers.0.mlp.up_proj.weight"]
+    d.attrs["crc_tile"] = np.array([2**62, 64], dtype="<i8")
+    d.attrs["crc32c"] = np.array([0], dtype="<u4")
+PY
+expect_error 3 "model.layers.0.mlp.up_proj.weight: .*(damaged|crc)" "$CKPT" verify "$WORK/m/checkpoints/step_00000004"
+"$TRAIN" $B --batch 2 --steps 5 --run-dir "$WORK/m" > "$WORK/m.out" 2>&1 || { cat "$WORK/m.out"; fail "resume past a malformed crc_tile"; }
+grep -q "resumed from .*step_00000002" "$WORK/m.out" || { cat "$WORK/m.out"; fail "no fallback past the malformed crc_tile"; }
+pass "truncated newest falls back (strict refuses); no fallback across a global batch change; malformed crc_tile is damage"
