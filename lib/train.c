@@ -439,6 +439,19 @@ static hpt_status keep_global_batch(run_state *r, hpt_train_opts *o, const hpt_c
                          r->comm.pp, ok[0] ? ok : "none", G);
 }
 
+/* A resume candidate failed with error st (message set): --resume strict
+ * refuses (returns the error, message extended); --resume auto warns
+ * (rank 0) and returns HPT_OK, to try the previous checkpoint. */
+static hpt_status fall_back(const run_state *r, const hpt_train_opts *o, hpt_status st)
+{
+    if (o->resume == 2)
+        return hpt_error_set(st, "%s (--resume strict: not falling back)", hpt_error_msg());
+    if (r->root)
+        fprintf(stderr, "hpt-train: warning: %s; falling back to the previous checkpoint\n",
+                hpt_error_msg());
+    return HPT_OK;
+}
+
 /* Before the model exists: pick the checkpoint to resume, check that it
  * fits (config, sequence length) and adapt gradient accumulation. */
 static hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *meta)
@@ -453,13 +466,11 @@ static hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *m
     if (st || n == 0)
         return st;
     for (int i = 0; i < n; i++) { /* the newest whose metadata reads */
+        hpt_status e;
         if (!(st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, meta)))
             break;
-        if (o->resume == 2)
-            return hpt_error_set(st, "%s (--resume strict: not falling back)", hpt_error_msg());
-        if (r->root)
-            fprintf(stderr, "hpt-train: warning: %s; falling back to the previous checkpoint\n",
-                    hpt_error_msg());
+        if ((e = fall_back(r, o, st)))
+            return e;
     }
     if (st)
         return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
@@ -672,9 +683,7 @@ static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_me
             hpt_config saved;
             char what[256];
             if ((st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, &mi))) {
-                if (r->root)
-                    fprintf(stderr, "hpt-train: warning: %s; falling back to the previous "
-                            "checkpoint\n", hpt_error_msg());
+                fall_back(r, o, st); /* (strict stopped at the first failure) */
                 continue;
             }
             if (hpt_config_parse(mi.config_json, r->ckpt_dir, &saved) ||
@@ -696,11 +705,9 @@ static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_me
             }
             break;
         }
-        if (o->resume == 2)
-            return hpt_error_set(st, "%s (--resume strict: not falling back)", hpt_error_msg());
-        if (r->root)
-            fprintf(stderr, "hpt-train: warning: %s; falling back to the previous checkpoint\n",
-                    hpt_error_msg());
+        hpt_status e = fall_back(r, o, st);
+        if (e)
+            return e;
     }
     if (st)
         return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());

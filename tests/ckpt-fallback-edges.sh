@@ -12,6 +12,19 @@
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
 CKPT="$HPT_BUILD/src/hpt-ckpt"
+# damage FILE DATASET K: overwrite 4 bytes at 1/K of the dataset's data
+damage() {
+  "$PYTHON" - "$@" <<'PY' || fail "could not damage $1"
+import sys, h5py
+p, name, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with h5py.File(p, "r") as f:
+    d = f[name]
+    off = d.id.get_offset() + d.id.get_storage_size() // k
+with open(p, "r+b") as fh:
+    fh.seek(off)
+    fh.write(b"\xde\xad\xbe\xef")
+PY
+}
 B="--model tiny --data $CORPUS --seq-len 16 --lr 1e-3 --warmup 2 --eval-interval 100 --metrics none --quiet"
 
 # truncated newest
@@ -32,16 +45,7 @@ echo "truncated newest: fell back to step 2, log equal to the uninterrupted run"
 # cut back to the step actually loaded
 st=0; "$TRAIN" $B --batch 2 --steps 6 --save-every 2 --stop-at 4 --run-dir "$WORK/d" > /dev/null 2>&1 || st=$?
 [ $st = 75 ] || fail "stop-at 4 (d): exit $st"
-"$PYTHON" - "$WORK/d/checkpoints/step_00000004/checkpoint.h5" <<'PY' || fail "could not damage the file"
-import sys, h5py
-p = sys.argv[1]
-with h5py.File(p, "r") as f:
-    d = f["optim/exp_avg_sq/model.layers.1.mlp.down_proj.weight"]
-    off = d.id.get_offset() + d.id.get_storage_size() // 2
-with open(p, "r+b") as fh:
-    fh.seek(off)
-    fh.write(b"\xde\xad\xbe\xef")
-PY
+damage "$WORK/d/checkpoints/step_00000004/checkpoint.h5" optim/exp_avg_sq/model.layers.1.mlp.down_proj.weight 2
 "$TRAIN" $B --batch 2 --steps 6 --run-dir "$WORK/d" > "$WORK/d.out" 2>&1 || { cat "$WORK/d.out"; fail "fallback at load"; }
 grep -q "resumed from .*step_00000002" "$WORK/d.out" || { cat "$WORK/d.out"; fail "did not fall back to step 2"; }
 cmp "$WORK/ref/log.tsv" "$WORK/d/log.tsv" || fail "log.tsv after a load-time fallback differs (steps 3-4 twice?)"
@@ -50,16 +54,7 @@ echo "damaged newest: fell back at load time, log equal to the uninterrupted run
 # damaged newest, previous with another global batch
 "$TRAIN" $B --batch 2 --steps 2 --save-every 2 --run-dir "$WORK/g" > /dev/null 2>&1 || fail "batch-2 run"
 "$TRAIN" $B --batch 4 --steps 4 --save-every 4 --resume none --run-dir "$WORK/g" > /dev/null 2>&1 || fail "batch-4 run"
-"$PYTHON" - "$WORK/g/checkpoints/step_00000004/checkpoint.h5" <<'PY' || fail "could not damage the file"
-import sys, h5py
-p = sys.argv[1]
-with h5py.File(p, "r") as f:
-    d = f["model/model.embed_tokens.weight"]
-    off = d.id.get_offset() + d.id.get_storage_size() // 3
-with open(p, "r+b") as fh:
-    fh.seek(off)
-    fh.write(b"\xde\xad\xbe\xef")
-PY
+damage "$WORK/g/checkpoints/step_00000004/checkpoint.h5" model/model.embed_tokens.weight 3
 expect_error 3 "no loadable checkpoint \(the previous checkpoint, step 2, was written with another model, sequence length or global batch \(2 sequences, not 4\): not falling back to it\)" \
   "$TRAIN" $B --batch 4 --steps 6 --run-dir "$WORK/g"
 [ "$(tail -n 1 "$WORK/g/log.tsv" | cut -f1)" = 4 ] || fail "a step was trained after the failed load"

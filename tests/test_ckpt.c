@@ -16,24 +16,7 @@
 
 #include "ckpt.h"
 
-static int failures;
-
-#define EXPECT(cond, ...) expect((cond), __FILE__, __LINE__, #cond, __VA_ARGS__)
-
-__attribute__((format(printf, 5, 6))) static int expect(int ok, const char *file, int line,
-                                                        const char *cond, const char *fmt, ...)
-{
-    if (ok)
-        return 1;
-    va_list ap;
-    failures++;
-    fprintf(stderr, "%s:%d: FAIL: %s: ", file, line, cond);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 0;
-}
+#include "expect.h"
 
 /* CRC32C one bit at a time: the definition (reflected 0x1EDC6F41). */
 static uint32_t crc_ref(uint32_t crc, const unsigned char *p, size_t n)

@@ -17,25 +17,9 @@
 #include "error.h"
 #include "shard.h"
 
-static int failures;
+#include "expect.h"
+
 static char tmpdir[4096];
-
-#define EXPECT(cond, ...) expect((cond), __FILE__, __LINE__, #cond, __VA_ARGS__)
-
-__attribute__((format(printf, 5, 6))) static int expect(int ok, const char *file, int line,
-                                                        const char *cond, const char *fmt, ...)
-{
-    if (ok)
-        return 1;
-    va_list ap;
-    failures++;
-    fprintf(stderr, "%s:%d: FAIL: %s: ", file, line, cond);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 0;
-}
 
 /* Status st equals want and the error message contains every substring. */
 #define EXPECT_ERR(st, want, sub) \
