@@ -467,8 +467,11 @@ static hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *m
         return st;
     for (int i = 0; i < n; i++) { /* the newest whose metadata reads */
         hpt_status e;
+        meta->format_version = 0;
         if (!(st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, meta)))
             break;
+        if (meta->format_version > HPT_CKPT_VERSION) /* a newer hpt's: never skip its work */
+            return st;
         if ((e = fall_back(r, o, st)))
             return e;
     }
@@ -682,7 +685,10 @@ static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_me
         if (i > first) {
             hpt_config saved;
             char what[256];
+            mi.format_version = 0;
             if ((st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, &mi))) {
+                if (mi.format_version > HPT_CKPT_VERSION)
+                    break;
                 fall_back(r, o, st); /* (strict stopped at the first failure) */
                 continue;
             }
