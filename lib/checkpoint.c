@@ -646,16 +646,22 @@ static hpt_status commit(const char *dir, const char *tmpdir, const char *final,
 }
 
 /* Rank 0: keep the newest `keep` checkpoints. */
-static void prune(const char *dir, int keep)
+/* Keep the newest `keep` checkpoints up to step `saved` (the one just
+ * written, always kept); anything newer than it is not ours to judge (a
+ * resume moves unloadable ones aside) and is left alone. */
+static void prune(const char *dir, int keep, int64_t saved)
 {
-    int64_t steps[4096];
-    int n = hpt_ckpt_list(dir, steps, 4096);
-    for (int i = keep; i < n; i++) {
+    int64_t *steps = malloc(sizeof(int64_t) * HPT_CKPT_MAX_CANDIDATES);
+    int n = steps ? hpt_ckpt_list(dir, steps, HPT_CKPT_MAX_CANDIDATES) : 0, kept = 0;
+    for (int i = 0; i < n; i++) {
+        if (steps[i] > saved || (steps[i] == saved || kept < keep ? (kept++, 1) : 0))
+            continue;
         char name[32], p[4096];
         hpt_ckpt_dirname(steps[i], name);
         snprintf(p, sizeof p, "%s/%s", dir, name);
         remove_dir(p);
     }
+    free(steps);
 }
 
 /* Bytes a checkpoint of this model takes at most: weights and two moments
@@ -861,7 +867,7 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
         unreserve(file, need);
         st = commit(dir, tmpdir, final, file, name);
         if (!st)
-            prune(dir, keep);
+            prune(dir, keep, meta->step);
     }
     quiet_barrier(world);
     st = hpt_comm_agree(world, st);
@@ -885,6 +891,24 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
 
 /* ------------------------------------------------------------------ load */
 
+hpt_status hpt_checkpoint_move_aside(const char *dir, int64_t step)
+{
+    char name[32], from[4096], to[4200];
+    hpt_ckpt_dirname(step, name);
+    snprintf(from, sizeof from, "%s/%s", dir, name);
+    for (int k = 0; k < 1000; k++) {
+        struct stat sb;
+        snprintf(to, sizeof to, k ? "%s.unloadable.%d" : "%s.unloadable", from, k);
+        if (stat(to, &sb) && errno == ENOENT) {
+            if (rename(from, to))
+                return hpt_error_set(HPT_ERR_IO, "%s: cannot move aside: %s", from, strerror(errno));
+            fsync_path(dir);
+            return HPT_OK;
+        }
+    }
+    return hpt_error_set(HPT_ERR_IO, "%s: cannot move aside: too many earlier copies", from);
+}
+
 int hpt_checkpoint_candidates(const char *dir, MPI_Comm world, int64_t *steps, int max)
 {
     /* The directory rename is the commit point, so every step_NNNNNNNN is
@@ -906,11 +930,23 @@ static void file_of(const char *dir, int64_t step, char *buf, size_t n)
     snprintf(buf, n, "%s/%s/%s", dir, name, HPT_CKPT_FILE);
 }
 
+/* 1 when path is a regular file (not a FIFO, whose open would block, a
+ * directory or a device): agreed over world. */
+static int regular_file(const char *path, MPI_Comm world)
+{
+    struct stat sb;
+    int ok = !stat(path, &sb) && S_ISREG(sb.st_mode), all;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world);
+    return all;
+}
+
 hpt_status hpt_checkpoint_meta(const char *dir, int64_t step, MPI_Comm world, hpt_ckpt_meta *meta)
 {
     char file[8192];
     file_of(dir, step, file, sizeof file);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (!regular_file(file, world))
+        return hpt_error_set(HPT_ERR_DATA, "%s: missing or not a regular file", file);
     hid_t f = open_parallel(file, world, 0);
     hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_DATA, "%s: cannot open (truncated or not HDF5)", file)
                           : hpt_ckpt_read_meta(f, file, meta);
@@ -1117,6 +1153,8 @@ hpt_status hpt_checkpoint_load(const char *dir, int64_t step, const hpt_ckpt_sta
     file_of(dir, step, file, sizeof file);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     double t0 = MPI_Wtime(), t1, t2;
+    if (!regular_file(file, world))
+        return hpt_error_set(HPT_ERR_DATA, "%s: missing or not a regular file", file);
     hid_t f = open_parallel(file, world, 0);
     hpt_ckpt_meta meta;
     hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_DATA, "%s: cannot open", file)

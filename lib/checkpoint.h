@@ -36,6 +36,16 @@ hpt_status hpt_checkpoint_clean(const char *dir, MPI_Comm world);
  * every rank (rank 0 looks, then broadcasts). */
 int hpt_checkpoint_candidates(const char *dir, MPI_Comm world, int64_t *steps, int max);
 
+/* At most this many candidates are considered (hpt_checkpoint_candidates'
+ * max in hpt-train; prune lists as many). */
+#define HPT_CKPT_MAX_CANDIDATES 65536
+
+/* Rank 0, after a resume fell back past checkpoint `step` (newer than the
+ * one loaded, and unloadable): rename DIR/step_NNNNNNNN to
+ * step_NNNNNNNN.unloadable (then .unloadable.1, ...), kept for inspection
+ * but no longer a candidate, nor counted by --keep. Errors: HPT_ERR_IO. */
+hpt_status hpt_checkpoint_move_aside(const char *dir, int64_t step);
+
 /* Read the metadata of DIR/step_NNNNNNNN (collective; same result
  * everywhere). Errors: HPT_ERR_DATA (not a checkpoint, unknown format). */
 hpt_status hpt_checkpoint_meta(const char *dir, int64_t step, MPI_Comm world, hpt_ckpt_meta *meta);

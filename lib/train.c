@@ -381,8 +381,7 @@ static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
         return st;
     char path[4096];
     snprintf(path, sizeof path, "%s/log.tsv", o->run_dir);
-    if (r->resume_from >= 0) { /* continue the log after the checkpoint's step */
-        trim_rows(path, (int)r->resume_from);
+    if (r->resume_from >= 0) { /* continued after the checkpoint's step (retrim_logs) */
         if (!(r->log = fopen(path, "a")))
             return hpt_error_set(HPT_ERR_IO, "%s: cannot append: %s", path, strerror(errno));
         if (ftell(r->log) == 0)
@@ -461,20 +460,29 @@ static hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *m
     if (!r->ckpt_dir[0] || !o->resume)
         return HPT_OK;
     hpt_status st = hpt_checkpoint_clean(r->ckpt_dir, world);
-    int64_t steps[64];
-    int n = st ? 0 : hpt_checkpoint_candidates(r->ckpt_dir, world, steps, 64);
-    if (st || n == 0)
+    int64_t *steps = malloc(sizeof(int64_t) * HPT_CKPT_MAX_CANDIDATES);
+    if (!steps)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    int n = st ? 0 : hpt_checkpoint_candidates(r->ckpt_dir, world, steps, HPT_CKPT_MAX_CANDIDATES);
+    if (st || n == 0) {
+        free(steps);
         return st;
+    }
     for (int i = 0; i < n; i++) { /* the newest whose metadata reads */
         hpt_status e;
         meta->format_version = 0;
         if (!(st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, meta)))
             break;
         if (meta->format_version > HPT_CKPT_VERSION) /* a newer hpt's: never skip its work */
-            return st;
-        if ((e = fall_back(r, o, st)))
+            break;
+        if ((e = fall_back(r, o, st))) {
+            free(steps);
             return e;
+        }
     }
+    free(steps);
+    if (st && meta->format_version > HPT_CKPT_VERSION)
+        return st;
     if (st)
         return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
     hpt_config saved;
@@ -612,8 +620,6 @@ static hpt_status setup_model(run_state *r, const hpt_train_opts *o, const hpt_b
         if ((st = make_dirs(o->run_dir))) /* rank 0 may not have created it yet */
             return st;
         snprintf(path, sizeof path, "%s/samples.%d.tsv", o->run_dir, r->comm.dp_rank);
-        if (r->resume_from >= 0)
-            trim_rows(path, (int)r->resume_from);
         if (!(r->samples = fopen(path, r->resume_from >= 0 ? "a" : "w")))
             return hpt_error_set(HPT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
@@ -647,8 +653,8 @@ static hpt_ckpt_state ckpt_state(run_state *r)
                             .shard_counts = r->shard_counts};
 }
 
-/* After falling back to an older checkpoint than the probed one: cut the
- * per-step logs this rank writes back to that step. */
+/* After a checkpoint of step `step` has loaded: cut the per-step logs this
+ * rank writes back to that step (rows of steps that will run again). */
 static void retrim_logs(run_state *r, const hpt_train_opts *o, int64_t step)
 {
     char path[4096];
@@ -673,9 +679,11 @@ static void retrim_logs(run_state *r, const hpt_train_opts *o, int64_t step)
 static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *meta)
 {
     MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
-    int64_t steps[64];
+    int64_t *steps = malloc(sizeof(int64_t) * HPT_CKPT_MAX_CANDIDATES);
     double t0 = now_s();
-    int n = hpt_checkpoint_candidates(r->ckpt_dir, world, steps, 64), i = 0;
+    if (!steps)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    int n = hpt_checkpoint_candidates(r->ckpt_dir, world, steps, HPT_CKPT_MAX_CANDIDATES), i = 0;
     while (i < n && steps[i] > meta->step) /* newer ones failed the probe */
         i++;
     hpt_ckpt_state cs = ckpt_state(r);
@@ -684,7 +692,7 @@ static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_me
         hpt_ckpt_meta mi = *meta;
         if (i > first) {
             hpt_config saved;
-            char what[256];
+            char what[256] = "";
             mi.format_version = 0;
             if ((st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, &mi))) {
                 if (mi.format_version > HPT_CKPT_VERSION)
@@ -692,31 +700,45 @@ static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_me
                 fall_back(r, o, st); /* (strict stopped at the first failure) */
                 continue;
             }
-            if (hpt_config_parse(mi.config_json, r->ckpt_dir, &saved) ||
-                hpt_config_diff(&saved, &r->cfg, what, sizeof what) ||
-                mi.seq_len != meta->seq_len || mi.global_batch != meta->global_batch) {
-                st = hpt_error_set(HPT_ERR_DATA,
-                                   "the previous checkpoint, step %lld, was written with another "
-                                   "model, sequence length or global batch (%lld sequences, not "
-                                   "%lld): not falling back to it",
-                                   (long long)steps[i], (long long)mi.global_batch,
-                                   (long long)meta->global_batch);
+            if (hpt_config_parse(mi.config_json, r->ckpt_dir, &saved))
+                snprintf(what, sizeof what, "an unreadable model config");
+            else if (hpt_config_diff(&saved, &r->cfg, what + 15, sizeof what - 15))
+                memcpy(what, "another model: ", 15);
+            else if (mi.seq_len != meta->seq_len)
+                snprintf(what, sizeof what, "--seq-len %d, not %d", mi.seq_len, meta->seq_len);
+            else if (mi.global_batch != meta->global_batch)
+                snprintf(what, sizeof what, "a global batch of %lld sequences, not %lld",
+                         (long long)mi.global_batch, (long long)meta->global_batch);
+            if (what[0]) {
+                st = hpt_error_set(HPT_ERR_DATA, "the previous checkpoint, step %lld, has %s: not "
+                                   "falling back to it", (long long)steps[i], what);
                 break;
             }
         }
         if (!(st = hpt_checkpoint_load(r->ckpt_dir, steps[i], &cs))) {
-            if (i > first) {
-                *meta = mi;
-                retrim_logs(r, o, mi.step);
-            }
+            *meta = mi;
             break;
         }
         hpt_status e = fall_back(r, o, st);
-        if (e)
+        if (e) {
+            free(steps);
             return e;
+        }
     }
+    /* the unloadable ones newer than the step loaded: out of the way of
+     * later resumes and of --keep (renamed, not deleted) */
+    for (int j = 0; !st && r->root && j < n && steps[j] > meta->step; j++) {
+        if (hpt_checkpoint_move_aside(r->ckpt_dir, steps[j]))
+            fprintf(stderr, "hpt-train: warning: %s\n", hpt_error_msg());
+        else
+            fprintf(stderr, "hpt-train: moved the unloadable %s/step_%08lld aside to "
+                    "step_%08lld.unloadable\n", r->ckpt_dir, (long long)steps[j],
+                    (long long)steps[j]);
+    }
+    free(steps);
     if (st)
         return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
+    retrim_logs(r, o, meta->step); /* only now: a failed load leaves the logs as they were */
     r->ckpt_load_s = now_s() - t0;
     r->cursor = meta->samples;
     r->start_step = (int)meta->step;

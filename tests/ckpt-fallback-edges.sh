@@ -55,9 +55,40 @@ echo "damaged newest: fell back at load time, log equal to the uninterrupted run
 "$TRAIN" $B --batch 2 --steps 2 --save-every 2 --run-dir "$WORK/g" > /dev/null 2>&1 || fail "batch-2 run"
 "$TRAIN" $B --batch 4 --steps 4 --save-every 4 --resume none --run-dir "$WORK/g" > /dev/null 2>&1 || fail "batch-4 run"
 damage "$WORK/g/checkpoints/step_00000004/checkpoint.h5" model/model.embed_tokens.weight 3
-expect_error 3 "no loadable checkpoint \(the previous checkpoint, step 2, was written with another model, sequence length or global batch \(2 sequences, not 4\): not falling back to it\)" \
+expect_error 3 "no loadable checkpoint \(the previous checkpoint, step 2, has a global batch of 2 sequences, not 4: not falling back to it\)" \
   "$TRAIN" $B --batch 4 --steps 6 --run-dir "$WORK/g"
 [ "$(tail -n 1 "$WORK/g/log.tsv" | cut -f1)" = 4 ] || fail "a step was trained after the failed load"
+
+# the same with another --seq-len: the message names it
+"$TRAIN" $B --batch 2 --steps 2 --save-every 2 --run-dir "$WORK/s" > /dev/null 2>&1 || fail "seq 16 run"
+"$TRAIN" $B --seq-len 8 --batch 2 --steps 4 --save-every 4 --resume none --run-dir "$WORK/s" > /dev/null 2>&1 ||
+  fail "seq 8 run"
+damage "$WORK/s/checkpoints/step_00000004/checkpoint.h5" model/model.layers.0.mlp.up_proj.weight 2
+expect_error 3 "the previous checkpoint, step 2, has --seq-len 16, not 8: not falling back to it" \
+  "$TRAIN" $B --seq-len 8 --batch 2 --steps 6 --run-dir "$WORK/s"
+
+# unloadable checkpoints newer than the one loaded (truncated, an empty
+# step directory, a FIFO where the file should be — which must not block)
+# are moved aside, so --keep never prunes the new saves in their favour;
+# a resume that fails leaves log.tsv as it was
+st=0; "$TRAIN" $B --batch 2 --steps 8 --save-every 2 --stop-at 6 --keep 2 --run-dir "$WORK/k" > /dev/null 2>&1 || st=$?
+[ $st = 75 ] || fail "keep run: exit $st"
+C="$WORK/k/checkpoints"
+truncate -s -4 "$C/step_00000006/checkpoint.h5"
+mkdir "$C/step_00000020" "$C/step_00000040" && mkfifo "$C/step_00000040/checkpoint.h5"
+st=0; timeout -k 5 120 "$TRAIN" $B --batch 2 --steps 8 --keep 1 --stop-at 5 --run-dir "$WORK/k" > "$WORK/k.out" 2>&1 || st=$?
+[ $st = 75 ] || { cat "$WORK/k.out"; fail "resume past unloadable newer checkpoints: exit $st"; }
+grep -q "moved the unloadable .*step_00000040 aside" "$WORK/k.out" || { cat "$WORK/k.out"; fail "step 40 not moved aside"; }
+[ "$(ls "$C" | tr '\n' ' ')" = "latest step_00000005 step_00000006.unloadable step_00000020.unloadable step_00000040.unloadable " ] ||
+  { ls "$C"; fail "checkpoints after the resume and --keep 1"; }
+"$TRAIN" $B --batch 2 --steps 8 --save-every 1 --keep 2 --run-dir "$WORK/k" > "$WORK/k.out" 2>&1 ||
+  { cat "$WORK/k.out"; fail "next resume"; }
+grep -q "resumed from .*step_00000005" "$WORK/k.out" || fail "next resume did not start from step 5"
+damage "$C/step_00000008/checkpoint.h5" model/model.norm.weight 2
+damage "$C/step_00000007/checkpoint.h5" model/model.norm.weight 2
+cp "$WORK/k/log.tsv" "$WORK/k.log.before"
+expect_error 3 "no loadable checkpoint" "$TRAIN" $B --batch 2 --steps 10 --run-dir "$WORK/k"
+cmp "$WORK/k.log.before" "$WORK/k/log.tsv" || fail "a failed resume changed log.tsv"
 
 # malformed crc_tile
 "$TRAIN" $B --batch 2 --steps 4 --save-every 2 --run-dir "$WORK/m" > /dev/null 2>&1 || fail "run m"
@@ -71,4 +102,4 @@ PY
 expect_error 3 "model.layers.0.mlp.up_proj.weight: .*(damaged|crc)" "$CKPT" verify "$WORK/m/checkpoints/step_00000004"
 "$TRAIN" $B --batch 2 --steps 5 --run-dir "$WORK/m" > "$WORK/m.out" 2>&1 || { cat "$WORK/m.out"; fail "resume past a malformed crc_tile"; }
 grep -q "resumed from .*step_00000002" "$WORK/m.out" || { cat "$WORK/m.out"; fail "no fallback past the malformed crc_tile"; }
-pass "truncated newest falls back (strict refuses); no fallback across a global batch change; malformed crc_tile is damage"
+pass "truncated newest falls back (strict refuses); no fallback across a global batch or seq-len change; unloadable newer checkpoints moved aside; a failed resume keeps the log; malformed crc_tile is damage"
