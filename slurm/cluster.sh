@@ -123,7 +123,7 @@ cmd_start() {
   while [ $# -gt 0 ]; do
     case $1 in
       --nodes | --cpus | --grace)
-        [ $# -ge 2 ] || die "$1: missing value (expected $1 N)"
+        [ $# -ge 2 ] && [[ $2 != --* ]] || die "$1: missing value (expected $1 N)"
         case $1 in --nodes) nodes=$2 ;; --cpus) cpus=$2 ;; --grace) grace=$2 ;; esac
         shift 2 ;;
       *) die "unknown option '$1' (expected --nodes N, --cpus C, --grace S)" ;;
@@ -136,10 +136,11 @@ cmd_start() {
   for p in slurmctld slurmd munged sinfo; do
     command -v $p > /dev/null || die "$p not found: install the Debian packages slurmctld slurmd slurm-client munge (bash setup.sh)" 1
   done
-  [ ! -f "$dir/run/slurmctld.pid" ] || ! kill -0 "$(cat "$dir/run/slurmctld.pid")" 2>/dev/null ||
-    die "a cluster is already running in $dir (slurm/cluster.sh stop $dir)"
+  ! ours "$dir/run/slurmctld.pid" || die "a cluster is already running in $dir (slurm/cluster.sh stop $dir)"
   mkdir -p "$dir"/{state,spool,run,log}
   dir=$(cd "$dir" && pwd)
+  # daemons left from a crashed cluster in DIR (slurmctld is not running)
+  for f in "$dir"/run/*.pid; do stop_pid "$f"; done
   write_conf "$dir" "$nodes" "$cpus" "$grace" $(free_ports $((nodes + 1)))
   start_munge "$dir"
   export SLURM_CONF="$dir/slurm.conf"
@@ -152,14 +153,28 @@ cmd_start() {
   echo "cluster.sh: $nodes nodes x $cpus CPUs up in $dir (partitions low, high); export SLURM_CONF=$SLURM_CONF"
 }
 
-# stop_pid FILE: TERM the daemon named in FILE, KILL it after 10 s.
+# ours FILE: the process named in FILE (DIR/run/NAME.pid) is alive and one
+# of DIR's daemons (its command line names DIR; a zombie's is empty).
+ours() {
+  local pid dir
+  pid=$(cat "$1" 2>/dev/null) || return 1
+  dir=$(cd "$(dirname "$1")/.." && pwd)
+  [[ $pid =~ ^[0-9]+$ ]] && { tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null | grep -qF "$dir/"
+}
+
+# stop_pid FILE: TERM the daemon named in FILE (DIR/run/NAME.pid), KILL it
+# after 10 s — only if that process is one of DIR's daemons (its command
+# line names DIR: a stale pid file may name an unrelated process by now).
 stop_pid() {
-  local f=$1 pid i=0
+  local f=$1 pid i=0 dir
   [ -f "$f" ] || return 0
   pid=$(cat "$f")
-  [[ $pid =~ ^[0-9]+$ ]] || return 0
+  if ! ours "$f"; then
+    rm -f "$f"
+    return 0
+  fi
   kill "$pid" 2>/dev/null || { rm -f "$f"; return 0; }
-  while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+  while ours "$f" && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
   kill -9 "$pid" 2>/dev/null || true
   rm -f "$f"
 }
@@ -168,7 +183,7 @@ cmd_stop() {
   local dir=$1 f i=0
   [ -d "$dir/run" ] || die "$dir is not a cluster directory"
   # Jobs first: a job step (slurmstepd and its tasks) outlives its slurmd.
-  if [ -f "$dir/run/slurmctld.pid" ] && kill -0 "$(cat "$dir/run/slurmctld.pid")" 2>/dev/null; then
+  if ours "$dir/run/slurmctld.pid"; then
     export SLURM_CONF="$dir/slurm.conf"
     scancel -u "$(id -un)" 2>/dev/null || true
     while [ -n "$(squeue -h -o %i 2>/dev/null)" ] && [ $i -lt 75 ]; do sleep 0.2; i=$((i + 1)); done
@@ -183,7 +198,7 @@ cmd_stop() {
 cmd_status() {
   local dir=$1 f pid st=0
   [ -d "$dir/run" ] || die "$dir is not a cluster directory"
-  if ! { [ -f "$dir/run/slurmctld.pid" ] && kill -0 "$(cat "$dir/run/slurmctld.pid")" 2>/dev/null; }; then
+  if ! ours "$dir/run/slurmctld.pid"; then
     echo "cluster.sh: no cluster running in $dir (slurmctld is not running; start it with slurm/cluster.sh start $dir)"
     return 1
   fi

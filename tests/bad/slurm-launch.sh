@@ -33,6 +33,25 @@ for f in "$WORK"/cf/run/*.pid; do
   [ ! -f "$f" ] || ! kill -0 "$(cat "$f")" 2>/dev/null || fail "$(basename "$f" .pid) left running"
 done
 expect_error 1 "no cluster running in $WORK/cf" bash "$HPT_SRC/slurm/cluster.sh" status "$WORK/cf"
+# a stale pid file naming an unrelated process: stop leaves it alone
+mkdir -p "$WORK/cs/run"
+sleep 300 & spid=$!
+echo $spid > "$WORK/cs/run/munged.pid"
+bash "$HPT_SRC/slurm/cluster.sh" stop "$WORK/cs" > /dev/null || fail "stop with a stale pid file"
+kill -0 $spid 2>/dev/null || fail "cluster.sh stop killed an unrelated process named by a stale pid file"
+kill $spid
+# a cluster whose slurmctld and slurmd died (kill -9): start again works and
+# stops the old munged; stop then leaves no daemon of the directory
+bash "$HPT_SRC/slurm/cluster.sh" start "$WORK/cr" --nodes 1 > /dev/null || fail "start cr"
+pkill -9 -f "slurmctld.*$WORK/cr/" || true
+pkill -9 -f "slurmd.*$WORK/cr/" || true
+sleep 1
+bash "$HPT_SRC/slurm/cluster.sh" start "$WORK/cr" --nodes 1 > /dev/null || fail "start after a crash"
+bash "$HPT_SRC/slurm/cluster.sh" stop "$WORK/cr" > /dev/null || fail "stop cr"
+sleep 0.5
+for p in $(pgrep -f "$WORK/cr/" || true); do
+  [ "$(tr -d '\0' < /proc/$p/cmdline 2>/dev/null)" = "" ] || fail "daemon left running: $(tr '\0' ' ' < /proc/$p/cmdline)"
+done
 # a first run must not resume another job's checkpoints from a default run
 # directory whose job id came round again (checked before any srun)
 mkdir -p "$WORK/root/runs/hpt-tiny-7/checkpoints/step_00000003"
