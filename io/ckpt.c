@@ -439,6 +439,12 @@ int hpt_ckpt_get_crc(hid_t ds, int64_t rows, int64_t cols, hpt_ckpt_tiles *t, ui
     return 0;
 }
 
+int64_t hpt_ckpt_band_rows(const hpt_ckpt_tiles *t, int64_t ncols)
+{
+    int64_t per = t->tr * ncols * (int64_t)sizeof(float); /* bytes per tile row */
+    return per > 0 && HPT_CKPT_READ_BYTES / per > 1 ? HPT_CKPT_READ_BYTES / per * t->tr : t->tr;
+}
+
 int hpt_ckpt_read_checked(hid_t ds, hid_t dxpl, const hpt_ckpt_tiles *t, const uint32_t *crc,
                           int64_t r0, int64_t nrows, int64_t c0, int64_t ncols, float *buf,
                           int64_t *bad)
@@ -451,9 +457,7 @@ int hpt_ckpt_read_checked(hid_t ds, hid_t dxpl, const hpt_ckpt_tiles *t, const u
      * for the disk to stream (reads of 1 MiB, one after the other, were
      * seen to wait for the disk each time, at a third of its speed), small
      * enough that the checksums then run on data still in the CPU cache. */
-    int64_t per = t->tr * ncols * (int64_t)sizeof(float);
-    int64_t step = per > 0 && HPT_CKPT_READ_BYTES / per > 1 ? HPT_CKPT_READ_BYTES / per * t->tr
-                                                             : t->tr;
+    int64_t step = hpt_ckpt_band_rows(t, ncols);
     for (int64_t a = r0; a < r0 + nrows && !err; a += step) {
         int64_t b = a + step < r0 + nrows ? a + step : r0 + nrows;
         float *band = buf + (a - r0) * ncols;

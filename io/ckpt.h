@@ -101,6 +101,10 @@ int hpt_ckpt_get_crc(hid_t ds, int64_t rows, int64_t cols, hpt_ckpt_tiles *t, ui
 /* Bytes per read of hpt_ckpt_read_checked (whole tile rows, at least one). */
 #define HPT_CKPT_READ_BYTES ((int64_t)8 << 20)
 
+/* Rows per read of a block ncols wide: a multiple of t->tr, about
+ * HPT_CKPT_READ_BYTES of float32, at least one tile row. */
+int64_t hpt_ckpt_band_rows(const hpt_ckpt_tiles *t, int64_t ncols);
+
 /* Read rows [r0, r0 + nrows) x cols [c0, c0 + ncols) (a tile-aligned block,
  * hpt_ckpt_tiles_cover) of float32 dataset ds into buf (row-major,
  * nrows x ncols) with transfer list dxpl, and check every tile in it

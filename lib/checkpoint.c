@@ -653,9 +653,13 @@ static void prune(const char *dir, int keep, int64_t saved)
 {
     int64_t *steps = malloc(sizeof(int64_t) * HPT_CKPT_MAX_CANDIDATES);
     int n = steps ? hpt_ckpt_list(dir, steps, HPT_CKPT_MAX_CANDIDATES) : 0, kept = 0;
-    for (int i = 0; i < n; i++) {
-        if (steps[i] > saved || (steps[i] == saved || kept < keep ? (kept++, 1) : 0))
+    for (int i = 0; i < n; i++) { /* newest first */
+        if (steps[i] > saved)
             continue;
+        if (steps[i] == saved || kept < keep) {
+            kept++;
+            continue;
+        }
         char name[32], p[4096];
         hpt_ckpt_dirname(steps[i], name);
         snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -1005,10 +1009,7 @@ static int read_rows_v2(hid_t ds, const hpt_tensor *t, const hpt_ckpt_tiles *til
                !hpt_ckpt_read_checked(ds, H5P_DEFAULT, &tl, crc, r0, r1 - r0, c0, c1 - c0, dst,
                                       &bad);
     }
-    /* bands of whole tile rows, about HPT_CKPT_READ_BYTES each */
-    int64_t per = tl.tr * (c1 - c0) * (int64_t)sizeof(float);
-    int64_t step = per > 0 && HPT_CKPT_READ_BYTES / per > 1 ? HPT_CKPT_READ_BYTES / per * tl.tr
-                                                             : tl.tr;
+    int64_t step = hpt_ckpt_band_rows(&tl, c1 - c0);
     size_t band = (size_t)((step < r1 - r0 ? step : r1 - r0) * (c1 - c0));
     if (band > *scratch_n) {
         free(*scratch);

@@ -438,6 +438,27 @@ static hpt_status keep_global_batch(run_state *r, hpt_train_opts *o, const hpt_c
                          r->comm.pp, ok[0] ? ok : "none", G);
 }
 
+/* How checkpoint metadata m differs from this run: 0 not; 1 another model
+ * (what: the first differing config field); 2 another sequence length
+ * (what: "--seq-len A, not B"); -1 its config does not parse (*st: the
+ * parser's status, message set; what: that message). */
+static int meta_differs(const run_state *r, const hpt_ckpt_meta *m, int seq_len, char *what,
+                        size_t n, hpt_status *st)
+{
+    hpt_config saved;
+    if ((*st = hpt_config_parse(m->config_json, r->ckpt_dir, &saved))) {
+        snprintf(what, n, "%s", hpt_error_msg());
+        return -1;
+    }
+    if (hpt_config_diff(&saved, &r->cfg, what, n))
+        return 1;
+    if (m->seq_len != seq_len) {
+        snprintf(what, n, "--seq-len %d, not %d", m->seq_len, seq_len);
+        return 2;
+    }
+    return 0;
+}
+
 /* A resume candidate failed with error st (message set): --resume strict
  * refuses (returns the error, message extended); --resume auto warns
  * (rank 0) and returns HPT_OK, to try the previous checkpoint. */
@@ -485,18 +506,18 @@ static hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *m
         return st;
     if (st)
         return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
-    hpt_config saved;
     char what[256];
-    if ((st = hpt_config_parse(meta->config_json, r->ckpt_dir, &saved)))
-        return st;
-    if (hpt_config_diff(&saved, &r->cfg, what, sizeof what))
+    int d = meta_differs(r, meta, o->seq_len, what, sizeof what, &st);
+    if (d < 0)
+        return st; /* the parser's message */
+    if (d == 1)
         return hpt_error_set(HPT_ERR_USAGE,
                              "%s: checkpoint of step %lld is of another model: %s from --model %s; "
                              "nothing was overwritten",
                              r->ckpt_dir, (long long)meta->step, what, o->model);
-    if (meta->seq_len != o->seq_len)
-        return hpt_error_set(HPT_ERR_USAGE, "%s: checkpoint was trained with --seq-len %d, not %d",
-                             r->ckpt_dir, meta->seq_len, o->seq_len);
+    if (d == 2)
+        return hpt_error_set(HPT_ERR_USAGE, "%s: checkpoint was trained with %s",
+                             r->ckpt_dir, what);
     if ((st = keep_global_batch(r, o, meta)))
         return st;
     r->resume_from = meta->step;
@@ -691,8 +712,8 @@ static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_me
     for (int first = i; i < n; i++) {
         hpt_ckpt_meta mi = *meta;
         if (i > first) {
-            hpt_config saved;
-            char what[256] = "";
+            char what[300] = "", diff[256];
+            hpt_status perr;
             mi.format_version = 0;
             if ((st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, &mi))) {
                 if (mi.format_version > HPT_CKPT_VERSION)
@@ -700,12 +721,11 @@ static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_me
                 fall_back(r, o, st); /* (strict stopped at the first failure) */
                 continue;
             }
-            if (hpt_config_parse(mi.config_json, r->ckpt_dir, &saved))
-                snprintf(what, sizeof what, "an unreadable model config");
-            else if (hpt_config_diff(&saved, &r->cfg, what + 15, sizeof what - 15))
-                memcpy(what, "another model: ", 15);
-            else if (mi.seq_len != meta->seq_len)
-                snprintf(what, sizeof what, "--seq-len %d, not %d", mi.seq_len, meta->seq_len);
+            int d = meta_differs(r, &mi, meta->seq_len, diff, sizeof diff, &perr);
+            if (d)
+                snprintf(what, sizeof what, "%s%s%s",
+                         d < 0 ? "an unreadable model config (" : d == 1 ? "another model: " : "",
+                         diff, d < 0 ? ")" : "");
             else if (mi.global_batch != meta->global_batch)
                 snprintf(what, sizeof what, "a global batch of %lld sequences, not %lld",
                          (long long)mi.global_batch, (long long)meta->global_batch);
