@@ -12,8 +12,7 @@ need_slurm
 need_corpus
 STEPS=${HPT_TEST_STEPS:-100}
 start_cluster --nodes 3 --cpus 2
-export HPT_MODEL=tiny HPT_SEQ_LEN=32 HPT_MICRO_BATCH=1 HPT_GLOBAL_BATCH=4 HPT_STEPS=$STEPS \
-  HPT_TASKS_PER_NODE=1 HPT_TP=1 HPT_PP=1 HPT_ZERO1=0 HPT_EVAL_INTERVAL=0 HPT_EVAL_BATCHES=1 HPT_SAVE_EVERY=0
+dp_only_job 1 0
 e=$(HPT_RUN_DIR="$WORK/E" submit --nodes=1-2 --exclusive -x n3 -o "$WORK/E.out" "$JOBS/train_tiny.sh")
 r=$(HPT_RUN_DIR="$WORK/R" HPT_TASKS_PER_NODE=2 submit --nodes=1 --exclusive -w n3 -o "$WORK/R.out" "$JOBS/train_tiny.sh")
 wait_rows "$WORK/E/log.tsv" 3 180

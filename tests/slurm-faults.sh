@@ -14,8 +14,7 @@ need_slurm
 need_corpus
 STEPS=${HPT_TEST_STEPS:-100}
 start_cluster --nodes 6 --cpus 2
-export HPT_MODEL=tiny HPT_SEQ_LEN=32 HPT_MICRO_BATCH=2 HPT_GLOBAL_BATCH=4 HPT_STEPS=$STEPS \
-  HPT_TASKS_PER_NODE=1 HPT_TP=1 HPT_PP=1 HPT_ZERO1=0 HPT_EVAL_INTERVAL=0 HPT_EVAL_BATCHES=1 HPT_SAVE_EVERY=10
+dp_only_job 2 10
 S="--nodes=2 --exclusive"
 k=$(HPT_RUN_DIR="$WORK/K" submit $S -o "$WORK/K.out" "$JOBS/train_tiny.sh")
 printf '#!/bin/sh\necho "fake trainer: failing at start"\nexit 1\n' > "$WORK/fail.sh"

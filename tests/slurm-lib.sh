@@ -22,6 +22,15 @@ start_cluster() {
   export HPT_ROOT="$HPT_SRC" HPT_BUILD HPT_DATA="$CORPUS" OMP_NUM_THREADS=1
 }
 
+# dp_only_job MICRO_BATCH SAVE_EVERY: the job environment of the tests that
+# run train_tiny as pure data parallelism, one task per node: the tiny
+# model, 32 tokens, global batch 4, $STEPS steps, no evaluation.
+dp_only_job() {
+  export HPT_MODEL=tiny HPT_SEQ_LEN=32 HPT_MICRO_BATCH=$1 HPT_GLOBAL_BATCH=4 HPT_STEPS=$STEPS \
+    HPT_TASKS_PER_NODE=1 HPT_TP=1 HPT_PP=1 HPT_ZERO1=0 HPT_EVAL_INTERVAL=0 HPT_EVAL_BATCHES=1 \
+    HPT_SAVE_EVERY=$2
+}
+
 # dump_cluster: on failure, what the jobs and daemons said.
 dump_cluster() {
   echo "== squeue"; squeue 2>&1

@@ -14,8 +14,7 @@ need_slurm
 need_corpus
 STEPS=${HPT_TEST_STEPS:-150}
 start_cluster --nodes 6 --cpus 2
-export HPT_MODEL=tiny HPT_SEQ_LEN=32 HPT_MICRO_BATCH=2 HPT_GLOBAL_BATCH=4 HPT_STEPS=$STEPS \
-  HPT_TASKS_PER_NODE=1 HPT_TP=1 HPT_PP=1 HPT_ZERO1=0 HPT_EVAL_INTERVAL=0 HPT_EVAL_BATCHES=1 HPT_SAVE_EVERY=0
+dp_only_job 2 0
 S="--nodes=2 --exclusive"
 r=$(HPT_RUN_DIR="$WORK/R" submit $S -o "$WORK/R.out" "$JOBS/train_tiny.sh")
 u=$(HPT_RUN_DIR="$WORK/U" submit $S -o "$WORK/U.out" "$JOBS/train_tiny.sh")
