@@ -23,6 +23,7 @@
 #include "ckpt.h"
 #include "config.h"
 #include "error.h"
+#include "h5util.h"
 #include "hpt_config.h"
 #include "model.h"
 
@@ -137,25 +138,6 @@ static long long dir_bytes(const char *dir)
 
 /* ------------------------------------------------------------- HDF5 helpers */
 
-static herr_t innermost_cb(unsigned n, const H5E_error2_t *e, void *data)
-{
-    if (n == 0)
-        snprintf((char *)data, 256, "%s", e->desc ? e->desc : "");
-    return 0;
-}
-
-/* The most specific message on HDF5's error stack ("data error detected by
- * Fletcher32 checksum", "truncated file: eof = ..."), or "HDF5 error".
- * Call right after the failing HDF5 call: the next one clears the stack.
- * Returns a static buffer. */
-static const char *h5_reason(void)
-{
-    static char buf[256];
-    buf[0] = 0;
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_cb, buf);
-    return buf[0] ? buf : "HDF5 error";
-}
-
 /* Set by open_ckpt: the open file is format 2 or later, so every dataset
  * must carry CRC32C tiles (hpt-ckpt reads one checkpoint at a time). */
 static int crc_required;
@@ -175,7 +157,7 @@ static hpt_status open_file(const char *path, hid_t *f)
     *f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (*f < 0)
         return hpt_error_set(HPT_ERR_DATA, "%s: not a readable HDF5 file, or truncated (%s)", path,
-                             h5_reason());
+                             hpt_h5_cause());
     return HPT_OK;
 }
 
@@ -280,7 +262,7 @@ static hid_t open_dataset(hid_t file, const char *path, char *why, size_t n)
     }
     hid_t o = H5Oopen(file, path, H5P_DEFAULT);
     if (o < 0) {
-        snprintf(why, n, "cannot open: %s", h5_reason());
+        snprintf(why, n, "cannot open: %s", hpt_h5_cause());
         return -1;
     }
     if (H5Iget_type(o) != H5I_DATASET) {
@@ -413,7 +395,7 @@ static int read_blocks(hid_t ds, block_sink sink, void *ctx, char *why, size_t n
                             ? -1 : 0;
         if (got == -1)
             rc = (snprintf(why, n, "read failed in rows %llu..%llu: %s", (unsigned long long)r,
-                           (unsigned long long)(r + cnt[0] - 1), h5_reason()), -1);
+                           (unsigned long long)(r + cnt[0] - 1), hpt_h5_cause()), -1);
         else if (got == -2) {
             int64_t i = bad / tl.nc, j = bad % tl.nc;
             int64_t r1 = (i + 1) * tl.tr < tl.rows ? (i + 1) * tl.tr : tl.rows;
@@ -1044,7 +1026,7 @@ static int write_block(void *ctx, hsize_t row0, const hsize_t *cnt, int rank, co
     int err = fsp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, off, NULL, cnt, NULL) < 0 ||
               H5Dwrite(dst, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, buf) < 0;
     if (err)
-        snprintf(why, n, "write failed: %s", h5_reason());
+        snprintf(why, n, "write failed: %s", hpt_h5_cause());
     H5Sclose(msp);
     if (fsp >= 0)
         H5Sclose(fsp);
@@ -1074,7 +1056,7 @@ static hpt_status copy_tensor(hid_t src, hid_t dst, const char *file, const char
     hpt_status st = HPT_OK;
     if (c.dst < 0)
         st = hpt_error_set(HPT_ERR_IO, "%s: cannot create dataset %s: %s", out_path, name,
-                           h5_reason());
+                           hpt_h5_cause());
     else if (read_blocks(in, write_block, &c, why, sizeof why))
         st = hpt_error_set(strncmp(why, "write failed", 12) ? HPT_ERR_DATA : HPT_ERR_IO,
                            "%s: %s: %s", strncmp(why, "write failed", 12) ? file : out_path,
@@ -1108,7 +1090,7 @@ static hpt_status export_into(hid_t src, const char *file, const hpt_ckpt_meta *
     hid_t dst = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     hpt_status st = HPT_OK;
     if (dst < 0)
-        st = hpt_error_set(HPT_ERR_IO, "%s: cannot create (%s)", tmp, h5_reason());
+        st = hpt_error_set(HPT_ERR_IO, "%s: cannot create (%s)", tmp, hpt_h5_cause());
     else if (put_str_attr(dst, "config_json", m->config_json))
         st = hpt_error_set(HPT_ERR_IO, "%s: cannot write attribute config_json", tmp);
     for (int i = 0; i < n && !st; i++)

@@ -1,0 +1,17 @@
+/* h5util.h — small HDF5 helpers shared by every file format in io/.
+ *
+ * HDF5 reports failures on its own error stack; hpt's messages name the file
+ * and the innermost (most specific) HDF5 cause instead of printing the stack.
+ */
+#ifndef HPT_H5UTIL_H
+#define HPT_H5UTIL_H
+
+/* The most specific message on HDF5's error stack of this thread ("data error
+ * detected by Fletcher32 checksum", "truncated file: eof = ...", "unable to
+ * lock file, errno = 37 ..."), or "HDF5 error" when the stack is empty.
+ * Call right after the failing HDF5 call: the next HDF5 call clears the
+ * stack. Returns a thread-local buffer owned by io/, valid until the next
+ * call on this thread. Never fails. */
+const char *hpt_h5_cause(void);
+
+#endif
