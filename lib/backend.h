@@ -83,6 +83,23 @@ struct hpt_backend {
                                const float *probs, const float *q, const float *k, const float *v,
                                int B, int T, int H, int KV, int hd);
 
+    /* ---- inference with a key/value cache (lib/generate.c). Optional: NULL
+     * when the backend cannot generate (hpt_gen_init refuses it). ---------- */
+    /* RoPE as `rope` (forward, same angles, Hugging Face pairing) for n
+     * tokens of one sequence at positions pos0 .. pos0+n-1: x (n,nh,hd)
+     * rotated in place. rope_at(x, T, nh, hd, theta, 0) equals
+     * rope(x, 1, T, nh, hd, theta, 0). */
+    void (*rope_at)(float *x, int n, int nh, int hd, float theta, int pos0);
+    /* Causal grouped-query attention of n new queries against a cache
+     * (Vaswani et al. 2017, eq. 1; GQA as attention_forward): q (n,H,hd) at
+     * positions pos0 .. pos0+n-1, already rotated; kc, vc (pos0+n, KV, hd)
+     * the keys (rotated) and values of positions 0 .. pos0+n-1, the n new
+     * ones included; out (n,H,hd). Query i attends to positions [0, pos0+i]
+     * with scale 1/sqrt(hd). With pos0 = 0 it equals attention_forward for
+     * B = 1, T = n (up to rounding). */
+    void (*attention_cached)(float *out, const float *q, const float *kc, const float *vc, int n,
+                             int pos0, int H, int KV, int hd);
+
     /* ---- SwiGLU (Shazeer 2020, eq. 6): out = silu(gate) * up, (N,I) ---- */
     void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
     /* dgate, dup (N,I) = (overwritten). */

@@ -282,6 +282,65 @@ static void cpu_attention_backward(float *dq, float *dk, float *dv, float *scrat
     }
 }
 
+/* ------------------------------------------- key/value-cache inference */
+
+static void cpu_rope_at(float *x, int n, int nh, int hd, float theta, int pos0)
+{
+    int half = hd / 2;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < half; i++) {
+            /* the angles of cpu_rope, so cached and recomputed keys agree */
+            float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+            float a = (float)(pos0 + t) * inv_freq, c = cosf(a), s = sinf(a);
+            for (int h = 0; h < nh; h++) {
+                float *v = x + ((size_t)t * nh + h) * hd;
+                float x1 = v[i], x2 = v[i + half];
+                v[i] = x1 * c - x2 * s;
+                v[i + half] = x2 * c + x1 * s;
+            }
+        }
+}
+
+static void cpu_attention_cached(float *out, const float *q, const float *kc, const float *vc,
+                                 int n, int pos0, int H, int KV, int hd)
+{
+    float scale = 1.0f / sqrtf((float)hd);
+    int group = H / KV, ldq = H * hd, ldk = KV * hd, S = pos0 + n;
+#pragma omp parallel
+    {
+        float *p = malloc(sizeof(float) * (size_t)S);
+        if (!p)
+            HPT_FATAL("out of memory in attention_cached (%d positions)", S);
+#pragma omp for collapse(2) schedule(static)
+        for (int i = 0; i < n; i++)
+            for (int h = 0; h < H; h++) {
+                const float *qh = q + (size_t)i * ldq + h * hd;
+                const float *kh = kc + (h / group) * hd, *vh = vc + (h / group) * hd;
+                float *o = out + (size_t)i * ldq + h * hd, mx = -INFINITY, sum = 0.0f;
+                int len = pos0 + i + 1; /* causal: positions 0 .. pos0+i */
+                for (int s = 0; s < len; s++) {
+                    float d = 0.0f;
+                    for (int e = 0; e < hd; e++)
+                        d += qh[e] * kh[(size_t)s * ldk + e];
+                    p[s] = d * scale;
+                    mx = p[s] > mx ? p[s] : mx;
+                }
+                for (int s = 0; s < len; s++) {
+                    p[s] = expf(p[s] - mx);
+                    sum += p[s];
+                }
+                memset(o, 0, sizeof(float) * hd);
+                for (int s = 0; s < len; s++) {
+                    float w = p[s] / sum;
+                    for (int e = 0; e < hd; e++)
+                        o[e] += w * vh[(size_t)s * ldk + e];
+                }
+            }
+        free(p);
+    }
+}
+
 /* ------------------------------------------------------------- SwiGLU */
 
 static void cpu_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
@@ -501,6 +560,8 @@ const hpt_backend hpt_backend_cpu = {
     .rope = cpu_rope,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
+    .rope_at = cpu_rope_at,
+    .attention_cached = cpu_attention_cached,
     .swiglu_forward = cpu_swiglu_forward,
     .swiglu_backward = cpu_swiglu_backward,
     .add = cpu_add,
