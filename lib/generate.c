@@ -530,9 +530,21 @@ static void print_ids(FILE *out, const char *label, const int32_t *ids, size_t n
     fputc('\n', out);
 }
 
-/* Prefill the prompt, then sample into *gen. */
+/* log softmax(logits[0..V))[tok], in double. */
+static double log_prob(const float *logits, int V, int32_t tok)
+{
+    double mx = logits[0], sum = 0.0;
+    for (int i = 1; i < V; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    for (int i = 0; i < V; i++)
+        sum += exp((double)logits[i] - mx);
+    return (double)logits[tok] - mx - log(sum);
+}
+
+/* Prefill the prompt, then sample into *gen; lp[t] (max_new_tokens
+ * doubles) receives the log-probability of token t under the model. */
 static hpt_status sample_loop(const hpt_generate_opts *o, hpt_model *m, const hpt_spm *sp,
-                              const hpt_spm_ids *prompt, hpt_spm_ids *gen)
+                              const hpt_spm_ids *prompt, hpt_spm_ids *gen, double *lp)
 {
     const hpt_config *c = &m->cfg;
     int want = (int)prompt->n + o->max_new_tokens;
@@ -546,6 +558,7 @@ static hpt_status sample_loop(const hpt_generate_opts *o, hpt_model *m, const hp
         st = hpt_gen_step(&g, prompt->ids, (int)prompt->n, logits);
     for (int t = 0; !st && t < o->max_new_tokens; t++) {
         int32_t tok = hpt_sample(logits, V, &o->sample, (uint64_t)t);
+        lp[t] = log_prob(logits, V, tok);
         if (hpt_spm_ids_push(gen, tok))
             st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
         if (st || (tok == eos && !o->ignore_eos) || t + 1 == o->max_new_tokens)
@@ -601,7 +614,8 @@ hpt_status hpt_generate(const hpt_generate_opts *o, FILE *out)
     hpt_spm *sp = NULL;
     hpt_spm_ids prompt = {0}, gen = {0};
     char *file = malloc(PATH_MAX), *tok = malloc(PATH_MAX);
-    if (!file || !tok)
+    double *lp = malloc(sizeof(double) * ((size_t)o->max_new_tokens + 1));
+    if (!file || !tok || !lp)
         st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
     if (!st)
         st = hpt_backend_get("cpu", &be);
@@ -610,15 +624,20 @@ hpt_status hpt_generate(const hpt_generate_opts *o, FILE *out)
     if (st) {
         free(file);
         free(tok);
+        free(lp);
         return st;
     }
     if (!(st = find_tokenizer(o->tokenizer, file, tok)) &&
         !(st = load_tokenizer(tok, &m.cfg, &sp)) &&
         !(st = encode_prompt(sp, o->prompt, m.cfg.max_position_embeddings, &prompt)))
-        st = sample_loop(o, &m, sp, &prompt, &gen);
+        st = sample_loop(o, &m, sp, &prompt, &gen, lp);
     if (!st && o->print_ids) {
         print_ids(out, "prompt:", prompt.ids, prompt.n);
         print_ids(out, "generated:", gen.ids, gen.n);
+        fputs("logprob:", out);
+        for (size_t i = 0; i < gen.n; i++)
+            fprintf(out, " %.6f", lp[i]);
+        fputc('\n', out);
     } else if (!st)
         st = print_text(sp, &prompt, &gen, out);
     free(prompt.ids);
@@ -627,5 +646,6 @@ hpt_status hpt_generate(const hpt_generate_opts *o, FILE *out)
     hpt_model_free(&m);
     free(file);
     free(tok);
+    free(lp);
     return st;
 }

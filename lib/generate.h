@@ -125,7 +125,10 @@ typedef struct {
  * prefill, then sample up to max_new_tokens tokens, stopping after eos
  * (unless ignore_eos) or when the context (max_position_embeddings) is full
  * (a note on stderr). Writes the prompt and its continuation as text to out,
- * or with print_ids two lines "prompt: ID..." and "generated: ID...".
+ * or with print_ids three lines: "prompt: ID..." (with the leading eos),
+ * "generated: ID..." and "logprob: X..." (each generated token's
+ * log-probability under the model, log softmax of the logits over the
+ * tokenizer's ids, before temperature and cuts; natural log).
  * Errors: HPT_ERR_USAGE — bad sampling options, max_new_tokens < 0, a prompt
  * that encodes to no token or does not fit the context, no tokenizer found;
  * HPT_ERR_DATA — a missing or invalid tokenizer, one whose vocabulary is
