@@ -4,8 +4,8 @@
 #   greedy loop that recomputes the whole sequence each step
 #   (tests/generate_ref.py), token for token;
 # - the checkpoint (a run directory, a step directory, checkpoint.h5) and the
-#   export give the same tokens; a run directory holding tokenizer.model
-#   needs no --tokenizer;
+#   export give the same tokens, also for a run with TP 2; a run directory
+#   holding tokenizer.model needs no --tokenizer;
 # - same seed, same sampled text; another seed, other text; top-k 1 and a
 #   tiny top-p are greedy; the context limit stops generation with a note;
 # - text output starts with the prompt; mpiexec -n 1 works.
@@ -44,6 +44,14 @@ done
 cp "$CORPUS/tokenizer.model" "$RUN/"
 greedy "$WORK/g_found" "$RUN"
 cmp -s "$WORK/g_export" "$WORK/g_found" || fail "tokenizer.model in the run directory: other tokens"
+
+# A checkpoint written with tensor parallelism (TP 2) loads as its export does
+"$MPIEXEC" -n 2 "$TRAIN" --model tiny --tp 2 --data "$CORPUS" --steps 3 --batch 2 --seq-len 32 \
+  --eval-interval 0 --eval-batches 1 --run-dir "$WORK/run_tp" --save-every 3 \
+  --export "$WORK/ex_tp.h5" --quiet > "$WORK/train_tp.log" 2>&1 || { cat "$WORK/train_tp.log"; fail "TP training"; }
+greedy "$WORK/g_tp_ckpt" "$WORK/run_tp" --tokenizer "$CORPUS"
+greedy "$WORK/g_tp_export" "$WORK/ex_tp.h5" --model tiny --tokenizer "$CORPUS"
+cmp -s "$WORK/g_tp_ckpt" "$WORK/g_tp_export" || fail "TP 2 checkpoint and its export: other tokens"
 
 # 3. sampling: same seed same text, another seed other text
 sample() { # SEED OUT [options]

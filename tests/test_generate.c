@@ -1,6 +1,6 @@
 /* test_generate.c — checks of lib/generate.c without a corpus.
  *
- * 1. Key/value cache: a random tiny model (matrices scaled to std 0.2 so
+ * 1. Key/value cache: a random tiny model, untied and tied (matrices scaled to std 0.2 so
  *    attention is far from uniform and RoPE positions matter) runs a
  *    sequence of T tokens with hpt_model_forward (full recompute, the
  *    training kernels) and with hpt_gen_step in several chunkings (prefill
@@ -87,7 +87,7 @@ static void check_chunking(const hpt_model *m, const int32_t *tok, const float *
     free(logits);
 }
 
-static void test_cache(void)
+static void test_cache(int tie)
 {
     hpt_config cfg;
     hpt_model m;
@@ -95,6 +95,8 @@ static void test_cache(void)
     EXPECT(hpt_backend_get("cpu", &be) == HPT_OK, "cpu backend");
     EXPECT(hpt_config_preset("tiny", &cfg) == HPT_OK, "tiny preset");
     cfg.vocab_size = 512; /* smaller head: faster, same code paths */
+    cfg.tie_word_embeddings = tie;
+    printf("%s embeddings:\n", tie ? "tied" : "untied");
     if (!EXPECT(hpt_model_init(&m, &cfg, be, 1, T_SEQ, 7) == HPT_OK, "%s", hpt_error_msg()))
         return;
     scale_matrices(&m, 10.0f);
@@ -215,7 +217,8 @@ static void test_sample(void)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    test_cache();
+    test_cache(0);
+    test_cache(1);
     test_sample();
     MPI_Finalize();
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
