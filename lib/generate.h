@@ -44,7 +44,8 @@ typedef enum {
  * Errors: HPT_ERR_DATA — a missing path, not an HDF5 file, no checkpoint in
  * a directory, a missing tensor or one of the wrong shape, a checksum
  * failure; HPT_ERR_IO — an unreadable path; HPT_ERR_USAGE — no config
- * (give --model) or one that disagrees with the file's. Messages name the
+ * (give --model), one that disagrees with the file's, or a checkpoint where
+ * kind is EXPORT. Messages name the
  * file and the dataset, with HDF5's innermost cause (hpt_h5_cause). */
 hpt_status hpt_gen_load(const char *path, hpt_gen_source kind, const char *model_spec,
                         const hpt_backend *be, hpt_model *m, char *file);
