@@ -458,8 +458,11 @@ hpt_status hpt_st_set_find(hpt_st_set *s, const char *name, const hpt_st_file **
     int k = s->shard_of[hit - s->names];
     if (!s->opened[k]) {
         hpt_status st = hpt_st_open(s->shard_paths[k], &s->shards[k]);
-        if (st)
-            return st;
+        if (st) { /* (an index: single files open at once) say which tensor needed it */
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", hpt_error_msg());
+            return hpt_error_set(st, "%s (the shard of tensor %s in %s)", msg, name, s->path);
+        }
         s->opened[k] = 1;
     }
     if (!(*t = hpt_st_find(&s->shards[k], name)))
