@@ -384,24 +384,23 @@ static void sort_names(hpt_st_set *s)
 /* A single file: one shard, opened now. */
 static hpt_status open_single(hpt_st_set *s, const char *path)
 {
-    if (shard_index(s, ".", "") < 0)
+    if (!(s->shard_paths = calloc(1, sizeof *s->shard_paths)) ||
+        !(s->shards = calloc(1, sizeof *s->shards)) || !(s->opened = calloc(1, 1)))
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    free(s->shard_paths[0]);
-    if (!(s->shard_paths[0] = strdup(path)) || !(s->shards = calloc(1, sizeof *s->shards)) ||
-        !(s->opened = calloc(1, 1)))
+    s->nshards = 1;
+    if (!(s->shard_paths[0] = strdup(path)))
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
     hpt_status st = hpt_st_open(path, &s->shards[0]);
     if (st)
         return st;
     s->opened[0] = 1;
-    s->names = calloc((size_t)(s->shards[0].ntensors + 1), sizeof *s->names);
-    s->shard_of = calloc((size_t)(s->shards[0].ntensors + 1), sizeof *s->shard_of);
+    int n = s->shards[0].ntensors;
+    s->names = calloc((size_t)(n + 1), sizeof *s->names);
+    s->shard_of = calloc((size_t)(n + 1), sizeof *s->shard_of);
     if (!s->names || !s->shard_of)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    for (int i = 0; i < s->shards[0].ntensors; i++)
-        s->names[s->nnames++] = strdup(s->shards[0].tensors[i].name);
-    for (int i = 0; i < s->nnames; i++)
-        if (!s->names[i])
+    for (; s->nnames < n; s->nnames++)
+        if (!(s->names[s->nnames] = strdup(s->shards[0].tensors[s->nnames].name)))
             return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
     return HPT_OK;
 }

@@ -173,32 +173,41 @@ static hpt_status check_shape(const source *s, const hpt_tensor *t, const src_te
                          "(--model) needs %s", s->path, t->name, have, need);
 }
 
-/* hpt_st_set names, or the HDF5 root's links, one at a time. */
+/* The first tensor name of a layer >= L, if any (malloc'd). */
+typedef struct {
+    int L;
+    char *bad;
+} layer_check;
+
+static void check_name(layer_check *c, const char *name)
+{
+    int layer;
+    if (!c->bad && sscanf(name, "model.layers.%d.", &layer) == 1 && layer >= c->L)
+        c->bad = strdup(name);
+}
+
 static herr_t h5_name_cb(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
 {
     (void)g, (void)info;
-    char **first = ctx;
-    int layer, L = (int)(intptr_t)first[1];
-    if (sscanf(name, "model.layers.%d.", &layer) == 1 && layer >= L && !first[0])
-        first[0] = strdup(name);
+    check_name(ctx, name);
     return 0;
 }
 
 /* A tensor of a layer the config does not have means another model. */
 static hpt_status check_layers(source *s, int L)
 {
-    char *bad[2] = {NULL, (char *)(intptr_t)L};
+    layer_check c = {L, NULL};
     if (s->h5 >= 0)
-        H5Literate(s->h5, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, h5_name_cb, bad);
+        H5Literate(s->h5, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, h5_name_cb, &c);
     else
-        for (int i = 0; i < s->st.nnames && !bad[0]; i++)
-            h5_name_cb(-1, s->st.names[i], NULL, bad);
-    if (!bad[0])
+        for (int i = 0; i < s->st.nnames; i++)
+            check_name(&c, s->st.names[i]);
+    if (!c.bad)
         return HPT_OK;
     hpt_status st = hpt_error_set(HPT_ERR_DATA, "--init-from %s: tensor %s is of a layer beyond "
-                                  "the config's num_hidden_layers = %d (--model)", s->path, bad[0],
+                                  "the config's num_hidden_layers = %d (--model)", s->path, c.bad,
                                   L);
-    free(bad[0]);
+    free(c.bad);
     return st;
 }
 

@@ -3,7 +3,8 @@
 # (untied), on TP = 2 (untied) and on PP = 2 (tied: both stages' copies of
 # the embedding are loaded; the run checks them equal). The update of the
 # one step is skipped (--fault-nan-steps 1), so the export is the init.
-# Also: a checkpoint to resume wins over --init-from (with a note).
+# Also: a checkpoint to resume wins over --init-from (with a note); a
+# checkpoint's weights, through hpt-ckpt export, load the same way.
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
 "$PYTHON" -c "import h5py, numpy" || fail "python3-h5py / numpy missing"
@@ -32,4 +33,9 @@ run r2 1 --steps 3 --run-dir "$WORK/r" --init-from "$WORK/a.h5"
 grep -q "resuming the checkpoint of step 2: --init-from $WORK/a.h5 is not read" "$WORK/r2.out" ||
   { cat "$WORK/r2.out"; fail "no note that the resume wins"; }
 [ "$(grep -c . "$WORK/r/log.tsv")" -eq 4 ] || fail "the resumed run did not continue the log (steps 1-3)"
-pass "export → --init-from → export is exact (1 rank, TP=2, PP=2 tied); a resume wins"
+# a checkpoint's weights start a new run through hpt-ckpt export (same layout as --export)
+"$HPT_BUILD/src/hpt-ckpt" export "$WORK/r/checkpoints/step_00000002" "$WORK/ckpt_w.h5" > /dev/null ||
+  fail "hpt-ckpt export"
+run ck 1 --steps 1 --fault-nan-steps 1 --init-from "$WORK/ckpt_w.h5"
+$ST compare "$WORK/ckpt_w.h5" "$WORK/ck.h5" || fail "hpt-ckpt export → --init-from → export differs"
+pass "export → --init-from → export is exact (1 rank, TP=2, PP=2 tied); a resume wins; hpt-ckpt export loads"
