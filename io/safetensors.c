@@ -124,8 +124,11 @@ static int cmp_name(const void *a, const void *b)
 
 static int cmp_begin(const void *a, const void *b)
 {
-    const hpt_st_tensor *x = *(const hpt_st_tensor *const *)a, *y = *(const hpt_st_tensor *const *)b;
-    return x->begin != y->begin ? (x->begin < y->begin ? -1 : 1) : (x->end > y->end) - (x->end < y->end);
+    const hpt_st_tensor *x = *(const hpt_st_tensor *const *)a;
+    const hpt_st_tensor *y = *(const hpt_st_tensor *const *)b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
 }
 
 /* No two tensors may share bytes (empty tensors share none). */

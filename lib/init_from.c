@@ -109,7 +109,8 @@ static hpt_status source_find(source *s, const char *name, src_tensor *x)
         if (ds >= 0)
             H5Dclose(ds);
         return hpt_error_set(HPT_ERR_DATA, "--init-from %s: tensor %s is not a floating-point "
-                             "dataset (%s)", s->path, name, ds < 0 ? hpt_h5_cause() : "type or shape");
+                             "dataset (%s)", s->path, name,
+                             ds < 0 ? hpt_h5_cause() : "type or shape");
     }
     x->found = 1, x->ndim = ndim, x->ds = ds;
     for (int i = 0; i < ndim; i++)

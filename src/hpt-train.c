@@ -236,7 +236,8 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
     case OPT_INIT_FROM:
         if (!arg[0])
-            return hpt_error_set(HPT_ERR_USAGE, "--init-from '': expected a weights file or directory");
+            return hpt_error_set(HPT_ERR_USAGE,
+                                 "--init-from '': expected a weights file or directory");
         o->init_from = arg;
         return HPT_OK;
     case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
