@@ -17,6 +17,7 @@
 #include "hpt_config.h"
 #include "data.h"
 #include "fsutil.h"
+#include "init_from.h"
 #include "metrics.h"
 #include "weights.h"
 
@@ -651,9 +652,12 @@ static hpt_status setup_model(run_state *r, const hpt_train_opts *o, const hpt_b
         return st;
     hpt_model_opts mo = {.comm = &r->comm, .recompute = o->recompute,
                          .nslots = pipeline_slots(r, o), .l0 = r->l0, .l1 = r->l1,
-                         .skip_init = r->resume_from >= 0};
+                         .skip_init = r->resume_from >= 0 || o->init_from};
     if ((st = hpt_model_init_opts(&r->model, &r->cfg, be, &mo, o->batch, o->seq_len, o->seed)) ||
         (st = setup_pipeline(r, mo.nslots)))
+        return st;
+    if (o->init_from && (st = hpt_init_from(&r->model, o->init_from, r->resume_from,
+                                            r->root ? stderr : NULL)))
         return st;
     hi = r->model.nparams;
     if (o->zero1 && (st = setup_zero1(r, &lo, &hi)))

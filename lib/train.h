@@ -27,6 +27,9 @@ typedef struct {
     int tie_embeddings;    /* -1 = config's value, 0/1 override             */
     const char *nan_steps; /* fault injection for tests: "3,4" poison grads  */
     const char *export_path; /* write final weights (HF names) to this HDF5 */
+    const char *init_from; /* initial weights: --export HDF5, safetensors file,
+                            * index or directory (lib/init_from.h); NULL =
+                            * random. A resumed checkpoint wins over it.   */
     int tp, pp, dp;        /* layout; dp <= 0: inferred from the world size */
     int zero1;             /* shard AdamW state over data-parallel ranks    */
     int recompute;         /* activation recomputation in backward          */

@@ -26,7 +26,12 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --untie-embeddings    separate LM head (overrides the config) [config's value]\n"
             "  --data DIR|FILE|GLOB  training shards; a directory means DIR/train_*.bin [%s]\n"
             "  --val-data FILE|GLOB  validation shards [DIR/val_*.bin when --data is a directory]\n"
-            "  --backend NAME        compute backend [%s]\n\n"
+            "  --backend NAME        compute backend [%s]\n"
+            "  --init-from PATH      start from these weights instead of random ones: an\n"
+            "                        --export HDF5 file, a .safetensors file (F32, BF16, F16),\n"
+            "                        a model.safetensors.index.json or a directory holding\n"
+            "                        either; optimizer fresh, step 0; a checkpoint to resume\n"
+            "                        wins over it\n\n"
             "Parallel layout (world = TP x PP x DP; run under mpiexec or srun):\n"
             "  --tp N                tensor parallel size (divides heads, kv heads, SwiGLU) [1]\n"
             "  --pp N                pipeline parallel size (stages; at most the layers) [1]\n"
@@ -105,7 +110,7 @@ enum {
     OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
-    OPT_SLOW_MS,
+    OPT_SLOW_MS, OPT_INIT_FROM,
 };
 
 static const struct option long_opts[] = {
@@ -137,6 +142,7 @@ static const struct option long_opts[] = {
     {"peak-flops", 1, 0, OPT_PEAK},     {"slow-rank-factor", 1, 0, OPT_SLOW_F},
     {"spike-factor", 1, 0, OPT_SPIKE_F}, {"fault-nan-rank", 1, 0, OPT_NAN_RANK},
     {"fault-slow-rank", 1, 0, OPT_SLOW_RANK}, {"fault-slow-ms", 1, 0, OPT_SLOW_MS},
+    {"init-from", 1, 0, OPT_INIT_FROM},
     {0, 0, 0, 0},
 };
 
@@ -228,6 +234,12 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     }
     case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
+    case OPT_INIT_FROM:
+        if (!arg[0])
+            return hpt_error_set(HPT_ERR_USAGE,
+                                 "--init-from '': expected a weights file or directory");
+        o->init_from = arg;
+        return HPT_OK;
     case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
     case OPT_PP_SPLIT: o->pp_split = arg; return HPT_OK;
     case OPT_COMM_STATS: o->comm_stats = 1; return HPT_OK;

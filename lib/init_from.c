@@ -1,0 +1,294 @@
+/* init_from.c — parameters from an HDF5 export or safetensors; see
+ * init_from.h. */
+#include "init_from.h"
+
+#include <errno.h>
+#include <hdf5.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "h5util.h"
+#include "safetensors.h"
+
+/* Where the weights come from: an HDF5 export or a safetensors set. */
+typedef struct {
+    char path[4096];
+    hid_t h5;       /* >= 0: HDF5 export                   */
+    hpt_st_set st;  /* otherwise: safetensors file or index */
+} source;
+
+/* A tensor as the source holds it. */
+typedef struct {
+    int found, ndim;
+    int64_t dims[HPT_ST_MAX_DIMS];
+    hid_t ds;                   /* HDF5: the open dataset     */
+    const hpt_st_file *file;    /* safetensors: its file      */
+    const hpt_st_tensor *t;     /*              and tensor    */
+} src_tensor;
+
+/* ------------------------------------------------------------ opening */
+
+static int is_hdf5(const char *path)
+{
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    unsigned char b[8];
+    FILE *f = fopen(path, "rb");
+    int yes = f && fread(b, 1, 8, f) == 8 && !memcmp(b, sig, 8);
+    if (f)
+        fclose(f);
+    return yes;
+}
+
+/* A directory: its index, else its single file. */
+static void resolve_dir(const char *path, char *out, size_t n)
+{
+    struct stat sb;
+    snprintf(out, n, "%s", path);
+    if (stat(path, &sb) || !S_ISDIR(sb.st_mode))
+        return;
+    snprintf(out, n, "%s/model.safetensors.index.json", path);
+    if (stat(out, &sb))
+        snprintf(out, n, "%s/model.safetensors", path);
+}
+
+static hpt_status source_open(source *s, const char *path)
+{
+    memset(s, 0, sizeof *s);
+    s->h5 = -1;
+    resolve_dir(path, s->path, sizeof s->path);
+    struct stat sb;
+    if (stat(s->path, &sb))
+        return hpt_error_set(HPT_ERR_DATA, "--init-from %s: cannot open: %s", s->path,
+                             strerror(errno));
+    if (!is_hdf5(s->path))
+        return hpt_st_set_open(s->path, &s->st);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if ((s->h5 = H5Fopen(s->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
+        return hpt_error_set(HPT_ERR_DATA, "--init-from %s: cannot open the HDF5 file: %s",
+                             s->path, hpt_h5_cause());
+    return HPT_OK;
+}
+
+static void source_close(source *s)
+{
+    if (s->h5 >= 0)
+        H5Fclose(s->h5);
+    else
+        hpt_st_set_close(&s->st);
+    s->h5 = -1;
+}
+
+/* Look tensor `name` up. Errors: HPT_ERR_DATA (a shard that does not
+ * validate; an HDF5 object that is not a float dataset). */
+static hpt_status source_find(source *s, const char *name, src_tensor *x)
+{
+    memset(x, 0, sizeof *x);
+    x->ds = -1;
+    if (s->h5 < 0) {
+        hpt_status st = hpt_st_set_find(&s->st, name, &x->file, &x->t);
+        if (st || !x->t)
+            return st;
+        x->found = 1, x->ndim = x->t->ndim;
+        memcpy(x->dims, x->t->shape, sizeof x->dims);
+        return HPT_OK;
+    }
+    if (H5Lexists(s->h5, name, H5P_DEFAULT) <= 0)
+        return HPT_OK;
+    hid_t ds = H5Dopen2(s->h5, name, H5P_DEFAULT), type = ds >= 0 ? H5Dget_type(ds) : -1;
+    hid_t space = ds >= 0 ? H5Dget_space(ds) : -1;
+    int ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+    hsize_t d[HPT_ST_MAX_DIMS] = {0};
+    int ok = type >= 0 && H5Tget_class(type) == H5T_FLOAT && ndim >= 0 &&
+             ndim <= HPT_ST_MAX_DIMS && H5Sget_simple_extent_dims(space, d, NULL) >= 0;
+    if (type >= 0)
+        H5Tclose(type);
+    if (space >= 0)
+        H5Sclose(space);
+    if (!ok) {
+        if (ds >= 0)
+            H5Dclose(ds);
+        return hpt_error_set(HPT_ERR_DATA, "--init-from %s: tensor %s is not a floating-point "
+                             "dataset (%s)", s->path, name,
+                             ds < 0 ? hpt_h5_cause() : "type or shape");
+    }
+    x->found = 1, x->ndim = ndim, x->ds = ds;
+    for (int i = 0; i < ndim; i++)
+        x->dims[i] = (int64_t)d[i];
+    return HPT_OK;
+}
+
+static void source_release(src_tensor *x)
+{
+    if (x->ds >= 0)
+        H5Dclose(x->ds);
+    x->ds = -1;
+}
+
+/* Read rows [r0, r0 + nr) x cols [c0, c0 + nc) of a 1-D (one column) or
+ * 2-D tensor into dst (nr x nc, row-major). */
+static hpt_status source_read(source *s, const char *name, const src_tensor *x, int64_t r0,
+                              int64_t nr, int64_t c0, int64_t nc, float *dst)
+{
+    if (nr <= 0 || nc <= 0)
+        return HPT_OK;
+    if (s->h5 < 0)
+        return hpt_st_read_block(x->file, x->t, r0, nr, c0, nc, dst);
+    hsize_t start[2] = {(hsize_t)r0, (hsize_t)c0}, count[2] = {(hsize_t)nr, (hsize_t)nc};
+    hid_t fspace = H5Dget_space(x->ds), mspace = H5Screate_simple(x->ndim, count, NULL);
+    int ok = fspace >= 0 && mspace >= 0 &&
+             H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+             H5Dread(x->ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, dst) >= 0;
+    const char *cause = ok ? "" : hpt_h5_cause();
+    if (mspace >= 0)
+        H5Sclose(mspace);
+    if (fspace >= 0)
+        H5Sclose(fspace);
+    return ok ? HPT_OK
+              : hpt_error_set(HPT_ERR_DATA, "--init-from %s: tensor %s: read failed: %s", s->path,
+                              name, cause);
+}
+
+/* ------------------------------------------------------------ checks */
+
+static void shape_str(int ndim, const int64_t *d, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)d[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+/* The source's shape must be the tensor's global one. */
+static hpt_status check_shape(const source *s, const hpt_tensor *t, const src_tensor *x)
+{
+    int ndim = t->g_cols > 1 ? 2 : 1;
+    int64_t want[2] = {t->g_rows, t->g_cols};
+    if (x->ndim == ndim && x->dims[0] == want[0] && (ndim == 1 || x->dims[1] == want[1]))
+        return HPT_OK;
+    char have[160], need[64];
+    shape_str(x->ndim, x->dims, have, sizeof have);
+    shape_str(ndim, want, need, sizeof need);
+    return hpt_error_set(HPT_ERR_DATA, "--init-from %s: tensor %s has shape %s, the config "
+                         "(--model) needs %s", s->path, t->name, have, need);
+}
+
+/* The first tensor name of a layer >= L, if any (malloc'd). */
+typedef struct {
+    int L;
+    char *bad;
+} layer_check;
+
+static void check_name(layer_check *c, const char *name)
+{
+    int layer;
+    if (!c->bad && sscanf(name, "model.layers.%d.", &layer) == 1 && layer >= c->L)
+        c->bad = strdup(name);
+}
+
+static herr_t h5_name_cb(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
+{
+    (void)g, (void)info;
+    check_name(ctx, name);
+    return 0;
+}
+
+/* A tensor of a layer the config does not have means another model. */
+static hpt_status check_layers(source *s, int L)
+{
+    layer_check c = {L, NULL};
+    if (s->h5 >= 0)
+        H5Literate(s->h5, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, h5_name_cb, &c);
+    else
+        for (int i = 0; i < s->st.nnames; i++)
+            check_name(&c, s->st.names[i]);
+    if (!c.bad)
+        return HPT_OK;
+    hpt_status st = hpt_error_set(HPT_ERR_DATA, "--init-from %s: tensor %s is of a layer beyond "
+                                  "the config's num_hidden_layers = %d (--model)", s->path, c.bad,
+                                  L);
+    free(c.bad);
+    return st;
+}
+
+/* ------------------------------------------------------------ loading */
+
+/* Rows of t that are real (not vocabulary padding): the checkpoint
+ * loader's rule (lib/checkpoint.c valid_rows). */
+static int64_t real_rows(const hpt_tensor *t)
+{
+    int64_t v = t->g_rows - t->row0;
+    return v < 0 ? 0 : v > t->rows ? t->rows : v;
+}
+
+/* Read this rank's slice of t into host buffer buf (t->rows x t->cols) and
+ * upload it into the parameter block. */
+static hpt_status load_tensor(source *s, hpt_model *m, const hpt_tensor *t, float *buf)
+{
+    src_tensor x;
+    hpt_status st = source_find(s, t->name, &x);
+    if (!st && !x.found)
+        st = hpt_error_set(HPT_ERR_DATA, "--init-from %s: tensor %s is missing%s", s->path,
+                           t->name, t->kind == HPT_TENSOR_LM_HEAD
+                                        ? " (the model is untied: --tie-embeddings uses the "
+                                          "embedding instead)" : "");
+    if (!st)
+        st = check_shape(s, t, &x);
+    int64_t real = real_rows(t);
+    if (!st)
+        st = source_read(s, t->name, &x, t->row0, real, t->col0, t->cols, buf);
+    source_release(&x);
+    if (st)
+        return st;
+    memset(buf + real * t->cols, 0, sizeof(float) * (size_t)((t->rows - real) * t->cols));
+    m->be->upload(m->params + t->offset, buf, sizeof(float) * (size_t)(t->rows * t->cols));
+    return HPT_OK;
+}
+
+/* A tied model ignores the source's separate head: say so. */
+static void note_ignored_head(source *s, const hpt_model *m, FILE *note)
+{
+    src_tensor x;
+    if (!note || !m->cfg.tie_word_embeddings || source_find(s, "lm_head.weight", &x))
+        return;
+    if (x.found)
+        fprintf(note, "hpt-train: note: --init-from %s: the model ties the LM head to the "
+                "embedding: lm_head.weight is not used (--untie-embeddings keeps it)\n", s->path);
+    source_release(&x);
+}
+
+hpt_status hpt_init_from(hpt_model *m, const char *path, int64_t resume_step, FILE *note)
+{
+    if (resume_step >= 0) {
+        if (note)
+            fprintf(note, "hpt-train: note: resuming the checkpoint of step %lld: --init-from %s "
+                    "is not read\n", (long long)resume_step, path);
+        return HPT_OK;
+    }
+    size_t most = 1;
+    for (int i = 0; i < m->ntensors; i++) {
+        size_t k = (size_t)(m->tensors[i].rows * m->tensors[i].cols);
+        most = k > most ? k : most;
+    }
+    source s;
+    hpt_status st = source_open(&s, path);
+    float *buf = st ? NULL : malloc(sizeof(float) * most);
+    if (!st && !buf)
+        st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory reading --init-from %s", path);
+    if (!st)
+        st = check_layers(&s, m->cfg.num_hidden_layers);
+    for (int i = 0; i < m->ntensors && !st; i++)
+        st = load_tensor(&s, m, &m->tensors[i], buf);
+    if (!st)
+        note_ignored_head(&s, m, note);
+    free(buf);
+    if (s.h5 >= 0 || s.st.nshards)
+        source_close(&s);
+    if (st && strncmp(hpt_error_msg(), "--init-from ", 12)) { /* io/'s messages name the file */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", hpt_error_msg());
+        st = hpt_error_set(st, "--init-from %s", msg);
+    }
+    return st;
+}
