@@ -67,16 +67,22 @@ static hpt_status shard_parse(const char *path, const unsigned char *map, size_t
     return HPT_OK;
 }
 
-/* Open and fstat a regular file of at least the header size. */
+/* Open and fstat a regular file of at least the header size. O_NONBLOCK:
+ * a FIFO's open would otherwise wait for a writer for ever (on every rank);
+ * non-blocking, it returns at once and fstat refuses it. On a regular file
+ * the flag changes nothing. */
 static hpt_status shard_open_fd(const char *path, int *fd, size_t *bytes)
 {
     struct stat sb;
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (*fd < 0)
         return hpt_error_set(HPT_ERR_DATA, "%s: cannot open token shard: %s", path, strerror(errno));
-    if (fstat(*fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    int known = fstat(*fd, &sb) == 0;
+    if (!known || !S_ISREG(sb.st_mode)) {
+        int fifo = known && S_ISFIFO(sb.st_mode);
         close(*fd);
-        return hpt_error_set(HPT_ERR_DATA, "%s: not a regular file", path);
+        return hpt_error_set(HPT_ERR_DATA, "%s: not a regular file%s: a token shard must be one",
+                             path, fifo ? " (a FIFO)" : "");
     }
     if (sb.st_size < HEADER_BYTES) {
         close(*fd);

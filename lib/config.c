@@ -2,10 +2,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <float.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct {
     const char *name;
@@ -64,6 +68,8 @@ hpt_status hpt_config_resolve(const char *spec, hpt_config *cfg)
     return st ? st : hpt_config_validate(cfg, spec);
 }
 
+static double params_double(const hpt_config *c);
+
 /* Read integer field `key`; required fields must be present. */
 static hpt_status get_int(json_object *root, const char *path, const char *key, int required,
                           int *out)
@@ -93,7 +99,11 @@ static hpt_status get_float(json_object *root, const char *path, const char *key
     if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
         return hpt_error_set(HPT_ERR_USAGE, "%s: field '%s' must be a number, got %s", path, key,
                              json_object_to_json_string(v));
-    *out = (float)json_object_get_double(v);
+    double d = json_object_get_double(v);
+    if (!(fabs(d) <= FLT_MAX)) /* converting it to float would be undefined */
+        return hpt_error_set(HPT_ERR_USAGE, "%s: field '%s' = %s is out of range for a float "
+                             "(|x| <= %g)", path, key, json_object_to_json_string(v), FLT_MAX);
+    *out = (float)d;
     return HPT_OK;
 }
 
@@ -167,38 +177,125 @@ static hpt_status parse_fields(json_object *root, const char *path, hpt_config *
     return check_unsupported(root, path, c);
 }
 
+/* Largest config.json read (Hugging Face's are ~1 KiB). */
+#define CONFIG_MAX_BYTES 65536
+
 hpt_status hpt_config_load(const char *path, hpt_config *cfg)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: a FIFO's open would wait for a writer for ever; this way
+     * it returns at once and fstat refuses it (no window between a stat of
+     * the name and the open). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
         return hpt_error_set(HPT_ERR_USAGE, "%s: cannot open model config: %s", path,
                              strerror(errno));
-    char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    int toolong = !feof(f);
+    struct stat sb;
+    int known = fstat(fd, &sb) == 0;
+    if (!known || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return hpt_error_set(HPT_ERR_USAGE, "%s: model config is not a regular file%s", path,
+                             known && S_ISFIFO(sb.st_mode) ? " (a FIFO)" : "");
+    }
+    FILE *f = fdopen(fd, "rb");
+    char *buf = f ? malloc(CONFIG_MAX_BYTES + 2) : NULL;
+    if (!buf) {
+        f ? fclose(f) : close(fd);
+        return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory reading the model config", path);
+    }
+    size_t n = fread(buf, 1, CONFIG_MAX_BYTES + 1, f); /* one more: is there more? */
+    int rerr = ferror(f);
     fclose(f);
-    if (toolong)
-        return hpt_error_set(HPT_ERR_USAGE, "%s: config larger than 64 KiB", path);
-    buf[n] = 0;
-    return hpt_config_parse(buf, path, cfg);
+    hpt_status st;
+    if (rerr)
+        st = hpt_error_set(HPT_ERR_USAGE, "%s: cannot read model config", path);
+    else if (n > CONFIG_MAX_BYTES)
+        st = hpt_error_set(HPT_ERR_USAGE, "%s: config larger than 64 KiB (%d bytes)", path,
+                           CONFIG_MAX_BYTES);
+    else if (memchr(buf, 0, n))
+        st = hpt_error_set(HPT_ERR_USAGE, "%s: malformed JSON: NUL byte at byte %zu (JSON text "
+                           "has none)", path, (size_t)((char *)memchr(buf, 0, n) - buf));
+    else {
+        buf[n] = 0;
+        st = hpt_config_parse(buf, path, cfg);
+    }
+    free(buf);
+    return st;
+}
+
+/* Hugging Face writes strict JSON (RFC 8259); json-c also reads comments,
+ * single-quoted strings, NaN and Infinity, and its strict mode (0.16) still
+ * lets single-quoted keys, NaN and Infinity through. Scan outside strings
+ * for what RFC 8259 does not allow there and name it; returns the offending
+ * byte's offset and sets *what, or returns n when the text is clean. */
+static size_t strict_scan(const char *buf, size_t n, const char **what)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ch = buf[i];
+        if (ch == '"') { /* skip the string, escapes included */
+            for (i++; i < n && buf[i] != '"'; i++)
+                if (buf[i] == '\\')
+                    i++;
+            continue;
+        }
+        if (ch == '/' || ch == '#') {
+            *what = "comments are not JSON";
+            return i;
+        }
+        if (ch == '\'') {
+            *what = "single quotes are not JSON (strings take double quotes)";
+            return i;
+        }
+        if (ch == ',') {
+            size_t j = i + 1;
+            while (j < n && strchr(" \t\r\n", buf[j]))
+                j++;
+            if (j < n && (buf[j] == '}' || buf[j] == ']')) {
+                *what = "trailing comma (JSON has none before '}' or ']')";
+                return i;
+            }
+        }
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) {
+            size_t j = i;
+            while (j < n && ((buf[j] >= 'a' && buf[j] <= 'z') || (buf[j] >= 'A' && buf[j] <= 'Z')))
+                j++;
+            int e = (ch == 'e' || ch == 'E') && j == i + 1; /* exponent of a number */
+            if (!e && !(j - i == 4 && !strncmp(buf + i, "true", 4)) &&
+                !(j - i == 5 && !strncmp(buf + i, "false", 5)) &&
+                !(j - i == 4 && !strncmp(buf + i, "null", 4))) {
+                *what = "only true, false and null are JSON words (no NaN or Infinity)";
+                return i;
+            }
+            i = j - 1;
+        }
+    }
+    return n;
 }
 
 hpt_status hpt_config_parse(const char *buf, const char *path, hpt_config *cfg)
 {
     size_t n = strlen(buf);
+    const char *what = NULL;
     json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory parsing JSON", path);
+    /* trailing text is checked below, with its own message */
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS);
     json_object *root = json_tokener_parse_ex(tok, buf, (int)n + 1);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
-    if (!root || jerr != json_tokener_success) {
-        hpt_status st = hpt_error_set(HPT_ERR_USAGE, "%s: malformed JSON near byte %zu: %s", path,
-                                      json_tokener_get_parse_end(tok),
-                                      json_tokener_error_desc(jerr));
-        json_object_put(root);
-        json_tokener_free(tok);
-        return st;
-    }
     size_t end = json_tokener_get_parse_end(tok);
     json_tokener_free(tok);
+    /* what json-c read, and on an error the byte it stopped at */
+    size_t scanned = end < n ? end + (root == NULL) : n, bad = strict_scan(buf, scanned, &what);
+    if (bad < scanned) {
+        json_object_put(root);
+        return hpt_error_set(HPT_ERR_USAGE, "%s: malformed JSON near byte %zu: %s", path, bad,
+                             what);
+    }
+    if (!root || jerr != json_tokener_success) {
+        json_object_put(root);
+        return hpt_error_set(HPT_ERR_USAGE, "%s: malformed JSON near byte %zu: %s", path, end,
+                             json_tokener_error_desc(jerr));
+    }
     while (end < n && (buf[end] == ' ' || buf[end] == '\n' || buf[end] == '\t' || buf[end] == '\r'))
         end++;
     if (end < n) {
@@ -257,6 +354,14 @@ hpt_status hpt_config_validate(const hpt_config *c, const char *origin)
                              "%s: head dimension hidden_size/num_attention_heads = %d must be even "
                              "(RoPE rotates pairs)",
                              origin, hpt_config_head_dim(c));
+    /* the sizes alone allow 2^75 parameters; an untied head counts */
+    double np = params_double(c) + (c->tie_word_embeddings ? (double)c->vocab_size * c->hidden_size : 0);
+    if (!(np < HPT_CONFIG_MAX_PARAMS))
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "%s: %.3g parameters (%d layers, hidden_size %d, intermediate_size "
+                             "%d, vocab_size %d) is more than hpt supports (2^50)",
+                             origin, np, c->num_hidden_layers, c->hidden_size,
+                             c->intermediate_size, c->vocab_size);
     if (!(c->rms_norm_eps > 0) || !isfinite(c->rms_norm_eps))
         return hpt_error_set(HPT_ERR_USAGE, "%s: rms_norm_eps = %g must be > 0", origin,
                              c->rms_norm_eps);
@@ -270,7 +375,8 @@ hpt_status hpt_config_validate(const hpt_config *c, const char *origin)
  * "9.99999975e-06"). buf: at least 32 bytes. */
 static const char *float_str(float x, char *buf)
 {
-    if (x == (float)(long long)x && fabsf(x) < 1e15f) { /* integral: "10000.0" */
+    /* range first: casting a float >= 2^63 to long long is undefined */
+    if (fabsf(x) < 1e15f && x == (float)(long long)x) { /* integral: "10000.0" */
         snprintf(buf, 32, "%.1f", x);
         return buf;
     }
@@ -300,8 +406,19 @@ hpt_status hpt_config_write(const hpt_config *c, FILE *f)
     return ferror(f) ? hpt_error_set(HPT_ERR_IO, "writing config.json failed") : HPT_OK;
 }
 
+/* Parameter count in double (exact below 2^53; never overflows). */
+static double params_double(const hpt_config *c)
+{
+    double C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    double hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
+    double layer = 2 * C + C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
+    return V * C * (c->tie_word_embeddings ? 1 : 2) + C + c->num_hidden_layers * layer;
+}
+
 int64_t hpt_config_num_params(const hpt_config *c)
 {
+    if (!(params_double(c) < HPT_CONFIG_MAX_PARAMS)) /* unvalidated config: saturate */
+        return INT64_MAX;
     int64_t C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     int64_t hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
     int64_t layer = 2 * C + C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;

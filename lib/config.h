@@ -35,13 +35,17 @@ static inline int hpt_config_head_dim(const hpt_config *c)
  * num_attention_heads, vocab_size, max_position_embeddings. Optional with
  * Hugging Face's defaults: num_key_value_heads (= H), rms_norm_eps (1e-6),
  * rope_theta (10000), tie_word_embeddings (false). Unknown fields are
- * ignored. Errors: HPT_ERR_USAGE naming the file and field for a missing
- * file, malformed JSON, a missing or wrong-typed field, or a config that
- * fails hpt_config_validate. */
+ * ignored. The file must be a regular file (a FIFO is refused, not waited
+ * on) of at most 64 KiB (65,536 bytes) of strict JSON (RFC 8259, as Hugging
+ * Face writes it): comments, single quotes, trailing commas, NaN/Infinity
+ * and NUL bytes are refused. Errors: HPT_ERR_USAGE naming the file and
+ * field for a missing or unreadable file, malformed JSON, a missing or
+ * wrong-typed field, a number out of float range, or a config that fails
+ * hpt_config_validate. */
 hpt_status hpt_config_load(const char *path, hpt_config *cfg);
 
-/* As hpt_config_load, from the JSON text `json`; `origin` names it in
- * messages. */
+/* As hpt_config_load, from the NUL-terminated JSON text `json`; `origin`
+ * names it in messages. */
 hpt_status hpt_config_parse(const char *json, const char *origin, hpt_config *cfg);
 
 /* Compare two configs; on the first differing field, write
@@ -61,7 +65,8 @@ hpt_status hpt_config_resolve(const char *spec, hpt_config *cfg);
 const char *const *hpt_config_preset_names(void);
 
 /* Check the architecture rules: all sizes > 0, H divides C, KV divides H,
- * head_dim even (RoPE pairs), eps > 0, theta > 0. `origin` names the
+ * head_dim even (RoPE pairs), eps > 0, theta > 0, each size <= 2^24 and
+ * the parameter count (untied) < HPT_CONFIG_MAX_PARAMS. `origin` names the
  * source in the message. Errors: HPT_ERR_USAGE. */
 hpt_status hpt_config_validate(const hpt_config *cfg, const char *origin);
 
@@ -74,7 +79,15 @@ hpt_status hpt_config_write(const hpt_config *cfg, FILE *f);
  * Errors: HPT_ERR_USAGE naming --tp and the field. */
 hpt_status hpt_config_check_tp(const hpt_config *cfg, int tp);
 
-/* Number of parameters (elements), counting a tied head once. */
+/* Most parameters (elements, an untied head counted) hpt_config_validate
+ * accepts: 2^50, so the count and its bytes (x 16 for weights, gradients
+ * and AdamW moments) fit in int64 — the sizes alone, each <= 2^24, would
+ * allow about 2^75. */
+#define HPT_CONFIG_MAX_PARAMS 1125899906842624.0
+
+/* Number of parameters (elements), counting a tied head once; exact for a
+ * config that passes hpt_config_validate, INT64_MAX for one over
+ * HPT_CONFIG_MAX_PARAMS. */
 int64_t hpt_config_num_params(const hpt_config *cfg);
 
 #endif

@@ -492,10 +492,11 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
     r->model_flops_per_step = (double)s->global_batch * hpt_plan_flops_per_seq(&s->cfg, s->seq_len, 0);
     r->flops_per_step = (double)s->global_batch * hpt_plan_flops_per_seq(&s->cfg, s->seq_len,
                                                                         s->recompute);
-    r->bubble = (double)(P - 1) / (M + P - 1);
+    double slots = (double)M + P - 1; /* M + P - 1 in int overflows for M near 2^31 */
+    r->bubble = (P - 1) / slots;
     r->compute_s = M * comp_mb;
-    r->step_time_s = (M + P - 1) * t_mb + exposed;
-    r->comm_s = (M + P - 1) * (t_mb - comp_mb) + exposed;
+    r->step_time_s = slots * t_mb + exposed;
+    r->comm_s = slots * (t_mb - comp_mb) + exposed;
     r->comm_compute_ratio = ratio;
     r->tokens_per_s = (double)s->global_batch * s->seq_len / r->step_time_s;
     r->mfu = r->model_flops_per_step /

@@ -4,6 +4,7 @@
  * no communication), and the Megatron-LM FLOP formula for a GPT shape.
  * Prints one line per failed check; exit 1 if any. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -194,8 +195,31 @@ static void test_exact_sizes(void)
                     }
 }
 
+/* Parameter counts at the ends of the config limits: Llama 3.1 405B is
+ * counted exactly; sizes each within 2^24 whose count (~3.3e22) used to
+ * overflow int64 are refused by hpt_config_validate and saturate in
+ * hpt_config_num_params instead of wrapping. */
+static void test_param_count_range(void)
+{
+    hpt_config c;
+    if (hpt_config_preset("llama3-405b", &c)) {
+        printf("FAIL llama3-405b preset\n");
+        failures++;
+        return;
+    }
+    /* 2VC + C + L(2C + 2C^2 + 2C*KV*hd + 3CI), C 16384, I 53248, L 126, KV*hd 1024 */
+    expect("llama3-405b parameters", (double)hpt_config_num_params(&c), 405853388800.0, 0);
+    hpt_config big = {1 << 24, 1 << 24, 1 << 24, 1 << 23, 1 << 23, 1 << 24, 1 << 24, 1e-5f, 1e4f, 0};
+    int refused = hpt_config_validate(&big, "big") != HPT_OK;
+    printf("%s sizes within 2^24, ~3.3e22 parameters: %s\n", refused ? "ok  " : "FAIL",
+           refused ? hpt_error_msg() : "accepted");
+    failures += !refused;
+    expect("its saturated count", (double)hpt_config_num_params(&big), (double)INT64_MAX, 0);
+}
+
 int main(void)
 {
+    test_param_count_range();
     test_hand_values();
     test_alpha_beta();
     test_megatron_flops();
