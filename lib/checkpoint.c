@@ -188,6 +188,66 @@ static hpt_status mkdir_p(const char *path)
     return HPT_OK;
 }
 
+/* 1 when `name` is a removal's leftover in a checkpoints directory: a
+ * .step_NNNNNNNN.pruning directory (remove_checkpoint renamed it, a kill
+ * came before it was gone) or an empty step_NNNNNNNN directory (earlier hpt
+ * versions unlinked checkpoint.h5 in place, then rmdir'd). */
+static int removal_leftover(const char *dir, const char *name)
+{
+    size_t n = strlen(name);
+    if (!strncmp(name, ".step_", 6) && n > 8 && !strcmp(name + n - 8, ".pruning"))
+        return 1;
+    if (strncmp(name, "step_", 5) || strchr(name, '.'))
+        return 0;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    DIR *d = opendir(p);
+    struct dirent *e;
+    int entries = 0;
+    while (d && (e = readdir(d)))
+        entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    return d && !entries;
+}
+
+/* Rank 0: delete what interrupted removals left under dir (see
+ * removal_leftover); readers already ignore it. */
+static void clear_leftovers(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[4096];
+    while (d && (e = readdir(d)))
+        if (removal_leftover(dir, e->d_name)) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            remove_dir(p);
+        }
+    if (d)
+        closedir(d);
+}
+
+/* Rank 0: remove checkpoint directory dir/name so that no kill leaves a
+ * half-removed checkpoint under a step_NNNNNNNN name: rename it to
+ * dir/.NAME.pruning (no reader lists that), fsync dir, then delete it. A
+ * kill leaves either the whole checkpoint or the .pruning leftover,
+ * cleared by the next prune or start (clear_leftovers). */
+static void remove_checkpoint(const char *dir, const char *name)
+{
+    char from[4096], aside[4200];
+    snprintf(from, sizeof from, "%s/%s", dir, name);
+    snprintf(aside, sizeof aside, "%s/.%s.pruning", dir, name);
+    remove_dir(aside); /* an earlier leftover of the same step */
+    if (rename(from, aside)) {
+        if (errno != ENOENT)
+            fprintf(stderr, "hpt: warning: cannot remove %s: %s\n", from, strerror(errno));
+        return;
+    }
+    if (fsync_path(dir))
+        fprintf(stderr, "hpt: warning: %s\n", hpt_error_msg());
+    remove_dir(aside);
+}
+
 hpt_status hpt_checkpoint_clean(const char *dir, MPI_Comm world)
 {
     int rank;
@@ -211,6 +271,7 @@ hpt_status hpt_checkpoint_clean(const char *dir, MPI_Comm world)
         }
         if (d)
             closedir(d);
+        clear_leftovers(dir);
     }
     return hpt_comm_agree(world, st);
 }
@@ -626,7 +687,7 @@ static hpt_status commit(const char *dir, const char *tmpdir, const char *final,
     char latest[4096], ltmp[4096];
     if ((st = fsync_path(file)) || (st = fsync_path(tmpdir)))
         return st;
-    remove_dir(final); /* a same-step checkpoint from before a fallback */
+    remove_checkpoint(dir, name); /* a same-step checkpoint from before a fallback */
     if (rename(tmpdir, final))
         return hpt_error_set(HPT_ERR_IO, "%s: rename to %s failed: %s", tmpdir, final,
                              strerror(errno));
@@ -645,12 +706,14 @@ static hpt_status commit(const char *dir, const char *tmpdir, const char *final,
     return fsync_path(dir);
 }
 
-/* Rank 0: keep the newest `keep` checkpoints. */
-/* Keep the newest `keep` checkpoints up to step `saved` (the one just
- * written, always kept); anything newer than it is not ours to judge (a
- * resume moves unloadable ones aside) and is left alone. */
+/* Rank 0: keep the newest `keep` checkpoints up to step `saved` (the one
+ * just written, always kept); anything newer than it is not ours to judge
+ * (a resume moves unloadable ones aside) and is left alone. Each removal
+ * renames the checkpoint aside first (remove_checkpoint); leftovers of
+ * earlier interrupted removals go first. */
 static void prune(const char *dir, int keep, int64_t saved)
 {
+    clear_leftovers(dir);
     int64_t *steps = malloc(sizeof(int64_t) * HPT_CKPT_MAX_CANDIDATES);
     int n = steps ? hpt_ckpt_list(dir, steps, HPT_CKPT_MAX_CANDIDATES) : 0, kept = 0;
     for (int i = 0; i < n; i++) { /* newest first */
@@ -660,10 +723,9 @@ static void prune(const char *dir, int keep, int64_t saved)
             kept++;
             continue;
         }
-        char name[32], p[4096];
+        char name[32];
         hpt_ckpt_dirname(steps[i], name);
-        snprintf(p, sizeof p, "%s/%s", dir, name);
-        remove_dir(p);
+        remove_checkpoint(dir, name);
     }
     free(steps);
 }
