@@ -302,38 +302,68 @@ static void free_names(char **names, int n)
     free(names);
 }
 
+typedef struct {
+    char **v;   /* names so far (malloc'd array of malloc'd strings) */
+    int n, cap; /* count, allocated                                  */
+} name_list;
+
+/* H5Literate callback: append the link's name. Stops (-1) on a name
+ * longer than 4 KiB, too many links or no memory. */
+static herr_t collect_name(hid_t g, const char *name, const H5L_info_t *info, void *data)
+{
+    (void)g;
+    (void)info;
+    name_list *l = data;
+    if (strlen(name) > 4096 || l->n >= MAX_TENSORS)
+        return -1;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        char **bigger = realloc(l->v, sizeof *bigger * (size_t)cap);
+        if (!bigger)
+            return -1;
+        l->v = bigger;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n] = strdup(name)))
+        return -1;
+    l->n++;
+    return 0;
+}
+
+/* Why the last group_names returned -2 (HDF5's innermost message). */
+static char group_why[256];
+
 /* Names of the links in group `gpath`, in natural order: *names is a malloc'd
- * array of malloc'd strings (free with free_names). Returns the count, or
- * -1 when the group is missing, not a group or implausibly large. */
+ * array of malloc'd strings (free with free_names). Returns the count, -1
+ * when the group is missing or not a group, -2 when its links cannot be
+ * read (damaged metadata, implausibly many links; group_why says why).
+ * Walks the links in native order with H5Literate, which follows the
+ * group's own index: HDF5 1.10.8's by-index calls (H5Lget_name_by_idx)
+ * build a sorted link table first and, on damaged metadata, free
+ * uninitialised entries of it (HDFGroup/hdf5#581). */
 static int group_names(hid_t file, const char *gpath, char ***names)
 {
-    H5G_info_t gi;
+    name_list l = {NULL, 0, 0};
+    hsize_t idx = 0;
     *names = NULL;
     if (H5Lexists(file, gpath + 1, H5P_DEFAULT) <= 0)
         return -1;
     hid_t g = H5Gopen2(file, gpath, H5P_DEFAULT);
     if (g < 0)
         return -1;
-    int n = H5Gget_info(g, &gi) < 0 || gi.nlinks > MAX_TENSORS ? -1 : (int)gi.nlinks;
-    char **v = n > 0 ? calloc((size_t)n, sizeof *v) : NULL;
-    if (n > 0 && !v)
-        HPT_FATAL("out of memory listing %s", gpath);
-    for (int i = 0; i < n; i++) {
-        ssize_t len = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, (hsize_t)i, NULL, 0,
-                                         H5P_DEFAULT);
-        v[i] = len < 0 || len > 4096 ? NULL : malloc((size_t)len + 1);
-        if (!v[i] || H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, (hsize_t)i, v[i],
-                                        (size_t)len + 1, H5P_DEFAULT) < 0) {
-            free_names(v, n); /* a damaged link table, or a name longer than 4 KiB */
-            v = NULL;
-            n = -1;
-        }
-    }
+    herr_t rc = H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, collect_name, &l);
+    if (rc < 0)
+        snprintf(group_why, sizeof group_why, "%s", l.n >= MAX_TENSORS ? "more than 100000 links"
+                                                                      : hpt_h5_cause());
     H5Gclose(g);
-    if (n > 1)
-        qsort(v, (size_t)n, sizeof *v, natural_cmp);
-    *names = v;
-    return n;
+    if (rc < 0) {
+        free_names(l.v, l.n);
+        return -2;
+    }
+    if (l.n > 1)
+        qsort(l.v, (size_t)l.n, sizeof *l.v, natural_cmp);
+    *names = l.v;
+    return l.n;
 }
 
 /* Index of `name` in names[0..n), or -1. */
@@ -562,6 +592,15 @@ static void check_dataset(verify_ctx *v, hid_t file, const char *path, const sha
     H5Dclose(ds);
 }
 
+/* The finding for group_names' result n on group gpath, if any. */
+static void group_finding(verify_ctx *v, const char *gpath, int n)
+{
+    if (n == -1)
+        finding(v, gpath, "group missing");
+    else if (n == -2)
+        finding(v, gpath, "links unreadable (damaged metadata): %s", group_why);
+}
+
 /* Read every /model tensor and its two optimizer moments fully; datasets
  * in the optimizer groups without a /model tensor are findings too. */
 static void check_data(verify_ctx *v, hid_t file, char **names, int n)
@@ -579,8 +618,7 @@ static void check_data(verify_ctx *v, hid_t file, char **names, int n)
     for (int g = 1; g < 3; g++) {
         char **extra;
         int m = group_names(file, groups[g], &extra);
-        if (m < 0)
-            finding(v, groups[g], "group missing");
+        group_finding(v, groups[g], m);
         for (int i = 0; i < m; i++)
             if (find_name(names, n, extra[i]) < 0) {
                 snprintf(path, sizeof path, "%s/%s", groups[g], extra[i]);
@@ -596,8 +634,7 @@ static int check_structure(verify_ctx *v, hid_t f, const hpt_ckpt_meta *meta, ch
 {
     hpt_config cfg;
     int n = group_names(f, groups[0], names);
-    if (n < 0)
-        finding(v, groups[0], "group missing");
+    group_finding(v, groups[0], n);
     if (hpt_config_parse(meta->config_json, "config_json", &cfg))
         finding(v, "config_json", "%s", strip_origin(hpt_error_msg(), "config_json"));
     else if (n >= 0)
@@ -954,7 +991,8 @@ static void info_tensors(hid_t f, FILE *out)
     char **names[3], sh[64], dt[32], lay[16], why[300], path[512];
     int n[3], w = 4;
     for (int g = 0; g < 3; g++)
-        n[g] = group_names(f, groups[g], &names[g]);
+        if ((n[g] = group_names(f, groups[g], &names[g])) == -2)
+            fprintf(out, "%s: links unreadable (damaged metadata): %s\n", groups[g], group_why);
     fprintf(out, "tensors        %d in /model, %d in /optim/exp_avg, %d in /optim/exp_avg_sq\n\n",
             n[0] < 0 ? 0 : n[0], n[1] < 0 ? 0 : n[1], n[2] < 0 ? 0 : n[2]);
     for (int i = 0; i < n[0]; i++)
