@@ -23,6 +23,7 @@
 #include "ckpt.h"
 #include "config.h"
 #include "error.h"
+#include "h5out.h"
 #include "h5util.h"
 #include "hpt_config.h"
 #include "model.h"
@@ -106,18 +107,6 @@ static hpt_status path_error(const char *path, int err)
     if (err == ENOENT || err == ENOTDIR)
         return hpt_error_set(HPT_ERR_DATA, "%s: no such file or directory", path);
     return hpt_error_set(HPT_ERR_IO, "%s: %s", path, strerror(err));
-}
-
-/* fsync a file or directory by path. 0 ok, -1 with errno set. */
-static int fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd), e = errno;
-    close(fd);
-    errno = e;
-    return rc;
 }
 
 /* Bytes in the regular files directly under `dir`. */
@@ -1064,7 +1053,7 @@ static int write_block(void *ctx, hsize_t row0, const hsize_t *cnt, int rank, co
     int err = fsp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, off, NULL, cnt, NULL) < 0 ||
               H5Dwrite(dst, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, buf) < 0;
     if (err)
-        snprintf(why, n, "write failed: %s", hpt_h5_cause());
+        snprintf(why, n, "write failed: %s", hpt_h5_cause_line());
     H5Sclose(msp);
     if (fsp >= 0)
         H5Sclose(fsp);
@@ -1094,7 +1083,7 @@ static hpt_status copy_tensor(hid_t src, hid_t dst, const char *file, const char
     hpt_status st = HPT_OK;
     if (c.dst < 0)
         st = hpt_error_set(HPT_ERR_IO, "%s: cannot create dataset %s: %s", out_path, name,
-                           hpt_h5_cause());
+                           hpt_h5_cause_line());
     else if (read_blocks(in, write_block, &c, why, sizeof why))
         st = hpt_error_set(strncmp(why, "write failed", 12) ? HPT_ERR_DATA : HPT_ERR_IO,
                            "%s: %s: %s", strncmp(why, "write failed", 12) ? file : out_path,
@@ -1105,12 +1094,13 @@ static hpt_status copy_tensor(hid_t src, hid_t dst, const char *file, const char
     return st;
 }
 
-/* Write every /model tensor of src and config_json into new file tmp; the
- * tensors must be those config_json describes. */
+/* Write every /model tensor of src and config_json to out_path (through
+ * OUT.tmp, hpt_h5_out); the tensors must be those config_json describes. */
 static hpt_status export_into(hid_t src, const char *file, const hpt_ckpt_meta *m,
-                              const char *tmp, int *count)
+                              const char *out_path, int *count)
 {
     char **names;
+    hpt_h5_out o;
     verify_ctx v = {file, NULL, 0, ""};
     int n = check_structure(&v, src, m, &names);
     if (v.nbad) {
@@ -1119,65 +1109,36 @@ static hpt_status export_into(hid_t src, const char *file, const hpt_ckpt_meta *
                              "problem%s; see hpt-ckpt verify)", file, v.first, v.nbad,
                              v.nbad == 1 ? "" : "s");
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644); /* for errno's message */
-    if (fd < 0) {
+    hpt_status st = hpt_h5_out_create(out_path, &o);
+    if (st) {
         free_names(names, n);
-        return hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        return st;
     }
-    close(fd);
-    hid_t dst = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    hpt_status st = HPT_OK;
-    if (dst < 0)
-        st = hpt_error_set(HPT_ERR_IO, "%s: cannot create (%s)", tmp, hpt_h5_cause());
-    else if (put_str_attr(dst, "config_json", m->config_json))
-        st = hpt_error_set(HPT_ERR_IO, "%s: cannot write attribute config_json", tmp);
+    if (put_str_attr(o.file, "config_json", m->config_json))
+        st = hpt_error_set(HPT_ERR_IO, "%s: cannot write attribute config_json: %s", o.tmp,
+                           hpt_h5_cause_line());
     for (int i = 0; i < n && !st; i++)
-        st = copy_tensor(src, dst, file, tmp, names[i]);
-    if (dst >= 0 && H5Fclose(dst) < 0 && !st)
-        st = hpt_error_set(HPT_ERR_IO, "%s: closing the HDF5 file failed", tmp);
+        st = copy_tensor(src, o.file, file, o.tmp, names[i]);
     free_names(names, n);
     *count = n;
-    return st;
-}
-
-/* Make tmp durable and rename it to out (then sync out's directory). */
-static hpt_status commit(const char *tmp, const char *out)
-{
-    char dir[PATH_MAX];
-    const char *slash = strrchr(out, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) + (slash == out) : 1,
-             slash ? out : ".");
-    if (fsync_path(tmp))
-        return hpt_error_set(HPT_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (rename(tmp, out))
-        return hpt_error_set(HPT_ERR_IO, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
-    if (fsync_path(dir))
-        return hpt_error_set(HPT_ERR_IO, "%s: fsync of the directory failed: %s", dir,
-                             strerror(errno));
-    return HPT_OK;
+    return hpt_h5_out_finish(&o, st);
 }
 
 static hpt_status cmd_export(const char *path, const char *out_path, FILE *out)
 {
-    char file[PATH_MAX], tmp[PATH_MAX];
+    char file[PATH_MAX];
     hid_t f;
     hpt_ckpt_meta m;
     int n = 0;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", out_path) >= (int)sizeof tmp)
-        return hpt_error_set(HPT_ERR_USAGE, "%s: path too long", out_path);
     if (is_dir(out_path))
         return hpt_error_set(HPT_ERR_IO, "%s: is a directory", out_path);
     hpt_status st = resolve_file(path, file);
     if (st || (st = open_ckpt(file, &f, &m)))
         return st;
-    st = export_into(f, file, &m, tmp, &n);
+    st = export_into(f, file, &m, out_path, &n);
     H5Fclose(f);
-    if (!st)
-        st = commit(tmp, out_path);
-    if (st) {
-        unlink(tmp);
+    if (st)
         return st;
-    }
     fprintf(out, "exported %d tensors of step %lld from %s to %s\n", n, (long long)m.step, file,
             out_path);
     return HPT_OK;
