@@ -107,7 +107,8 @@ static void check_expected(verify_ctx *v, hid_t file, const char *name, const hp
     }
     if (hpt_ckpt_get_shape(ds, &got) || !hpt_ckpt_shape_eq(&got, want))
         finding(v, path, "shape %s, config_json implies %s",
-                got.rank == 1 || got.rank == 2 ? hpt_ckpt_shape_str(&got, a, sizeof a) : "not 1-D or 2-D",
+                got.rank == 1 || got.rank == 2 ? hpt_ckpt_shape_str(&got, a, sizeof a)
+                                               : "not 1-D or 2-D",
                 hpt_ckpt_shape_str(want, b, sizeof b));
     if (hpt_ckpt_get_layer(ds, &l))
         finding(v, path, "attribute layer missing or not an integer");
@@ -242,7 +243,8 @@ static void ckpt_dir_of(const char *path, char *out)
 {
     char sub[PATH_MAX], probe[PATH_MAX];
     snprintf(out, PATH_MAX, "%s", path);
-    if (hpt_ckpt_join(sub, path, "checkpoints") || !hpt_ckpt_is_dir(sub) || hpt_ckpt_join(probe, path, "latest"))
+    if (hpt_ckpt_join(sub, path, "checkpoints") || !hpt_ckpt_is_dir(sub) ||
+        hpt_ckpt_join(probe, path, "latest"))
         return;
     if (access(probe, F_OK) && !hpt_ckpt_join(probe, path, HPT_CKPT_FILE) && access(probe, F_OK))
         snprintf(out, PATH_MAX, "%s", sub);
@@ -353,7 +355,8 @@ static void list_row_fill(const char *dir, const entry *e, int verify, const hpt
         snprintf(r->status, sizeof r->status, "incomplete (%s)", e->name);
         return;
     }
-    if (hpt_ckpt_join(p, dir, e->name) || hpt_ckpt_join(file, p, HPT_CKPT_FILE) || hpt_ckpt_open(file, &f, &m)) {
+    if (hpt_ckpt_join(p, dir, e->name) || hpt_ckpt_join(file, p, HPT_CKPT_FILE) ||
+        hpt_ckpt_open(file, &f, &m)) {
         snprintf(r->status, sizeof r->status, "unreadable");
         snprintf(r->note, sizeof r->note, "%s", hpt_error_msg());
         r->bad = 1;
@@ -558,7 +561,8 @@ static void info_tensors(hid_t f, FILE *out)
     int n[3], w = 4;
     for (int g = 0; g < 3; g++)
         if ((n[g] = hpt_ckpt_names(f, hpt_ckpt_groups[g], &names[g])) == -2)
-            fprintf(out, "%s: links unreadable (damaged metadata): %s\n", hpt_ckpt_groups[g], hpt_ckpt_names_why());
+            fprintf(out, "%s: links unreadable (damaged metadata): %s\n", hpt_ckpt_groups[g],
+                    hpt_ckpt_names_why());
     fprintf(out, "tensors        %d in /model, %d in /optim/exp_avg, %d in /optim/exp_avg_sq\n\n",
             n[0] < 0 ? 0 : n[0], n[1] < 0 ? 0 : n[1], n[2] < 0 ? 0 : n[2]);
     for (int i = 0; i < n[0]; i++)
@@ -578,8 +582,8 @@ static void info_tensors(hid_t f, FILE *out)
         if (!hpt_ckpt_get_layer(ds, &l))
             snprintf(lay, sizeof lay, "%d", (int)l);
         fprintf(out, "%-*s  %-14s %-8s %5s\n", w, names[0][i],
-                hpt_ckpt_get_shape(ds, &s) ? "?" : hpt_ckpt_shape_str(&s, sh, sizeof sh), hpt_ckpt_dtype_str(ds, dt, sizeof dt),
-                lay);
+                hpt_ckpt_get_shape(ds, &s) ? "?" : hpt_ckpt_shape_str(&s, sh, sizeof sh),
+                hpt_ckpt_dtype_str(ds, dt, sizeof dt), lay);
         H5Dclose(ds);
     }
     for (int g = 0; g < 3; g++)
@@ -701,8 +705,8 @@ static hpt_status export_into(hid_t src, const char *file, const hpt_ckpt_meta *
     return hpt_h5_out_finish(&o, st);
 }
 
-hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path, const hpt_ckpt_model *mdl,
-                                  FILE *out)
+hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
+                                   const hpt_ckpt_model *mdl, FILE *out)
 {
     char file[PATH_MAX];
     hid_t f;

@@ -80,7 +80,8 @@ static hpt_status model_tensors(const char *config_json, const char *origin,
     if (!t)
         HPT_FATAL("out of memory listing the tensors of %s", origin);
     for (int g = -1; g <= L; g++) { /* -1: embedding, 0..L-1: layers, L: the tail */
-        int first = g < 0 ? HPT_TENSOR_EMBED : g == L ? HPT_TENSOR_FINAL_NORM : HPT_TENSOR_ATTN_NORM;
+        int first = g < 0 ? HPT_TENSOR_EMBED
+                    : g == L ? HPT_TENSOR_FINAL_NORM : HPT_TENSOR_ATTN_NORM;
         int last = g < 0 ? HPT_TENSOR_EMBED
                    : g == L ? (c.tie_word_embeddings ? HPT_TENSOR_FINAL_NORM : HPT_TENSOR_LM_HEAD)
                             : HPT_TENSOR_DOWN;
