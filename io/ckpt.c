@@ -159,6 +159,24 @@ static int cmp_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
+/* 1 when dir/name is a directory with no entries: what an interrupted
+ * removal leaves (earlier hpt unlinked checkpoint.h5, then rmdir'd the step
+ * directory when pruning; a kill in between left it empty). */
+static int empty_dir(const char *dir, const char *name)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    DIR *d = opendir(p);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)))
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n == 0;
+}
+
 int hpt_ckpt_list(const char *dir, int64_t *steps, int max)
 {
     DIR *d = opendir(dir);
@@ -173,6 +191,8 @@ int hpt_ckpt_list(const char *dir, int64_t *steps, int max)
             continue;
         long long s = strtoll(e->d_name + 5, &end, 10);
         if (end != e->d_name + 13 || *end) /* "step_" + 8 digits, no ".tmp" */
+            continue;
+        if (empty_dir(dir, e->d_name)) /* a half-removed checkpoint: never loadable */
             continue;
         if (n == cap) {
             int64_t *bigger = realloc(all, sizeof(int64_t) * (cap *= 2));

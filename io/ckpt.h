@@ -118,7 +118,10 @@ int hpt_ckpt_read_checked(hid_t ds, hid_t dxpl, const hpt_ckpt_tiles *t, const u
 void hpt_ckpt_dirname(int64_t step, char *buf);
 
 /* Complete checkpoints under `dir` (names step_NNNNNNNN without .tmp),
- * newest first: fills up to `max` steps, returns how many. */
+ * newest first: fills up to `max` steps, returns how many. An empty
+ * step_NNNNNNNN directory (a removal interrupted by a kill, as earlier hpt
+ * versions pruned) is not listed; neither are the .step_NNNNNNNN.pruning
+ * directories a removal renames checkpoints to first. */
 int hpt_ckpt_list(const char *dir, int64_t *steps, int max);
 
 #endif

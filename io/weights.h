@@ -14,7 +14,10 @@
 #include "model.h"
 
 /* Create (truncate) an HDF5 file for writing with the default serial
- * driver. Errors: HPT_ERR_IO naming the path. */
+ * driver, in place (for scratch files; outputs that must survive a failed
+ * write go through hpt_h5_out_create, io/h5out.h). Errors: HPT_ERR_IO
+ * naming the path and HDF5's innermost cause; a file that did not exist
+ * before is not left behind. */
 hpt_status hpt_h5_create(const char *path, hid_t *file);
 
 /* Write every tensor of model m, taking values from `block` (a device
@@ -24,7 +27,8 @@ hpt_status hpt_h5_write_model(hid_t file, const char *group, const hpt_model *m,
                               const float *block);
 
 /* Write an array dataset `name` of `type` (H5T_NATIVE_FLOAT, _INT32,
- * _DOUBLE) with `rank` dims. Errors: HPT_ERR_IO. */
+ * _DOUBLE) with `rank` dims. Errors: HPT_ERR_IO naming the file, the
+ * dataset and HDF5's innermost cause (e.g. "No space left on device"). */
 hpt_status hpt_h5_write_array(hid_t file, const char *name, hid_t type, int rank,
                               const hsize_t *dims, const void *data);
 

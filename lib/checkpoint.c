@@ -1,7 +1,9 @@
 /* checkpoint.c — sharded HDF5 checkpoints: collective save with atomic
- * commit, layout-independent load; see checkpoint.h and io/ckpt.h. */
+ * commit, pruning, stale-file cleanup; see checkpoint.h and io/ckpt.h (the
+ * load is in checkpoint_load.c). */
 #define _GNU_SOURCE /* fallocate */
 #include "checkpoint.h"
+#include "checkpoint_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,8 +18,6 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
-
-#define NAME_MAX_LEN 160
 
 /* ------------------------------------------------------ the tensor list */
 
@@ -60,8 +60,6 @@ static void select_slab(const hpt_tensor *t, hid_t fspace, hid_t mspace)
     H5Sselect_hyperslab(fspace, H5S_SELECT_SET, fstart, NULL, count, NULL);
     H5Sselect_hyperslab(mspace, H5S_SELECT_SET, mstart, NULL, count, NULL);
 }
-
-static int rank_of(int64_t cols) { return cols > 1 ? 2 : 1; }
 
 /* Largest divisor of n that is <= cap (>= 1). */
 static hsize_t divisor_at_most(int64_t n, int64_t cap)
@@ -110,7 +108,7 @@ static hid_t contiguous_dcpl(void)
 
 /* ------------------------------------------------------------- helpers */
 
-static hid_t open_parallel(const char *path, MPI_Comm comm, int create)
+hid_t hpt_checkpoint_open_parallel(const char *path, MPI_Comm comm, int create)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     MPI_Info info;
@@ -144,7 +142,7 @@ static hid_t open_parallel(const char *path, MPI_Comm comm, int create)
     return f;
 }
 
-static hpt_status fsync_path(const char *path)
+hpt_status hpt_checkpoint_fsync(const char *path)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0)
@@ -188,6 +186,66 @@ static hpt_status mkdir_p(const char *path)
     return HPT_OK;
 }
 
+/* 1 when `name` is a removal's leftover in a checkpoints directory: a
+ * .step_NNNNNNNN.pruning directory (remove_checkpoint renamed it, a kill
+ * came before it was gone) or an empty step_NNNNNNNN directory (earlier hpt
+ * versions unlinked checkpoint.h5 in place, then rmdir'd). */
+static int removal_leftover(const char *dir, const char *name)
+{
+    size_t n = strlen(name);
+    if (!strncmp(name, ".step_", 6) && n > 8 && !strcmp(name + n - 8, ".pruning"))
+        return 1;
+    if (strncmp(name, "step_", 5) || strchr(name, '.'))
+        return 0;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    DIR *d = opendir(p);
+    struct dirent *e;
+    int entries = 0;
+    while (d && (e = readdir(d)))
+        entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    return d && !entries;
+}
+
+/* Rank 0: delete what interrupted removals left under dir (see
+ * removal_leftover); readers already ignore it. */
+static void clear_leftovers(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[4096];
+    while (d && (e = readdir(d)))
+        if (removal_leftover(dir, e->d_name)) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            remove_dir(p);
+        }
+    if (d)
+        closedir(d);
+}
+
+/* Rank 0: remove checkpoint directory dir/name so that no kill leaves a
+ * half-removed checkpoint under a step_NNNNNNNN name: rename it to
+ * dir/.NAME.pruning (no reader lists that), fsync dir, then delete it. A
+ * kill leaves either the whole checkpoint or the .pruning leftover,
+ * cleared by the next prune or start (clear_leftovers). */
+static void remove_checkpoint(const char *dir, const char *name)
+{
+    char from[4096], aside[4200];
+    snprintf(from, sizeof from, "%s/%s", dir, name);
+    snprintf(aside, sizeof aside, "%s/.%s.pruning", dir, name);
+    remove_dir(aside); /* an earlier leftover of the same step */
+    if (rename(from, aside)) {
+        if (errno != ENOENT)
+            fprintf(stderr, "hpt: warning: cannot remove %s: %s\n", from, strerror(errno));
+        return;
+    }
+    if (hpt_checkpoint_fsync(dir))
+        fprintf(stderr, "hpt: warning: %s\n", hpt_error_msg());
+    remove_dir(aside);
+}
+
 hpt_status hpt_checkpoint_clean(const char *dir, MPI_Comm world)
 {
     int rank;
@@ -211,6 +269,7 @@ hpt_status hpt_checkpoint_clean(const char *dir, MPI_Comm world)
         }
         if (d)
             closedir(d);
+        clear_leftovers(dir);
     }
     return hpt_comm_agree(world, st);
 }
@@ -239,7 +298,7 @@ static void gather_moments(const hpt_ckpt_state *s, float *full, float **m1, flo
 }
 
 /* Rows of t that are real (not vocabulary padding). */
-static int64_t valid_rows(const hpt_tensor *t)
+int64_t hpt_checkpoint_valid_rows(const hpt_tensor *t)
 {
     int64_t v = t->g_rows - t->row0;
     return v < 0 ? 0 : v > t->rows ? t->rows : v;
@@ -247,7 +306,7 @@ static int64_t valid_rows(const hpt_tensor *t)
 
 /* One dataset of a save, in the same order on every rank. */
 typedef struct {
-    char path[NAME_MAX_LEN + 32];
+    char path[HPT_CKPT_NAME_MAX + 32];
     hpt_tensor_kind kind;
     int layer;
     const float *block;  /* the device block holding it here (params, m, v)  */
@@ -289,7 +348,7 @@ static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2,
     for (int i = 0; i < n; i++) { /* the pieces of this (stage, TP rank) */
         const hpt_tensor *t = hpt_model_tensor(m, kinds[i], layers[i]); /* NULL: other stage */
         held[i] = t && !(t->dup || (t->split == 0 && c->tp_rank != 0)) ? t : NULL;
-        total += held[i] ? 3.0 * (double)valid_rows(held[i]) * (double)held[i]->cols : 0;
+        total += held[i] ? 3.0 * (double)hpt_checkpoint_valid_rows(held[i]) * (double)held[i]->cols : 0;
     }
     int k = 0;
     *ntiles = 0;
@@ -297,12 +356,12 @@ static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2,
     for (int g = 0; g < 3; g++)
         for (int i = 0; i < n; i++, k++) {
             save_item *x = &it[k];
-            char name[NAME_MAX_LEN];
+            char name[HPT_CKPT_NAME_MAX];
             hpt_tensor_name(kinds[i], layers[i], name, sizeof name);
             snprintf(x->path, sizeof x->path, "/%s/%s", groups[g], name);
             x->kind = kinds[i], x->layer = layers[i], x->block = blocks[g], x->ds = -1;
             const hpt_tensor *t = held[i];
-            double bytes = t ? (double)valid_rows(t) * (double)t->cols : 0;
+            double bytes = t ? (double)hpt_checkpoint_valid_rows(t) * (double)t->cols : 0;
             int w = total > 0 ? (int)((done + bytes / 2) * c->dp / total) : 0;
             w = w < c->dp ? w : c->dp - 1;
             done += bytes;
@@ -374,7 +433,7 @@ static int create_all(hid_t file, const hpt_model *m, save_item *it, int n)
         int64_t gr, gc;
         hpt_tensor_global_shape(&m->cfg, it[i].kind, &gr, &gc);
         hsize_t dims[2] = {(hsize_t)gr, (hsize_t)gc};
-        hid_t fspace = H5Screate_simple(rank_of(gc), dims, NULL);
+        hid_t fspace = H5Screate_simple(hpt_checkpoint_rank_of(gc), dims, NULL);
         it[i].ds = H5Dcreate2(file, it[i].path, H5T_IEEE_F32LE, fspace, lcpl, dcpl, H5P_DEFAULT);
         H5Sclose(fspace);
         int32_t l = it[i].layer;
@@ -524,7 +583,7 @@ static int write_all(const char *file, const hpt_model *m, save_item *it, int n,
         if (it[i].c) {
             const hpt_tensor *t = it[i].c;
             const float *p = host_view(m, it[i].block, t, scratch);
-            hpt_ckpt_tiles_crc(&it[i].tiles, p, t->cols, t->row0, valid_rows(t), t->col0, t->cols,
+            hpt_ckpt_tiles_crc(&it[i].tiles, p, t->cols, t->row0, hpt_checkpoint_valid_rows(t), t->col0, t->cols,
                                crc + it[i].crc0);
         }
     prof_mark(PROF_CRC, &t);
@@ -551,7 +610,7 @@ static int write_all(const char *file, const hpt_model *m, save_item *it, int n,
                                         : raw_write(&w, (const char *)p,
                                                     (uint64_t)at + sizeof(float) * (uint64_t)t->row0 *
                                                                        (uint64_t)gc,
-                                                    sizeof(float) * (uint64_t)valid_rows(t) *
+                                                    sizeof(float) * (uint64_t)hpt_checkpoint_valid_rows(t) *
                                                         (uint64_t)gc);
             if (e && !err) {
                 err = 1;
@@ -562,8 +621,8 @@ static int write_all(const char *file, const hpt_model *m, save_item *it, int n,
         }
         hsize_t dims[2] = {(hsize_t)gr, (hsize_t)gc};
         hsize_t mdims[2] = {t ? (hsize_t)t->rows : 1, t ? (hsize_t)t->cols : 1};
-        hid_t fspace = H5Screate_simple(rank_of(gc), dims, NULL);
-        hid_t mspace = H5Screate_simple(rank_of(gc), mdims, NULL);
+        hid_t fspace = H5Screate_simple(hpt_checkpoint_rank_of(gc), dims, NULL);
+        hid_t mspace = H5Screate_simple(hpt_checkpoint_rank_of(gc), mdims, NULL);
         select_slab(t, fspace, mspace);
         if (H5Dwrite(it[i].ds, H5T_NATIVE_FLOAT, mspace, fspace, coll, p) < 0 && !err) {
             err = 1;
@@ -624,13 +683,13 @@ static hpt_status commit(const char *dir, const char *tmpdir, const char *final,
 {
     hpt_status st;
     char latest[4096], ltmp[4096];
-    if ((st = fsync_path(file)) || (st = fsync_path(tmpdir)))
+    if ((st = hpt_checkpoint_fsync(file)) || (st = hpt_checkpoint_fsync(tmpdir)))
         return st;
-    remove_dir(final); /* a same-step checkpoint from before a fallback */
+    remove_checkpoint(dir, name); /* a same-step checkpoint from before a fallback */
     if (rename(tmpdir, final))
         return hpt_error_set(HPT_ERR_IO, "%s: rename to %s failed: %s", tmpdir, final,
                              strerror(errno));
-    if ((st = fsync_path(dir)))
+    if ((st = hpt_checkpoint_fsync(dir)))
         return st;
     snprintf(latest, sizeof latest, "%s/latest", dir);
     snprintf(ltmp, sizeof ltmp, "%s/latest.tmp", dir);
@@ -642,15 +701,17 @@ static hpt_status commit(const char *dir, const char *tmpdir, const char *final,
     }
     if (rename(ltmp, latest))
         return hpt_error_set(HPT_ERR_IO, "%s: rename failed: %s", latest, strerror(errno));
-    return fsync_path(dir);
+    return hpt_checkpoint_fsync(dir);
 }
 
-/* Rank 0: keep the newest `keep` checkpoints. */
-/* Keep the newest `keep` checkpoints up to step `saved` (the one just
- * written, always kept); anything newer than it is not ours to judge (a
- * resume moves unloadable ones aside) and is left alone. */
+/* Rank 0: keep the newest `keep` checkpoints up to step `saved` (the one
+ * just written, always kept); anything newer than it is not ours to judge
+ * (a resume moves unloadable ones aside) and is left alone. Each removal
+ * renames the checkpoint aside first (remove_checkpoint); leftovers of
+ * earlier interrupted removals go first. */
 static void prune(const char *dir, int keep, int64_t saved)
 {
+    clear_leftovers(dir);
     int64_t *steps = malloc(sizeof(int64_t) * HPT_CKPT_MAX_CANDIDATES);
     int n = steps ? hpt_ckpt_list(dir, steps, HPT_CKPT_MAX_CANDIDATES) : 0, kept = 0;
     for (int i = 0; i < n; i++) { /* newest first */
@@ -660,10 +721,9 @@ static void prune(const char *dir, int keep, int64_t saved)
             kept++;
             continue;
         }
-        char name[32], p[4096];
+        char name[32];
         hpt_ckpt_dirname(steps[i], name);
-        snprintf(p, sizeof p, "%s/%s", dir, name);
-        remove_dir(p);
+        remove_checkpoint(dir, name);
     }
     free(steps);
 }
@@ -772,7 +832,7 @@ static hpt_status write_file(const char *file, const hpt_ckpt_state *s, const hp
     MPI_Comm world = s->comm->comms[HPT_GROUP_WORLD];
     hpt_model *m = s->model;
     char why[400];
-    hid_t f = open_parallel(file, world, 1);
+    hid_t f = hpt_checkpoint_open_parallel(file, world, 1);
     hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_IO, "%s: cannot create the checkpoint file: %s",
                                           file, h5_cause(why))
                           : HPT_OK;
@@ -890,366 +950,5 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
         *bytes = stat(file, &sb) ? 0 : (int64_t)sb.st_size;
     if (seconds)
         *seconds = MPI_Wtime() - t0;
-    return st;
-}
-
-/* ------------------------------------------------------------------ load */
-
-hpt_status hpt_checkpoint_move_aside(const char *dir, int64_t step)
-{
-    char name[32], from[4096], to[4200];
-    hpt_ckpt_dirname(step, name);
-    snprintf(from, sizeof from, "%s/%s", dir, name);
-    for (int k = 0; k < 1000; k++) {
-        struct stat sb;
-        snprintf(to, sizeof to, k ? "%s.unloadable.%d" : "%s.unloadable", from, k);
-        if (stat(to, &sb) && errno == ENOENT) {
-            if (rename(from, to))
-                return hpt_error_set(HPT_ERR_IO, "%s: cannot move aside: %s", from, strerror(errno));
-            fsync_path(dir);
-            return HPT_OK;
-        }
-    }
-    return hpt_error_set(HPT_ERR_IO, "%s: cannot move aside: too many earlier copies", from);
-}
-
-int hpt_checkpoint_candidates(const char *dir, MPI_Comm world, int64_t *steps, int max)
-{
-    /* The directory rename is the commit point, so every step_NNNNNNNN is
-     * complete; the newest wins even when a crash hit before `latest` was
-     * moved to it (then `latest` names the previous one). */
-    int rank, n = 0;
-    MPI_Comm_rank(world, &rank);
-    if (rank == 0)
-        n = hpt_ckpt_list(dir, steps, max);
-    MPI_Bcast(&n, 1, MPI_INT, 0, world);
-    MPI_Bcast(steps, n, MPI_INT64_T, 0, world);
-    return n;
-}
-
-static void file_of(const char *dir, int64_t step, char *buf, size_t n)
-{
-    char name[32];
-    hpt_ckpt_dirname(step, name);
-    snprintf(buf, n, "%s/%s/%s", dir, name, HPT_CKPT_FILE);
-}
-
-/* 1 when path is a regular file (not a FIFO, whose open would block, a
- * directory or a device): agreed over world. */
-static int regular_file(const char *path, MPI_Comm world)
-{
-    struct stat sb;
-    int ok = !stat(path, &sb) && S_ISREG(sb.st_mode), all;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world);
-    return all;
-}
-
-hpt_status hpt_checkpoint_meta(const char *dir, int64_t step, MPI_Comm world, hpt_ckpt_meta *meta)
-{
-    char file[8192];
-    file_of(dir, step, file, sizeof file);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (!regular_file(file, world))
-        return hpt_error_set(HPT_ERR_DATA, "%s: missing or not a regular file", file);
-    hid_t f = open_parallel(file, world, 0);
-    hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_DATA, "%s: cannot open (truncated or not HDF5)", file)
-                          : hpt_ckpt_read_meta(f, file, meta);
-    if (f >= 0)
-        H5Fclose(f);
-    return hpt_comm_agree(world, st);
-}
-
-/* Check the dataset's shape against local tensor t. */
-static int shape_ok(hid_t ds, const hpt_tensor *t)
-{
-    hid_t fspace = H5Dget_space(ds);
-    hsize_t dims[2] = {0, 0};
-    int ok = fspace >= 0 && H5Sget_simple_extent_ndims(fspace) == rank_of(t->g_cols) &&
-             H5Sget_simple_extent_dims(fspace, dims, NULL) >= 0 && dims[0] == (hsize_t)t->g_rows &&
-             (t->g_cols == 1 || dims[1] == (hsize_t)t->g_cols);
-    if (fspace >= 0)
-        H5Sclose(fspace);
-    return ok;
-}
-
-/* Format 1: HDF5 checks the Fletcher32 checksums of the chunks it reads.
- * Reads local rows [ra, rb) of t's slab (rb <= valid_rows(t)) into dst
- * ((rb - ra) x t->cols, row-major). */
-static int read_rows_v1(hid_t ds, const hpt_tensor *t, int64_t ra, int64_t rb, float *dst)
-{
-    hsize_t fstart[2] = {(hsize_t)(t->row0 + ra), (hsize_t)t->col0};
-    hsize_t count[2] = {(hsize_t)(rb - ra), (hsize_t)t->cols};
-    hid_t fspace = H5Dget_space(ds), mspace = H5Screate_simple(rank_of(t->g_cols), count, NULL);
-    int ok = fspace >= 0 && mspace >= 0 &&
-             H5Sselect_hyperslab(fspace, H5S_SELECT_SET, fstart, NULL, count, NULL) >= 0 &&
-             H5Dread(ds, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, dst) >= 0;
-    if (mspace >= 0)
-        H5Sclose(mspace);
-    if (fspace >= 0)
-        H5Sclose(fspace);
-    return ok;
-}
-
-/* Format 2: the same, reading the tiles that cover the rows and checking
- * their CRC32C. When the rows are whole tiles (the writer's TP split) they
- * are read in place, in one read; otherwise one band of tile rows (tr x the
- * covered columns) at a time through *scratch (grown as needed; the caller
- * frees it), of which the slab's part is copied into dst. */
-static int read_rows_v2(hid_t ds, const hpt_tensor *t, const hpt_ckpt_tiles *tiles,
-                        const uint32_t *crc, int64_t ra, int64_t rb, float *dst, float **scratch,
-                        size_t *scratch_n)
-{
-    hpt_ckpt_tiles tl = *tiles;
-    int64_t g0 = t->row0 + ra, g1 = t->row0 + rb;
-    int64_t r0 = g0, r1 = g1, c0 = t->col0, c1 = t->col0 + t->cols, bad;
-    hpt_ckpt_tiles_cover(&tl, &r0, &r1, &c0, &c1);
-    int ok = 1;
-    if (r0 == g0 && r1 == g1 && c0 == t->col0 && c1 == c0 + t->cols) {
-        return r1 <= r0 ||
-               !hpt_ckpt_read_checked(ds, H5P_DEFAULT, &tl, crc, r0, r1 - r0, c0, c1 - c0, dst,
-                                      &bad);
-    }
-    int64_t step = hpt_ckpt_band_rows(&tl, c1 - c0);
-    size_t band = (size_t)((step < r1 - r0 ? step : r1 - r0) * (c1 - c0));
-    if (band > *scratch_n) {
-        free(*scratch);
-        *scratch_n = 0;
-        if (!(*scratch = malloc(sizeof(float) * band)))
-            ok = 0;
-        else
-            *scratch_n = band;
-    }
-    for (int64_t a = r0; a < r1 && ok; a += step) {
-        int64_t b = a + step < r1 ? a + step : r1;
-        ok = !hpt_ckpt_read_checked(ds, H5P_DEFAULT, &tl, crc, a, b - a, c0, c1 - c0, *scratch,
-                                    &bad);
-        int64_t lo = a > g0 ? a : g0, hi = b < g1 ? b : g1;
-        for (int64_t r = lo; r < hi && ok; r++)
-            memcpy(dst + (r - g0) * t->cols, *scratch + (r - a) * (c1 - c0) + (t->col0 - c0),
-                   sizeof(float) * (size_t)t->cols);
-    }
-    return ok;
-}
-
-/* What one rank reads of one dataset: the elements [a, b) of local tensor
- * t (row-major, relative to the tensor's start), to the device address
- * dst. The model's weights: the whole tensor; the AdamW moments: the part
- * inside the optimizer's range [lo, hi) (all of it without ZeRO-1, the
- * rank's shard with it), so a ZeRO-1 rank reads only its shard. */
-typedef struct {
-    hid_t ds;
-    const hpt_tensor *t;
-    int64_t a, b;
-    float *dst;
-    uint64_t at; /* the dataset's file offset (bytes; 0 when chunked) */
-    int order;   /* position in tensor order (ties in `at`)            */
-    hpt_ckpt_tiles tiles; /* format 2: the checksum grid and its CRCs     */
-    uint32_t *crc;
-    char path[NAME_MAX_LEN + 32];
-} load_item;
-
-/* File bytes an item's read covers: its whole rows. */
-static void item_range(const load_item *it, uint64_t *at, uint64_t *len)
-{
-    const hpt_tensor *t = it->t;
-    int64_t ra = it->a / t->cols, rb = (it->b + t->cols - 1) / t->cols, v = valid_rows(t);
-    rb = rb < v ? rb : v;
-    ra = ra < rb ? ra : rb;
-    *at = it->at + sizeof(float) * (uint64_t)(t->row0 + ra) * (uint64_t)t->g_cols;
-    *len = sizeof(float) * (uint64_t)(rb - ra) * (uint64_t)t->g_cols;
-}
-
-static uint64_t item_bytes(const load_item *it)
-{
-    uint64_t a, len;
-    item_range(it, &a, &len);
-    return len;
-}
-
-#define PREFETCH_BYTES ((uint64_t)64 << 20)
-
-static int cmp_at(const void *x, const void *y)
-{
-    const load_item *a = x, *b = y;
-    return a->at != b->at ? (a->at < b->at ? -1 : 1) : a->order - b->order;
-}
-
-static hpt_status damaged(const char *file, const char *path)
-{
-    return hpt_error_set(HPT_ERR_DATA, "%s: tensor %s is damaged or missing (checksum or shape)",
-                         file, path);
-}
-
-typedef struct {
-    int version, cpu;
-    float *host;         /* one local tensor (rows x cols), non-CPU backends */
-    float *rows;         /* whole rows around a partial range              */
-    float *scratch;      /* one band of tiles (read_rows_v2)                */
-    size_t rows_n, scratch_n;
-} load_bufs;
-
-/* Read one item: whole local rows [a / cols, ceil(b / cols)) clipped to the
- * real rows, in place when [a, b) is whole rows on the CPU backend, else
- * through a host buffer; vocabulary padding rows read as zero. Returns 1
- * on success, 0 on a damaged, missing or misshapen dataset. */
-static int read_item(const hpt_model *m, const load_item *it, load_bufs *lb)
-{
-    const hpt_tensor *t = it->t;
-    int64_t cols = t->cols, ra = it->a / cols, rb = (it->b + cols - 1) / cols;
-    int64_t valid = valid_rows(t), va = ra < valid ? ra : valid, vb = rb < valid ? rb : valid;
-    int whole = it->a % cols == 0 && it->b % cols == 0;
-    float *buf;
-    size_t n = (size_t)((rb - ra) * cols);
-    if (whole && lb->cpu)
-        buf = it->dst;
-    else if (!lb->cpu && whole)
-        buf = lb->host;
-    else {
-        if (n > lb->rows_n) {
-            free(lb->rows);
-            lb->rows_n = 0;
-            if (!(lb->rows = malloc(sizeof(float) * n)))
-                return 0;
-            lb->rows_n = n;
-        }
-        buf = lb->rows;
-    }
-    /* rows [va, vb) are real, [pad, rb) vocabulary padding (zero); va = ra
-     * unless the range starts inside the padding (then nothing is read) */
-    int64_t pad = ra > valid ? ra : valid;
-    if (pad < rb)
-        memset(buf + (pad - ra) * cols, 0, sizeof(float) * (size_t)((rb - pad) * cols));
-    int ok = vb <= va || (lb->version == 1 ? read_rows_v1(it->ds, t, va, vb, buf)
-                                           : read_rows_v2(it->ds, t, &it->tiles, it->crc, va, vb, buf,
-                                                          &lb->scratch, &lb->scratch_n));
-    if (!ok)
-        return 0;
-    const float *src = buf + (it->a - ra * cols);
-    size_t bytes = sizeof(float) * (size_t)(it->b - it->a);
-    if (lb->cpu) {
-        if (buf != it->dst)
-            memcpy(it->dst, src, bytes);
-    } else
-        m->be->upload(it->dst, src, bytes);
-    return 1;
-}
-
-/* Open dataset path and check its shape against t; -1 if either fails. */
-static hid_t open_checked(hid_t file, const char *path, const hpt_tensor *t)
-{
-    hid_t ds = H5Dopen2(file, path, H5P_DEFAULT);
-    if (ds >= 0 && !shape_ok(ds, t)) {
-        H5Dclose(ds);
-        ds = -1;
-    }
-    return ds;
-}
-
-hpt_status hpt_checkpoint_load(const char *dir, int64_t step, const hpt_ckpt_state *s)
-{
-    MPI_Comm world = s->comm->comms[HPT_GROUP_WORLD];
-    hpt_model *m = s->model;
-    hpt_optim *o = s->opt;
-    char file[8192];
-    file_of(dir, step, file, sizeof file);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    double t0 = MPI_Wtime(), t1, t2;
-    if (!regular_file(file, world))
-        return hpt_error_set(HPT_ERR_DATA, "%s: missing or not a regular file", file);
-    hid_t f = open_parallel(file, world, 0);
-    hpt_ckpt_meta meta;
-    hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_DATA, "%s: cannot open", file)
-                          : hpt_ckpt_read_meta(f, file, &meta);
-    if ((st = hpt_comm_agree(world, st))) {
-        if (f >= 0)
-            H5Fclose(f);
-        return st;
-    }
-    t1 = MPI_Wtime();
-    size_t most = 1, own = o->hi - o->lo;
-    for (int i = 0; i < m->ntensors; i++) {
-        size_t k = (size_t)(m->tensors[i].rows * m->tensors[i].cols);
-        most = k > most ? k : most;
-    }
-    load_bufs lb = {.version = meta.format_version, .cpu = !strcmp(m->be->name, "cpu")};
-    if (!lb.cpu && !(lb.host = malloc(sizeof(float) * most)))
-        st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory loading the checkpoint");
-    const char *groups[3] = {"model", "optim/exp_avg", "optim/exp_avg_sq"};
-    load_item *items = calloc((size_t)(3 * m->ntensors), sizeof *items);
-    int n = 0;
-    if (!items)
-        st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory loading the checkpoint");
-    for (int i = 0; i < m->ntensors && !st; i++) {
-        const hpt_tensor *t = &m->tensors[i];
-        int64_t size = t->rows * t->cols, off = (int64_t)t->offset;
-        for (int g = 0; g < 3 && !st; g++) {
-            load_item it = {.t = t, .a = 0, .b = size, .dst = m->params + off};
-            if (g > 0) { /* the part of the tensor inside [lo, hi) */
-                int64_t a = off > (int64_t)o->lo ? off : (int64_t)o->lo;
-                int64_t b = off + size < (int64_t)o->hi ? off + size : (int64_t)o->hi;
-                if (a >= b)
-                    continue;
-                it.a = a - off, it.b = b - off;
-                it.dst = o->state + (size_t)(g - 1) * own + (size_t)(a - (int64_t)o->lo);
-            }
-            snprintf(it.path, sizeof it.path, "/%s/%s", groups[g], t->name);
-            /* all metadata (shapes, checksums) before any data: the data
-             * reads are then one forward pass */
-            if ((it.ds = open_checked(f, it.path, t)) < 0 ||
-                (lb.version >= 2 && hpt_ckpt_get_crc(it.ds, t->g_rows, t->g_cols, &it.tiles,
-                                                     &it.crc))) {
-                if (it.ds >= 0)
-                    H5Dclose(it.ds);
-                st = damaged(file, it.path);
-            } else {
-                haddr_t at = H5Dget_offset(it.ds);
-                it.at = at == HADDR_UNDEF ? 0 : at;
-                it.order = n;
-                items[n++] = it;
-            }
-        }
-    }
-    /* in file order: one forward pass, which the kernel's read-ahead
-     * follows (format 1's chunked datasets have no single offset: kept in
-     * tensor order) */
-    if (!st)
-        qsort(items, (size_t)n, sizeof *items, cmp_at);
-    /* Ask the kernel for the next PREFETCH_BYTES of the items (WILLNEED)
-     * as the reads go, so the disk streams whatever the kernel's read-ahead
-     * heuristics make of the pattern (without it, cold-cache loads on one
-     * rank on the development VM often waited for the disk at every read:
-     * `small`, 1 MiB reads: 0.31-0.45 s against 0.09-0.10 s with it, dd
-     * 0.07-0.08 s; bench/ckpt-1g.json, 8 MiB reads: 0.77-1.27 s against
-     * 0.39-0.65 s, dd 0.34 s). Contiguous datasets only. */
-    int fd = open(file, O_RDONLY), ahead = 0;
-    uint64_t window = 0; /* bytes asked for and not yet read */
-    for (int i = 0; i < n && !st; i++) {
-        for (; fd >= 0 && ahead < n && window < PREFETCH_BYTES && items[ahead].at; ahead++) {
-            uint64_t at, len;
-            item_range(&items[ahead], &at, &len);
-            if (len) /* (0 would mean "to the end of the file") */
-                posix_fadvise(fd, (off_t)at, (off_t)len, POSIX_FADV_WILLNEED);
-            window += len;
-        }
-        if (!read_item(m, &items[i], &lb))
-            st = damaged(file, items[i].path);
-        window -= i < ahead ? item_bytes(&items[i]) : 0;
-    }
-    if (fd >= 0)
-        close(fd);
-    for (int i = 0; i < n; i++) {
-        H5Dclose(items[i].ds);
-        free(items[i].crc);
-    }
-    free(items);
-    free(lb.host);
-    free(lb.rows);
-    free(lb.scratch);
-    H5Fclose(f);
-    t2 = MPI_Wtime();
-    st = hpt_comm_agree(world, st);
-    if (getenv("HPT_CKPT_PROFILE") && s->comm->world_rank == 0)
-        fprintf(stderr, "hpt: checkpoint load phases (s): open %.4f read %.4f agree %.4f\n",
-                t1 - t0, t2 - t1, MPI_Wtime() - t2);
     return st;
 }

@@ -18,6 +18,7 @@
 #include "data.h"
 #include "fsutil.h"
 #include "init_from.h"
+#include "h5out.h"
 #include "metrics.h"
 #include "weights.h"
 
@@ -1428,8 +1429,9 @@ static int owner_stage(const run_state *r, hpt_tensor_kind kind, int layer)
 static hpt_status export_weights(run_state *r, const char *path)
 {
     hpt_comm *c = &r->comm;
-    hid_t f = -1;
-    hpt_status st = r->root ? hpt_h5_create(path, &f) : HPT_OK;
+    hpt_h5_out out = {.file = -1}; /* written to PATH.tmp, renamed over PATH at the end */
+    hpt_status st = r->root ? hpt_h5_out_create(path, &out) : HPT_OK;
+    hid_t f = out.file;
     const hpt_config *cfg = &r->cfg;
     size_t C = cfg->hidden_size, big = (size_t)cfg->vocab_size + c->tp;
     size_t most = C * (big > (size_t)cfg->intermediate_size ? big : (size_t)cfg->intermediate_size);
@@ -1480,8 +1482,8 @@ static hpt_status export_weights(run_state *r, const char *path)
     free(local);
     free(scratch);
     free(full);
-    if (f >= 0 && H5Fclose(f) < 0 && !st)
-        st = hpt_error_set(HPT_ERR_IO, "%s: closing the HDF5 file failed", path);
+    if (f >= 0)
+        st = hpt_h5_out_finish(&out, st);
     return st;
 }
 

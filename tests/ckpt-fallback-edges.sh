@@ -67,8 +67,9 @@ damage "$WORK/s/checkpoints/step_00000004/checkpoint.h5" model/model.layers.0.ml
 expect_error 3 "the previous checkpoint, step 2, has --seq-len 16, not 8: not falling back to it" \
   "$TRAIN" $B --seq-len 8 --batch 2 --steps 6 --run-dir "$WORK/s"
 
-# unloadable checkpoints newer than the one loaded (truncated, an empty
-# step directory, a FIFO where the file should be — which must not block)
+# unloadable checkpoints newer than the one loaded (truncated, a step
+# directory without checkpoint.h5, a FIFO where the file should be — which
+# must not block)
 # are moved aside, so --keep never prunes the new saves in their favour;
 # a resume that fails leaves log.tsv as it was
 st=0; "$TRAIN" $B --batch 2 --steps 8 --save-every 2 --stop-at 6 --keep 2 --run-dir "$WORK/k" > /dev/null 2>&1 || st=$?
@@ -76,6 +77,7 @@ st=0; "$TRAIN" $B --batch 2 --steps 8 --save-every 2 --stop-at 6 --keep 2 --run-
 C="$WORK/k/checkpoints"
 truncate -s -4 "$C/step_00000006/checkpoint.h5"
 mkdir "$C/step_00000020" "$C/step_00000040" && mkfifo "$C/step_00000040/checkpoint.h5"
+echo "not a checkpoint" > "$C/step_00000020/notes.txt" # (an empty one is a removal's leftover: ignored)
 st=0; timeout -k 5 120 "$TRAIN" $B --batch 2 --steps 8 --keep 1 --stop-at 5 --run-dir "$WORK/k" > "$WORK/k.out" 2>&1 || st=$?
 [ $st = 75 ] || { cat "$WORK/k.out"; fail "resume past unloadable newer checkpoints: exit $st"; }
 grep -q "moved the unloadable .*step_00000040 aside" "$WORK/k.out" || { cat "$WORK/k.out"; fail "step 40 not moved aside"; }

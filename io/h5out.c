@@ -1,0 +1,87 @@
+/* h5out.c — atomically committed output files; see h5out.h. */
+#include "h5out.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "h5util.h"
+
+const char *hpt_h5_cause_line(void)
+{
+    static _Thread_local char buf[256];
+    const char *c = hpt_h5_cause(), *m = strstr(c, "error message = '"), *colon = strchr(c, ':');
+    const char *end = m ? strchr(m + 17, '\'') : NULL;
+    if (m && end && colon)
+        snprintf(buf, sizeof buf, "%.*s (%.*s)", (int)(end - m - 17), m + 17, (int)(colon - c), c);
+    else
+        snprintf(buf, sizeof buf, "%s", c);
+    for (char *p = buf; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    return buf;
+}
+
+int hpt_fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd), e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+hpt_status hpt_file_commit(const char *tmp, const char *path)
+{
+    char dir[HPT_H5OUT_PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+             slash ? path : ".");
+    if (hpt_fsync_path(tmp))
+        return hpt_error_set(HPT_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (rename(tmp, path))
+        return hpt_error_set(HPT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (hpt_fsync_path(dir))
+        return hpt_error_set(HPT_ERR_IO, "%s: fsync of the directory failed: %s", dir,
+                             strerror(errno));
+    return HPT_OK;
+}
+
+hpt_status hpt_h5_out_create(const char *path, hpt_h5_out *o)
+{
+    o->file = -1;
+    if (snprintf(o->path, sizeof o->path, "%s", path) >= (int)sizeof o->path ||
+        snprintf(o->tmp, sizeof o->tmp, "%s.tmp", path) >= (int)sizeof o->tmp)
+        return hpt_error_set(HPT_ERR_USAGE, "%s: path too long", path);
+    int fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644); /* errno's message, not HDF5's */
+    if (fd < 0)
+        return hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", o->tmp, strerror(errno));
+    close(fd);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
+    o->file = H5Fcreate(o->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (o->file < 0) {
+        hpt_status st = hpt_error_set(HPT_ERR_IO, "%s: cannot create HDF5 file: %s", o->tmp,
+                                      hpt_h5_cause_line());
+        unlink(o->tmp);
+        return st;
+    }
+    return HPT_OK;
+}
+
+hpt_status hpt_h5_out_finish(hpt_h5_out *o, hpt_status st)
+{
+    if (o->file >= 0 && H5Fclose(o->file) < 0 && !st)
+        st = hpt_error_set(HPT_ERR_IO, "%s: closing the HDF5 file failed: %s", o->tmp,
+                           hpt_h5_cause_line());
+    o->file = -1;
+    if (!st)
+        st = hpt_file_commit(o->tmp, o->path);
+    if (st && !unlink(o->tmp)) /* (not after the rename: then o->path is new) */
+        return hpt_error_set(st, "%s (removed %s; %s is unchanged)", hpt_error_msg(), o->tmp,
+                             o->path);
+    return st;
+}
