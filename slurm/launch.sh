@@ -236,8 +236,17 @@ STATE=$HPT_RUN_DIR/requeue.state
 # another cluster sharing the directory): a first run must not resume
 # another job's checkpoints from the default run directory. To continue a
 # run on purpose, name it: HPT_RUN_DIR=runs/NAME.
+# ckpt_steps: the step_NNNNNNNN directories that hold a checkpoint.h5, in
+# order (an empty one is what an interrupted --keep prune of an earlier
+# version left: the trainer and hpt-ckpt ignore it, so does the launcher).
+ckpt_steps() {
+  local d
+  for d in $(ls "$CKPT_DIR" 2>/dev/null | grep -E '^step_[0-9]{8}$' | sort); do
+    [ -f "$CKPT_DIR/$d/checkpoint.h5" ] && echo "$d"
+  done
+}
 if [ -z "$RUN_DIR_GIVEN" ] && [ "$RESTART" = 0 ] &&
-   { [ -e "$STATE" ] || [ -n "$(ls "$CKPT_DIR" 2>/dev/null | grep -E '^step_[0-9]{8}$')" ]; }; then
+   { [ -e "$STATE" ] || [ -n "$(ckpt_steps)" ]; }; then
   die "run directory $HPT_RUN_DIR already holds another run (job id $JOB_REF reused?): set HPT_RUN_DIR to continue that run on purpose, or move it away"
 fi
 mkdir -p "$HPT_RUN_DIR" || die "cannot create run directory $HPT_RUN_DIR" 5
@@ -246,7 +255,7 @@ mkdir -p "$HPT_RUN_DIR" || die "cannot create run directory $HPT_RUN_DIR" 5
 # step_NNNNNNNN directory as the trainer sees it (0: none).
 newest_step() {
   local s
-  s=$(ls "$CKPT_DIR" 2>/dev/null | grep -E '^step_[0-9]{8}$' | sort | tail -1)
+  s=$(ckpt_steps | tail -1)
   s=${s#step_}
   echo "$((10#${s:-0}))"
 }

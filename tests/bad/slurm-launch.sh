@@ -59,6 +59,15 @@ done
 # directory whose job id came round again (checked before any srun)
 mkdir -p "$WORK/root/runs/hpt-tiny-7/checkpoints/step_00000003"
 ln -s "$HPT_SRC/slurm" "$WORK/root/slurm"
+# an empty step directory (left by an interrupted prune of an earlier
+# version) is not a checkpoint: the launcher goes past the check (and then
+# fails later for this fake job's missing allocation, which is not asserted)
+st=0; env SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 SLURM_JOB_NAME=hpt-tiny HPT_ROOT="$WORK/root" \
+  bash "$T" > "$WORK/empty.out" 2>&1 || st=$?
+if grep -q "already holds another run" "$WORK/empty.out"; then
+  cat "$WORK/empty.out"; fail "an empty step_00000003/ counted as another run's checkpoint"
+fi
+: > "$WORK/root/runs/hpt-tiny-7/checkpoints/step_00000003/checkpoint.h5"
 expect_error 2 "run directory $WORK/root/runs/hpt-tiny-7 already holds another run \(job id 7 reused\?\)" \
   env SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 SLURM_JOB_NAME=hpt-tiny HPT_ROOT="$WORK/root" bash "$T"
 pass "launcher and cluster script refuse bad inputs"
