@@ -79,6 +79,9 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
                 return hpt_error_set(HPT_ERR_USAGE,
                                      "--fault-nan-steps '%s': expected step numbers like 3,4",
                                      o->nan_steps);
+    if (o->stop_at < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--stop-at %d: must be >= 1 (a step number; 0 = never)",
+                             o->stop_at);
     if (o->stop_at && !o->run_dir && !o->ckpt_dir)
         return hpt_error_set(HPT_ERR_USAGE, "--stop-at needs --run-dir or --checkpoint-dir");
     if (o->save_every < 0 || o->keep < 1 || o->max_runtime < 0)
@@ -212,6 +215,8 @@ typedef struct {
     int64_t resume_from;       /* step of the checkpoint loaded, -1 none */
     int skipped_total, consecutive;
     FILE *samples;             /* --log-samples, first TP/PP rank of a DP replica */
+    int step;                  /* the step being trained, 1-based (samples rows) */
+    int val_stopped;           /* the last validation was cut short by a stop signal */
     /* metrics of the current step (docs/METRICS.md) */
     hpt_metrics *metrics;      /* NULL = off                              */
     double t_fwd, t_bwd, t_data, t_wait; /* seconds in this step           */
@@ -327,6 +332,24 @@ static hpt_status check_epoch(const run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
+/* One validation pass must not repeat sequences: --eval-batches global
+ * batches fit in the validation shards (a single batch may wrap around a
+ * set smaller than it). Without this bound 2^31 batches were accepted and
+ * the final validation never ended. */
+static hpt_status check_eval(const run_state *r, const hpt_train_opts *o)
+{
+    if (!r->val)
+        return HPT_OK;
+    long long G = (long long)o->batch * o->grad_accum * r->comm.dp;
+    long long S = (long long)hpt_loader_num_samples(r->val);
+    if (o->eval_batches > 1 && o->eval_batches > S / G)
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "--eval-batches %d: %d global batches of %lld sequences exceed the "
+                             "%lld validation samples of %d+1 tokens (validation would repeat "
+                             "them): use at most %lld", o->eval_batches, o->eval_batches, G, S,
+                             o->seq_len, S / G > 1 ? S / G : 1);
+    return HPT_OK;
+}
 
 static hpt_status open_data(run_state *r, const hpt_train_opts *o)
 {
@@ -366,6 +389,34 @@ static void trim_rows(const char *path, int upto)
         fclose(in);
     if (out && !fclose(out))
         rename(tmp, path);
+}
+
+/* World rank 0: the RUN_DIR/samples.<d>.tsv files no rank of this run
+ * writes (DP ranks that no longer exist after a resume on fewer ranks, or
+ * every one without --log-samples): cut back to step `upto` (a resume: the
+ * steps after it run again), or removed when upto < 0 (a fresh start). */
+static void tidy_samples(run_state *r, const hpt_train_opts *o, int64_t upto)
+{
+    char pat[4200];
+    glob_t g;
+    if (!r->root || !o->run_dir)
+        return;
+    snprintf(pat, sizeof pat, "%s/samples.*.tsv", o->run_dir);
+    if (glob(pat, 0, NULL, &g))
+        return;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char *base = strrchr(g.gl_pathv[i], '/') + 1;
+        char *end;
+        long d = strtol(base + strlen("samples."), &end, 10);
+        if (end == base + strlen("samples.") || strcmp(end, ".tsv") || d < 0 ||
+            (o->log_samples && d < r->comm.dp))
+            continue; /* not ours, or written by its own rank */
+        if (upto < 0)
+            unlink(g.gl_pathv[i]);
+        else
+            trim_rows(g.gl_pathv[i], (int)upto);
+    }
+    globfree(&g);
 }
 
 static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
@@ -632,10 +683,12 @@ static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_b
 static hpt_status setup_model(run_state *r, const hpt_train_opts *o, const hpt_backend *be)
 {
     hpt_status st;
-    if ((st = check_epoch(r, o)))
+    if ((st = check_epoch(r, o)) || (st = check_eval(r, o)))
         return st;
     if (r->root && o->run_dir && (st = write_run_files(r, o)))
         return st;
+    if (r->resume_from < 0) /* a fresh start: no samples of an earlier run left behind */
+        tidy_samples(r, o, -1);
     if (o->log_samples && o->run_dir && r->comm.tp_rank == 0 && r->comm.pp_rank == 0) {
         char path[4096];
         if ((st = make_dirs(o->run_dir))) /* rank 0 may not have created it yet */
@@ -679,6 +732,7 @@ static hpt_ckpt_state ckpt_state(run_state *r)
 static void retrim_logs(run_state *r, const hpt_train_opts *o, int64_t step)
 {
     char path[4096];
+    tidy_samples(r, o, step);
     if (r->log) {
         snprintf(path, sizeof path, "%s/log.tsv", o->run_dir);
         fclose(r->log);
@@ -922,18 +976,57 @@ static double reduce_loss(run_state *r, double sum)
  * sequences each) taken in order from the start of the validation shards,
  * wrapping around; sequences are split over micro-batches and DP ranks as
  * in training, so the result does not depend on the layout. */
+/* A stop signal during validation, agreed at validation batch boundaries.
+ * On several ranks each batch starts a nonblocking all-reduce (max) of the
+ * local flag and the next boundary reads it, so no rank waits on it while
+ * the batch runs; every rank sees the same answer at the same batch. */
+typedef struct {
+    MPI_Request req;
+    int mine, any;
+} stop_poll;
+
+/* At the start of validation batch i: 1 when a stop signal reached some
+ * rank (at batch i - 1 on several ranks, at once on one). Collective
+ * (nonblocking) on several ranks: call it at every batch, then
+ * stop_poll_end(). */
+static int stop_poll_at(run_state *r, stop_poll *p, int i)
+{
+    if (r->comm.world_size == 1)
+        return stop_signal != 0;
+    if (i > 0) {
+        MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+        if (p->any)
+            return 1;
+    }
+    p->mine = stop_signal != 0;
+    MPI_Iallreduce(&p->mine, &p->any, 1, MPI_INT, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD],
+                   &p->req);
+    return 0;
+}
+
+static void stop_poll_end(stop_poll *p)
+{
+    if (p->req != MPI_REQUEST_NULL)
+        MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+}
+
 static double evaluate(run_state *r, const hpt_train_opts *o)
 {
     double sum = 0.0;
-    int D = r->comm.dp, M = o->grad_accum;
+    int D = r->comm.dp, M = o->grad_accum, done = 0;
     int64_t S = hpt_loader_num_samples(r->val), G = (int64_t)o->batch * M * D;
-    for (int i = 0; i < o->eval_batches; i++)
+    int poll = r->ckpt_dir[0] && o->save_signals; /* the stop signals are caught */
+    stop_poll p = {.req = MPI_REQUEST_NULL};
+    for (; done < o->eval_batches && !(poll && stop_poll_at(r, &p, done)); done++)
         for (int k = 0; k < M; k++) {
-            int64_t pos = i * G + ((int64_t)k * D + r->comm.dp_rank) * o->batch;
+            int64_t pos = done * G + ((int64_t)k * D + r->comm.dp_rank) * o->batch;
             sum += pipe_forward(r, o, r->val, pos % S, k, k, 0.0f, 0);
         }
+    stop_poll_end(&p);
     pipe_drain(r);
-    return reduce_loss(r, sum) / ((double)o->eval_batches * G * o->seq_len);
+    r->val_stopped = done < o->eval_batches;
+    sum = reduce_loss(r, sum);
+    return r->val_stopped ? NAN : sum / ((double)o->eval_batches * G * o->seq_len);
 }
 
 /* grad_ready callback: start the DP all-reduce of a finished range. */
@@ -989,9 +1082,11 @@ static double accumulate(run_state *r, const hpt_train_opts *o)
     for (int i = 0; r->samples && i < M; i++) /* the samples this replica trains on */
         for (int j = 0; j < o->batch; j++) {
             int64_t pos = r->cursor + ((int64_t)i * D + d) * o->batch + j;
-            fprintf(r->samples, "%d\t%lld\t%lld\n", r->opt.t + 1, (long long)pos,
+            fprintf(r->samples, "%d\t%lld\t%lld\n", r->step, (long long)pos,
                     (long long)hpt_loader_sample_at(r->train, pos));
         }
+    if (r->samples) /* like log.tsv: a killed run keeps every started step's rows */
+        fflush(r->samples);
 #define BWD(i)                                                                          \
     do {                                                                                \
         if ((i) + 1 == M && D > 1 && !o->zero1) {                                       \
@@ -1279,6 +1374,7 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         r->t_fwd = r->t_bwd = r->t_data = r->t_wait = 0;
         int poison = in_list(o->nan_steps, step + 1);
         r->poison = poison && o->fault_nan_rank == r->comm.world_rank;
+        r->step = step + 1;
         double loss = accumulate(r, o);
         double t_acc = now_s();
         r->comm_s_acc = comm_seconds(r);
@@ -1325,10 +1421,11 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         val = NAN;
         if (r->val && (last || (o->eval_interval > 0 && (step + 1) % o->eval_interval == 0))) {
             val = evaluate(r, o);
-            if (r->root) {
+            if (r->root && r->val_stopped)
+                fprintf(out, "step %d: validation stopped by a stop signal\n", step + 1);
+            else if (r->root)
                 fprintf(out, "step %d: val loss %.4f\n", step + 1, val);
-                fflush(out);
-            }
+            fflush(out);
         }
         if (r->log)
         {
@@ -1378,7 +1475,7 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
                     r->start_step, o->steps);
         else if (r->start_step == o->steps)
             fprintf(out, " (all of them before the checkpoint: nothing left to train)");
-        else if (r->val)
+        else if (r->val && !r->val_stopped)
             fprintf(out, ", final val loss %.4f", val);
         fprintf(out, "\n");
     }
