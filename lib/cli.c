@@ -90,7 +90,8 @@ int hpt_cli_main_rank0(int argc, char **argv, const char *prog, hpt_cli_run run)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0) {
         hpt_status st = run(argc, argv, stdout);
-        fflush(stdout);
+        if (fflush(stdout) != 0 && !st) /* a full disk or closed pipe is an error */
+            st = hpt_error_set(HPT_ERR_IO, "standard output: write failed");
         if (st)
             fprintf(stderr, "%s: %s\n", prog, hpt_error_msg());
         code = hpt_status_exit_code(st);

@@ -39,8 +39,10 @@ hpt_status hpt_cli_parse_double(const char *opt, const char *s, double *out);
 hpt_status hpt_cli_parse_float(const char *opt, const char *s, float *out);
 
 /* main() of a tool that works on rank 0 only (hpt-ckpt, hpt-metrics):
- * MPI_Init, run(argc, argv, stdout) on world rank 0, the error message
- * printed once as "PROG: message" on stderr, the exit code
+ * MPI_Init, run(argc, argv, stdout) on world rank 0, stdout flushed (a
+ * failed flush after a successful run is HPT_ERR_IO "standard output:
+ * write failed"), the error message printed once as "PROG: message" on
+ * stderr, the exit code
  * (hpt_status_exit_code) broadcast so that every rank exits with it,
  * MPI_Finalize. Returns that exit code: `return hpt_cli_main_rank0(argc,
  * argv, "hpt-ckpt", run);`. */
