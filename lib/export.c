@@ -103,9 +103,6 @@ hpt_status export_weights(run_state *r, const char *path)
     return st;
 }
 
-/* Replicated tensors (norm weights) must stay bitwise identical across the
- * TP ranks; compare a hash of their bytes over TP. Collective over TP.
- * Errors: HPT_ERR_INTERNAL naming the first tensor that differs. */
 /* FNV-1a of n bytes. */
 static uint64_t hash_bytes(const void *p, size_t n)
 {
@@ -143,6 +140,10 @@ static hpt_status check_tied_copies(run_state *r)
                                                   "the last pipeline stage");
 }
 
+/* The tied copies (check_tied_copies) and the replicated tensors (norm
+ * weights) must stay bitwise identical across the TP ranks; compare a hash
+ * of their bytes over TP. Collective over TP. Errors: HPT_ERR_INTERNAL
+ * naming the first tensor that differs. */
 hpt_status check_replicas(run_state *r)
 {
     hpt_status st = check_tied_copies(r);

@@ -20,8 +20,10 @@
 #include "optim.h"
 #include "train.h"
 
-#define MAX_BUCKETS 4096
+#define MAX_BUCKETS 4096 /* DP all-reduce buckets in flight per step */
 
+/* One training run's state on this rank: set up by hpt_train_run
+ * (train.c), freed by run_free. */
 typedef struct {
     hpt_config cfg;
     hpt_comm comm;

@@ -10,6 +10,9 @@
 #include "hpt_config.h"
 #include "train.h"
 
+static void usage_output(FILE *f, const hpt_train_opts *d);
+
+/* --help, first part: model, data, layout, batch and optimizer. */
 static void usage(FILE *f, const hpt_train_opts *d)
 {
     fprintf(f,
@@ -45,7 +48,18 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --adam-eps X          AdamW epsilon [%g]\n"
             "  --weight-decay X      decoupled weight decay on 2-D weights [%g]\n"
             "  --clip X              max global gradient L2 norm; 0 = no clipping [%g]\n"
-            "  --seed N              seed of initialisation and data order [%llu]\n\n"
+            "  --seed N              seed of initialisation and data order [%llu]\n\n",
+            d->model, d->data, d->backend, d->batch, d->seq_len, d->grad_accum, d->steps,
+            d->optim.lr, d->optim.min_lr, d->optim.warmup, d->optim.beta1, d->optim.beta2,
+            d->optim.eps, d->optim.weight_decay, d->optim.max_norm, (unsigned long long)d->seed);
+    usage_output(f, d);
+}
+
+/* --help, second part: evaluation, output, checkpoints, metrics, exit
+ * status. */
+static void usage_output(FILE *f, const hpt_train_opts *d)
+{
+    fprintf(f,
             "Evaluation and output:\n"
             "  --eval-interval N     validate every N steps (0 = only at the end) [%d]\n"
             "  --eval-batches N      global batches per validation, at most one pass over\n"
@@ -91,9 +105,6 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "4 stopped after --max-skips consecutive non-finite steps; 5 output not writable\n"
             "(--run-dir, --export, checkpoints); 75 checkpointed after a signal or\n"
             "--max-runtime: requeue the job (it resumes from the checkpoint).\n",
-            d->model, d->data, d->backend, d->batch, d->seq_len, d->grad_accum, d->steps,
-            d->optim.lr, d->optim.min_lr, d->optim.warmup, d->optim.beta1, d->optim.beta2,
-            d->optim.eps, d->optim.weight_decay, d->optim.max_norm, (unsigned long long)d->seed,
             d->eval_interval, d->eval_batches, d->max_skips, d->keep, d->metrics_interval,
             d->slow_factor, d->spike_factor);
 }
