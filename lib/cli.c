@@ -1,6 +1,12 @@
 /* cli.c — see cli.h. */
 #include "cli.h"
 
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+
 hpt_status hpt_cli_parse(int argc, char **argv, const struct option *opts, const char *prog,
                          int help_opt, hpt_cli_apply apply, void *ctx, int *action)
 {
@@ -20,4 +26,77 @@ hpt_status hpt_cli_parse(int argc, char **argv, const struct option *opts, const
         return hpt_error_set(HPT_ERR_USAGE, "unexpected argument '%s' (see %s --help)",
                              argv[optind], prog);
     return HPT_OK;
+}
+
+const char *hpt_cli_opt_name(const struct option *opts, int val)
+{
+    for (const struct option *lo = opts; lo->name; lo++)
+        if (lo->val == val)
+            return lo->name;
+    return "";
+}
+
+hpt_status hpt_cli_parse_int(const char *opt, const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
+        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not an integer", opt, s);
+    *out = (int)v;
+    return HPT_OK;
+}
+
+hpt_status hpt_cli_parse_u64(const char *opt, const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-')
+        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not a non-negative integer", opt, s);
+    *out = v;
+    return HPT_OK;
+}
+
+hpt_status hpt_cli_parse_double(const char *opt, const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) /* errno: ERANGE, over- or underflow */
+        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not a finite number", opt, s);
+    *out = v;
+    return HPT_OK;
+}
+
+hpt_status hpt_cli_parse_float(const char *opt, const char *s, float *out)
+{
+    double v = 0;
+    hpt_status st = hpt_cli_parse_double(opt, s, &v);
+    if (st)
+        return st;
+    float f = (float)v;
+    if (!isfinite(f) || (v != 0 && f == 0))
+        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': outside the range of a float (magnitude "
+                             "%.3g to %.3g, or 0)", opt, s, (double)FLT_TRUE_MIN, (double)FLT_MAX);
+    *out = f;
+    return HPT_OK;
+}
+
+int hpt_cli_main_rank0(int argc, char **argv, const char *prog, hpt_cli_run run)
+{
+    int rank, code = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+        hpt_status st = run(argc, argv, stdout);
+        if (fflush(stdout) != 0 && !st) /* a full disk or closed pipe is an error */
+            st = hpt_error_set(HPT_ERR_IO, "standard output: write failed");
+        if (st)
+            fprintf(stderr, "%s: %s\n", prog, hpt_error_msg());
+        code = hpt_status_exit_code(st);
+    }
+    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return code;
 }

@@ -1,8 +1,11 @@
-/* cli.h — the option loop shared by hpt's programs (getopt_long). */
+/* cli.h — what hpt's programs share on the command line: the getopt_long
+ * loop, strict number parsing and the rank-0-only main of the tools. */
 #ifndef HPT_CLI_H
 #define HPT_CLI_H
 
 #include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "error.h"
 
@@ -17,5 +20,33 @@ typedef hpt_status (*hpt_cli_apply)(void *ctx, int opt, const char *arg, int *ac
  * whatever apply returns. */
 hpt_status hpt_cli_parse(int argc, char **argv, const struct option *opts, const char *prog,
                          int help_opt, hpt_cli_apply apply, void *ctx, int *action);
+
+/* The long name of option value `val` in the NULL-terminated table `opts`
+ * ("" when absent), for messages. The string belongs to the table. */
+const char *hpt_cli_opt_name(const struct option *opts, int val);
+
+/* Strict number parsing: the whole of `s` must be the number. `opt` is the
+ * option's long name (no dashes), used in the message. On error *out is
+ * unchanged. Errors: HPT_ERR_USAGE "--OPT 'S': not an integer" (int: the
+ * int range), "not a non-negative integer" (u64), "not a finite number"
+ * (double: NaN, inf and overflow refused), and for float additionally
+ * "outside the range of a float" when the value would become inf or
+ * underflow to 0 as a 32-bit float (1e39, 1e-50): the options stored as
+ * float must not silently turn into inf or "off". */
+hpt_status hpt_cli_parse_int(const char *opt, const char *s, int *out);
+hpt_status hpt_cli_parse_u64(const char *opt, const char *s, uint64_t *out);
+hpt_status hpt_cli_parse_double(const char *opt, const char *s, double *out);
+hpt_status hpt_cli_parse_float(const char *opt, const char *s, float *out);
+
+/* main() of a tool that works on rank 0 only (hpt-ckpt, hpt-metrics):
+ * MPI_Init, run(argc, argv, stdout) on world rank 0, stdout flushed (a
+ * failed flush after a successful run is HPT_ERR_IO "standard output:
+ * write failed"), the error message printed once as "PROG: message" on
+ * stderr, the exit code
+ * (hpt_status_exit_code) broadcast so that every rank exits with it,
+ * MPI_Finalize. Returns that exit code: `return hpt_cli_main_rank0(argc,
+ * argv, "hpt-ckpt", run);`. */
+typedef hpt_status (*hpt_cli_run)(int argc, char **argv, FILE *out);
+int hpt_cli_main_rank0(int argc, char **argv, const char *prog, hpt_cli_run run);
 
 #endif

@@ -1,4 +1,8 @@
-/* train.c — the training loop; see train.h. */
+/* train.c — options, setup, the step loop and its records (log.tsv,
+ * metrics, communication summary); see train.h. The pipeline schedule is
+ * in schedule.c, checkpoints and resume in resume.c, the weight export and
+ * the replica checks in export.c, the metrics file and --comm-stats in
+ * train_metrics.c (shared state: train_internal.h). */
 #include "train.h"
 
 #include <errno.h>
@@ -12,15 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
-#include "checkpoint.h"
 #include "hpt_config.h"
-#include "data.h"
 #include "fsutil.h"
 #include "init_from.h"
-#include "h5out.h"
-#include "metrics.h"
-#include "weights.h"
+#include "train_internal.h"
 
 void hpt_train_opts_default(hpt_train_opts *o)
 {
@@ -81,6 +80,9 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
                 return hpt_error_set(HPT_ERR_USAGE,
                                      "--fault-nan-steps '%s': expected step numbers like 3,4",
                                      o->nan_steps);
+    if (o->stop_at < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--stop-at %d: must be >= 1 (a step number; 0 = never)",
+                             o->stop_at);
     if (o->stop_at && !o->run_dir && !o->ckpt_dir)
         return hpt_error_set(HPT_ERR_USAGE, "--stop-at needs --run-dir or --checkpoint-dir");
     if (o->save_every < 0 || o->keep < 1 || o->max_runtime < 0)
@@ -114,13 +116,6 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
 
 /* ------------------------------------------------------------ helpers */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 /* mkdir -p. Errors: HPT_ERR_IO naming the directory. */
 static hpt_status make_dirs(const char *path)
 {
@@ -148,7 +143,7 @@ static hpt_status make_dirs(const char *path)
 }
 
 /* Open RUN_DIR/name for writing. Errors: HPT_ERR_IO. */
-static hpt_status open_in_run_dir(const char *dir, const char *name, FILE **f)
+hpt_status open_in_run_dir(const char *dir, const char *name, FILE **f)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -182,53 +177,10 @@ static void format_eta(char *buf, size_t n, double s)
 
 /* ------------------------------------------------------------ the run */
 
-#define MAX_BUCKETS 4096
-
-typedef struct {
-    hpt_config cfg;
-    hpt_comm comm;
-    hpt_model model;
-    hpt_optim opt;
-    hpt_loader *train, *val;
-    int32_t *inputs, *targets; /* host (B,T) */
-    FILE *log;                 /* RUN_DIR/log.tsv on rank 0, else NULL */
-    int64_t cursor;            /* samples consumed in the global order */
-    int root;                  /* 1 on world rank 0: prints and writes  */
-    /* data parallelism */
-    int nbuckets;
-    hpt_comm_req buckets[MAX_BUCKETS];
-    int *shard_counts;         /* ZeRO-1: elements owned by each DP rank */
-    float *grad_shard;         /* ZeRO-1: reduced gradients of own shard */
-    /* pipeline parallelism */
-    int l0, l1;                /* this stage's layers                   */
-    int *layer_stage;          /* stage of every layer (L entries)       */
-    float *grad_send;          /* (nslots, N, C) gradients being sent    */
-    hpt_comm_req *fwd_req, *bwd_req; /* per slot: pending sends         */
-    char *fwd_busy, *bwd_busy;
-    /* communication of the training steps only (validation excluded) */
-    hpt_comm_counter train_ctr[HPT_GROUP_COUNT];
-    int train_steps;
-    /* checkpoints */
-    char ckpt_dir[4096];       /* "" = checkpointing off                */
-    int start_step;            /* first step to run (resume)             */
-    int64_t resume_from;       /* step of the checkpoint loaded, -1 none */
-    int skipped_total, consecutive;
-    FILE *samples;             /* --log-samples, first TP/PP rank of a DP replica */
-    /* metrics of the current step (docs/METRICS.md) */
-    hpt_metrics *metrics;      /* NULL = off                              */
-    double t_fwd, t_bwd, t_data, t_wait; /* seconds in this step           */
-    double local_loss;         /* this rank's loss sum over its micro-batches */
-    double local_sumsq;        /* this rank's pre-DP-reduction gradient sum of squares */
-    double ckpt_load_s, ckpt_save_s, ckpt_save_bytes;
-    int poison;                /* poison this rank's gradients this step (test) */
-    double comm_s_acc;         /* seconds in communication at the end of accumulate */
-    hpt_comm_counter step_ctr[HPT_GROUP_COUNT]; /* this step's communication */
-} run_state;
-
 /* Set by SIGUSR1/SIGTERM: checkpoint at the next step boundary. */
-static volatile sig_atomic_t stop_signal;
+volatile sig_atomic_t train_stop_signal;
 
-static void on_stop_signal(int sig) { stop_signal = sig; }
+static void on_stop_signal(int sig) { train_stop_signal = sig; }
 
 static const struct {
     const char *name;
@@ -329,6 +281,24 @@ static hpt_status check_epoch(const run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
+/* One validation pass must not repeat sequences: --eval-batches global
+ * batches fit in the validation shards (a single batch may wrap around a
+ * set smaller than it). Without this bound 2^31 batches were accepted and
+ * the final validation never ended. */
+static hpt_status check_eval(const run_state *r, const hpt_train_opts *o)
+{
+    if (!r->val)
+        return HPT_OK;
+    long long G = (long long)o->batch * o->grad_accum * r->comm.dp;
+    long long S = (long long)hpt_loader_num_samples(r->val);
+    if (o->eval_batches > 1 && o->eval_batches > S / G)
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "--eval-batches %d: %d global batches of %lld sequences exceed the "
+                             "%lld validation samples of %d+1 tokens (validation would repeat "
+                             "them): use at most %lld", o->eval_batches, o->eval_batches, G, S,
+                             o->seq_len, S / G > 1 ? S / G : 1);
+    return HPT_OK;
+}
 
 static hpt_status open_data(run_state *r, const hpt_train_opts *o)
 {
@@ -348,26 +318,6 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
                                      o->seq_len, r->cfg.vocab_size, o->seed, 0)))
         return st;
     return HPT_OK;
-}
-
-/* Keep only the rows of a per-step log (log.tsv, samples.*.tsv: step in
- * the first column) up to step `upto`: a resume continues the log from its
- * checkpoint. */
-static void trim_rows(const char *path, int upto)
-{
-    char tmp[4200], line[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *in = fopen(path, "r"), *out = in ? fopen(tmp, "w") : NULL;
-    while (in && out && fgets(line, sizeof line, in)) {
-        char *end;
-        long step = strtol(line, &end, 10);
-        if (end == line || step <= upto) /* header or an earlier step */
-            fputs(line, out);
-    }
-    if (in)
-        fclose(in);
-    if (out && !fclose(out))
-        rename(tmp, path);
 }
 
 static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
@@ -396,136 +346,6 @@ static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
-/* The checkpoint directory: --checkpoint-dir, else RUN_DIR/checkpoints;
- * "" when neither is given (then --save-every is refused). */
-static hpt_status checkpoint_dir(run_state *r, const hpt_train_opts *o)
-{
-    const char *d = o->ckpt_dir;
-    char buf[4096];
-    if (!d && o->run_dir) {
-        snprintf(buf, sizeof buf, "%s/checkpoints", o->run_dir);
-        d = buf;
-    }
-    if (!d && o->save_every > 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--save-every %d needs --run-dir or --checkpoint-dir",
-                             o->save_every);
-    snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s", d ? d : "");
-    return HPT_OK;
-}
-
-/* The checkpoint's global batch must be kept: change gradient
- * accumulation, or refuse with the layouts that would work. */
-static hpt_status keep_global_batch(run_state *r, hpt_train_opts *o, const hpt_ckpt_meta *meta)
-{
-    long long G = meta->global_batch, per = (long long)o->batch * r->comm.dp;
-    if (G == per * o->grad_accum)
-        return HPT_OK;
-    if (G % per == 0) {
-        if (r->root)
-            fprintf(stderr, "hpt-train: note: resuming a global batch of %lld sequences: "
-                    "--grad-accum %lld (micro-batch %d x DP %d)\n",
-                    G, G / per, o->batch, r->comm.dp);
-        o->grad_accum = (int)(G / per);
-        return HPT_OK;
-    }
-    char ok[512] = "";
-    for (int b = 1; b <= G && strlen(ok) < 400; b++)
-        if (G % ((long long)b * r->comm.dp) == 0)
-            snprintf(ok + strlen(ok), sizeof ok - strlen(ok), "%s%d", ok[0] ? ", " : "", b);
-    return hpt_error_set(HPT_ERR_USAGE,
-                         "%s: checkpoint global batch %lld cannot be kept with --batch %d x DP %d "
-                         "(%d ranks / TP %d / PP %d): micro-batch x DP must divide it; with this "
-                         "layout use --batch in {%s}, or a DP that divides %lld",
-                         r->ckpt_dir, G, o->batch, r->comm.dp, r->comm.world_size, r->comm.tp,
-                         r->comm.pp, ok[0] ? ok : "none", G);
-}
-
-/* How checkpoint metadata m differs from this run: 0 not; 1 another model
- * (what: the first differing config field); 2 another sequence length
- * (what: "--seq-len A, not B"); -1 its config does not parse (*st: the
- * parser's status, message set; what: that message). */
-static int meta_differs(const run_state *r, const hpt_ckpt_meta *m, int seq_len, char *what,
-                        size_t n, hpt_status *st)
-{
-    hpt_config saved;
-    if ((*st = hpt_config_parse(m->config_json, r->ckpt_dir, &saved))) {
-        snprintf(what, n, "%s", hpt_error_msg());
-        return -1;
-    }
-    if (hpt_config_diff(&saved, &r->cfg, what, n))
-        return 1;
-    if (m->seq_len != seq_len) {
-        snprintf(what, n, "--seq-len %d, not %d", m->seq_len, seq_len);
-        return 2;
-    }
-    return 0;
-}
-
-/* A resume candidate failed with error st (message set): --resume strict
- * refuses (returns the error, message extended); --resume auto warns
- * (rank 0) and returns HPT_OK, to try the previous checkpoint. */
-static hpt_status fall_back(const run_state *r, const hpt_train_opts *o, hpt_status st)
-{
-    if (o->resume == 2)
-        return hpt_error_set(st, "%s (--resume strict: not falling back)", hpt_error_msg());
-    if (r->root)
-        fprintf(stderr, "hpt-train: warning: %s; falling back to the previous checkpoint\n",
-                hpt_error_msg());
-    return HPT_OK;
-}
-
-/* Before the model exists: pick the checkpoint to resume, check that it
- * fits (config, sequence length) and adapt gradient accumulation. */
-static hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *meta)
-{
-    MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
-    r->resume_from = -1;
-    if (!r->ckpt_dir[0] || !o->resume)
-        return HPT_OK;
-    hpt_status st = hpt_checkpoint_clean(r->ckpt_dir, world);
-    int64_t *steps = malloc(sizeof(int64_t) * HPT_CKPT_MAX_CANDIDATES);
-    if (!steps)
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    int n = st ? 0 : hpt_checkpoint_candidates(r->ckpt_dir, world, steps, HPT_CKPT_MAX_CANDIDATES);
-    if (st || n == 0) {
-        free(steps);
-        return st;
-    }
-    for (int i = 0; i < n; i++) { /* the newest whose metadata reads */
-        hpt_status e;
-        meta->format_version = 0;
-        if (!(st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, meta)))
-            break;
-        if (meta->format_version > HPT_CKPT_VERSION) /* a newer hpt's: never skip its work */
-            break;
-        if ((e = fall_back(r, o, st))) {
-            free(steps);
-            return e;
-        }
-    }
-    free(steps);
-    if (st && meta->format_version > HPT_CKPT_VERSION)
-        return st;
-    if (st)
-        return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
-    char what[256];
-    int d = meta_differs(r, meta, o->seq_len, what, sizeof what, &st);
-    if (d < 0)
-        return st; /* the parser's message */
-    if (d == 1)
-        return hpt_error_set(HPT_ERR_USAGE,
-                             "%s: checkpoint of step %lld is of another model: %s from --model %s; "
-                             "nothing was overwritten",
-                             r->ckpt_dir, (long long)meta->step, what, o->model);
-    if (d == 2)
-        return hpt_error_set(HPT_ERR_USAGE, "%s: checkpoint was trained with %s",
-                             r->ckpt_dir, what);
-    if ((st = keep_global_batch(r, o, meta)))
-        return st;
-    r->resume_from = meta->step;
-    return HPT_OK;
-}
-
 /* ZeRO-1: parameter range [lo, hi) owned by this DP rank, contiguous
  * blocks of ceil(nparams/DP) elements in rank order. */
 static hpt_status setup_zero1(run_state *r, size_t *lo, size_t *hi)
@@ -545,69 +365,6 @@ static hpt_status setup_zero1(run_state *r, size_t *lo, size_t *hi)
     *hi = *lo + (size_t)r->shard_counts[r->comm.dp_rank];
     r->grad_shard = r->model.be->alloc(sizeof(float) * (S ? S : 1));
     return r->grad_shard ? HPT_OK : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-}
-
-/* Layers [l0, l1) of this pipeline stage: balanced (stage s gets layers
- * s*L/P .. (s+1)*L/P) or from --pp-split "a,b,..." (one count per stage,
- * summing to L). Errors: HPT_ERR_USAGE for more stages than layers or a
- * split that does not match. */
-static hpt_status stage_layers(run_state *r, const hpt_train_opts *o)
-{
-    int P = r->comm.pp, L = r->cfg.num_hidden_layers, count = 0, total = 0;
-    if (P > L)
-        return hpt_error_set(HPT_ERR_USAGE, "--pp %d: more pipeline stages than the model's %d layers",
-                             P, L);
-    if (!(r->layer_stage = calloc((size_t)L, sizeof(int))))
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    for (int s = 0; !o->pp_split && s < P; s++) /* balanced */
-        for (int l = (int)((long)s * L / P); l < (int)((long)(s + 1) * L / P); l++)
-            r->layer_stage[l] = s;
-    for (const char *p = o->pp_split; p && *p; count++) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v <= 0 || (*end && *end != ',') || count >= P || total + v > L)
-            return hpt_error_set(HPT_ERR_USAGE,
-                                 "--pp-split '%s': expected %d positive layer counts (--pp) "
-                                 "summing to the model's %d layers", o->pp_split, P, L);
-        for (long l = total; l < total + v; l++)
-            r->layer_stage[l] = count;
-        total += (int)v;
-        p = *end ? end + 1 : end;
-    }
-    if (o->pp_split && (count != P || total != L))
-        return hpt_error_set(HPT_ERR_USAGE,
-                             "--pp-split '%s': %d counts summing to %d, expected %d counts (--pp) "
-                             "summing to %d layers", o->pp_split, count, total, P, L);
-    r->l0 = L;
-    r->l1 = 0;
-    for (int l = 0; l < L; l++)
-        if (r->layer_stage[l] == r->comm.pp_rank) {
-            r->l0 = l < r->l0 ? l : r->l0;
-            r->l1 = l + 1;
-        }
-    return HPT_OK;
-}
-
-/* Micro-batches in flight on this stage: 1F1B keeps at most PP - stage
- * (Narayanan et al. 2021, section 2.2), GPipe all of them. */
-static int pipeline_slots(const run_state *r, const hpt_train_opts *o)
-{
-    int inflight = o->gpipe ? o->grad_accum : r->comm.pp - r->comm.pp_rank;
-    return inflight < o->grad_accum ? inflight : o->grad_accum;
-}
-
-static hpt_status setup_pipeline(run_state *r, int nslots)
-{
-    size_t NC = (size_t)r->model.B * r->model.T * r->cfg.hidden_size;
-    r->fwd_req = calloc((size_t)nslots, sizeof(hpt_comm_req));
-    r->bwd_req = calloc((size_t)nslots, sizeof(hpt_comm_req));
-    r->fwd_busy = calloc((size_t)nslots, 1);
-    r->bwd_busy = calloc((size_t)nslots, 1);
-    r->grad_send = r->comm.pp > 1 ? r->model.be->alloc(sizeof(float) * NC * nslots) : NULL;
-    if (!r->fwd_req || !r->bwd_req || !r->fwd_busy || !r->bwd_busy ||
-        (r->comm.pp > 1 && !r->grad_send))
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for pipeline buffers");
-    return HPT_OK;
 }
 
 /* Setup, part 1: checks that need no communication. */
@@ -634,10 +391,12 @@ static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_b
 static hpt_status setup_model(run_state *r, const hpt_train_opts *o, const hpt_backend *be)
 {
     hpt_status st;
-    if ((st = check_epoch(r, o)))
+    if ((st = check_epoch(r, o)) || (st = check_eval(r, o)))
         return st;
     if (r->root && o->run_dir && (st = write_run_files(r, o)))
         return st;
+    if (r->resume_from < 0) /* a fresh start: no samples of an earlier run left behind */
+        tidy_samples(r, o, -1);
     if (o->log_samples && o->run_dir && r->comm.tp_rank == 0 && r->comm.pp_rank == 0) {
         char path[4096];
         if ((st = make_dirs(o->run_dir))) /* rank 0 may not have created it yet */
@@ -673,358 +432,10 @@ static hpt_status setup_model(run_state *r, const hpt_train_opts *o, const hpt_b
     return HPT_OK;
 }
 
-static hpt_ckpt_state ckpt_state(run_state *r)
-{
-    return (hpt_ckpt_state){.comm = &r->comm, .model = &r->model, .opt = &r->opt,
-                            .shard_counts = r->shard_counts};
-}
-
-/* After a checkpoint of step `step` has loaded: cut the per-step logs this
- * rank writes back to that step (rows of steps that will run again). */
-static void retrim_logs(run_state *r, const hpt_train_opts *o, int64_t step)
-{
-    char path[4096];
-    if (r->log) {
-        snprintf(path, sizeof path, "%s/log.tsv", o->run_dir);
-        fclose(r->log);
-        trim_rows(path, (int)step);
-        r->log = fopen(path, "a");
-    }
-    if (r->samples) {
-        snprintf(path, sizeof path, "%s/samples.%d.tsv", o->run_dir, r->comm.dp_rank);
-        fclose(r->samples);
-        trim_rows(path, (int)step);
-        r->samples = fopen(path, "a");
-    }
-}
-
-/* Load the probed checkpoint; with --resume auto fall back to older ones
- * when a tensor is damaged — only to one of the same model, sequence
- * length and global batch (the run was set up for the probed one).
- * Collective. */
-static hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *meta)
-{
-    MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
-    int64_t *steps = malloc(sizeof(int64_t) * HPT_CKPT_MAX_CANDIDATES);
-    double t0 = now_s();
-    if (!steps)
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    int n = hpt_checkpoint_candidates(r->ckpt_dir, world, steps, HPT_CKPT_MAX_CANDIDATES), i = 0;
-    while (i < n && steps[i] > meta->step) /* newer ones failed the probe */
-        i++;
-    hpt_ckpt_state cs = ckpt_state(r);
-    hpt_status st = hpt_error_set(HPT_ERR_DATA, "step %lld is gone", (long long)meta->step);
-    for (int first = i; i < n; i++) {
-        hpt_ckpt_meta mi = *meta;
-        if (i > first) {
-            char what[300] = "", diff[256];
-            hpt_status perr;
-            mi.format_version = 0;
-            if ((st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, &mi))) {
-                if (mi.format_version > HPT_CKPT_VERSION)
-                    break;
-                fall_back(r, o, st); /* (strict stopped at the first failure) */
-                continue;
-            }
-            int d = meta_differs(r, &mi, meta->seq_len, diff, sizeof diff, &perr);
-            if (d)
-                snprintf(what, sizeof what, "%s%s%s",
-                         d < 0 ? "an unreadable model config (" : d == 1 ? "another model: " : "",
-                         diff, d < 0 ? ")" : "");
-            else if (mi.global_batch != meta->global_batch)
-                snprintf(what, sizeof what, "a global batch of %lld sequences, not %lld",
-                         (long long)mi.global_batch, (long long)meta->global_batch);
-            if (what[0]) {
-                st = hpt_error_set(HPT_ERR_DATA, "the previous checkpoint, step %lld, has %s: not "
-                                   "falling back to it", (long long)steps[i], what);
-                break;
-            }
-        }
-        if (!(st = hpt_checkpoint_load(r->ckpt_dir, steps[i], &cs))) {
-            *meta = mi;
-            break;
-        }
-        hpt_status e = fall_back(r, o, st);
-        if (e) {
-            free(steps);
-            return e;
-        }
-    }
-    /* the unloadable ones newer than the step loaded: out of the way of
-     * later resumes and of --keep (renamed, not deleted) */
-    for (int j = 0; !st && r->root && j < n && steps[j] > meta->step; j++) {
-        if (hpt_checkpoint_move_aside(r->ckpt_dir, steps[j]))
-            fprintf(stderr, "hpt-train: warning: %s\n", hpt_error_msg());
-        else
-            fprintf(stderr, "hpt-train: moved the unloadable %s/step_%08lld aside to "
-                    "step_%08lld.unloadable\n", r->ckpt_dir, (long long)steps[j],
-                    (long long)steps[j]);
-    }
-    free(steps);
-    if (st)
-        return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
-    retrim_logs(r, o, meta->step); /* only now: a failed load leaves the logs as they were */
-    r->ckpt_load_s = now_s() - t0;
-    r->cursor = meta->samples;
-    r->start_step = (int)meta->step;
-    r->resume_from = meta->step;
-    r->opt.t = (int)meta->adam_t;
-    r->skipped_total = (int)meta->skipped_total;
-    r->consecutive = (int)meta->consecutive_skips;
-    if (r->root)
-        fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s) "
-                "in %.3f s\n", r->ckpt_dir, (long long)meta->step, meta->tp, meta->pp, meta->dp,
-                meta->zero1 ? " ZeRO-1" : "", now_s() - t0);
-    return HPT_OK;
-}
-
-/* The training state to store with the tensors. */
-static void fill_meta(run_state *r, const hpt_train_opts *o, int step, hpt_ckpt_meta *m)
-{
-    memset(m, 0, sizeof *m);
-    m->format_version = HPT_CKPT_VERSION;
-    snprintf(m->hpt_version, sizeof m->hpt_version, "%s", PACKAGE_VERSION);
-    FILE *f = fmemopen(m->config_json, sizeof m->config_json - 1, "w");
-    if (f) {
-        hpt_config_write(&r->cfg, f);
-        fclose(f);
-    }
-    m->step = step;
-    m->samples = r->cursor;
-    m->adam_t = r->opt.t;
-    m->skipped_total = r->skipped_total;
-    m->consecutive_skips = r->consecutive;
-    m->global_batch = (int64_t)o->batch * o->grad_accum * r->comm.dp;
-    m->seq_len = o->seq_len;
-    m->micro_batch = o->batch;
-    m->tp = r->comm.tp;
-    m->pp = r->comm.pp;
-    m->dp = r->comm.dp;
-    m->zero1 = o->zero1;
-    m->seed = o->seed;
-}
-
-static hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int step, FILE *out)
-{
-    hpt_ckpt_meta meta;
-    fill_meta(r, o, step, &meta);
-    hpt_ckpt_state cs = ckpt_state(r);
-    double secs = 0;
-    int64_t bytes = 0;
-    hpt_status st = hpt_checkpoint_save(r->ckpt_dir, &cs, &meta, o->keep, &secs, &bytes);
-    if (!st && r->root) {
-        fprintf(out, "step %d: checkpoint %s/step_%08d (%.1f MiB in %.2f s, %.0f MiB/s)\n", step,
-                r->ckpt_dir, step, bytes / 1048576.0, secs, secs > 0 ? bytes / 1048576.0 / secs : 0);
-        fflush(out);
-    }
-    if (!st)
-        hpt_metrics_event(r->metrics, step, 0, "checkpoint_save",
-                          "%s/step_%08d: %lld bytes in %.3f s", r->ckpt_dir, step,
-                          (long long)bytes, secs);
-    return st;
-}
-
-/* ------------------------------------------------------------ pipeline */
-
-/* Seconds spent in communication calls so far, all groups. */
-static double comm_seconds(const run_state *r)
-{
-    double s = 0;
-    for (int g = 0; g < HPT_GROUP_COUNT; g++)
-        s += r->comm.counters[g].seconds;
-    return s;
-}
-
-
-static size_t act_elems(const run_state *r)
-{
-    return (size_t)r->model.B * r->model.T * r->cfg.hidden_size;
-}
-
-/* Forward of micro-batch i (global positions from `first`) through this
- * stage: receive the previous stage's output, run, send to the next.
- * Returns the stage's loss sum (non-zero on the last stage only). */
-static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld, int64_t first,
-                           int i, int tag, float grad_scale, int train)
-{
-    hpt_comm *c = &r->comm;
-    int k = i % r->model.nslots;
-    double t0 = now_s();
-    hpt_loader_batch(ld, first, o->batch, r->inputs, r->targets);
-    double t1 = now_s();
-    if (r->fwd_busy[k]) { /* the slot's previous output must have left */
-        c->be->wait(c, &r->fwd_req[k]);
-        r->fwd_busy[k] = 0;
-    }
-    if (!r->model.first)
-        c->be->recv_f32(c, HPT_GROUP_PP, hpt_model_stage_input(&r->model, k), act_elems(r),
-                        c->pp_rank - 1, tag);
-    double t2 = now_s();
-    if (train && i == 0 && o->fault_slow_rank == c->world_rank) /* test: a straggler */
-        nanosleep(&(struct timespec){(time_t)(o->fault_slow_ms / 1e3),
-                                     (long)(fmod(o->fault_slow_ms, 1e3) * 1e6)}, NULL);
-    double c2 = comm_seconds(r);
-    double loss = hpt_model_stage_forward(&r->model, k, r->inputs, r->targets, grad_scale, train);
-    if (train) { /* compute only: the TP all-reduces inside are communication */
-        r->t_data += t1 - t0;
-        r->t_wait += t2 - t1;
-        r->t_fwd += now_s() - t2 - (comm_seconds(r) - c2);
-    }
-    if (!r->model.last) {
-        c->be->isend_f32(c, HPT_GROUP_PP, hpt_model_stage_output(&r->model, k), act_elems(r),
-                         c->pp_rank + 1, tag, &r->fwd_req[k]);
-        r->fwd_busy[k] = 1;
-    }
-    return loss;
-}
-
-/* Backward of micro-batch i: receive dL/d(output) from the next stage, run,
- * send dL/d(input) to the previous stage. */
-static void pipe_backward(run_state *r, int i, int tag)
-{
-    hpt_comm *c = &r->comm;
-    int k = i % r->model.nslots;
-    double t0 = now_s();
-    if (!r->model.last)
-        c->be->recv_f32(c, HPT_GROUP_PP, r->model.dx, act_elems(r), c->pp_rank + 1, tag);
-    double t1 = now_s(), c1 = comm_seconds(r);
-    hpt_model_stage_backward(&r->model, k);
-    r->t_wait += t1 - t0;
-    r->t_bwd += now_s() - t1 - (comm_seconds(r) - c1); /* compute only */
-    if (!r->model.first) {
-        float *buf = r->grad_send + (size_t)k * act_elems(r);
-        if (r->bwd_busy[k])
-            c->be->wait(c, &r->bwd_req[k]);
-        r->model.be->copy(buf, r->model.dx, sizeof(float) * act_elems(r));
-        c->be->isend_f32(c, HPT_GROUP_PP, buf, act_elems(r), c->pp_rank - 1, tag, &r->bwd_req[k]);
-        r->bwd_busy[k] = 1;
-    }
-}
-
-/* Complete every pending pipeline send. */
-static void pipe_drain(run_state *r)
-{
-    for (int k = 0; k < r->model.nslots; k++) {
-        if (r->fwd_busy[k])
-            r->comm.be->wait(&r->comm, &r->fwd_req[k]);
-        if (r->bwd_busy[k])
-            r->comm.be->wait(&r->comm, &r->bwd_req[k]);
-        r->fwd_busy[k] = r->bwd_busy[k] = 0;
-    }
-}
-
-/* Sum a loss over the stages (only the last has it) and the DP replicas. */
-static double reduce_loss(run_state *r, double sum)
-{
-    if (r->comm.pp > 1)
-        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_PP, &sum, 1);
-    if (r->comm.dp > 1)
-        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &sum, 1);
-    return sum;
-}
-
 /* Mean validation loss over eval_batches global batches (B x accum x DP
  * sequences each) taken in order from the start of the validation shards,
  * wrapping around; sequences are split over micro-batches and DP ranks as
  * in training, so the result does not depend on the layout. */
-static double evaluate(run_state *r, const hpt_train_opts *o)
-{
-    double sum = 0.0;
-    int D = r->comm.dp, M = o->grad_accum;
-    int64_t S = hpt_loader_num_samples(r->val), G = (int64_t)o->batch * M * D;
-    for (int i = 0; i < o->eval_batches; i++)
-        for (int k = 0; k < M; k++) {
-            int64_t pos = i * G + ((int64_t)k * D + r->comm.dp_rank) * o->batch;
-            sum += pipe_forward(r, o, r->val, pos % S, k, k, 0.0f, 0);
-        }
-    pipe_drain(r);
-    return reduce_loss(r, sum) / ((double)o->eval_batches * G * o->seq_len);
-}
-
-/* grad_ready callback: start the DP all-reduce of a finished range. */
-static void bucket_start(void *ctx, size_t offset, size_t count)
-{
-    run_state *r = ctx;
-    HPT_CHECK(r->nbuckets < MAX_BUCKETS);
-    if (r->metrics) /* this replica's own gradient, before the sum over DP */
-        r->local_sumsq += hpt_model_grad_sumsq(&r->model, r->model.grads + offset, offset,
-                                               offset + count);
-    r->comm.be->iallreduce_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, count,
-                                   &r->buckets[r->nbuckets++]);
-}
-
-/* Tied embeddings across stages: the first stage's embedding and the last
- * stage's copy get the sum of both gradients, so they stay identical. */
-static void tie_grads(run_state *r)
-{
-    if (r->comm.pp == 1 || !r->cfg.tie_word_embeddings || !(r->model.first || r->model.last))
-        return;
-    const hpt_tensor *t = hpt_model_tensor(&r->model, HPT_TENSOR_EMBED, -1);
-    r->comm.be->allreduce_sum_f32(&r->comm, HPT_GROUP_EMBED, r->model.grads + t->offset,
-                                  (size_t)(t->rows * t->cols));
-}
-
-/* Forward+backward over the grad_accum micro-batches of one step on this
- * rank. Micro-batch k of DP rank d holds global positions
- * cursor + (k*DP + d)*B ... + B-1, so the DP ranks together consume the
- * same B*accum*DP samples, in the same global order, as one rank would.
- * Pipeline schedule (Narayanan et al. 2021, "Efficient Large-Scale
- * Language Model Training on GPU Clusters", section 2.2): 1F1B runs
- * PP - stage - 1 warm-up forwards, then alternates one forward and one
- * backward, then drains the backwards; GPipe runs all forwards, then all
- * backwards. Gradients are scaled by 1/(tokens of the global batch) and
- * summed over DP during the last backward (except with ZeRO-1, where the
- * reduce-scatter is in grad_norm). Returns the mean loss per target token
- * of the global batch. */
-static double accumulate(run_state *r, const hpt_train_opts *o)
-{
-    int D = r->comm.dp, d = r->comm.dp_rank, M = o->grad_accum;
-    int P = r->comm.pp, s = r->comm.pp_rank;
-    double tokens = (double)M * o->batch * o->seq_len * D;
-    float scale = (float)(1.0 / tokens);
-    int warm = o->gpipe ? M : (P - s - 1 < M ? P - s - 1 : M);
-    double sum = 0.0;
-    hpt_model_zero_grad(&r->model);
-    if (r->poison) /* test: this rank's own gradients turn non-finite */
-        r->model.be->scale(r->model.grads, NAN, r->model.nparams);
-    r->nbuckets = 0;
-    r->local_sumsq = 0;
-#define FWD(i) sum += pipe_forward(r, o, r->train, r->cursor + ((int64_t)(i) * D + d) * o->batch, \
-                                   (i), (i), scale, 1)
-    for (int i = 0; r->samples && i < M; i++) /* the samples this replica trains on */
-        for (int j = 0; j < o->batch; j++) {
-            int64_t pos = r->cursor + ((int64_t)i * D + d) * o->batch + j;
-            fprintf(r->samples, "%d\t%lld\t%lld\n", r->opt.t + 1, (long long)pos,
-                    (long long)hpt_loader_sample_at(r->train, pos));
-        }
-#define BWD(i)                                                                          \
-    do {                                                                                \
-        if ((i) + 1 == M && D > 1 && !o->zero1) {                                       \
-            r->model.grad_ready = bucket_start;                                         \
-            r->model.grad_ready_ctx = r;                                                \
-        }                                                                               \
-        pipe_backward(r, (i), M + (i));                                                 \
-        r->model.grad_ready = NULL;                                                     \
-    } while (0)
-    for (int i = 0; i < warm; i++)
-        FWD(i);
-    for (int j = 0; j < M - warm; j++) {
-        FWD(warm + j);
-        BWD(j);
-    }
-    for (int j = M - warm; j < M; j++)
-        BWD(j);
-#undef FWD
-#undef BWD
-    pipe_drain(r);
-    r->cursor += (int64_t)M * o->batch * D;
-    for (int i = 0; i < r->nbuckets; i++)
-        r->comm.be->wait(&r->comm, &r->buckets[i]);
-    tie_grads(r);
-    r->local_loss = sum;
-    return reduce_loss(r, sum) / tokens;
-}
-
 /* Global gradient L2 norm, each parameter counted once (TP-replicated
  * tensors on one TP rank, shards summed over TP and, with ZeRO-1, over
  * DP). With ZeRO-1 the gradients are first reduce-scattered into this
@@ -1082,7 +493,7 @@ static void print_step(FILE *out, const hpt_train_opts *o, int dp, int step, dou
 static int should_stop(run_state *r, const hpt_train_opts *o, double t_start, double step_s,
                        double save_s)
 {
-    int stop = stop_signal != 0;
+    int stop = train_stop_signal != 0;
     if (o->max_runtime > 0 && now_s() - t_start + 1.5 * step_s + 2 * save_s + 1 > o->max_runtime)
         stop = 2;
     if (r->comm.world_size > 1)
@@ -1090,520 +501,188 @@ static int should_stop(run_state *r, const hpt_train_opts *o, double t_start, do
     return stop;
 }
 
-/* ------------------------------------------------------------ metrics */
+/* One optimizer step's results, for the progress line, log.tsv and the
+ * metrics. t0, t_acc, t1: start of the step, end of forward/backward, end
+ * of the update (seconds, monotonic). */
+typedef struct {
+    double t0, t_acc, t1, loss, norm, val;
+    float lr;
+    int skip, diverged;
+} step_result;
 
-/* A skipped (non-finite) step: find the lowest world rank whose own loss
- * or pre-reduction gradient was non-finite (one all-reduce; every rank
- * takes this branch together) and record it as an event. */
-static void skipped_step_event(run_state *r, int step, double loss, double norm, FILE *out)
+/* This step's communication (counters since `before`) into r->step_ctr,
+ * added to r->train_ctr (training steps only, for --comm-stats). */
+static void count_step_comm(run_state *r, const hpt_comm_counter *before)
 {
-    if (!r->metrics)
+    for (int g = 0; g < HPT_GROUP_COUNT; g++) {
+        r->step_ctr[g].calls = r->comm.counters[g].calls - before[g].calls;
+        r->step_ctr[g].bytes = r->comm.counters[g].bytes - before[g].bytes;
+        r->step_ctr[g].seconds = r->comm.counters[g].seconds - before[g].seconds;
+        r->train_ctr[g].calls += r->comm.counters[g].calls - before[g].calls;
+        r->train_ctr[g].bytes += r->comm.counters[g].bytes - before[g].bytes;
+        r->train_ctr[g].seconds += r->comm.counters[g].seconds - before[g].seconds;
+    }
+}
+
+/* Step `step` (0-based): forward/backward, gradient norm and the update,
+ * or a skip when the loss or the norm is non-finite (s->diverged after
+ * --max-skips in a row). Both are reduced, so every rank takes the same
+ * branch. Collective. */
+static void train_step(run_state *r, const hpt_train_opts *o, int step, FILE *out, step_result *s)
+{
+    hpt_comm_counter before[HPT_GROUP_COUNT];
+    s->t0 = now_s();
+    memcpy(before, r->comm.counters, sizeof before);
+    r->t_fwd = r->t_bwd = r->t_data = r->t_wait = 0;
+    int poison = in_list(o->nan_steps, step + 1);
+    r->poison = poison && o->fault_nan_rank == r->comm.world_rank;
+    r->step = step + 1;
+    s->loss = pipe_accumulate(r, o);
+    s->t_acc = now_s();
+    r->comm_s_acc = comm_seconds(r);
+    if (poison && o->fault_nan_rank < 0)
+        r->model.be->scale(r->model.grads, NAN, 1);
+    s->norm = grad_norm(r, o);
+    s->lr = hpt_lr_at(&r->opt.o, step);
+    s->skip = !isfinite(s->loss) || !isfinite(s->norm);
+    s->diverged = 0;
+    if (s->skip) {
+        skipped_step_event(r, step + 1, s->loss, s->norm, out);
+        r->skipped_total++;
+        s->diverged = ++r->consecutive >= o->max_skips;
+    } else {
+        r->consecutive = 0;
+        update(r, o, s->lr, s->norm);
+    }
+    s->t1 = now_s();
+    count_step_comm(r, before);
+    r->train_steps++;
+}
+
+/* --max-skips reached at step `step`: the step is recorded in the metrics
+ * too; returns HPT_ERR_DIVERGED with the message. Collective (flush). */
+static hpt_status stop_diverged(run_state *r, const hpt_train_opts *o, int step, FILE *out,
+                                const step_result *s)
+{
+    if (r->metrics) {
+        record_metrics(r, o, step, s->t0, s->t_acc, s->t1, s->loss, NAN, s->lr, s->norm, s->skip);
+        hpt_metrics_flush(r->metrics, r->root ? out : NULL);
+    }
+    return hpt_error_set(HPT_ERR_DIVERGED,
+                         "%d consecutive steps with a non-finite loss or gradient norm (last at "
+                         "step %d; %d skipped in all): stopping. Lower --lr or check the data",
+                         r->consecutive, step + 1, r->skipped_total);
+}
+
+/* Validation after step `step` when due (every --eval-interval steps and
+ * after the last); NaN when not due or cut short by a stop signal.
+ * Collective. */
+static double maybe_validate(run_state *r, const hpt_train_opts *o, int step, FILE *out)
+{
+    int last = step + 1 == o->steps;
+    if (!r->val || !(last || (o->eval_interval > 0 && (step + 1) % o->eval_interval == 0)))
+        return NAN;
+    double val = pipe_evaluate(r, o);
+    if (r->root && r->val_stopped)
+        fprintf(out, "step %d: validation stopped by a stop signal\n", step + 1);
+    else if (r->root)
+        fprintf(out, "step %d: val loss %.4f\n", step + 1, val);
+    fflush(out);
+    return val;
+}
+
+/* The step's row of RUN_DIR/log.tsv (rank 0), flushed: a killed run keeps
+ * every finished step. */
+static void log_row(run_state *r, int step, const step_result *s)
+{
+    if (!r->log)
         return;
-    int own = !isfinite(r->local_sumsq) || (r->model.last && !isfinite(r->local_loss));
-    int first = own ? r->comm.world_rank : r->comm.world_size;
-    if (r->comm.world_size > 1)
-        MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, r->comm.comms[HPT_GROUP_WORLD]);
-    if (!r->root)
-        return;
-    int tp = r->comm.tp, dp = r->comm.dp;
-    if (first < r->comm.world_size)
-        hpt_metrics_event(r->metrics, step, first, "skipped_step",
-                          "non-finite loss %g / gradient norm %g: step skipped, no update; first "
-                          "seen on rank %d (TP %d, DP %d, PP %d)",
-                          loss, norm, first, first % tp, (first / tp) % dp, first / (tp * dp));
-    if (first < r->comm.world_size)
-        fprintf(out, "hpt-train: anomaly at step %d: skipped_step: non-finite values first seen "
-                "on rank %d\n", step, first);
-    else
-        hpt_metrics_event(r->metrics, step, -1, "skipped_step",
-                          "non-finite loss %g / gradient norm %g: step skipped, no update; no "
-                          "rank's own values were non-finite before the reductions",
-                          loss, norm);
+    fprintf(r->log, "%d\t%.17g\t%.9g\t%.17g\t%.17g\t%d\n", step + 1, s->loss, s->lr, s->norm,
+            s->val, s->skip);
+    fflush(r->log);
 }
 
-/* This step's global and per-rank record (metrics.h). t0, t_acc, t1:
- * start of the step, end of forward/backward, end of the optimizer. */
-static void record_metrics(run_state *r, const hpt_train_opts *o, int step, double t0,
-                           double t_acc, double t1, double loss, double val, float lr, double norm,
-                           int skip)
+/* After step `step`: agree on stopping (signal, --max-runtime, --stop-at),
+ * record and flush the metrics, checkpoint when due or stopping. Returns
+ * HPT_REQUEUE to stop before the last step, a save error, or HPT_OK.
+ * *save_s: the last save's seconds (for --max-runtime). Collective. */
+static hpt_status step_boundary(run_state *r, const hpt_train_opts *o, int step, FILE *out,
+                                const step_result *s, double t_start, double *save_s)
 {
-    static const int gmap[][2] = {{HPT_GROUP_TP, HPT_MR_COMM_TP}, {HPT_GROUP_PP, HPT_MR_COMM_PP},
-                                  {HPT_GROUP_DP, HPT_MR_COMM_DP}, {HPT_GROUP_MP, HPT_MR_COMM_MP},
-                                  {HPT_GROUP_EMBED, HPT_MR_COMM_EMBED}};
-    double tok_rank = (double)o->grad_accum * o->batch * o->seq_len;
-    hpt_metrics_step s = {.step = step + 1, .loss = loss, .val_loss = val, .lr = lr,
-                          .grad_norm = norm, .skipped = skip,
-                          .clip_coef = skip ? NAN : hpt_clip_coef(&r->opt.o, norm),
-                          .tokens = tok_rank * r->comm.dp, .step_time = t1 - t0};
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    s.wall_time = ts.tv_sec + 1e-9 * ts.tv_nsec;
-    hpt_metrics_rank m;
-    double comm = 0, *v = m.v;
-    for (size_t i = 0; i < sizeof gmap / sizeof gmap[0]; i++) {
-        v[gmap[i][1]] = r->step_ctr[gmap[i][0]].seconds;
-        v[gmap[i][1] + (HPT_MR_BYTES_TP - HPT_MR_COMM_TP)] = (double)r->step_ctr[gmap[i][0]].bytes;
+    int last = step + 1 == o->steps;
+    int stop = r->ckpt_dir[0] ? should_stop(r, o, t_start, s->t1 - s->t0, *save_s) : 0;
+    if (stop == 1)
+        hpt_metrics_event(r->metrics, step + 1, 0, "signal",
+                          "stop signal received (%s): checkpoint and exit 75",
+                          train_stop_signal ? strsignal(train_stop_signal) : "on another rank");
+    if (o->stop_at == step + 1)
+        stop = 3;
+    int save = r->ckpt_dir[0] && (stop || (o->save_every > 0 && (step + 1) % o->save_every == 0) ||
+                                  (last && o->save_every > 0));
+    if (r->metrics) {
+        /* rows reach the file before a checkpoint commits, so a run killed
+         * after the commit never loses the rows of the steps it saved */
+        record_metrics(r, o, step, s->t0, s->t_acc, s->t1, s->loss, s->val, s->lr, s->norm,
+                       s->skip);
+        if (hpt_metrics_due(r->metrics) || save || (stop && !last))
+            hpt_metrics_flush(r->metrics, r->root ? out : NULL);
     }
-    for (int g = 0; g < HPT_GROUP_COUNT; g++)
-        comm += r->step_ctr[g].seconds;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    v[HPT_MR_STEP_TIME] = t1 - t0;
-    v[HPT_MR_FORWARD] = r->t_fwd;
-    v[HPT_MR_BACKWARD] = r->t_bwd;
-    v[HPT_MR_OPTIMIZER] = (t1 - t_acc) - (comm_seconds(r) - r->comm_s_acc);
-    v[HPT_MR_DATA] = r->t_data;
-    v[HPT_MR_PIPE_WAIT] = r->t_wait;
-    v[HPT_MR_CHECKPOINT] = r->ckpt_save_s;
-    r->ckpt_save_s = 0;
-    v[HPT_MR_TOKENS] = tok_rank;
-    v[HPT_MR_LOSS] = r->model.last ? r->local_loss / tok_rank : NAN;
-    v[HPT_MR_GRAD_SUMSQ] = r->local_sumsq;
-    v[HPT_MR_PEAK_RSS] = ru.ru_maxrss * 1024.0;
-    v[HPT_MR_DEVICE_MEM] = NAN; /* the CPU backend has no device memory */
-    v[HPT_MR_BUSY] = (t1 - t0) - comm;
-    v[HPT_MR_NONFINITE] = !isfinite(r->local_sumsq) || (r->model.last && !isfinite(r->local_loss));
-    if (v[HPT_MR_OPTIMIZER] < 0)
-        v[HPT_MR_OPTIMIZER] = 0;
-    hpt_metrics_record(r->metrics, &s, &m);
-}
-
-/* Default peak FLOP/s of one rank for MFU: the SGEMM peak measured on the
- * reference 2-core machine (docs/PERFORMANCE.md) shared by the ranks of a
- * node. --peak-flops overrides it (e.g. 989e12 for an H100's dense bf16). */
-#define HPT_CPU_NODE_PEAK_FLOPS 233e9
-
-/* "dir/base" with dir resolved (symbolic links, ..), for comparing output
- * paths; the file itself need not exist. */
-static void resolved(const char *path, char *out, size_t n)
-{
-    char dir[4096], real[4096];
-    const char *slash = strrchr(path, '/');
-    hpt_path_dir(path, dir, sizeof dir);
-    if (!realpath(dir, real))
-        snprintf(real, sizeof real, "%s", dir);
-    snprintf(out, n, "%s/%s", real, slash ? slash + 1 : path);
-}
-
-/* The metrics file must not be another output of the run. Same verdict on
- * every rank (no communication). */
-static hpt_status check_metrics_path(const char *path, const hpt_train_opts *o)
-{
-    char m[8500], other[8500], p[4300];
-    resolved(path, m, sizeof m);
-    static const char *const run_files[] = {"config.json", "log.tsv", "comm.tsv"};
-    for (size_t i = 0; o->run_dir && i < sizeof run_files / sizeof run_files[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", o->run_dir, run_files[i]);
-        resolved(p, other, sizeof other);
-        if (!strcmp(m, other))
-            return hpt_error_set(HPT_ERR_USAGE, "--metrics %s: is the run directory's %s", path,
-                                 run_files[i]);
+    if (save) {
+        double ts = now_s();
+        hpt_status st = save_checkpoint(r, o, step + 1, out);
+        *save_s = now_s() - ts;
+        r->ckpt_save_s = *save_s; /* recorded with the next step */
+        if (st)
+            return st;
+        hpt_metrics_write_events(r->metrics); /* rank 0, no communication */
     }
-    if (o->export_path) {
-        resolved(o->export_path, other, sizeof other);
-        if (!strcmp(m, other))
-            return hpt_error_set(HPT_ERR_USAGE, "--metrics %s: same file as --export", path);
-    }
+    if (stop && !last)
+        return hpt_error_set(HPT_REQUEUE,
+                             "checkpointed step %d after %s; exiting with status 75 (requeue "
+                             "me); resume with the same --run-dir/--checkpoint-dir",
+                             step + 1, stop == 2 ? "--max-runtime" : stop == 3 ? "--stop-at"
+                                                                     : "a stop signal");
     return HPT_OK;
 }
 
-static hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_meta *meta)
+/* The "done" line (rank 0); val: the last validation loss. */
+static void print_done(const run_state *r, const hpt_train_opts *o, FILE *out, double t_start,
+                       double val)
 {
-    char path[4096];
-    if (o->metrics && !strcmp(o->metrics, "none"))
-        return HPT_OK;
-    if (o->metrics)
-        snprintf(path, sizeof path, "%s", o->metrics);
-    else if (o->run_dir)
-        snprintf(path, sizeof path, "%s/metrics.h5", o->run_dir);
-    else
-        return HPT_OK;
-    int W = r->comm.world_size;
-    int *dp_rank = malloc(sizeof(int) * (size_t)W);
-    char cfg[8192] = "";
-    FILE *f = fmemopen(cfg, sizeof cfg - 1, "w");
-    if (f) {
-        hpt_config_write(&r->cfg, f);
-        fclose(f);
-    }
-    if (!dp_rank)
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (metrics)");
-    for (int w = 0; w < W; w++)
-        dp_rank[w] = (w / r->comm.tp) % r->comm.dp;
-    hpt_metrics_info info = {
-        .world = W, .tp = r->comm.tp, .pp = r->comm.pp, .dp = r->comm.dp, .zero1 = o->zero1,
-        .grad_accum = o->grad_accum, .micro_batch = o->batch, .seq_len = o->seq_len,
-        .first_step = r->start_step, .resumed_from = r->resume_from,
-        .flops_per_token = hpt_model_flops_per_token(&r->cfg, o->seq_len),
-        .peak_flops_per_rank = o->peak_flops > 0 ? o->peak_flops
-                                                 : HPT_CPU_NODE_PEAK_FLOPS / r->comm.node_size,
-        .flop_formula = "per token: 6*N_matmul + 12*L*T*C (PaLM, Chowdhery et al. 2022, appendix "
-                        "B); N_matmul = weights used in matrix products incl. the LM head",
-        .model_config = cfg, .dp_rank = dp_rank, .slow_factor = o->slow_factor,
-        .spike_factor = o->spike_factor};
-    hpt_status st = check_metrics_path(path, o);
-    if (!st)
-        st = hpt_metrics_open(&r->metrics, r->comm.comms[HPT_GROUP_WORLD], path,
-                              o->metrics_interval < o->steps ? o->metrics_interval : o->steps,
-                              &info);
-    free(dp_rank);
-    if (st || !r->root)
-        return st;
-    hpt_metrics *m = r->metrics;
-    hpt_metrics_event(m, r->start_step, 0, "run_start",
-                      "TP %d x PP %d x DP %d%s on %d ranks, micro-batch %d x grad-accum %d, "
-                      "%d steps",
-                      r->comm.tp, r->comm.pp, r->comm.dp, o->zero1 ? " ZeRO-1" : "", W, o->batch,
-                      o->grad_accum, o->steps);
-    if (r->resume_from >= 0) {
-        hpt_metrics_event(m, r->resume_from, 0, "checkpoint_load",
-                          "step %lld loaded in %.2f s", (long long)r->resume_from, r->ckpt_load_s);
-        hpt_metrics_event(m, r->resume_from, 0, "resume", "resumed from step %lld",
-                          (long long)r->resume_from);
-        if (meta->tp != r->comm.tp || meta->pp != r->comm.pp || meta->dp != r->comm.dp ||
-            meta->zero1 != o->zero1)
-            hpt_metrics_event(m, r->resume_from, 0, "layout_change",
-                              "checkpoint written by TP %d x PP %d x DP %d%s, re-sharded to TP %d "
-                              "x PP %d x DP %d%s (grad-accum %d)",
-                              meta->tp, meta->pp, meta->dp, meta->zero1 ? " ZeRO-1" : "",
-                              r->comm.tp, r->comm.pp, r->comm.dp, o->zero1 ? " ZeRO-1" : "",
-                              o->grad_accum);
-    }
-    hpt_metrics_write_events(m); /* a run killed before its first flush keeps them */
-    return HPT_OK;
+    fprintf(out, "done: %d steps, %d skipped, %.1f s", o->steps, r->skipped_total,
+            now_s() - t_start);
+    if (r->start_step > o->steps)
+        fprintf(out, " (the checkpoint is at step %d, past --steps %d: nothing to train)",
+                r->start_step, o->steps);
+    else if (r->start_step == o->steps)
+        fprintf(out, " (all of them before the checkpoint: nothing left to train)");
+    else if (r->val && !r->val_stopped)
+        fprintf(out, ", final val loss %.4f", val);
+    fprintf(out, "\n");
 }
 
+/* Steps start_step .. --steps - 1. Every exit is agreed by all ranks.
+ * Collective. */
 static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
 {
-    int consecutive = r->consecutive, skipped_total = r->skipped_total;
-    double t_start = now_s(), val = NAN, step_s = 0, save_s = 0;
+    double t_start = now_s(), save_s = 0;
+    step_result s = {.val = NAN};
     for (int step = r->start_step; step < o->steps; step++) {
-        double t0 = now_s();
-        hpt_comm_counter before[HPT_GROUP_COUNT];
-        memcpy(before, r->comm.counters, sizeof before);
-        r->t_fwd = r->t_bwd = r->t_data = r->t_wait = 0;
-        int poison = in_list(o->nan_steps, step + 1);
-        r->poison = poison && o->fault_nan_rank == r->comm.world_rank;
-        double loss = accumulate(r, o);
-        double t_acc = now_s();
-        r->comm_s_acc = comm_seconds(r);
-        if (poison && o->fault_nan_rank < 0)
-            r->model.be->scale(r->model.grads, NAN, 1);
-        double norm = grad_norm(r, o);
-        float lr = hpt_lr_at(&r->opt.o, step);
-        /* loss and norm are reduced, so every rank takes the same branch */
-        int skip = !isfinite(loss) || !isfinite(norm), diverged = 0;
-        if (skip) {
-            skipped_step_event(r, step + 1, loss, norm, out);
-            skipped_total++;
-            diverged = ++consecutive >= o->max_skips;
-        } else {
-            consecutive = 0;
-            update(r, o, lr, norm);
-        }
-        double t1 = now_s();
-        for (int g = 0; g < HPT_GROUP_COUNT; g++) {
-            r->step_ctr[g].calls = r->comm.counters[g].calls - before[g].calls;
-            r->step_ctr[g].bytes = r->comm.counters[g].bytes - before[g].bytes;
-            r->step_ctr[g].seconds = r->comm.counters[g].seconds - before[g].seconds;
-            r->train_ctr[g].calls += r->comm.counters[g].calls - before[g].calls;
-            r->train_ctr[g].bytes += r->comm.counters[g].bytes - before[g].bytes;
-            r->train_ctr[g].seconds += r->comm.counters[g].seconds - before[g].seconds;
-        }
-        r->train_steps++;
+        train_step(r, o, step, out, &s);
         if (!o->quiet && r->root)
-            print_step(out, o, r->comm.dp, step, loss, lr, norm, t1 - t0,
-                       (t1 - t_start) * (step + 1) / (step + 1 - r->start_step), skip);
-        step_s = t1 - t0;
-        if (diverged) {
-            if (r->metrics) { /* the step that stopped the run is logged too */
-                record_metrics(r, o, step, t0, t_acc, t1, loss, NAN, lr, norm, skip);
-                hpt_metrics_flush(r->metrics, r->root ? out : NULL);
-            }
-            return hpt_error_set(HPT_ERR_DIVERGED,
-                                 "%d consecutive steps with a non-finite loss or gradient norm "
-                                 "(last at step %d; %d skipped in all): stopping. Lower --lr or "
-                                 "check the data",
-                                 consecutive, step + 1, skipped_total);
-        }
-        int last = step + 1 == o->steps;
-        val = NAN;
-        if (r->val && (last || (o->eval_interval > 0 && (step + 1) % o->eval_interval == 0))) {
-            val = evaluate(r, o);
-            if (r->root) {
-                fprintf(out, "step %d: val loss %.4f\n", step + 1, val);
-                fflush(out);
-            }
-        }
-        if (r->log)
-        {
-            fprintf(r->log, "%d\t%.17g\t%.9g\t%.17g\t%.17g\t%d\n", step + 1, loss, lr, norm, val,
-                    skip);
-            fflush(r->log); /* a killed run keeps every finished step */
-        }
-        r->skipped_total = skipped_total;
-        r->consecutive = consecutive;
-        int stop = r->ckpt_dir[0] ? should_stop(r, o, t_start, step_s, save_s) : 0;
-        if (stop == 1)
-            hpt_metrics_event(r->metrics, step + 1, 0, "signal",
-                              "stop signal received (%s): checkpoint and exit 75",
-                              stop_signal ? strsignal(stop_signal) : "on another rank");
-        if (o->stop_at == step + 1)
-            stop = 3;
-        int save = r->ckpt_dir[0] && (stop || (o->save_every > 0 && (step + 1) % o->save_every == 0) ||
-                                      (last && o->save_every > 0));
-        if (r->metrics) {
-            /* rows reach the file before a checkpoint commits, so a run killed
-             * after the commit never loses the rows of the steps it saved */
-            record_metrics(r, o, step, t0, t_acc, t1, loss, val, lr, norm, skip);
-            if (hpt_metrics_due(r->metrics) || save || (stop && !last))
-                hpt_metrics_flush(r->metrics, r->root ? out : NULL);
-        }
-        if (save) {
-            double ts = now_s();
-            hpt_status st = save_checkpoint(r, o, step + 1, out);
-            save_s = now_s() - ts;
-            r->ckpt_save_s = save_s; /* recorded with the next step */
-            if (st)
-                return st;
-            hpt_metrics_write_events(r->metrics); /* rank 0, no communication */
-        }
-        if (stop && !last)
-            return hpt_error_set(HPT_REQUEUE,
-                                 "checkpointed step %d after %s; exiting with status 75 (requeue "
-                                 "me); resume with the same --run-dir/--checkpoint-dir",
-                                 step + 1, stop == 2 ? "--max-runtime" : stop == 3 ? "--stop-at"
-                                                                         : "a stop signal");
+            print_step(out, o, r->comm.dp, step, s.loss, s.lr, s.norm, s.t1 - s.t0,
+                       (s.t1 - t_start) * (step + 1) / (step + 1 - r->start_step), s.skip);
+        if (s.diverged)
+            return stop_diverged(r, o, step, out, &s);
+        s.val = maybe_validate(r, o, step, out);
+        log_row(r, step, &s);
+        hpt_status st = step_boundary(r, o, step, out, &s, t_start, &save_s);
+        if (st)
+            return st;
     }
-    if (r->root) {
-        fprintf(out, "done: %d steps, %d skipped, %.1f s", o->steps, skipped_total,
-                now_s() - t_start);
-        if (r->start_step > o->steps)
-            fprintf(out, " (the checkpoint is at step %d, past --steps %d: nothing to train)",
-                    r->start_step, o->steps);
-        else if (r->start_step == o->steps)
-            fprintf(out, " (all of them before the checkpoint: nothing left to train)");
-        else if (r->val)
-            fprintf(out, ", final val loss %.4f", val);
-        fprintf(out, "\n");
-    }
+    if (r->root)
+        print_done(r, o, out, t_start, s.val);
     return HPT_OK;
-}
-
-/* Global (unsharded) values of tensor t, gathered over TP into `full`
- * (g_rows x g_cols, host) on every rank of the TP group. scratch: host,
- * TP x local elements. Collective over TP. */
-static void gather_tensor(run_state *r, const hpt_tensor *t, float *local, float *scratch,
-                          float *full)
-{
-    size_t n = (size_t)(t->rows * t->cols);
-    r->model.be->download(local, r->model.params + t->offset, sizeof(float) * n);
-    if (t->split == 0) {
-        memcpy(full, local, sizeof(float) * n);
-        return;
-    }
-    r->comm.be->allgather_f32(&r->comm, HPT_GROUP_TP, local, scratch, n);
-    for (int p = 0; p < r->comm.tp; p++)
-        for (int64_t i = 0; i < t->rows; i++) {
-            int64_t gr = t->split == 1 ? p * t->rows + i : i;
-            int64_t gc = t->split == 2 ? p * t->cols : 0;
-            if (gr < t->g_rows)
-                memcpy(full + gr * t->g_cols + gc, scratch + p * n + i * t->cols,
-                       sizeof(float) * t->cols);
-        }
-}
-
-/* The pipeline stage that owns logical tensor (kind, layer). */
-static int owner_stage(const run_state *r, hpt_tensor_kind kind, int layer)
-{
-    if (kind == HPT_TENSOR_EMBED)
-        return 0;
-    if (kind == HPT_TENSOR_FINAL_NORM || kind == HPT_TENSOR_LM_HEAD)
-        return r->comm.pp - 1;
-    return r->layer_stage[layer];
-}
-
-/* Write the final weights with Hugging Face names (world rank 0): each
- * tensor is gathered over TP on its stage and sent to rank 0 from the
- * stage's first rank. Collective. */
-static hpt_status export_weights(run_state *r, const char *path)
-{
-    hpt_comm *c = &r->comm;
-    hpt_h5_out out = {.file = -1}; /* written to PATH.tmp, renamed over PATH at the end */
-    hpt_status st = r->root ? hpt_h5_out_create(path, &out) : HPT_OK;
-    hid_t f = out.file;
-    const hpt_config *cfg = &r->cfg;
-    size_t C = cfg->hidden_size, big = (size_t)cfg->vocab_size + c->tp;
-    size_t most = C * (big > (size_t)cfg->intermediate_size ? big : (size_t)cfg->intermediate_size);
-    most = most > C * C ? most : C * C;
-    float *local = malloc(sizeof(float) * most), *scratch = malloc(sizeof(float) * most * c->tp);
-    float *full = malloc(sizeof(float) * most);
-    if (!local || !scratch || !full)
-        HPT_FATAL("out of memory exporting weights");
-    int L = cfg->num_hidden_layers, per_layer = HPT_TENSOR_DOWN - HPT_TENSOR_ATTN_NORM + 1;
-    for (int g = -1; g <= L; g++) { /* -1: embedding, 0..L-1: layers, L: tail */
-        for (int j = 0; j < (g >= 0 && g < L ? per_layer : 2); j++) {
-            hpt_tensor_kind kind = g < 0 ? (j ? HPT_TENSOR_KIND_COUNT : HPT_TENSOR_EMBED)
-                                   : g == L ? (j ? HPT_TENSOR_LM_HEAD : HPT_TENSOR_FINAL_NORM)
-                                            : (hpt_tensor_kind)(HPT_TENSOR_ATTN_NORM + j);
-            if (kind == HPT_TENSOR_KIND_COUNT ||
-                (kind == HPT_TENSOR_LM_HEAD && cfg->tie_word_embeddings))
-                continue;
-            int layer = g >= 0 && g < L ? g : -1, owner = owner_stage(r, kind, layer);
-            const hpt_tensor *t = NULL;
-            if (c->pp_rank == owner) {
-                t = hpt_model_tensor(&r->model, kind, layer);
-                HPT_CHECK(t && !t->dup);
-                gather_tensor(r, t, local, scratch, full);
-            }
-            /* name and shape travel with the data to rank 0 */
-            struct { char name[96]; int64_t rows, cols; } hdr = {{0}, 0, 0};
-            if (t) {
-                snprintf(hdr.name, sizeof hdr.name, "%s", t->name);
-                hdr.rows = t->g_rows;
-                hdr.cols = t->g_cols;
-            }
-            int src = owner * c->tp * c->dp; /* world rank (tp 0, dp 0) of the owner stage */
-            if (owner != 0 && c->world_rank == src) {
-                MPI_Send(&hdr, sizeof hdr, MPI_BYTE, 0, 1, c->comms[HPT_GROUP_WORLD]);
-                MPI_Send(full, (int)(hdr.rows * hdr.cols), MPI_FLOAT, 0, 2, c->comms[HPT_GROUP_WORLD]);
-            }
-            if (owner != 0 && r->root) {
-                MPI_Recv(&hdr, sizeof hdr, MPI_BYTE, src, 1, c->comms[HPT_GROUP_WORLD], MPI_STATUS_IGNORE);
-                MPI_Recv(full, (int)(hdr.rows * hdr.cols), MPI_FLOAT, src, 2,
-                         c->comms[HPT_GROUP_WORLD], MPI_STATUS_IGNORE);
-            }
-            hsize_t dims[2] = {(hsize_t)hdr.rows, (hsize_t)hdr.cols};
-            if (r->root && !st)
-                st = hpt_h5_write_array(f, hdr.name, H5T_NATIVE_FLOAT, hdr.cols > 1 ? 2 : 1, dims,
-                                        full);
-        }
-    }
-    free(local);
-    free(scratch);
-    free(full);
-    if (f >= 0)
-        st = hpt_h5_out_finish(&out, st);
-    return st;
-}
-
-/* Replicated tensors (norm weights) must stay bitwise identical across the
- * TP ranks; compare a hash of their bytes over TP. Collective over TP.
- * Errors: HPT_ERR_INTERNAL naming the first tensor that differs. */
-/* FNV-1a of n bytes. */
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t k = 0; k < n; k++)
-        h = (h ^ ((const unsigned char *)p)[k]) * 0x100000001b3ull;
-    return h;
-}
-
-/* Whether a 64-bit value is the same on every rank of communicator c. */
-static int same_everywhere(MPI_Comm c, uint64_t h)
-{
-    uint64_t lo, hi;
-    MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, c);
-    MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, c);
-    return lo == hi;
-}
-
-/* The two copies of a tied embedding (first and last stage) must be
- * bitwise identical. Collective over the first and last stages. */
-static hpt_status check_tied_copies(run_state *r)
-{
-    if (r->comm.pp == 1 || !r->cfg.tie_word_embeddings || !(r->model.first || r->model.last))
-        return HPT_OK;
-    const hpt_tensor *t = hpt_model_tensor(&r->model, HPT_TENSOR_EMBED, -1);
-    size_t n = (size_t)(t->rows * t->cols);
-    float *host = malloc(sizeof(float) * n);
-    if (!host)
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    r->model.be->download(host, r->model.params + t->offset, sizeof(float) * n);
-    int same = same_everywhere(r->comm.comms[HPT_GROUP_EMBED], hash_bytes(host, sizeof(float) * n));
-    free(host);
-    return same ? HPT_OK
-                : hpt_error_set(HPT_ERR_INTERNAL, "the tied embedding differs between the first and "
-                                                  "the last pipeline stage");
-}
-
-static hpt_status check_replicas(run_state *r)
-{
-    hpt_status st = check_tied_copies(r);
-    if (st || r->comm.tp == 1)
-        return st;
-    float *host = malloc(sizeof(float) * (size_t)r->cfg.hidden_size);
-    if (!host)
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    for (int i = 0; i < r->model.ntensors; i++) {
-        const hpt_tensor *t = &r->model.tensors[i];
-        if (t->split != 0)
-            continue;
-        size_t n = (size_t)(t->rows * t->cols);
-        HPT_CHECK(n <= (size_t)r->cfg.hidden_size);
-        r->model.be->download(host, r->model.params + t->offset, sizeof(float) * n);
-        if (!same_everywhere(r->comm.comms[HPT_GROUP_TP], hash_bytes(host, sizeof(float) * n)) &&
-            !st)
-            st = hpt_error_set(HPT_ERR_INTERNAL,
-                               "replicated tensor %s differs across the tensor-parallel ranks",
-                               t->name);
-    }
-    free(host);
-    return st;
-}
-
-static const char *const group_names[HPT_GROUP_COUNT] = {"world", "tp", "dp", "pp", "mp", "embed"};
-
-/* Per-rank communication of the training steps, gathered to rank 0:
- * printed as a per-group summary and, with --run-dir, written to
- * RUN_DIR/comm.tsv (rank, group, calls, bytes, seconds per step, peak RSS).
- * Collective. */
-static void comm_stats(run_state *r, const hpt_train_opts *o, FILE *out)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    int W = r->comm.world_size, G = HPT_GROUP_COUNT, steps = r->train_steps ? r->train_steps : 1;
-    double mine[HPT_GROUP_COUNT * 3 + 1], *all = r->root ? malloc(sizeof mine * W) : NULL;
-    for (int g = 0; g < G; g++) {
-        mine[3 * g] = (double)r->train_ctr[g].calls / steps;
-        mine[3 * g + 1] = (double)r->train_ctr[g].bytes / steps;
-        mine[3 * g + 2] = r->train_ctr[g].seconds / steps;
-    }
-    mine[3 * G] = ru.ru_maxrss / 1024.0; /* MiB */
-    MPI_Gather(mine, 3 * G + 1, MPI_DOUBLE, all, 3 * G + 1, MPI_DOUBLE, 0,
-               r->comm.comms[HPT_GROUP_WORLD]);
-    if (!r->root)
-        return;
-    FILE *tsv = NULL;
-    if (o->run_dir && open_in_run_dir(o->run_dir, "comm.tsv", &tsv) == HPT_OK)
-        fprintf(tsv, "rank\tgroup\tcalls_per_step\tbytes_per_step\tseconds_per_step\tpeak_rss_mib\n");
-    fprintf(out, "communication per training step (per rank, min..max over %d ranks):\n", W);
-    for (int g = 1; g < G; g++) {
-        double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {0, 0, 0};
-        for (int w = 0; w < W; w++)
-            for (int k = 0; k < 3; k++) {
-                double v = all[w * (3 * G + 1) + 3 * g + k];
-                lo[k] = v < lo[k] ? v : lo[k];
-                hi[k] = v > hi[k] ? v : hi[k];
-            }
-        for (int w = 0; tsv && w < W; w++)
-            fprintf(tsv, "%d\t%s\t%.17g\t%.17g\t%.6g\t%.1f\n", w, group_names[g],
-                    all[w * (3 * G + 1) + 3 * g], all[w * (3 * G + 1) + 3 * g + 1],
-                    all[w * (3 * G + 1) + 3 * g + 2], all[w * (3 * G + 1) + 3 * G]);
-        if (hi[0] > 0)
-            fprintf(out, "  %-5s %6.0f..%-6.0f calls  %10.0f..%-10.0f bytes  %8.4f..%-8.4f s\n",
-                    group_names[g], lo[0], hi[0], lo[1], hi[1], lo[2], hi[2]);
-    }
-    double rlo = INFINITY, rhi = 0;
-    for (int w = 0; w < W; w++) {
-        double v = all[w * (3 * G + 1) + 3 * G];
-        rlo = v < rlo ? v : rlo;
-        rhi = v > rhi ? v : rhi;
-    }
-    fprintf(out, "peak RSS per rank: %.1f..%.1f MiB\n", rlo, rhi);
-    if (tsv)
-        fclose(tsv);
-    free(all);
 }
 
 static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)

@@ -115,65 +115,35 @@ typedef struct {
     double peak, mem_gb, intra_bw, inter_bw, intra_lat, inter_lat, eff, baseline_mib, data_bytes;
 } cli;
 
-static hpt_status parse_int(const char *opt, const char *s, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
-        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not an integer", opt, s);
-    *out = (int)v;
-    return HPT_OK;
-}
-
-/* A finite number; negative values are left to hpt_plan_validate. */
-static hpt_status parse_num(const char *opt, const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v))
-        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not a finite number", opt, s);
-    *out = v;
-    return HPT_OK;
-}
-
-static const char *opt_name(int c)
-{
-    for (const struct option *lo = long_opts; lo->name; lo++)
-        if (lo->val == c)
-            return lo->name;
-    return "";
-}
-
+/* Negative values of the numbers are left to hpt_plan_validate. */
 static hpt_status apply(cli *o, int c, const char *arg, int *action)
 {
-    const char *n = opt_name(c);
+    const char *n = hpt_cli_opt_name(long_opts, c);
     switch (c) {
     case OPT_MODEL: o->model = arg; return HPT_OK;
     case OPT_CLUSTER: o->cluster = arg; return HPT_OK;
     case OPT_PRECISION: o->precision = arg; return HPT_OK;
     case OPT_RANKS_TSV: o->ranks_tsv = arg; return HPT_OK;
     case OPT_SCHEDULE: o->schedule = arg; return HPT_OK;
-    case OPT_NODES: return parse_int(n, arg, &o->nodes);
-    case OPT_GPN: return parse_int(n, arg, &o->gpn);
-    case OPT_TP: return parse_int(n, arg, &o->tp);
-    case OPT_PP: return parse_int(n, arg, &o->pp);
-    case OPT_DP: return parse_int(n, arg, &o->dp);
-    case OPT_SEQ: return parse_int(n, arg, &o->seq);
-    case OPT_GB: return parse_int(n, arg, &o->gb);
-    case OPT_MB: return parse_int(n, arg, &o->mb);
-    case OPT_GPUS: return parse_int(n, arg, &o->gpus);
-    case OPT_TOP: return parse_int(n, arg, &o->top);
-    case OPT_PEAK: return parse_num(n, arg, &o->peak);
-    case OPT_MEM: return parse_num(n, arg, &o->mem_gb);
-    case OPT_INTRA_BW: return parse_num(n, arg, &o->intra_bw);
-    case OPT_INTER_BW: return parse_num(n, arg, &o->inter_bw);
-    case OPT_INTRA_LAT: return parse_num(n, arg, &o->intra_lat);
-    case OPT_INTER_LAT: return parse_num(n, arg, &o->inter_lat);
-    case OPT_EFF: return parse_num(n, arg, &o->eff);
-    case OPT_BASELINE: return parse_num(n, arg, &o->baseline_mib);
-    case OPT_DATA_BYTES: return parse_num(n, arg, &o->data_bytes);
+    case OPT_NODES: return hpt_cli_parse_int(n, arg, &o->nodes);
+    case OPT_GPN: return hpt_cli_parse_int(n, arg, &o->gpn);
+    case OPT_TP: return hpt_cli_parse_int(n, arg, &o->tp);
+    case OPT_PP: return hpt_cli_parse_int(n, arg, &o->pp);
+    case OPT_DP: return hpt_cli_parse_int(n, arg, &o->dp);
+    case OPT_SEQ: return hpt_cli_parse_int(n, arg, &o->seq);
+    case OPT_GB: return hpt_cli_parse_int(n, arg, &o->gb);
+    case OPT_MB: return hpt_cli_parse_int(n, arg, &o->mb);
+    case OPT_GPUS: return hpt_cli_parse_int(n, arg, &o->gpus);
+    case OPT_TOP: return hpt_cli_parse_int(n, arg, &o->top);
+    case OPT_PEAK: return hpt_cli_parse_double(n, arg, &o->peak);
+    case OPT_MEM: return hpt_cli_parse_double(n, arg, &o->mem_gb);
+    case OPT_INTRA_BW: return hpt_cli_parse_double(n, arg, &o->intra_bw);
+    case OPT_INTER_BW: return hpt_cli_parse_double(n, arg, &o->inter_bw);
+    case OPT_INTRA_LAT: return hpt_cli_parse_double(n, arg, &o->intra_lat);
+    case OPT_INTER_LAT: return hpt_cli_parse_double(n, arg, &o->inter_lat);
+    case OPT_EFF: return hpt_cli_parse_double(n, arg, &o->eff);
+    case OPT_BASELINE: return hpt_cli_parse_double(n, arg, &o->baseline_mib);
+    case OPT_DATA_BYTES: return hpt_cli_parse_double(n, arg, &o->data_bytes);
     case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
     case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
     case OPT_JSON: o->json = 1; return HPT_OK;

@@ -1,8 +1,6 @@
 /* hpt-train — train a Llama-style model. Parses options, calls
  * hpt_train_run() (lib/train.c). */
-#include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +10,9 @@
 #include "hpt_config.h"
 #include "train.h"
 
+static void usage_output(FILE *f, const hpt_train_opts *d);
+
+/* --help, first part: model, data, layout, batch and optimizer. */
 static void usage(FILE *f, const hpt_train_opts *d)
 {
     fprintf(f,
@@ -52,10 +53,22 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --adam-eps X          AdamW epsilon [%g]\n"
             "  --weight-decay X      decoupled weight decay on 2-D weights [%g]\n"
             "  --clip X              max global gradient L2 norm; 0 = no clipping [%g]\n"
-            "  --seed N              seed of initialisation and data order [%llu]\n\n"
+            "  --seed N              seed of initialisation and data order [%llu]\n\n",
+            d->model, d->data, d->backend, d->batch, d->seq_len, d->grad_accum, d->steps,
+            d->optim.lr, d->optim.min_lr, d->optim.warmup, d->optim.beta1, d->optim.beta2,
+            d->optim.eps, d->optim.weight_decay, d->optim.max_norm, (unsigned long long)d->seed);
+    usage_output(f, d);
+}
+
+/* --help, second part: evaluation, output, checkpoints, metrics, exit
+ * status. */
+static void usage_output(FILE *f, const hpt_train_opts *d)
+{
+    fprintf(f,
             "Evaluation and output:\n"
             "  --eval-interval N     validate every N steps (0 = only at the end) [%d]\n"
-            "  --eval-batches N      global batches per validation [%d]\n"
+            "  --eval-batches N      global batches per validation, at most one pass over\n"
+            "                        the validation shards [%d]\n"
             "  --run-dir DIR         write config.json and log.tsv (per-step loss, lr,\n"
             "                        grad norm, val loss) there; created if missing [none]\n"
             "  --max-skips N         stop after N consecutive non-finite steps [%d]\n"
@@ -71,8 +84,9 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "                        one; none: start fresh [auto]\n"
             "  --max-runtime S       checkpoint and exit 75 before S seconds of wall time [none]\n"
             "  --stop-at N           checkpoint after step N and exit 75, as if preempted\n"
-            "  --signals LIST        stop signals: checkpoint at the next step boundary and\n"
-            "                        exit 75 [USR1,TERM]\n"
+            "  --signals LIST        stop signals: checkpoint at the next step boundary (a\n"
+            "                        validation stops at its next batch) and exit 75\n"
+            "                        [USR1,TERM]\n"
             "  --no-signal-save      the stop signals keep their default action\n"
             "  --log-samples         write RUN_DIR/samples.<dp rank>.tsv: step, global position,\n"
             "                        sample index of every sequence trained on\n"
@@ -96,9 +110,6 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "4 stopped after --max-skips consecutive non-finite steps; 5 output not writable\n"
             "(--run-dir, --export, checkpoints); 75 checkpointed after a signal or\n"
             "--max-runtime: requeue the job (it resumes from the checkpoint).\n",
-            d->model, d->data, d->backend, d->batch, d->seq_len, d->grad_accum, d->steps,
-            d->optim.lr, d->optim.min_lr, d->optim.warmup, d->optim.beta1, d->optim.beta2,
-            d->optim.eps, d->optim.weight_decay, d->optim.max_norm, (unsigned long long)d->seed,
             d->eval_interval, d->eval_batches, d->max_skips, d->keep, d->metrics_interval,
             d->slow_factor, d->spike_factor);
 }
@@ -146,87 +157,41 @@ static const struct option long_opts[] = {
     {0, 0, 0, 0},
 };
 
-/* Strict number parsing: the whole argument must be a number. */
-static hpt_status parse_int(const char *opt, const char *s, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
-        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not an integer", opt, s);
-    *out = (int)v;
-    return HPT_OK;
-}
-
-static hpt_status parse_float(const char *opt, const char *s, float *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v))
-        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not a finite number", opt, s);
-    *out = (float)v;
-    return HPT_OK;
-}
-
-static hpt_status parse_double(const char *opt, const char *s, double *out)
-{
-    float v = 0;
-    hpt_status st = parse_float(opt, s, &v);
-    if (!st) /* full precision: the string parses as a double too */
-        *out = strtod(s, NULL);
-    return st;
-}
-
-static hpt_status parse_u64(const char *opt, const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-')
-        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not a non-negative integer", opt, s);
-    *out = v;
-    return HPT_OK;
-}
-
 /* Apply one option; *action is set to 1 for --help, 2 for --version, 3 for
  * --print-config. */
 static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
 {
-    const char *name = "";
-    for (const struct option *lo = long_opts; lo->name; lo++)
-        if (lo->val == c)
-            name = lo->name;
+    const char *name = hpt_cli_opt_name(long_opts, c);
     switch (c) {
     case OPT_MODEL: o->model = arg; return HPT_OK;
     case OPT_DATA: o->data = arg; return HPT_OK;
     case OPT_VAL: o->val_data = arg; return HPT_OK;
     case OPT_RUN_DIR: o->run_dir = arg; return HPT_OK;
     case OPT_BACKEND: o->backend = arg; return HPT_OK;
-    case OPT_BATCH: return parse_int(name, arg, &o->batch);
-    case OPT_SEQ: return parse_int(name, arg, &o->seq_len);
-    case OPT_ACCUM: return parse_int(name, arg, &o->grad_accum);
-    case OPT_STEPS: return parse_int(name, arg, &o->steps);
-    case OPT_LR: return parse_float(name, arg, &o->optim.lr);
-    case OPT_MIN_LR: return parse_float(name, arg, &o->optim.min_lr);
-    case OPT_WARMUP: return parse_int(name, arg, &o->optim.warmup);
-    case OPT_B1: return parse_float(name, arg, &o->optim.beta1);
-    case OPT_B2: return parse_float(name, arg, &o->optim.beta2);
-    case OPT_EPS: return parse_float(name, arg, &o->optim.eps);
-    case OPT_WD: return parse_float(name, arg, &o->optim.weight_decay);
-    case OPT_CLIP: return parse_float(name, arg, &o->optim.max_norm);
-    case OPT_SEED: return parse_u64(name, arg, &o->seed);
-    case OPT_EVAL_INT: return parse_int(name, arg, &o->eval_interval);
-    case OPT_EVAL_BATCHES: return parse_int(name, arg, &o->eval_batches);
-    case OPT_MAX_SKIPS: return parse_int(name, arg, &o->max_skips);
+    case OPT_BATCH: return hpt_cli_parse_int(name, arg, &o->batch);
+    case OPT_SEQ: return hpt_cli_parse_int(name, arg, &o->seq_len);
+    case OPT_ACCUM: return hpt_cli_parse_int(name, arg, &o->grad_accum);
+    case OPT_STEPS: return hpt_cli_parse_int(name, arg, &o->steps);
+    case OPT_LR: return hpt_cli_parse_float(name, arg, &o->optim.lr);
+    case OPT_MIN_LR: return hpt_cli_parse_float(name, arg, &o->optim.min_lr);
+    case OPT_WARMUP: return hpt_cli_parse_int(name, arg, &o->optim.warmup);
+    case OPT_B1: return hpt_cli_parse_float(name, arg, &o->optim.beta1);
+    case OPT_B2: return hpt_cli_parse_float(name, arg, &o->optim.beta2);
+    case OPT_EPS: return hpt_cli_parse_float(name, arg, &o->optim.eps);
+    case OPT_WD: return hpt_cli_parse_float(name, arg, &o->optim.weight_decay);
+    case OPT_CLIP: return hpt_cli_parse_float(name, arg, &o->optim.max_norm);
+    case OPT_SEED: return hpt_cli_parse_u64(name, arg, &o->seed);
+    case OPT_EVAL_INT: return hpt_cli_parse_int(name, arg, &o->eval_interval);
+    case OPT_EVAL_BATCHES: return hpt_cli_parse_int(name, arg, &o->eval_batches);
+    case OPT_MAX_SKIPS: return hpt_cli_parse_int(name, arg, &o->max_skips);
     case OPT_TIE: o->tie_embeddings = 1; return HPT_OK;
     case OPT_UNTIE: o->tie_embeddings = 0; return HPT_OK;
     case OPT_NAN: o->nan_steps = arg; return HPT_OK;
     case OPT_QUIET: o->quiet = 1; return HPT_OK;
-    case OPT_TP: return parse_int(name, arg, &o->tp);
-    case OPT_PP: return parse_int(name, arg, &o->pp);
+    case OPT_TP: return hpt_cli_parse_int(name, arg, &o->tp);
+    case OPT_PP: return hpt_cli_parse_int(name, arg, &o->pp);
     case OPT_DP: {
-        hpt_status st = parse_int(name, arg, &o->dp);
+        hpt_status st = hpt_cli_parse_int(name, arg, &o->dp);
         if (!st && o->dp <= 0)
             return hpt_error_set(HPT_ERR_USAGE, "--dp %d: must be > 0 (omit --dp to infer it)",
                                  o->dp);
@@ -243,27 +208,22 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
     case OPT_PP_SPLIT: o->pp_split = arg; return HPT_OK;
     case OPT_COMM_STATS: o->comm_stats = 1; return HPT_OK;
-    case OPT_SAVE_EVERY: return parse_int(name, arg, &o->save_every);
-    case OPT_STOP_AT: return parse_int(name, arg, &o->stop_at);
+    case OPT_SAVE_EVERY: return hpt_cli_parse_int(name, arg, &o->save_every);
+    case OPT_STOP_AT: return hpt_cli_parse_int(name, arg, &o->stop_at);
     case OPT_LOG_SAMPLES: o->log_samples = 1; return HPT_OK;
     case OPT_SIGNALS: o->signals = arg; return HPT_OK;
     case OPT_METRICS: o->metrics = arg; return HPT_OK;
-    case OPT_METRICS_INT: return parse_int(name, arg, &o->metrics_interval);
-    case OPT_NAN_RANK: return parse_int(name, arg, &o->fault_nan_rank);
-    case OPT_SLOW_RANK: return parse_int(name, arg, &o->fault_slow_rank);
-    case OPT_PEAK: return parse_double(name, arg, &o->peak_flops);
-    case OPT_SLOW_F: return parse_double(name, arg, &o->slow_factor);
-    case OPT_SPIKE_F: return parse_double(name, arg, &o->spike_factor);
-    case OPT_SLOW_MS: return parse_double(name, arg, &o->fault_slow_ms);
+    case OPT_METRICS_INT: return hpt_cli_parse_int(name, arg, &o->metrics_interval);
+    case OPT_NAN_RANK: return hpt_cli_parse_int(name, arg, &o->fault_nan_rank);
+    case OPT_SLOW_RANK: return hpt_cli_parse_int(name, arg, &o->fault_slow_rank);
+    case OPT_PEAK: return hpt_cli_parse_double(name, arg, &o->peak_flops);
+    case OPT_SLOW_F: return hpt_cli_parse_double(name, arg, &o->slow_factor);
+    case OPT_SPIKE_F: return hpt_cli_parse_double(name, arg, &o->spike_factor);
+    case OPT_SLOW_MS: return hpt_cli_parse_double(name, arg, &o->fault_slow_ms);
     case OPT_CKPT_DIR: o->ckpt_dir = arg; return HPT_OK;
-    case OPT_KEEP: return parse_int(name, arg, &o->keep);
+    case OPT_KEEP: return hpt_cli_parse_int(name, arg, &o->keep);
     case OPT_NO_SIGNAL_SAVE: o->save_signals = 0; return HPT_OK;
-    case OPT_MAX_RUNTIME: {
-        float v = 0;
-        hpt_status st = parse_float(name, arg, &v);
-        o->max_runtime = v;
-        return st;
-    }
+    case OPT_MAX_RUNTIME: return hpt_cli_parse_double(name, arg, &o->max_runtime);
     case OPT_RESUME:
         if (!strcmp(arg, "none") || !strcmp(arg, "auto") || !strcmp(arg, "strict")) {
             o->resume = !strcmp(arg, "none") ? 0 : !strcmp(arg, "auto") ? 1 : 2;

@@ -1,0 +1,343 @@
+/* resume.c — checkpoints of the training run: the checkpoint directory,
+ * choosing and loading the checkpoint to resume (falling back past
+ * damaged ones), keeping the global batch, saving, and cutting the
+ * per-step logs back to the step resumed. The file format is in
+ * checkpoint.c / io/ckpt.c. */
+#include <errno.h>
+#include <glob.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hpt_config.h"
+#include "train_internal.h"
+
+/* Keep only the rows of a per-step log (log.tsv, samples.*.tsv: step in
+ * the first column) up to step `upto`: a resume continues the log from its
+ * checkpoint. */
+static void trim_rows(const char *path, int upto)
+{
+    char tmp[4200], line[1024];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *in = fopen(path, "r"), *out = in ? fopen(tmp, "w") : NULL;
+    while (in && out && fgets(line, sizeof line, in)) {
+        char *end;
+        long step = strtol(line, &end, 10);
+        if (end == line || step <= upto) /* header or an earlier step */
+            fputs(line, out);
+    }
+    if (in)
+        fclose(in);
+    if (out && !fclose(out))
+        rename(tmp, path);
+}
+
+/* World rank 0: the RUN_DIR/samples.<d>.tsv files no rank of this run
+ * writes (DP ranks that no longer exist after a resume on fewer ranks, or
+ * every one without --log-samples): cut back to step `upto` (a resume: the
+ * steps after it run again), or removed when upto < 0 (a fresh start). */
+void tidy_samples(run_state *r, const hpt_train_opts *o, int64_t upto)
+{
+    char pat[4200];
+    glob_t g;
+    if (!r->root || !o->run_dir)
+        return;
+    snprintf(pat, sizeof pat, "%s/samples.*.tsv", o->run_dir);
+    if (glob(pat, 0, NULL, &g))
+        return;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char *base = strrchr(g.gl_pathv[i], '/') + 1;
+        char *end;
+        long d = strtol(base + strlen("samples."), &end, 10);
+        if (end == base + strlen("samples.") || strcmp(end, ".tsv") || d < 0 ||
+            (o->log_samples && d < r->comm.dp))
+            continue; /* not ours, or written by its own rank */
+        if (upto < 0)
+            unlink(g.gl_pathv[i]);
+        else
+            trim_rows(g.gl_pathv[i], (int)upto);
+    }
+    globfree(&g);
+}
+
+/* The checkpoint directory: --checkpoint-dir, else RUN_DIR/checkpoints;
+ * "" when neither is given (then --save-every is refused). */
+hpt_status checkpoint_dir(run_state *r, const hpt_train_opts *o)
+{
+    const char *d = o->ckpt_dir;
+    char buf[4096];
+    if (!d && o->run_dir) {
+        snprintf(buf, sizeof buf, "%s/checkpoints", o->run_dir);
+        d = buf;
+    }
+    if (!d && o->save_every > 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--save-every %d needs --run-dir or --checkpoint-dir",
+                             o->save_every);
+    snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s", d ? d : "");
+    return HPT_OK;
+}
+
+/* The checkpoint's global batch must be kept: change gradient
+ * accumulation, or refuse with the layouts that would work. */
+static hpt_status keep_global_batch(run_state *r, hpt_train_opts *o, const hpt_ckpt_meta *meta)
+{
+    long long G = meta->global_batch, per = (long long)o->batch * r->comm.dp;
+    if (G == per * o->grad_accum)
+        return HPT_OK;
+    if (G % per == 0) {
+        if (r->root)
+            fprintf(stderr, "hpt-train: note: resuming a global batch of %lld sequences: "
+                    "--grad-accum %lld (micro-batch %d x DP %d)\n",
+                    G, G / per, o->batch, r->comm.dp);
+        o->grad_accum = (int)(G / per);
+        return HPT_OK;
+    }
+    char ok[512] = "";
+    for (int b = 1; b <= G && strlen(ok) < 400; b++)
+        if (G % ((long long)b * r->comm.dp) == 0)
+            snprintf(ok + strlen(ok), sizeof ok - strlen(ok), "%s%d", ok[0] ? ", " : "", b);
+    return hpt_error_set(HPT_ERR_USAGE,
+                         "%s: checkpoint global batch %lld cannot be kept with --batch %d x DP %d "
+                         "(%d ranks / TP %d / PP %d): micro-batch x DP must divide it; with this "
+                         "layout use --batch in {%s}, or a DP that divides %lld",
+                         r->ckpt_dir, G, o->batch, r->comm.dp, r->comm.world_size, r->comm.tp,
+                         r->comm.pp, ok[0] ? ok : "none", G);
+}
+
+/* How checkpoint metadata m differs from this run: 0 not; 1 another model
+ * (what: the first differing config field); 2 another sequence length
+ * (what: "--seq-len A, not B"); -1 its config does not parse (*st: the
+ * parser's status, message set; what: that message). */
+static int meta_differs(const run_state *r, const hpt_ckpt_meta *m, int seq_len, char *what,
+                        size_t n, hpt_status *st)
+{
+    hpt_config saved;
+    if ((*st = hpt_config_parse(m->config_json, r->ckpt_dir, &saved))) {
+        snprintf(what, n, "%s", hpt_error_msg());
+        return -1;
+    }
+    if (hpt_config_diff(&saved, &r->cfg, what, n))
+        return 1;
+    if (m->seq_len != seq_len) {
+        snprintf(what, n, "--seq-len %d, not %d", m->seq_len, seq_len);
+        return 2;
+    }
+    return 0;
+}
+
+/* A resume candidate failed with error st (message set): --resume strict
+ * refuses (returns the error, message extended); --resume auto warns
+ * (rank 0) and returns HPT_OK, to try the previous checkpoint. */
+static hpt_status fall_back(const run_state *r, const hpt_train_opts *o, hpt_status st)
+{
+    if (o->resume == 2)
+        return hpt_error_set(st, "%s (--resume strict: not falling back)", hpt_error_msg());
+    if (r->root)
+        fprintf(stderr, "hpt-train: warning: %s; falling back to the previous checkpoint\n",
+                hpt_error_msg());
+    return HPT_OK;
+}
+
+/* Before the model exists: pick the checkpoint to resume, check that it
+ * fits (config, sequence length) and adapt gradient accumulation. */
+hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *meta)
+{
+    MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
+    r->resume_from = -1;
+    if (!r->ckpt_dir[0] || !o->resume)
+        return HPT_OK;
+    hpt_status st = hpt_checkpoint_clean(r->ckpt_dir, world);
+    int64_t *steps = malloc(sizeof(int64_t) * HPT_CKPT_MAX_CANDIDATES);
+    if (!steps)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    int n = st ? 0 : hpt_checkpoint_candidates(r->ckpt_dir, world, steps, HPT_CKPT_MAX_CANDIDATES);
+    if (st || n == 0) {
+        free(steps);
+        return st;
+    }
+    for (int i = 0; i < n; i++) { /* the newest whose metadata reads */
+        hpt_status e;
+        meta->format_version = 0;
+        if (!(st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, meta)))
+            break;
+        if (meta->format_version > HPT_CKPT_VERSION) /* a newer hpt's: never skip its work */
+            break;
+        if ((e = fall_back(r, o, st))) {
+            free(steps);
+            return e;
+        }
+    }
+    free(steps);
+    if (st && meta->format_version > HPT_CKPT_VERSION)
+        return st;
+    if (st)
+        return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
+    char what[256];
+    int d = meta_differs(r, meta, o->seq_len, what, sizeof what, &st);
+    if (d < 0)
+        return st; /* the parser's message */
+    if (d == 1)
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "%s: checkpoint of step %lld is of another model: %s from --model %s; "
+                             "nothing was overwritten",
+                             r->ckpt_dir, (long long)meta->step, what, o->model);
+    if (d == 2)
+        return hpt_error_set(HPT_ERR_USAGE, "%s: checkpoint was trained with %s",
+                             r->ckpt_dir, what);
+    if ((st = keep_global_batch(r, o, meta)))
+        return st;
+    r->resume_from = meta->step;
+    return HPT_OK;
+}
+
+static hpt_ckpt_state ckpt_state(run_state *r)
+{
+    return (hpt_ckpt_state){.comm = &r->comm, .model = &r->model, .opt = &r->opt,
+                            .shard_counts = r->shard_counts};
+}
+
+/* After a checkpoint of step `step` has loaded: cut the per-step logs this
+ * rank writes back to that step (rows of steps that will run again). */
+static void retrim_logs(run_state *r, const hpt_train_opts *o, int64_t step)
+{
+    char path[4096];
+    tidy_samples(r, o, step);
+    if (r->log) {
+        snprintf(path, sizeof path, "%s/log.tsv", o->run_dir);
+        fclose(r->log);
+        trim_rows(path, (int)step);
+        r->log = fopen(path, "a");
+    }
+    if (r->samples) {
+        snprintf(path, sizeof path, "%s/samples.%d.tsv", o->run_dir, r->comm.dp_rank);
+        fclose(r->samples);
+        trim_rows(path, (int)step);
+        r->samples = fopen(path, "a");
+    }
+}
+
+/* Load the probed checkpoint; with --resume auto fall back to older ones
+ * when a tensor is damaged — only to one of the same model, sequence
+ * length and global batch (the run was set up for the probed one).
+ * Collective. */
+hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *meta)
+{
+    MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
+    int64_t *steps = malloc(sizeof(int64_t) * HPT_CKPT_MAX_CANDIDATES);
+    double t0 = now_s();
+    if (!steps)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    int n = hpt_checkpoint_candidates(r->ckpt_dir, world, steps, HPT_CKPT_MAX_CANDIDATES), i = 0;
+    while (i < n && steps[i] > meta->step) /* newer ones failed the probe */
+        i++;
+    hpt_ckpt_state cs = ckpt_state(r);
+    hpt_status st = hpt_error_set(HPT_ERR_DATA, "step %lld is gone", (long long)meta->step);
+    for (int first = i; i < n; i++) {
+        hpt_ckpt_meta mi = *meta;
+        if (i > first) {
+            char what[300] = "", diff[256];
+            hpt_status perr;
+            mi.format_version = 0;
+            if ((st = hpt_checkpoint_meta(r->ckpt_dir, steps[i], world, &mi))) {
+                if (mi.format_version > HPT_CKPT_VERSION)
+                    break;
+                fall_back(r, o, st); /* (strict stopped at the first failure) */
+                continue;
+            }
+            int d = meta_differs(r, &mi, meta->seq_len, diff, sizeof diff, &perr);
+            if (d)
+                snprintf(what, sizeof what, "%s%s%s",
+                         d < 0 ? "an unreadable model config (" : d == 1 ? "another model: " : "",
+                         diff, d < 0 ? ")" : "");
+            else if (mi.global_batch != meta->global_batch)
+                snprintf(what, sizeof what, "a global batch of %lld sequences, not %lld",
+                         (long long)mi.global_batch, (long long)meta->global_batch);
+            if (what[0]) {
+                st = hpt_error_set(HPT_ERR_DATA, "the previous checkpoint, step %lld, has %s: not "
+                                   "falling back to it", (long long)steps[i], what);
+                break;
+            }
+        }
+        if (!(st = hpt_checkpoint_load(r->ckpt_dir, steps[i], &cs))) {
+            *meta = mi;
+            break;
+        }
+        hpt_status e = fall_back(r, o, st);
+        if (e) {
+            free(steps);
+            return e;
+        }
+    }
+    /* the unloadable ones newer than the step loaded: out of the way of
+     * later resumes and of --keep (renamed, not deleted) */
+    for (int j = 0; !st && r->root && j < n && steps[j] > meta->step; j++) {
+        if (hpt_checkpoint_move_aside(r->ckpt_dir, steps[j]))
+            fprintf(stderr, "hpt-train: warning: %s\n", hpt_error_msg());
+        else
+            fprintf(stderr, "hpt-train: moved the unloadable %s/step_%08lld aside to "
+                    "step_%08lld.unloadable\n", r->ckpt_dir, (long long)steps[j],
+                    (long long)steps[j]);
+    }
+    free(steps);
+    if (st)
+        return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
+    retrim_logs(r, o, meta->step); /* only now: a failed load leaves the logs as they were */
+    r->ckpt_load_s = now_s() - t0;
+    r->cursor = meta->samples;
+    r->start_step = (int)meta->step;
+    r->resume_from = meta->step;
+    r->opt.t = (int)meta->adam_t;
+    r->skipped_total = (int)meta->skipped_total;
+    r->consecutive = (int)meta->consecutive_skips;
+    if (r->root)
+        fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s) "
+                "in %.3f s\n", r->ckpt_dir, (long long)meta->step, meta->tp, meta->pp, meta->dp,
+                meta->zero1 ? " ZeRO-1" : "", now_s() - t0);
+    return HPT_OK;
+}
+
+/* The training state to store with the tensors. */
+static void fill_meta(run_state *r, const hpt_train_opts *o, int step, hpt_ckpt_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    m->format_version = HPT_CKPT_VERSION;
+    snprintf(m->hpt_version, sizeof m->hpt_version, "%s", PACKAGE_VERSION);
+    FILE *f = fmemopen(m->config_json, sizeof m->config_json - 1, "w");
+    if (f) {
+        hpt_config_write(&r->cfg, f);
+        fclose(f);
+    }
+    m->step = step;
+    m->samples = r->cursor;
+    m->adam_t = r->opt.t;
+    m->skipped_total = r->skipped_total;
+    m->consecutive_skips = r->consecutive;
+    m->global_batch = (int64_t)o->batch * o->grad_accum * r->comm.dp;
+    m->seq_len = o->seq_len;
+    m->micro_batch = o->batch;
+    m->tp = r->comm.tp;
+    m->pp = r->comm.pp;
+    m->dp = r->comm.dp;
+    m->zero1 = o->zero1;
+    m->seed = o->seed;
+}
+
+hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int step, FILE *out)
+{
+    hpt_ckpt_meta meta;
+    fill_meta(r, o, step, &meta);
+    hpt_ckpt_state cs = ckpt_state(r);
+    double secs = 0;
+    int64_t bytes = 0;
+    hpt_status st = hpt_checkpoint_save(r->ckpt_dir, &cs, &meta, o->keep, &secs, &bytes);
+    if (!st && r->root) {
+        fprintf(out, "step %d: checkpoint %s/step_%08d (%.1f MiB in %.2f s, %.0f MiB/s)\n", step,
+                r->ckpt_dir, step, bytes / 1048576.0, secs, secs > 0 ? bytes / 1048576.0 / secs : 0);
+        fflush(out);
+    }
+    if (!st)
+        hpt_metrics_event(r->metrics, step, 0, "checkpoint_save",
+                          "%s/step_%08d: %lld bytes in %.3f s", r->ckpt_dir, step,
+                          (long long)bytes, secs);
+    return st;
+}

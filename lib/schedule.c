@@ -1,0 +1,300 @@
+/* schedule.c — the pipeline schedule: per-stage forward and backward of
+ * micro-batches with point-to-point activation/gradient transfer, 1F1B and
+ * GPipe ordering, the bucketed data-parallel gradient reduction started
+ * during the last backward, and validation (forward only). */
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "train_internal.h"
+
+/* Layers [l0, l1) of this pipeline stage: balanced (stage s gets layers
+ * s*L/P .. (s+1)*L/P) or from --pp-split "a,b,..." (one count per stage,
+ * summing to L). Errors: HPT_ERR_USAGE for more stages than layers or a
+ * split that does not match. */
+hpt_status stage_layers(run_state *r, const hpt_train_opts *o)
+{
+    int P = r->comm.pp, L = r->cfg.num_hidden_layers, count = 0, total = 0;
+    if (P > L)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp %d: more pipeline stages than the model's %d layers",
+                             P, L);
+    if (!(r->layer_stage = calloc((size_t)L, sizeof(int))))
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    for (int s = 0; !o->pp_split && s < P; s++) /* balanced */
+        for (int l = (int)((long)s * L / P); l < (int)((long)(s + 1) * L / P); l++)
+            r->layer_stage[l] = s;
+    for (const char *p = o->pp_split; p && *p; count++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v <= 0 || (*end && *end != ',') || count >= P || total + v > L)
+            return hpt_error_set(HPT_ERR_USAGE,
+                                 "--pp-split '%s': expected %d positive layer counts (--pp) "
+                                 "summing to the model's %d layers", o->pp_split, P, L);
+        for (long l = total; l < total + v; l++)
+            r->layer_stage[l] = count;
+        total += (int)v;
+        p = *end ? end + 1 : end;
+    }
+    if (o->pp_split && (count != P || total != L))
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "--pp-split '%s': %d counts summing to %d, expected %d counts (--pp) "
+                             "summing to %d layers", o->pp_split, count, total, P, L);
+    r->l0 = L;
+    r->l1 = 0;
+    for (int l = 0; l < L; l++)
+        if (r->layer_stage[l] == r->comm.pp_rank) {
+            r->l0 = l < r->l0 ? l : r->l0;
+            r->l1 = l + 1;
+        }
+    return HPT_OK;
+}
+
+/* Micro-batches in flight on this stage: 1F1B keeps at most PP - stage
+ * (Narayanan et al. 2021, section 2.2), GPipe all of them. */
+int pipeline_slots(const run_state *r, const hpt_train_opts *o)
+{
+    int inflight = o->gpipe ? o->grad_accum : r->comm.pp - r->comm.pp_rank;
+    return inflight < o->grad_accum ? inflight : o->grad_accum;
+}
+
+hpt_status setup_pipeline(run_state *r, int nslots)
+{
+    size_t NC = (size_t)r->model.B * r->model.T * r->cfg.hidden_size;
+    r->fwd_req = calloc((size_t)nslots, sizeof(hpt_comm_req));
+    r->bwd_req = calloc((size_t)nslots, sizeof(hpt_comm_req));
+    r->fwd_busy = calloc((size_t)nslots, 1);
+    r->bwd_busy = calloc((size_t)nslots, 1);
+    r->grad_send = r->comm.pp > 1 ? r->model.be->alloc(sizeof(float) * NC * nslots) : NULL;
+    if (!r->fwd_req || !r->bwd_req || !r->fwd_busy || !r->bwd_busy ||
+        (r->comm.pp > 1 && !r->grad_send))
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for pipeline buffers");
+    return HPT_OK;
+}
+
+static size_t act_elems(const run_state *r)
+{
+    return (size_t)r->model.B * r->model.T * r->cfg.hidden_size;
+}
+
+/* Forward of micro-batch i (global positions from `first`) through this
+ * stage: receive the previous stage's output, run, send to the next.
+ * Returns the stage's loss sum (non-zero on the last stage only). */
+static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld, int64_t first,
+                           int i, int tag, float grad_scale, int train)
+{
+    hpt_comm *c = &r->comm;
+    int k = i % r->model.nslots;
+    double t0 = now_s();
+    hpt_loader_batch(ld, first, o->batch, r->inputs, r->targets);
+    double t1 = now_s();
+    if (r->fwd_busy[k]) { /* the slot's previous output must have left */
+        c->be->wait(c, &r->fwd_req[k]);
+        r->fwd_busy[k] = 0;
+    }
+    if (!r->model.first)
+        c->be->recv_f32(c, HPT_GROUP_PP, hpt_model_stage_input(&r->model, k), act_elems(r),
+                        c->pp_rank - 1, tag);
+    double t2 = now_s();
+    if (train && i == 0 && o->fault_slow_rank == c->world_rank) /* test: a straggler */
+        nanosleep(&(struct timespec){(time_t)(o->fault_slow_ms / 1e3),
+                                     (long)(fmod(o->fault_slow_ms, 1e3) * 1e6)}, NULL);
+    double c2 = comm_seconds(r);
+    double loss = hpt_model_stage_forward(&r->model, k, r->inputs, r->targets, grad_scale, train);
+    if (train) { /* compute only: the TP all-reduces inside are communication */
+        r->t_data += t1 - t0;
+        r->t_wait += t2 - t1;
+        r->t_fwd += now_s() - t2 - (comm_seconds(r) - c2);
+    }
+    if (!r->model.last) {
+        c->be->isend_f32(c, HPT_GROUP_PP, hpt_model_stage_output(&r->model, k), act_elems(r),
+                         c->pp_rank + 1, tag, &r->fwd_req[k]);
+        r->fwd_busy[k] = 1;
+    }
+    return loss;
+}
+
+/* Backward of micro-batch i: receive dL/d(output) from the next stage, run,
+ * send dL/d(input) to the previous stage. */
+static void pipe_backward(run_state *r, int i, int tag)
+{
+    hpt_comm *c = &r->comm;
+    int k = i % r->model.nslots;
+    double t0 = now_s();
+    if (!r->model.last)
+        c->be->recv_f32(c, HPT_GROUP_PP, r->model.dx, act_elems(r), c->pp_rank + 1, tag);
+    double t1 = now_s(), c1 = comm_seconds(r);
+    hpt_model_stage_backward(&r->model, k);
+    r->t_wait += t1 - t0;
+    r->t_bwd += now_s() - t1 - (comm_seconds(r) - c1); /* compute only */
+    if (!r->model.first) {
+        float *buf = r->grad_send + (size_t)k * act_elems(r);
+        if (r->bwd_busy[k])
+            c->be->wait(c, &r->bwd_req[k]);
+        r->model.be->copy(buf, r->model.dx, sizeof(float) * act_elems(r));
+        c->be->isend_f32(c, HPT_GROUP_PP, buf, act_elems(r), c->pp_rank - 1, tag, &r->bwd_req[k]);
+        r->bwd_busy[k] = 1;
+    }
+}
+
+/* Complete every pending pipeline send. */
+static void pipe_drain(run_state *r)
+{
+    for (int k = 0; k < r->model.nslots; k++) {
+        if (r->fwd_busy[k])
+            r->comm.be->wait(&r->comm, &r->fwd_req[k]);
+        if (r->bwd_busy[k])
+            r->comm.be->wait(&r->comm, &r->bwd_req[k]);
+        r->fwd_busy[k] = r->bwd_busy[k] = 0;
+    }
+}
+
+/* Sum a loss over the stages (only the last has it) and the DP replicas. */
+static double reduce_loss(run_state *r, double sum)
+{
+    if (r->comm.pp > 1)
+        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_PP, &sum, 1);
+    if (r->comm.dp > 1)
+        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &sum, 1);
+    return sum;
+}
+
+/* A stop signal during validation, agreed at validation batch boundaries.
+ * On several ranks each batch starts a nonblocking all-reduce (max) of the
+ * local flag and the next boundary reads it, so no rank waits on it while
+ * the batch runs; every rank sees the same answer at the same batch. */
+typedef struct {
+    MPI_Request req;
+    int mine, any;
+} stop_poll;
+
+/* At the start of validation batch i: 1 when a stop signal reached some
+ * rank (at batch i - 1 on several ranks, at once on one). Collective
+ * (nonblocking) on several ranks: call it at every batch, then
+ * stop_poll_end(). */
+static int stop_poll_at(run_state *r, stop_poll *p, int i)
+{
+    if (r->comm.world_size == 1)
+        return train_stop_signal != 0;
+    if (i > 0) {
+        MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+        if (p->any)
+            return 1;
+    }
+    p->mine = train_stop_signal != 0;
+    MPI_Iallreduce(&p->mine, &p->any, 1, MPI_INT, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD],
+                   &p->req);
+    return 0;
+}
+
+static void stop_poll_end(stop_poll *p)
+{
+    if (p->req != MPI_REQUEST_NULL)
+        MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+}
+
+double pipe_evaluate(run_state *r, const hpt_train_opts *o)
+{
+    double sum = 0.0;
+    int D = r->comm.dp, M = o->grad_accum, done = 0;
+    int64_t S = hpt_loader_num_samples(r->val), G = (int64_t)o->batch * M * D;
+    int poll = r->ckpt_dir[0] && o->save_signals; /* the stop signals are caught */
+    stop_poll p = {.req = MPI_REQUEST_NULL};
+    for (; done < o->eval_batches && !(poll && stop_poll_at(r, &p, done)); done++)
+        for (int k = 0; k < M; k++) {
+            int64_t pos = done * G + ((int64_t)k * D + r->comm.dp_rank) * o->batch;
+            sum += pipe_forward(r, o, r->val, pos % S, k, k, 0.0f, 0);
+        }
+    stop_poll_end(&p);
+    pipe_drain(r);
+    r->val_stopped = done < o->eval_batches;
+    sum = reduce_loss(r, sum);
+    return r->val_stopped ? NAN : sum / ((double)o->eval_batches * G * o->seq_len);
+}
+
+/* grad_ready callback: start the DP all-reduce of a finished range. */
+static void bucket_start(void *ctx, size_t offset, size_t count)
+{
+    run_state *r = ctx;
+    HPT_CHECK(r->nbuckets < MAX_BUCKETS);
+    if (r->metrics) /* this replica's own gradient, before the sum over DP */
+        r->local_sumsq += hpt_model_grad_sumsq(&r->model, r->model.grads + offset, offset,
+                                               offset + count);
+    r->comm.be->iallreduce_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, count,
+                                   &r->buckets[r->nbuckets++]);
+}
+
+/* Tied embeddings across stages: the first stage's embedding and the last
+ * stage's copy get the sum of both gradients, so they stay identical. */
+static void tie_grads(run_state *r)
+{
+    if (r->comm.pp == 1 || !r->cfg.tie_word_embeddings || !(r->model.first || r->model.last))
+        return;
+    const hpt_tensor *t = hpt_model_tensor(&r->model, HPT_TENSOR_EMBED, -1);
+    r->comm.be->allreduce_sum_f32(&r->comm, HPT_GROUP_EMBED, r->model.grads + t->offset,
+                                  (size_t)(t->rows * t->cols));
+}
+
+/* Forward+backward over the grad_accum micro-batches of one step on this
+ * rank. Micro-batch k of DP rank d holds global positions
+ * cursor + (k*DP + d)*B ... + B-1, so the DP ranks together consume the
+ * same B*accum*DP samples, in the same global order, as one rank would.
+ * Pipeline schedule (Narayanan et al. 2021, "Efficient Large-Scale
+ * Language Model Training on GPU Clusters", section 2.2): 1F1B runs
+ * PP - stage - 1 warm-up forwards, then alternates one forward and one
+ * backward, then drains the backwards; GPipe runs all forwards, then all
+ * backwards. Gradients are scaled by 1/(tokens of the global batch) and
+ * summed over DP during the last backward (except with ZeRO-1, where the
+ * reduce-scatter is in grad_norm). Returns the mean loss per target token
+ * of the global batch. */
+double pipe_accumulate(run_state *r, const hpt_train_opts *o)
+{
+    int D = r->comm.dp, d = r->comm.dp_rank, M = o->grad_accum;
+    int P = r->comm.pp, s = r->comm.pp_rank;
+    double tokens = (double)M * o->batch * o->seq_len * D;
+    float scale = (float)(1.0 / tokens);
+    int warm = o->gpipe ? M : (P - s - 1 < M ? P - s - 1 : M);
+    double sum = 0.0;
+    hpt_model_zero_grad(&r->model);
+    if (r->poison) /* test: this rank's own gradients turn non-finite */
+        r->model.be->scale(r->model.grads, NAN, r->model.nparams);
+    r->nbuckets = 0;
+    r->local_sumsq = 0;
+#define FWD(i) sum += pipe_forward(r, o, r->train, r->cursor + ((int64_t)(i) * D + d) * o->batch, \
+                                   (i), (i), scale, 1)
+    for (int i = 0; r->samples && i < M; i++) /* the samples this replica trains on */
+        for (int j = 0; j < o->batch; j++) {
+            int64_t pos = r->cursor + ((int64_t)i * D + d) * o->batch + j;
+            fprintf(r->samples, "%d\t%lld\t%lld\n", r->step, (long long)pos,
+                    (long long)hpt_loader_sample_at(r->train, pos));
+        }
+    if (r->samples) /* like log.tsv: a killed run keeps every started step's rows */
+        fflush(r->samples);
+#define BWD(i)                                                                          \
+    do {                                                                                \
+        if ((i) + 1 == M && D > 1 && !o->zero1) {                                       \
+            r->model.grad_ready = bucket_start;                                         \
+            r->model.grad_ready_ctx = r;                                                \
+        }                                                                               \
+        pipe_backward(r, (i), M + (i));                                                 \
+        r->model.grad_ready = NULL;                                                     \
+    } while (0)
+    for (int i = 0; i < warm; i++)
+        FWD(i);
+    for (int j = 0; j < M - warm; j++) {
+        FWD(warm + j);
+        BWD(j);
+    }
+    for (int j = M - warm; j < M; j++)
+        BWD(j);
+#undef FWD
+#undef BWD
+    pipe_drain(r);
+    r->cursor += (int64_t)M * o->batch * D;
+    for (int i = 0; i < r->nbuckets; i++)
+        r->comm.be->wait(&r->comm, &r->buckets[i]);
+    tie_grads(r);
+    r->local_loss = sum;
+    return reduce_loss(r, sum) / tokens;
+}
