@@ -8,13 +8,13 @@
  * not know.
  */
 #include <hdf5.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpt.h"
 #include "ckpt_inspect.h"
+#include "cli.h"
 #include "config.h"
 #include "error.h"
 #include "hpt_config.h"
@@ -196,19 +196,4 @@ static hpt_status run(int argc, char **argv, FILE *out)
     return hpt_ckpt_inspect_export(c.arg[0], c.arg[1], &llama, out);
 }
 
-int main(int argc, char **argv)
-{
-    int rank, code = 0;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0) {
-        hpt_status st = run(argc, argv, stdout);
-        fflush(stdout);
-        if (st)
-            fprintf(stderr, "hpt-ckpt: %s\n", hpt_error_msg());
-        code = hpt_status_exit_code(st);
-    }
-    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return code;
-}
+int main(int argc, char **argv) { return hpt_cli_main_rank0(argc, argv, "hpt-ckpt", run); }
