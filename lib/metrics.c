@@ -4,6 +4,8 @@
 #include "metrics.h"
 
 #include "fsutil.h"
+#include "h5util.h"
+#include "metrics_h5.h"
 
 #include <errno.h>
 #include <hdf5.h>
@@ -123,6 +125,7 @@ struct hpt_metrics {
     /* rank 0 only */
     hid_t file, sd[SC_COUNT], rd[HPT_MR_COUNT], seg_ds, ev_ds, seg_t, ev_t;
     int broken;              /* a write failed: warned once, stop writing   */
+    int damaged;             /* open found a damaged file: move it aside     */
     char path[4096];
     int64_t rows, rank_cols_n; /* rows in the file; extent of the rank axis  */
     int64_t prev_max_step;   /* largest step logged by earlier segments      */
@@ -243,6 +246,23 @@ static hid_t make_table(hid_t loc, const char *name, hid_t type, const char *des
     return d;
 }
 
+/* HDF5's innermost cause of the first failed write since the last
+ * fail_reset() (rank 0 writes; one writer per process). */
+static char fail_cause[256];
+
+static void fail_reset(void)
+{
+    fail_cause[0] = 0;
+}
+
+/* Note the cause of a failed HDF5 call (call right after it); -1. */
+static int fail_note(void)
+{
+    if (!fail_cause[0])
+        snprintf(fail_cause, sizeof fail_cause, "%s", hpt_h5_cause());
+    return -1;
+}
+
 /* Write n rows of `buf` (type t) at row `at` of a 1-D dataset, setting
  * its extent to at + n. */
 static int write_1d_at(hid_t d, hid_t t, const void *buf, hsize_t at, hsize_t n)
@@ -250,11 +270,13 @@ static int write_1d_at(hid_t d, hid_t t, const void *buf, hsize_t at, hsize_t n)
     hsize_t cur = at, ext = at + n;
     hid_t sp;
     if (H5Dset_extent(d, &ext) < 0)
-        return -1;
+        return fail_note();
     sp = H5Dget_space(d);
     H5Sselect_hyperslab(sp, H5S_SELECT_SET, &cur, NULL, &n, NULL);
     hid_t ms = H5Screate_simple(1, &n, NULL);
     herr_t e = H5Dwrite(d, t, ms, sp, H5P_DEFAULT, buf);
+    if (e < 0)
+        fail_note();
     H5Sclose(ms);
     H5Sclose(sp);
     return e < 0 ? -1 : 0;
@@ -286,7 +308,8 @@ static hpt_status create_file(hpt_metrics *m, hid_t fapl)
 {
     m->file = H5Fcreate(m->path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
     if (m->file < 0)
-        return io_error(m, strerror(errno ? errno : EIO));
+        return hpt_error_set(HPT_ERR_IO, "metrics file %s: cannot create it (HDF5: %s)",
+                             m->path, hpt_h5_cause());
     set_str_attr(m->file, "format", FORMAT_NAME);
     int v = FORMAT_VERSION;
     set_num_attr(m->file, "format_version", H5T_NATIVE_INT, &v);
@@ -319,12 +342,15 @@ static hpt_status create_file(hpt_metrics *m, hid_t fapl)
     H5Gclose(gr);
     for (int c = 0; c < SC_COUNT; c++)
         if (m->sd[c] < 0)
-            return io_error(m, "cannot create the datasets");
+            return hpt_error_set(HPT_ERR_IO, "metrics file %s: cannot create the datasets "
+                                 "(HDF5: %s)", m->path, hpt_h5_cause());
     for (int c = 0; c < HPT_MR_COUNT; c++)
         if (m->rd[c] < 0)
-            return io_error(m, "cannot create the datasets");
+            return hpt_error_set(HPT_ERR_IO, "metrics file %s: cannot create the datasets "
+                                 "(HDF5: %s)", m->path, hpt_h5_cause());
     if (m->seg_ds < 0 || m->ev_ds < 0)
-        return io_error(m, "cannot create the datasets");
+        return hpt_error_set(HPT_ERR_IO, "metrics file %s: cannot create the datasets (HDF5: "
+                             "%s)", m->path, hpt_h5_cause());
     m->rows = 0;
     m->rank_cols_n = 0;
     m->segment = 0;
@@ -332,83 +358,107 @@ static hpt_status create_file(hpt_metrics *m, hid_t fapl)
     return HPT_OK;
 }
 
-/* Open an existing metrics file for appending (rank 0). A file left open
- * by a killed writer carries HDF5's "open for write" flags; they are
- * cleared as h5clear -s does. Anything but an hpt metrics file of a known
- * version is refused and left untouched. */
-static hpt_status open_existing(hpt_metrics *m, hid_t fapl)
+/* A damaged hpt metrics file (a dataset missing, metadata that fails its
+ * checksum): flagged so that open_root moves it aside. The message names
+ * the part and HDF5's innermost cause; call right after the failing call. */
+static hpt_status damaged(hpt_metrics *m, const char *what)
 {
-    bool clear = true;
-    if (H5Pexist(fapl, "clear_status_flags") > 0)
-        H5Pset(fapl, "clear_status_flags", &clear);
-    m->file = H5Fopen(m->path, H5F_ACC_RDWR, fapl);
-    if (m->file < 0)
-        return io_error(m, "exists but is not a readable HDF5 file (left untouched; move it "
-                           "away or pass another --metrics path)");
-    char *fmt = NULL;
-    int ver = -1;
-    hid_t t = H5Tcopy(H5T_C_S1);
+    m->damaged = 1;
+    return hpt_error_set(HPT_ERR_IO, "metrics file %s: %s (HDF5: %s)", m->path, what,
+                         hpt_h5_cause());
+}
+
+/* String attribute `name` of the root as a malloc'd string in *out (NULL
+ * when absent). -1 when HDF5 cannot read the attribute (damaged). */
+static int root_str_attr(hpt_metrics *m, const char *name, char **out)
+{
+    *out = NULL;
+    htri_t ex = H5Aexists(m->file, name);
+    if (ex <= 0)
+        return ex < 0 ? -1 : 0;
+    hid_t t = H5Tcopy(H5T_C_S1), a = H5Aopen(m->file, name, H5P_DEFAULT);
     H5Tset_size(t, H5T_VARIABLE);
     H5Tset_cset(t, H5T_CSET_UTF8);
-    if (H5Aexists(m->file, "format") > 0) {
-        hid_t a = H5Aopen(m->file, "format", H5P_DEFAULT);
-        if (H5Aread(a, t, &fmt) < 0)
-            fmt = NULL;
-        H5Aclose(a);
-    }
+    int e = a < 0 || H5Aread(a, t, out) < 0 ? -1 : 0;
+    if (e)
+        *out = NULL;
+    H5Aclose(a);
     H5Tclose(t);
-    if (H5Aexists(m->file, "format_version") > 0) {
-        hid_t a = H5Aopen(m->file, "format_version", H5P_DEFAULT);
-        H5Aread(a, H5T_NATIVE_INT, &ver);
-        H5Aclose(a);
-    }
+    return e;
+}
+
+/* The root attributes: an hpt metrics file of this version and of this
+ * run's model, or refused and left untouched. */
+static hpt_status check_root(hpt_metrics *m)
+{
+    char *fmt = NULL;
+    int ver = -1;
+    if (root_str_attr(m, "format", &fmt) < 0)
+        return damaged(m, "cannot read the root attribute format");
     int ok = fmt && !strcmp(fmt, FORMAT_NAME);
     free(fmt);
     if (!ok)
         return io_error(m, "exists but is not an hpt metrics file (attribute format != "
                            "\"hpt-metrics\"); left untouched");
+    htri_t ex = H5Aexists(m->file, "format_version");
+    if (ex > 0) {
+        hid_t a = H5Aopen(m->file, "format_version", H5P_DEFAULT);
+        ex = a < 0 || H5Aread(a, H5T_NATIVE_INT, &ver) < 0 ? -1 : 1;
+        H5Aclose(a);
+    }
+    if (ex < 0)
+        return damaged(m, "cannot read the root attribute format_version");
     if (ver != FORMAT_VERSION)
         return hpt_error_set(HPT_ERR_IO,
                              "metrics file %s: format_version %d, this hpt writes version %d; "
                              "left untouched (pass another --metrics path)",
                              m->path, ver, FORMAT_VERSION);
-    if (m->info.model_config && H5Aexists(m->file, "model_config") > 0) {
-        char *cfg = NULL;
-        hid_t t2 = H5Tcopy(H5T_C_S1), a = H5Aopen(m->file, "model_config", H5P_DEFAULT);
-        H5Tset_size(t2, H5T_VARIABLE);
-        H5Tset_cset(t2, H5T_CSET_UTF8);
-        if (H5Aread(a, t2, &cfg) < 0)
-            cfg = NULL;
-        H5Aclose(a);
-        H5Tclose(t2);
-        int same = cfg && !strcmp(cfg, m->info.model_config);
-        free(cfg);
-        if (!same)
-            return io_error(m, "holds the metrics of another model (its model_config differs "
-                               "from this run's); left untouched: pass another --metrics path "
-                               "or --run-dir");
-    }
+    char *cfg = NULL;
+    if (!m->info.model_config)
+        return HPT_OK;
+    if (root_str_attr(m, "model_config", &cfg) < 0)
+        return damaged(m, "cannot read the root attribute model_config");
+    int same = !cfg || !strcmp(cfg, m->info.model_config);
+    free(cfg);
+    if (!same)
+        return io_error(m, "holds the metrics of another model (its model_config differs "
+                           "from this run's); left untouched: pass another --metrics path "
+                           "or --run-dir");
+    return HPT_OK;
+}
+
+/* Open every dataset of the layout; a missing one is damage. */
+static hpt_status open_datasets(hpt_metrics *m)
+{
+    char p[64], what[160];
     for (int c = 0; c < SC_COUNT; c++) {
-        char p[64];
         snprintf(p, sizeof p, "steps/%s", step_cols[c].name);
         if ((m->sd[c] = H5Dopen2(m->file, p, H5P_DEFAULT)) < 0)
-            return io_error(m, "a /steps dataset is missing (damaged file, left untouched)");
+            break;
     }
-    for (int c = 0; c < HPT_MR_COUNT; c++) {
-        char p[64];
+    for (int c = 0; c < HPT_MR_COUNT && m->sd[SC_COUNT - 1] > 0; c++) {
         snprintf(p, sizeof p, "ranks/%s", rank_cols[c].name);
         if ((m->rd[c] = H5Dopen2(m->file, p, H5P_DEFAULT)) < 0)
-            return io_error(m, "a /ranks dataset is missing (damaged file, left untouched)");
+            break;
     }
-    m->seg_ds = H5Dopen2(m->file, "segments", H5P_DEFAULT);
-    m->ev_ds = H5Dopen2(m->file, "events", H5P_DEFAULT);
-    if (m->seg_ds < 0 || m->ev_ds < 0)
-        return io_error(m, "/segments or /events is missing (damaged file, left untouched)");
-    /* A writer killed in the middle of an append may leave some columns
-     * longer than others: the complete rows are those every column has;
-     * the rest is cut before appending (before SWMR writing, which cannot
-     * shrink). */
-    hsize_t dims[2], minrows = rows_of(m->sd[0]);
+    if (m->sd[SC_COUNT - 1] <= 0 || m->rd[HPT_MR_COUNT - 1] <= 0) {
+        snprintf(what, sizeof what, "dataset /%s is missing or unreadable", p);
+        return damaged(m, what);
+    }
+    if ((m->seg_ds = H5Dopen2(m->file, "segments", H5P_DEFAULT)) < 0)
+        return damaged(m, "dataset /segments is missing or unreadable");
+    if ((m->ev_ds = H5Dopen2(m->file, "events", H5P_DEFAULT)) < 0)
+        return damaged(m, "dataset /events is missing or unreadable");
+    return HPT_OK;
+}
+
+/* Rows every column holds; a writer killed in the middle of an append may
+ * leave some columns longer than others: the rest is cut before appending
+ * (before SWMR writing, which cannot shrink). Then the largest step
+ * logged so far. */
+static hpt_status cut_to_complete_rows(hpt_metrics *m)
+{
+    hsize_t dims[2] = {0, 0}, minrows = rows_of(m->sd[0]);
     for (int c = 0; c < SC_COUNT; c++)
         minrows = rows_of(m->sd[c]) < minrows ? rows_of(m->sd[c]) : minrows;
     for (int c = 0; c < HPT_MR_COUNT; c++)
@@ -416,7 +466,7 @@ static hpt_status open_existing(hpt_metrics *m, hid_t fapl)
     m->rows = (int64_t)minrows;
     for (int c = 0; c < SC_COUNT; c++)
         if (rows_of(m->sd[c]) != minrows && H5Dset_extent(m->sd[c], &minrows) < 0)
-            return io_error(m, "cannot cut a partly written row");
+            return damaged(m, "cannot cut a partly written row");
     hid_t sp = H5Dget_space(m->rd[0]);
     H5Sget_simple_extent_dims(sp, dims, NULL);
     H5Sclose(sp);
@@ -424,21 +474,53 @@ static hpt_status open_existing(hpt_metrics *m, hid_t fapl)
     for (int c = 0; c < HPT_MR_COUNT; c++) {
         hsize_t ext[2] = {minrows, dims[1]};
         if (rows_of(m->rd[c]) != minrows && H5Dset_extent(m->rd[c], ext) < 0)
-            return io_error(m, "cannot cut a partly written row");
+            return damaged(m, "cannot cut a partly written row");
     }
     m->segment = (int32_t)rows_of(m->seg_ds);
     m->prev_max_step = 0;
-    if (m->rows > 0) {
-        int64_t *st = malloc(sizeof *st * (size_t)rows_of(m->sd[SC_STEP]));
-        if (!st || H5Dread(m->sd[SC_STEP], H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, st) < 0) {
-            free(st);
-            return io_error(m, "cannot read /steps/step");
-        }
-        for (int64_t i = 0; i < m->rows; i++)
-            m->prev_max_step = st[i] > m->prev_max_step ? st[i] : m->prev_max_step;
+    if (m->rows == 0)
+        return HPT_OK;
+    int64_t *st = malloc(sizeof *st * (size_t)rows_of(m->sd[SC_STEP]));
+    if (!st)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (metrics)");
+    if (H5Dread(m->sd[SC_STEP], H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, st) < 0) {
         free(st);
+        return damaged(m, "cannot read dataset /steps/step");
     }
+    for (int64_t i = 0; i < m->rows; i++)
+        m->prev_max_step = st[i] > m->prev_max_step ? st[i] : m->prev_max_step;
+    free(st);
     return HPT_OK;
+}
+
+static int is_damaged_hdf5(const char *path);
+
+/* Open an existing metrics file for appending (rank 0). A file left open
+ * by a killed writer carries HDF5's "open for write" flags; they are
+ * cleared as h5clear -s does. Anything but an hpt metrics file of a known
+ * version is refused and left untouched; a damaged one (HDF5's signature
+ * but unopenable, empty, a dataset missing or unreadable) sets m->damaged. */
+static hpt_status open_existing(hpt_metrics *m, hid_t fapl)
+{
+    bool clear = true;
+    struct stat sb;
+    if (stat(m->path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0) {
+        m->damaged = 1; /* a writer killed while creating it */
+        return hpt_error_set(HPT_ERR_IO, "metrics file %s: empty file (0 bytes)", m->path);
+    }
+    if (H5Pexist(fapl, "clear_status_flags") > 0)
+        H5Pset(fapl, "clear_status_flags", &clear);
+    m->file = H5Fopen(m->path, H5F_ACC_RDWR, fapl);
+    if (m->file < 0 && is_damaged_hdf5(m->path))
+        return damaged(m, "cannot be opened by HDF5");
+    if (m->file < 0)
+        return hpt_error_set(HPT_ERR_IO, "metrics file %s: exists but is not a readable HDF5 "
+                             "file (HDF5: %s); left untouched: move it away or pass another "
+                             "--metrics path", m->path, hpt_h5_cause());
+    hpt_status st = check_root(m);
+    if (!st)
+        st = open_datasets(m);
+    return st ? st : cut_to_complete_rows(m);
 }
 
 /* The path must be a regular file or not exist in a writable directory. */
@@ -448,6 +530,7 @@ static hpt_status check_path(hpt_metrics *m)
 }
 
 static void close_root(hpt_metrics *m);
+static void start_segment(hpt_metrics *m, hid_t fapl);
 
 /* Bytes free on the file system holding the metrics file. */
 static double free_bytes(const hpt_metrics *m)
@@ -483,34 +566,70 @@ static hpt_status take_lock(hpt_metrics *m)
     if (m->lock_fd < 0)
         return hpt_error_set(HPT_ERR_IO, "metrics file %s: cannot create the lock file %s: %s",
                              m->path, lp, strerror(errno));
-    if (flock(m->lock_fd, LOCK_EX | LOCK_NB) != 0)
+    if (flock(m->lock_fd, LOCK_EX | LOCK_NB) == 0)
+        return HPT_OK;
+    int err = errno;
+    if (err == EWOULDBLOCK)
         return hpt_error_set(HPT_ERR_IO,
                              "metrics file %s is being written by another process (%s is "
                              "locked); one hpt-train per metrics file: pass another --metrics "
                              "path or --run-dir",
                              m->path, lp);
-    return HPT_OK;
+    close(m->lock_fd);
+    m->lock_fd = -1;
+    if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL) {
+        /* NFS without lockd, Lustre without flock: no lock to take, not a
+         * second writer. One warning; the run goes on unlocked. */
+        fprintf(stderr, "hpt-train: warning: metrics file %s: its file system does not "
+                "support file locks (flock on %s: %s); going on without the lock: make sure "
+                "no other hpt-train writes this file\n", m->path, lp, strerror(err));
+        return HPT_OK;
+    }
+    return hpt_error_set(HPT_ERR_IO, "metrics file %s: cannot lock %s: %s", m->path, lp,
+                         strerror(err));
+}
+
+/* Move the metrics file aside to PATH.unreadable-TIME (never deleted);
+ * the aside name in `aside`. 0 on success. */
+static int move_aside(hpt_metrics *m, char *aside, size_t len)
+{
+    close_root(m);
+    snprintf(aside, len, "%s.unreadable-%lld", m->path, (long long)time(NULL));
+    return rename(m->path, aside);
 }
 
 /* Stop writing after a failure or before the disk fills: close the file
- * now, while there is room for its last metadata, and warn once. */
-static void give_up(hpt_metrics *m, const char *why)
+ * now, while there is room for its last metadata, and warn once. An HDF5
+ * failure (`hdf5`: the cause) means a damaged file: it is moved aside. */
+static void give_up(hpt_metrics *m, const char *why, const char *hdf5)
 {
+    char aside[4200] = "";
     if (m->broken)
         return;
     m->broken = 1;
+    if (hdf5 && move_aside(m, aside, sizeof aside) == 0) {
+        fprintf(stderr, "hpt-train: warning: metrics file %s: %s (HDF5: %s); damaged file moved "
+                "to %s; no more metrics rows are written; training goes on\n", m->path, why,
+                hdf5, aside);
+        return;
+    }
     fprintf(stderr,
-            "hpt-train: warning: metrics file %s: %s; no more metrics rows are written (the %lld "
-            "rows already flushed stay readable); training goes on\n",
-            m->path, why, (long long)m->rows);
+            "hpt-train: warning: metrics file %s: %s%s%s%s; no more metrics rows are written (the "
+            "%lld rows already flushed stay readable); training goes on\n",
+            m->path, why, hdf5 ? " (HDF5: " : "", hdf5 ? hdf5 : "", hdf5 ? ")" : "",
+            (long long)m->rows);
     close_root(m);
 }
 
 /* A file with HDF5's signature that HDF5 cannot open (a writer died while
- * creating it, a truncated copy): moved aside, never deleted. */
+ * creating it, a truncated copy), or an empty one: moved aside, never
+ * deleted. */
 static int is_damaged_hdf5(const char *path)
 {
     unsigned char sig[8];
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0)
+        return 1;
     FILE *f = fopen(path, "rb");
     int n = f ? (int)fread(sig, 1, 8, f) : 0;
     if (f)
@@ -518,29 +637,48 @@ static int is_damaged_hdf5(const char *path)
     return n == 8 && !memcmp(sig, "\x89HDF\r\n\x1a\n", 8);
 }
 
+/* An existing file: opened for appending, or (damaged) moved aside so
+ * that a new one is started. */
+static hpt_status open_or_move_aside(hpt_metrics *m, hid_t fapl)
+{
+    hpt_status st;
+    char aside[4200];
+    H5E_BEGIN_TRY { st = open_existing(m, fapl); }
+    H5E_END_TRY;
+    if (!st || !m->damaged)
+        return st;
+    if (move_aside(m, aside, sizeof aside) != 0)
+        return st;
+    fprintf(stderr, "hpt-train: warning: %s; moved to %s, starting a new file\n",
+            hpt_error_msg(), aside);
+    m->damaged = 0;
+    return HPT_OK;
+}
+
+/* Create a new file; on failure nothing is left behind (the path did not
+ * exist: the file is created exclusively). */
+static hpt_status create_or_clean(hpt_metrics *m, hid_t fapl)
+{
+    hpt_status st;
+    H5E_BEGIN_TRY { st = create_file(m, fapl); }
+    H5E_END_TRY;
+    if (st) {
+        int made = m->file > 0;
+        close_root(m);
+        if (made)
+            unlink(m->path);
+    }
+    return st;
+}
+
 static hpt_status open_root(hpt_metrics *m)
 {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
-    H5Pset_file_locking(fapl, 0, 1);
+    hid_t fapl = hpt_metrics_h5_fapl();
     hpt_status st = check_path(m);
     if (!st)
         st = take_lock(m);
-    if (!st && access(m->path, F_OK) == 0) {
-        H5E_BEGIN_TRY { st = open_existing(m, fapl); }
-        H5E_END_TRY;
-        if (st && m->file < 0 && is_damaged_hdf5(m->path)) {
-            char aside[4200];
-            snprintf(aside, sizeof aside, "%s.unreadable-%lld", m->path, (long long)time(NULL));
-            if (rename(m->path, aside) == 0) {
-                fprintf(stderr, "hpt-train: warning: metrics file %s cannot be opened by HDF5 "
-                        "(%s); moved to %s, starting a new file\n", m->path, hpt_error_msg(),
-                        aside);
-                m->file = 0;
-                st = HPT_OK;
-            }
-        }
-    }
+    if (!st && access(m->path, F_OK) == 0)
+        st = open_or_move_aside(m, fapl);
     if (!st && access(m->path, F_OK) != 0) {
         double need = bytes_needed(m, m->interval), have = free_bytes(m);
         if (have < need) { /* not an error: the run goes on without metrics */
@@ -551,49 +689,67 @@ static hpt_status open_root(hpt_metrics *m)
                     have / 1024, need / 1024);
             return HPT_OK;
         }
-        H5E_BEGIN_TRY
-        {
-            errno = 0;
-            st = create_file(m, fapl);
-        }
-        H5E_END_TRY;
+        st = create_or_clean(m, fapl);
     }
+    if (!st && !m->broken)
+        start_segment(m, fapl);
     H5Pclose(fapl);
-    if (st || m->broken)
-        return st;
-    seg_row s;
-    memset(&s, 0, sizeof s);
-    s.segment = m->segment;
-    s.first_row = m->rows;
-    s.first_step = m->info.first_step;
-    s.resumed_from = m->info.resumed_from;
-    s.last_step_before = m->prev_max_step;
-    s.world = m->info.world;
-    s.tp = m->info.tp;
-    s.pp = m->info.pp;
-    s.dp = m->info.dp;
-    s.zero1 = m->info.zero1;
-    s.grad_accum = m->info.grad_accum;
-    s.micro_batch = m->info.micro_batch;
-    s.seq_len = m->info.seq_len;
-    s.start_time = wall_now();
-    s.flops_per_token = m->info.flops_per_token;
-    s.peak_flops_per_rank = m->info.peak_flops_per_rank;
-    snprintf(s.hpt_version, sizeof s.hpt_version, "%s", PACKAGE_VERSION);
+    return st;
+}
+
+/* This segment's row of /segments. */
+static void fill_segment(const hpt_metrics *m, seg_row *s)
+{
+    memset(s, 0, sizeof *s);
+    s->segment = m->segment;
+    s->first_row = m->rows;
+    s->first_step = m->info.first_step;
+    s->resumed_from = m->info.resumed_from;
+    s->last_step_before = m->prev_max_step;
+    s->world = m->info.world;
+    s->tp = m->info.tp;
+    s->pp = m->info.pp;
+    s->dp = m->info.dp;
+    s->zero1 = m->info.zero1;
+    s->grad_accum = m->info.grad_accum;
+    s->micro_batch = m->info.micro_batch;
+    s->seq_len = m->info.seq_len;
+    s->start_time = wall_now();
+    s->flops_per_token = m->info.flops_per_token;
+    s->peak_flops_per_rank = m->info.peak_flops_per_rank;
+    snprintf(s->hpt_version, sizeof s->hpt_version, "%s", PACKAGE_VERSION);
     const char *job = getenv("SLURM_JOB_ID");
-    snprintf(s.slurm_job_id, sizeof s.slurm_job_id, "%s", job ? job : "");
-    gethostname(s.host, sizeof s.host - 1);
+    snprintf(s->slurm_job_id, sizeof s->slurm_job_id, "%s", job ? job : "");
+    gethostname(s->host, sizeof s->host - 1);
+}
+
+/* Append this segment's row, then reopen the file for SWMR writing with
+ * `fapl` (not H5Fstart_swmr_write: HDF5 1.10 sets its own 100 metadata
+ * read attempts there, ignoring the fapl's bound — one flipped bit then
+ * hangs the writer; metrics_h5.h). A failure means a damaged file: moved
+ * aside, the run goes on without metrics. */
+static void start_segment(hpt_metrics *m, hid_t fapl)
+{
+    seg_row s;
+    fill_segment(m, &s);
     herr_t e;
+    hpt_status st = HPT_OK;
+    fail_reset();
     H5E_BEGIN_TRY
     {
         e = append_1d(m->seg_ds, m->seg_t, &s, 1);
-        if (e >= 0)
-            e = H5Fstart_swmr_write(m->file);
+        if (e >= 0) {
+            close_root(m);
+            if ((m->file = H5Fopen(m->path, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl)) < 0)
+                e = fail_note();
+            else if ((st = open_datasets(m)) != HPT_OK)
+                e = fail_note();
+        }
     }
     H5E_END_TRY;
     if (e < 0)
-        return io_error(m, "cannot append the segment or start SWMR writing");
-    return HPT_OK;
+        give_up(m, "cannot append the segment or reopen the file for SWMR writing",
+                st ? hpt_error_msg() : fail_cause[0] ? fail_cause : "HDF5 error");
 }
 
 static void close_root(hpt_metrics *m)
@@ -616,6 +772,9 @@ static void close_root(hpt_metrics *m)
     }
     H5E_END_TRY;
     m->file = 0;
+    memset(m->sd, 0, sizeof m->sd);
+    memset(m->rd, 0, sizeof m->rd);
+    m->seg_ds = m->ev_ds = 0;
 }
 
 static void free_m(hpt_metrics *m)
@@ -740,16 +899,27 @@ static void anomaly(hpt_metrics *m, FILE *log, int64_t step, int rank, const cha
                     const char *fmt, ...)
 {
     va_list ap;
+    int before = m->nev;
     va_start(ap, fmt);
     vevent(m, step, rank, kind, fmt, ap);
     va_end(ap);
+    if (m->nev == before)
+        return; /* out of memory: not recorded */
+    /* the closing flush judges the last steps after run_end was queued:
+     * run_end stays the last event */
+    int at = m->nev - 1; /* this event's index */
+    if (at >= 1 && !strcmp(m->ev[at - 1].kind, "run_end")) {
+        event_row t = m->ev[at - 1];
+        m->ev[at - 1] = m->ev[at];
+        m->ev[at--] = t;
+    }
     int k = 0; /* at most 5 lines per kind in the job log; all in the file */
     while (k < 7 && m->kinds[k][0] && strcmp(m->kinds[k], kind))
         k++;
     snprintf(m->kinds[k], KIND_LEN, "%s", kind);
     if (log && ++m->printed[k] <= 5) {
         fprintf(log, "hpt-train: anomaly at step %lld: %s: %s%s\n", (long long)step, kind,
-                m->ev[m->nev - 1].message,
+                m->ev[at].message,
                 m->printed[k] == 5 ? " (further ones only in the metrics file)" : "");
         fflush(log);
     }
@@ -895,7 +1065,7 @@ static int write_rows_n0(hpt_metrics *m)
     {
         e = append_1d(m->ev_ds, m->ev_t, m->ev, (hsize_t)m->nev);
         if (!e && H5Fflush(m->file, H5F_SCOPE_GLOBAL) < 0)
-            e = -1;
+            e = fail_note();
     }
     H5E_END_TRY;
     if (!e)
@@ -964,20 +1134,20 @@ static int write_rows(hpt_metrics *m, FILE *log)
                 for (int w = 0; w < W; w++)
                     v[(size_t)i * W + w] = AT(m, n, i, w, c);
             if (H5Dset_extent(m->rd[c], ext) < 0) {
-                e = -1;
+                e = fail_note();
                 break;
             }
             hid_t fs = H5Dget_space(m->rd[c]);
             H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
             if (H5Dwrite(m->rd[c], H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, v) < 0)
-                e = -1;
+                e = fail_note();
             H5Sclose(fs);
         }
         H5Sclose(ms);
         if (!e && m->nev > 0)
             e |= append_1d(m->ev_ds, m->ev_t, m->ev, (hsize_t)m->nev);
         if (!e && H5Fflush(m->file, H5F_SCOPE_GLOBAL) < 0)
-            e = -1;
+            e = fail_note();
         if (!e) {
             m->rows += n;
             m->rank_cols_n = (int64_t)ncol;
@@ -1009,9 +1179,13 @@ hpt_status hpt_metrics_flush(hpt_metrics *m, FILE *log)
         if (have < need) {
             snprintf(why, sizeof why, "%.0f KiB free on its file system, %.0f KiB needed",
                      have / 1024, need / 1024);
-            give_up(m, why);
-        } else if (write_rows(m, log) < 0)
-            give_up(m, "an HDF5 write or flush failed");
+            give_up(m, why, NULL);
+        } else {
+            fail_reset();
+            if (write_rows(m, log) < 0)
+                give_up(m, "an HDF5 write or flush failed", fail_cause[0] ? fail_cause
+                                                                          : "HDF5 error");
+        }
     }
     m->n = 0;
     m->seconds += MPI_Wtime() - t0;
@@ -1024,9 +1198,13 @@ void hpt_metrics_write_events(hpt_metrics *m)
         return;
     double t0 = MPI_Wtime();
     if (free_bytes(m) < bytes_needed(m, 0))
-        give_up(m, "the disk is nearly full");
-    else if (write_rows_n0(m) < 0)
-        give_up(m, "an HDF5 write or flush failed");
+        give_up(m, "the disk is nearly full", NULL);
+    else {
+        fail_reset();
+        if (write_rows_n0(m) < 0)
+            give_up(m, "an HDF5 write or flush failed", fail_cause[0] ? fail_cause
+                                                                      : "HDF5 error");
+    }
     m->seconds += MPI_Wtime() - t0;
 }
 

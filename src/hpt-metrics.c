@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "h5util.h"
+#include "metrics_h5.h"
 #include "hpt_config.h"
 
 #define FORMAT_NAME "hpt-metrics"
@@ -41,6 +43,7 @@ static void usage(FILE *f)
 {
     fputs("usage: hpt-metrics summary FILE\n"
           "       hpt-metrics csv FILE [--ranks COL] [-o OUT]\n"
+          "       hpt-metrics close FILE\n"
           "\n"
           "Read the metrics file hpt-train writes (RUN_DIR/metrics.h5; also the file of a\n"
           "live or a killed run). Each step is reported once: after a resume the last\n"
@@ -58,13 +61,18 @@ static void usage(FILE *f)
           "    -o OUT        write to OUT instead of standard output: a regular file is\n"
           "                  written as OUT.tmp and renamed to OUT; a device or FIFO\n"
           "                  (e.g. /dev/stdout) is written directly\n"
+          "  close FILE      clear HDF5's open-for-write flag that a killed hpt-train\n"
+          "                  leaves, so that plain readers (h5py.File(FILE, \"r\"),\n"
+          "                  h5dump) open the file; refused while a live hpt-train\n"
+          "                  writes it (FILE.lock is locked)\n"
           "\n"
           "options:\n"
           "  -h, --help      print this help and exit\n"
           "  --version       print the hpt version and exit\n"
           "\n"
           "exit status: 0 ok, 2 usage error (unknown command, option or column), 3 missing\n"
-          "file, not an hpt metrics file or damaged, 5 OUT not writable.\n",
+          "file, not an hpt metrics file or damaged, 5 OUT not writable or (close) a live\n"
+          "writer holds FILE.\n",
           f);
 }
 
@@ -110,9 +118,13 @@ static void mfile_close(mfile *m)
 
 /* A string attribute of `obj` (variable- or fixed-length) as a malloc'd
  * string; NULL when absent or not a string. */
+static char attr_cause[256]; /* HDF5's cause when read_str_attr failed */
+
 static char *read_str_attr(hid_t obj, const char *name)
 {
-    if (H5Aexists(obj, name) <= 0)
+    htri_t ex = H5Aexists(obj, name);
+    snprintf(attr_cause, sizeof attr_cause, "%s", ex < 0 ? hpt_h5_cause() : "");
+    if (ex <= 0)
         return NULL;
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT), ft = H5Aget_type(a), sp = H5Aget_space(a);
     char *out = NULL;
@@ -148,13 +160,20 @@ static char *read_str_attr(hid_t obj, const char *name)
 
 /* Extent of dataset `name`: dims[0] (and dims[1] for 2-D); -1 if missing
  * or of another rank than `ndims`. */
+static char ds_cause[300]; /* why the last ds_extent failed */
+
 static int ds_extent(hid_t file, const char *name, int ndims, hsize_t dims[2])
 {
-    if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
+    htri_t ex = H5Lexists(file, name, H5P_DEFAULT);
+    snprintf(ds_cause, sizeof ds_cause, "%s%s", ex < 0 ? "; HDF5: " : "",
+             ex < 0 ? hpt_h5_cause() : "");
+    if (ex <= 0)
         return -1;
     hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
-    if (d < 0)
+    if (d < 0) {
+        snprintf(ds_cause, sizeof ds_cause, "; HDF5: %s", hpt_h5_cause());
         return -1;
+    }
     hid_t sp = H5Dget_space(d);
     int nd = H5Sget_simple_extent_ndims(sp);
     if (nd == ndims)
@@ -170,8 +189,8 @@ static hpt_status read_rows(const mfile *m, const char *name, hid_t type, size_t
 {
     hid_t d = H5Dopen2(m->file, name, H5P_DEFAULT);
     if (d < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing (damaged file)", m->path,
-                             name);
+        return hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing (damaged file; HDF5: %s)",
+                             m->path, name, hpt_h5_cause());
     hid_t fs = H5Dget_space(d);
     int nd = H5Sget_simple_extent_ndims(fs);
     hsize_t start[2] = {0, 0}, count[2] = {m->rows, cols};
@@ -179,12 +198,14 @@ static hpt_status read_rows(const mfile *m, const char *name, hid_t type, size_t
     hid_t ms = H5Screate_simple(nd, count, NULL);
     if (e >= 0 && m->rows > 0)
         e = H5Dread(d, type, ms, fs, H5P_DEFAULT, out);
+    char cause[256];
+    snprintf(cause, sizeof cause, "%s", e < 0 ? hpt_h5_cause() : "");
     H5Sclose(ms);
     H5Sclose(fs);
     H5Dclose(d);
     if (e < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read dataset %s (damaged file)", m->path,
-                             name);
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read dataset %s (damaged file; HDF5: %s)",
+                             m->path, name, cause);
     return HPT_OK;
 }
 
@@ -243,7 +264,7 @@ static hpt_status ranks_extent(mfile *m, hsize_t *rows)
         snprintf(path, sizeof path, "/ranks/%s", name);
         if (ds_extent(m->file, path, 2, dims) < 0)
             st = hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing or not 2-D (damaged "
-                                             "file)", m->path, path);
+                                             "file%s)", m->path, path, ds_cause);
         else {
             *rows = dims[0] < *rows ? dims[0] : *rows;
             m->nranks = (size_t)dims[1];
@@ -268,14 +289,15 @@ static hpt_status check_layout(mfile *m)
         snprintf(name, sizeof name, "/steps/%s", step_cols[c]);
         if (ds_extent(m->file, name, 1, dims) < 0)
             return hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing or not 1-D (damaged "
-                                               "file)", m->path, name);
+                                               "file%s)", m->path, name, ds_cause);
         rows = dims[0] < rows ? dims[0] : rows;
     }
     for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
         int two = t >= 2;
         if (ds_extent(m->file, tables[t], two ? 2 : 1, dims) < 0)
             return hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing or not %d-D (damaged "
-                                               "file)", m->path, tables[t], two ? 2 : 1);
+                                               "file%s)", m->path, tables[t], two ? 2 : 1,
+                                 ds_cause);
     }
     hpt_status st = ranks_extent(m, &rows);
     m->rows = (size_t)rows;
@@ -293,13 +315,26 @@ static hpt_status mfile_open(mfile *m, const char *path)
         return hpt_error_set(HPT_ERR_DATA, "%s: no such file", path);
     if (access(path, R_OK) != 0)
         return hpt_error_set(HPT_ERR_DATA, "%s: not readable (permission denied)", path);
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: not a readable HDF5 file: empty file (0 bytes)",
+                             path);
+    hid_t fapl = hpt_metrics_h5_fapl();
     m->file = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
+    if (m->file < 0) {
+        char cause[256];
+        snprintf(cause, sizeof cause, "%s", hpt_h5_cause());
+        H5Pclose(fapl);
+        return hpt_error_set(HPT_ERR_DATA, "%s: not a readable HDF5 file, or truncated (HDF5: "
+                             "%s)%s", path, cause, strstr(cause, "already open")
+                             ? "; a killed writer's file: `hpt-metrics close FILE` clears "
+                               "HDF5's open-for-write flag" : "");
+    }
     H5Pclose(fapl);
-    if (m->file < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: not a readable HDF5 file, or truncated", path);
     char *fmt = read_str_attr(m->file, "format");
+    if (!fmt && attr_cause[0])
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the root attribute format (damaged "
+                             "file; HDF5: %s)", path, attr_cause);
     int ok = fmt && !strcmp(fmt, FORMAT_NAME);
     if (!ok) {
         hpt_error_set(HPT_ERR_DATA, "%s: not an hpt metrics file (root attribute format = %s%s%s, "
@@ -391,13 +426,15 @@ static hpt_status read_table(const mfile *m, const char *name, hid_t t, size_t s
     }
     if (!e && np > 0)
         e = H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out);
+    char cause[256];
+    snprintf(cause, sizeof cause, "%s", e < 0 ? hpt_h5_cause() : "");
     if (sp >= 0)
         H5Sclose(sp);
     if (d >= 0)
         H5Dclose(d);
     if (e < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the table %s (damaged file)", m->path,
-                             name);
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the table %s (damaged file; HDF5: "
+                             "%s)", m->path, name, cause);
     *n = (size_t)np;
     return HPT_OK;
 }
@@ -615,7 +652,7 @@ static hpt_status cmd_summary(const char *path, FILE *out)
     print_loss(out, "train loss", col[2], step, skipped, n);
     print_loss(out, "val loss", col[3], step, NULL, n);
     fprintf(out, "mean tokens/s: %s\n", g6(mean_ok(col[4], skipped, n), a));
-    fprintf(out, "mean MFU: %s\n", g6(mean_ok(col[5], skipped, n), a));
+    fprintf(out, "mean MFU (%%): %s\n", g6(100 * mean_ok(col[5], skipped, n), a));
     print_slowest(out, busy, n, m.nranks);
     fprintf(out, "events: %zu\n", nev);
     for (size_t i = 0; i < nev; i++)
@@ -813,6 +850,19 @@ static hpt_status cmd_csv(const char *path, const char *ranks, const char *outpa
     return st;
 }
 
+/* --------------------------------------------------------------- close */
+
+static hpt_status cmd_close(const char *path, FILE *out)
+{
+    int cleared = 0;
+    hpt_status st = hpt_metrics_h5_clear(path, stderr, &cleared);
+    if (!st)
+        fprintf(out, "%s: %s\n", path, cleared ? "cleared HDF5's open-for-write flag; plain "
+                "readers (h5py.File(FILE, \"r\"), h5dump) open it now"
+                : "not flagged open for write: nothing to clear");
+    return st;
+}
+
 /* ----------------------------------------------------------------- CLI */
 
 typedef struct {
@@ -848,12 +898,12 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
         return HPT_OK;
     if (!c->cmd)
         return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary or csv (see --help)");
-    if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv"))
-        return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv; see --help)",
-                             c->cmd);
+    if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv") && strcmp(c->cmd, "close"))
+        return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv, close; see "
+                             "--help)", c->cmd);
     if (!c->file)
         return hpt_error_set(HPT_ERR_USAGE, "%s needs a metrics FILE (see --help)", c->cmd);
-    if (!strcmp(c->cmd, "summary") && (c->ranks || c->out))
+    if (strcmp(c->cmd, "csv") && (c->ranks || c->out))
         return hpt_error_set(HPT_ERR_USAGE, "%s: only csv takes --ranks and -o", c->ranks
                              ? "--ranks" : "-o");
     return HPT_OK;
@@ -877,6 +927,8 @@ static hpt_status run(int argc, char **argv, FILE *out)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
     if (!strcmp(c.cmd, "summary"))
         return cmd_summary(c.file, out);
+    if (!strcmp(c.cmd, "close"))
+        return cmd_close(c.file, out);
     return cmd_csv(c.file, c.ranks, c.out, out);
 }
 
