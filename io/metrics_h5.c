@@ -95,8 +95,12 @@ hid_t hpt_metrics_h5_fapl(void)
  * first failure since the cause was cleared wins); -1. */
 static int fail_note(hpt_metrics_h5 *h)
 {
-    if (!h->cause[0])
+    if (!h->cause[0]) {
         snprintf(h->cause, sizeof h->cause, "%s", hpt_h5_cause());
+        for (char *c = h->cause; *c; c++) /* sec2's messages carry a newline */
+            if (*c == '\n')
+                *c = ' ';
+    }
     return -1;
 }
 
@@ -312,8 +316,11 @@ hpt_status hpt_metrics_h5_create(hpt_metrics_h5 *h, hid_t fapl, const hpt_metric
     if (!e)
         return HPT_OK;
     int made = h->file > 0;
+    struct stat sb;
     hpt_metrics_h5_close(h);
-    if (made) /* created exclusively: nothing of the user's is lost */
+    /* created exclusively, so nothing of the user's is lost: remove what
+     * HDF5 made, also the empty file a failed H5Fcreate leaves */
+    if (made || (stat(h->path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0))
         unlink(h->path);
     return hpt_error_set(HPT_ERR_IO, "metrics file %s: cannot create %s (HDF5: %s)", h->path,
                          made ? "the datasets" : "it", h->cause);

@@ -3,7 +3,10 @@
 # file. The readers name the cause ("empty file (0 bytes)", HDF5's innermost
 # message) with exit 3; hpt-train moves such a file aside with a warning
 # naming the cause and starts a new one (exit 0) — an empty file is what a
-# writer killed while creating it leaves.
+# writer killed while creating it leaves. A create that fails after the
+# file exists (its writes fail with ENOSPC: an LD_PRELOAD library built here,
+# tests/metrics-nospace-shim.c) names HDF5's cause and leaves no empty file
+# behind (before: a 0-byte new.h5 that the next run refused).
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
 HM="$HPT_BUILD/src/hpt-metrics"
@@ -17,4 +20,13 @@ expect_error 3 "trunc.h5: not a readable HDF5 file, or truncated \(HDF5: truncat
 expect_error 0 "metrics file $WORK/empty.h5: empty file \(0 bytes\); moved to $WORK/empty.h5.unreadable-" \
   "$TRAIN" $B --metrics "$WORK/empty.h5"
 "$HM" summary "$WORK/empty.h5" | grep -q "^steps: 2 (1-2)" || fail "no new file after the move"
-pass "empty and truncated metrics files: causes named, moved aside"
+CC=${CC:-cc}
+if command -v "$CC" > /dev/null; then
+  "$CC" -shared -fPIC -o "$WORK/nospace.so" "$HPT_SRC/tests/metrics-nospace-shim.c" -ldl || fail "shim build"
+  expect_error 5 "metrics file $WORK/new.h5: cannot create it \(HDF5: file write failed.*No space left on device" \
+    env LD_PRELOAD="$WORK/nospace.so" HPT_TEST_NOSPACE=/new.h5 "$TRAIN" $B --metrics "$WORK/new.h5"
+  [ -e "$WORK/new.h5" ] && fail "the failed create left $(stat -c %s "$WORK/new.h5") bytes at new.h5"
+else
+  echo "SKIP: no C compiler for the ENOSPC shim"
+fi
+pass "empty and truncated metrics files: causes named, moved aside; a failed create leaves nothing"
