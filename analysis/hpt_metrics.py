@@ -86,15 +86,76 @@ def _table(ds):
     return [{name: _decode(row[name]) for name in arr.dtype.names} for row in arr]
 
 
+# Metadata read attempts in SWMR mode, as io/metrics_h5.h's
+# HPT_METRICS_READ_ATTEMPTS: HDF5 1.10 retries a metadata checksum mismatch
+# with sleeps of 1, 2, 4, ... ns, 100 times by default (for ever in practice:
+# one flipped bit hangs the reader); 30 attempts sleep about 1 s in all.
+READ_ATTEMPTS = 30
+
+
+def _hdf5_lib():
+    """The HDF5 library h5py itself loaded (ctypes handle), found in
+    /proc/self/maps; None when it cannot be found (not Linux)."""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {ln.split()[-1] for ln in f if "/libhdf5" in ln and "_hl" not in ln}
+    except OSError:
+        return None
+    for p in sorted(paths):
+        try:
+            lib = ctypes.CDLL(p)
+            fn = lib.H5Pset_metadata_read_attempts
+        except (OSError, AttributeError):
+            continue
+        fn.argtypes, fn.restype = [ctypes.c_int64, ctypes.c_uint], ctypes.c_int
+        return fn
+    return None
+
+
+def _fapl():
+    """h5py file access property list: libver latest, HDF5 file locking off
+    (hpt locks FILE.lock itself), metadata read attempts bounded to
+    READ_ATTEMPTS through HDF5's own H5Pset_metadata_read_attempts on the
+    library h5py uses (h5py has no binding for it). Returns (fapl, bounded)."""
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_libver_bounds(h5py.h5f.LIBVER_LATEST, h5py.h5f.LIBVER_LATEST)
+    if hasattr(fapl, "set_file_locking"):
+        fapl.set_file_locking(False, True)
+    fn = _hdf5_lib()
+    return fapl, fn is not None and fn(fapl.id, READ_ATTEMPTS) >= 0
+
+
+def _close_hint(msg):
+    return ("; a killed writer's file: `hpt-metrics close FILE` clears HDF5's open-for-write flag"
+            if "already open" in msg else "")
+
+
 def open_file(path):
     """Open a metrics file read-only in SWMR mode (works on a live run's file
-    and on the file of a killed run). Raises MetricsError naming the file."""
+    and on the file of a killed run), with metadata read attempts bounded
+    (READ_ATTEMPTS), so a damaged file fails instead of hanging. Where the
+    bound cannot be set (HDF5 library not found), the file is first opened
+    without SWMR (one read attempt: damage fails at once) and only a file a
+    writer holds open is opened in SWMR mode. Raises MetricsError naming the
+    file."""
     if not os.path.exists(path):
         raise MetricsError("%s: no such file" % path)
+    if os.path.isfile(path) and os.path.getsize(path) == 0:
+        raise MetricsError("%s: not a readable HDF5 file: empty file (0 bytes)" % path)
+    fapl, bounded = _fapl()
+    flags = h5py.h5f.ACC_RDONLY | h5py.h5f.ACC_SWMR_READ
     try:
-        return h5py.File(path, "r", libver="latest", swmr=True)
+        if not bounded:
+            try:
+                return h5py.File(h5py.h5f.open(os.fsencode(path), h5py.h5f.ACC_RDONLY, fapl=fapl))
+            except OSError as e:
+                if "already open" not in str(e):
+                    raise
+        return h5py.File(h5py.h5f.open(os.fsencode(path), flags, fapl=fapl))
     except OSError as e:
-        raise MetricsError("%s: not a readable HDF5 file, or truncated (%s)" % (path, e)) from None
+        raise MetricsError("%s: not a readable HDF5 file, or truncated (%s)%s"
+                           % (path, e, _close_hint(str(e)))) from None
 
 
 def dedup_index(step):
@@ -108,48 +169,102 @@ def dedup_index(step):
     return (step.size - 1 - first_in_rev).astype(np.int64)
 
 
+# What h5py raises when HDF5 cannot read a part of the file (a damaged
+# object header or chunk index: "incorrect metadata checksum after all read
+# attempts"), besides KeyError for a missing name.
+_H5_ERRORS = (OSError, RuntimeError, ValueError, KeyError)
+
+
+def _damaged(path, what, e):
+    cause = e.args[0] if e.args else str(e)
+    return MetricsError("%s: %s (damaged file; HDF5: %s)" % (path, what, cause))
+
+
+def _attr(f, path, name):
+    try:
+        return _decode(f.attrs.get(name))
+    except _H5_ERRORS as e:
+        raise _damaged(path, "cannot read the root attribute %s" % name, e) from None
+
+
+def _dataset(f, path, name):
+    """f[name] as a dataset; MetricsError naming it when it is missing, not a
+    dataset, or unreadable."""
+    try:
+        exists = name in f
+        d = f[name] if exists else None
+    except _H5_ERRORS as e:
+        raise _damaged(path, "dataset %s is missing or unreadable" % name, e) from None
+    if d is None or not isinstance(d, h5py.Dataset):
+        raise MetricsError("%s: dataset %s is missing (damaged file)" % (path, name))
+    return d
+
+
+def _read(path, name, fn):
+    """fn() (a read of dataset `name`), with HDF5 failures as MetricsError."""
+    try:
+        return fn()
+    except _H5_ERRORS as e:
+        raise _damaged(path, "cannot read dataset %s" % name, e) from None
+
+
 def _check_format(f, path):
-    fmt = _decode(f.attrs.get("format"))
+    fmt = _attr(f, path, "format")
     if fmt != FORMAT:
         raise MetricsError('%s: not an hpt metrics file (root attribute format = %s, expected "%s")'
                            % (path, "missing" if fmt is None else '"%s"' % fmt, FORMAT))
-    ver = _decode(f.attrs.get("format_version"))
+    ver = _attr(f, path, "format_version")
     if ver != FORMAT_VERSION:
         raise MetricsError("%s: format_version %r, this reader knows version %d"
                            % (path, ver, FORMAT_VERSION))
     for name in STEP_COLS + ("/segments", "/events") + RANK_COLS:
-        if name not in f or not isinstance(f[name], h5py.Dataset):
-            raise MetricsError("%s: dataset %s is missing (damaged file)" % (path, name))
+        _dataset(f, path, name)
+
+
+def _group(f, path, g):
+    """{name: dataset} of group g, refreshed (SWMR)."""
+    try:
+        names = list(f[g])
+    except _H5_ERRORS as e:
+        raise _damaged(path, "cannot read group /%s" % g, e) from None
+    out = {k: _dataset(f, path, "/%s/%s" % (g, k)) for k in names}
+    for k, d in out.items():
+        _read(path, "/%s/%s" % (g, k), d.refresh)
+    return out
 
 
 def load(path, label=None):
     """Read a metrics file into a Run with the dedup rule applied. A file
     being written may have some columns a few rows longer than others; only
-    the rows every column holds are read. Raises MetricsError."""
+    the rows every column holds are read. Raises MetricsError (a damaged
+    file: naming the dataset)."""
     if label is None:
         parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
         label = parent or os.path.basename(path)
     run = Run(path, label)
     with open_file(path) as f:
         _check_format(f, path)
-        run.attrs = {k: _decode(v) for k, v in f.attrs.items()}
-        sds = {k: f["steps"][k] for k in f["steps"]}
-        rds = {k: f["ranks"][k] for k in f["ranks"]}
-        for d in list(sds.values()) + list(rds.values()):
-            d.refresh()
+        try:
+            run.attrs = {k: _decode(v) for k, v in f.attrs.items()}
+        except _H5_ERRORS as e:
+            raise _damaged(path, "cannot read the root attributes", e) from None
+        sds, rds = _group(f, path, "steps"), _group(f, path, "ranks")
         bad = [k for k, d in rds.items() if d.ndim != 2] + [k for k, d in sds.items() if d.ndim != 1]
         if bad:
             raise MetricsError("%s: dataset %s has the wrong rank (damaged file)" % (path, bad[0]))
         n = min([d.shape[0] for d in sds.values()] + [d.shape[0] for d in rds.values()])
         run.rows = n
-        run.raw_steps = {k: d[:n] for k, d in sds.items()}
+        run.raw_steps = {k: _read(path, "/steps/" + k, lambda d=d: d[:n]) for k, d in sds.items()}
         run.keep = dedup_index(run.raw_steps["step"])
         run.steps = {k: v[run.keep] for k, v in run.raw_steps.items()}
-        run.ranks = {k: d[:n][run.keep] for k, d in rds.items()}
-        run.units = {("steps", k): _decode(d.attrs.get("units", "")) for k, d in sds.items()}
-        run.units.update({("ranks", k): _decode(d.attrs.get("units", "")) for k, d in rds.items()})
-        run.segments = _table(f["segments"])
-        run.events = _table(f["events"])
+        run.ranks = {k: _read(path, "/ranks/" + k, lambda d=d: d[:n])[run.keep]
+                     for k, d in rds.items()}
+        for g, ds in (("steps", sds), ("ranks", rds)):
+            for k, d in ds.items():
+                run.units[(g, k)] = _read(path, "/%s/%s" % (g, k),
+                                          lambda d=d: _decode(d.attrs.get("units", "")))
+        run.segments = _read(path, "/segments", lambda: _table(f["segments"]))
+        run.events = _read(path, "/events", lambda: _table(f["events"]))
     return run
 
 
@@ -224,7 +339,7 @@ def summary(run):
                          "best": float(v[best]), "best_step": int(s["step"][best])}
         else:
             out[name] = None
-    for name in ("tokens_per_s", "mfu"):
+    for name in ("tokens_per_s", "mfu"):  # mean_mfu: a fraction; summary_text prints percent
         v = _finite(s[name][ok]) if n else np.zeros(0)
         out["mean_" + name] = float(v.mean()) if v.size else float("nan")
     out["slowest_ranks"] = slowest_ranks(run, "busy", 3)
@@ -265,7 +380,7 @@ def summary_text(run):
                  "%s: final %s (step %d), best %s (step %d)"
                  % (name, _fmt(v["final"]), v["final_step"], _fmt(v["best"]), v["best_step"]))
     L.append("mean tokens/s: %s" % _fmt(d["mean_tokens_per_s"]))
-    L.append("mean MFU: %s" % _fmt(d["mean_mfu"]))
+    L.append("mean MFU (%%): %s" % _fmt(100 * d["mean_mfu"]))
     L.append("slowest ranks (mean busy s/step, against the median of the other ranks):")
     for r, v, med in d["slowest_ranks"]:
         if len(d["slowest_ranks"]) == 1:  # one rank: nothing to compare with

@@ -82,11 +82,13 @@ typedef struct hpt_metrics hpt_metrics;
  * gathers/flushes (>= 1). Collective; the same status on every rank.
  * Errors: HPT_ERR_IO naming the path (not writable, another process writing
  * it (a flock on PATH.lock), an existing file that is not an hpt metrics
- * file or holds another model's metrics — never overwritten). A file
- * system too full for the file is not an error: one warning, and the run
- * goes on without metrics; so is an HDF5 file HDF5 cannot open (moved
- * aside to PATH.unreadable-TIME). *out is owned by the caller
- * (hpt_metrics_close). */
+ * file, has another format_version or holds another model's metrics —
+ * never overwritten). Not errors (one warning each, the run goes on): a
+ * file system too full for the file (no metrics), one without lock support
+ * (no lock), a damaged file — HDF5 cannot open it, empty, a dataset
+ * missing, metadata failing its checksum — moved aside to
+ * PATH.unreadable-TIME and a new file started. The HDF5 side is
+ * io/metrics_h5.h. *out is owned by the caller (hpt_metrics_close). */
 hpt_status hpt_metrics_open(hpt_metrics **out, MPI_Comm comm, const char *path, int interval,
                             const hpt_metrics_info *info);
 
@@ -101,7 +103,9 @@ int hpt_metrics_due(const hpt_metrics *m);
 /* Gather the buffered records to rank 0 and append them (collective over
  * the world). Rank 0 also derives the gradient noise scale and detects
  * slow ranks, gradient-norm spikes and throughput drops, each appended to
- * the events table and printed as one line to `log` (may be NULL). */
+ * the events table and printed as one line to `log` (may be NULL). Never
+ * fails: a full disk or an HDF5 failure (a damaged file: moved aside)
+ * stops the metrics with one warning, training goes on. */
 hpt_status hpt_metrics_flush(hpt_metrics *m, FILE *log);
 
 /* Append an event (rank 0 only; a no-op elsewhere). kind: run_start,

@@ -1,13 +1,10 @@
-/* hpt-metrics — summary and CSV export of an hpt metrics file without
- * Python (the file lib/metrics.c writes; docs/ANALYSIS.md).
- *
- * Reads with serial HDF5 in SWMR-read mode (H5F_ACC_SWMR_READ, libver
- * latest), so the file of a live or a killed run opens. Every step is
- * reported once: rows are in time order and after a resume a step can be
- * logged again, so for each step the LAST row is kept (the later segment
- * wins) — the rule analysis/hpt_metrics.py applies too, and `summary`
- * prints the same lines as its summary_text(). Under mpiexec rank 0 does
- * the work and every rank exits with its status.
+/* hpt-metrics — summary, CSV export and close of an hpt metrics file
+ * without Python (the file lib/metrics.c writes; docs/ANALYSIS.md): a thin
+ * main over the reader API io/metrics_read.h (SWMR read with bounded
+ * metadata retries; each step once, the last row of a step winning — the
+ * rule analysis/hpt_metrics.py applies too, and `summary` prints the same
+ * lines as its summary_text()) and io/metrics_h5.h (close). Under mpiexec
+ * rank 0 does the work and every rank exits with its status.
  */
 #include <errno.h>
 #include <hdf5.h>
@@ -22,25 +19,17 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "metrics_h5.h"
+#include "metrics_read.h"
 #include "hpt_config.h"
 
-#define FORMAT_NAME "hpt-metrics"
-#define FORMAT_VERSION 1
 #define NSLOW 3 /* slowest ranks listed */
-
-/* /steps columns of format version 1, in the writer's order; the first
- * four are integers. */
-static const char *const step_cols[] = {
-    "step", "segment", "repeated", "skipped", "wall_time", "loss", "val_loss", "lr",
-    "grad_norm", "clip_coef", "tokens", "step_time", "tokens_per_s", "flops", "mfu",
-    "noise_g2", "noise_s", "noise_scale"};
-#define NSTEP_COLS (int)(sizeof step_cols / sizeof step_cols[0])
-#define NINT_COLS 4
 
 static void usage(FILE *f)
 {
     fputs("usage: hpt-metrics summary FILE\n"
           "       hpt-metrics csv FILE [--ranks COL] [-o OUT]\n"
+          "       hpt-metrics close FILE\n"
           "\n"
           "Read the metrics file hpt-train writes (RUN_DIR/metrics.h5; also the file of a\n"
           "live or a killed run). Each step is reported once: after a resume the last\n"
@@ -58,390 +47,19 @@ static void usage(FILE *f)
           "    -o OUT        write to OUT instead of standard output: a regular file is\n"
           "                  written as OUT.tmp and renamed to OUT; a device or FIFO\n"
           "                  (e.g. /dev/stdout) is written directly\n"
+          "  close FILE      clear HDF5's open-for-write flag that a killed hpt-train\n"
+          "                  leaves, so that plain readers (h5py.File(FILE, \"r\"),\n"
+          "                  h5dump) open the file; refused while a live hpt-train\n"
+          "                  writes it (FILE.lock is locked)\n"
           "\n"
           "options:\n"
           "  -h, --help      print this help and exit\n"
           "  --version       print the hpt version and exit\n"
           "\n"
           "exit status: 0 ok, 2 usage error (unknown command, option or column), 3 missing\n"
-          "file, not an hpt metrics file or damaged, 5 OUT not writable.\n",
+          "file, not an hpt metrics file or damaged, 5 OUT not writable or (close) a live\n"
+          "writer holds FILE.\n",
           f);
-}
-
-/* ------------------------------------------------------------ the file */
-
-typedef struct {
-    int32_t segment;
-    int64_t first_row, first_step, resumed_from, last_step_before;
-    int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
-    char hpt_version[33], slurm_job_id[33], host[65];
-} seg_row;
-
-typedef struct {
-    int64_t step;
-    double wall_time;
-    int32_t rank;
-    char kind[25];
-    char message[257];
-} event_row;
-
-typedef struct {
-    const char *path;
-    hid_t file;
-    size_t rows;   /* rows every /steps and /ranks dataset holds            */
-    size_t nranks; /* extent of the rank axis                               */
-    size_t n;      /* distinct steps                                        */
-    size_t *keep;  /* [n]: row kept for each step, sorted by step           */
-    int64_t *step; /* [rows]                                                */
-    char *hpt_version;
-    int format_version;
-    double peak_flops;
-} mfile;
-
-static void mfile_close(mfile *m)
-{
-    if (m->file > 0)
-        H5Fclose(m->file);
-    free(m->keep);
-    free(m->step);
-    free(m->hpt_version);
-    memset(m, 0, sizeof *m);
-}
-
-/* A string attribute of `obj` (variable- or fixed-length) as a malloc'd
- * string; NULL when absent or not a string. */
-static char *read_str_attr(hid_t obj, const char *name)
-{
-    if (H5Aexists(obj, name) <= 0)
-        return NULL;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT), ft = H5Aget_type(a), sp = H5Aget_space(a);
-    char *out = NULL;
-    if (H5Tget_class(ft) == H5T_STRING && H5Sget_simple_extent_npoints(sp) == 1) {
-        if (H5Tis_variable_str(ft) > 0) {
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mt, H5T_VARIABLE);
-            H5Tset_cset(mt, H5Tget_cset(ft)); /* HDF5 does not convert ASCII <-> UTF-8 */
-            char *s = NULL;
-            if (H5Aread(a, mt, &s) >= 0 && s) {
-                out = strdup(s);
-                H5free_memory(s);
-            }
-            H5Tclose(mt);
-        } else {
-            size_t len = H5Tget_size(ft);
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mt, len + 1);
-            H5Tset_cset(mt, H5Tget_cset(ft));
-            out = calloc(len + 2, 1);
-            if (out && H5Aread(a, mt, out) < 0) {
-                free(out);
-                out = NULL;
-            }
-            H5Tclose(mt);
-        }
-    }
-    H5Sclose(sp);
-    H5Tclose(ft);
-    H5Aclose(a);
-    return out;
-}
-
-/* Extent of dataset `name`: dims[0] (and dims[1] for 2-D); -1 if missing
- * or of another rank than `ndims`. */
-static int ds_extent(hid_t file, const char *name, int ndims, hsize_t dims[2])
-{
-    if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
-        return -1;
-    hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
-    if (d < 0)
-        return -1;
-    hid_t sp = H5Dget_space(d);
-    int nd = H5Sget_simple_extent_ndims(sp);
-    if (nd == ndims)
-        H5Sget_simple_extent_dims(sp, dims, NULL);
-    H5Sclose(sp);
-    H5Dclose(d);
-    return nd == ndims ? 0 : -1;
-}
-
-/* Read the first `rows` elements (x `cols` for 2-D) of dataset `name` as
- * `type` into out. */
-static hpt_status read_rows(const mfile *m, const char *name, hid_t type, size_t cols, void *out)
-{
-    hid_t d = H5Dopen2(m->file, name, H5P_DEFAULT);
-    if (d < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing (damaged file)", m->path,
-                             name);
-    hid_t fs = H5Dget_space(d);
-    int nd = H5Sget_simple_extent_ndims(fs);
-    hsize_t start[2] = {0, 0}, count[2] = {m->rows, cols};
-    herr_t e = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
-    hid_t ms = H5Screate_simple(nd, count, NULL);
-    if (e >= 0 && m->rows > 0)
-        e = H5Dread(d, type, ms, fs, H5P_DEFAULT, out);
-    H5Sclose(ms);
-    H5Sclose(fs);
-    H5Dclose(d);
-    if (e < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read dataset %s (damaged file)", m->path,
-                             name);
-    return HPT_OK;
-}
-
-typedef struct {
-    int64_t step;
-    size_t row;
-} step_row;
-
-static int cmp_step_row(const void *a, const void *b)
-{
-    const step_row *x = a, *y = b;
-    if (x->step != y->step)
-        return x->step < y->step ? -1 : 1;
-    return (x->row > y->row) - (x->row < y->row);
-}
-
-/* The dedup rule: for each distinct step the last row (time order), sorted
- * by step. Fills m->keep and m->n. */
-static hpt_status dedup(mfile *m)
-{
-    step_row *idx = malloc(sizeof *idx * (m->rows ? m->rows : 1));
-    m->keep = malloc(sizeof *m->keep * (m->rows ? m->rows : 1));
-    if (!idx || !m->keep) {
-        free(idx);
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (%zu rows)", m->rows);
-    }
-    for (size_t i = 0; i < m->rows; i++)
-        idx[i] = (step_row){m->step[i], i};
-    qsort(idx, m->rows, sizeof *idx, cmp_step_row);
-    m->n = 0;
-    for (size_t i = 0; i < m->rows; i++)
-        if (i + 1 == m->rows || idx[i + 1].step != idx[i].step)
-            m->keep[m->n++] = idx[i].row; /* the last (largest) row of this step */
-    free(idx);
-    return HPT_OK;
-}
-
-/* Shortest extent of the 2-D datasets in /ranks into *rows (a writer
- * killed mid-append can leave some columns a row behind) and the rank-axis
- * extent into m->nranks. */
-static hpt_status ranks_extent(mfile *m, hsize_t *rows)
-{
-    hid_t g = H5Gopen2(m->file, "/ranks", H5P_DEFAULT);
-    H5G_info_t info;
-    hpt_status st = HPT_OK;
-    if (g < 0 || H5Gget_info(g, &info) < 0) {
-        st = hpt_error_set(HPT_ERR_DATA, "%s: group /ranks is missing (damaged file)", m->path);
-        goto out;
-    }
-    for (hsize_t i = 0; !st && i < info.nlinks; i++) {
-        char name[64], path[80];
-        hsize_t dims[2];
-        if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
-                               H5P_DEFAULT) < 0)
-            continue;
-        snprintf(path, sizeof path, "/ranks/%s", name);
-        if (ds_extent(m->file, path, 2, dims) < 0)
-            st = hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing or not 2-D (damaged "
-                                             "file)", m->path, path);
-        else {
-            *rows = dims[0] < *rows ? dims[0] : *rows;
-            m->nranks = (size_t)dims[1];
-        }
-    }
-out:
-    if (g >= 0)
-        H5Gclose(g);
-    return st;
-}
-
-/* Rows every dataset holds (a live file, or the file of a writer killed
- * mid-append, may have some columns a row or more ahead: the shortest
- * wins) and the rank-axis extent; errors name the dataset. */
-static hpt_status check_layout(mfile *m)
-{
-    static const char *const tables[] = {"/segments", "/events", "/ranks/busy",
-                                         "/ranks/step_time"};
-    hsize_t dims[2], rows = (hsize_t)-1;
-    char name[96];
-    for (int c = 0; c < NSTEP_COLS; c++) {
-        snprintf(name, sizeof name, "/steps/%s", step_cols[c]);
-        if (ds_extent(m->file, name, 1, dims) < 0)
-            return hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing or not 1-D (damaged "
-                                               "file)", m->path, name);
-        rows = dims[0] < rows ? dims[0] : rows;
-    }
-    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
-        int two = t >= 2;
-        if (ds_extent(m->file, tables[t], two ? 2 : 1, dims) < 0)
-            return hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing or not %d-D (damaged "
-                                               "file)", m->path, tables[t], two ? 2 : 1);
-    }
-    hpt_status st = ranks_extent(m, &rows);
-    m->rows = (size_t)rows;
-    return st;
-}
-
-/* Open FILE, check that it is an hpt metrics file of a known version, read
- * /steps/step and apply the dedup rule. Errors (HPT_ERR_DATA) name the
- * file and the attribute or dataset. */
-static hpt_status mfile_open(mfile *m, const char *path)
-{
-    memset(m, 0, sizeof *m);
-    m->path = path;
-    if (access(path, F_OK) != 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: no such file", path);
-    if (access(path, R_OK) != 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: not readable (permission denied)", path);
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
-    m->file = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
-    H5Pclose(fapl);
-    if (m->file < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: not a readable HDF5 file, or truncated", path);
-    char *fmt = read_str_attr(m->file, "format");
-    int ok = fmt && !strcmp(fmt, FORMAT_NAME);
-    if (!ok) {
-        hpt_error_set(HPT_ERR_DATA, "%s: not an hpt metrics file (root attribute format = %s%s%s, "
-                      "expected \"%s\")", path, fmt ? "\"" : "", fmt ? fmt : "missing",
-                      fmt ? "\"" : "", FORMAT_NAME);
-        free(fmt);
-        return HPT_ERR_DATA;
-    }
-    free(fmt);
-    m->format_version = -1;
-    if (H5Aexists(m->file, "format_version") > 0) {
-        hid_t a = H5Aopen(m->file, "format_version", H5P_DEFAULT);
-        if (H5Aread(a, H5T_NATIVE_INT, &m->format_version) < 0)
-            m->format_version = -1;
-        H5Aclose(a);
-    }
-    if (m->format_version != FORMAT_VERSION)
-        return hpt_error_set(HPT_ERR_DATA, "%s: format_version %d, this hpt-metrics reads version "
-                             "%d", path, m->format_version, FORMAT_VERSION);
-    m->hpt_version = read_str_attr(m->file, "hpt_version");
-    m->peak_flops = NAN;
-    if (H5Aexists(m->file, "peak_flops_per_rank") > 0) {
-        hid_t a = H5Aopen(m->file, "peak_flops_per_rank", H5P_DEFAULT);
-        H5Aread(a, H5T_NATIVE_DOUBLE, &m->peak_flops);
-        H5Aclose(a);
-    }
-    hpt_status st = check_layout(m);
-    if (st)
-        return st;
-    m->step = malloc(sizeof *m->step * (m->rows ? m->rows : 1));
-    if (!m->step)
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (%zu rows)", m->rows);
-    st = read_rows(m, "/steps/step", H5T_NATIVE_INT64, 1, m->step);
-    return st ? st : dedup(m);
-}
-
-/* /steps/NAME of the kept rows as doubles ([n], malloc'd) in *out. */
-static hpt_status kept_steps_col(const mfile *m, const char *name, double **out)
-{
-    char path[96];
-    snprintf(path, sizeof path, "/steps/%s", name);
-    double *all = malloc(sizeof *all * (m->rows ? m->rows : 1));
-    *out = malloc(sizeof **out * (m->n ? m->n : 1));
-    if (!all || !*out) {
-        free(all);
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    }
-    hpt_status st = read_rows(m, path, H5T_NATIVE_DOUBLE, 1, all);
-    for (size_t i = 0; !st && i < m->n; i++)
-        (*out)[i] = all[m->keep[i]];
-    free(all);
-    return st;
-}
-
-/* /ranks/NAME of the kept rows ([n][nranks], malloc'd) in *out. */
-static hpt_status kept_ranks_col(const mfile *m, const char *name, double **out)
-{
-    char path[160];
-    snprintf(path, sizeof path, "/ranks/%s", name);
-    size_t W = m->nranks;
-    size_t nall = m->rows * W, nout = m->n * W;
-    double *all = malloc(sizeof *all * (nall ? nall : 1));
-    *out = malloc(sizeof **out * (nout ? nout : 1));
-    if (!all || !*out) {
-        free(all);
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    }
-    hpt_status st = read_rows(m, path, H5T_NATIVE_DOUBLE, W, all);
-    for (size_t i = 0; !st && i < m->n; i++)
-        memcpy(*out + i * W, all + m->keep[i] * W, sizeof *all * W);
-    free(all);
-    return st;
-}
-
-/* A compound table (/segments or /events) read with memory type `t`; *n
- * rows in a malloc'd *out. */
-static hpt_status read_table(const mfile *m, const char *name, hid_t t, size_t size, void **out,
-                             size_t *n)
-{
-    hid_t d = H5Dopen2(m->file, name, H5P_DEFAULT);
-    hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
-    hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
-    *out = NULL;
-    *n = 0;
-    herr_t e = np < 0 ? -1 : 0;
-    if (!e) {
-        *out = calloc(np ? (size_t)np : 1, size);
-        e = *out ? 0 : -1;
-    }
-    if (!e && np > 0)
-        e = H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (d >= 0)
-        H5Dclose(d);
-    if (e < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the table %s (damaged file)", m->path,
-                             name);
-    *n = (size_t)np;
-    return HPT_OK;
-}
-
-static hid_t str_type(size_t n)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, n);
-    return t;
-}
-
-static hpt_status read_segments(const mfile *m, seg_row **out, size_t *n)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(seg_row));
-    hid_t s32 = str_type(sizeof((seg_row *)0)->hpt_version), s64 = str_type(sizeof((seg_row *)0)->host);
-#define F(name, ty) H5Tinsert(t, #name, HOFFSET(seg_row, name), ty)
-    F(segment, H5T_NATIVE_INT32); F(first_row, H5T_NATIVE_INT64); F(first_step, H5T_NATIVE_INT64);
-    F(resumed_from, H5T_NATIVE_INT64); F(last_step_before, H5T_NATIVE_INT64);
-    F(world, H5T_NATIVE_INT32); F(tp, H5T_NATIVE_INT32); F(pp, H5T_NATIVE_INT32);
-    F(dp, H5T_NATIVE_INT32); F(zero1, H5T_NATIVE_INT32); F(grad_accum, H5T_NATIVE_INT32);
-    F(micro_batch, H5T_NATIVE_INT32); F(seq_len, H5T_NATIVE_INT32);
-    F(hpt_version, s32); F(slurm_job_id, s32); F(host, s64);
-#undef F
-    hpt_status st = read_table(m, "/segments", t, sizeof(seg_row), (void **)out, n);
-    H5Tclose(s32);
-    H5Tclose(s64);
-    H5Tclose(t);
-    return st;
-}
-
-static hpt_status read_events(const mfile *m, event_row **out, size_t *n)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(event_row));
-    hid_t sk = str_type(sizeof((event_row *)0)->kind), sm = str_type(sizeof((event_row *)0)->message);
-    H5Tinsert(t, "step", HOFFSET(event_row, step), H5T_NATIVE_INT64);
-    H5Tinsert(t, "wall_time", HOFFSET(event_row, wall_time), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "rank", HOFFSET(event_row, rank), H5T_NATIVE_INT32);
-    H5Tinsert(t, "kind", HOFFSET(event_row, kind), sk);
-    H5Tinsert(t, "message", HOFFSET(event_row, message), sm);
-    hpt_status st = read_table(m, "/events", t, sizeof(event_row), (void **)out, n);
-    H5Tclose(sk);
-    H5Tclose(sm);
-    H5Tclose(t);
-    return st;
 }
 
 /* ------------------------------------------------------------- summary */
@@ -462,11 +80,11 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void print_segments(FILE *out, const seg_row *sg, size_t nseg)
+static void print_segments(FILE *out, const hpt_mread_seg *sg, size_t nseg)
 {
     fprintf(out, "segments: %zu\n", nseg);
     for (size_t i = 0; i < nseg; i++) {
-        const seg_row *s = &sg[i];
+        const hpt_mread_seg *s = &sg[i];
         char res[48];
         if (s->resumed_from < 0)
             snprintf(res, sizeof res, "fresh start");
@@ -573,25 +191,25 @@ out:
 
 static hpt_status cmd_summary(const char *path, FILE *out)
 {
-    mfile m;
-    seg_row *sg = NULL;
-    event_row *ev = NULL;
+    hpt_mread m;
+    hpt_mread_seg *sg = NULL;
+    hpt_mread_event *ev = NULL;
     size_t nseg = 0, nev = 0;
     double *col[6] = {0}, *busy = NULL;
     static const char *const names[6] = {"step", "skipped", "loss", "val_loss", "tokens_per_s",
                                          "mfu"};
     double *tok = NULL;
-    hpt_status st = mfile_open(&m, path);
+    hpt_status st = hpt_mread_open(&m, path);
     if (!st)
-        st = read_segments(&m, &sg, &nseg);
+        st = hpt_mread_segments(&m, &sg, &nseg);
     if (!st)
-        st = read_events(&m, &ev, &nev);
+        st = hpt_mread_events(&m, &ev, &nev);
     for (int c = 0; !st && c < 6; c++)
-        st = kept_steps_col(&m, names[c], &col[c]);
+        st = hpt_mread_steps_col(&m, names[c], 0, &col[c]);
     if (!st)
-        st = kept_steps_col(&m, "tokens", &tok);
+        st = hpt_mread_steps_col(&m, "tokens", 0, &tok);
     if (!st)
-        st = kept_ranks_col(&m, "busy", &busy);
+        st = hpt_mread_ranks_col(&m, "busy", 0, &busy);
     if (st)
         goto out;
     const double *step = col[0], *skipped = col[1];
@@ -615,7 +233,7 @@ static hpt_status cmd_summary(const char *path, FILE *out)
     print_loss(out, "train loss", col[2], step, skipped, n);
     print_loss(out, "val loss", col[3], step, NULL, n);
     fprintf(out, "mean tokens/s: %s\n", g6(mean_ok(col[4], skipped, n), a));
-    fprintf(out, "mean MFU: %s\n", g6(mean_ok(col[5], skipped, n), a));
+    fprintf(out, "mean MFU (%%): %s\n", g6(100 * mean_ok(col[5], skipped, n), a));
     print_slowest(out, busy, n, m.nranks);
     fprintf(out, "events: %zu\n", nev);
     for (size_t i = 0; i < nev; i++)
@@ -628,7 +246,7 @@ out:
     free(busy);
     free(sg);
     free(ev);
-    mfile_close(&m);
+    hpt_mread_close(&m);
     return st;
 }
 
@@ -644,21 +262,21 @@ static void put_num(FILE *f, double v)
         fprintf(f, "%.17g", v);
 }
 
-static hpt_status csv_steps(const mfile *m, FILE *f)
+static hpt_status csv_steps(const hpt_mread *m, FILE *f)
 {
-    double *col[NSTEP_COLS] = {0};
+    double *col[HPT_SC_COUNT] = {0};
     hpt_status st = HPT_OK;
-    for (int c = 0; !st && c < NSTEP_COLS; c++)
-        st = kept_steps_col(m, step_cols[c], &col[c]);
+    for (int c = 0; !st && c < HPT_SC_COUNT; c++)
+        st = hpt_mread_steps_col(m, hpt_metrics_step_cols[c].name, 0, &col[c]);
     if (!st) {
-        for (int c = 0; c < NSTEP_COLS; c++)
-            fprintf(f, "%s%s", c ? "," : "", step_cols[c]);
+        for (int c = 0; c < HPT_SC_COUNT; c++)
+            fprintf(f, "%s%s", c ? "," : "", hpt_metrics_step_cols[c].name);
         fputc('\n', f);
         for (size_t i = 0; i < m->n; i++) {
-            for (int c = 0; c < NSTEP_COLS; c++) {
+            for (int c = 0; c < HPT_SC_COUNT; c++) {
                 if (c)
                     fputc(',', f);
-                if (c < NINT_COLS)
+                if (c < HPT_SC_NINT)
                     fprintf(f, "%lld", (long long)col[c][i]);
                 else
                     put_num(f, col[c][i]);
@@ -666,48 +284,23 @@ static hpt_status csv_steps(const mfile *m, FILE *f)
             fputc('\n', f);
         }
     }
-    for (int c = 0; c < NSTEP_COLS; c++)
+    for (int c = 0; c < HPT_SC_COUNT; c++)
         free(col[c]);
     return st;
 }
 
-/* The names in /ranks, comma-separated, into buf (for the error message). */
-static void rank_col_names(hid_t file, char *buf, size_t len)
+static hpt_status csv_ranks(const hpt_mread *m, const char *col, FILE *f)
 {
-    buf[0] = 0;
-    hid_t g = H5Gopen2(file, "/ranks", H5P_DEFAULT);
-    H5G_info_t info;
-    if (g < 0 || H5Gget_info(g, &info) < 0)
-        goto out;
-    for (hsize_t i = 0; i < info.nlinks; i++) {
-        char name[64];
-        if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
-                               H5P_DEFAULT) < 0)
-            continue;
-        size_t used = strlen(buf);
-        snprintf(buf + used, len - used, "%s%s", used ? ", " : "", name);
-    }
-out:
-    if (g >= 0)
-        H5Gclose(g);
-}
-
-static hpt_status csv_ranks(const mfile *m, const char *col, FILE *f)
-{
-    char path[160];
-    int known = strlen(col) < 100 && !strchr(col, '/') && col[0] && col[0] != '.';
-    snprintf(path, sizeof path, "/ranks/%s", known ? col : "");
-    hsize_t dims[2];
-    if (!known || ds_extent(m->file, path, 2, dims) < 0) {
+    if (!hpt_mread_has_ranks_col(m, col)) {
         char names[1024];
-        rank_col_names(m->file, names, sizeof names);
+        hpt_mread_ranks_col_names(m, names, sizeof names);
         return hpt_error_set(HPT_ERR_USAGE, "--ranks %s: %s has no per-rank column '%s' (known: "
                              "%s)", col, m->path, col, names);
     }
     double *v = NULL, *step = NULL;
-    hpt_status st = kept_ranks_col(m, col, &v);
+    hpt_status st = hpt_mread_ranks_col(m, col, 0, &v);
     if (!st)
-        st = kept_steps_col(m, "step", &step);
+        st = hpt_mread_steps_col(m, "step", 0, &step);
     if (!st) {
         fputs("step", f);
         for (size_t w = 0; w < m->nranks; w++)
@@ -792,8 +385,8 @@ static hpt_status csv_open_out(const char *outpath, char *target, char *tmp, siz
 /* csv: to standard output, or to -o OUT (see csv_open_out). */
 static hpt_status cmd_csv(const char *path, const char *ranks, const char *outpath, FILE *out)
 {
-    mfile m;
-    hpt_status st = mfile_open(&m, path);
+    hpt_mread m;
+    hpt_status st = hpt_mread_open(&m, path);
     char target[PATH_MAX + 8] = "", tmp[PATH_MAX + 8] = "";
     FILE *f = out;
     if (!st && outpath)
@@ -809,7 +402,20 @@ static hpt_status cmd_csv(const char *path, const char *ranks, const char *outpa
         if (st && tmp[0])
             unlink(tmp);
     }
-    mfile_close(&m);
+    hpt_mread_close(&m);
+    return st;
+}
+
+/* --------------------------------------------------------------- close */
+
+static hpt_status cmd_close(const char *path, FILE *out)
+{
+    int cleared = 0;
+    hpt_status st = hpt_metrics_h5_clear(path, stderr, &cleared);
+    if (!st)
+        fprintf(out, "%s: %s\n", path, cleared ? "cleared HDF5's open-for-write flag; plain "
+                "readers (h5py.File(FILE, \"r\"), h5dump) open it now"
+                : "not flagged open for write: nothing to clear");
     return st;
 }
 
@@ -848,12 +454,12 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
         return HPT_OK;
     if (!c->cmd)
         return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary or csv (see --help)");
-    if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv"))
-        return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv; see --help)",
-                             c->cmd);
+    if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv") && strcmp(c->cmd, "close"))
+        return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv, close; see "
+                             "--help)", c->cmd);
     if (!c->file)
         return hpt_error_set(HPT_ERR_USAGE, "%s needs a metrics FILE (see --help)", c->cmd);
-    if (!strcmp(c->cmd, "summary") && (c->ranks || c->out))
+    if (strcmp(c->cmd, "csv") && (c->ranks || c->out))
         return hpt_error_set(HPT_ERR_USAGE, "%s: only csv takes --ranks and -o", c->ranks
                              ? "--ranks" : "-o");
     return HPT_OK;
@@ -871,12 +477,14 @@ static hpt_status run(int argc, char **argv, FILE *out)
     }
     if (c.version) {
         fprintf(out, "hpt-metrics (hpt) %s; reads metrics format version %d\n", PACKAGE_VERSION,
-                FORMAT_VERSION);
+                HPT_METRICS_FORMAT_VERSION);
         return HPT_OK;
     }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
     if (!strcmp(c.cmd, "summary"))
         return cmd_summary(c.file, out);
+    if (!strcmp(c.cmd, "close"))
+        return cmd_close(c.file, out);
     return cmd_csv(c.file, c.ranks, c.out, out);
 }
 

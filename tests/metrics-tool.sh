@@ -113,6 +113,9 @@ v = steps["val_loss"][np.isfinite(steps["val_loss"])]
 assert len(v) == 3 and "val loss: final %.6g (step 6), best %.6g" % (v[-1], v.min()) in "\n".join(c), c
 assert "mean tokens/s: %.6g" % steps["tokens_per_s"][ok].mean() in c, c
 assert "tokens: %.0f" % steps["tokens"].sum() in c, c
+# MFU in percent, labelled, as the plots show it (the file stores a fraction)
+assert "mean MFU (%%): %.6g" % (100 * steps["mfu"][ok].mean()) in c, c
+assert "mean MFU (%%): %.6g" % (100 * steps["mfu"][ok].mean()) in p, p
 ev = [l for l in c if re.match(r"  step 3 rank 1 skipped_step: ", l)]
 assert len(ev) == 1, c
 # unequal columns: the 4 rows every column holds (6 rows, comm_dp 2 short)

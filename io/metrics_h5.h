@@ -1,0 +1,153 @@
+/* metrics_h5.h — the metrics file on disk (docs/METRICS.md): its layout
+ * (columns, tables, attributes), the HDF5 side of its single writer
+ * (create, open for appending, append, SWMR flush, close), the settings its
+ * readers share, and `hpt-metrics close`. The record keeping, the gather
+ * and the anomaly rules are lib/metrics.c's; reading is io/metrics_read.h.
+ *
+ * Bounded metadata retries: in SWMR mode HDF5 1.10 takes a metadata
+ * checksum mismatch for "the writer is in the middle of an update" and
+ * reads again, sleeping 1, 2, 4, ... ns between attempts, 100 attempts by
+ * default — 2^100 ns, for ever in practice. One flipped bit in metrics.h5
+ * then hangs the trainer and every reader. HPT_METRICS_READ_ATTEMPTS
+ * attempts sleep at most about 2^30 ns = 1 s in all, ample for a live
+ * writer's update to land; after that the read fails ("incorrect metadata
+ * checksum after all read attempts") and hpt treats the file as damaged.
+ * H5Fstart_swmr_write resets the attempts to 100, so the writer reopens the
+ * file with H5F_ACC_SWMR_WRITE and this module's fapl instead. */
+#ifndef HPT_METRICS_H5_H
+#define HPT_METRICS_H5_H
+
+#include <hdf5.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+
+#define HPT_METRICS_FORMAT "hpt-metrics"
+#define HPT_METRICS_FORMAT_VERSION 1
+#define HPT_METRICS_READ_ATTEMPTS 30
+#define HPT_METRICS_KIND_LEN 24  /* bytes of an event's kind (NUL-padded)    */
+#define HPT_METRICS_MSG_LEN 256  /* bytes of an event's message              */
+
+typedef struct {
+    const char *name, *units, *desc;
+} hpt_metrics_column;
+
+/* Global per-step columns, /steps/NAME of shape [rows]: the first
+ * HPT_SC_NINT are integers (int64 step, int32 segment, int8 repeated and
+ * skipped), the rest float64. */
+enum {
+    HPT_SC_STEP, HPT_SC_SEGMENT, HPT_SC_REPEATED, HPT_SC_SKIPPED, HPT_SC_WALL, HPT_SC_LOSS,
+    HPT_SC_VAL, HPT_SC_LR, HPT_SC_NORM, HPT_SC_CLIP, HPT_SC_TOKENS, HPT_SC_STEP_TIME,
+    HPT_SC_TOK_S, HPT_SC_FLOPS, HPT_SC_MFU, HPT_SC_G2, HPT_SC_S, HPT_SC_NOISE, HPT_SC_COUNT
+};
+#define HPT_SC_NINT 4
+/* Per-rank columns, /ranks/NAME of shape [rows, ranks], float64, in the
+ * order of lib/metrics.h's HPT_MR_* (which checks the count). */
+#define HPT_RC_COUNT 24
+
+extern const hpt_metrics_column hpt_metrics_step_cols[HPT_SC_COUNT];
+extern const hpt_metrics_column hpt_metrics_rank_cols[HPT_RC_COUNT];
+
+/* One row of /segments (compound; strings NUL-padded). */
+typedef struct {
+    int32_t segment;
+    int64_t first_row, first_step, resumed_from, last_step_before;
+    int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
+    double start_time, flops_per_token, peak_flops_per_rank;
+    char hpt_version[32], slurm_job_id[32], host[64];
+} hpt_metrics_seg_row;
+
+/* One row of /events. */
+typedef struct {
+    int64_t step;
+    double wall_time;
+    int32_t rank;
+    char kind[HPT_METRICS_KIND_LEN];
+    char message[HPT_METRICS_MSG_LEN];
+} hpt_metrics_event_row;
+
+/* Root attributes of a new file. Strings may be NULL (written empty). */
+typedef struct {
+    const char *model_config, *flop_formula;
+    double flops_per_token, peak_flops_per_rank;
+} hpt_metrics_h5_attrs;
+
+/* The writer's open file (one per process; fields read-only outside io/). */
+typedef struct {
+    char path[4096];
+    hid_t file, sd[HPT_SC_COUNT], rd[HPT_RC_COUNT], seg_ds, ev_ds, seg_t, ev_t;
+    int64_t rows;          /* complete rows in the file                     */
+    int64_t rank_cols_n;   /* extent of the rank axis                       */
+    int64_t prev_max_step; /* largest step logged by earlier segments       */
+    int32_t segment;       /* index of this segment's row in /segments      */
+    int damaged;           /* open found damage: the caller moves it aside  */
+    char cause[256];       /* HDF5's innermost cause of the last failure    */
+} hpt_metrics_h5;
+
+/* A new file access property list for a metrics file: serial sec2 driver,
+ * libver bounds latest (SWMR needs them), HDF5's own file locking off (hpt
+ * locks PATH.lock itself, and file systems without lock support must not
+ * stop a reader or the writer), metadata read attempts bounded to
+ * HPT_METRICS_READ_ATTEMPTS. The caller closes it (H5Pclose). Returns a
+ * negative id when HDF5 cannot create the list. */
+hid_t hpt_metrics_h5_fapl(void);
+
+/* Set up h for `path` (no file opened yet; builds the compound types).
+ * Free with hpt_metrics_h5_free. */
+void hpt_metrics_h5_init(hpt_metrics_h5 *h, const char *path);
+
+/* Create the file (exclusively: it must not exist) with every dataset and
+ * the root attributes `a`. On failure nothing is left behind. Errors:
+ * HPT_ERR_IO naming the path and HDF5's cause. */
+hpt_status hpt_metrics_h5_create(hpt_metrics_h5 *h, hid_t fapl, const hpt_metrics_h5_attrs *a);
+
+/* Open an existing file for appending, not yet in SWMR mode. HDF5's
+ * "open for write" flags of a killed writer are cleared; a writer killed
+ * mid-append may have left some columns longer than others: they are cut
+ * to the rows every column holds. Refused and untouched (HPT_ERR_IO): not
+ * HDF5 without HDF5's signature, not an hpt metrics file, another
+ * format_version, another model_config (when `model_config` is given).
+ * Damaged (HPT_ERR_IO and h->damaged = 1; the caller moves it aside):
+ * empty, HDF5's signature but unopenable, a dataset missing, metadata
+ * failing its checksum. Messages name the part and HDF5's cause. */
+hpt_status hpt_metrics_h5_open(hpt_metrics_h5 *h, hid_t fapl, const char *model_config);
+
+/* Append this segment's row `s` (s->segment, first_row, last_step_before
+ * are set here from the file), then reopen the file for SWMR writing with
+ * `fapl`. -1 on failure (h->cause: HDF5's cause): a damaged file. */
+int hpt_metrics_h5_start_segment(hpt_metrics_h5 *h, hid_t fapl, hpt_metrics_seg_row *s);
+
+/* Append n rows and flush: ints[c][i] for the HPT_SC_NINT integer
+ * columns (as int64), cols[c][i] for the float64 ones (c >= HPT_SC_NINT;
+ * cols[c] for c < HPT_SC_NINT unused), per-rank values `all` as
+ * MPI_Gather lays them out, [world][n][HPT_RC_COUNT]; then the nev
+ * pending events `ev`; then one flush (SWMR readers see all or nothing of
+ * it). 0, or -1 with h->cause (rows not counted). */
+int hpt_metrics_h5_append(hpt_metrics_h5 *h, int n, int64_t *const ints[HPT_SC_NINT],
+                          double *const cols[HPT_SC_COUNT], const double *all, int world,
+                          const hpt_metrics_event_row *ev, int nev);
+
+/* Close the file (types kept; h->file = 0). Safe when nothing is open. */
+void hpt_metrics_h5_close(hpt_metrics_h5 *h);
+
+/* Close the file and free the types. */
+void hpt_metrics_h5_free(hpt_metrics_h5 *h);
+
+/* 1 when `path` is a damaged HDF5 file to move aside rather than refuse:
+ * empty, or starting with HDF5's signature. */
+int hpt_metrics_h5_looks_hdf5(const char *path);
+
+/* `hpt-metrics close FILE`: clear the "open for write" status flags that a
+ * killed writer leaves in the superblock (as h5clear -s does), so that a
+ * plain reader (h5py.File(FILE, "r"), h5dump) opens the file; a SWMR
+ * reader does not need this. Refused while a live hpt-train holds
+ * FILE.lock (the writer's lock, lib/metrics.c); the lock is held while
+ * clearing so that no writer starts meanwhile. Where the file system has
+ * no locks, a warning goes to `log` and the flags are cleared. *cleared:
+ * 1 if flags were set and are now cleared, 0 if the file opened plainly
+ * already (nothing done). Errors: HPT_ERR_DATA (missing file, not HDF5,
+ * HDF5's cause named), HPT_ERR_IO (a live writer holds the lock). */
+hpt_status hpt_metrics_h5_clear(const char *path, FILE *log, int *cleared);
+
+#endif

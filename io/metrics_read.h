@@ -1,0 +1,87 @@
+/* metrics_read.h — reading a metrics file (docs/METRICS.md, docs/ANALYSIS.md):
+ * the reader API under `hpt-metrics` (and a live view).
+ *
+ * Serial HDF5 in SWMR-read mode (libver latest, metadata read attempts
+ * bounded: io/metrics_h5.h), so the file of a live or a killed run opens
+ * and a damaged one fails instead of hanging. Every step is reported once:
+ * rows are in time order and after a resume a step can be logged again, so
+ * for each step the LAST row is kept (the later segment wins) — the rule
+ * analysis/hpt_metrics.py applies too. Columns are returned for the kept
+ * rows ("kept index" 0..n-1, sorted by step).
+ *
+ * Use: hpt_mread_open (checks the format, the layout and applies the dedup
+ * rule), then any of the column/table readers, then hpt_mread_close. A live
+ * view re-opens the file to see new rows and reads columns from the kept
+ * index it had reached onward (`from`). Errors are HPT_ERR_DATA naming the
+ * file and the dataset or attribute, with HDF5's innermost cause for a
+ * damaged file; HPT_ERR_INTERNAL when out of memory. HDF5's automatic
+ * error printing is the caller's to turn off (hpt-metrics does). */
+#ifndef HPT_METRICS_READ_H
+#define HPT_METRICS_READ_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* A row of /segments as read (strings NUL-terminated). */
+typedef struct {
+    int32_t segment;
+    int64_t first_row, first_step, resumed_from, last_step_before;
+    int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
+    char hpt_version[33], slurm_job_id[33], host[65];
+} hpt_mread_seg;
+
+/* A row of /events as read. */
+typedef struct {
+    int64_t step;
+    double wall_time;
+    int32_t rank;
+    char kind[25];
+    char message[257];
+} hpt_mread_event;
+
+/* An open metrics file (fields read-only for callers). */
+typedef struct {
+    const char *path;
+    hid_t file;
+    size_t rows;   /* rows every /steps and /ranks dataset holds            */
+    size_t nranks; /* extent of the rank axis                               */
+    size_t n;      /* distinct steps                                        */
+    size_t *keep;  /* [n]: row kept for each step, sorted by step           */
+    int64_t *step; /* [rows]                                                */
+    char *hpt_version;    /* root attribute hpt_version (NULL if absent)    */
+    int format_version;
+    double peak_flops;    /* root attribute peak_flops_per_rank (NaN if absent) */
+} hpt_mread;
+
+/* Open `path`, check that it is an hpt metrics file of a known version and
+ * that every dataset of the layout is there, and apply the dedup rule
+ * (m->n kept steps of m->rows rows, m->nranks ranks). `path` must outlive
+ * m. On error m is still safe to pass to hpt_mread_close. */
+hpt_status hpt_mread_open(hpt_mread *m, const char *path);
+
+/* Close the file and free what hpt_mread_open allocated (zeroes m). */
+void hpt_mread_close(hpt_mread *m);
+
+/* /steps/NAME of the kept rows from kept index `from` (<= m->n) onward as
+ * doubles: *out a malloc'd [m->n - from] array the caller frees. */
+hpt_status hpt_mread_steps_col(const hpt_mread *m, const char *name, size_t from, double **out);
+
+/* /ranks/NAME of the kept rows from kept index `from` onward: *out a
+ * malloc'd [m->n - from][m->nranks] array (NaN where a rank did not exist
+ * in the row's segment) the caller frees. */
+hpt_status hpt_mread_ranks_col(const hpt_mread *m, const char *name, size_t from, double **out);
+
+/* 1 when /ranks/NAME exists as a 2-D dataset (NAME a plain name). */
+int hpt_mread_has_ranks_col(const hpt_mread *m, const char *name);
+
+/* The names in /ranks, comma-separated, into buf (for messages). */
+void hpt_mread_ranks_col_names(const hpt_mread *m, char *buf, size_t len);
+
+/* Every row of /segments, /events: *out malloc'd [*n] (caller frees). */
+hpt_status hpt_mread_segments(const hpt_mread *m, hpt_mread_seg **out, size_t *n);
+hpt_status hpt_mread_events(const hpt_mread *m, hpt_mread_event **out, size_t *n);
+
+#endif
