@@ -10,7 +10,6 @@
 #include <hdf5.h>
 #include <limits.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "error.h"
 #include "metrics_h5.h"
 #include "metrics_read.h"
@@ -488,20 +488,4 @@ static hpt_status run(int argc, char **argv, FILE *out)
     return cmd_csv(c.file, c.ranks, c.out, out);
 }
 
-int main(int argc, char **argv)
-{
-    int rank, code = 0;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0) {
-        hpt_status st = run(argc, argv, stdout);
-        if (fflush(stdout) != 0 && !st)
-            st = hpt_error_set(HPT_ERR_IO, "standard output: write failed");
-        if (st)
-            fprintf(stderr, "hpt-metrics: %s\n", hpt_error_msg());
-        code = hpt_status_exit_code(st);
-    }
-    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return code;
-}
+int main(int argc, char **argv) { return hpt_cli_main_rank0(argc, argv, "hpt-metrics", run); }
