@@ -40,19 +40,25 @@ assert len(steps) >= n0 and list(steps) == list(range(1, len(steps) + 1)), steps
 assert f["ranks/busy"].shape[0] >= len(steps) and np.all(np.isfinite(f["steps/loss"][:]))
 np.save(sys.argv[1] + ".before.npy", f["steps/loss"][:])
 print(f"kill -9: {len(steps)} rows readable (>= {n0} seen live)")
+open(sys.argv[1] + ".rows", "w").write(str(len(steps)))
 PY
+# The kill lands after however many steps the machine's load allowed: the
+# resumed runs train past that point (B steps, then C on 1 rank).
+K=$(cat "$R/metrics.h5.rows")
+B=$((K + 3)) C=$((K + 7))
 cp "$R/metrics.h5" "$WORK/killed.h5"
-timeout 120 "$MPIEXEC" -n 2 "$TRAIN" $A --batch 1 --steps 14 > "$WORK/b.out" 2>&1 \
+timeout 120 "$MPIEXEC" -n 2 "$TRAIN" $A --batch 1 --steps $B > "$WORK/b.out" 2>&1 \
   || { cat "$WORK/b.out"; fail "resume, same world size"; }
 grep -q "resumed from" "$WORK/b.out" || { cat "$WORK/b.out"; fail "did not resume"; }
-timeout 120 "$TRAIN" $A --batch 1 --steps 18 > "$WORK/c.out" 2>&1 \
+timeout 120 "$TRAIN" $A --batch 1 --steps $C > "$WORK/c.out" 2>&1 \
   || { cat "$WORK/c.out"; fail "resume on 1 rank"; }
 grep -q "resumed from" "$WORK/c.out" || { cat "$WORK/c.out"; fail "did not resume on 1 rank"; }
-"$PYTHON" - "$R/metrics.h5" "$WORK/killed.h5" <<'PY' || fail "segments"
+"$PYTHON" - "$R/metrics.h5" "$WORK/killed.h5" "$B" "$C" <<'PY' || fail "segments (killed at $K rows, B=$B, C=$C)"
 import sys, h5py, numpy as np
 f = h5py.File(sys.argv[1], "r", libver="latest", swmr=True)
 old = h5py.File(sys.argv[2], "r", libver="latest", swmr=True)
 n_old = len(old["steps/step"])
+B, C = int(sys.argv[3]), int(sys.argv[4])
 seg = f["segments"][:]
 assert len(seg) == 3 and list(seg["world"]) == [2, 2, 1] and list(seg["dp"]) == [2, 2, 1], seg
 assert list(seg["grad_accum"]) == [1, 1, 2], seg["grad_accum"]
@@ -64,10 +70,10 @@ assert np.array_equal(f["ranks/busy"][:n_old], old["ranks/busy"][:], equal_nan=T
 r1 = seg["resumed_from"][1]
 assert r1 % 4 == 0 and r1 <= n_old and seg["first_row"][1] == n_old, seg
 s1 = steps[segcol == 1]
-assert list(s1) == list(range(r1 + 1, 15)), s1
+assert list(s1) == list(range(r1 + 1, B + 1)), s1
 assert list(rep[segcol == 1]) == [1 if s <= n_old else 0 for s in s1], rep
 s2 = steps[segcol == 2]
-assert list(s2) == list(range(seg["resumed_from"][2] + 1, 19)), s2
+assert list(s2) == list(range(seg["resumed_from"][2] + 1, C + 1)), s2
 # the 1-rank segment's rows have NaN in rank column 1
 busy = f["ranks/busy"][:]
 assert busy.shape[1] == 2 and np.all(np.isnan(busy[segcol == 2, 1])) and np.all(np.isfinite(busy[segcol == 2, 0]))
@@ -75,9 +81,9 @@ assert busy.shape[1] == 2 and np.all(np.isnan(busy[segcol == 2, 1])) and np.all(
 last = {}
 for i, s in enumerate(steps):
     last[int(s)] = i
-assert sorted(last) == list(range(1, 19)), sorted(last)
+assert sorted(last) == list(range(1, C + 1)), sorted(last)
 kinds = [k.decode() for k in f["events"]["kind"]]
 assert kinds.count("resume") == 2 and kinds.count("layout_change") == 1 and kinds.count("checkpoint_load") == 2, kinds
-print(f"segments {list(seg['first_row'])}, {int((rep == 1).sum())} repeated rows marked, 18 steps after dedup")
+print(f"segments {list(seg['first_row'])}, {int((rep == 1).sum())} repeated rows marked, {C} steps after dedup")
 PY
 pass "metrics survive kill -9 and continue across restarts (same and different world size)"
