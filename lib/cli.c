@@ -5,6 +5,7 @@
 #include <float.h>
 #include <math.h>
 #include <mpi.h>
+#include <stdarg.h>
 #include <stdlib.h>
 
 hpt_status hpt_cli_parse(int argc, char **argv, const struct option *opts, const char *prog,
@@ -99,4 +100,18 @@ int hpt_cli_main_rank0(int argc, char **argv, const char *prog, hpt_cli_run run)
     MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Finalize();
     return code;
+}
+
+int hpt_cli_help_or_version(FILE *out, int help, int version, void (*usage)(FILE *),
+                            const char *version_fmt, ...)
+{
+    if (help)
+        usage(out);
+    else if (version) {
+        va_list ap;
+        va_start(ap, version_fmt);
+        vfprintf(out, version_fmt, ap);
+        va_end(ap);
+    }
+    return help || version;
 }

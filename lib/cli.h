@@ -38,6 +38,13 @@ hpt_status hpt_cli_parse_u64(const char *opt, const char *s, uint64_t *out);
 hpt_status hpt_cli_parse_double(const char *opt, const char *s, double *out);
 hpt_status hpt_cli_parse_float(const char *opt, const char *s, float *out);
 
+/* The --help / --version part of a program's run(): with `help` set prints
+ * usage(out), with `version` set prints the printf-style version line (e.g.
+ * "hpt-ckpt (hpt) 0.1; reads checkpoint format version 2\n"), and returns
+ * 1 when either was printed (run() then returns HPT_OK), 0 otherwise. */
+int hpt_cli_help_or_version(FILE *out, int help, int version, void (*usage)(FILE *),
+                            const char *version_fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* main() of a tool that works on rank 0 only (hpt-ckpt, hpt-metrics):
  * MPI_Init, run(argc, argv, stdout) on world rank 0, stdout flushed (a
  * failed flush after a successful run is HPT_ERR_IO "standard output:

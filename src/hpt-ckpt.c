@@ -177,15 +177,10 @@ static hpt_status run(int argc, char **argv, FILE *out)
     hpt_status st = parse_args(argc, argv, &c);
     if (st)
         return st;
-    if (c.help) {
-        usage(out);
+    if (hpt_cli_help_or_version(out, c.help, c.version, usage,
+                                "hpt-ckpt (hpt) %s; reads checkpoint format version %d\n",
+                                PACKAGE_VERSION, HPT_CKPT_VERSION))
         return HPT_OK;
-    }
-    if (c.version) {
-        fprintf(out, "hpt-ckpt (hpt) %s; reads checkpoint format version %d\n", PACKAGE_VERSION,
-                HPT_CKPT_VERSION);
-        return HPT_OK;
-    }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
     if (!strcmp(c.cmd, "list"))
         return hpt_ckpt_inspect_list(c.arg[0], c.verify, &llama, out);

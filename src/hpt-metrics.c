@@ -471,15 +471,10 @@ static hpt_status run(int argc, char **argv, FILE *out)
     hpt_status st = parse_args(argc, argv, &c);
     if (st)
         return st;
-    if (c.help) {
-        usage(out);
+    if (hpt_cli_help_or_version(out, c.help, c.version, usage,
+                                "hpt-metrics (hpt) %s; reads metrics format version %d\n",
+                                PACKAGE_VERSION, HPT_METRICS_FORMAT_VERSION))
         return HPT_OK;
-    }
-    if (c.version) {
-        fprintf(out, "hpt-metrics (hpt) %s; reads metrics format version %d\n", PACKAGE_VERSION,
-                HPT_METRICS_FORMAT_VERSION);
-        return HPT_OK;
-    }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
     if (!strcmp(c.cmd, "summary"))
         return cmd_summary(c.file, out);
