@@ -30,49 +30,7 @@
 #include "shard.h"
 #include "spm.h"
 
-#define PREP_FORMAT "hpt-prep"
-#define PREP_VERSION 1
-#define ENCODE_CHUNK_LINES 2048 /* lines per encoding task (fixed: output order) */
-#define ERR_LEN 1024
-#define STAGE_DIR ".prep-tmp" /* in out_dir: the new outputs until they are committed */
-
-typedef struct {
-    const char *p; /* into the text buffer, not NUL-terminated */
-    size_t n;      /* bytes                                    */
-} text_line;
-
-/* Tokens of one split (train or val). */
-typedef struct {
-    const char *name; /* "train" or "val" */
-    int64_t line0, nlines;
-    uint32_t *tok;
-    int64_t ntok;
-    int64_t nfiles;     /* shard files written                 */
-    json_object *files; /* [{"file": ..., "tokens": ...}] */
-} split;
-
-typedef struct {
-    const hpt_prep_opts *o;
-    FILE *log;
-    int nthreads;
-    char model[PATH_MAX + 32]; /* out_dir/tokenizer.model (its final name) */
-    char stage[PATH_MAX + 32]; /* out_dir/STAGE_DIR                        */
-    char out_real[PATH_MAX];   /* realpath of out_dir                      */
-    int out_fd;                /* out_dir, locked during the run; or -1    */
-    int staged;                /* 1 while the staging directory is ours    */
-    int has_vocab;             /* the new outputs include tokenizer.vocab  */
-    char in_real[PATH_MAX];
-    struct stat in_sb;
-    char *text;
-    size_t text_bytes;
-    text_line *lines;
-    int64_t nlines;
-    hpt_spm *sp;
-    int vocab, eos, token_bytes;
-    uint64_t model_hash;
-    split sp_train, sp_val;
-    double t_read, t_train, t_encode, t_write;
-} prep;
+#include "prep_internal.h"
 
 /* ------------------------------------------------------------- helpers */
 
@@ -84,7 +42,7 @@ static double now_s(void)
 }
 
 /* A progress line "prep: ..." on the log (if any), flushed. */
-__attribute__((format(printf, 2, 3))) static void say(FILE *log, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) void prep_say(FILE *log, const char *fmt, ...)
 {
     if (!log)
         return;
@@ -98,19 +56,19 @@ __attribute__((format(printf, 2, 3))) static void say(FILE *log, const char *fmt
 }
 
 /* out_dir/name into buf (PATH_MAX + 32 bytes). */
-static void out_path(char *buf, const hpt_prep_opts *o, const char *name)
+void prep_out_path(char *buf, const hpt_prep_opts *o, const char *name)
 {
     snprintf(buf, PATH_MAX + 32, "%s/%s", o->out_dir, name);
 }
 
 /* staging_dir/name into buf (PATH_MAX + 64 bytes). */
-static void staging_path(char *buf, const prep *r, const char *name)
+void prep_staging_path(char *buf, const prep *r, const char *name)
 {
     snprintf(buf, PATH_MAX + 64, "%s/" STAGE_DIR "/%s", r->o->out_dir, name);
 }
 
 /* Read a whole (small) file. *buf is malloc'ed. Errors: HPT_ERR_DATA. */
-static hpt_status file_read(const char *path, char **buf, size_t *n)
+hpt_status prep_file_read(const char *path, char **buf, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -139,11 +97,11 @@ static hpt_status file_read(const char *path, char **buf, size_t *n)
 }
 
 /* 64-bit FNV-1a of a file's bytes (0 if unreadable). */
-static uint64_t file_hash(const char *path)
+uint64_t prep_file_hash(const char *path)
 {
     char *buf;
     size_t n;
-    if (file_read(path, &buf, &n) != HPT_OK)
+    if (prep_file_read(path, &buf, &n) != HPT_OK)
         return 0;
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < n; i++)
@@ -169,7 +127,7 @@ static void fsync_parent(const char *path)
 
 /* Write buf to path.tmp, fsync, rename to path, fsync the directory.
  * Errors: HPT_ERR_IO. */
-static hpt_status file_write_atomic(const char *path, const void *buf, size_t n)
+hpt_status prep_file_write_atomic(const char *path, const void *buf, size_t n)
 {
     char tmp[PATH_MAX + 40];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -252,7 +210,7 @@ static hpt_status out_dir_prepare(const hpt_prep_opts *o)
             break;
     }
     char probe[PATH_MAX + 32];
-    out_path(probe, o, ".prep-write-test");
+    prep_out_path(probe, o, ".prep-write-test");
     int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return hpt_error_set(HPT_ERR_IO, "%s: output directory not writable: %s", o->out_dir,
@@ -379,7 +337,7 @@ static void staging_remove(const prep *r)
     while (d && (e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        staging_path(p, r, e->d_name);
+        prep_staging_path(p, r, e->d_name);
         unlink(p);
     }
     if (d)
@@ -396,7 +354,7 @@ static hpt_status staging_create(prep *r)
         return hpt_error_set(HPT_ERR_IO, "%s: cannot create staging directory: %s", r->stage,
                              strerror(errno));
     r->staged = 1;
-    say(r->log, "building the new outputs in %s", r->stage);
+    prep_say(r->log, "building the new outputs in %s", r->stage);
     return HPT_OK;
 }
 
@@ -577,12 +535,12 @@ static hpt_status train_error(const prep *r, hpt_spm_status s, const hpt_spm_tra
 static hpt_status tokenizer_train(prep *r)
 {
     char corpus[PATH_MAX + 64], prefix[PATH_MAX + 64], err[ERR_LEN];
-    staging_path(corpus, r, "corpus.txt");
-    staging_path(prefix, r, "tokenizer");
+    prep_staging_path(corpus, r, "corpus.txt");
+    prep_staging_path(prefix, r, "tokenizer");
     hpt_status st = corpus_write(r, corpus);
     if (st != HPT_OK)
         return st;
-    say(r->log, "wrote %s; training SentencePiece BPE, vocab %d, %d threads", corpus,
+    prep_say(r->log, "wrote %s; training SentencePiece BPE, vocab %d, %d threads", corpus,
         r->o->vocab_size, r->nthreads);
     hpt_spm_train_opts t;
     hpt_spm_train_diag diag;
@@ -596,11 +554,11 @@ static hpt_status tokenizer_train(prep *r)
     r->t_train = now_s() - t0;
     if (s != HPT_SPM_OK)
         return train_error(r, s, &diag, err);
-    say(r->log, "trained the tokenizer in %.1f s", r->t_train);
+    prep_say(r->log, "trained the tokenizer in %.1f s", r->t_train);
     r->has_vocab = 1;
-    staging_path(prefix, r, "tokenizer.model");
+    prep_staging_path(prefix, r, "tokenizer.model");
     st = file_fsync(prefix);
-    staging_path(prefix, r, "tokenizer.vocab");
+    prep_staging_path(prefix, r, "tokenizer.vocab");
     return st == HPT_OK ? file_fsync(prefix) : st;
 }
 
@@ -609,10 +567,10 @@ static hpt_status file_copy(const char *src, const char *dst)
 {
     char *buf;
     size_t n;
-    hpt_status st = file_read(src, &buf, &n);
+    hpt_status st = prep_file_read(src, &buf, &n);
     if (st != HPT_OK)
         return st;
-    st = file_write_atomic(dst, buf, n);
+    st = prep_file_write_atomic(dst, buf, n);
     free(buf);
     return st;
 }
@@ -624,16 +582,16 @@ static hpt_status tokenizer_copy(prep *r)
     const char *src = r->o->tokenizer;
     char dst[PATH_MAX + 64], vsrc[PATH_MAX + 32];
     struct stat sb;
-    staging_path(dst, r, "tokenizer.model");
+    prep_staging_path(dst, r, "tokenizer.model");
     hpt_status st = file_copy(src, dst);
     if (st != HPT_OK)
         return st;
-    say(r->log, "reusing tokenizer %s (copied to %s)", src, dst);
+    prep_say(r->log, "reusing tokenizer %s (copied to %s)", src, dst);
     size_t n = strlen(src);
     if (n > 6 && n < PATH_MAX && strcmp(src + n - 6, ".model") == 0) {
         snprintf(vsrc, sizeof vsrc, "%.*s.vocab", (int)(n - 6), src);
         if (stat(vsrc, &sb) == 0) {
-            staging_path(dst, r, "tokenizer.vocab");
+            prep_staging_path(dst, r, "tokenizer.vocab");
             st = file_copy(vsrc, dst);
             r->has_vocab = st == HPT_OK;
         }
@@ -662,8 +620,8 @@ static hpt_status tokenizer_load(prep *r, const char *path, const char *what)
         return hpt_error_set(HPT_ERR_DATA, "%s%s: model has no eos piece (needed after each line)", what,
                              path);
     r->token_bytes = r->vocab <= 65536 ? 2 : 4;
-    r->model_hash = file_hash(path);
-    say(r->log, "tokenizer %s: vocab %d, eos id %d, uint%d shards", path, r->vocab, r->eos,
+    r->model_hash = prep_file_hash(path);
+    prep_say(r->log, "tokenizer %s: vocab %d, eos id %d, uint%d shards", path, r->vocab, r->eos,
         8 * r->token_bytes);
     return HPT_OK;
 }
@@ -736,7 +694,7 @@ static hpt_status encode_all(prep *r)
     if (st != HPT_OK)
         return st;
     int64_t n = r->sp_train.ntok + r->sp_val.ntok;
-    say(r->log, "encoded %lld lines -> %lld tokens (train %lld, val %lld) in %.1f s, %d threads, %.2f M tokens/s",
+    prep_say(r->log, "encoded %lld lines -> %lld tokens (train %lld, val %lld) in %.1f s, %d threads, %.2f M tokens/s",
         (long long)r->nlines, (long long)n, (long long)r->sp_train.ntok, (long long)r->sp_val.ntok,
         r->t_encode, r->nthreads, 1e-6 * (double)n / (r->t_encode > 0 ? r->t_encode : 1e-9));
     return HPT_OK;
@@ -759,7 +717,7 @@ static hpt_status split_write(const prep *r, split *s)
     for (int64_t at = 0; at < s->ntok; at += r->o->shard_tokens) {
         int64_t n = s->ntok - at < r->o->shard_tokens ? s->ntok - at : r->o->shard_tokens;
         shard_name(name, s, s->nfiles);
-        staging_path(path, r, name);
+        prep_staging_path(path, r, name);
         hpt_status st = hpt_shard_write(path, s->tok + at, n, r->token_bytes);
         if (st != HPT_OK)
             return st;
@@ -768,168 +726,9 @@ static hpt_status split_write(const prep *r, split *s)
         json_object_object_add(f, "file", json_object_new_string(name));
         json_object_object_add(f, "tokens", json_object_new_int64(n));
         json_object_array_add(s->files, f);
-        say(r->log, "wrote %s: %lld tokens, uint%d", path, (long long)n, 8 * r->token_bytes);
+        prep_say(r->log, "wrote %s: %lld tokens, uint%d", path, (long long)n, 8 * r->token_bytes);
     }
     return HPT_OK;
-}
-
-/* ------------------------------------------------------------- manifest */
-
-static int64_t mtime_ns(const struct stat *sb)
-{
-    return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
-}
-
-static json_object *json_pair(int64_t train, int64_t val)
-{
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "train", json_object_new_int64(train));
-    json_object_object_add(o, "val", json_object_new_int64(val));
-    return o;
-}
-
-static json_object *json_hex64(uint64_t h)
-{
-    char hex[17];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-    return json_object_new_string(hex);
-}
-
-/* The manifest of a finished run. Takes over the splits' file arrays. */
-static json_object *manifest_build(prep *r)
-{
-    const hpt_prep_opts *o = r->o;
-    json_object *m = json_object_new_object(), *files = json_object_new_object(), *t;
-    json_object_object_add(m, "format", json_object_new_string(PREP_FORMAT));
-    json_object_object_add(m, "version", json_object_new_int(PREP_VERSION));
-    json_object_object_add(m, "input", json_object_new_string(o->input));
-    json_object_object_add(m, "input_realpath", json_object_new_string(r->in_real));
-    json_object_object_add(m, "input_bytes", json_object_new_int64(r->in_sb.st_size));
-    json_object_object_add(m, "input_mtime_ns", json_object_new_int64(mtime_ns(&r->in_sb)));
-    json_object_object_add(m, "vocab_size_requested", o->tokenizer ? NULL : json_object_new_int(o->vocab_size));
-    json_object_object_add(m, "tokenizer_source", o->tokenizer ? json_object_new_string(o->tokenizer) : NULL);
-    json_object_object_add(m, "tokenizer", json_object_new_string(r->model));
-    json_object_object_add(m, "tokenizer_fnv1a64", json_hex64(r->model_hash));
-    json_object_object_add(m, "vocab_size", json_object_new_int(r->vocab));
-    json_object_object_add(m, "eos_id", json_object_new_int(r->eos));
-    json_object_object_add(m, "token_bytes", json_object_new_int(r->token_bytes));
-    json_object_object_add(m, "val_fraction", json_object_new_double(o->val_fraction));
-    json_object_object_add(m, "shard_tokens", json_object_new_int64(o->shard_tokens));
-    json_object_object_add(m, "lines", json_pair(r->sp_train.nlines, r->sp_val.nlines));
-    json_object_object_add(m, "tokens", json_pair(r->sp_train.ntok, r->sp_val.ntok));
-    json_object_object_add(files, "train", r->sp_train.files);
-    json_object_object_add(files, "val", r->sp_val.files);
-    r->sp_train.files = r->sp_val.files = NULL;
-    json_object_object_add(m, "shards", files);
-    json_object_object_add(m, "seconds", t = json_object_new_object());
-    json_object_object_add(t, "read", json_object_new_double(r->t_read));
-    json_object_object_add(t, "train_tokenizer", json_object_new_double(r->t_train));
-    json_object_object_add(t, "encode", json_object_new_double(r->t_encode));
-    json_object_object_add(t, "write", json_object_new_double(r->t_write));
-    return m;
-}
-
-/* Write the staged prep.json. Errors: HPT_ERR_IO. */
-static hpt_status manifest_write(prep *r)
-{
-    char path[PATH_MAX + 64];
-    staging_path(path, r, "prep.json");
-    json_object *m = manifest_build(r);
-    size_t n;
-    const char *s = json_object_to_json_string_length(
-        m, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
-    hpt_status st = file_write_atomic(path, s, n);
-    json_object_put(m);
-    return st;
-}
-
-/* ------------------------------------------------------ reuse (up to date) */
-
-static int64_t jint(json_object *m, const char *key)
-{
-    json_object *v;
-    return json_object_object_get_ex(m, key, &v) ? json_object_get_int64(v) : INT64_MIN;
-}
-
-static const char *jstr(json_object *m, const char *key)
-{
-    json_object *v;
-    return json_object_object_get_ex(m, key, &v) && json_object_is_type(v, json_type_string)
-               ? json_object_get_string(v)
-               : "";
-}
-
-/* Every shard listed under shards.<name> is valid with the recorded count. */
-static const char *manifest_shards_ok(const prep *r, json_object *m, const char *name)
-{
-    json_object *files, *arr;
-    if (!json_object_object_get_ex(m, "shards", &files) || !json_object_object_get_ex(files, name, &arr) ||
-        !json_object_is_type(arr, json_type_array))
-        return "prep.json lists no shards";
-    for (size_t i = 0; i < json_object_array_length(arr); i++) {
-        json_object *f = json_object_array_get_idx(arr, i);
-        char path[PATH_MAX + 32];
-        hpt_shard s;
-        out_path(path, r->o, jstr(f, "file"));
-        if (hpt_shard_open(path, &s) != HPT_OK)
-            return "a listed shard is missing or invalid";
-        int ok = s.ntok == jint(f, "tokens") && s.token_bytes == jint(m, "token_bytes");
-        hpt_shard_close(&s);
-        if (!ok)
-            return "a listed shard has a different token count";
-    }
-    return NULL;
-}
-
-/* NULL when out_dir holds a complete run for these options, else why not. */
-static const char *manifest_stale(const prep *r, json_object *m)
-{
-    const hpt_prep_opts *o = r->o;
-    json_object *v;
-    if (strcmp(jstr(m, "format"), PREP_FORMAT) != 0 || jint(m, "version") != PREP_VERSION)
-        return "prep.json has another format or version";
-    if (strcmp(jstr(m, "input_realpath"), r->in_real) != 0 || jint(m, "input_bytes") != r->in_sb.st_size ||
-        jint(m, "input_mtime_ns") != mtime_ns(&r->in_sb))
-        return "the input file differs (path, size or modification time)";
-    if (!json_object_object_get_ex(m, "val_fraction", &v) || json_object_get_double(v) != o->val_fraction ||
-        jint(m, "shard_tokens") != o->shard_tokens)
-        return "val_fraction or shard_tokens differ";
-    char hex[17];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)file_hash(r->model));
-    if (strcmp(jstr(m, "tokenizer_fnv1a64"), hex) != 0)
-        return "tokenizer.model is missing or changed";
-    if (o->tokenizer) {
-        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)file_hash(o->tokenizer));
-        if (strcmp(jstr(m, "tokenizer_fnv1a64"), hex) != 0)
-            return "the given tokenizer differs from the one used";
-    } else if (jint(m, "vocab_size_requested") != o->vocab_size) {
-        return "a different vocab_size was requested (or a tokenizer was given before)";
-    }
-    const char *why = manifest_shards_ok(r, m, "train");
-    return why ? why : manifest_shards_ok(r, m, "val");
-}
-
-/* 1 if the run can be skipped (and says so on the log). */
-static int up_to_date(const prep *r)
-{
-    char path[PATH_MAX + 32];
-    out_path(path, r->o, "prep.json");
-    if (access(path, F_OK) != 0)
-        return 0;
-    json_object *m = json_object_from_file(path);
-    const char *why = m ? manifest_stale(r, m) : "prep.json is not valid JSON";
-    if (why) {
-        say(r->log, "redoing %s: %s", r->o->out_dir, why);
-    } else {
-        json_object *t = NULL;
-        json_object_object_get_ex(m, "tokens", &t);
-        say(r->log, "%s is up to date (input, tokenizer and shards match prep.json): "
-                    "vocab %lld, train %lld tokens, val %lld tokens; skipping (use --force to redo)",
-            r->o->out_dir, (long long)jint(m, "vocab_size"), (long long)jint(t, "train"),
-            (long long)jint(t, "val"));
-    }
-    json_object_put(m);
-    return why == NULL;
 }
 
 /* ---------------------------------------------------------------- commit */
@@ -938,8 +737,8 @@ static int up_to_date(const prep *r)
 static hpt_status staging_move(const prep *r, const char *name)
 {
     char from[PATH_MAX + 64], to[PATH_MAX + 32];
-    staging_path(from, r, name);
-    out_path(to, r->o, name);
+    prep_staging_path(from, r, name);
+    prep_out_path(to, r->o, name);
     if (rename(from, to) == 0)
         return HPT_OK;
     return hpt_error_set(HPT_ERR_IO, "%s: cannot move into %s: %s (%s has no prep.json now: rerun)", from,
@@ -968,7 +767,7 @@ static void out_dir_remove_stale(const prep *r)
     while (d && (e = readdir(d)) != NULL) {
         if (!is_prep_output(e->d_name) || output_is_new(r, e->d_name))
             continue;
-        out_path(p, r->o, e->d_name);
+        prep_out_path(p, r->o, e->d_name);
         unlink(p);
     }
     if (d)
@@ -983,7 +782,7 @@ static void out_dir_remove_stale(const prep *r)
 static hpt_status staging_commit(prep *r)
 {
     char path[PATH_MAX + 32];
-    out_path(path, r->o, "prep.json");
+    prep_out_path(path, r->o, "prep.json");
     if (unlink(path) != 0 && errno != ENOENT)
         return hpt_error_set(HPT_ERR_IO, "%s: cannot replace: %s", path, strerror(errno));
     fsync(r->out_fd);
@@ -1035,7 +834,7 @@ static hpt_status stage_read(prep *r)
         st = lines_split(r);
     r->t_read = now_s() - t0;
     if (st == HPT_OK)
-        say(r->log, "read %s: %.1f MB, %lld non-empty lines (train %lld, val %lld) in %.1f s",
+        prep_say(r->log, "read %s: %.1f MB, %lld non-empty lines (train %lld, val %lld) in %.1f s",
             r->o->input, 1e-6 * (double)r->text_bytes, (long long)r->nlines,
             (long long)r->sp_train.nlines, (long long)r->sp_val.nlines, r->t_read);
     return st;
@@ -1051,7 +850,7 @@ static hpt_status stage_tokenizer(prep *r)
         return st == HPT_OK ? tokenizer_copy(r) : st;
     }
     hpt_status st = tokenizer_train(r);
-    staging_path(model, r, "tokenizer.model");
+    prep_staging_path(model, r, "tokenizer.model");
     return st == HPT_OK ? tokenizer_load(r, model, "") : st;
 }
 
@@ -1073,8 +872,8 @@ static hpt_status prep_setup(prep *r)
     if (st != HPT_OK)
         return st;
     r->nthreads = r->o->threads > 0 ? r->o->threads : omp_get_max_threads();
-    out_path(r->model, r->o, "tokenizer.model");
-    out_path(r->stage, r->o, STAGE_DIR);
+    prep_out_path(r->model, r->o, "tokenizer.model");
+    prep_out_path(r->stage, r->o, STAGE_DIR);
     st = input_stat(r);
     if (st == HPT_OK)
         st = out_dir_prepare(r->o);
@@ -1093,7 +892,7 @@ static hpt_status prep_rank0(prep *r)
 {
     double t0 = now_s();
     hpt_status st = prep_setup(r);
-    if (st != HPT_OK || (!r->o->force && up_to_date(r)))
+    if (st != HPT_OK || (!r->o->force && prep_up_to_date(r)))
         return st;
     st = stage_read(r);
     if (st == HPT_OK)
@@ -1105,11 +904,11 @@ static hpt_status prep_rank0(prep *r)
     if (st == HPT_OK)
         st = stage_shards(r);
     if (st == HPT_OK)
-        st = manifest_write(r);
+        st = prep_manifest_write(r);
     if (st == HPT_OK)
         st = staging_commit(r);
     if (st == HPT_OK)
-        say(r->log, "done in %.1f s: vocab %d, train %lld tokens, val %lld tokens in %s", now_s() - t0,
+        prep_say(r->log, "done in %.1f s: vocab %d, train %lld tokens, val %lld tokens in %s", now_s() - t0,
             r->vocab, (long long)r->sp_train.ntok, (long long)r->sp_val.ntok, r->o->out_dir);
     return st;
 }
