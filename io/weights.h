@@ -1,5 +1,6 @@
 /* weights.h — write model tensors to an HDF5 file with Hugging Face names
- * (serial; used by export and by the PyTorch reference test).
+ * (serial; used by export and by the PyTorch reference test). A whole
+ * model is written by hpt_model_h5_write (lib/model_h5.h).
  *
  * Layout: one float32 dataset per logical tensor, named by its Hugging
  * Face name ("model.layers.0.self_attn.q_proj.weight"), shape (rows, cols)
@@ -11,7 +12,7 @@
 
 #include <hdf5.h>
 
-#include "model.h"
+#include "error.h"
 
 /* Create (truncate) an HDF5 file for writing with the default serial
  * driver, in place (for scratch files; outputs that must survive a failed
@@ -19,12 +20,6 @@
  * naming the path and HDF5's innermost cause; a file that did not exist
  * before is not left behind. */
 hpt_status hpt_h5_create(const char *path, hid_t *file);
-
-/* Write every tensor of model m, taking values from `block` (a device
- * block with the parameter layout: m->params or m->grads), into group
- * `group` ("/" for the root; created when missing). Errors: HPT_ERR_IO. */
-hpt_status hpt_h5_write_model(hid_t file, const char *group, const hpt_model *m,
-                              const float *block);
 
 /* Write an array dataset `name` of `type` (H5T_NATIVE_FLOAT, _INT32,
  * _DOUBLE) with `rank` dims. Errors: HPT_ERR_IO naming the file, the

@@ -16,6 +16,7 @@
 
 #include "data.h"
 #include "optim.h"
+#include "model_h5.h"
 #include "weights.h"
 
 #define TRY(x)                                                      \
@@ -52,7 +53,7 @@ int main(int argc, char **argv)
 
     hid_t f;
     TRY(hpt_h5_create(argv[4], &f));
-    TRY(hpt_h5_write_model(f, "params_init", &m, m.params));
+    TRY(hpt_model_h5_write(f, "params_init", &m, m.params));
     int32_t *in = malloc(sizeof(int32_t) * N * steps), *tg = malloc(sizeof(int32_t) * N * steps);
     for (int s = 0; s < steps; s++)
         hpt_loader_batch(ld, (int64_t)s * B, B, in + s * N, tg + s * N);
@@ -68,7 +69,7 @@ int main(int argc, char **argv)
     hpt_model_zero_grad(&m);
     hpt_model_forward(&m, in, tg, 1.0f / N, 1);
     hpt_model_backward(&m);
-    TRY(hpt_h5_write_model(f, "grads", &m, m.grads));
+    TRY(hpt_model_h5_write(f, "grads", &m, m.grads));
 
     /* `steps` AdamW steps with warm-up, cosine schedule and clipping. */
     double *sl = malloc(sizeof(double) * steps * 3), *sn = sl + steps, *slr = sl + 2 * steps;
@@ -84,7 +85,7 @@ int main(int argc, char **argv)
     TRY(hpt_h5_write_array(f, "step_loss", H5T_NATIVE_DOUBLE, 1, &sdims, sl));
     TRY(hpt_h5_write_array(f, "step_norm", H5T_NATIVE_DOUBLE, 1, &sdims, sn));
     TRY(hpt_h5_write_array(f, "step_lr", H5T_NATIVE_DOUBLE, 1, &sdims, slr));
-    TRY(hpt_h5_write_model(f, "params_after", &m, m.params));
+    TRY(hpt_model_h5_write(f, "params_after", &m, m.params));
     H5Fclose(f);
     printf("ref_dump: loss0 %.6f, %d steps, final norm %.4f\n", loss0, steps, sn[steps - 1]);
     free(sl);
