@@ -1,5 +1,6 @@
 /* metrics_read.c — see metrics_read.h. */
 #include "metrics_read.h"
+#include "ckpt_read.h"
 
 #include "h5util.h"
 #include "metrics_h5.h"
@@ -154,20 +155,17 @@ static hpt_status dedup(hpt_mread *m)
  * extent into m->nranks. */
 static hpt_status ranks_extent(hpt_mread *m, hsize_t *rows)
 {
-    hid_t g = H5Gopen2(m->file, "/ranks", H5P_DEFAULT);
-    H5G_info_t info;
+    char **names;
+    int n = hpt_ckpt_names(m->file, "/ranks", &names); /* never by index: see ckpt_read.h */
     hpt_status st = HPT_OK;
-    if (g < 0 || H5Gget_info(g, &info) < 0) {
-        st = hpt_error_set(HPT_ERR_DATA, "%s: group /ranks is missing (damaged file)", m->path);
-        goto out;
-    }
-    for (hsize_t i = 0; !st && i < info.nlinks; i++) {
-        char name[64], path[80];
+    if (n < 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: group /ranks is %s (damaged file%s%s)", m->path,
+                             n == -1 ? "missing" : "unreadable", n == -1 ? "" : ": ",
+                             n == -1 ? "" : hpt_ckpt_names_why());
+    for (int i = 0; !st && i < n; i++) {
+        char path[4200];
         hsize_t dims[2];
-        if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
-                               H5P_DEFAULT) < 0)
-            continue;
-        snprintf(path, sizeof path, "/ranks/%s", name);
+        snprintf(path, sizeof path, "/ranks/%s", names[i]);
         if (ds_extent(m->file, path, 2, dims) < 0)
             st = hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing or not 2-D (damaged "
                                              "file%s)", m->path, path, ds_cause);
@@ -176,9 +174,7 @@ static hpt_status ranks_extent(hpt_mread *m, hsize_t *rows)
             m->nranks = (size_t)dims[1];
         }
     }
-out:
-    if (g >= 0)
-        H5Gclose(g);
+    hpt_ckpt_names_free(names, n);
     return st;
 }
 
@@ -393,21 +389,13 @@ hpt_status hpt_mread_events(const hpt_mread *m, hpt_mread_event **out, size_t *n
 void hpt_mread_ranks_col_names(const hpt_mread *m, char *buf, size_t len)
 {
     buf[0] = 0;
-    hid_t g = H5Gopen2(m->file, "/ranks", H5P_DEFAULT);
-    H5G_info_t info;
-    if (g < 0 || H5Gget_info(g, &info) < 0)
-        goto out;
-    for (hsize_t i = 0; i < info.nlinks; i++) {
-        char name[64];
-        if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
-                               H5P_DEFAULT) < 0)
-            continue;
+    char **names;
+    int n = hpt_ckpt_names(m->file, "/ranks", &names);
+    for (int i = 0; i < n; i++) {
         size_t used = strlen(buf);
-        snprintf(buf + used, len - used, "%s%s", used ? ", " : "", name);
+        snprintf(buf + used, len - used, "%s%s", used ? ", " : "", names[i]);
     }
-out:
-    if (g >= 0)
-        H5Gclose(g);
+    hpt_ckpt_names_free(names, n);
 }
 
 
