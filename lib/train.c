@@ -87,9 +87,14 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
                              o->stop_at);
     if (o->stop_at && !o->run_dir && !o->ckpt_dir)
         return hpt_error_set(HPT_ERR_USAGE, "--stop-at needs --run-dir or --checkpoint-dir");
-    if (o->save_every < 0 || o->keep < 1 || o->max_runtime < 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--save-every %d / --keep %d / --max-runtime %g: must be "
-                             ">= 0 / >= 1 / >= 0", o->save_every, o->keep, o->max_runtime);
+    if (o->save_every < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--save-every %d: must be >= 0 (0 = only on a stop "
+                             "signal and at --max-runtime/--stop-at)", o->save_every);
+    if (o->keep < 1)
+        return hpt_error_set(HPT_ERR_USAGE, "--keep %d: must be >= 1", o->keep);
+    if (!(o->max_runtime >= 0))
+        return hpt_error_set(HPT_ERR_USAGE, "--max-runtime %g: must be >= 0 seconds (0 = none)",
+                             o->max_runtime);
     if (o->eval_interval < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--eval-interval %d: must be >= 0", o->eval_interval);
     if (o->metrics_interval < 1)
