@@ -712,8 +712,17 @@ hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
     hid_t f;
     hpt_ckpt_meta m;
     int n = 0;
+    if (!*out_path)
+        return hpt_error_set(HPT_ERR_USAGE, "export: OUT.h5 is empty: give a file name");
     if (hpt_ckpt_is_dir(out_path))
         return hpt_error_set(HPT_ERR_IO, "%s: is a directory", out_path);
+    const char *slash = strrchr(out_path, '/');
+    if (slash && slash != out_path) { /* the directory must be there: nothing creates it */
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - out_path), out_path);
+        if (!hpt_ckpt_is_dir(dir))
+            return hpt_error_set(HPT_ERR_IO, "%s: directory %s does not exist", out_path, dir);
+    }
     hpt_status st = resolve_file(path, file);
     if (st || (st = hpt_ckpt_open(file, &f, &m)))
         return st;
