@@ -607,20 +607,6 @@ hpt_status hpt_ckpt_inspect_info(const char *path, const hpt_ckpt_model *mdl, FI
 
 /* ------------------------------------------------------------------ export */
 
-/* A scalar fixed-length string attribute, as io/ckpt.c writes them. */
-static int put_str_attr(hid_t obj, const char *name, const char *s)
-{
-    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
-    H5Tset_size(t, strlen(s) + 1);
-    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int err = a < 0 || H5Awrite(a, t, s) < 0;
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(sp);
-    H5Tclose(t);
-    return err;
-}
-
 typedef struct {
     hid_t dst; /* output dataset, same shape as the source */
 } copy_ctx;
@@ -695,7 +681,7 @@ static hpt_status export_into(hid_t src, const char *file, const hpt_ckpt_meta *
         hpt_ckpt_names_free(names, n);
         return st;
     }
-    if (put_str_attr(o.file, "config_json", m->config_json))
+    if (hpt_h5_put_str_attr(o.file, "config_json", m->config_json))
         st = hpt_error_set(HPT_ERR_IO, "%s: cannot write attribute config_json: %s", o.tmp,
                            hpt_h5_cause_line());
     for (int i = 0; i < n && !st; i++)

@@ -140,7 +140,8 @@ static hpt_status resolve_config(const char *file, const char *json, const char 
     hpt_status st;
     if (!json && !spec)
         return hpt_error_set(HPT_ERR_USAGE, "weights %s: the file carries no model config "
-                             "(attribute config_json, absent from hpt-train --export files): "
+                             "(attribute config_json, absent from exports of older hpt-train "
+                             "versions and other tools): "
                              "give --model PRESET|CONFIG.json", file);
     if (spec && (st = hpt_config_resolve(spec, &other)))
         return st;
