@@ -296,6 +296,10 @@ static int entry_cmp(const void *a, const void *b)
 static hpt_status scan_dir(const char *dir, entry **out, int *count)
 {
     DIR *d = opendir(dir);
+    if (!d && errno == ENOTDIR && hpt_ckpt_is_file(dir))
+        return hpt_error_set(HPT_ERR_DATA, "%s: a file, not a directory: list takes a run "
+                             "directory or its checkpoints directory (info, verify and export "
+                             "take one checkpoint file)", dir);
     if (!d)
         return hpt_ckpt_path_error(dir, errno);
     int cap = 1024, n = 0;
