@@ -704,8 +704,11 @@ hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
     int n = 0;
     if (!*out_path)
         return hpt_error_set(HPT_ERR_USAGE, "export: OUT.h5 is empty: give a file name");
+    struct stat sb;
     if (hpt_ckpt_is_dir(out_path))
         return hpt_error_set(HPT_ERR_IO, "%s: is a directory", out_path);
+    if (stat(out_path, &sb) == 0 && !S_ISREG(sb.st_mode)) /* the rename would replace it */
+        return hpt_error_set(HPT_ERR_IO, "%s: not a regular file (left untouched)", out_path);
     const char *slash = strrchr(out_path, '/');
     if (slash && slash != out_path) { /* the directory must be there: nothing creates it */
         char dir[PATH_MAX];
