@@ -129,9 +129,13 @@ hpt_status hpt_ckpt_read_meta(hid_t file, const char *path, hpt_ckpt_meta *meta)
 {
     char fmt[64] = "";
     memset(meta, 0, sizeof *meta);
-    if (get_str(file, "format", fmt, sizeof fmt) || strcmp(fmt, HPT_CKPT_FORMAT))
+    if (get_str(file, "format", fmt, sizeof fmt) || strcmp(fmt, HPT_CKPT_FORMAT)) {
+        int is_export = !fmt[0] && H5Lexists(file, "model.embed_tokens.weight", H5P_DEFAULT) > 0;
         return hpt_error_set(HPT_ERR_DATA, "%s: not an hpt checkpoint (attribute format = '%s', "
-                             "expected '%s')", path, fmt, HPT_CKPT_FORMAT);
+                             "expected '%s')%s", path, fmt, HPT_CKPT_FORMAT,
+                             is_export ? ": an export (weights only: hpt-train --export, hpt-ckpt "
+                                         "export), which hpt-generate and --init-from read" : "");
+    }
     if (get_attr(file, "format_version", H5T_NATIVE_INT32, &meta->format_version))
         return hpt_error_set(HPT_ERR_DATA, "%s: attribute format_version missing", path);
     if (meta->format_version < HPT_CKPT_VERSION_MIN || meta->format_version > HPT_CKPT_VERSION)

@@ -296,6 +296,10 @@ static int entry_cmp(const void *a, const void *b)
 static hpt_status scan_dir(const char *dir, entry **out, int *count)
 {
     DIR *d = opendir(dir);
+    if (!d && errno == ENOTDIR && hpt_ckpt_is_file(dir))
+        return hpt_error_set(HPT_ERR_DATA, "%s: a file, not a directory: list takes a run "
+                             "directory or its checkpoints directory (info, verify and export "
+                             "take one checkpoint file)", dir);
     if (!d)
         return hpt_ckpt_path_error(dir, errno);
     int cap = 1024, n = 0;
@@ -607,20 +611,6 @@ hpt_status hpt_ckpt_inspect_info(const char *path, const hpt_ckpt_model *mdl, FI
 
 /* ------------------------------------------------------------------ export */
 
-/* A scalar fixed-length string attribute, as io/ckpt.c writes them. */
-static int put_str_attr(hid_t obj, const char *name, const char *s)
-{
-    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
-    H5Tset_size(t, strlen(s) + 1);
-    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int err = a < 0 || H5Awrite(a, t, s) < 0;
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(sp);
-    H5Tclose(t);
-    return err;
-}
-
 typedef struct {
     hid_t dst; /* output dataset, same shape as the source */
 } copy_ctx;
@@ -695,7 +685,7 @@ static hpt_status export_into(hid_t src, const char *file, const hpt_ckpt_meta *
         hpt_ckpt_names_free(names, n);
         return st;
     }
-    if (put_str_attr(o.file, "config_json", m->config_json))
+    if (hpt_h5_put_str_attr(o.file, "config_json", m->config_json))
         st = hpt_error_set(HPT_ERR_IO, "%s: cannot write attribute config_json: %s", o.tmp,
                            hpt_h5_cause_line());
     for (int i = 0; i < n && !st; i++)
@@ -712,8 +702,20 @@ hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
     hid_t f;
     hpt_ckpt_meta m;
     int n = 0;
+    if (!*out_path)
+        return hpt_error_set(HPT_ERR_USAGE, "export: OUT.h5 is empty: give a file name");
+    struct stat sb;
     if (hpt_ckpt_is_dir(out_path))
         return hpt_error_set(HPT_ERR_IO, "%s: is a directory", out_path);
+    if (stat(out_path, &sb) == 0 && !S_ISREG(sb.st_mode)) /* the rename would replace it */
+        return hpt_error_set(HPT_ERR_IO, "%s: not a regular file (left untouched)", out_path);
+    const char *slash = strrchr(out_path, '/');
+    if (slash && slash != out_path) { /* the directory must be there: nothing creates it */
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - out_path), out_path);
+        if (!hpt_ckpt_is_dir(dir))
+            return hpt_error_set(HPT_ERR_IO, "%s: directory %s does not exist", out_path, dir);
+    }
     hpt_status st = resolve_file(path, file);
     if (st || (st = hpt_ckpt_open(file, &f, &m)))
         return st;

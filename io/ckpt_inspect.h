@@ -76,8 +76,9 @@ hpt_status hpt_ckpt_inspect_info(const char *path, const hpt_ckpt_model *mdl, FI
  * config_json; written to OUT.tmp, synced and renamed (io/h5out.h), so a
  * failure leaves an earlier OUT as it was and no OUT.tmp. Errors:
  * HPT_ERR_DATA (damaged checkpoint, tensors not those config_json
- * implies), HPT_ERR_IO (OUT is a directory or cannot be written, with the
- * cause). */
+ * implies), HPT_ERR_IO (OUT is a directory or another non-regular file,
+ * its directory does not exist or it cannot be written, with the cause),
+ * HPT_ERR_USAGE (OUT empty). */
 hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
                                    const hpt_ckpt_model *mdl, FILE *out);
 

@@ -24,6 +24,19 @@ const char *hpt_h5_cause_line(void)
     return buf;
 }
 
+int hpt_h5_put_str_attr(hid_t obj, const char *name, const char *s)
+{
+    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+    H5Tset_size(t, strlen(s) + 1);
+    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int err = a < 0 || H5Awrite(a, t, s) < 0;
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    return err;
+}
+
 int hpt_fsync_path(const char *path)
 {
     int fd = open(path, O_RDONLY);

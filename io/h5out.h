@@ -29,6 +29,11 @@ typedef struct {
  * lifetime rules as hpt_h5_cause(). */
 const char *hpt_h5_cause_line(void);
 
+/* Write the scalar fixed-length string attribute NAME = s (NUL included,
+ * as io/ckpt.c writes them) on obj. 0 ok, -1 on an HDF5 error (the cause in
+ * hpt_h5_cause()). Used for config_json on exports. */
+int hpt_h5_put_str_attr(hid_t obj, const char *name, const char *s);
+
 /* fsync a file or directory by path. 0 ok, -1 with errno set. */
 int hpt_fsync_path(const char *path);
 

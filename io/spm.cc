@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <sys/stat.h>
+
 struct hpt_spm {
     sentencepiece::SentencePieceProcessor proc;
 };
@@ -176,6 +178,9 @@ hpt_spm_status hpt_spm_load(const char *path, hpt_spm **out, char *err, size_t e
 {
     *out = nullptr;
     std::string what = std::string(path) + ": cannot load SentencePiece model";
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) /* a FIFO: no hang */
+        return fail(HPT_SPM_ERR_IO, err, errlen, std::string(path) + ": not a regular file");
     return guarded(what.c_str(), err, errlen, [&] {
         std::unique_ptr<hpt_spm> sp(new hpt_spm);
         auto s = sp->proc.Load(path);

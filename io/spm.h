@@ -79,7 +79,7 @@ hpt_spm_status hpt_spm_train_bpe(const hpt_spm_train_opts *o, hpt_spm_train_diag
 
 /* Load a model file. On success *out owns the model (free with
  * hpt_spm_free); on error *out = NULL. Errors: HPT_SPM_ERR_IO (missing or
- * unreadable file), HPT_SPM_ERR_INVALID ("PATH: not a SentencePiece model",
+ * unreadable file, or not a regular file: a FIFO is refused, not read), HPT_SPM_ERR_INVALID ("PATH: not a SentencePiece model",
  * with SentencePiece's reason when it says more than a parse failure). */
 hpt_spm_status hpt_spm_load(const char *path, hpt_spm **out, char *err, size_t errlen);
 

@@ -42,8 +42,11 @@ hpt_status hpt_cli_parse_int(const char *opt, const char *s, int *out)
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
+    if (end == s || *end)
         return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not an integer", opt, s);
+    if (errno == ERANGE || v < -2147483647L || v > 2147483647L)
+        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': out of range (at most %ld in magnitude)",
+                             opt, s, 2147483647L);
     *out = (int)v;
     return HPT_OK;
 }
@@ -53,8 +56,10 @@ hpt_status hpt_cli_parse_u64(const char *opt, const char *s, uint64_t *out)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-')
+    if (end == s || *end || s[0] == '-')
         return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': not a non-negative integer", opt, s);
+    if (errno == ERANGE)
+        return hpt_error_set(HPT_ERR_USAGE, "--%s '%s': out of range (at most 2^64 - 1)", opt, s);
     *out = v;
     return HPT_OK;
 }

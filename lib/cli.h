@@ -27,8 +27,9 @@ const char *hpt_cli_opt_name(const struct option *opts, int val);
 
 /* Strict number parsing: the whole of `s` must be the number. `opt` is the
  * option's long name (no dashes), used in the message. On error *out is
- * unchanged. Errors: HPT_ERR_USAGE "--OPT 'S': not an integer" (int: the
- * int range), "not a non-negative integer" (u64), "not a finite number"
+ * unchanged. Errors: HPT_ERR_USAGE "--OPT 'S': not an integer", or "out of
+ * range" for an integer beyond ±2147483647 (int) or 2^64 - 1 (u64), "not a
+ * non-negative integer" (u64), "not a finite number"
  * (double: NaN, inf and overflow refused), and for float additionally
  * "outside the range of a float" when the value would become inf or
  * underflow to 0 as a 32-bit float (1e39, 1e-50): the options stored as

@@ -41,9 +41,10 @@ static int owner_stage(const run_state *r, hpt_tensor_kind kind, int layer)
     return r->layer_stage[layer];
 }
 
-/* Write the final weights with Hugging Face names (world rank 0): each
- * tensor is gathered over TP on its stage and sent to rank 0 from the
- * stage's first rank. Collective. */
+/* Write the final weights with Hugging Face names and the root attribute
+ * config_json (the model config, as hpt-ckpt export writes it) on world
+ * rank 0: each tensor is gathered over TP on its stage and sent to rank 0
+ * from the stage's first rank. Collective. */
 hpt_status export_weights(run_state *r, const char *path)
 {
     hpt_comm *c = &r->comm;
@@ -51,6 +52,16 @@ hpt_status export_weights(run_state *r, const char *path)
     hpt_status st = r->root ? hpt_h5_out_create(path, &out) : HPT_OK;
     hid_t f = out.file;
     const hpt_config *cfg = &r->cfg;
+    if (r->root && !st) { /* the config, as hpt-ckpt export writes it: the file is self-contained */
+        char json[8192] = {0};
+        FILE *mf = fmemopen(json, sizeof json - 1, "w");
+        int bad = !mf || hpt_config_write(cfg, mf) != HPT_OK;
+        if (mf)
+            bad |= fclose(mf) != 0;
+        if (bad || hpt_h5_put_str_attr(f, "config_json", json))
+            st = hpt_error_set(HPT_ERR_IO, "%s: cannot write attribute config_json: %s", out.tmp,
+                               bad ? "config too long" : hpt_h5_cause_line());
+    }
     size_t C = cfg->hidden_size, big = (size_t)cfg->vocab_size + c->tp;
     size_t most = C * (big > (size_t)cfg->intermediate_size ? big : (size_t)cfg->intermediate_size);
     most = most > C * C ? most : C * C;

@@ -67,9 +67,15 @@ static hpt_status resolve_file(const char *path, char *file)
         return st;
     if (!is_dir(dir))
         snprintf(dir, sizeof dir, "%s", path);
-    if (hpt_ckpt_list(dir, &newest, 1) < 1)
+    if (hpt_ckpt_list(dir, &newest, 1) < 1) { /* say where weights may be instead */
+        int model_h5 = join(p, path, "model.h5") == HPT_OK && is_file(p);
         return hpt_error_set(HPT_ERR_DATA, "weights %s: a directory without %s and without a "
-                             "complete step_NNNNNNNN checkpoint in %s", path, HPT_CKPT_FILE, dir);
+                             "complete step_NNNNNNNN checkpoint in %s%s%s%s", path, HPT_CKPT_FILE,
+                             dir, model_h5 ? ": to use its export, give " : "",
+                             model_h5 ? p : "",
+                             model_h5 ? "" : " (hpt-train checkpoints with --save-every N or on a "
+                                             "stop signal; or give an --export file)");
+    }
     hpt_ckpt_dirname(newest, name);
     if ((st = join(p, dir, name)) || (st = join(file, p, HPT_CKPT_FILE)))
         return st;
@@ -140,7 +146,8 @@ static hpt_status resolve_config(const char *file, const char *json, const char 
     hpt_status st;
     if (!json && !spec)
         return hpt_error_set(HPT_ERR_USAGE, "weights %s: the file carries no model config "
-                             "(attribute config_json, absent from hpt-train --export files): "
+                             "(attribute config_json, absent from exports of older hpt-train "
+                             "versions and other tools): "
                              "give --model PRESET|CONFIG.json", file);
     if (spec && (st = hpt_config_resolve(spec, &other)))
         return st;

@@ -40,33 +40,56 @@ static int is_hdf5(const char *path)
     return yes;
 }
 
-/* A directory: its index, else its single file. */
-static void resolve_dir(const char *path, char *out, size_t n)
+/* A directory: its index, else its single file. Errors: HPT_ERR_DATA when a
+ * directory holds neither (naming a checkpoint when it is one). */
+static hpt_status resolve_dir(const char *path, char *out, size_t n)
 {
     struct stat sb;
     snprintf(out, n, "%s", path);
     if (stat(path, &sb) || !S_ISDIR(sb.st_mode))
-        return;
+        return HPT_OK;
     snprintf(out, n, "%s/model.safetensors.index.json", path);
-    if (stat(out, &sb))
-        snprintf(out, n, "%s/model.safetensors", path);
+    if (!stat(out, &sb))
+        return HPT_OK;
+    snprintf(out, n, "%s/model.safetensors", path);
+    if (!stat(out, &sb))
+        return HPT_OK;
+    static const char *const ckpt[] = {"checkpoint.h5", "latest", "checkpoints"};
+    for (size_t i = 0; i < sizeof ckpt / sizeof ckpt[0]; i++) {
+        snprintf(out, n, "%s/%s", path, ckpt[i]);
+        if (!stat(out, &sb))
+            return hpt_error_set(HPT_ERR_DATA, "--init-from %s: a checkpoint or run directory, not "
+                                 "weights: continue it with --run-dir/--checkpoint-dir, or "
+                                 "write its weights with hpt-ckpt export %s OUT.h5 and give OUT.h5",
+                                 path, path);
+    }
+    return hpt_error_set(HPT_ERR_DATA, "--init-from %s: a directory with neither "
+                         "model.safetensors.index.json nor model.safetensors", path);
 }
 
 static hpt_status source_open(source *s, const char *path)
 {
     memset(s, 0, sizeof *s);
     s->h5 = -1;
-    resolve_dir(path, s->path, sizeof s->path);
+    hpt_status st = resolve_dir(path, s->path, sizeof s->path);
+    if (st)
+        return st;
     struct stat sb;
     if (stat(s->path, &sb))
         return hpt_error_set(HPT_ERR_DATA, "--init-from %s: cannot open: %s", s->path,
                              strerror(errno));
+    if (!S_ISREG(sb.st_mode)) /* a FIFO would block the first read */
+        return hpt_error_set(HPT_ERR_DATA, "--init-from %s: not a regular file", s->path);
     if (!is_hdf5(s->path))
         return hpt_st_set_open(s->path, &s->st);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if ((s->h5 = H5Fopen(s->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
         return hpt_error_set(HPT_ERR_DATA, "--init-from %s: cannot open the HDF5 file: %s",
                              s->path, hpt_h5_cause());
+    if (H5Lexists(s->h5, "model", H5P_DEFAULT) > 0 && H5Lexists(s->h5, "optim", H5P_DEFAULT) > 0)
+        return hpt_error_set(HPT_ERR_DATA, "--init-from %s: an hpt checkpoint, not an export: "
+                             "write its weights with hpt-ckpt export %s OUT.h5 and give OUT.h5",
+                             s->path, s->path);
     return HPT_OK;
 }
 

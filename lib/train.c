@@ -80,14 +80,24 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
                 return hpt_error_set(HPT_ERR_USAGE,
                                      "--fault-nan-steps '%s': expected step numbers like 3,4",
                                      o->nan_steps);
+    if (o->export_path && !*o->export_path)
+        return hpt_error_set(HPT_ERR_USAGE, "--export '': expected a file name");
     if (o->stop_at < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--stop-at %d: must be >= 1 (a step number; 0 = never)",
                              o->stop_at);
     if (o->stop_at && !o->run_dir && !o->ckpt_dir)
         return hpt_error_set(HPT_ERR_USAGE, "--stop-at needs --run-dir or --checkpoint-dir");
-    if (o->save_every < 0 || o->keep < 1 || o->max_runtime < 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--save-every %d / --keep %d / --max-runtime %g: must be "
-                             ">= 0 / >= 1 / >= 0", o->save_every, o->keep, o->max_runtime);
+    if (o->max_runtime > 0 && !o->run_dir && !o->ckpt_dir) /* it stops with a checkpoint */
+        return hpt_error_set(HPT_ERR_USAGE, "--max-runtime needs --run-dir or --checkpoint-dir "
+                             "(it checkpoints before it stops)");
+    if (o->save_every < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--save-every %d: must be >= 0 (0 = only on a stop "
+                             "signal and at --max-runtime/--stop-at)", o->save_every);
+    if (o->keep < 1)
+        return hpt_error_set(HPT_ERR_USAGE, "--keep %d: must be >= 1", o->keep);
+    if (!(o->max_runtime >= 0))
+        return hpt_error_set(HPT_ERR_USAGE, "--max-runtime %g: must be >= 0 seconds (0 = none)",
+                             o->max_runtime);
     if (o->eval_interval < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--eval-interval %d: must be >= 0", o->eval_interval);
     if (o->metrics_interval < 1)
@@ -367,6 +377,23 @@ static hpt_status setup_zero1(run_state *r, size_t *lo, size_t *hi)
     return r->grad_shard ? HPT_OK : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
 }
 
+/* --export FILE, checked before any step (hpt_check_output_file). Its directory
+ * may be the --run-dir that this run has not created yet (write_run_files
+ * creates it and checks that it is writable). Errors: HPT_ERR_IO naming FILE. */
+static hpt_status check_export(const hpt_train_opts *o)
+{
+    char dir[4096], run[4096];
+    struct stat sb;
+    hpt_path_dir(o->export_path, dir, sizeof dir);
+    if (o->run_dir && snprintf(run, sizeof run, "%s", o->run_dir) < (int)sizeof run) {
+        for (size_t n = strlen(run); n > 1 && run[n - 1] == '/'; n--)
+            run[n - 1] = 0;
+        if (!strcmp(dir, run) && stat(run, &sb) != 0)
+            return HPT_OK;
+    }
+    return hpt_check_output_file("--export", o->export_path);
+}
+
 /* Setup, part 1: checks that need no communication. */
 static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_backend **be)
 {
@@ -382,7 +409,7 @@ static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_b
     if ((st = hpt_backend_get(o->backend, be)) || (st = open_data(r, o)) ||
         (st = checkpoint_dir(r, o)))
         return st;
-    if (r->root && o->export_path && (st = hpt_check_output_file("--export", o->export_path)))
+    if (r->root && o->export_path && (st = check_export(o)))
         return st;
     return HPT_OK;
 }
