@@ -6,6 +6,7 @@
 #include "train.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <signal.h>
 #include <math.h>
@@ -391,7 +392,25 @@ static hpt_status check_export(const hpt_train_opts *o)
         if (!strcmp(dir, run) && stat(run, &sb) != 0)
             return HPT_OK;
     }
-    return hpt_check_output_file("--export", o->export_path);
+    hpt_status st = hpt_check_output_file("--export", o->export_path);
+    if (st)
+        return st;
+    /* The export is written to PATH.tmp and renamed (io/h5out.h): create
+     * and remove that name now, so a place no file can be created in
+     * (root's access() says yes to /proc, a read-only mount) is refused
+     * before training, not after it. An existing PATH.tmp (a crash's) is
+     * overwritten later anyway. */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->export_path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0 && errno != EEXIST)
+        return hpt_error_set(HPT_ERR_IO, "--export %s: cannot create %s: %s", o->export_path, tmp,
+                             strerror(errno));
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    }
+    return HPT_OK;
 }
 
 /* Setup, part 1: checks that need no communication. */

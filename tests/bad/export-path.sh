@@ -22,4 +22,8 @@ expect_error 2 "\-\-model small does not match the config of $WORK/new/model.h5:
 expect_error 5 "\-\-export $WORK/new2/sub/model.h5: directory $WORK/new2/sub does not exist" \
   $T --run-dir "$WORK/new2" --export "$WORK/new2/sub/model.h5"
 [ ! -e "$WORK/new2" ] || fail "the run directory was created for a refused run"
-pass "--export '' refused; --export into a new --run-dir works and carries its config"
+# a place where no file can be created although access() says yes to root
+# (/proc): refused before training (was: a whole run, then exit 5)
+expect_error 5 "\-\-export /proc/version: cannot create /proc/version.tmp" $T --export /proc/version
+grep -q "^step" "$WORK/out.$$" && fail "training ran before --export /proc/version was refused"
+pass "--export '' and /proc/version refused; --export into a new --run-dir works and carries its config"
