@@ -235,6 +235,30 @@ static hpt_status check_layers(source *s, int L)
     return st;
 }
 
+static herr_t h5_first_cb(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
+{
+    (void)g, (void)info;
+    snprintf(ctx, 128, "%s", name);
+    return 1; /* stop at the first */
+}
+
+/* A hint for a missing tensor: one name the source does have, so a file
+ * of another naming scheme ("transformer.h.0...", no "model." prefix)
+ * shows itself. Empty when the source has no tensors. */
+static void name_hint(source *s, char *buf, size_t n)
+{
+    char first[128] = "";
+    if (s->h5 >= 0)
+        H5Literate(s->h5, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, h5_first_cb, first);
+    else if (s->st.nnames > 0)
+        snprintf(first, sizeof first, "%s", s->st.names[0]);
+    if (first[0])
+        snprintf(buf, n, " (the file has e.g. '%s'; hpt reads Hugging Face Llama names such as "
+                 "model.embed_tokens.weight)", first);
+    else
+        snprintf(buf, n, " (the file holds no tensors)");
+}
+
 /* ------------------------------------------------------------ loading */
 
 /* Rows of t that are real (not vocabulary padding): the checkpoint
@@ -251,11 +275,14 @@ static hpt_status load_tensor(source *s, hpt_model *m, const hpt_tensor *t, floa
 {
     src_tensor x;
     hpt_status st = source_find(s, t->name, &x);
+    char hint[384] = "";
+    if (!st && !x.found && t->kind != HPT_TENSOR_LM_HEAD)
+        name_hint(s, hint, sizeof hint);
     if (!st && !x.found)
         st = hpt_error_set(HPT_ERR_DATA, "--init-from %s: tensor %s is missing%s", s->path,
                            t->name, t->kind == HPT_TENSOR_LM_HEAD
                                         ? " (the model is untied: --tie-embeddings uses the "
-                                          "embedding instead)" : "");
+                                          "embedding instead)" : hint);
     if (!st)
         st = check_shape(s, t, &x);
     int64_t real = real_rows(t);
