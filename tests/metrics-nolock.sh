@@ -12,6 +12,8 @@
 # - with locks (no shim), a second writer is still refused
 #   (tests/metrics-robust.sh).
 . "$HPT_SRC/tests/lib.sh"
+# a sanitizer build wants libasan first; the shim preloaded before it is fine
+export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
 need_corpus
 export OMP_NUM_THREADS=1
 CC=${CC:-cc}
