@@ -108,6 +108,10 @@ static hid_t contiguous_dcpl(void)
 
 /* ------------------------------------------------------------- helpers */
 
+static const char *h5_cause(char *buf);
+/* Why the last hpt_checkpoint_open_parallel of this thread failed. */
+static _Thread_local char open_why[400];
+
 hid_t hpt_checkpoint_open_parallel(const char *path, MPI_Comm comm, int create)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
@@ -138,9 +142,13 @@ hid_t hpt_checkpoint_open_parallel(const char *path, MPI_Comm comm, int create)
         H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST);
     hid_t f = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
                      : H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (f < 0) /* before H5Pclose clears HDF5's error stack */
+        h5_cause(open_why);
     H5Pclose(fapl);
     return f;
 }
+
+const char *hpt_checkpoint_open_cause(void) { return open_why[0] ? open_why : "HDF5 error"; }
 
 hpt_status hpt_checkpoint_fsync(const char *path)
 {
@@ -834,7 +842,7 @@ static hpt_status write_file(const char *file, const hpt_ckpt_state *s, const hp
     char why[400];
     hid_t f = hpt_checkpoint_open_parallel(file, world, 1);
     hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_IO, "%s: cannot create the checkpoint file: %s",
-                                          file, h5_cause(why))
+                                          file, hpt_checkpoint_open_cause())
                           : HPT_OK;
     if ((st = hpt_comm_agree(world, st)))
         return st;

@@ -24,6 +24,12 @@ static inline int hpt_checkpoint_rank_of(int64_t cols) { return cols > 1 ? 2 : 1
  * file or -1 (HDF5's error stack says why). */
 hid_t hpt_checkpoint_open_parallel(const char *path, MPI_Comm comm, int create);
 
+/* HDF5's innermost message for the last failed hpt_checkpoint_open_parallel
+ * on this thread ("truncated file: eof = ...", "file signature not found";
+ * MPI-IO's system error for a create), or "HDF5 error". Thread-local
+ * buffer, valid until the next failed open. */
+const char *hpt_checkpoint_open_cause(void);
+
 /* fsync a file or directory by path. Errors: HPT_ERR_IO naming the path
  * and strerror. */
 hpt_status hpt_checkpoint_fsync(const char *path);

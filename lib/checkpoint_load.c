@@ -72,7 +72,8 @@ hpt_status hpt_checkpoint_meta(const char *dir, int64_t step, MPI_Comm world, hp
     if (!regular_file(file, world))
         return hpt_error_set(HPT_ERR_DATA, "%s: missing or not a regular file", file);
     hid_t f = hpt_checkpoint_open_parallel(file, world, 0);
-    hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_DATA, "%s: cannot open (truncated or not HDF5)", file)
+    hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_DATA, "%s: cannot open (truncated or not HDF5: %s)",
+                                          file, hpt_checkpoint_open_cause())
                           : hpt_ckpt_read_meta(f, file, meta);
     if (f >= 0)
         H5Fclose(f);
@@ -274,7 +275,8 @@ static hpt_status load_open(const char *file, MPI_Comm world, hid_t *f, hpt_ckpt
     if (!regular_file(file, world))
         return hpt_error_set(HPT_ERR_DATA, "%s: missing or not a regular file", file);
     *f = hpt_checkpoint_open_parallel(file, world, 0);
-    hpt_status st = *f < 0 ? hpt_error_set(HPT_ERR_DATA, "%s: cannot open", file)
+    hpt_status st = *f < 0 ? hpt_error_set(HPT_ERR_DATA, "%s: cannot open: %s", file,
+                                           hpt_checkpoint_open_cause())
                            : hpt_ckpt_read_meta(*f, file, meta);
     if ((st = hpt_comm_agree(world, st)) && *f >= 0) {
         H5Fclose(*f);
