@@ -305,13 +305,6 @@ static void gather_moments(const hpt_ckpt_state *s, float *full, float **m1, flo
     *m2 = full + n;
 }
 
-/* Rows of t that are real (not vocabulary padding). */
-int64_t hpt_checkpoint_valid_rows(const hpt_tensor *t)
-{
-    int64_t v = t->g_rows - t->row0;
-    return v < 0 ? 0 : v > t->rows ? t->rows : v;
-}
-
 /* One dataset of a save, in the same order on every rank. */
 typedef struct {
     char path[HPT_CKPT_NAME_MAX + 32];
@@ -356,7 +349,7 @@ static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2,
     for (int i = 0; i < n; i++) { /* the pieces of this (stage, TP rank) */
         const hpt_tensor *t = hpt_model_tensor(m, kinds[i], layers[i]); /* NULL: other stage */
         held[i] = t && !(t->dup || (t->split == 0 && c->tp_rank != 0)) ? t : NULL;
-        total += held[i] ? 3.0 * (double)hpt_checkpoint_valid_rows(held[i]) * (double)held[i]->cols : 0;
+        total += held[i] ? 3.0 * (double)hpt_tensor_real_rows(held[i]) * (double)held[i]->cols : 0;
     }
     int k = 0;
     *ntiles = 0;
@@ -369,7 +362,7 @@ static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2,
             snprintf(x->path, sizeof x->path, "/%s/%s", groups[g], name);
             x->kind = kinds[i], x->layer = layers[i], x->block = blocks[g], x->ds = -1;
             const hpt_tensor *t = held[i];
-            double bytes = t ? (double)hpt_checkpoint_valid_rows(t) * (double)t->cols : 0;
+            double bytes = t ? (double)hpt_tensor_real_rows(t) * (double)t->cols : 0;
             int w = total > 0 ? (int)((done + bytes / 2) * c->dp / total) : 0;
             w = w < c->dp ? w : c->dp - 1;
             done += bytes;
@@ -591,7 +584,7 @@ static int write_all(const char *file, const hpt_model *m, save_item *it, int n,
         if (it[i].c) {
             const hpt_tensor *t = it[i].c;
             const float *p = host_view(m, it[i].block, t, scratch);
-            hpt_ckpt_tiles_crc(&it[i].tiles, p, t->cols, t->row0, hpt_checkpoint_valid_rows(t), t->col0, t->cols,
+            hpt_ckpt_tiles_crc(&it[i].tiles, p, t->cols, t->row0, hpt_tensor_real_rows(t), t->col0, t->cols,
                                crc + it[i].crc0);
         }
     prof_mark(PROF_CRC, &t);
@@ -618,7 +611,7 @@ static int write_all(const char *file, const hpt_model *m, save_item *it, int n,
                                         : raw_write(&w, (const char *)p,
                                                     (uint64_t)at + sizeof(float) * (uint64_t)t->row0 *
                                                                        (uint64_t)gc,
-                                                    sizeof(float) * (uint64_t)hpt_checkpoint_valid_rows(t) *
+                                                    sizeof(float) * (uint64_t)hpt_tensor_real_rows(t) *
                                                         (uint64_t)gc);
             if (e && !err) {
                 err = 1;

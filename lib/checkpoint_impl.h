@@ -34,8 +34,5 @@ const char *hpt_checkpoint_open_cause(void);
  * and strerror. */
 hpt_status hpt_checkpoint_fsync(const char *path);
 
-/* Rows of local tensor t that are real (not vocabulary padding past the
- * global row count). */
-int64_t hpt_checkpoint_valid_rows(const hpt_tensor *t);
 
 #endif

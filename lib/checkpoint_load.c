@@ -94,7 +94,7 @@ static int shape_ok(hid_t ds, const hpt_tensor *t)
 }
 
 /* Format 1: HDF5 checks the Fletcher32 checksums of the chunks it reads.
- * Reads local rows [ra, rb) of t's slab (rb <= hpt_checkpoint_valid_rows(t)) into dst
+ * Reads local rows [ra, rb) of t's slab (rb <= hpt_tensor_real_rows(t)) into dst
  * ((rb - ra) x t->cols, row-major). */
 static int read_rows_v1(hid_t ds, const hpt_tensor *t, int64_t ra, int64_t rb, float *dst)
 {
@@ -173,7 +173,7 @@ typedef struct {
 static void item_range(const load_item *it, uint64_t *at, uint64_t *len)
 {
     const hpt_tensor *t = it->t;
-    int64_t ra = it->a / t->cols, rb = (it->b + t->cols - 1) / t->cols, v = hpt_checkpoint_valid_rows(t);
+    int64_t ra = it->a / t->cols, rb = (it->b + t->cols - 1) / t->cols, v = hpt_tensor_real_rows(t);
     rb = rb < v ? rb : v;
     ra = ra < rb ? ra : rb;
     *at = it->at + sizeof(float) * (uint64_t)(t->row0 + ra) * (uint64_t)t->g_cols;
@@ -217,7 +217,7 @@ static int read_item(const hpt_model *m, const load_item *it, load_bufs *lb)
 {
     const hpt_tensor *t = it->t;
     int64_t cols = t->cols, ra = it->a / cols, rb = (it->b + cols - 1) / cols;
-    int64_t valid = hpt_checkpoint_valid_rows(t), va = ra < valid ? ra : valid, vb = rb < valid ? rb : valid;
+    int64_t valid = hpt_tensor_real_rows(t), va = ra < valid ? ra : valid, vb = rb < valid ? rb : valid;
     int whole = it->a % cols == 0 && it->b % cols == 0;
     float *buf;
     size_t n = (size_t)((rb - ra) * cols);

@@ -261,14 +261,6 @@ static void name_hint(source *s, char *buf, size_t n)
 
 /* ------------------------------------------------------------ loading */
 
-/* Rows of t that are real (not vocabulary padding): the checkpoint
- * loader's rule (lib/checkpoint.c valid_rows). */
-static int64_t real_rows(const hpt_tensor *t)
-{
-    int64_t v = t->g_rows - t->row0;
-    return v < 0 ? 0 : v > t->rows ? t->rows : v;
-}
-
 /* Read this rank's slice of t into host buffer buf (t->rows x t->cols) and
  * upload it into the parameter block. */
 static hpt_status load_tensor(source *s, hpt_model *m, const hpt_tensor *t, float *buf)
@@ -285,7 +277,7 @@ static hpt_status load_tensor(source *s, hpt_model *m, const hpt_tensor *t, floa
                                           "embedding instead)" : hint);
     if (!st)
         st = check_shape(s, t, &x);
-    int64_t real = real_rows(t);
+    int64_t real = hpt_tensor_real_rows(t);
     if (!st)
         st = source_read(s, t->name, &x, t->row0, real, t->col0, t->cols, buf);
     source_release(&x);

@@ -593,3 +593,9 @@ double hpt_model_flops_per_token(const hpt_config *c, int T)
     double n_matmul = L * per_layer + V * C;
     return 6.0 * n_matmul + 12.0 * L * T * C;
 }
+
+int64_t hpt_tensor_real_rows(const hpt_tensor *t)
+{
+    int64_t v = t->g_rows - t->row0;
+    return v < 0 ? 0 : v > t->rows ? t->rows : v;
+}

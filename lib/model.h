@@ -210,6 +210,12 @@ void hpt_tensor_global_shape(const hpt_config *c, hpt_tensor_kind kind, int64_t 
 /* The tensor (kind, layer), or NULL (e.g. LM_HEAD when tied). */
 const hpt_tensor *hpt_model_tensor(const hpt_model *m, hpt_tensor_kind kind, int layer);
 
+/* Rows of local tensor t (rows x cols elements, this rank's slice starting
+ * at global row row0) that are real, not vocabulary padding past the global
+ * row count g_rows: min(rows, max(0, g_rows - row0)). The rule every reader
+ * and writer of a rank's slice uses (checkpoint save/load, --init-from). */
+int64_t hpt_tensor_real_rows(const hpt_tensor *t);
+
 /* Device pointer to tensor (kind, layer) in `block` (params or grads). For
  * LM_HEAD of a tied model this is the embedding. */
 float *hpt_model_ptr(const hpt_model *m, float *block, hpt_tensor_kind kind, int layer);
