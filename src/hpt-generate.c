@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "error.h"
 #include "generate.h"
 #include "hpt_config.h"
@@ -71,24 +72,13 @@ static const struct option long_opts[] = {
     {0, 0, 0, 0},
 };
 
-static hpt_status parse_int(const char *opt, const char *s, long long lo, long long *v)
+/* A non-negative int option (hpt_cli_parse_int, then the sign). */
+static hpt_status parse_count(const char *opt, const char *s, int *v)
 {
-    char *end;
-    errno = 0;
-    *v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || *v < lo)
-        return hpt_error_set(HPT_ERR_USAGE, "--%s %s: must be an integer >= %lld", opt, s, lo);
-    return HPT_OK;
-}
-
-static hpt_status parse_float(const char *opt, const char *s, float *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtof(s, &end);
-    if (errno || end == s || *end || !isfinite(*v))
-        return hpt_error_set(HPT_ERR_USAGE, "--%s %s: not a number", opt, s);
-    return HPT_OK;
+    hpt_status st = hpt_cli_parse_int(opt, s, v);
+    if (!st && *v < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--%s %s: must be an integer >= 0", opt, s);
+    return st;
 }
 
 /* Weights given twice (--checkpoint, --export, positional)? */
@@ -104,8 +94,6 @@ static hpt_status set_path(hpt_generate_opts *o, const char *path, hpt_gen_sourc
 
 static hpt_status apply(hpt_generate_opts *o, int c, const char *arg, int *action)
 {
-    long long v;
-    hpt_status st = HPT_OK;
     switch (c) {
     case OPT_CHECKPOINT: return set_path(o, arg, HPT_GEN_SOURCE_ANY);
     case OPT_EXPORT: return set_path(o, arg, HPT_GEN_SOURCE_EXPORT);
@@ -113,19 +101,13 @@ static hpt_status apply(hpt_generate_opts *o, int c, const char *arg, int *actio
     case OPT_TOKENIZER: o->tokenizer = arg; return HPT_OK;
     case OPT_PROMPT: o->prompt = arg; return HPT_OK;
     case OPT_MAX_NEW:
-        if (!(st = parse_int("max-new-tokens", arg, 0, &v)))
-            o->max_new_tokens = v > 1000000000 ? 1000000000 : (int)v;
-        return st;
-    case OPT_TEMPERATURE: return parse_float("temperature", arg, &o->sample.temperature);
+        return parse_count("max-new-tokens", arg, &o->max_new_tokens);
+    case OPT_TEMPERATURE: return hpt_cli_parse_float("temperature", arg, &o->sample.temperature);
     case OPT_TOP_K:
-        if (!(st = parse_int("top-k", arg, 0, &v)))
-            o->sample.top_k = v > 1000000000 ? 1000000000 : (int)v;
-        return st;
-    case OPT_TOP_P: return parse_float("top-p", arg, &o->sample.top_p);
+        return parse_count("top-k", arg, &o->sample.top_k);
+    case OPT_TOP_P: return hpt_cli_parse_float("top-p", arg, &o->sample.top_p);
     case OPT_SEED:
-        if (!(st = parse_int("seed", arg, 0, &v)))
-            o->sample.seed = (uint64_t)v;
-        return st;
+        return hpt_cli_parse_u64("seed", arg, &o->sample.seed);
     case OPT_IGNORE_EOS: o->ignore_eos = 1; return HPT_OK;
     case OPT_IDS: o->print_ids = 1; return HPT_OK;
     case OPT_HELP: *action = 1; return HPT_OK;
@@ -163,7 +145,11 @@ static hpt_status parse_args(int argc, char **argv, hpt_generate_opts *o, int *a
 static hpt_status run(int argc, char **argv, FILE *out)
 {
     hpt_generate_opts o = {0}, d = {0};
-    int action = 0;
+    int action = 0, size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1)
+        return hpt_error_set(HPT_ERR_USAGE, "runs as one process (mpiexec -n 1 or no mpiexec), "
+                             "not %d", size);
     d.max_new_tokens = 64;
     hpt_sample_opts_default(&d.sample);
     o = d;
@@ -181,22 +167,4 @@ static hpt_status run(int argc, char **argv, FILE *out)
     return hpt_generate(&o, out);
 }
 
-int main(int argc, char **argv)
-{
-    int rank, size, code = 0;
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (rank == 0) {
-        hpt_status st = size > 1 ? hpt_error_set(HPT_ERR_USAGE, "runs as one process (mpiexec "
-                                                 "-n 1 or no mpiexec), not %d", size)
-                                 : run(argc, argv, stdout);
-        fflush(stdout);
-        if (st)
-            fprintf(stderr, "hpt-generate: %s\n", hpt_error_msg());
-        code = hpt_status_exit_code(st);
-    }
-    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return code;
-}
+int main(int argc, char **argv) { return hpt_cli_main_rank0(argc, argv, "hpt-generate", run); }
