@@ -81,6 +81,11 @@ for v in HPT_TP HPT_PP HPT_SEQ_LEN HPT_MICRO_BATCH HPT_STEPS; do is_count $v "${
   die "HPT_MAX_STALLED_RESTARTS='$HPT_MAX_STALLED_RESTARTS': expected an integer >= 0"
 for v in HPT_ZERO1 HPT_RECOMPUTE HPT_REQUEUE DRY_RUN; do is_bool $v "${!v}"; done
 [[ $HPT_SIGNAL =~ ^(USR1|USR2|TERM|INT|HUP)$ ]] || die "HPT_SIGNAL='$HPT_SIGNAL': expected USR1, USR2, TERM, INT or HUP"
+# Initial weights (hpt-train --init-from); a requeued job resumes from its
+# own checkpoint instead (the trainer's rule), so the variable can stay set.
+HPT_INIT_FROM=${HPT_INIT_FROM:-}
+[ -z "$HPT_INIT_FROM" ] || [ -e "$HPT_INIT_FROM" ] ||
+  die "HPT_INIT_FROM='$HPT_INIT_FROM': no such file or directory (an --export file, a .safetensors file, a model.safetensors.index.json or a directory holding one)"
 
 # sbatch_header OPTION: the value of "#SBATCH --OPTION=VALUE" in the template.
 sbatch_header() { sed -n "s/^#SBATCH --$1=\([^ ]*\).*/\1/p" "$TEMPLATE" 2>/dev/null | tail -1; }
@@ -178,6 +183,8 @@ print_groups() {
 }
 
 dry_run() {
+  [ -z "$HPT_INIT_FROM" ] ||
+    echo "== initial weights: --init-from $HPT_INIT_FROM (a requeued job resumes from its checkpoint instead) =="
   echo "== rank layout: block placement, $TPN ranks per node =="
   print_groups tp
   print_groups pp
@@ -324,6 +331,7 @@ ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
 [ -n "${HPT_WARMUP:-}" ] && ARGS+=(--warmup "$HPT_WARMUP")
 [ -n "${HPT_EVAL_INTERVAL:-}" ] && ARGS+=(--eval-interval "$HPT_EVAL_INTERVAL")
 [ -n "${HPT_EVAL_BATCHES:-}" ] && ARGS+=(--eval-batches "$HPT_EVAL_BATCHES")
+[ -n "$HPT_INIT_FROM" ] && ARGS+=(--init-from "$HPT_INIT_FROM")
 [ "$HPT_ZERO1" = 1 ] && ARGS+=(--zero1)
 [ "$HPT_RECOMPUTE" = 1 ] && ARGS+=(--recompute)
 # shellcheck disable=SC2206  # HPT_RECIPE_ARGS, HPT_TRAIN_ARGS are word lists by design

@@ -48,4 +48,9 @@ grep -qx "DP groups: 8 of 4 ranks; 8 cross a node boundary" "$WORK/8b" || fail "
 HPT_NODES=8 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70b8" 2>&1 || fail "70B on 8 nodes failed"
 grep -q "TP 8 x PP 4 x DP 2 .*" "$WORK/70b8" && grep -q "grad-accum 512 x DP 2" "$WORK/70b8" ||
   fail "70B on 8 nodes: DP 2 and grad-accum 512 expected"
+# HPT_INIT_FROM: named in the dry run (and passed as --init-from)
+: > "$WORK/w.safetensors"
+HPT_INIT_FROM="$WORK/w.safetensors" bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bi" 2>&1 ||
+  fail "8B dry run with HPT_INIT_FROM failed: $(cat "$WORK/8bi")"
+grep -q "^== initial weights: --init-from $WORK/w.safetensors " "$WORK/8bi" || fail "HPT_INIT_FROM not in the dry run"
 pass "70B and 8B dry runs: TP groups inside nodes, group counts as documented"

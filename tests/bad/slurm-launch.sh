@@ -16,6 +16,8 @@ expect_error 2 "HPT_STEPS='ten': expected a positive integer" env HPT_STEPS=ten 
 expect_error 2 "HPT_ZERO1='yes': expected 0 or 1" env HPT_ZERO1=yes bash "$T" --dry-run
 expect_error 2 "HPT_SIGNAL='KILL': expected USR1, USR2, TERM, INT or HUP" env HPT_SIGNAL=KILL bash "$T" --dry-run
 expect_error 2 "HPT_TASKS_PER_NODE='0': expected a positive integer" env HPT_TASKS_PER_NODE=0 bash "$T" --dry-run
+expect_error 2 "HPT_INIT_FROM='$WORK/none.safetensors': no such file or directory" \
+  env HPT_INIT_FROM="$WORK/none.safetensors" bash "$T" --dry-run
 expect_error 2 "unknown argument '--fast'" bash "$T" --fast
 expect_error 2 "not inside a Slurm job: submit with sbatch" bash "$T"
 expect_error 2 "cluster.sh: --nodes '0': expected a positive integer" \
