@@ -18,24 +18,10 @@
 #include "shard.h"
 
 #include "expect.h"
+#include "tmpdir.h"
 
-static char tmpdir[4096];
-
-/* Status st equals want and the error message contains every substring. */
-#define EXPECT_ERR(st, want, sub) \
-    EXPECT((st) == (want) && strstr(hpt_error_msg(), (sub)), "status %d (want %d), message '%s' (want '%s')", \
-           (int)(st), (int)(want), hpt_error_msg(), (sub))
 
 /* ------------------------------------------------------------- fixtures */
-
-static const char *tpath(const char *name)
-{
-    static char buf[8][4096 + 64];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
 
 /* Write a file from raw header ints and a body of `body_bytes` zero bytes. */
 static void write_raw(const char *path, int32_t magic, int32_t version, int32_t ntok, size_t body_bytes)
@@ -59,12 +45,6 @@ static void write_seq(const char *path, int64_t n, uint32_t base, int tb)
     hpt_status st = hpt_shard_write(path, t, n, tb);
     EXPECT(st == HPT_OK, "write %s: %s", path, hpt_error_msg());
     free(t);
-}
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
 }
 
 /* ---------------------------------------------------------- shard tests */
@@ -310,10 +290,7 @@ static void test_specs(void)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    const char *base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(tmpdir, sizeof tmpdir, "%s/hpt-test-data-XXXXXX", base);
-    if (!mkdtemp(tmpdir)) {
-        perror(tmpdir);
+    if (tmpdir_make("hpt-test-data")) {
         MPI_Finalize();
         return 1;
     }
@@ -324,7 +301,7 @@ int main(int argc, char **argv)
     test_order_keys();
     test_batch();
     test_specs();
-    nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tmpdir_remove();
     printf("test_data: %s (%d failure%s)\n", failures ? "FAIL" : "ok", failures, failures == 1 ? "" : "s");
     MPI_Finalize();
     return failures ? 1 : 0;

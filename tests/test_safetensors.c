@@ -17,22 +17,8 @@
 #include "safetensors.h"
 
 #include "expect.h"
+#include "tmpdir.h"
 
-static char tmpdir[4096];
-
-#define EXPECT_ERR(st, want, sub)                                                                  \
-    EXPECT((st) == (want) && strstr(hpt_error_msg(), (sub)),                                       \
-           "status %d (want %d), message '%s' (want '%s')", (int)(st), (int)(want),                \
-           hpt_error_msg(), (sub))
-
-static const char *tpath(const char *name)
-{
-    static char buf[8][4096 + 64];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
 
 /* A safetensors file: length field (hlen < 0: the header's real length),
  * header text, data bytes. */
@@ -121,7 +107,7 @@ static void bad(const char *header, long long hlen, size_t ndata, const char *su
     hpt_st_file f;
     hpt_status st = hpt_st_open(p, &f);
     EXPECT_ERR(st, HPT_ERR_DATA, sub);
-    EXPECT(strstr(hpt_error_msg(), "bad.safetensors"), "file not named: %s", hpt_error_msg());
+    EXPECT(strstr(hpt_error_msg(), "bad.safetensors") != NULL, "file not named: %s", hpt_error_msg());
     EXPECT(f.map == NULL && f.tensors == NULL, "left open after an error");
 }
 
@@ -197,7 +183,7 @@ static void test_index(void)
     if (EXPECT(hpt_st_set_open(tpath("noshard.index.json"), &s) == HPT_OK, "open")) {
         EXPECT_ERR(hpt_st_set_find(&s, "x", &f, &t), HPT_ERR_DATA,
                    "gone.safetensors: cannot open");
-        EXPECT(strstr(hpt_error_msg(), "the shard of tensor x in"), "%s", hpt_error_msg());
+        EXPECT(strstr(hpt_error_msg(), "the shard of tensor x in") != NULL, "%s", hpt_error_msg());
         hpt_st_set_close(&s);
     }
     write_text("nomap.index.json", "{\"metadata\": {}}");
@@ -215,23 +201,14 @@ static void test_index(void)
     }
 }
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "%s/hpt-st.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
+    if (tmpdir_make("hpt-st"))
         return 1;
-    }
     test_valid();
     test_bad_headers();
     test_index();
-    nftw(tmpdir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    tmpdir_remove();
     printf("test_safetensors: %d failure(s)\n", failures);
     return failures ? 1 : 0;
 }
