@@ -9,21 +9,6 @@
 
 #include "h5util.h"
 
-const char *hpt_h5_cause_line(void)
-{
-    static _Thread_local char buf[256];
-    const char *c = hpt_h5_cause(), *m = strstr(c, "error message = '"), *colon = strchr(c, ':');
-    const char *end = m ? strchr(m + 17, '\'') : NULL;
-    if (m && end && colon)
-        snprintf(buf, sizeof buf, "%.*s (%.*s)", (int)(end - m - 17), m + 17, (int)(colon - c), c);
-    else
-        snprintf(buf, sizeof buf, "%s", c);
-    for (char *p = buf; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    return buf;
-}
-
 int hpt_h5_put_str_attr(hid_t obj, const char *name, const char *s)
 {
     hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);

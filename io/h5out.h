@@ -11,6 +11,7 @@
 #include <hdf5.h>
 
 #include "error.h"
+#include "h5util.h"
 
 #define HPT_H5OUT_PATH_MAX 4096
 
@@ -21,13 +22,6 @@ typedef struct {
     char tmp[HPT_H5OUT_PATH_MAX];   /* path + ".tmp", same directory       */
 } hpt_h5_out;
 
-/* hpt_h5_cause(), shortened for messages on one line: when HDF5's
- * innermost message reports a failed system call ("file write failed:
- * time = ..., errno = 28, error message = 'No space left on device', buf
- * = ...") the result is "No space left on device (file write failed)";
- * otherwise hpt_h5_cause() with line breaks turned into spaces. Same
- * lifetime rules as hpt_h5_cause(). */
-const char *hpt_h5_cause_line(void);
 
 /* Write the scalar fixed-length string attribute NAME = s (NUL included,
  * as io/ckpt.c writes them) on obj. 0 ok, -1 on an HDF5 error (the cause in

@@ -14,4 +14,12 @@
  * call on this thread. Never fails. */
 const char *hpt_h5_cause(void);
 
+/* hpt_h5_cause(), shortened for messages on one line: when HDF5's
+ * innermost message reports a failed system call ("file write failed:
+ * time = ..., errno = 28, error message = 'No space left on device', buf
+ * = ...") the result is "No space left on device (file write failed)";
+ * otherwise hpt_h5_cause() with line breaks turned into spaces. Same
+ * lifetime rules as hpt_h5_cause(). */
+const char *hpt_h5_cause_line(void);
+
 #endif

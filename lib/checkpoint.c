@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* fallocate */
 #include "checkpoint.h"
 #include "checkpoint_impl.h"
+#include "h5util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -392,18 +393,9 @@ static const float *host_view(const hpt_model *m, const float *block, const hpt_
 
 /* The innermost HDF5/MPI error description (e.g. MPI-IO's "No space left
  * on device"), one line. */
-static herr_t innermost_cb(unsigned n, const H5E_error2_t *e, void *buf)
-{
-    (void)n;
-    if (e->desc && *e->desc && !*(char *)buf)
-        snprintf(buf, 400, "%s", e->desc);
-    return 0;
-}
-
 static const char *h5_cause(char *buf)
 {
-    buf[0] = 0;
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_cb, buf);
+    snprintf(buf, 400, "%s", hpt_h5_cause());
     for (char *p = buf; *p; p++)
         if (*p == '\n' || *p == '\t')
             *p = ' ';
