@@ -3,6 +3,7 @@
 
 #include <hdf5.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CAUSE_LEN 512
@@ -38,4 +39,45 @@ const char *hpt_h5_cause_line(void)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
     return buf;
+}
+
+char *hpt_h5_read_str_attr(hid_t obj, const char *name)
+{
+    if (H5Aexists(obj, name) <= 0)
+        return NULL;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0)
+        return NULL;
+    hid_t ft = H5Aget_type(a), sp = H5Aget_space(a);
+    char *out = NULL;
+    if (ft >= 0 && sp >= 0 && H5Tget_class(ft) == H5T_STRING && H5Sget_simple_extent_npoints(sp) == 1) {
+        if (H5Tis_variable_str(ft) > 0) {
+            hid_t mt = H5Tcopy(H5T_C_S1);
+            H5Tset_size(mt, H5T_VARIABLE);
+            H5Tset_cset(mt, H5Tget_cset(ft)); /* HDF5 does not convert ASCII <-> UTF-8 */
+            char *s = NULL;
+            if (H5Aread(a, mt, &s) >= 0 && s) {
+                out = strdup(s);
+                H5free_memory(s);
+            }
+            H5Tclose(mt);
+        } else {
+            size_t len = H5Tget_size(ft);
+            hid_t mt = H5Tcopy(H5T_C_S1);
+            H5Tset_size(mt, len + 1);
+            H5Tset_cset(mt, H5Tget_cset(ft));
+            out = calloc(len + 2, 1);
+            if (out && H5Aread(a, mt, out) < 0) {
+                free(out);
+                out = NULL;
+            }
+            H5Tclose(mt);
+        }
+    }
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (ft >= 0)
+        H5Tclose(ft);
+    H5Aclose(a);
+    return out;
 }

@@ -6,6 +6,8 @@
 #ifndef HPT_H5UTIL_H
 #define HPT_H5UTIL_H
 
+#include <hdf5.h>
+
 /* The most specific message on HDF5's error stack of this thread ("data error
  * detected by Fletcher32 checksum", "truncated file: eof = ...", "unable to
  * lock file, errno = 37 ..."), or "HDF5 error" when the stack is empty.
@@ -21,5 +23,11 @@ const char *hpt_h5_cause(void);
  * otherwise hpt_h5_cause() with line breaks turned into spaces. Same
  * lifetime rules as hpt_h5_cause(). */
 const char *hpt_h5_cause_line(void);
+
+/* String attribute `name` of HDF5 object obj (scalar; variable- or
+ * fixed-length, either character set) as a NUL-terminated malloc'd string
+ * the caller frees. NULL when absent, not a scalar string, unreadable or
+ * out of memory. */
+char *hpt_h5_read_str_attr(hid_t obj, const char *name);
 
 #endif

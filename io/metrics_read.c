@@ -23,46 +23,15 @@ void hpt_mread_close(hpt_mread *m)
     memset(m, 0, sizeof *m);
 }
 
-/* A string attribute of `obj` (variable- or fixed-length) as a malloc'd
- * string; NULL when absent or not a string. */
+/* A string attribute of `obj` (hpt_h5_read_str_attr), remembering HDF5's
+ * cause when the attribute could not even be looked up. */
 static char attr_cause[256]; /* HDF5's cause when read_str_attr failed */
 
 static char *read_str_attr(hid_t obj, const char *name)
 {
     htri_t ex = H5Aexists(obj, name);
     snprintf(attr_cause, sizeof attr_cause, "%s", ex < 0 ? hpt_h5_cause() : "");
-    if (ex <= 0)
-        return NULL;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT), ft = H5Aget_type(a), sp = H5Aget_space(a);
-    char *out = NULL;
-    if (H5Tget_class(ft) == H5T_STRING && H5Sget_simple_extent_npoints(sp) == 1) {
-        if (H5Tis_variable_str(ft) > 0) {
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mt, H5T_VARIABLE);
-            H5Tset_cset(mt, H5Tget_cset(ft)); /* HDF5 does not convert ASCII <-> UTF-8 */
-            char *s = NULL;
-            if (H5Aread(a, mt, &s) >= 0 && s) {
-                out = strdup(s);
-                H5free_memory(s);
-            }
-            H5Tclose(mt);
-        } else {
-            size_t len = H5Tget_size(ft);
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mt, len + 1);
-            H5Tset_cset(mt, H5Tget_cset(ft));
-            out = calloc(len + 2, 1);
-            if (out && H5Aread(a, mt, out) < 0) {
-                free(out);
-                out = NULL;
-            }
-            H5Tclose(mt);
-        }
-    }
-    H5Sclose(sp);
-    H5Tclose(ft);
-    H5Aclose(a);
-    return out;
+    return ex > 0 ? hpt_h5_read_str_attr(obj, name) : NULL;
 }
 
 /* Extent of dataset `name`: dims[0] (and dims[1] for 2-D); -1 if missing

@@ -102,40 +102,6 @@ static hpt_status open_h5(const char *file, hid_t *f)
     return HPT_OK;
 }
 
-/* Read string attribute `name` of obj (fixed or variable length) into a
- * malloc'd string. NULL when absent or not a scalar string. */
-static char *read_str_attr(hid_t obj, const char *name)
-{
-    if (H5Aexists(obj, name) <= 0)
-        return NULL;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT), ft = a < 0 ? -1 : H5Aget_type(a);
-    char *s = NULL;
-    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING) {
-        if (H5Tis_variable_str(ft) > 0) {
-            char *v = NULL;
-            if (H5Aread(a, ft, &v) >= 0 && v) {
-                s = strdup(v);
-                H5free_memory(v);
-            }
-        } else {
-            size_t sz = H5Tget_size(ft);
-            hid_t t = H5Tcopy(H5T_C_S1);
-            H5Tset_size(t, sz + 1);
-            s = calloc(sz + 2, 1);
-            if (s && H5Aread(a, t, s) < 0) {
-                free(s);
-                s = NULL;
-            }
-            H5Tclose(t);
-        }
-    }
-    if (ft >= 0)
-        H5Tclose(ft);
-    if (a >= 0)
-        H5Aclose(a);
-    return s;
-}
-
 /* The model config: from the file's config_json (`json`, may be NULL) and
  * --model (`spec`, may be NULL); both must agree when both are there. */
 static hpt_status resolve_config(const char *file, const char *json, const char *spec,
@@ -255,7 +221,7 @@ hpt_status hpt_gen_load(const char *path, hpt_gen_source kind, const char *model
         else
             json = strdup(meta->config_json);
     } else if (!st)
-        json = read_str_attr(f, "config_json");
+        json = hpt_h5_read_str_attr(f, "config_json");
     hpt_config cfg;
     if (!st)
         st = resolve_config(file, json, model_spec, &cfg);
