@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# gpu-check.sh — the prepared GPU device check (issue 12; issue 16 extends it).
+#
+# Two halves, because the GPU machine has CUDA and PyTorch but no MPICH,
+# parallel HDF5, OpenBLAS, json-c or SentencePiece, and no network:
+#
+#   bash bench/gpu-check.sh --pack [BUILD_DIR]     (here, on the build machine)
+#       Downloads the Debian 12 packages of those libraries (apt-get download,
+#       no install), unpacks them into a prefix, drops static libraries and
+#       docs, and writes .gpudeps/deps.tar.xz (~36 MB); then `make dist` in
+#       BUILD_DIR (default: a fresh out-of-tree build of this checkout) and
+#       copies the tarball to .gpudeps/hpt.tar.gz. .gpudeps/ is ignored by git
+#       (add `/.gpudeps/` to .git/info/exclude); carry it to the device.
+#
+#   bash bench/gpu-check.sh                          (there, in one device call)
+#       run(command="bash bench/gpu-check.sh", carry=[".gpudeps"], timeout_s=590)
+#       1. unpacks the libraries into /tmp/deps (never /), makes an `mpicc`
+#          wrapper for that prefix, builds hpt from the tarball with
+#          --with-cuda=/usr/local/cuda --with-cuda-arch=sm_90 (-j16);
+#       2. runs the GPU tests: tests/test_backend_cuda (every op against the
+#          CPU backend) and the GPU training tests (tests/gpu-*.sh);
+#       3. times hpt (--backend cuda) against PyTorch (bench/torch_train_gpu.py:
+#          SDPA attention, fused AdamW, torch.compile) on `small` and on the
+#          ~1B model bench/llama-1b.json at seq 2048, same batch and precision;
+#          prints tokens/s, MFU (989 TFLOP/s dense bf16 / 494 tf32 / 67 fp32 H200
+#          peaks, SXM datasheet) and peak device memory, and the ratios.
+#       Every stage logs to $OUT (the device tool returns that folder) or to
+#       ./gpu-check-out; a failing stage is reported and the next one runs.
+#       Exit 0 when every stage passed, 1 otherwise, 77 when no GPU is visible.
+#
+# Environment: HPT_GPU_STEPS (timed steps per run, default 20), HPT_GPU_SKIP
+# (warm-up steps, default 5), HPT_GPU_PRECISION (default tf32; bf16 once the
+# cuda backend has it), HPT_GPU_ARCH (default sm_90).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+deb_pkgs=(
+  libmpich12 mpich libmpich-dev libhwloc15 libucx0 libnuma1 libibverbs1 librdmacm1 libnl-3-200
+  libnl-route-3-200 libslurm38 libgfortran5 libquadmath0 libgomp1
+  libhdf5-mpich-103-1 libhdf5-mpich-dev libsz2 libaec0
+  libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libldap-2.5-0 libgssapi-krb5-2 libkrb5-3
+  libk5crypto3 libkrb5support0 libkeyutils1 libbrotli1 libzstd1 libidn2-0 libunistring2 libsasl2-2
+  libgnutls30 libhogweed6 libnettle8 libgmp10 libp11-kit0 libtasn1-6 libffi8 libssl3
+  libopenblas0-pthread libopenblas-dev libopenblas-pthread-dev libopenblas0
+  libjson-c5 libjson-c-dev libsentencepiece0 libsentencepiece-dev
+  libxml2 libicu72 liblzma5 libudev1 libjansson4 libcom-err2
+)
+
+# ------------------------------------------------------------------ --pack
+if [ "${1:-}" = --pack ]; then
+  set -e
+  out=$here/.gpudeps
+  mkdir -p "$out/debs"
+  (cd "$out/debs" && apt-get download "${deb_pkgs[@]}")
+  pre=$(mktemp -d)
+  for f in "$out"/debs/*.deb; do dpkg -x "$f" "$pre"; done
+  find "$pre" -name '*.a' -delete
+  rm -rf "$pre"/usr/share/{doc,man,info,lintian,locale} "$pre"/usr/lib/x86_64-linux-gnu/fortran \
+         "$pre"/usr/lib/x86_64-linux-gnu/libicu{test,tu,io}* \
+         "$pre"/usr/lib/x86_64-linux-gnu/libhdf5_mpich*fortran* "$pre"/usr/lib/x86_64-linux-gnu/libhdf5_mpich*cpp*
+  tar -C "$pre" -cJf "$out/deps.tar.xz" .
+  rm -rf "$pre" "$out/debs"
+  build=${2:-}
+  if [ -z "$build" ]; then
+    build=$(mktemp -d)
+    (cd "$here" && autoreconf -fi >/dev/null 2>&1)
+    (cd "$build" && "$here/configure" >/dev/null)
+  fi
+  (cd "$build" && make dist-gzip >/dev/null)
+  cp "$build"/hpt-*.tar.gz "$out/hpt.tar.gz"
+  ls -la "$out"
+  echo "gpu-check: packed; on the device: bash bench/gpu-check.sh (carry .gpudeps)"
+  exit 0
+fi
+
+# ------------------------------------------------------------------ device
+out=${OUT:-$PWD/gpu-check-out}
+mkdir -p "$out"
+summary=$out/summary.txt
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+failed=0
+stage() {  # stage NAME CMD...: run, log to $out/NAME.log, record pass/fail
+  local name=$1; shift
+  local t0=$SECONDS
+  if "$@" >"$out/$name.log" 2>&1; then say "PASS $name ($((SECONDS - t0)) s)"
+  else local rc=$?; say "FAIL $name (exit $rc, $((SECONDS - t0)) s; last lines:)"
+       tail -n 15 "$out/$name.log" | sed 's/^/    /' | tee -a "$summary"; failed=1; return $rc; fi
+}
+
+if ! nvidia-smi -L >"$out/gpu.txt" 2>&1; then
+  say "gpu-check: no GPU visible (nvidia-smi -L failed): $(head -1 "$out/gpu.txt")"; exit 77
+fi
+say "gpu-check: $(head -1 "$out/gpu.txt"); $(nvcc --version | tail -1)"
+[ -f "$here/.gpudeps/deps.tar.xz" ] && [ -f "$here/.gpudeps/hpt.tar.gz" ] ||
+  { say "gpu-check: .gpudeps/deps.tar.xz or hpt.tar.gz missing: run 'bash bench/gpu-check.sh --pack' here and carry .gpudeps"; exit 2; }
+
+P=/tmp/deps
+L=$P/usr/lib/x86_64-linux-gnu
+mkdir -p $P/bin && tar -C $P -xJf "$here/.gpudeps/deps.tar.xz"
+cat >$P/bin/mpicc <<EOF
+#!/bin/sh
+exec gcc -I$P/usr/include/x86_64-linux-gnu/mpich "\$@" -L$L -Wl,-rpath,$L -lmpich
+EOF
+chmod +x $P/bin/mpicc
+ln -sf $P/usr/bin/mpiexec.hydra $P/bin/mpiexec
+export PATH=$P/bin:$P/usr/bin:/usr/local/cuda/bin:$PATH
+export LD_LIBRARY_PATH=$L:$L/openblas-pthread:$L/hdf5/mpich:$P/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export CPATH=$P/usr/include:$P/usr/include/x86_64-linux-gnu:$P/usr/include/x86_64-linux-gnu/openblas-pthread
+export LIBRARY_PATH=$L:$L/openblas-pthread
+export HYDRA_LAUNCHER=fork
+
+src=/tmp/hpt-src; bld=/tmp/hpt-build
+rm -rf $src $bld && mkdir -p $src $bld
+tar -C $src --strip-components=1 -xzf "$here/.gpudeps/hpt.tar.gz"
+cfg() {
+  cd $bld && $src/configure MPICC=$P/bin/mpicc \
+    HDF5_CFLAGS="-I$P/usr/include/hdf5/mpich" HDF5_LIBS="-L$L/hdf5/mpich -Wl,-rpath,$L/hdf5/mpich -lhdf5" \
+    JSONC_CFLAGS="-I$P/usr/include/json-c" JSONC_LIBS="-ljson-c" \
+    BLAS_LIBS="-L$L/openblas-pthread -Wl,-rpath,$L/openblas-pthread -lopenblas" \
+    PYTHON=python3 --with-cuda=/usr/local/cuda --with-cuda-arch="${HPT_GPU_ARCH:-sm_90}"
+}
+stage configure cfg || { say "gpu-check: configure failed, see configure.log"; exit 1; }
+stage build make -C $bld -j16 all || exit 1
+grep -q "define HAVE_CUDA 1" $bld/hpt_config.h || { say "FAIL configure did not enable CUDA"; exit 1; }
+
+# ---- GPU tests (each exits 77 without a GPU; here they must pass)
+gpu_tests="tests/test_backend_cuda $(cd $src && ls tests/gpu-*.sh 2>/dev/null | tr '\n' ' ')"
+stage gpu-tests make -C $bld check TESTS="$gpu_tests"
+for t in $gpu_tests; do
+  [ -f "$bld/${t%.sh}.log" ] && cp "$bld/${t%.sh}.log" "$out/$(basename "${t%.sh}").log"
+done
+
+# ---- speed: hpt (cuda) vs PyTorch, same model, shapes, precision
+prec=${HPT_GPU_PRECISION:-tf32}
+steps=${HPT_GPU_STEPS:-20}; skip=${HPT_GPU_SKIP:-5}
+data=/tmp/gpu-data; mkdir -p $data
+python3 - $data <<'EOF'
+import sys, numpy as np
+h = np.zeros(256, dtype='<i4'); h[0], h[1] = 20240520, 1
+t = np.random.default_rng(0).integers(0, 8192, size=20_000_000).astype('<u2'); h[2] = t.size
+for name in ("train_000000.bin", "val_000000.bin"):
+    with open(f"{sys.argv[1]}/{name}", "wb") as f: h.tofile(f); t.tofile(f)
+EOF
+case $prec in bf16) peak=989e12 ;; tf32) peak=494e12 ;; *) peak=67e12 ;; esac
+bench_one() {  # bench_one NAME MODEL BATCH SEQ
+  local name=$1 model=$2 B=$3 T=$4
+  local cfgjson=$out/$name-config.json
+  $bld/src/hpt-train --model "$model" --print-config >"$cfgjson" 2>/dev/null || return 1
+  stage "hpt-$name" $bld/src/hpt-train --backend cuda --precision "$prec" --model "$model" \
+    --data $data --batch $B --seq-len $T --steps $((steps + skip)) --warmup 2 --eval-interval 0 \
+    --eval-batches 1 --peak-flops $peak --run-dir /tmp/run-$name
+  local ms
+  ms=$(grep -o '[0-9.]* ms/step' "$out/hpt-$name.log" | tail -n $steps | awk '{print $1}' | sort -g |
+       awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
+  local hmem
+  hmem=$(python3 -c "import h5py,numpy as n; f=h5py.File('/tmp/run-$name/metrics.h5','r'); print(int(n.nanmax(f['ranks/device_mem'][...])) if 'ranks/device_mem' in f else 'n/a')" 2>/dev/null || echo n/a)
+  stage "torch-$name" python3 "$src/bench/torch_train_gpu.py" "$cfgjson" --batch $B --seq-len $T \
+    --precision "$prec" --compile --warmup-steps $skip --steps $steps
+  local tms tmem fpt
+  tms=$(awk '/^torch_ms_per_step_median/ {print $2}' "$out/torch-$name.log")
+  tmem=$(awk '/^torch_peak_mem_bytes/ {print $2}' "$out/torch-$name.log")
+  fpt=$(awk '/^torch_flops_per_token/ {print $2}' "$out/torch-$name.log")
+  if [ -n "$ms" ] && [ -n "$tms" ]; then
+    python3 - "$name" "$prec" "$B" "$T" "$ms" "$tms" "$fpt" "$peak" "$hmem" "$tmem" <<'EOF' | tee -a "$summary"
+import sys
+name, prec, B, T, ms, tms, fpt, peak, hmem, tmem = sys.argv[1:]
+tok = int(B) * int(T); fpt = float(fpt); peak = float(peak)
+h, t = tok / (float(ms) / 1e3), tok / (float(tms) / 1e3)
+print(f"{name} {prec} B={B} T={T}: hpt {h:,.0f} tok/s (MFU {h * fpt / peak:.1%}, peak mem {hmem}) | "
+      f"PyTorch+compile {t:,.0f} tok/s (MFU {t * fpt / peak:.1%}, peak mem {tmem}) | ratio hpt/PyTorch {h / t:.2f}")
+EOF
+  fi
+}
+bench_one small small 16 1024
+bench_one 1b "$src/bench/llama-1b.json" 4 2048
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >>"$summary" 2>&1
+say "gpu-check: done, $([ $failed = 0 ] && echo 'all stages passed' || echo 'some stages FAILED')"
+exit $failed
