@@ -43,7 +43,13 @@ typedef struct {
     MPI_Request req;
     hpt_group group;
     double t_start;
+    /* host staging (comm_stage.c): the operation's own host copy, and the
+     * device buffer it is uploaded to at wait (NULL: nothing to upload). */
+    void *stage_host, *stage_dev;
+    size_t stage_bytes;
 } hpt_comm_req;
+
+typedef struct hpt_comm_stage hpt_comm_stage;
 
 typedef struct {
     const char *name;
@@ -85,7 +91,35 @@ struct hpt_comm {
     MPI_Comm comms[HPT_GROUP_COUNT];
     int group_rank[HPT_GROUP_COUNT], group_size[HPT_GROUP_COUNT];
     hpt_comm_counter counters[HPT_GROUP_COUNT];
+    hpt_comm_stage *stage;              /* host staging; NULL when off        */
 };
+
+/* Host staging of device buffers (comm_stage.c). */
+struct hpt_comm_stage {
+    const hpt_comm_backend *inner;      /* the wrapped (host-memory) backend  */
+    int (*is_device)(const void *p);    /* compute backend: p is device memory */
+    void (*download)(void *host, const void *dev, size_t bytes);
+    void (*upload)(void *dev, const void *host, size_t bytes);
+    void *host;                         /* blocking operations' buffer, owned  */
+    size_t cap;                         /* its size, bytes                    */
+};
+
+/* Put host staging between c's backend (MPI: host memory only) and a
+ * compute backend whose buffers live in device memory (CUDA): every buffer
+ * argument for which is_device() is true is downloaded to host memory
+ * before the operation and uploaded after it when the operation writes it;
+ * host buffers pass through unchanged. The results equal the unstaged
+ * backend's bit for bit. s (caller-owned, lives as long as c) holds the
+ * state; c->be becomes the staging table. Allocation failure later is
+ * fatal (MPI_Abort via HPT_FATAL, naming the bytes). The NCCL backend
+ * reads device memory itself and needs no staging. */
+void hpt_comm_stage_on(hpt_comm *c, hpt_comm_stage *s, int (*is_device)(const void *p),
+                       void (*download)(void *host, const void *dev, size_t bytes),
+                       void (*upload)(void *dev, const void *host, size_t bytes));
+
+/* Undo hpt_comm_stage_on and free its host buffer; no nonblocking
+ * operation may be in flight. Accepts c without staging. */
+void hpt_comm_stage_off(hpt_comm *c);
 
 /* The MPI backend. */
 extern const hpt_comm_backend hpt_comm_mpi;
