@@ -92,6 +92,7 @@ struct hpt_comm {
     int group_rank[HPT_GROUP_COUNT], group_size[HPT_GROUP_COUNT];
     hpt_comm_counter counters[HPT_GROUP_COUNT];
     hpt_comm_stage *stage;              /* host staging; NULL when off        */
+    void *nccl;                         /* comm_nccl.c state; NULL when off   */
 };
 
 /* Host staging of device buffers (comm_stage.c). */
@@ -116,6 +117,25 @@ struct hpt_comm_stage {
 void hpt_comm_stage_on(hpt_comm *c, hpt_comm_stage *s, int (*is_device)(const void *p),
                        void (*download)(void *host, const void *dev, size_t bytes),
                        void (*upload)(void *dev, const void *host, size_t bytes));
+
+/* Switch c to the NCCL backend (collective over c's world; CUDA device
+ * already chosen): one NCCL communicator per group of more than one rank,
+ * from an ncclUniqueId broadcast over the group's MPI communicator, and
+ * two-rank communicators per pipeline boundary and direction for the
+ * point-to-point traffic. Device buffers go through NCCL, host buffers
+ * through MPI. Errors (agreed over the world, so every rank returns the
+ * same): HPT_ERR_IO naming the group and NCCL's message (e.g. two ranks on
+ * one GPU); HPT_ERR_USAGE when this build has no NCCL. */
+hpt_status hpt_comm_nccl_on(hpt_comm *c);
+
+/* Destroy the NCCL communicators and switch back to MPI; accepts c without
+ * NCCL. */
+void hpt_comm_nccl_off(hpt_comm *c);
+
+/* Abort every NCCL communicator of c (ncclCommAbort) so an operation stuck
+ * on the GPU returns; for the hang watchdog before it ends the job. Safe
+ * to call from another thread; accepts c without NCCL. */
+void hpt_comm_nccl_abort(hpt_comm *c);
 
 /* Undo hpt_comm_stage_on and free its host buffer; no nonblocking
  * operation may be in flight. Accepts c without staging. */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "hpt_config.h"
 
 static void *grow(hpt_comm_stage *s, size_t bytes)
 {
@@ -245,3 +246,17 @@ void hpt_comm_stage_off(hpt_comm *c)
     c->stage->cap = 0;
     c->stage = NULL;
 }
+
+#ifndef HAVE_NCCL
+/* Built without NCCL: the NCCL entry points say so (comm_nccl.c otherwise). */
+hpt_status hpt_comm_nccl_on(hpt_comm *c)
+{
+    (void)c;
+    return hpt_error_set(HPT_ERR_USAGE, "--comm nccl: this build has no NCCL (configure found "
+                                        "none; see ./configure --with-nccl)");
+}
+
+void hpt_comm_nccl_off(hpt_comm *c) { (void)c; }
+
+void hpt_comm_nccl_abort(hpt_comm *c) { (void)c; }
+#endif

@@ -1,0 +1,417 @@
+/* comm_nccl.c — the NCCL communication backend (built when configure finds
+ * NCCL with CUDA; see comm.h, hpt_comm_nccl_on).
+ *
+ * Design (docs/ARCHITECTURE.md, "NCCL backend"):
+ *  - One NCCL communicator per group of size > 1 (TP, DP, PP, MP, embedding
+ *    pair, world), created collectively from an ncclUniqueId that the
+ *    group's rank 0 broadcasts over the matching MPI communicator. MPI stays
+ *    for bootstrap, status agreement, metrics and the checkpoint's HDF5.
+ *  - Pipeline point-to-point: four two-rank communicators per stage
+ *    boundary direction — send-to-next, receive-from-previous,
+ *    send-to-previous, receive-from-next — so each NCCL communicator is
+ *    used in one direction, in one order, from one stream. Sends run on a
+ *    non-blocking side stream ordered after the compute stream by an event;
+ *    receives run on the compute stream (the activation is needed next).
+ *    This avoids the classic NCCL p2p deadlock of two ranks that both
+ *    enqueue a send before their receive on the same stream/communicator.
+ *  - Collectives run on the compute stream (the CUDA backend's stream 0,
+ *    per-thread default not used), so they are ordered with the kernels
+ *    that produce and consume their buffers without host synchronisation;
+ *    `wait` of a bucket all-reduce has nothing to do. Overlap of the
+ *    data-parallel buckets with backward (a separate collective stream and
+ *    events) is the next step; measure first on a multi-GPU node.
+ *  - Host buffers (the f64 reductions of losses and norms, host blocks of
+ *    the exporter) go through the MPI backend: NCCL reads device memory
+ *    only. Counted seconds are the host time to enqueue (the device time is
+ *    asynchronous; use Nsight Systems for it).
+ *  - Every NCCL and CUDA result is checked; a failure names the call,
+ *    file:line and NCCL's/CUDA's message and aborts the job (HPT_FATAL ->
+ *    MPI_Abort). hpt_comm_nccl_abort() (for the hang watchdog) aborts every
+ *    communicator so a stuck kernel returns.
+ */
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+
+#define NCCL_OK(call)                                                                              \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess)                                                                     \
+            hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, "%s: NCCL error %d: %s", #call,       \
+                      (int)r_, ncclGetErrorString(r_));                                            \
+    } while (0)
+
+#define CUDA_OK(call)                                                                              \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, "%s: CUDA error %d: %s", #call,       \
+                      (int)e_, cudaGetErrorString(e_));                                            \
+    } while (0)
+
+enum { P2P_SEND_NEXT, P2P_RECV_PREV, P2P_SEND_PREV, P2P_RECV_NEXT, P2P_COUNT };
+
+typedef struct {
+    ncclComm_t group[HPT_GROUP_COUNT]; /* NULL: group of one rank, or not a member */
+    ncclComm_t p2p[P2P_COUNT];         /* two-rank pipeline communicators          */
+    cudaStream_t compute;              /* the compute backend's stream (0)         */
+    cudaStream_t send;                 /* non-blocking side stream for sends       */
+} nccl_state;
+
+static nccl_state *st(hpt_comm *c) { return (nccl_state *)c->nccl; }
+
+static int on_device(const void *p)
+{
+    struct cudaPointerAttributes a;
+    if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky "invalid value" of a host pointer */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+static void count(hpt_comm *c, hpt_group g, size_t bytes, double t0)
+{
+    c->counters[g].calls++;
+    c->counters[g].bytes += (int64_t)bytes;
+    c->counters[g].seconds += MPI_Wtime() - t0;
+}
+
+static void allreduce(hpt_comm *c, hpt_group g, void *buf, size_t n, ncclDataType_t t,
+                      size_t esize, ncclRedOp_t op)
+{
+    double t0 = MPI_Wtime();
+    if (st(c)->group[g])
+        NCCL_OK(ncclAllReduce(buf, buf, n, t, op, st(c)->group[g], st(c)->compute));
+    count(c, g, n * esize, t0);
+}
+
+static void nc_allreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t n)
+{
+    if (!on_device(buf))
+        hpt_comm_mpi.allreduce_sum_f32(c, g, buf, n);
+    else
+        allreduce(c, g, buf, n, ncclFloat32, sizeof(float), ncclSum);
+}
+
+static void nc_allreduce_max_f32(hpt_comm *c, hpt_group g, float *buf, size_t n)
+{
+    if (!on_device(buf))
+        hpt_comm_mpi.allreduce_max_f32(c, g, buf, n);
+    else
+        allreduce(c, g, buf, n, ncclFloat32, sizeof(float), ncclMax);
+}
+
+static void nc_allreduce_sum_f64(hpt_comm *c, hpt_group g, double *buf, size_t n)
+{
+    if (!on_device(buf))
+        hpt_comm_mpi.allreduce_sum_f64(c, g, buf, n);
+    else
+        allreduce(c, g, buf, n, ncclFloat64, sizeof(double), ncclSum);
+}
+
+static void nc_allreduce_max_f64(hpt_comm *c, hpt_group g, double *buf, size_t n)
+{
+    if (!on_device(buf))
+        hpt_comm_mpi.allreduce_max_f64(c, g, buf, n);
+    else
+        allreduce(c, g, buf, n, ncclFloat64, sizeof(double), ncclMax);
+}
+
+/* Stream-ordered: the reduction is enqueued on the compute stream, so
+ * every later kernel sees its result; `wait` has nothing to do. */
+static void nc_iallreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t n,
+                                  hpt_comm_req *r)
+{
+    memset(r, 0, sizeof *r);
+    r->group = g;
+    r->t_start = MPI_Wtime();
+    if (!on_device(buf)) {
+        hpt_comm_mpi.iallreduce_sum_f32(c, g, buf, n, r);
+        r->stage_bytes = 1; /* marks an MPI request */
+        return;
+    }
+    allreduce(c, g, buf, n, ncclFloat32, sizeof(float), ncclSum);
+}
+
+static void nc_wait(hpt_comm *c, hpt_comm_req *r)
+{
+    if (r->stage_bytes == 1) { /* an MPI request (host buffer) */
+        hpt_comm_mpi.wait(c, r);
+    } else if (r->stage_host) { /* a send: later kernels must not overwrite its buffer */
+        cudaEvent_t ev = (cudaEvent_t)r->stage_host;
+        CUDA_OK(cudaStreamWaitEvent(st(c)->compute, ev, 0));
+        CUDA_OK(cudaEventDestroy(ev));
+    }
+    r->stage_host = NULL;
+    r->stage_bytes = 0;
+}
+
+static void nc_allgather_f32(hpt_comm *c, hpt_group g, const float *send, float *recv, size_t n)
+{
+    if (!on_device(send) || !on_device(recv)) {
+        hpt_comm_mpi.allgather_f32(c, g, send, recv, n);
+        return;
+    }
+    double t0 = MPI_Wtime();
+    if (st(c)->group[g])
+        NCCL_OK(ncclAllGather(send, recv, n, ncclFloat32, st(c)->group[g], st(c)->compute));
+    else if (send != recv)
+        CUDA_OK(cudaMemcpyAsync(recv, send, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                st(c)->compute));
+    count(c, g, n * sizeof(float), t0);
+}
+
+/* Uneven blocks: NCCL has no all-gather-v; one broadcast per block, in one
+ * NCCL group call (NCCL fuses them). */
+static void nc_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts)
+{
+    if (!on_device(buf)) {
+        hpt_comm_mpi.allgather_inplace_f32(c, g, buf, counts);
+        return;
+    }
+    double t0 = MPI_Wtime();
+    ncclComm_t nc = st(c)->group[g];
+    if (nc) {
+        size_t off = 0;
+        NCCL_OK(ncclGroupStart());
+        for (int i = 0; i < c->group_size[g]; i++) {
+            NCCL_OK(ncclBroadcast(buf + off, buf + off, (size_t)counts[i], ncclFloat32, i, nc,
+                                  st(c)->compute));
+            off += (size_t)counts[i];
+        }
+        NCCL_OK(ncclGroupEnd());
+    }
+    count(c, g, (size_t)counts[c->group_rank[g]] * sizeof(float), t0);
+}
+
+/* Equal blocks: ncclReduceScatter; uneven: one reduce per block to its
+ * owner, in one NCCL group call. */
+static void nc_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
+                                      const int *counts)
+{
+    if (!on_device(send) || !on_device(recv)) {
+        hpt_comm_mpi.reduce_scatter_sum_f32(c, g, send, recv, counts);
+        return;
+    }
+    double t0 = MPI_Wtime();
+    int size = c->group_size[g], equal = 1;
+    size_t total = 0, mine = 0;
+    for (int i = 0; i < size; i++) {
+        if (i == c->group_rank[g])
+            mine = total;
+        total += (size_t)counts[i];
+        equal &= counts[i] == counts[0];
+    }
+    ncclComm_t nc = st(c)->group[g];
+    if (!nc) {
+        if (send + mine != recv)
+            CUDA_OK(cudaMemcpyAsync(recv, send + mine, (size_t)counts[0] * sizeof(float),
+                                    cudaMemcpyDeviceToDevice, st(c)->compute));
+    } else if (equal) {
+        NCCL_OK(ncclReduceScatter(send, recv, (size_t)counts[0], ncclFloat32, ncclSum, nc,
+                                  st(c)->compute));
+    } else {
+        size_t off = 0;
+        NCCL_OK(ncclGroupStart());
+        for (int i = 0; i < size; i++) {
+            NCCL_OK(ncclReduce(send + off, recv, (size_t)counts[i], ncclFloat32, ncclSum, i, nc,
+                               st(c)->compute));
+            off += (size_t)counts[i];
+        }
+        NCCL_OK(ncclGroupEnd());
+    }
+    count(c, g, total * sizeof(float), t0);
+}
+
+/* The two-rank communicator that carries this send/receive. Only the
+ * pipeline group has point-to-point traffic, between neighbours. */
+static ncclComm_t p2p_comm(hpt_comm *c, hpt_group g, int peer, int sending)
+{
+    int me = c->group_rank[g];
+    if (g != HPT_GROUP_PP || (peer != me + 1 && peer != me - 1))
+        HPT_FATAL("NCCL backend: point-to-point only between neighbouring pipeline stages "
+                  "(group %d, rank %d, peer %d)", (int)g, me, peer);
+    int k = peer == me + 1 ? (sending ? P2P_SEND_NEXT : P2P_RECV_NEXT)
+                           : (sending ? P2P_SEND_PREV : P2P_RECV_PREV);
+    return st(c)->p2p[k];
+}
+
+static void nc_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, int peer, int tag,
+                         hpt_comm_req *r)
+{
+    (void)tag; /* each communicator carries one direction in order: no tags needed */
+    memset(r, 0, sizeof *r);
+    r->group = g;
+    r->t_start = MPI_Wtime();
+    if (!on_device(buf)) {
+        hpt_comm_mpi.isend_f32(c, g, buf, n, peer, tag, r);
+        r->stage_bytes = 1;
+        return;
+    }
+    nccl_state *s = st(c);
+    cudaEvent_t ready, done;
+    CUDA_OK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    CUDA_OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    CUDA_OK(cudaEventRecord(ready, s->compute));
+    CUDA_OK(cudaStreamWaitEvent(s->send, ready, 0));
+    /* pair communicators rank the lower stage 0 and the upper one 1 */
+    NCCL_OK(ncclSend(buf, n, ncclFloat32, peer > c->group_rank[g] ? 1 : 0, p2p_comm(c, g, peer, 1),
+                     s->send));
+    CUDA_OK(cudaEventRecord(done, s->send));
+    CUDA_OK(cudaEventDestroy(ready));
+    r->stage_host = (void *)done;
+    c->counters[g].calls++;
+    c->counters[g].bytes += (int64_t)(n * sizeof(float));
+}
+
+static void nc_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag)
+{
+    if (!on_device(buf)) {
+        hpt_comm_mpi.recv_f32(c, g, buf, n, peer, tag);
+        return;
+    }
+    double t0 = MPI_Wtime();
+    NCCL_OK(ncclRecv(buf, n, ncclFloat32, peer > c->group_rank[g] ? 1 : 0,
+                     p2p_comm(c, g, peer, 0), st(c)->compute));
+    c->counters[g].calls++;
+    c->counters[g].seconds += MPI_Wtime() - t0;
+}
+
+static void nc_broadcast(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root)
+{
+    if (!on_device(buf)) {
+        hpt_comm_mpi.broadcast(c, g, buf, bytes, root);
+        return;
+    }
+    double t0 = MPI_Wtime();
+    if (st(c)->group[g])
+        NCCL_OK(ncclBroadcast(buf, buf, bytes, ncclInt8, root, st(c)->group[g], st(c)->compute));
+    count(c, g, bytes, t0);
+}
+
+static const hpt_comm_backend nccl_backend = {
+    .name = "nccl",
+    .allreduce_sum_f32 = nc_allreduce_sum_f32,
+    .allreduce_max_f32 = nc_allreduce_max_f32,
+    .allreduce_sum_f64 = nc_allreduce_sum_f64,
+    .allreduce_max_f64 = nc_allreduce_max_f64,
+    .iallreduce_sum_f32 = nc_iallreduce_sum_f32,
+    .wait = nc_wait,
+    .allgather_f32 = nc_allgather_f32,
+    .allgather_inplace_f32 = nc_allgather_inplace_f32,
+    .reduce_scatter_sum_f32 = nc_reduce_scatter_sum_f32,
+    .isend_f32 = nc_isend_f32,
+    .recv_f32 = nc_recv_f32,
+    .broadcast = nc_broadcast,
+};
+
+/* A communicator over `mpi` (this rank's rank in it: its MPI rank), from a
+ * unique id made by its rank 0. Collective over mpi. */
+static hpt_status init_over(MPI_Comm mpi, ncclComm_t *out, const char *what)
+{
+    int rank, size;
+    MPI_Comm_rank(mpi, &rank);
+    MPI_Comm_size(mpi, &size);
+    ncclUniqueId id;
+    ncclResult_t r = ncclSuccess;
+    if (rank == 0)
+        r = ncclGetUniqueId(&id);
+    int bad = r != ncclSuccess, anybad;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, mpi);
+    if (anybad)
+        return hpt_error_set(HPT_ERR_IO, "--comm nccl: ncclGetUniqueId for the %s group failed: %s",
+                             what, ncclGetErrorString(r));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi);
+    r = ncclCommInitRank(out, size, id, rank);
+    if (r != ncclSuccess) {
+        *out = NULL;
+        return hpt_error_set(HPT_ERR_IO, "--comm nccl: ncclCommInitRank for the %s group (%d ranks) "
+                             "failed: %s%s", what, size, ncclGetErrorString(r),
+                             r == ncclInvalidUsage ? " (two ranks on one GPU? NCCL needs a distinct "
+                                                     "GPU per rank)" : "");
+    }
+    return HPT_OK;
+}
+
+static const char *const group_names[HPT_GROUP_COUNT] = {"world", "tensor-parallel",
+    "data-parallel", "pipeline", "model-parallel", "embedding"};
+
+hpt_status hpt_comm_nccl_on(hpt_comm *c)
+{
+    nccl_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return hpt_error_set(HPT_ERR_IO, "--comm nccl: out of memory");
+    hpt_status err = HPT_OK;
+    s->compute = 0; /* the CUDA backend's stream: the legacy default stream */
+    if (cudaStreamCreateWithFlags(&s->send, cudaStreamNonBlocking) != cudaSuccess)
+        err = hpt_error_set(HPT_ERR_IO, "--comm nccl: cudaStreamCreateWithFlags: %s",
+                            cudaGetErrorString(cudaGetLastError()));
+    /* Every rank walks the groups in the same order; a group of one rank
+     * needs no communicator (its collectives are copies or nothing). */
+    for (int g = 0; g < HPT_GROUP_COUNT && !err; g++) {
+        if (c->comms[g] == MPI_COMM_NULL || c->comms[g] == 0 || c->group_size[g] < 2)
+            continue;
+        err = init_over(c->comms[g], &s->group[g], group_names[g]);
+    }
+    /* Pipeline neighbours: for each boundary b (stages b, b+1) in order, a
+     * forward pair (b sends, b+1 receives) then a backward pair. */
+    for (int b = 0; b + 1 < c->pp && !err; b++) {
+        int lower = c->pp_rank == b, upper = c->pp_rank == b + 1;
+        MPI_Comm pair;
+        MPI_Comm_split(c->comms[HPT_GROUP_PP], (lower || upper) ? 0 : MPI_UNDEFINED, c->pp_rank,
+                       &pair);
+        if (pair == MPI_COMM_NULL)
+            continue;
+        err = init_over(pair, &s->p2p[lower ? P2P_SEND_NEXT : P2P_RECV_PREV], "pipeline (forward)");
+        if (!err)
+            err = init_over(pair, &s->p2p[lower ? P2P_RECV_NEXT : P2P_SEND_PREV],
+                            "pipeline (backward)");
+        MPI_Comm_free(&pair);
+    }
+    err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], err);
+    c->nccl = s;
+    if (err) {
+        hpt_comm_nccl_off(c);
+        return err;
+    }
+    c->be = &nccl_backend;
+    return HPT_OK;
+}
+
+void hpt_comm_nccl_abort(hpt_comm *c)
+{
+    nccl_state *s = c ? st(c) : NULL;
+    if (!s)
+        return;
+    for (int g = 0; g < HPT_GROUP_COUNT; g++)
+        if (s->group[g])
+            ncclCommAbort(s->group[g]);
+    for (int k = 0; k < P2P_COUNT; k++)
+        if (s->p2p[k])
+            ncclCommAbort(s->p2p[k]);
+    memset(s->group, 0, sizeof s->group);
+    memset(s->p2p, 0, sizeof s->p2p);
+}
+
+void hpt_comm_nccl_off(hpt_comm *c)
+{
+    nccl_state *s = c ? st(c) : NULL;
+    if (!s)
+        return;
+    for (int g = 0; g < HPT_GROUP_COUNT; g++)
+        if (s->group[g])
+            ncclCommDestroy(s->group[g]);
+    for (int k = 0; k < P2P_COUNT; k++)
+        if (s->p2p[k])
+            ncclCommDestroy(s->p2p[k]);
+    if (s->send)
+        cudaStreamDestroy(s->send);
+    free(s);
+    c->nccl = NULL;
+    c->be = &hpt_comm_mpi;
+}
