@@ -286,6 +286,19 @@ static hpt_status put_comm(FILE *f, const run_t *r)
     return HPT_OK;
 }
 
+/* The page's kind of a file event kind (the file's own stays in file_kind). */
+static const char *page_kind(const char *kind)
+{
+    static const char *const map[][2] = {{"skipped_step", "nonfinite"},
+                                         {"grad_norm_spike", "spike"},
+                                         {"checkpoint_save", "checkpoint"},
+                                         {"run_start", "segment"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(kind, map[i][0]))
+            return map[i][1];
+    return kind;
+}
+
 static void put_events(FILE *f, const run_t *r)
 {
     fputs("\"events\":[", f);
@@ -294,6 +307,8 @@ static void put_events(FILE *f, const run_t *r)
         fprintf(f, "%s{\"step\":%lld,\"time\":", i ? "," : "", (long long)e->step);
         put_num(f, e->wall_time);
         fputs(",\"kind\":", f);
+        put_str(f, page_kind(e->kind));
+        fputs(",\"file_kind\":", f);
         put_str(f, e->kind);
         fprintf(f, ",\"rank\":%d,\"detail\":", (int)e->rank);
         put_str(f, e->message);
@@ -312,9 +327,14 @@ static void put_segments(FILE *f, const run_t *r)
             ev++;
         if (ev < r->nev)
             t = r->ev[ev++].wall_time;
-        fprintf(f, "%s{\"step\":%lld,\"time\":", i ? "," : "",
-                (long long)r->seg[i].first_step + 1);
+        const hpt_mread_seg *g = &r->seg[i];
+        fprintf(f, "%s{\"step\":%lld,\"time\":", i ? "," : "", (long long)g->first_step + 1);
         put_num(f, t);
+        fprintf(f, ",\"resumed_from\":%lld,\"world\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,\"host\":",
+                (long long)g->resumed_from, g->world, g->tp, g->pp, g->dp);
+        put_str(f, g->host);
+        fputs(",\"slurm_job_id\":", f);
+        put_str(f, g->slurm_job_id);
         fputc('}', f);
     }
     fputc(']', f);

@@ -30,10 +30,13 @@
  * steps the mean of the finite values (one bucket per step for shorter
  * runs). comm.seconds[g][r]: total seconds of rank r in the communication
  * calls of group g (tp, pp, dp) over the kept steps. events: the /events
- * rows {step,time,kind,rank,detail} with the file's kinds (run_start,
- * skipped_step, grad_norm_spike, ...). segments: {step,time} per
- * /segments row, step = the segment's first step (first_step + 1), time
- * the wall time of its run_start event (null if none). state: "finished"
+ * rows {step,time,kind,file_kind,rank,detail}: file_kind as in the file,
+ * kind the page's name (skipped_step -> nonfinite, grad_norm_spike ->
+ * spike, checkpoint_save -> checkpoint, run_start -> segment, others
+ * unchanged). segments: {step,time,resumed_from,world,tp,pp,dp,host,
+ * slurm_job_id} per /segments row, step = the segment's first step
+ * (first_step + 1), time the wall time of its run_start event (null if
+ * none). state: "finished"
  * when the last segment logged run_end "done", else "stopped".
  * "run" is 0: a caller listing several runs sets its own ids.
  * Errors: those of hpt_mread_open / the column readers (HPT_ERR_DATA naming

@@ -227,8 +227,12 @@
       if (JSON.stringify([h.events[i].step, h.events[i].time, h.events[i].kind, h.events[i].rank,
         h.events[i].detail]) === key) return;
     h.events.push(ev);
-    if (kindClass(ev.kind) === 'segment' && /segment|run_start/.test(ev.kind))
-      h.segments.push({ step: ev.step, time: ev.time });
+  }
+
+  function addSegment(id, seg) {
+    var h = S.hist[id] || (S.hist[id] = normalize(emptyHist()));
+    if (h.segments.some(function (g) { return g.step === seg.step && g.time === seg.time; })) return;
+    h.segments.push(seg);
   }
 
   function addAlert(id, a, fromHistory) {
@@ -397,7 +401,7 @@
           lineStyle: { type: 'dashed', width: 1.5 } });
         var marks = h.events.filter(function (e) {
           var k = kindClass(e.kind);
-          return k !== 'end' && !(k === 'segment' && e.kind === 'run_start' && e.step === 0);
+          return k !== 'end' && !(k === 'segment' && e.step === 0);
         }).map(function (e) {
           var k = kindClass(e.kind);
           return { value: [e.step, yAt(c, 'loss', e.step)], itemStyle: { color: KIND_COLOR[k] },
@@ -525,7 +529,7 @@
     ul.textContent = '';
     all.slice(0, 500).forEach(function (x) {
       var e = x.e, k = kindClass(e.kind);
-      var li = el('li', { class: 'ev ev-' + k, 'data-kind': k, 'data-raw-kind': e.kind,
+      var li = el('li', { class: 'ev ev-' + k, 'data-kind': k, 'data-raw-kind': e.file_kind || e.kind,
         'data-run': x.r.id, 'data-step': e.step });
       li.appendChild(el('span', { class: 'dot', style: 'background:' + KIND_COLOR[k] }));
       li.appendChild(document.createTextNode((S.runs.length > 1 ? x.r.name + ' · ' : '') + 'step ' +
@@ -565,22 +569,30 @@
     render();
   }
 
+  /* The run list and every run's history; resolves to the smallest "seq"
+   * of the histories (the server's stream position they include), if any. */
   function loadRuns() {
     return getJSON('api/runs').then(function (d) {
-      var old = {};
-      S.runs.forEach(function (r) { old[r.id] = r; });
       S.runs = d.runs || [];
-      return Promise.all(S.runs.map(function (r) {
-        return getJSON('api/history', { run: r.id, points: POINTS }).then(function (h) {
-          setHistory(r.id, h);
-        });
-      }));
+      return Promise.all(S.runs.map(loadHistory));
+    }).then(function (seqs) {
+      seqs = seqs.filter(function (q) { return typeof q === 'number'; });
+      return seqs.length ? Math.min.apply(null, seqs) : null;
     });
   }
 
-  function openStream() {
+  function loadHistory(r) {
+    return getJSON('api/history', { run: r.id, points: POINTS }).then(function (h) {
+      setHistory(r.id, h);
+      return h.seq;
+    });
+  }
+
+  /* The event stream; `from` (a history's seq) asks the server to replay
+   * what came after that history, so no row falls between the two. */
+  function openStream(from) {
     S.requests++;
-    var es = new EventSource(url('api/stream'));
+    var es = new EventSource(url('api/stream', typeof from === 'number' ? { from: from } : {}));
     var broken = false;
     function on(name, f) {
       es.addEventListener(name, function (m) {
@@ -607,6 +619,12 @@
     });
     on('event', function (d) { addEvent(d.run, d); });
     on('alert', function (d) { addAlert(d.run, d, false); });
+    on('segment', function (d) { addSegment(d.run, d); });
+    on('history', function (d) { /* too many new rows to push: read the history again */
+      var r = runById(d.run);
+      if (r) loadHistory(r).then(scheduleRender, fail);
+    });
+    on('reset', function () { loadRuns().then(render, fail); }); /* the stream skipped records */
     S.stream = es;
   }
 
@@ -645,6 +663,7 @@
     segments: function (run) { return S.hist[run] ? S.hist[run].segments.slice() : []; },
     alerts: function () { return S.alerts.map(function (a) { return { run: a.run, rule: a.rule, step: a.step, value: a.value }; }); },
     state: function (run) { var r = runById(run); return r ? r.state : null; },
+    conn: function () { return S.conn; },
     requests: function () { return S.requests; },
     renders: function () { return S.renders; },
     errors: function () { return S.errors.slice(); },
@@ -654,7 +673,7 @@
   function start() {
     buildDom();
     if (OFFLINE) { startOffline(); return; }
-    loadRuns().then(function () { render(); openStream(); }, function (err) {
+    loadRuns().then(function (seq) { render(); openStream(seq); }, function (err) {
       fail(err);
       render();
     });
