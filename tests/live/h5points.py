@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/live/h5points.py FILE — what h5py reads from a metrics file, as the
 JSON the page's window.hptDebug is compared with: the step columns of the
-kept rows (last row of each step, docs/METRICS.md), val_step/val_loss (the
+kept rows (last row of each step, docs/METRICS.md; also wall_time), val_step/val_loss (the
 steps with a finite validation loss), the per-rank busy and step times
 [step][rank], the events (step, kind, rank) and the segments' first steps.
 NaN and inf become null (as in the page's JSON)."""
@@ -26,7 +26,7 @@ def main(path):
     keep = {int(s): i for i, s in enumerate(step)}
     rows = np.array([keep[s] for s in sorted(keep)], dtype=np.int64)
     cols = {"step": "step", "loss": "loss", "lr": "lr", "grad_norm": "grad_norm", "clip": "clip_coef",
-            "tokens_per_s": "tokens_per_s", "mfu": "mfu", "skipped": "skipped"}
+            "tokens_per_s": "tokens_per_s", "mfu": "mfu", "skipped": "skipped", "wall_time": "wall_time"}
     out = {k: clean(f["steps/" + v][:][rows]) if len(rows) else [] for k, v in cols.items()}
     val = f["steps/val_loss"][:][rows] if len(rows) else np.zeros(0)
     ok = np.isfinite(val)
