@@ -1,9 +1,10 @@
-/* hpt-metrics — summary, CSV export and close of an hpt metrics file
+/* hpt-metrics — summary, CSV export, close and HTML report of an hpt metrics file
  * without Python (the file lib/metrics.c writes; docs/ANALYSIS.md): a thin
  * main over the reader API io/metrics_read.h (SWMR read with bounded
  * metadata retries; each step once, the last row of a step winning — the
  * rule analysis/hpt_metrics.py applies too, and `summary` prints the same
- * lines as its summary_text()) and io/metrics_h5.h (close). Under mpiexec
+ * lines as its summary_text()), io/metrics_h5.h (close) and io/metrics_json.h
+ * (report: the live page with the data inlined). Under mpiexec
  * rank 0 does the work and every rank exits with its status.
  */
 #include <errno.h>
@@ -527,7 +528,8 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
     if (c->help || c->version)
         return HPT_OK;
     if (!c->cmd)
-        return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary or csv (see --help)");
+        return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary, csv, close or report "
+                             "(see --help)");
     if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv") && strcmp(c->cmd, "close") &&
         strcmp(c->cmd, "report"))
         return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv, close, report; "
