@@ -161,8 +161,47 @@ static size_t select_rows(const run_t *r, double *const *col, const double *step
 
 /* ---------------------------------------------------------- sections */
 
+/* The rows with a finite validation loss, downsampled on their own (they
+ * are sparse): all of them when at most `points`, else the first, the
+ * last and per bucket the smallest and largest. Fills vidx, returns the
+ * count. */
+static size_t select_val(const double *val, size_t n, int points, size_t *vidx)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        m += isfinite(val[i]) != 0;
+    size_t *all = points > 0 && m > (size_t)points ? malloc(sizeof *all * m) : vidx;
+    if (!all) /* out of memory: every validation row */
+        all = vidx, points = 0;
+    m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(val[i]))
+            all[m++] = i;
+    if (all == vidx)
+        return m;
+    size_t nb = (size_t)points / 2 > 0 ? (size_t)points / 2 : 1, k = 0;
+    for (size_t b = 0; b < nb; b++) {
+        size_t lo = b * m / nb, hi = (b + 1) * m / nb, amin = lo, amax = lo;
+        for (size_t j = lo; j < hi; j++) {
+            amin = val[all[j]] < val[all[amin]] ? j : amin;
+            amax = val[all[j]] > val[all[amax]] ? j : amax;
+        }
+        size_t a = amin < amax ? amin : amax, z = amin < amax ? amax : amin;
+        if (b == 0 && a != 0)
+            vidx[k++] = all[0];
+        if (hi > lo)
+            vidx[k++] = all[a];
+        if (hi > lo && z != a)
+            vidx[k++] = all[z];
+        if (b == nb - 1 && hi > lo && z != m - 1)
+            vidx[k++] = all[m - 1];
+    }
+    free(all);
+    return k;
+}
+
 static void put_columns(FILE *f, double *const *col, const double *step, const double *val,
-                        const size_t *idx, size_t k)
+                        const size_t *idx, size_t k, size_t *vidx, size_t n, int points)
 {
     fputs("\"columns\":{", f);
     put_array(f, "step", step, idx, k);
@@ -170,24 +209,12 @@ static void put_columns(FILE *f, double *const *col, const double *step, const d
         fputc(',', f);
         put_array(f, col_json[c], col[c], idx, k);
     }
-    /* validation: the kept steps with a finite val_loss */
-    fputs(",\"val_step\":[", f);
-    int first = 1;
-    for (size_t i = 0; i < k; i++)
-        if (isfinite(val[idx[i]])) {
-            fputs(first ? "" : ",", f);
-            put_num(f, step[idx[i]]);
-            first = 0;
-        }
-    fputs("],\"val_loss\":[", f);
-    first = 1;
-    for (size_t i = 0; i < k; i++)
-        if (isfinite(val[idx[i]])) {
-            fputs(first ? "" : ",", f);
-            put_num(f, val[idx[i]]);
-            first = 0;
-        }
-    fputs("]}", f);
+    size_t kv = select_val(val, n, points, vidx);
+    fputc(',', f);
+    put_array(f, "val_step", step, vidx, kv);
+    fputc(',', f);
+    put_array(f, "val_loss", val, vidx, kv);
+    fputs("}", f);
 }
 
 /* One rank x step matrix: per bucket of rows [lo,hi) the mean of the
@@ -355,8 +382,8 @@ static hpt_status history_of(const run_t *r, int points, FILE *out)
     size_t n = r->m.n;
     double *col[NCOL] = {0}, *step = NULL, *val = NULL;
     unsigned char *sel = malloc(n ? n : 1);
-    size_t *idx = malloc(sizeof *idx * (n ? n : 1));
-    hpt_status st = sel && idx ? HPT_OK
+    size_t *idx = malloc(sizeof *idx * (n ? n : 1)), *vidx = malloc(sizeof *vidx * (n ? n : 1));
+    hpt_status st = sel && idx && vidx ? HPT_OK
                                : hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory", r->m.path);
     if (!st)
         st = hpt_mread_steps_col(&r->m, "step", 0, &step);
@@ -370,7 +397,7 @@ static hpt_status history_of(const run_t *r, int points, FILE *out)
             if (sel[i])
                 idx[j++] = i;
         fprintf(out, "{\"run\":0,\"state\":\"%s\",", run_state(r));
-        put_columns(out, col, step, val, idx, k);
+        put_columns(out, col, step, val, idx, k, vidx, n, points);
         fputc(',', out);
         st = put_ranks(out, r, step);
     }
@@ -392,6 +419,7 @@ static hpt_status history_of(const run_t *r, int points, FILE *out)
     free(val);
     free(sel);
     free(idx);
+    free(vidx);
     return st;
 }
 

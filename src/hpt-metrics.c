@@ -59,6 +59,8 @@ static void usage(FILE *f)
           "                  overlaid: loss, learning rate, gradient norm, tokens/s,\n"
           "                  MFU, events, rank x step heat map, communication per rank\n"
           "    -o OUT.html   required; written as OUT.html.tmp and renamed\n"
+          "    --points N    steps kept per run before downsampling (first and last\n"
+          "                  step, event steps and each bucket's extremes) [20000]\n"
           "\n"
           "options:\n"
           "  -h, --help      print this help and exit\n"
@@ -440,7 +442,7 @@ static hpt_status find_asset(const char *name, char *buf, size_t len)
 
 /* report: the runs' history JSON and the page assets inlined into one
  * HTML file, written as OUT.tmp and renamed (see csv_open_out). */
-static hpt_status cmd_report(const char *const *files, int n, const char *outpath)
+static hpt_status cmd_report(const char *const *files, int n, int points, const char *outpath)
 {
     static const char *const names[3] = {"style.css", "echarts.min.js", "app.js"};
     char paths[3][PATH_MAX + 32];
@@ -460,7 +462,7 @@ static hpt_status cmd_report(const char *const *files, int n, const char *outpat
     if (!st)
         st = csv_open_out(outpath, target, tmp, sizeof tmp, &f);
     if (!st)
-        st = hpt_metrics_report_write(files, n, REPORT_POINTS, assets, f);
+        st = hpt_metrics_report_write(files, n, points > 0 ? points : REPORT_POINTS, assets, f);
     if (f) {
         if (fflush(f) != 0 && !st)
             st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
@@ -496,7 +498,7 @@ typedef struct {
     const char *cmd, *file, *ranks, *out;
     int help, version;
     const char *files[REPORT_MAX_FILES]; /* report: every FILE (files[0] == file) */
-    int nfiles;
+    int nfiles, points;                  /* report --points (0: not given) */
 } cli;
 
 static hpt_status parse_args(int argc, char **argv, cli *c)
@@ -512,6 +514,14 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
             if (i + 1 >= argc)
                 return hpt_error_set(HPT_ERR_USAGE, "%s needs a value (see --help)", a);
             *(!strcmp(a, "--ranks") ? &c->ranks : &c->out) = argv[++i];
+        } else if (!strcmp(a, "--points")) {
+            if (i + 1 >= argc)
+                return hpt_error_set(HPT_ERR_USAGE, "%s needs a value (see --help)", a);
+            hpt_status st = hpt_cli_parse_int(a, argv[++i], &c->points);
+            if (st)
+                return st;
+            if (c->points < 2)
+                return hpt_error_set(HPT_ERR_USAGE, "--points %s: must be >= 2", argv[i]);
         } else if (!strncmp(a, "--ranks=", 8))
             c->ranks = a + 8;
         else if (a[0] == '-' && a[1])
@@ -536,6 +546,8 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
                              "see --help)", c->cmd);
     if (!c->file)
         return hpt_error_set(HPT_ERR_USAGE, "%s needs a metrics FILE (see --help)", c->cmd);
+    if (strcmp(c->cmd, "report") && c->points)
+        return hpt_error_set(HPT_ERR_USAGE, "--points: only report takes it");
     if (!strcmp(c->cmd, "report") && (c->ranks || !c->out))
         return hpt_error_set(HPT_ERR_USAGE, c->ranks ? "--ranks: report does not take it"
                              : "report needs -o OUT.html (see --help)");
@@ -561,7 +573,7 @@ static hpt_status run(int argc, char **argv, FILE *out)
     if (!strcmp(c.cmd, "close"))
         return cmd_close(c.file, out);
     if (!strcmp(c.cmd, "report"))
-        return cmd_report(c.files, c.nfiles, c.out);
+        return cmd_report(c.files, c.nfiles, c.points, c.out);
     return cmd_csv(c.file, c.ranks, c.out, out);
 }
 
