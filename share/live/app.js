@@ -458,7 +458,8 @@
       visualMap: { min: lo, max: hi === lo ? lo + 1e-12 : hi, calculable: true, orient: 'vertical',
         right: 0, top: 'center', formatter: function (v) { return fmt(v); },
         inRange: { color: ['#f7fbff', '#6baed6', '#08306b'] } },
-      series: [{ id: 'heat', name: meta.label, type: 'heatmap', data: data, progressive: 0 }]
+      series: [{ id: 'heat', name: meta.label, type: 'heatmap', data: data,
+        progressive: data.length > 20000 ? 5000 : 0 }]
     }, { replaceMerge: ['series'] });
     var comm = h && h.comm, groups = (comm && comm.groups) || [], sec = (comm && comm.seconds) || [];
     var CW = 0;

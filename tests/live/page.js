@@ -86,6 +86,15 @@ async function main() {
   await waitFor(page, () => { const li = document.querySelector('#events li'); return li && li.dataset.kind === 'nonfinite'; },
     null, 'a pushed event is listed first');
 
+  // shared zoom: zooming the loss panel zooms every step panel
+  await page.evaluate(() => echarts.getInstanceByDom(document.getElementById('chart-loss'))
+    .dispatchAction({ type: 'dataZoom', start: 20, end: 60 }));
+  const zooms = await page.evaluate(() => ['lr', 'grad', 'tps', 'mfu'].map((p) => {
+    const z = echarts.getInstanceByDom(document.getElementById('chart-' + p)).getOption().dataZoom[0];
+    return [z.start, z.end];
+  }));
+  check(zooms.every((z) => z[0] === 20 && z[1] === 60), 'zoom on the step axis is shared: ' + describe(zooms));
+
   // heat map: metric and run selectable
   await page.selectOption('#heat-metric', 'flops');
   await page.selectOption('#heat-run', '1');
