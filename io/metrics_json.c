@@ -13,14 +13,16 @@
 
 /* The plotted /steps columns: JSON name, dataset name. */
 static const char *const col_json[] = {"loss", "lr", "grad_norm", "clip", "tokens_per_s", "mfu",
-                                       "skipped"};
+                                       "skipped", "time", "step_time", "flops", "segment",
+                                       "tokens"};
 static const char *const col_file[] = {"loss", "lr", "grad_norm", "clip_coef", "tokens_per_s",
-                                       "mfu", "skipped"};
+                                       "mfu", "skipped", "wall_time", "step_time", "flops",
+                                       "segment", "tokens"};
 #define NCOL ((int)(sizeof col_json / sizeof *col_json))
 #define NEXTREME 6 /* the first 6 keep their extremes when downsampling */
 
-static const char *const comm_group[] = {"tp", "pp", "dp"};
-#define NGROUP 3
+static const char *const comm_group[] = {"tp", "pp", "dp", "mp", "embed"};
+#define NGROUP 5
 
 /* An open file with its segments and events. */
 typedef struct {
@@ -299,12 +301,16 @@ static hpt_status put_comm(FILE *f, const run_t *r)
         if (st)
             return st;
         fputs(g ? ",[" : "[", f);
-        for (size_t w = 0; w < W; w++) {
+        for (size_t w = 0; w < W; w++) { /* mean seconds per step */
             double s = 0;
+            size_t c = 0;
             for (size_t i = 0; i < n; i++)
-                s += isfinite(v[i * W + w]) ? v[i * W + w] : 0;
+                if (isfinite(v[i * W + w])) {
+                    s += v[i * W + w];
+                    c++;
+                }
             fputs(w ? "," : "", f);
-            put_num(f, s);
+            put_num(f, c ? s / (double)c : NAN);
         }
         fputc(']', f);
         free(v);

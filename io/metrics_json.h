@@ -16,28 +16,32 @@
 
 /* Write the history object of the metrics file `path` to `out`:
  *   {"run":0,"state":S,"columns":{"step","loss","lr","grad_norm","clip",
- *    "tokens_per_s","mfu","skipped","val_step","val_loss"},
+ *    "tokens_per_s","mfu","skipped","time","step_time","flops","segment",
+ *    "tokens","val_step","val_loss"},
  *    "ranks":{"step","busy_s","step_s","flops"},"comm":{"groups","seconds"},
  *    "events":[...],"segments":[...],"alerts":[]}
- * columns: one value per kept step (val_step/val_loss: the steps with a
- * finite validation loss). When the file holds more than `points` steps
- * (points > 0) the rows are downsampled: the first and last step, the
- * steps of events and, per bucket of about n/(points/2) steps, the rows of
- * the smallest and the largest value of each plotted column (extremes are
- * never lost). ranks: rank x step matrices [step][rank] of busy time (s),
- * step time (s) and achieved FLOP/s (the step's model FLOPs shared equally
- * by the row's ranks / the rank's step time), per bucket of at most 200
- * steps the mean of the finite values (one bucket per step for shorter
- * runs). comm.seconds[g][r]: total seconds of rank r in the communication
- * calls of group g (tp, pp, dp) over the kept steps. events: the /events
- * rows {step,time,kind,file_kind,rank,detail}: file_kind as in the file,
- * kind the page's name (skipped_step -> nonfinite, grad_norm_spike ->
- * spike, checkpoint_save -> checkpoint, run_start -> segment, others
- * unchanged). segments: {step,time,resumed_from,world,tp,pp,dp,host,
- * slurm_job_id} per /segments row, step = the segment's first step
- * (first_step + 1), time the wall time of its run_start event (null if
- * none). state: "finished"
- * when the last segment logged run_end "done", else "stopped".
+ * columns: one value per kept step, /steps units (clip = clip_coef,
+ * time = wall_time); val_step/val_loss: the steps with a finite
+ * validation loss, downsampled on their own the same way. When the file
+ * holds more than `points` steps (points > 0) the rows are downsampled:
+ * the first and last step, the steps of events and, per bucket of about
+ * n/(points/2) steps, the rows of the smallest and the largest value of
+ * each plotted column (extremes are never lost).
+ * ranks: rank x step matrices [step][rank] of busy time (s), step time (s)
+ * and achieved FLOP/s (the step's model FLOPs shared equally by the row's
+ * ranks / the rank's step time), per bucket of at most 200 steps the mean
+ * of the finite values (one bucket per step for shorter runs).
+ * comm.seconds[g][r]: mean seconds per step of rank r in the
+ * communication calls of group g (tp, pp, dp, mp, embed) over all steps.
+ * events: the /events rows {step,time,kind,file_kind,rank,detail}:
+ * file_kind as in the file, kind the page's name (skipped_step ->
+ * nonfinite, grad_norm_spike -> spike, checkpoint_save -> checkpoint,
+ * run_start -> segment, others unchanged).
+ * segments: {step,time,resumed_from,world,tp,pp,dp,host,slurm_job_id} per
+ * /segments row, step = the segment's first step (first_step + 1), time
+ * the wall time of its run_start event (null if none).
+ * state: "finished" when the last segment logged run_end "done", else
+ * "stopped". alerts: [] (a report evaluates no rules).
  * "run" is 0: a caller listing several runs sets its own ids.
  * Errors: those of hpt_mread_open / the column readers (HPT_ERR_DATA naming
  * the file), HPT_ERR_IO when writing to `out` fails, HPT_ERR_INTERNAL when

@@ -273,7 +273,7 @@
         el('div', { class: 'chart tall', id: 'chart-heat' })
       ]),
       el('section', { class: 'panel wide', 'data-panel': 'comm' }, [
-        el('h2', { text: 'Communication time per group per rank (s, over the steps held)' }),
+        el('h2', { text: 'Communication time per group per rank (mean s per step)' }),
         el('div', { class: 'chart', id: 'chart-comm' })
       ])
     ]);
@@ -470,7 +470,7 @@
       animation: false,
       grid: { left: 64, right: 24, top: 30, bottom: 30 },
       legend: { top: 0 },
-      tooltip: { trigger: 'axis', valueFormatter: function (v) { return withUnit(v, 's'); } },
+      tooltip: { trigger: 'axis', valueFormatter: function (v) { return withUnit(v, 's/step'); } },
       xAxis: { type: 'category', data: cranks },
       yAxis: { type: 'value', name: 's', axisLabel: { formatter: fmt } },
       series: groups.map(function (g, i) {
@@ -659,6 +659,7 @@
       var s = S.charts.heat.getOption().series[0];
       return s ? s.data.length : 0;
     },
+    comm: function (run) { return S.hist[run] && S.hist[run].comm ? JSON.parse(JSON.stringify(S.hist[run].comm)) : null; },
     runs: function () { return JSON.parse(JSON.stringify(S.runs)); },
     events: function (run) { return S.hist[run] ? S.hist[run].events.slice() : []; },
     segments: function (run) { return S.hist[run] ? S.hist[run].segments.slice() : []; },

@@ -46,6 +46,13 @@ async function main() {
     check(r && sameArray(r.step, want.step) && sameArray(r.values, want[m]),
       'rank x step ' + m + ' equals h5py (' + want.ranks + ' ranks)');
   }
+  const comm = await page.evaluate(() => window.hptDebug.comm(0));
+  const close = (a, b) => a === b || (a !== null && b !== null && Math.abs(a - b) <= 1e-12 * Math.abs(b));
+  check(comm && comm.groups.every((g, i) => comm.seconds[i].length === want.ranks &&
+    comm.seconds[i].every((v, w) => close(v, want.comm[g][w]))),
+    'communication per group per rank equals h5py\'s mean s/step ' + describe(comm && comm.groups));
+  const bars = await page.evaluate(() => echarts.getInstanceByDom(document.getElementById('chart-comm')).getOption().series.length);
+  check(bars === comm.groups.length, 'one bar series per communication group');
   const cells = want.busy_s.reduce((a, row) => a + row.filter((v) => v !== null).length, 0);
   check(await page.evaluate(() => window.hptDebug.heatCells()) === cells, 'heat map draws ' + cells + ' cells');
   const ev = await page.$$eval('#events li[data-run="0"]', (l) => l.map((x) => ({ step: Number(x.dataset.step), kind: x.dataset.rawKind })));
