@@ -421,12 +421,12 @@ static hpt_status cmd_csv(const char *path, const char *ranks, const char *outpa
 #define REPORT_POINTS 20000 /* steps per run before the report downsamples */
 #define REPORT_MAX_FILES 64
 
-/* The page asset `name`: the first of $HPT_LIVE_DIR, the installed
+/* The page asset `name`: the first of $HPT_LIVE_ASSETS, the installed
  * $(pkgdatadir)/live, the build tree's and the source tree's share/live
  * that has it (uninstalled programs find their tree's copy). */
 static hpt_status find_asset(const char *name, char *buf, size_t len)
 {
-    const char *dirs[] = {getenv("HPT_LIVE_DIR"), HPT_LIVE_DATADIR, HPT_LIVE_BUILDDIR,
+    const char *dirs[] = {getenv("HPT_LIVE_ASSETS"), HPT_LIVE_DATADIR, HPT_LIVE_BUILDDIR,
                           HPT_LIVE_SRCDIR};
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         if (!dirs[i] || !dirs[i][0])
@@ -435,7 +435,7 @@ static hpt_status find_asset(const char *name, char *buf, size_t len)
         if (access(buf, R_OK) == 0)
             return HPT_OK;
     }
-    return hpt_error_set(HPT_ERR_IO, "report: page asset %s not found in $HPT_LIVE_DIR or %s "
+    return hpt_error_set(HPT_ERR_IO, "report: page asset %s not found in $HPT_LIVE_ASSETS or %s "
                          "(install hpt, or for echarts.min.js run `npm ci` in the source tree "
                          "and rebuild)", name, HPT_LIVE_DATADIR);
 }
