@@ -16,6 +16,8 @@ PKGS=(
   python3 python3-torch python3-numpy python3-h5py python3-matplotlib
   # a local Slurm cluster for the job suite (slurm/cluster.sh; PMI2 for MPICH)
   slurmctld slurmd slurm-client munge libpmi2-0-dev
+  # the live page (share/live): node for `npm ci` below, chromium for its browser tests
+  nodejs chromium
 )
 
 missing=()
@@ -23,14 +25,22 @@ for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#PKGS[@]} packages present"
-  exit 0
-fi
-
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PKGS[@]} packages present"
+else
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# ECharts (installed with the programs) and playwright-core (browser tests,
+# driving Debian's chromium: never a downloaded browser), pinned by
+# package-lock.json, into node_modules/ beside this script.
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [ -f "$HERE/package-lock.json" ]; then
+  command -v npm >/dev/null 2>&1 || $SUDO apt-get install -y -qq --no-install-recommends npm
+  (cd "$HERE" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+fi

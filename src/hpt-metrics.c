@@ -1,9 +1,10 @@
-/* hpt-metrics — summary, CSV export and close of an hpt metrics file
+/* hpt-metrics — summary, CSV export, close and HTML report of an hpt metrics file
  * without Python (the file lib/metrics.c writes; docs/ANALYSIS.md): a thin
  * main over the reader API io/metrics_read.h (SWMR read with bounded
  * metadata retries; each step once, the last row of a step winning — the
  * rule analysis/hpt_metrics.py applies too, and `summary` prints the same
- * lines as its summary_text()) and io/metrics_h5.h (close). Under mpiexec
+ * lines as its summary_text()), io/metrics_h5.h (close) and io/metrics_json.h
+ * (report: the live page with the data inlined). Under mpiexec
  * rank 0 does the work and every rank exits with its status.
  */
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include "cli.h"
 #include "error.h"
 #include "metrics_h5.h"
+#include "metrics_json.h"
 #include "metrics_read.h"
 #include "hpt_config.h"
 
@@ -30,6 +32,7 @@ static void usage(FILE *f)
     fputs("usage: hpt-metrics summary FILE\n"
           "       hpt-metrics csv FILE [--ranks COL] [-o OUT]\n"
           "       hpt-metrics close FILE\n"
+          "       hpt-metrics report FILE... -o OUT.html\n"
           "\n"
           "Read the metrics file hpt-train writes (RUN_DIR/metrics.h5; also the file of a\n"
           "live or a killed run). Each step is reported once: after a resume the last\n"
@@ -51,6 +54,13 @@ static void usage(FILE *f)
           "                  leaves, so that plain readers (h5py.File(FILE, \"r\"),\n"
           "                  h5dump) open the file; refused while a live hpt-train\n"
           "                  writes it (FILE.lock is locked)\n"
+          "  report FILE...  one self-contained HTML page (scripts and data inlined, no\n"
+          "                  network needed) with the live view's charts of the runs,\n"
+          "                  overlaid: loss, learning rate, gradient norm, tokens/s,\n"
+          "                  MFU, events, rank x step heat map, communication per rank\n"
+          "    -o OUT.html   required; written as OUT.html.tmp and renamed\n"
+          "    --points N    steps kept per run before downsampling (first and last\n"
+          "                  step, event steps and each bucket's extremes) [20000]\n"
           "\n"
           "options:\n"
           "  -h, --help      print this help and exit\n"
@@ -406,6 +416,69 @@ static hpt_status cmd_csv(const char *path, const char *ranks, const char *outpa
     return st;
 }
 
+/* -------------------------------------------------------------- report */
+
+#define REPORT_POINTS 20000 /* steps per run before the report downsamples */
+#define REPORT_MAX_FILES 64
+
+/* The page asset `name`: the first of $HPT_LIVE_ASSETS, the installed
+ * $(pkgdatadir)/live, the build tree's and the source tree's share/live
+ * that has it (uninstalled programs find their tree's copy). */
+static hpt_status find_asset(const char *name, char *buf, size_t len)
+{
+    const char *dirs[] = {getenv("HPT_LIVE_ASSETS"), HPT_LIVE_DATADIR, HPT_LIVE_BUILDDIR,
+                          HPT_LIVE_SRCDIR};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        if (!dirs[i] || !dirs[i][0])
+            continue;
+        snprintf(buf, len, "%s/%s", dirs[i], name);
+        if (access(buf, R_OK) == 0)
+            return HPT_OK;
+    }
+    return hpt_error_set(HPT_ERR_IO, "report: page asset %s not found in $HPT_LIVE_ASSETS or %s "
+                         "(install hpt, or for echarts.min.js run `npm ci` in the source tree "
+                         "and rebuild)", name, HPT_LIVE_DATADIR);
+}
+
+/* report: the runs' history JSON and the page assets inlined into one
+ * HTML file, written as OUT.tmp and renamed (see csv_open_out). */
+static hpt_status cmd_report(const char *const *files, int n, int points, const char *outpath)
+{
+    static const char *const names[3] = {"style.css", "echarts.min.js", "app.js"};
+    char paths[3][PATH_MAX + 32];
+    const char *assets[3];
+    char target[PATH_MAX + 8] = "", tmp[PATH_MAX + 8] = "";
+    FILE *f = NULL;
+    hpt_status st = HPT_OK;
+    for (int a = 0; !st && a < 3; a++) {
+        st = find_asset(names[a], paths[a], sizeof paths[a]);
+        assets[a] = paths[a];
+    }
+    for (int i = 0; !st && i < n; i++) { /* every file readable before OUT is touched */
+        hpt_mread m;
+        st = hpt_mread_open(&m, files[i]);
+        hpt_mread_close(&m);
+    }
+    if (!st)
+        st = csv_open_out(outpath, target, tmp, sizeof tmp, &f);
+    if (!st)
+        st = hpt_metrics_report_write(files, n, points > 0 ? points : REPORT_POINTS, assets, f);
+    if (f) {
+        if (fflush(f) != 0 && !st)
+            st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
+        if (!st && tmp[0] && fsync(fileno(f)) != 0)
+            st = hpt_error_set(HPT_ERR_IO, "-o %s: fsync failed: %s", outpath, strerror(errno));
+        if (fclose(f) != 0 && !st)
+            st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
+        if (!st && tmp[0] && rename(tmp, target) != 0)
+            st = hpt_error_set(HPT_ERR_IO, "-o %s: cannot rename %s to it: %s", outpath, tmp,
+                               strerror(errno));
+        if (st && tmp[0])
+            unlink(tmp);
+    }
+    return st;
+}
+
 /* --------------------------------------------------------------- close */
 
 static hpt_status cmd_close(const char *path, FILE *out)
@@ -424,6 +497,8 @@ static hpt_status cmd_close(const char *path, FILE *out)
 typedef struct {
     const char *cmd, *file, *ranks, *out;
     int help, version;
+    const char *files[REPORT_MAX_FILES]; /* report: every FILE (files[0] == file) */
+    int nfiles, points;                  /* report --points (0: not given) */
 } cli;
 
 static hpt_status parse_args(int argc, char **argv, cli *c)
@@ -439,6 +514,14 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
             if (i + 1 >= argc)
                 return hpt_error_set(HPT_ERR_USAGE, "%s needs a value (see --help)", a);
             *(!strcmp(a, "--ranks") ? &c->ranks : &c->out) = argv[++i];
+        } else if (!strcmp(a, "--points")) {
+            if (i + 1 >= argc)
+                return hpt_error_set(HPT_ERR_USAGE, "%s needs a value (see --help)", a);
+            hpt_status st = hpt_cli_parse_int(a, argv[++i], &c->points);
+            if (st)
+                return st;
+            if (c->points < 2)
+                return hpt_error_set(HPT_ERR_USAGE, "--points %s: must be >= 2", argv[i]);
         } else if (!strncmp(a, "--ranks=", 8))
             c->ranks = a + 8;
         else if (a[0] == '-' && a[1])
@@ -446,20 +529,29 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
         else if (!c->cmd)
             c->cmd = a;
         else if (!c->file)
-            c->file = a;
+            c->file = c->files[c->nfiles++] = a;
+        else if (!strcmp(c->cmd, "report") && c->nfiles < REPORT_MAX_FILES)
+            c->files[c->nfiles++] = a;
         else
             return hpt_error_set(HPT_ERR_USAGE, "unexpected argument '%s' (see --help)", a);
     }
     if (c->help || c->version)
         return HPT_OK;
     if (!c->cmd)
-        return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary or csv (see --help)");
-    if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv") && strcmp(c->cmd, "close"))
-        return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv, close; see "
-                             "--help)", c->cmd);
+        return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary, csv, close or report "
+                             "(see --help)");
+    if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv") && strcmp(c->cmd, "close") &&
+        strcmp(c->cmd, "report"))
+        return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv, close, report; "
+                             "see --help)", c->cmd);
     if (!c->file)
         return hpt_error_set(HPT_ERR_USAGE, "%s needs a metrics FILE (see --help)", c->cmd);
-    if (strcmp(c->cmd, "csv") && (c->ranks || c->out))
+    if (strcmp(c->cmd, "report") && c->points)
+        return hpt_error_set(HPT_ERR_USAGE, "--points: only report takes it");
+    if (!strcmp(c->cmd, "report") && (c->ranks || !c->out))
+        return hpt_error_set(HPT_ERR_USAGE, c->ranks ? "--ranks: report does not take it"
+                             : "report needs -o OUT.html (see --help)");
+    if (strcmp(c->cmd, "csv") && strcmp(c->cmd, "report") && (c->ranks || c->out))
         return hpt_error_set(HPT_ERR_USAGE, "%s: only csv takes --ranks and -o", c->ranks
                              ? "--ranks" : "-o");
     return HPT_OK;
@@ -480,6 +572,8 @@ static hpt_status run(int argc, char **argv, FILE *out)
         return cmd_summary(c.file, out);
     if (!strcmp(c.cmd, "close"))
         return cmd_close(c.file, out);
+    if (!strcmp(c.cmd, "report"))
+        return cmd_report(c.files, c.nfiles, c.points, c.out);
     return cmd_csv(c.file, c.ranks, c.out, out);
 }
 

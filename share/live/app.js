@@ -1,0 +1,686 @@
+/* app.js — the page of hpt-live and of `hpt-metrics report` (docs/LIVE.md).
+ *
+ * Plain JavaScript over ECharts (window.echarts), no build step. Two modes:
+ * - live: GET api/runs and api/history?run=ID&points=N, then Server-Sent
+ *   Events from api/stream (rows, state, event, alert); every request
+ *   carries the token of the page's own URL (?token=T);
+ * - offline: window.HPT_DATA = {runs:[...], history:[...]} inlined by
+ *   `hpt-metrics report`; no request at all.
+ * Data held per run: columns (step-aligned arrays; val_step/val_loss their
+ * own), ranks (rank x step maps), comm, events, segments, alerts. After a
+ * resume a step can come again: the later row wins (rows from that step on
+ * are replaced), the rule of the metrics file's readers.
+ * Tests read what the page holds through window.hptDebug. */
+(function () {
+  'use strict';
+
+  var OFFLINE = typeof window.HPT_DATA === 'object' && window.HPT_DATA !== null;
+  var TOKEN = new URLSearchParams(location.search).get('token') || '';
+  var POINTS = 5000; /* steps per run asked of the server (it keeps extremes) */
+  var GROUP = 'hpt-steps'; /* the step-axis charts share zoom and tooltip */
+
+  /* The step panels: columns plotted, units for the tooltips. */
+  var PANELS = [
+    { id: 'loss', title: 'Loss (raw, smoothed, validation)', col: 'loss', unit: 'nats/token' },
+    { id: 'lr', title: 'Learning rate', col: 'lr', unit: '' },
+    { id: 'grad', title: 'Gradient norm (left) and clip coefficient (right)', col: 'grad_norm',
+      unit: '', right: 'clip' },
+    { id: 'tps', title: 'Throughput', col: 'tokens_per_s', unit: 'tokens/s' },
+    { id: 'mfu', title: 'Model FLOP utilisation', col: 'mfu', unit: '%', scale: 100 }
+  ];
+  var HEAT = {
+    busy_s: { label: 'busy time', unit: 's' },
+    step_s: { label: 'step time', unit: 's' },
+    flops: { label: 'achieved FLOP/s', unit: 'FLOP/s' }
+  };
+  var STATE_LABEL = {
+    waiting: 'waiting for the metrics file', live: 'live', stopped: 'writer stopped',
+    finished: 'finished', error: 'error'
+  };
+  var KIND_COLOR = {
+    nonfinite: '#d32f2f', spike: '#f57c00', throughput: '#fbc02d', slow_rank: '#7b1fa2',
+    checkpoint: '#388e3c', signal: '#0288d1', segment: '#455a64', alert: '#b71c1c',
+    end: '#9e9e9e', other: '#607d8b'
+  };
+  var PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#8c564b',
+    '#e377c2'];
+  var STEP_KEYS = ['step', 'loss', 'lr', 'grad_norm', 'clip', 'tokens_per_s', 'mfu'];
+
+  var S = {
+    runs: [], hist: {}, alerts: [], charts: {}, heatMetric: 'busy_s', heatRun: null,
+    renderTimer: null, conn: OFFLINE ? 'offline' : 'connecting', requests: 0, renders: 0,
+    errors: []
+  };
+
+  window.addEventListener('error', function (e) { S.errors.push(String(e.message)); });
+
+  /* ------------------------------------------------------------ helpers */
+
+  function el(tag, attrs, children) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === 'text') e.textContent = attrs[k];
+      else if (k === 'class') e.className = attrs[k];
+      else e.setAttribute(k, attrs[k]);
+    });
+    (children || []).forEach(function (c) { e.appendChild(c); });
+    return e;
+  }
+
+  function url(path, params) {
+    var q = new URLSearchParams(params || {});
+    q.set('token', TOKEN);
+    return path + '?' + q.toString();
+  }
+
+  function getJSON(path, params) {
+    S.requests++;
+    return fetch(url(path, params), { cache: 'no-store' }).then(function (r) {
+      if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
+      return r.json();
+    });
+  }
+
+  function fmt(v) {
+    if (v === null || v === undefined || typeof v !== 'number' || !isFinite(v)) return '-';
+    var a = Math.abs(v);
+    if (a !== 0 && (a >= 1e6 || a < 1e-3)) return v.toExponential(3);
+    return String(Number(v.toPrecision(5)));
+  }
+
+  function withUnit(v, unit) { return fmt(v) + (unit ? ' ' + unit : ''); }
+
+  function lowerBound(a, x) { /* first index with a[i] >= x (a sorted) */
+    var lo = 0, hi = a.length;
+    while (lo < hi) {
+      var mid = (lo + hi) >> 1;
+      if (a[mid] < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+
+  /* The event kinds of the metrics file (skipped_step, grad_norm_spike, ...)
+   * and of the server's summary kinds (nonfinite, spike, ...) as classes. */
+  function kindClass(k) {
+    k = String(k || '');
+    if (/nonfinite|skipped/.test(k)) return 'nonfinite';
+    if (/spike/.test(k)) return 'spike';
+    if (/throughput|drop/.test(k)) return 'throughput';
+    if (/slow/.test(k)) return 'slow_rank';
+    if (/checkpoint/.test(k)) return 'checkpoint';
+    if (/signal/.test(k)) return 'signal';
+    if (/segment|run_start|resume|layout/.test(k)) return 'segment';
+    if (/alert/.test(k)) return 'alert';
+    if (/run_end/.test(k)) return 'end';
+    return 'other';
+  }
+
+  function runById(id) {
+    for (var i = 0; i < S.runs.length; i++) if (S.runs[i].id === id) return S.runs[i];
+    return null;
+  }
+
+  function runIndex(id) {
+    for (var i = 0; i < S.runs.length; i++) if (S.runs[i].id === id) return i;
+    return 0;
+  }
+
+  function runLabel(r) {
+    var l = r.layout || {};
+    var name = r.name || ('run ' + r.id);
+    var dup = S.runs.filter(function (o) { return o.name === r.name; }).length > 1;
+    return name + (dup ? ' #' + r.id : '') + ' (tp' + (l.tp || 1) + ' pp' + (l.pp || 1) + ' dp' +
+      (l.dp || 1) + ', ' + (l.world || 1) + ' ranks)';
+  }
+
+  function color(id) { return PALETTE[runIndex(id) % PALETTE.length]; }
+
+  /* --------------------------------------------------------- run data */
+
+  function emptyHist() {
+    return {
+      columns: { step: [], val_step: [], val_loss: [] }, ranks: null,
+      comm: null, events: [], segments: [], alerts: []
+    };
+  }
+
+  /* Make every step-aligned column as long as `step` (missing: nulls). */
+  function normalize(h) {
+    var c = h.columns = h.columns || {};
+    c.step = c.step || [];
+    var n = c.step.length;
+    STEP_KEYS.forEach(function (k) { if (!c[k]) c[k] = []; });
+    Object.keys(c).forEach(function (k) {
+      if (k === 'val_step' || k === 'val_loss') return;
+      while (c[k].length < n) c[k].push(null);
+      if (c[k].length > n) c[k].length = n;
+    });
+    c.val_step = c.val_step || [];
+    c.val_loss = c.val_loss || [];
+    h.events = h.events || [];
+    h.segments = h.segments || [];
+    h.alerts = h.alerts || [];
+    return h;
+  }
+
+  function setHistory(id, h) {
+    S.hist[id] = normalize(h || emptyHist());
+    S.hist[id].alerts.forEach(function (a) { addAlert(id, a, true); });
+    if (h && h.state && runById(id)) runById(id).state = h.state;
+  }
+
+  /* Rows pushed by the server: replace the held rows from the first pushed
+   * step on (a resumed run redoes steps), then append. */
+  function appendRows(id, cols, ranks) {
+    var h = S.hist[id] || (S.hist[id] = normalize(emptyHist()));
+    var c = h.columns;
+    var steps = cols.step || [];
+    var valStep = cols.val_step, valLoss = cols.val_loss;
+    if (!valStep && valLoss && valLoss.length === steps.length) { /* row-aligned val_loss */
+      valStep = [];
+      var vl = [];
+      for (var i = 0; i < steps.length; i++)
+        if (valLoss[i] !== null && valLoss[i] !== undefined) {
+          valStep.push(steps[i]);
+          vl.push(valLoss[i]);
+        }
+      valLoss = vl;
+    }
+    if (steps.length) {
+      var cut = lowerBound(c.step, steps[0]), n = c.step.length;
+      Object.keys(c).forEach(function (k) {
+        if (k !== 'val_step' && k !== 'val_loss' && c[k].length === n) c[k].length = cut;
+      });
+      Object.keys(cols).forEach(function (k) {
+        if (k === 'val_step' || k === 'val_loss') return;
+        if (!c[k]) { c[k] = []; while (c[k].length < cut) c[k].push(null); }
+        Array.prototype.push.apply(c[k], cols[k]);
+      });
+      normalize(h);
+      var vcut = lowerBound(c.val_step, steps[0]);
+      c.val_step.length = vcut;
+      c.val_loss.length = vcut;
+    }
+    if (valStep && valLoss) {
+      var vc = valStep.length ? lowerBound(c.val_step, valStep[0]) : c.val_step.length;
+      c.val_step.length = vc;
+      c.val_loss.length = vc;
+      Array.prototype.push.apply(c.val_step, valStep);
+      Array.prototype.push.apply(c.val_loss, valLoss);
+    }
+    if (ranks && ranks.step && ranks.step.length) {
+      if (!h.ranks) h.ranks = { step: [] };
+      var rc = lowerBound(h.ranks.step, ranks.step[0]);
+      Object.keys(ranks).forEach(function (k) {
+        if (!Array.isArray(ranks[k])) return;
+        if (!h.ranks[k]) h.ranks[k] = [];
+        h.ranks[k].length = Math.min(h.ranks[k].length, rc);
+        Array.prototype.push.apply(h.ranks[k], ranks[k]);
+      });
+    }
+  }
+
+  function addEvent(id, ev) {
+    var h = S.hist[id] || (S.hist[id] = normalize(emptyHist()));
+    var key = JSON.stringify([ev.step, ev.time, ev.kind, ev.rank, ev.detail]);
+    for (var i = h.events.length - 1; i >= 0 && i >= h.events.length - 200; i--)
+      if (JSON.stringify([h.events[i].step, h.events[i].time, h.events[i].kind, h.events[i].rank,
+        h.events[i].detail]) === key) return;
+    h.events.push(ev);
+  }
+
+  function addSegment(id, seg) {
+    var h = S.hist[id] || (S.hist[id] = normalize(emptyHist()));
+    if (h.segments.some(function (g) { return g.step === seg.step && g.time === seg.time; })) return;
+    h.segments.push(seg);
+  }
+
+  function addAlert(id, a, fromHistory) {
+    var key = id + '|' + a.rule + '|' + a.step;
+    if (S.alerts.some(function (o) { return o.key === key; })) return;
+    S.alerts.push({ key: key, run: id, rule: a.rule, step: a.step, value: a.value,
+      live: !fromHistory });
+  }
+
+  /* ------------------------------------------------------------- DOM */
+
+  function buildDom() {
+    document.title = OFFLINE ? 'hpt report' : 'hpt live';
+    document.body.textContent = '';
+    var header = el('header', { id: 'header' }, [
+      el('h1', { text: OFFLINE ? 'hpt report' : 'hpt live' }),
+      el('span', { id: 'alert-banner' }),
+      el('span', { id: 'conn', text: S.conn })
+    ]);
+    var states = el('div', { id: 'states' });
+    var panels = el('div', { id: 'panels' });
+    PANELS.forEach(function (p) {
+      panels.appendChild(el('section', { class: 'panel', 'data-panel': p.id }, [
+        el('h2', { text: p.title }), el('div', { class: 'chart', id: 'chart-' + p.id })
+      ]));
+    });
+    var heatSel = el('select', { id: 'heat-metric' });
+    Object.keys(HEAT).forEach(function (k) {
+      heatSel.appendChild(el('option', { value: k, text: HEAT[k].label + ' (' + HEAT[k].unit + ')' }));
+    });
+    heatSel.addEventListener('change', function () { S.heatMetric = heatSel.value; render(); });
+    var runSel = el('select', { id: 'heat-run' });
+    runSel.addEventListener('change', function () { S.heatRun = Number(runSel.value); render(); });
+    var ranks = el('div', { id: 'rank-panels' }, [
+      el('section', { class: 'panel wide', 'data-panel': 'heat' }, [
+        el('h2', {}, [document.createTextNode('Per rank × step: '), heatSel,
+          document.createTextNode(' run '), runSel]),
+        el('div', { class: 'chart tall', id: 'chart-heat' })
+      ]),
+      el('section', { class: 'panel wide', 'data-panel': 'comm' }, [
+        el('h2', { text: 'Communication time per group per rank (mean s per step)' }),
+        el('div', { class: 'chart', id: 'chart-comm' })
+      ])
+    ]);
+    var side = el('aside', { id: 'side' }, [
+      el('h2', { text: 'Alerts' }), el('ul', { id: 'alerts' }),
+      el('h2', { text: 'Events (newest first)' }), el('ul', { id: 'events' })
+    ]);
+    document.body.appendChild(header);
+    document.body.appendChild(states);
+    document.body.appendChild(el('div', { id: 'layout' }, [
+      el('main', {}, [panels, ranks]), side
+    ]));
+    PANELS.forEach(function (p) { initStepChart(p); });
+    S.charts.heat = echarts.init(document.getElementById('chart-heat'));
+    S.charts.comm = echarts.init(document.getElementById('chart-comm'));
+    echarts.connect(GROUP);
+    window.addEventListener('resize', function () {
+      Object.keys(S.charts).forEach(function (k) { S.charts[k].resize(); });
+    });
+  }
+
+  function initStepChart(p) {
+    var chart = echarts.init(document.getElementById('chart-' + p.id));
+    chart.group = GROUP;
+    var yAxis = [{ type: 'value', scale: true, name: p.unit, axisLabel: { formatter: fmt } }];
+    if (p.right) yAxis.push({ type: 'value', name: 'clip', min: 0, max: 1.05, splitLine: { show: false } });
+    chart.setOption({
+      animation: false,
+      grid: { left: 64, right: p.right ? 56 : 24, top: 50, bottom: 52 },
+      legend: { type: 'scroll', top: 0 },
+      tooltip: {
+        trigger: 'axis', axisPointer: { type: 'line' },
+        formatter: function (items) { return tooltip(p, items); }
+      },
+      xAxis: { type: 'value', name: 'step', nameLocation: 'end', min: 'dataMin', max: 'dataMax' },
+      yAxis: yAxis,
+      dataZoom: [
+        { type: 'inside', xAxisIndex: 0, filterMode: 'none' },
+        { type: 'slider', xAxisIndex: 0, filterMode: 'none', height: 16, bottom: 4 }
+      ],
+      series: []
+    });
+    S.charts[p.id] = chart;
+  }
+
+  function tooltip(p, items) {
+    if (!items.length) return '';
+    var lines = ['step ' + items[0].value[0]];
+    items.forEach(function (it) {
+      var unit = /clip$/.test(it.seriesName) ? '' : p.unit;
+      var v = it.value[1];
+      if (it.seriesType === 'scatter') {
+        lines.push(it.marker + (it.data.label || it.seriesName));
+        return;
+      }
+      lines.push(it.marker + it.seriesName + ': ' + withUnit(v, unit));
+    });
+    return lines.join('<br>');
+  }
+
+  /* ------------------------------------------------------------ charts */
+
+  function pairs(x, y, scale) {
+    var out = new Array(x.length);
+    for (var i = 0; i < x.length; i++) {
+      var v = y[i];
+      out[i] = [x[i], v === null || v === undefined ? null : (scale ? v * scale : v)];
+    }
+    return out;
+  }
+
+  /* Exponential moving average, debiased (as TensorBoard's smoothing). */
+  function ema(x, y, w) {
+    var out = [], acc = 0, k = 0;
+    for (var i = 0; i < x.length; i++) {
+      var v = y[i];
+      if (v === null || v === undefined || !isFinite(v)) { out.push([x[i], null]); continue; }
+      acc = w * acc + (1 - w) * v;
+      k++;
+      out.push([x[i], acc / (1 - Math.pow(w, k))]);
+    }
+    return out;
+  }
+
+  /* The last finite loss at or before `step` (where an event marker sits). */
+  function yAt(c, col, step) {
+    var i = Math.min(lowerBound(c.step, step + 0.5), c.step.length) - 1;
+    for (; i >= 0; i--) if (c[col][i] !== null && isFinite(c[col][i])) return c[col][i];
+    for (i = 0; i < c.step.length; i++) if (c[col][i] !== null && isFinite(c[col][i])) return c[col][i];
+    return 0;
+  }
+
+  function markLines(h) {
+    var d = h.segments.slice(1).map(function (s) {
+      return { xAxis: s.step, name: 'segment', lineStyle: { color: KIND_COLOR.segment, type: 'dashed' },
+        label: { formatter: 'resume', position: 'insideEndTop' } };
+    });
+    h.events.forEach(function (e) {
+      if (kindClass(e.kind) === 'nonfinite')
+        d.push({ xAxis: e.step, name: 'nonfinite',
+          lineStyle: { color: KIND_COLOR.nonfinite, type: 'solid', width: 1 },
+          label: { formatter: 'NaN', position: 'insideEndTop' } });
+    });
+    return { symbol: 'none', silent: true, animation: false, data: d };
+  }
+
+  function stepSeries(p) {
+    var series = [];
+    S.runs.forEach(function (r) {
+      var h = S.hist[r.id];
+      if (!h) return;
+      var c = h.columns, name = runLabel(r), col = color(r.id);
+      var raw = {
+        id: 'raw-' + r.id, name: name, type: 'line', showSymbol: false, connectNulls: false,
+        data: pairs(c.step, c[p.col] || [], p.scale), sampling: 'lttb', yAxisIndex: 0,
+        lineStyle: { width: p.id === 'loss' ? 1 : 1.5, opacity: p.id === 'loss' ? 0.35 : 1 },
+        itemStyle: { color: col }, markLine: markLines(h)
+      };
+      series.push(raw);
+      if (p.id === 'loss') {
+        series.push({ id: 'ema-' + r.id, name: name + ' smoothed', type: 'line', showSymbol: false,
+          data: ema(c.step, c.loss, 0.9), itemStyle: { color: col }, lineStyle: { width: 2 } });
+        series.push({ id: 'val-' + r.id, name: name + ' validation', type: 'line', symbol: 'circle',
+          symbolSize: 5, data: pairs(c.val_step, c.val_loss), itemStyle: { color: col },
+          lineStyle: { type: 'dashed', width: 1.5 } });
+        var marks = h.events.filter(function (e) {
+          var k = kindClass(e.kind);
+          return k !== 'end' && !(k === 'segment' && e.step === 0);
+        }).map(function (e) {
+          var k = kindClass(e.kind);
+          return { value: [e.step, yAt(c, 'loss', e.step)], itemStyle: { color: KIND_COLOR[k] },
+            label: e.kind + ' (step ' + e.step + (e.rank >= 0 ? ', rank ' + e.rank : '') + '): ' +
+              (e.detail || '') };
+        });
+        series.push({ id: 'ev-' + r.id, name: name + ' events', type: 'scatter', symbol: 'pin',
+          symbolSize: 18, data: marks, itemStyle: { color: col }, z: 5,
+          tooltip: { trigger: 'item', formatter: function (it) { return it.data.label; } } });
+      }
+      if (p.right) {
+        series.push({ id: 'clip-' + r.id, name: name + ' clip', type: 'line', showSymbol: false,
+          yAxisIndex: 1, data: pairs(c.step, c[p.right] || []), itemStyle: { color: col },
+          lineStyle: { type: 'dotted', width: 1 } });
+      }
+    });
+    return series;
+  }
+
+  function renderHeat() {
+    var sel = document.getElementById('heat-run');
+    var ids = S.runs.map(function (r) { return String(r.id); });
+    if (Array.from(sel.options).map(function (o) { return o.value; }).join() !== ids.join()) {
+      sel.textContent = '';
+      S.runs.forEach(function (r) { sel.appendChild(el('option', { value: r.id, text: r.name || r.id })); });
+    }
+    if (S.heatRun === null || !runById(S.heatRun)) S.heatRun = S.runs.length ? S.runs[0].id : null;
+    if (S.heatRun !== null) sel.value = String(S.heatRun);
+    var h = S.heatRun === null ? null : S.hist[S.heatRun];
+    var rk = h && h.ranks, m = S.heatMetric, meta = HEAT[m];
+    var mat = (rk && rk[m]) || [], steps = (rk && rk.step) || [];
+    var W = 0, data = [], lo = Infinity, hi = -Infinity;
+    mat.forEach(function (row) { W = Math.max(W, (row || []).length); });
+    mat.forEach(function (row, i) {
+      (row || []).forEach(function (v, w) {
+        if (v === null || !isFinite(v)) return;
+        data.push([i, w, v]);
+        lo = Math.min(lo, v);
+        hi = Math.max(hi, v);
+      });
+    });
+    if (!isFinite(lo)) { lo = 0; hi = 1; }
+    var ranks = [];
+    for (var w = 0; w < W; w++) ranks.push('rank ' + w);
+    S.charts.heat.setOption({
+      animation: false,
+      grid: { left: 64, right: 90, top: 10, bottom: 40 },
+      tooltip: { formatter: function (it) {
+        return 'step ' + steps[it.value[0]] + ', rank ' + it.value[1] + '<br>' + meta.label + ': ' +
+          withUnit(it.value[2], meta.unit);
+      } },
+      xAxis: { type: 'category', data: steps.map(String), name: 'step' },
+      yAxis: { type: 'category', data: ranks },
+      visualMap: { min: lo, max: hi === lo ? lo + 1e-12 : hi, calculable: true, orient: 'vertical',
+        right: 0, top: 'center', formatter: function (v) { return fmt(v); },
+        inRange: { color: ['#f7fbff', '#6baed6', '#08306b'] } },
+      series: [{ id: 'heat', name: meta.label, type: 'heatmap', data: data,
+        progressive: data.length > 20000 ? 5000 : 0 }]
+    }, { replaceMerge: ['series'] });
+    var comm = h && h.comm, groups = (comm && comm.groups) || [], sec = (comm && comm.seconds) || [];
+    var CW = 0;
+    sec.forEach(function (row) { CW = Math.max(CW, (row || []).length); });
+    var cranks = [];
+    for (w = 0; w < CW; w++) cranks.push('rank ' + w);
+    S.charts.comm.setOption({
+      animation: false,
+      grid: { left: 64, right: 24, top: 30, bottom: 30 },
+      legend: { top: 0 },
+      tooltip: { trigger: 'axis', valueFormatter: function (v) { return withUnit(v, 's/step'); } },
+      xAxis: { type: 'category', data: cranks },
+      yAxis: { type: 'value', name: 's', axisLabel: { formatter: fmt } },
+      series: groups.map(function (g, i) {
+        return { id: 'comm-' + g, name: g, type: 'bar', stack: 'comm', data: sec[i] || [] };
+      })
+    }, { replaceMerge: ['series'] });
+  }
+
+  function renderStates() {
+    var box = document.getElementById('states');
+    box.textContent = '';
+    S.runs.forEach(function (r) {
+      var st = r.state || 'waiting';
+      var text = runLabel(r) + ': ' + (STATE_LABEL[st] || st) + (r.error ? ': ' + r.error : '');
+      var h = S.hist[r.id];
+      var n = h ? h.columns.step.length : 0;
+      if (n) text += ' — step ' + h.columns.step[n - 1];
+      box.appendChild(el('div', { id: 'state-' + r.id, class: 'state state-' + st, 'data-state': st,
+        text: text }));
+    });
+  }
+
+  function renderAlerts() {
+    var ul = document.getElementById('alerts');
+    ul.textContent = '';
+    S.alerts.slice().reverse().forEach(function (a) {
+      var r = runById(a.run);
+      ul.appendChild(el('li', { 'data-rule': a.rule, 'data-run': a.run, 'data-step': a.step,
+        text: a.rule + ' — ' + (r ? r.name : 'run ' + a.run) + ', step ' + a.step + ', value ' +
+          fmt(a.value) }));
+    });
+    var header = document.getElementById('header');
+    var banner = document.getElementById('alert-banner');
+    if (S.alerts.length) {
+      var last = S.alerts[S.alerts.length - 1];
+      header.classList.add('alerting');
+      header.setAttribute('data-alert', last.rule);
+      banner.textContent = 'ALERT ' + last.rule + ' at step ' + last.step +
+        (S.alerts.length > 1 ? ' (+' + (S.alerts.length - 1) + ' more)' : '');
+    } else {
+      header.classList.remove('alerting');
+      header.removeAttribute('data-alert');
+      banner.textContent = '';
+    }
+  }
+
+  function renderEvents() {
+    var all = [];
+    S.runs.forEach(function (r) {
+      var h = S.hist[r.id];
+      if (h) h.events.forEach(function (e, i) { all.push({ r: r, e: e, i: i }); });
+    });
+    all.sort(function (a, b) {
+      return (b.e.time || 0) - (a.e.time || 0) || b.e.step - a.e.step || b.i - a.i;
+    });
+    var ul = document.getElementById('events');
+    ul.textContent = '';
+    all.slice(0, 500).forEach(function (x) {
+      var e = x.e, k = kindClass(e.kind);
+      var li = el('li', { class: 'ev ev-' + k, 'data-kind': k, 'data-raw-kind': e.file_kind || e.kind,
+        'data-run': x.r.id, 'data-step': e.step });
+      li.appendChild(el('span', { class: 'dot', style: 'background:' + KIND_COLOR[k] }));
+      li.appendChild(document.createTextNode((S.runs.length > 1 ? x.r.name + ' · ' : '') + 'step ' +
+        e.step + ' · ' + e.kind + (e.rank >= 0 ? ' · rank ' + e.rank : '') +
+        (e.detail ? ': ' + e.detail : '')));
+      ul.appendChild(li);
+    });
+  }
+
+  function render() {
+    if (S.renderTimer) { clearTimeout(S.renderTimer); S.renderTimer = null; }
+    PANELS.forEach(function (p) {
+      S.charts[p.id].setOption({ series: stepSeries(p) }, { replaceMerge: ['series'] });
+    });
+    renderHeat();
+    renderStates();
+    renderAlerts();
+    renderEvents();
+    document.getElementById('conn').textContent = S.conn;
+    S.renders++;
+    debug.ready = true;
+  }
+
+  function scheduleRender() {
+    if (!S.renderTimer) S.renderTimer = setTimeout(render, 150);
+  }
+
+  /* ------------------------------------------------------------- modes */
+
+  function startOffline() {
+    var d = window.HPT_DATA;
+    S.runs = (d.runs || []).slice();
+    (d.history || []).forEach(function (h, i) {
+      var id = S.runs[i] ? S.runs[i].id : i; /* history[i] belongs to runs[i] */
+      setHistory(id, h);
+    });
+    render();
+  }
+
+  /* The run list and every run's history; resolves to the smallest "seq"
+   * of the histories (the server's stream position they include), if any. */
+  function loadRuns() {
+    return getJSON('api/runs').then(function (d) {
+      S.runs = d.runs || [];
+      return Promise.all(S.runs.map(loadHistory));
+    }).then(function (seqs) {
+      seqs = seqs.filter(function (q) { return typeof q === 'number'; });
+      return seqs.length ? Math.min.apply(null, seqs) : null;
+    });
+  }
+
+  function loadHistory(r) {
+    return getJSON('api/history', { run: r.id, points: POINTS }).then(function (h) {
+      setHistory(r.id, h);
+      return h.seq;
+    });
+  }
+
+  /* The event stream; `from` (a history's seq) asks the server to replay
+   * what came after that history, so no row falls between the two. */
+  function openStream(from) {
+    S.requests++;
+    var es = new EventSource(url('api/stream', typeof from === 'number' ? { from: from } : {}));
+    var broken = false;
+    function on(name, f) {
+      es.addEventListener(name, function (m) {
+        try { f(JSON.parse(m.data)); } catch (err) { S.errors.push(name + ': ' + err.message); }
+        scheduleRender();
+      });
+    }
+    es.onopen = function () {
+      S.conn = 'connected';
+      if (broken) { broken = false; loadRuns().then(render, fail); } /* rows may have been missed */
+      scheduleRender();
+    };
+    es.onerror = function () {
+      broken = true;
+      S.conn = 'connection lost, retrying';
+      scheduleRender();
+    };
+    on('rows', function (d) { appendRows(d.run, d.columns || {}, d.ranks); if (d.comm) S.hist[d.run].comm = d.comm; });
+    on('state', function (d) {
+      var r = runById(d.run);
+      if (!r) { loadRuns().then(render, fail); return; }
+      r.state = d.state;
+      r.error = d.error || null;
+    });
+    on('event', function (d) { addEvent(d.run, d); });
+    on('alert', function (d) { addAlert(d.run, d, false); });
+    on('segment', function (d) { addSegment(d.run, d); });
+    on('history', function (d) { /* too many new rows to push: read the history again */
+      var r = runById(d.run);
+      if (r) loadHistory(r).then(scheduleRender, fail);
+    });
+    on('reset', function () { loadRuns().then(render, fail); }); /* the stream skipped records */
+    S.stream = es;
+  }
+
+  function fail(err) {
+    S.conn = 'error: ' + err.message;
+    S.errors.push(err.message);
+    if (document.getElementById('conn')) document.getElementById('conn').textContent = S.conn;
+  }
+
+  /* ------------------------------------------------------- test access */
+
+  var debug = window.hptDebug = {
+    ready: false,
+    offline: OFFLINE,
+    /* the values the page holds for a step column of a run */
+    points: function (run, col) {
+      var h = S.hist[run];
+      return h && h.columns[col] ? h.columns[col].slice() : [];
+    },
+    /* a rank x step map the page holds ([step][rank]) and its steps */
+    ranks: function (run, metric) {
+      var h = S.hist[run];
+      return h && h.ranks ? { step: (h.ranks.step || []).slice(), values: (h.ranks[metric] || []).slice() } : null;
+    },
+    /* points in the chart's series of a panel for a run (raw curve) */
+    chartPoints: function (panel, run) {
+      var s = S.charts[panel].getOption().series.filter(function (x) { return x.id === 'raw-' + run; })[0];
+      return s ? s.data.length : -1;
+    },
+    heatCells: function () {
+      var s = S.charts.heat.getOption().series[0];
+      return s ? s.data.length : 0;
+    },
+    comm: function (run) { return S.hist[run] && S.hist[run].comm ? JSON.parse(JSON.stringify(S.hist[run].comm)) : null; },
+    runs: function () { return JSON.parse(JSON.stringify(S.runs)); },
+    events: function (run) { return S.hist[run] ? S.hist[run].events.slice() : []; },
+    segments: function (run) { return S.hist[run] ? S.hist[run].segments.slice() : []; },
+    alerts: function () { return S.alerts.map(function (a) { return { run: a.run, rule: a.rule, step: a.step, value: a.value }; }); },
+    state: function (run) { var r = runById(run); return r ? r.state : null; },
+    conn: function () { return S.conn; },
+    requests: function () { return S.requests; },
+    renders: function () { return S.renders; },
+    errors: function () { return S.errors.slice(); },
+    render: render
+  };
+
+  function start() {
+    buildDom();
+    if (OFFLINE) { startOffline(); return; }
+    loadRuns().then(function (seq) { render(); openStream(seq); }, function (err) {
+      fail(err);
+      render();
+    });
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();
