@@ -1,0 +1,40 @@
+#!/bin/sh
+# hpt-live on a real 2-rank hpt-train run (docs/LIVE.md), no browser:
+# - security: no token / a wrong token -> 403 without data on the page, the
+#   API and the stream; ../ paths never reach the file system; the server
+#   listens on 127.0.0.1 only by default;
+# - the stream delivers the rows the trainer appends (--metrics-interval 1);
+#   an injected NaN (--fault-nan-steps) fires the nonfinite alert once: in
+#   the stream, the history and exactly one --on-alert command;
+# - kill -9 of the writer -> state "stopped", every flushed row kept, and the
+#   history equals what h5py reads from the file;
+# - a new run on the same file (a new segment) is followed live to "finished".
+. "$HPT_SRC/tests/lib.sh"
+[ -x "$HPT_BUILD/src/hpt-live" ] || { echo "SKIP: hpt-live not built (no libmicrohttpd)"; exit 77; }
+need_corpus
+export OMP_NUM_THREADS=1
+export ALERTS="$WORK/alerts.txt"
+"$HPT_BUILD/src/hpt-live" --port 0 --assets "$HPT_SRC/share/live" --alert nonfinite \
+  --alert 'grad_norm>1e9' \
+  --on-alert 'echo "$HPT_ALERT_RULE|$HPT_ALERT_RUN|$HPT_ALERT_STEP|$HPT_ALERT_VALUE|$HPT_ALERT_FILE" >> "$ALERTS"' \
+  "$WORK/run" > "$WORK/live.out" 2> "$WORK/live.err" &
+LIVE=$!
+trap 'kill $LIVE 2>/dev/null; rm -rf "$WORK"' EXIT
+for i in $(seq 1 100); do grep -q "token=" "$WORK/live.out" && break; sleep 0.2; done
+cat "$WORK/live.out"
+URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*/?token=[0-9a-f]*' "$WORK/live.out" | head -1)
+[ -n "$URL" ] || { cat "$WORK/live.err"; fail "no URL printed"; }
+grep -q "ssh -N -L [0-9]*:127.0.0.1:[0-9]* " "$WORK/live.out" || fail "no ssh -L line"
+grep -q "no such file yet; waiting for it" "$WORK/live.err" || fail "no waiting message"
+[ "$(grep -c "waiting for it" "$WORK/live.err")" -eq 1 ] || fail "waiting message repeated"
+
+export MPIEXEC TRAIN CORPUS
+timeout 900 "$PYTHON" "$HPT_SRC/tests/live_check.py" "$URL" "$WORK" || {
+  echo "--- hpt-live stderr"; cat "$WORK/live.err"; echo "--- train"; cat "$WORK"/train*.out
+  fail "live checks"; }
+kill $LIVE
+wait $LIVE
+st=$?
+cat "$WORK/live.err"
+[ $st -eq 0 ] || fail "hpt-live exit status $st after SIGTERM"
+pass "hpt-live: token, paths, loopback, stream, nonfinite alert once, kill -9 -> stopped, history = file, new segment live"
