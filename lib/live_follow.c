@@ -223,9 +223,10 @@ static hpt_status open_file(hpt_live_run *r)
                              r->path);
     hid_t fapl = hpt_metrics_h5_fapl();
     r->file = H5Fopen(r->path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
-    H5Pclose(fapl);
+    char cause[300];
+    snprintf(cause, sizeof cause, "%s", r->file < 0 ? hpt_h5_cause_line() : "");
+    H5Pclose(fapl); /* clears HDF5's error stack */
     if (r->file < 0) {
-        const char *cause = hpt_h5_cause_line();
         r->file = 0;
         if (strstr(cause, "already open"))
             return hpt_error_set(HPT_REQUEUE, "%s: open for writing outside SWMR mode (a writer "
