@@ -84,6 +84,8 @@ typedef struct {
     int64_t *steps;                /* [rows_to - rows_from]: step of each new row (malloc'd) */
     size_t events_from, segs_from, alerts_from;
     int state_changed;
+    int replaced;                  /* the path now names another file (moved
+                                    * aside, replaced): everything was dropped */
 } hpt_live_news;
 
 /* One followed metrics file. Fields read-only outside lib/live*.c. */
@@ -116,6 +118,7 @@ typedef struct {
     int lock_seen;            /* the writer's lock was seen held on this host */
     double last_growth;       /* time (Unix s) the file last grew           */
     double usual;             /* usual seconds between growths              */
+    unsigned long long dev, ino; /* the open file's identity                 */
 } hpt_live_run;
 
 /* Set up run `id` for `path` (a metrics file, or a run directory: its
@@ -131,7 +134,9 @@ void hpt_live_run_free(hpt_live_run *r);
 /* One poll at Unix time `now`: open the file if needed, read what was
  * appended, evaluate the alert rules on the new rows, update the state.
  * *news (may be NULL) says what is new; its steps array is the caller's
- * to free. Never fails: a failure becomes state error (or waiting) with the
+ * to free. A path that now names another file, or none (the writer moved
+ * a damaged file aside and started a new one, a run directory moved away),
+ * drops everything read and starts again (news->replaced). Never fails: a failure becomes state error (or waiting) with the
  * message in r->error; the file is re-opened at the next poll. Returns 1
  * when the state changed or its message changed (print it once). */
 int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news);

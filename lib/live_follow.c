@@ -209,6 +209,31 @@ int hpt_live_not_metrics(const char *path)
     return st != HPT_OK;
 }
 
+/* Drop what was read from the file (it was replaced): back to nothing. */
+static void reset_run(hpt_live_run *r)
+{
+    close_file(r);
+    free(r->ev);
+    free(r->seg);
+    free(r->alert);
+    r->ev = NULL;
+    r->seg = NULL;
+    r->alert = NULL;
+    r->n = r->rows = r->nev = r->nseg = r->nalert = r->alerts_seen = r->nranks = 0;
+    r->lock_seen = 0;
+    r->last_growth = r->usual = 0;
+    for (int k = 0; k < r->nrules; k++)
+        r->rules[k].active = 0;
+}
+
+/* 1 when the open file is no longer the one `path` names. */
+static int replaced(const hpt_live_run *r)
+{
+    struct stat sb;
+    return r->file > 0 && (stat(r->path, &sb) != 0 || (unsigned long long)sb.st_dev != r->dev ||
+                           (unsigned long long)sb.st_ino != r->ino);
+}
+
 /* Open the file and every dataset; HPT_ERR_DATA with the message, or
  * HPT_REQUEUE when the file is not there or not yet readable (waiting). */
 static hpt_status open_file(hpt_live_run *r)
@@ -221,6 +246,8 @@ static hpt_status open_file(hpt_live_run *r)
     if (stat(r->path, &sb) == 0 && sb.st_size == 0)
         return hpt_error_set(HPT_REQUEUE, "%s: empty file (0 bytes); waiting for the writer",
                              r->path);
+    r->dev = (unsigned long long)sb.st_dev;
+    r->ino = (unsigned long long)sb.st_ino;
     hid_t fapl = hpt_metrics_h5_fapl();
     r->file = H5Fopen(r->path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
     char cause[300];
@@ -540,6 +567,14 @@ int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news)
         news->alerts_from = r->nalert;
     }
     hpt_status st = HPT_OK;
+    if (replaced(r)) {
+        reset_run(r);
+        oldrows = 0;
+        if (news) {
+            news->replaced = 1;
+            news->rows_from = news->events_from = news->segs_from = news->alerts_from = 0;
+        }
+    }
     for (int attempt = 0; attempt < 2; attempt++) {
         if (r->file <= 0) {
             H5E_BEGIN_TRY { st = open_file(r); }

@@ -633,7 +633,7 @@ static void rows_sse(hpt_live_run *r, const hpt_live_news *nw, hpt_sbuf *out)
 
 void hpt_live_news_sse(hpt_live_run *r, const hpt_live_news *nw, size_t max_rows, hpt_sbuf *out)
 {
-    if (nw->rows_to - nw->rows_from > max_rows) {
+    if (nw->replaced || nw->rows_to - nw->rows_from > max_rows) {
         sse_begin(out, "history", r->id);
         sse_end(out);
     } else if (nw->rows_to > nw->rows_from && nw->steps)

@@ -38,25 +38,44 @@ st=$?
 cat "$WORK/live.err"
 [ $st -eq 0 ] || fail "hpt-live exit status $st after SIGTERM"
 
-# A damaged file (the run's file cut in half): state "error" with the
-# message in /api/runs and on stderr; the server keeps running.
+# The followed file replaced by a damaged one (the run's file cut in half),
+# then by a good one again: state "error" with the message in /api/runs and
+# on stderr, the server keeps running, then the good file's steps again.
 size=$(stat -c %s "$WORK/run/metrics.h5")
 head -c $((size / 2)) "$WORK/run/metrics.h5" > "$WORK/damaged.h5"
-"$HPT_BUILD/src/hpt-live" --port 0 "$WORK/damaged.h5" > "$WORK/live2.out" 2> "$WORK/live2.err" &
+cp "$WORK/run/metrics.h5" "$WORK/x.h5"
+"$HPT_BUILD/src/hpt-live" --port 0 "$WORK/x.h5" > "$WORK/live2.out" 2> "$WORK/live2.err" &
 LIVE=$!
 for i in $(seq 1 100); do grep -q "token=" "$WORK/live2.out" && break; sleep 0.2; done
 URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*/?token=[0-9a-f]*' "$WORK/live2.out" | head -1)
-[ -n "$URL" ] || { cat "$WORK/live2.out" "$WORK/live2.err"; fail "no URL for the damaged file"; }
-"$PYTHON" - "$URL" <<'PY' || { cat "$WORK/live2.err"; fail "damaged file not reported"; }
-import json, sys, urllib.request
+[ -n "$URL" ] || { cat "$WORK/live2.out" "$WORK/live2.err"; fail "no URL for the copy"; }
+"$PYTHON" - "$URL" "$WORK" <<'PY' || { cat "$WORK/live2.err"; fail "replaced/damaged file"; }
+import json, os, shutil, sys, time, urllib.request
 base, tok = sys.argv[1].split("/?token=")
-r = json.load(urllib.request.urlopen(base + "/api/runs?token=" + tok, timeout=60))["runs"][0]
-assert r["state"] == "error" and "damaged.h5" in r["error"] and "HDF5" in r["error"], r
+work = sys.argv[2]
+def run():
+    return json.load(urllib.request.urlopen(base + "/api/runs?token=" + tok, timeout=60))["runs"][0]
+def wait(pred, what):
+    for _ in range(600):
+        r = run()
+        if pred(r):
+            return r
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting for " + what + ": " + repr(run()))
+good = wait(lambda r: r["state"] == "finished", "the copy finished")
+os.rename(work + "/damaged.h5", work + "/x.h5")
+r = wait(lambda r: r["state"] == "error", "state error")
+assert "x.h5" in r["error"] and "HDF5" in r["error"], r
 h = json.load(urllib.request.urlopen(base + "/api/history?run=0&token=" + tok, timeout=60))
 assert h["state"] == "error" and h["columns"]["step"] == [], h
 print("damaged file:", r["error"])
+shutil.copy(work + "/run/metrics.h5", work + "/y.h5")
+os.rename(work + "/y.h5", work + "/x.h5")
+r = wait(lambda r: r["state"] == "finished", "the good file again")
+assert r["attrs"]["steps"] == good["attrs"]["steps"] > 0, (r, good)
+print("replaced by a good file again:", r["attrs"]["steps"], "steps, state", r["state"])
 PY
-grep -q "damaged.h5: .*HDF5" "$WORK/live2.err" || fail "no message on stderr"
+grep -q "x.h5: .*truncated file" "$WORK/live2.err" || fail "no message on stderr"
 kill $LIVE
 wait $LIVE || fail "hpt-live on a damaged file: exit status $?"
-pass "hpt-live: token, paths, loopback, stream, nonfinite alert once, kill -9 -> stopped, history = file, new segment live"
+pass "hpt-live: token, paths, loopback, stream, nonfinite alert once, kill -9 -> stopped, history = file, new segment live, damaged then replaced file"
