@@ -156,8 +156,9 @@ void hpt_live_runs_json(hpt_live_run *const *runs, int nruns, hpt_sbuf *out);
  * kept step when there are at most `points`, else about `points` rows
  * chosen by min/max per bucket of loss, grad_norm, tokens_per_s and mfu,
  * always with the first and last step and every event step; per-rank
- * values (busy, step time, FLOP/s) for at most min(points, 512) steps (the
- * slowest step of each bucket) read from the file. `seq`: the stream
+ * values (busy, step time, FLOP/s; 6 significant digits) for at most
+ * min(points, 512, max(16, 2^17 / ranks)) steps (the slowest step of each
+ * bucket) read from the file. `seq`: the stream
  * sequence number to resume the stream from (GET /api/stream?from=SEQ),
  * -1 to leave it out. Returns HPT_OK or HPT_ERR_DATA (a read failed; the
  * message names the file and dataset) with *out incomplete. */

@@ -87,15 +87,23 @@ void hpt_sbuf_json_num(hpt_sbuf *b, double v)
         return;
     }
     char s[40];
-    int n = 0;
+    int n;
     if (v == floor(v) && fabs(v) < 9e15)
         n = snprintf(s, sizeof s, "%.0f", v);
-    else
-        for (int prec = 15; prec <= 17; prec++) { /* shortest exact form */
-            n = snprintf(s, sizeof s, "%.*g", prec, v);
-            if (strtod(s, NULL) == v)
-                break;
-        }
+    else { /* exact: 15 digits when they round-trip, else 17 */
+        n = snprintf(s, sizeof s, "%.15g", v);
+        if (strtod(s, NULL) != v)
+            n = snprintf(s, sizeof s, "%.17g", v);
+    }
+    hpt_sbuf_put(b, s, (size_t)n);
+}
+
+/* A JSON number to 6 significant digits (the per-rank matrices); NaN and
+ * +-inf as null. */
+static void json_num6(hpt_sbuf *b, double v)
+{
+    char s[40];
+    int n = isfinite(v) ? snprintf(s, sizeof s, "%.6g", v) : snprintf(s, sizeof s, "null");
     hpt_sbuf_put(b, s, (size_t)n);
 }
 
@@ -380,8 +388,15 @@ static int rank_col(const char *name)
     return -1;
 }
 
-/* /ranks/NAME of raw rows rows[0..k) into out [k][W]; contiguous rows are
- * read in one hyperslab. -1 on failure. */
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* /ranks/NAME of raw rows rows[0..k) (any order, repeats allowed) into out
+ * [k][W]: one read of the union of the distinct rows (in file order), then
+ * each requested row copied to its place. -1 on failure. */
 static int read_rank_rows(const hpt_live_run *r, const char *name, const size_t *rows, size_t k,
                           double *out)
 {
@@ -389,31 +404,57 @@ static int read_rank_rows(const hpt_live_run *r, const char *name, const size_t 
     int c = rank_col(name);
     if (c < 0 || r->rd[c] <= 0)
         return -1;
+    if (k == 0 || W == 0)
+        return 0;
+    size_t *u = malloc(sizeof *u * k), nu = 0;
+    double *tmp = malloc(sizeof *tmp * k * W);
     hid_t fs = H5Dget_space(r->rd[c]);
-    int e = fs < 0 ? -1 : 0;
-    for (size_t j = 0; !e && j < k;) {
+    int e = fs < 0 || !u || !tmp ? -1 : 0;
+    if (!e) {
+        memcpy(u, rows, sizeof *u * k);
+        qsort(u, k, sizeof *u, cmp_size);
+        for (size_t j = 0; j < k; j++)
+            if (!nu || u[j] != u[nu - 1])
+                u[nu++] = u[j];
+    }
+    for (size_t j = 0; !e && j < nu;) {
         size_t run = 1;
-        while (j + run < k && rows[j + run] == rows[j] + run)
+        while (j + run < nu && u[j + run] == u[j] + run)
             run++;
-        hsize_t start[2] = {rows[j], 0}, count[2] = {run, W};
-        hid_t ms = H5Screate_simple(2, count, NULL);
-        e = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-            H5Dread(r->rd[c], H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, out + j * W) < 0 ? -1 : 0;
-        H5Sclose(ms);
+        hsize_t start[2] = {u[j], 0}, count[2] = {run, W};
+        e = H5Sselect_hyperslab(fs, j ? H5S_SELECT_OR : H5S_SELECT_SET, start, NULL, count,
+                                NULL) < 0 ? -1 : 0;
         j += run;
     }
+    hsize_t mdims[2] = {nu, W};
+    hid_t ms = e ? -1 : H5Screate_simple(2, mdims, NULL);
+    if (!e && H5Dread(r->rd[c], H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, tmp) < 0)
+        e = -1;
+    for (size_t j = 0; !e && j < k; j++) {
+        size_t *at = bsearch(&rows[j], u, nu, sizeof *u, cmp_size);
+        memcpy(out + j * W, tmp + (size_t)(at - u) * W, sizeof *out * W);
+    }
+    if (ms >= 0)
+        H5Sclose(ms);
     if (fs >= 0)
         H5Sclose(fs);
+    free(u);
+    free(tmp);
     return e;
 }
 
+/* [[...]...] of k rows of W values, 6 significant digits. */
 static void matrix_json(hpt_sbuf *out, const double *m, size_t k, size_t W)
 {
     hpt_sbuf_put(out, "[", 1);
     for (size_t j = 0; j < k; j++) {
-        if (j)
-            hpt_sbuf_put(out, ",", 1);
-        num_array(out, m + j * W, NULL, W);
+        hpt_sbuf_put(out, j ? ",[" : "[", j ? 2 : 1);
+        for (size_t w = 0; w < W; w++) {
+            if (w)
+                hpt_sbuf_put(out, ",", 1);
+            json_num6(out, m[j * W + w]);
+        }
+        hpt_sbuf_put(out, "]", 1);
     }
     hpt_sbuf_put(out, "]", 1);
 }
@@ -510,7 +551,10 @@ hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long s
     size_t *idx = NULL, *vidx = NULL, *ridx = NULL, k = 0, kv = 0, kr = 0;
     if (points < 2)
         points = 2;
+    /* heat map: at most 512 steps and 2^17 cells a matrix */
+    size_t cap = r->nranks ? ((size_t)1 << 17) / r->nranks : 512;
     size_t rp = points < 512 ? points : 512;
+    rp = rp < cap ? rp : (cap > 16 ? cap : 16);
     if (select_rows(r, points, &idx, &k) < 0 || select_val(r, points, &vidx, &kv) < 0 ||
         select_rank_rows(r, rp, &ridx, &kr) < 0) {
         free(idx);
