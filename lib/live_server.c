@@ -461,36 +461,49 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 
 /* ------------------------------------------------------------ alerts */
 
-static void setenv_num(const char *name, double v)
-{
-    char buf[40];
-    snprintf(buf, sizeof buf, "%.17g", v);
-    setenv(name, buf, 1);
-}
+extern char **environ;
 
-/* Run --on-alert for alert a of run r (not waited for; reaped later). */
+/* Run --on-alert for alert a of run r (not waited for; reaped later). The
+ * environment is built before fork(): between fork and exec only
+ * async-signal-safe calls (other threads may hold malloc's lock). */
 static void run_on_alert(const char *cmd, const hpt_live_run *r, const hpt_live_alert *a,
                          FILE *err)
 {
+    char vars[5][4400];
+    snprintf(vars[0], sizeof vars[0], "HPT_ALERT_RULE=%s", a->rule);
+    snprintf(vars[1], sizeof vars[1], "HPT_ALERT_RUN=%s", r->name);
+    snprintf(vars[2], sizeof vars[2], "HPT_ALERT_STEP=%lld", (long long)a->step);
+    snprintf(vars[3], sizeof vars[3], "HPT_ALERT_VALUE=%.17g", a->value);
+    snprintf(vars[4], sizeof vars[4], "HPT_ALERT_FILE=%s", r->path);
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = malloc(sizeof *env * (n + 6));
+    if (!env) {
+        fprintf(err, "hpt-live: --on-alert: out of memory\n");
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "HPT_ALERT_", 10))
+            env[k++] = environ[i];
+    for (int i = 0; i < 5; i++)
+        env[k++] = vars[i];
+    env[k] = NULL;
+    char *argv[] = {"sh", "-c", (char *)cmd, NULL};
     pid_t pid = fork();
     if (pid == 0) {
-        char step[32];
-        snprintf(step, sizeof step, "%lld", (long long)a->step);
-        setenv("HPT_ALERT_RULE", a->rule, 1);
-        setenv("HPT_ALERT_RUN", r->name, 1);
-        setenv("HPT_ALERT_STEP", step, 1);
-        setenv_num("HPT_ALERT_VALUE", a->value);
-        setenv("HPT_ALERT_FILE", r->path, 1);
         int fd = open("/dev/null", O_RDONLY);
         if (fd >= 0) {
             dup2(fd, 0);
             close(fd);
         }
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        execve("/bin/sh", argv, env);
         _exit(127);
     }
     if (pid < 0)
         fprintf(err, "hpt-live: --on-alert: cannot start the command: %s\n", strerror(errno));
+    free(env);
 }
 
 /* -------------------------------------------------------------- loop */
@@ -618,7 +631,7 @@ hpt_status hpt_live_serve(const hpt_live_opts *o, FILE *out, FILE *err)
     struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, &s,
                                             MHD_OPTION_LISTEN_SOCKET, fd,
                                             MHD_OPTION_CONNECTION_LIMIT, 64u,
-                                            MHD_OPTION_CONNECTION_TIMEOUT, 0u, MHD_OPTION_END);
+                                            MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
     if (!d) {
         close(fd);
         server_free(&s);
