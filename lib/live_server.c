@@ -561,7 +561,15 @@ static void print_url(const hpt_live_opts *o, int port, const char *token, FILE 
     fprintf(out, "hpt-live: serving %d run%s at http://%s%s%s:%d/?token=%s\n", o->npaths,
             o->npaths == 1 ? "" : "s", v6 && !any ? "[" : "", shown, v6 && !any ? "]" : "", port,
             token);
-    fprintf(out, "hpt-live: from your laptop: ssh -N -L %d:127.0.0.1:%d %s\n", port, port, host);
+    /* the tunnel's far end: where the server listens, as seen from this host */
+    char target[300];
+    if (!strcmp(o->bind, "0.0.0.0"))
+        snprintf(target, sizeof target, "127.0.0.1");
+    else if (!strcmp(o->bind, "::"))
+        snprintf(target, sizeof target, "[::1]");
+    else
+        snprintf(target, sizeof target, "%s%s%s", v6 ? "[" : "", o->bind, v6 ? "]" : "");
+    fprintf(out, "hpt-live: from your laptop: ssh -N -L %d:%s:%d %s\n", port, target, port, host);
     fprintf(out, "hpt-live: then open http://127.0.0.1:%d/?token=%s (Ctrl-C stops hpt-live)\n",
             port, token);
     fflush(out);
