@@ -70,7 +70,7 @@ for path in ["/../etc/passwd", "/assets/../../../../etc/passwd", "/assets/..%2f.
         st, body = raw_get(p)
         assert st in (400, 403, 404) and b"root:" not in body, (p, st, body[:200])
 st, body = get("/")
-assert st == 200 and b"<html" in body.lower() or b"<!doctype" in body.lower(), (st, body[:100])
+assert st == 200 and (b"<html" in body.lower() or b"<!doctype" in body.lower()), (st, body[:100])
 print("../ and unknown paths refused (403/404), never file contents; / serves index.html")
 ss = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout
 mine = [l.split()[3] for l in ss.splitlines() if l.split()[3].endswith(":%d" % PORT)]
