@@ -1,9 +1,11 @@
 """A synthetic hpt metrics file (the layout of docs/METRICS.md) for hpt-live's
 downsampling test and bench (tests/live-downsample.sh, bench/live-downsample.sh).
 
-usage: live_synth.py PATH STEPS RANKS [RANK_COLS]
+usage: live_synth.py PATH STEPS RANKS [RANK_COLS [STEP_TIME [END_TIME]]]
   RANK_COLS: space-separated /ranks columns to write (default "busy step_time");
   the others exist with the writer's chunking and read as NaN (no storage).
+  STEP_TIME: seconds a step takes (default 10); END_TIME: Unix time of the last
+  step (default 1.7e9 + STEPS x STEP_TIME).
 The loss has one spike (at step STEPS//3, value 50) and one dip (at step
 2*STEPS//3, value 0.5) that a downsampled history must keep; every 1000th step
 has a validation loss; 100 checkpoint_save events spread over the run."""
@@ -30,7 +32,7 @@ EV_T = np.dtype([("step", "i8"), ("wall_time", "f8"), ("rank", "i4"), ("kind", "
                  ("message", "S256")])
 
 
-def make(path, S, W, cols):
+def make(path, S, W, cols, step_time=10.0, end_time=None):
     rng = np.random.default_rng(0)
     f = h5py.File(path, "w", libver="latest")
     f.attrs["format"] = "hpt-metrics"
@@ -41,11 +43,13 @@ def make(path, S, W, cols):
     f.attrs["peak_flops_per_rank"] = 989e12
     t = np.arange(S, dtype=np.float64)
     v = {"step": np.arange(1, S + 1), "segment": np.zeros(S), "repeated": np.zeros(S),
-         "skipped": np.zeros(S), "wall_time": 1.7e9 + 10 * t,
+         "skipped": np.zeros(S),
+         "wall_time": (end_time if end_time else 1.7e9 + S * step_time) - step_time * (S - 1 - t),
          "loss": 2 + 8 * np.exp(-t / (S / 10)) + 0.05 * rng.standard_normal(S),
          "val_loss": np.where((t + 1) % 1000 == 0, 2.1 + 8 * np.exp(-t / (S / 10)), np.nan),
          "lr": 3e-4 * np.minimum(1, (t + 1) / 2000), "grad_norm": 1 + 0.2 * rng.random(S),
-         "clip_coef": np.ones(S), "tokens": np.full(S, 4.2e6), "step_time": 10 + rng.random(S),
+         "clip_coef": np.ones(S), "tokens": np.full(S, 4.2e6),
+         "step_time": step_time * (1 + 0.05 * rng.random(S)),
          "flops": np.full(S, 3.5e18)}
     v["loss"][S // 3 - 1] = 50.0
     v["loss"][2 * S // 3 - 1] = 0.5
@@ -78,6 +82,7 @@ if __name__ == "__main__":
     t0 = time.time()
     path, S, W = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     cols = (sys.argv[4] if len(sys.argv) > 4 else "busy step_time").split()
-    make(path, S, W, cols)
+    make(path, S, W, cols, float(sys.argv[5]) if len(sys.argv) > 5 else 10.0,
+         float(sys.argv[6]) if len(sys.argv) > 6 else None)
     print(f"wrote {path}: {S} steps x {W} ranks, per-rank columns written: {cols} "
           f"({time.time() - t0:.0f} s)")
