@@ -5,11 +5,12 @@
 # step, the global loss maximum and minimum (the spike and the dip), about
 # `points` rows, values equal to the file's; the heat map has at most
 # min(points, 512) step columns; points above the steps returns every step.
+# A second path that does not exist yet is a second run, "waiting".
 . "$HPT_SRC/tests/lib.sh"
 LIVE="$HPT_BUILD/src/hpt-live"
 [ -x "$LIVE" ] || { echo "SKIP: hpt-live not built (no libmicrohttpd)"; exit 77; }
 "$PYTHON" "$HPT_SRC/tests/live_synth.py" "$WORK/m.h5" 5000 40 || fail "synthetic file"
-"$LIVE" --port 0 "$WORK/m.h5" > "$WORK/live.out" 2> "$WORK/live.err" &
+"$LIVE" --port 0 "$WORK/m.h5" "$WORK/later" > "$WORK/live.out" 2> "$WORK/live.err" &
 PID=$!
 trap 'kill $PID 2>/dev/null; rm -rf "$WORK"' EXIT
 for i in $(seq 1 150); do grep -q "token=" "$WORK/live.out" && break; sleep 0.2; done
@@ -46,6 +47,14 @@ busy = f["ranks/busy"][:]
 for st_, row in zip(h["ranks"]["step"], h["ranks"]["busy_s"]):
     ref = busy[st_ - 1]
     assert all(abs(a - b) <= 5e-6 * abs(b) for a, b in zip(row, ref)), st_
+runs = json.load(urllib.request.urlopen(base + "/api/runs?token=" + tok, timeout=60))["runs"]
+# m.h5: no run_end event, its last row long ago, no lock: stopped
+assert [(r["id"], r["name"], r["state"]) for r in runs] == [(0, "m.h5", "stopped"),
+                                                             (1, "later", "waiting")], runs
+assert runs[1]["error"].endswith("later/metrics.h5: no such file yet; waiting for it"), runs[1]
+assert runs[0]["layout"] == {"tp": 1, "pp": 1, "dp": 40, "world": 40}, runs[0]["layout"]
+h1 = json.load(urllib.request.urlopen(base + "/api/history?run=1&token=" + tok, timeout=60))
+assert h1["state"] == "waiting" and h1["columns"]["step"] == [] and h1["run"] == 1, h1
 full = hist(6000)
 assert full["columns"]["step"] == list(range(1, 5001))
 assert len(full["ranks"]["step"]) == 512, len(full["ranks"]["step"])
