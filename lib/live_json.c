@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ buffers */
 
@@ -613,7 +614,9 @@ hpt_status hpt_live_history_json(const char *path, int run, size_t points,
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
     hpt_live_run_init(r, run, path, rules, nrules);
     hpt_status st = HPT_OK;
-    if (hpt_live_not_metrics(r->path))
+    if (access(r->path, F_OK) != 0)
+        st = hpt_error_set(HPT_ERR_DATA, "%s: no such file", r->path);
+    else if (hpt_live_not_metrics(r->path))
         st = HPT_ERR_DATA;
     if (!st) {
         hpt_live_run_poll(r, (double)time(NULL), NULL);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alert.h"
 #include "cli.h"
@@ -16,6 +17,28 @@
 #ifndef HPT_LIVE_ASSETS_DIR
 #define HPT_LIVE_ASSETS_DIR "share/live"
 #endif
+#ifndef HPT_LIVE_BUILD_ASSETS
+#define HPT_LIVE_BUILD_ASSETS HPT_LIVE_ASSETS_DIR
+#endif
+#ifndef HPT_LIVE_SRC_ASSETS
+#define HPT_LIVE_SRC_ASSETS HPT_LIVE_ASSETS_DIR
+#endif
+
+/* The page's files when neither --assets nor HPT_LIVE_ASSETS says: the
+ * installed ones, else (running from the build tree) the build tree's,
+ * else the source tree's share/live — the first with an index.html. */
+static const char *default_assets(void)
+{
+    static const char *const dirs[] = {HPT_LIVE_ASSETS_DIR, HPT_LIVE_BUILD_ASSETS,
+                                       HPT_LIVE_SRC_ASSETS};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/index.html", dirs[i]);
+        if (access(p, R_OK) == 0)
+            return dirs[i];
+    }
+    return HPT_LIVE_ASSETS_DIR;
+}
 
 static void usage(FILE *f)
 {
@@ -38,7 +61,8 @@ static void usage(FILE *f)
           "  --on-alert CMD      run CMD (sh -c) once per fired alert, with HPT_ALERT_RULE,\n"
           "                      HPT_ALERT_RUN, HPT_ALERT_STEP, HPT_ALERT_VALUE and\n"
           "                      HPT_ALERT_FILE in its environment\n"
-          "  --assets DIR        the page's files [$HPT_LIVE_ASSETS or the installed ones]\n"
+          "  --assets DIR        the page's files [$HPT_LIVE_ASSETS, else the installed\n"
+          "                      ones, else those of the build or source tree]\n"
           "  --points N          default points of a history request [2000]\n"
           "  -h, --help          print this help and exit\n"
           "  --version           print the hpt version and exit\n"
@@ -110,7 +134,7 @@ static hpt_status parse_args(int argc, char **argv, hpt_live_opts *o, int *actio
                              "--help)");
     if (!o->assets)
         o->assets = getenv("HPT_LIVE_ASSETS") && *getenv("HPT_LIVE_ASSETS")
-                        ? getenv("HPT_LIVE_ASSETS") : HPT_LIVE_ASSETS_DIR;
+                        ? getenv("HPT_LIVE_ASSETS") : default_assets();
     return HPT_OK;
 }
 
