@@ -10,6 +10,8 @@ PKGS=(
   mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
   libopenblas-dev libopenblas0-pthread
   libjson-c-dev
+  # hpt-live, the live view (optional: without it hpt-live is not built)
+  libmicrohttpd-dev
   libsentencepiece-dev sentencepiece
   # the real corpus and the reference / analysis stack
   dict-gcide

@@ -53,6 +53,8 @@ struct hpt_metrics {
     int64_t slow_first;      /* first step in slow_buf                        */
     char kinds[8][KIND_LEN]; /* anomaly lines printed per kind (rate limit)   */
     int printed[8];
+    hpt_alert_rule alerts[HPT_ALERT_MAX]; /* --alert rules and their state    */
+    int nalerts;
 };
 
 static double wall_now(void)
@@ -261,6 +263,9 @@ hpt_status hpt_metrics_open(hpt_metrics **out, MPI_Comm comm, const char *path, 
     MPI_Comm_size(comm, &m->world);
     m->interval = interval < 1 ? 1 : interval;
     m->info = *info;
+    m->nalerts = info->nalerts < HPT_ALERT_MAX ? info->nalerts : HPT_ALERT_MAX;
+    if (m->nalerts > 0)
+        memcpy(m->alerts, info->alerts, sizeof *m->alerts * (size_t)m->nalerts);
     m->steps = calloc((size_t)m->interval, sizeof *m->steps);
     m->recs = calloc((size_t)m->interval, sizeof *m->recs);
     if (!m->steps || !m->recs)
@@ -464,6 +469,30 @@ static void spikes(hpt_metrics *m, FILE *log, int i, double *cols[HPT_SC_COUNT])
     }
 }
 
+/* The --alert rules on row i (rank 0): a rule that fires (lib/alert.h:
+ * once per firing edge) records an `alert` event and prints one line. */
+static void alerts(hpt_metrics *m, FILE *log, int i, double *cols[HPT_SC_COUNT])
+{
+    double v[HPT_SC_COUNT], value;
+    const hpt_metrics_step *s = &m->steps[i];
+    for (int c = HPT_SC_NINT; c < HPT_SC_COUNT; c++)
+        v[c] = cols[c][i];
+    v[HPT_SC_STEP] = (double)s->step;
+    v[HPT_SC_SKIPPED] = s->skipped;
+    v[HPT_SC_SEGMENT] = m->h.segment;
+    v[HPT_SC_REPEATED] = 0;
+    for (int k = 0; k < m->nalerts; k++) {
+        if (!hpt_alert_eval(&m->alerts[k], v, &value))
+            continue;
+        hpt_metrics_event(m, s->step, -1, "alert", "%s fired: %g", m->alerts[k].text, value);
+        if (log) {
+            fprintf(log, "hpt-train: alert at step %lld: %s (value %g)\n", (long long)s->step,
+                    m->alerts[k].text, value);
+            fflush(log);
+        }
+    }
+}
+
 /* Slow ranks over windows of >= 3 steps of the gathered rows (kept across
  * flushes when the interval is shorter): each rank's median busy time
  * against the median of the other ranks' (robust to one noisy step).
@@ -516,6 +545,7 @@ static void derive(hpt_metrics *m, FILE *log, int n, double *cols[HPT_SC_COUNT])
     for (int i = 0; sums && busy && i < n; i++) {
         noise_scale(m, n, i, cols, sums);
         spikes(m, log, i, cols);
+        alerts(m, log, i, cols);
     }
     if (busy)
         slow_ranks(m, log, n, busy);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "alert.h"
 #include "error.h"
 
 /* Per-rank values of one step (index into hpt_metrics_rank.v). Times in
@@ -73,6 +74,8 @@ typedef struct {
     const int *dp_rank;        /* [world]: DP rank of every world rank        */
     double slow_factor;        /* slow rank: busy > factor x median           */
     double spike_factor;       /* grad-norm spike: > factor x running median  */
+    const hpt_alert_rule *alerts; /* --alert rules (lib/alert.h), copied at open */
+    int nalerts;
 } hpt_metrics_info;
 
 typedef struct hpt_metrics hpt_metrics;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "alert.h"
 #include "optim.h"
 
 typedef struct {
@@ -58,6 +59,8 @@ typedef struct {
                             * rank's gradients (before the DP reduction); -1 all */
     int fault_slow_rank;   /* testing: this world rank sleeps fault_slow_ms per step */
     double fault_slow_ms;
+    hpt_alert_rule alerts[HPT_ALERT_MAX]; /* --alert rules (lib/alert.h)       */
+    int nalerts;
 } hpt_train_opts;
 
 /* Fill *o with the defaults documented in `hpt-train --help`. */

@@ -103,6 +103,8 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "                        shared by its ranks]\n"
             "  --slow-rank-factor X  slow-rank event: compute time > X x median of ranks [%g]\n"
             "  --spike-factor X      gradient-norm spike: > X x running median [%g]\n"
+            "  --alert RULE          e.g. 'grad_norm>10', 'loss>8', nonfinite: a job-log line\n"
+            "                        and an alert event when it fires (docs/LIVE.md); repeatable\n"
             "  --fault-nan-rank R    testing: --fault-nan-steps poison only world rank R's own\n"
             "                        gradients (before the data-parallel reduction)\n"
             "  --fault-slow-rank R   testing: world rank R sleeps --fault-slow-ms MS per step\n"
@@ -123,7 +125,7 @@ enum {
     OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
-    OPT_SLOW_MS, OPT_INIT_FROM,
+    OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT,
 };
 
 static const struct option long_opts[] = {
@@ -156,6 +158,7 @@ static const struct option long_opts[] = {
     {"spike-factor", 1, 0, OPT_SPIKE_F}, {"fault-nan-rank", 1, 0, OPT_NAN_RANK},
     {"fault-slow-rank", 1, 0, OPT_SLOW_RANK}, {"fault-slow-ms", 1, 0, OPT_SLOW_MS},
     {"init-from", 1, 0, OPT_INIT_FROM},
+    {"alert", 1, 0, OPT_ALERT},
     {0, 0, 0, 0},
 };
 
@@ -221,6 +224,14 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_PEAK: return hpt_cli_parse_double(name, arg, &o->peak_flops);
     case OPT_SLOW_F: return hpt_cli_parse_double(name, arg, &o->slow_factor);
     case OPT_SPIKE_F: return hpt_cli_parse_double(name, arg, &o->spike_factor);
+    case OPT_ALERT:
+        if (o->nalerts == HPT_ALERT_MAX)
+            return hpt_error_set(HPT_ERR_USAGE, "--alert '%s': at most %d rules", arg,
+                                 HPT_ALERT_MAX);
+        if (hpt_alert_parse(arg, &o->alerts[o->nalerts]))
+            return HPT_ERR_USAGE;
+        o->nalerts++;
+        return HPT_OK;
     case OPT_SLOW_MS: return hpt_cli_parse_double(name, arg, &o->fault_slow_ms);
     case OPT_CKPT_DIR: o->ckpt_dir = arg; return HPT_OK;
     case OPT_KEEP: return hpt_cli_parse_int(name, arg, &o->keep);

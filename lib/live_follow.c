@@ -1,0 +1,617 @@
+/* live_follow.c — following one metrics file as a SWMR reader (live.h):
+ * open, read what was appended since the last poll, keep each step once,
+ * evaluate the alert rules, and tell the writer's state. */
+#include "live.h"
+
+#include "h5util.h"
+#include "metrics_h5.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+const char *const hpt_live_col_json[HPT_LC_COUNT] = {
+    "step", "time", "loss", "val_loss", "lr", "grad_norm", "clip", "tokens_per_s", "mfu",
+    "step_time", "flops", "skipped", "segment", "tokens"};
+const int hpt_live_col_src[HPT_LC_COUNT] = {
+    HPT_SC_STEP, HPT_SC_WALL, HPT_SC_LOSS, HPT_SC_VAL, HPT_SC_LR, HPT_SC_NORM, HPT_SC_CLIP,
+    HPT_SC_TOK_S, HPT_SC_MFU, HPT_SC_STEP_TIME, HPT_SC_FLOPS, HPT_SC_SKIPPED, HPT_SC_SEGMENT,
+    HPT_SC_TOKENS};
+
+const char *hpt_live_state_name(hpt_live_state s)
+{
+    static const char *const names[] = {"waiting", "live", "stopped", "finished", "error"};
+    return names[s];
+}
+
+/* ------------------------------------------------------------ set up */
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* The run's name: the run directory's name for RUN_DIR/metrics.h5, else
+ * the file's name. */
+static void run_name(hpt_live_run *r)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", r->path);
+    char *slash = strrchr(tmp, '/');
+    const char *base = slash ? slash + 1 : tmp;
+    if (!strcmp(base, "metrics.h5") && slash) {
+        *slash = 0;
+        while (slash > tmp && slash[-1] == '/')
+            *--slash = 0;
+        char *s2 = strrchr(tmp, '/');
+        base = s2 ? s2 + 1 : tmp;
+        if (!*base || !strcmp(base, "."))
+            base = "metrics.h5";
+    }
+    snprintf(r->name, sizeof r->name, "%.255s", base);
+}
+
+static hid_t seg_mem_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_live_seg));
+    hid_t s33 = H5Tcopy(H5T_C_S1), s65 = H5Tcopy(H5T_C_S1);
+    H5Tset_size(s33, 33);
+    H5Tset_size(s65, 65);
+#define F(name, ty) H5Tinsert(t, #name, HOFFSET(hpt_live_seg, name), ty)
+    F(first_step, H5T_NATIVE_INT64); F(resumed_from, H5T_NATIVE_INT64);
+    F(world, H5T_NATIVE_INT32); F(tp, H5T_NATIVE_INT32); F(pp, H5T_NATIVE_INT32);
+    F(dp, H5T_NATIVE_INT32); F(zero1, H5T_NATIVE_INT32); F(grad_accum, H5T_NATIVE_INT32);
+    F(micro_batch, H5T_NATIVE_INT32); F(seq_len, H5T_NATIVE_INT32);
+    F(start_time, H5T_NATIVE_DOUBLE); F(flops_per_token, H5T_NATIVE_DOUBLE);
+    F(peak_flops_per_rank, H5T_NATIVE_DOUBLE); F(hpt_version, s33); F(slurm_job_id, s33);
+    F(host, s65);
+#undef F
+    H5Tclose(s33);
+    H5Tclose(s65);
+    return t;
+}
+
+static hid_t ev_mem_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_live_event));
+    hid_t sk = H5Tcopy(H5T_C_S1), sm = H5Tcopy(H5T_C_S1);
+    H5Tset_size(sk, sizeof((hpt_live_event *)0)->kind);
+    H5Tset_size(sm, sizeof((hpt_live_event *)0)->message);
+    H5Tinsert(t, "step", HOFFSET(hpt_live_event, step), H5T_NATIVE_INT64);
+    H5Tinsert(t, "wall_time", HOFFSET(hpt_live_event, time), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "rank", HOFFSET(hpt_live_event, rank), H5T_NATIVE_INT32);
+    H5Tinsert(t, "kind", HOFFSET(hpt_live_event, kind), sk);
+    H5Tinsert(t, "message", HOFFSET(hpt_live_event, message), sm);
+    H5Tclose(sk);
+    H5Tclose(sm);
+    return t;
+}
+
+void hpt_live_run_init(hpt_live_run *r, int id, const char *path, const hpt_alert_rule *rules,
+                       int nrules)
+{
+    memset(r, 0, sizeof *r);
+    r->id = id;
+    struct stat sb;
+    int dir = stat(path, &sb) == 0 ? S_ISDIR(sb.st_mode) : !ends_with(path, ".h5");
+    snprintf(r->path, sizeof r->path, "%s%s", path, dir ? "/metrics.h5" : "");
+    run_name(r);
+    r->state = HPT_LIVE_WAITING;
+    r->nrules = nrules < HPT_ALERT_MAX ? nrules : HPT_ALERT_MAX;
+    memcpy(r->rules, rules, sizeof *rules * (size_t)r->nrules);
+    r->flops_per_token = r->peak_flops = NAN;
+    r->seg_t = seg_mem_type();
+    r->ev_t = ev_mem_type();
+}
+
+static void close_file(hpt_live_run *r)
+{
+    H5E_BEGIN_TRY
+    {
+        for (int c = 0; c < HPT_SC_COUNT; c++)
+            if (r->sd[c] > 0)
+                H5Dclose(r->sd[c]);
+        for (int c = 0; c < HPT_RC_COUNT; c++)
+            if (r->rd[c] > 0)
+                H5Dclose(r->rd[c]);
+        if (r->seg_ds > 0)
+            H5Dclose(r->seg_ds);
+        if (r->ev_ds > 0)
+            H5Dclose(r->ev_ds);
+        if (r->file > 0)
+            H5Fclose(r->file);
+    }
+    H5E_END_TRY;
+    memset(r->sd, 0, sizeof r->sd);
+    memset(r->rd, 0, sizeof r->rd);
+    r->seg_ds = r->ev_ds = r->file = 0;
+}
+
+void hpt_live_run_free(hpt_live_run *r)
+{
+    close_file(r);
+    for (int c = 0; c < HPT_LC_COUNT; c++)
+        free(r->col[c]);
+    free(r->row);
+    free(r->ev);
+    free(r->seg);
+    free(r->alert);
+    free(r->model_config);
+    free(r->hpt_version);
+    free(r->flop_formula);
+    if (r->seg_t > 0)
+        H5Tclose(r->seg_t);
+    if (r->ev_t > 0)
+        H5Tclose(r->ev_t);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------ opening */
+
+static double num_attr(hid_t obj, const char *name)
+{
+    double v = NAN;
+    if (H5Aexists(obj, name) > 0) {
+        hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+        if (a < 0 || H5Aread(a, H5T_NATIVE_DOUBLE, &v) < 0)
+            v = NAN;
+        H5Aclose(a);
+    }
+    return v;
+}
+
+/* The format check of an open file: HPT_ERR_DATA naming the file. */
+static hpt_status check_format(hid_t f, const char *path)
+{
+    char *fmt = H5Aexists(f, "format") > 0 ? hpt_h5_read_str_attr(f, "format") : NULL;
+    int ok = fmt && !strcmp(fmt, HPT_METRICS_FORMAT);
+    if (!ok) {
+        hpt_error_set(HPT_ERR_DATA, "%s: not an hpt metrics file (root attribute format = %s%s%s, "
+                      "expected \"%s\")", path, fmt ? "\"" : "", fmt ? fmt : "missing",
+                      fmt ? "\"" : "", HPT_METRICS_FORMAT);
+        free(fmt);
+        return HPT_ERR_DATA;
+    }
+    free(fmt);
+    double ver = num_attr(f, "format_version");
+    if (ver != HPT_METRICS_FORMAT_VERSION)
+        return hpt_error_set(HPT_ERR_DATA, "%s: format_version %g, hpt-live reads version %d",
+                             path, ver, HPT_METRICS_FORMAT_VERSION);
+    return HPT_OK;
+}
+
+int hpt_live_not_metrics(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0)
+        return 0;
+    if (!hpt_metrics_h5_looks_hdf5(path)) {
+        hpt_error_set(HPT_ERR_DATA, "%s: not an HDF5 file (no HDF5 signature): not an hpt "
+                      "metrics file", path);
+        return 1;
+    }
+    hid_t fapl = hpt_metrics_h5_fapl(), f;
+    H5E_BEGIN_TRY { f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl); }
+    H5E_END_TRY;
+    H5Pclose(fapl);
+    if (f < 0)
+        return 0; /* damaged or being written: the follower reports it */
+    hpt_status st;
+    H5E_BEGIN_TRY { st = check_format(f, path); }
+    H5E_END_TRY;
+    H5Fclose(f);
+    return st != HPT_OK;
+}
+
+/* Drop what was read from the file (it was replaced): back to nothing. */
+static void reset_run(hpt_live_run *r)
+{
+    close_file(r);
+    free(r->ev);
+    free(r->seg);
+    free(r->alert);
+    r->ev = NULL;
+    r->seg = NULL;
+    r->alert = NULL;
+    r->n = r->rows = r->nev = r->nseg = r->nalert = r->alerts_seen = r->nranks = 0;
+    r->lock_seen = 0;
+    r->last_growth = r->usual = 0;
+    for (int k = 0; k < r->nrules; k++)
+        r->rules[k].active = 0;
+}
+
+/* 1 when the open file is no longer the one `path` names. */
+static int replaced(const hpt_live_run *r)
+{
+    struct stat sb;
+    return r->file > 0 && (stat(r->path, &sb) != 0 || (unsigned long long)sb.st_dev != r->dev ||
+                           (unsigned long long)sb.st_ino != r->ino);
+}
+
+/* Open the file and every dataset; HPT_ERR_DATA with the message, or
+ * HPT_REQUEUE when the file is not there or not yet readable (waiting). */
+static hpt_status open_file(hpt_live_run *r)
+{
+    if (access(r->path, F_OK) != 0)
+        return hpt_error_set(HPT_REQUEUE, "%s: no such file yet; waiting for it", r->path);
+    if (access(r->path, R_OK) != 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: not readable (permission denied)", r->path);
+    struct stat sb;
+    if (stat(r->path, &sb) == 0 && sb.st_size == 0)
+        return hpt_error_set(HPT_REQUEUE, "%s: empty file (0 bytes); waiting for the writer",
+                             r->path);
+    r->dev = (unsigned long long)sb.st_dev;
+    r->ino = (unsigned long long)sb.st_ino;
+    hid_t fapl = hpt_metrics_h5_fapl();
+    r->file = H5Fopen(r->path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
+    char cause[300];
+    snprintf(cause, sizeof cause, "%s", r->file < 0 ? hpt_h5_cause_line() : "");
+    H5Pclose(fapl); /* clears HDF5's error stack */
+    if (r->file < 0) {
+        r->file = 0;
+        if (strstr(cause, "already open"))
+            return hpt_error_set(HPT_REQUEUE, "%s: open for writing outside SWMR mode (a writer "
+                                 "setting it up, or one killed then: `hpt-metrics close FILE` "
+                                 "clears that); waiting", r->path);
+        return hpt_error_set(HPT_ERR_DATA, "%s: not a readable HDF5 file, or damaged (HDF5: %s)",
+                             r->path, cause);
+    }
+    hpt_status st = check_format(r->file, r->path);
+    char p[96];
+    for (int c = 0; !st && c < HPT_SC_COUNT; c++) {
+        snprintf(p, sizeof p, "/steps/%s", hpt_metrics_step_cols[c].name);
+        if ((r->sd[c] = H5Dopen2(r->file, p, H5P_DEFAULT)) < 0)
+            st = HPT_ERR_DATA;
+    }
+    for (int c = 0; !st && c < HPT_RC_COUNT; c++) {
+        snprintf(p, sizeof p, "/ranks/%s", hpt_metrics_rank_cols[c].name);
+        if ((r->rd[c] = H5Dopen2(r->file, p, H5P_DEFAULT)) < 0)
+            st = HPT_ERR_DATA;
+    }
+    if (!st && (r->seg_ds = H5Dopen2(r->file, "/segments", H5P_DEFAULT)) < 0)
+        st = HPT_ERR_DATA, snprintf(p, sizeof p, "/segments");
+    if (!st && (r->ev_ds = H5Dopen2(r->file, "/events", H5P_DEFAULT)) < 0)
+        st = HPT_ERR_DATA, snprintf(p, sizeof p, "/events");
+    if (st && !strstr(hpt_error_msg(), r->path))
+        hpt_error_set(HPT_ERR_DATA, "%s: dataset %s is missing or unreadable (damaged file; "
+                      "HDF5: %s)", r->path, p, hpt_h5_cause_line());
+    if (!st && !r->model_config) {
+        r->model_config = H5Aexists(r->file, "model_config") > 0
+                              ? hpt_h5_read_str_attr(r->file, "model_config") : NULL;
+        r->hpt_version = H5Aexists(r->file, "hpt_version") > 0
+                             ? hpt_h5_read_str_attr(r->file, "hpt_version") : NULL;
+        r->flop_formula = H5Aexists(r->file, "flop_formula") > 0
+                              ? hpt_h5_read_str_attr(r->file, "flop_formula") : NULL;
+        r->flops_per_token = num_attr(r->file, "flops_per_token");
+        r->peak_flops = num_attr(r->file, "peak_flops_per_rank");
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------ reading */
+
+static hsize_t extent(hid_t d, hsize_t *cols)
+{
+    hsize_t dims[2] = {0, 0};
+    H5Drefresh(d);
+    hid_t sp = H5Dget_space(d);
+    if (sp < 0)
+        return 0;
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    if (cols)
+        *cols = dims[1];
+    return dims[0];
+}
+
+/* Rows [from, from+n) of a 1-D dataset as `type` into out; -1 on failure. */
+static int read_1d(hid_t d, hid_t type, hsize_t from, hsize_t n, void *out)
+{
+    if (n == 0)
+        return 0;
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(1, &n, NULL);
+    herr_t e = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &from, NULL, &n, NULL);
+    if (e >= 0)
+        e = H5Dread(d, type, ms, fs, H5P_DEFAULT, out);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    return e < 0 ? -1 : 0;
+}
+
+static int grow(hpt_live_run *r, size_t need)
+{
+    if (need <= r->cap)
+        return 0;
+    size_t cap = r->cap ? r->cap : 1024;
+    while (cap < need)
+        cap *= 2;
+    for (int c = 0; c < HPT_LC_COUNT; c++) {
+        double *p = realloc(r->col[c], sizeof *p * cap);
+        if (!p)
+            return -1;
+        r->col[c] = p;
+    }
+    size_t *q = realloc(r->row, sizeof *q * cap);
+    if (!q)
+        return -1;
+    r->row = q;
+    r->cap = cap;
+    return 0;
+}
+
+/* Kept index of `step` (exact), or -1. */
+static long find_step(const hpt_live_run *r, double step)
+{
+    size_t lo = 0, hi = r->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (r->col[HPT_LC_STEP][mid] < step)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->n && r->col[HPT_LC_STEP][lo] == step ? (long)lo : -(long)lo - 1;
+}
+
+/* Keep raw row `row` with values v (HPT_SC_*): the last row of a step wins. */
+static void keep_row(hpt_live_run *r, size_t row, const double v[HPT_SC_COUNT])
+{
+    long at = r->n && v[HPT_SC_STEP] > r->col[HPT_LC_STEP][r->n - 1] ? -(long)r->n - 1
+                                                                      : find_step(r, v[HPT_SC_STEP]);
+    size_t i;
+    if (at >= 0)
+        i = (size_t)at;
+    else {
+        i = (size_t)(-at - 1);
+        for (int c = 0; c < HPT_LC_COUNT; c++)
+            memmove(r->col[c] + i + 1, r->col[c] + i, sizeof(double) * (r->n - i));
+        memmove(r->row + i + 1, r->row + i, sizeof(size_t) * (r->n - i));
+        r->n++;
+    }
+    for (int c = 0; c < HPT_LC_COUNT; c++)
+        r->col[c][i] = v[hpt_live_col_src[c]];
+    r->row[i] = row;
+}
+
+static void fire_alerts(hpt_live_run *r, const double v[HPT_SC_COUNT])
+{
+    for (int k = 0; k < r->nrules; k++) {
+        double value;
+        if (!hpt_alert_eval(&r->rules[k], v, &value))
+            continue;
+        hpt_live_alert *a = realloc(r->alert, sizeof *a * (r->nalert + 1));
+        if (!a)
+            return;
+        r->alert = a;
+        a += r->nalert++;
+        memset(a, 0, sizeof *a);
+        snprintf(a->rule, sizeof a->rule, "%s", r->rules[k].text);
+        a->step = (int64_t)v[HPT_SC_STEP];
+        a->value = value;
+        a->time = v[HPT_SC_WALL];
+    }
+}
+
+/* Rows appended since the last poll: every /steps column (the shortest
+ * /steps and /ranks extent counts: a writer may be between datasets). */
+static hpt_status read_rows(hpt_live_run *r, hpt_live_news *news)
+{
+    hsize_t rows = (hsize_t)-1, w = 0, ww = 0;
+    for (int c = 0; c < HPT_SC_COUNT; c++) {
+        hsize_t e = extent(r->sd[c], NULL);
+        rows = e < rows ? e : rows;
+    }
+    for (int c = 0; c < HPT_RC_COUNT; c++) {
+        hsize_t e = extent(r->rd[c], &ww);
+        rows = e < rows ? e : rows;
+        w = c == 0 || ww < w ? ww : w;
+    }
+    r->nranks = (size_t)w;
+    if (rows <= r->rows)
+        return HPT_OK;
+    size_t n = (size_t)(rows - r->rows);
+    double *buf = malloc(sizeof *buf * n * HPT_SC_COUNT);
+    if (!buf || grow(r, r->n + n) < 0) {
+        free(buf);
+        return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory (%zu rows)", r->path, n);
+    }
+    for (int c = 0; c < HPT_SC_COUNT; c++)
+        if (read_1d(r->sd[c], H5T_NATIVE_DOUBLE, r->rows, n, buf + (size_t)c * n) < 0) {
+            free(buf);
+            return hpt_error_set(HPT_ERR_DATA, "%s: cannot read dataset /steps/%s (damaged file; "
+                                 "HDF5: %s)", r->path, hpt_metrics_step_cols[c].name,
+                                 hpt_h5_cause_line());
+        }
+    if (news)
+        news->steps = malloc(sizeof *news->steps * n);
+    for (size_t i = 0; i < n; i++) {
+        double v[HPT_SC_COUNT];
+        for (int c = 0; c < HPT_SC_COUNT; c++)
+            v[c] = buf[(size_t)c * n + i];
+        keep_row(r, r->rows + i, v);
+        fire_alerts(r, v);
+        if (news && news->steps)
+            news->steps[i] = (int64_t)v[HPT_SC_STEP];
+    }
+    free(buf);
+    r->rows = (size_t)rows;
+    return HPT_OK;
+}
+
+/* New rows of a compound table (/segments or /events) appended to *arr. */
+static hpt_status read_table(hpt_live_run *r, hid_t d, hid_t t, size_t size, const char *name,
+                             void **arr, size_t *count)
+{
+    hsize_t e = extent(d, NULL);
+    if (e <= *count)
+        return HPT_OK;
+    size_t n = (size_t)e - *count;
+    void *p = realloc(*arr, size * (size_t)e);
+    if (!p)
+        return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory", r->path);
+    *arr = p;
+    memset((char *)p + size * *count, 0, size * n);
+    if (read_1d(d, t, *count, n, (char *)p + size * *count) < 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the table %s (damaged file; HDF5: %s)",
+                             r->path, name, hpt_h5_cause_line());
+    *count = (size_t)e;
+    return HPT_OK;
+}
+
+static hpt_status read_new(hpt_live_run *r, hpt_live_news *news)
+{
+    hpt_status st;
+    H5E_BEGIN_TRY
+    {
+        st = read_table(r, r->seg_ds, r->seg_t, sizeof(hpt_live_seg), "/segments",
+                        (void **)&r->seg, &r->nseg);
+        if (!st)
+            st = read_rows(r, news);
+        if (!st)
+            st = read_table(r, r->ev_ds, r->ev_t, sizeof(hpt_live_event), "/events",
+                            (void **)&r->ev, &r->nev);
+    }
+    H5E_END_TRY;
+    return st;
+}
+
+/* ------------------------------------------------------------- state */
+
+/* 1: an flock on PATH.lock is held by a process of this host (/proc/locks),
+ * 0: not held here, -1: cannot tell (no lock file, no /proc/locks). A
+ * reader never takes the lock itself: a writer starting at that moment
+ * would be refused. */
+static int lock_held_here(const char *path)
+{
+    char lp[4200], line[256], want[64];
+    struct stat sb;
+    snprintf(lp, sizeof lp, "%s.lock", path);
+    if (stat(lp, &sb) != 0)
+        return -1;
+    FILE *f = fopen("/proc/locks", "r");
+    if (!f)
+        return -1;
+    snprintf(want, sizeof want, " %02x:%02x:%lu ", major(sb.st_dev), minor(sb.st_dev),
+             (unsigned long)sb.st_ino);
+    int held = 0;
+    while (!held && fgets(line, sizeof line, f))
+        held = strstr(line, "FLOCK") && strstr(line, want);
+    fclose(f);
+    return held;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* First guess of the seconds between two flushes: 10 (the default
+ * --metrics-interval) x the median step time of the last 20 steps. */
+static double guess_interval(const hpt_live_run *r)
+{
+    double t[20];
+    int k = 0;
+    for (size_t i = r->n; i > 0 && k < 20; i--)
+        if (isfinite(r->col[HPT_LC_STEP_TIME][i - 1]))
+            t[k++] = r->col[HPT_LC_STEP_TIME][i - 1];
+    if (!k)
+        return 2;
+    qsort(t, (size_t)k, sizeof *t, cmp_double);
+    return 10 * t[k / 2];
+}
+
+/* The state of a readable file at time now. */
+static hpt_live_state file_state(hpt_live_run *r, double now)
+{
+    /* a run_end after the last run_start: the writer closed the file */
+    for (size_t i = r->nev; i > 0; i--) {
+        const hpt_live_event *e = &r->ev[i - 1];
+        if (!strcmp(e->kind, "run_start"))
+            break;
+        if (!strcmp(e->kind, "run_end"))
+            return !strncmp(e->message, "done", 4) ? HPT_LIVE_FINISHED : HPT_LIVE_STOPPED;
+    }
+    int held = lock_held_here(r->path);
+    if (held == 1) {
+        r->lock_seen = 1;
+        return HPT_LIVE_LIVE;
+    }
+    if (held == 0 && r->lock_seen)
+        return HPT_LIVE_STOPPED; /* the writer on this host is gone */
+    double last = r->last_growth;
+    if (r->n && isfinite(r->col[HPT_LC_WALL][r->n - 1]) && r->col[HPT_LC_WALL][r->n - 1] > last)
+        last = r->col[HPT_LC_WALL][r->n - 1];
+    double usual = r->usual > 0 ? r->usual : guess_interval(r);
+    double limit = 5 * usual > 10 ? 5 * usual : 10;
+    return now - last > limit ? HPT_LIVE_STOPPED : HPT_LIVE_LIVE;
+}
+
+int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news)
+{
+    hpt_live_state old = r->state;
+    char olderr[sizeof r->error];
+    snprintf(olderr, sizeof olderr, "%s", r->error);
+    size_t oldrows = r->rows;
+    if (news) {
+        memset(news, 0, sizeof *news);
+        news->rows_from = r->rows;
+        news->events_from = r->nev;
+        news->segs_from = r->nseg;
+        news->alerts_from = r->nalert;
+    }
+    hpt_status st = HPT_OK;
+    if (replaced(r)) {
+        reset_run(r);
+        oldrows = 0;
+        if (news) {
+            news->replaced = 1;
+            news->rows_from = news->events_from = news->segs_from = news->alerts_from = 0;
+        }
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (r->file <= 0) {
+            H5E_BEGIN_TRY { st = open_file(r); }
+            H5E_END_TRY;
+            if (st) {
+                close_file(r);
+                break;
+            }
+        }
+        st = read_new(r, news);
+        if (!st)
+            break;
+        close_file(r); /* a writer re-opening the file (a resume): read again once */
+    }
+    if (news)
+        news->rows_to = r->rows;
+    if (st == HPT_REQUEUE) {
+        r->state = HPT_LIVE_WAITING;
+        snprintf(r->error, sizeof r->error, "%s", hpt_error_msg());
+    } else if (st) {
+        r->state = HPT_LIVE_ERROR;
+        snprintf(r->error, sizeof r->error, "%s", hpt_error_msg());
+    } else {
+        if (r->rows > oldrows && oldrows > 0) { /* the first read is history */
+            if (r->last_growth > 0) {
+                double gap = now - r->last_growth;
+                r->usual = r->usual > 0 ? 0.7 * r->usual + 0.3 * gap : gap;
+            }
+            r->last_growth = now;
+        }
+        r->error[0] = 0;
+        r->state = file_state(r, now);
+    }
+    int changed = r->state != old || strcmp(olderr, r->error);
+    if (news)
+        news->state_changed = changed;
+    if (changed)
+        r->said = 0;
+    return changed;
+}
