@@ -6,7 +6,10 @@
  * parallel, then pipeline stages. Every collective of the trainer goes
  * through one table of function pointers (MPI now, NCCL later) on a named
  * group, and every call is counted per group (calls, payload bytes,
- * seconds) for the metrics.
+ * seconds) for the metrics. hpt_comm_init installs the recording table
+ * (hpt_comm_traced, lib/comm.c) in front of the backend: every call goes
+ * through it and lands in the rank's flight recorder (lib/flight.h), which
+ * the hang watchdog (lib/watchdog.h) reads.
  */
 #ifndef HPT_COMM_H
 #define HPT_COMM_H
@@ -17,6 +20,7 @@
 #include <stdio.h>
 
 #include "error.h"
+#include "flight.h"
 
 typedef enum {
     HPT_GROUP_WORLD,
@@ -43,6 +47,7 @@ typedef struct {
     MPI_Request req;
     hpt_group group;
     double t_start;
+    int64_t fr_id;   /* flight-recorder id of the operation (lib/comm.c) */
 } hpt_comm_req;
 
 typedef struct {
@@ -85,10 +90,27 @@ struct hpt_comm {
     MPI_Comm comms[HPT_GROUP_COUNT];
     int group_rank[HPT_GROUP_COUNT], group_size[HPT_GROUP_COUNT];
     hpt_comm_counter counters[HPT_GROUP_COUNT];
+    /* flight recorder (lib/comm.c): `be` is hpt_comm_traced calling
+     * `inner`, or `inner` itself when the recorder is off */
+    const hpt_comm_backend *inner;
+    hpt_flight *fr;                     /* NULL = off (HPT_FLIGHT_RECORDER=0) */
+    int group_color[HPT_GROUP_COUNT];   /* same color = same group instance; -1 none */
+    int *group_world[HPT_GROUP_COUNT];  /* world rank of every group rank    */
 };
 
 /* The MPI backend. */
 extern const hpt_comm_backend hpt_comm_mpi;
+
+/* The recording table: every slot records the call in c->fr (posted,
+ * blocked, completed; point-to-point peers as world ranks) and calls the
+ * same slot of c->inner. */
+extern const hpt_comm_backend hpt_comm_traced;
+
+/* Put the recording table in front of c->be (c->inner = the backend),
+ * with a ring of hpt_flight_size_from_env() slots; with 0 slots (or out of
+ * memory: a warning on `warn`) calls go straight to the backend. Needs
+ * c->group_world. */
+void hpt_comm_trace_init(hpt_comm *c, FILE *warn);
 
 /* Check a layout without communicating: world == tp*pp*dp with all > 0
  * (dp <= 0 means "infer dp = world/(tp*pp)"). Every rank computes the same

@@ -58,6 +58,10 @@ typedef struct {
                             * rank's gradients (before the DP reduction); -1 all */
     int fault_slow_rank;   /* testing: this world rank sleeps fault_slow_ms per step */
     double fault_slow_ms;
+    /* hang watchdog (lib/watchdog.h) */
+    double collective_timeout; /* seconds; 0 = off; < 0 = max(300, 10 x median step) */
+    int fault_stall_rank;  /* testing: this world rank sleeps forever before the */
+    int fault_stall_step;  /* first collective of this step (1-based)           */
 } hpt_train_opts;
 
 /* Fill *o with the defaults documented in `hpt-train --help`. */

@@ -22,6 +22,7 @@
 #include "metrics_h5.h"
 #include "metrics_read.h"
 #include "hpt_config.h"
+#include "watchdog.h"
 
 #define NSLOW 3 /* slowest ranks listed */
 
@@ -30,6 +31,7 @@ static void usage(FILE *f)
     fputs("usage: hpt-metrics summary FILE\n"
           "       hpt-metrics csv FILE [--ranks COL] [-o OUT]\n"
           "       hpt-metrics close FILE\n"
+          "       hpt-metrics hang RUN_DIR\n"
           "\n"
           "Read the metrics file hpt-train writes (RUN_DIR/metrics.h5; also the file of a\n"
           "live or a killed run). Each step is reported once: after a resume the last\n"
@@ -51,14 +53,19 @@ static void usage(FILE *f)
           "                  leaves, so that plain readers (h5py.File(FILE, \"r\"),\n"
           "                  h5dump) open the file; refused while a live hpt-train\n"
           "                  writes it (FILE.lock is locked)\n"
+          "  hang RUN_DIR    after a job ended with exit status 6 (hang watchdog): which\n"
+          "                  rank stopped where, the group and its members, the suspects\n"
+          "                  and each rank's last completed operations, from the dumps\n"
+          "                  in RUN_DIR/hang (else the newest RUN_DIR/hang.N, or RUN_DIR\n"
+          "                  itself)\n"
           "\n"
           "options:\n"
           "  -h, --help      print this help and exit\n"
           "  --version       print the hpt version and exit\n"
           "\n"
           "exit status: 0 ok, 2 usage error (unknown command, option or column), 3 missing\n"
-          "file, not an hpt metrics file or damaged, 5 OUT not writable or (close) a live\n"
-          "writer holds FILE.\n",
+          "file, not an hpt metrics file or damaged (hang: a dump that does not parse), 5 OUT\n"
+          "not writable, (close) a live writer holds FILE, (hang) no dumps in RUN_DIR.\n",
           f);
 }
 
@@ -454,11 +461,13 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
         return HPT_OK;
     if (!c->cmd)
         return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary or csv (see --help)");
-    if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv") && strcmp(c->cmd, "close"))
-        return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv, close; see "
-                             "--help)", c->cmd);
+    if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv") && strcmp(c->cmd, "close") &&
+        strcmp(c->cmd, "hang"))
+        return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv, close, hang; "
+                             "see --help)", c->cmd);
     if (!c->file)
-        return hpt_error_set(HPT_ERR_USAGE, "%s needs a metrics FILE (see --help)", c->cmd);
+        return hpt_error_set(HPT_ERR_USAGE, "%s needs a %s (see --help)", c->cmd,
+                             strcmp(c->cmd, "hang") ? "metrics FILE" : "RUN_DIR");
     if (strcmp(c->cmd, "csv") && (c->ranks || c->out))
         return hpt_error_set(HPT_ERR_USAGE, "%s: only csv takes --ranks and -o", c->ranks
                              ? "--ranks" : "-o");
@@ -480,6 +489,8 @@ static hpt_status run(int argc, char **argv, FILE *out)
         return cmd_summary(c.file, out);
     if (!strcmp(c.cmd, "close"))
         return cmd_close(c.file, out);
+    if (!strcmp(c.cmd, "hang"))
+        return hpt_hang_report(c.file, out);
     return cmd_csv(c.file, c.ranks, c.out, out);
 }
 
