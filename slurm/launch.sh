@@ -21,7 +21,10 @@
 #      (scontrol requeue, array tasks as ARRAYJOB_TASK) — unless
 #      HPT_MAX_STALLED_RESTARTS restarts in a row ended without a newer
 #      checkpoint (state in RUN_DIR/requeue.state). Exit 2-5 (bad option, data,
-#      divergence, output) would fail again: never requeued.
+#      divergence, output) would fail again: never requeued. Exit 6 (hang
+#      watchdog, --collective-timeout) requeues with the suspect nodes named
+#      in RUN_DIR/hang/summary.txt added to ExcNodeList, and counts as a
+#      stalled restart.
 # With --dry-run (or HPT_DRY_RUN=1), outside or inside an allocation, it prints
 # the layout (the ranks of every TP/PP/DP group and their nodes) and hpt-plan's
 # per-rank memory plan, and trains nothing.
@@ -222,11 +225,13 @@ PROBE=${HPT_PROBE:-$(find_prog hpt-mpi-probe slurm)}
 export HDF5_USE_FILE_LOCKING=${HDF5_USE_FILE_LOCKING:-FALSE}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 if [ "$HPT_BACKEND" != cpu ]; then
-  # GPU backend: NCCL warnings in the job log; errors raised asynchronously
-  # end the step instead of hanging it. Site-specific NCCL settings
-  # (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...) pass through from the environment.
+  # GPU backend: NCCL's warnings in the job log (NCCL_DEBUG=INFO for set-up
+  # detail, NCCL_DEBUG_SUBSYS to narrow it). NCCL has no watchdog of its own
+  # (NCCL_ASYNC_ERROR_HANDLING is PyTorch's variable; NCCL ignores it): a
+  # stalled collective is caught by hpt-train's --collective-timeout (exit 6,
+  # requeued below without the suspect nodes). Site-specific NCCL settings
+  # (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_TIMEOUT, ...) pass through.
   export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-  export NCCL_ASYNC_ERROR_HANDLING=${NCCL_ASYNC_ERROR_HANDLING:-1}
 fi
 
 if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
@@ -362,7 +367,9 @@ END_STEP=$(newest_step)
 STALLED=0
 [ "$RESTART" -gt 0 ] && [ "$(awk '$1 == "job" {print $2}' "$STATE" 2>/dev/null)" = "$JOB_REF" ] &&
   STALLED=$(state_get stalled)
-if [ "$END_STEP" -gt "$START_STEP" ]; then STALLED=0; else STALLED=$((STALLED + 1)); fi
+# a hang (exit 6) counts as a stalled restart even after progress: a job that
+# hangs at every start stops after the limit
+if [ "$END_STEP" -gt "$START_STEP" ] && [ "$RC" != 6 ]; then STALLED=0; else STALLED=$((STALLED + 1)); fi
 printf 'job %s\nrestart %s\nexit %s\ncheckpoint_step %s\nstalled %s\n' \
   "$JOB_REF" "$RESTART" "$RC" "$END_STEP" "$STALLED" > "$STATE.tmp" && mv "$STATE.tmp" "$STATE"
 say "step ended with exit $RC; newest checkpoint step $END_STEP (was $START_STEP at start)"
@@ -388,6 +395,28 @@ esac
 if [ "$STALLED" -gt "$HPT_MAX_STALLED_RESTARTS" ]; then
   say "$STALLED runs in a row ended without a newer checkpoint (limit HPT_MAX_STALLED_RESTARTS=$HPT_MAX_STALLED_RESTARTS restarts): not requeueing"
   exit "$RC"
+fi
+# Exit 6: hpt-train's hang watchdog ended the job; RUN_DIR/hang/summary.txt
+# names the suspect ranks as RANK@NODE. Requeue without those nodes, keeping
+# the user's own exclusions (an elastic --nodes=MIN-MAX job then runs on
+# fewer nodes; a fixed-size one waits for others).
+if [ "$RC" = 6 ]; then
+  SUSPECTS=$(awk '$1 == "suspects:" {for (i = 2; i <= NF; i++) {sub(/^[0-9]+@/, "", $i); if ($i != "?") print $i}}' \
+               "$HPT_RUN_DIR/hang/summary.txt" 2>/dev/null | sort -u | paste -sd, -)
+  say "hang (exit 6): $(head -1 "$HPT_RUN_DIR/hang/summary.txt" 2>/dev/null || echo "no $HPT_RUN_DIR/hang/summary.txt")"
+  if [ -n "$SUSPECTS" ]; then
+    OLD_EXC=$(scontrol show job "$SLURM_JOB_ID" -o 2>/dev/null | grep -o 'ExcNodeList=[^ ]*' | cut -d= -f2)
+    [ "$OLD_EXC" = "(null)" ] && OLD_EXC=
+    EXC=$(scontrol show hostnames "${OLD_EXC:+$OLD_EXC,}$SUSPECTS" 2>/dev/null | sort -u | paste -sd, -)
+    EXC=${EXC:-${OLD_EXC:+$OLD_EXC,}$SUSPECTS}
+    if scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$EXC"; then
+      say "excluding the suspect node(s) $SUSPECTS from the requeued job: ExcNodeList=$EXC"
+    else
+      say "scontrol update JobId=$SLURM_JOB_ID ExcNodeList=$EXC failed: requeueing without excluding $SUSPECTS"
+    fi
+  else
+    say "hang (exit 6) without a named suspect node: requeueing on the same nodes"
+  fi
 fi
 # The requeue sends this shell SIGTERM (and SIGKILL after KillWait): ignore
 # TERM so the shell outlives scontrol, and exit right after it.
