@@ -18,9 +18,7 @@ static int world_of(const hpt_comm *c, hpt_group g, int peer)
 /* Record a blocking call: posted and waited on. */
 static int64_t begin(hpt_comm *c, hpt_group g, int op, size_t bytes, int peer)
 {
-    int64_t id = hpt_flight_post(c->fr, g, op, (int64_t)bytes, peer);
-    hpt_flight_block(c->fr, id);
-    return id;
+    return hpt_flight_post_blocking(c->fr, g, op, (int64_t)bytes, peer);
 }
 
 static int sum_counts(const hpt_comm *c, hpt_group g, const int *counts)

@@ -88,9 +88,9 @@ static int slot_read(const hpt_flight_slot *s, hpt_flight_rec *r)
     return 0;
 }
 
-int64_t hpt_flight_post(hpt_flight *f, int group, int op, int64_t bytes, int peer)
+/* Post at time `now` (ns). */
+static int64_t post_at(hpt_flight *f, int group, int op, int64_t bytes, int peer, int64_t now)
 {
-    int64_t now = hpt_flight_now_ns();
     int64_t id = atomic_load_explicit(&f->nops, memory_order_relaxed);
     int64_t seq = atomic_load_explicit(&f->posted[group], memory_order_relaxed) + 1;
     hpt_flight_rec r = {.id = id, .seq = seq, .bytes = bytes, .t_start = 1e-9 * (double)now,
@@ -99,6 +99,19 @@ int64_t hpt_flight_post(hpt_flight *f, int group, int op, int64_t bytes, int pee
     atomic_store_explicit(&f->posted[group], seq, memory_order_relaxed);
     atomic_store_explicit(&f->progress_ns, now, memory_order_relaxed);
     atomic_store_explicit(&f->nops, id + 1, memory_order_release);
+    return id;
+}
+
+int64_t hpt_flight_post(hpt_flight *f, int group, int op, int64_t bytes, int peer)
+{
+    return post_at(f, group, op, bytes, peer, hpt_flight_now_ns());
+}
+
+int64_t hpt_flight_post_blocking(hpt_flight *f, int group, int op, int64_t bytes, int peer)
+{
+    int64_t now = hpt_flight_now_ns(), id = post_at(f, group, op, bytes, peer, now);
+    atomic_store_explicit(&f->blocked_ns, now, memory_order_relaxed);
+    atomic_store_explicit(&f->blocked, id, memory_order_release);
     return id;
 }
 

@@ -84,6 +84,9 @@ int64_t hpt_flight_post(hpt_flight *f, int group, int op, int64_t bytes, int pee
 /* The training thread now waits for operation `id` (a blocking call or a
  * wait on a nonblocking one). */
 void hpt_flight_block(hpt_flight *f, int64_t id);
+/* hpt_flight_post + hpt_flight_block with one clock read (a blocking
+ * call). */
+int64_t hpt_flight_post_blocking(hpt_flight *f, int group, int op, int64_t bytes, int peer);
 /* Operation `id` on `group` completed (its slot is updated if the ring
  * has not overwritten it); the training thread no longer waits. */
 void hpt_flight_done(hpt_flight *f, int64_t id, int group);
