@@ -349,6 +349,7 @@ if [ "$SIGNALLED" = 1 ]; then
   RC=75
 else
   say "step: ${SRUN[*]} $TRAIN ${ARGS[*]}"
+  touch "$HPT_RUN_DIR/.launch-step" # a hang summary newer than this is this step's
   "${SRUN[@]}" "$TRAIN" "${ARGS[@]}" &
   STEP_PID=$!
   while :; do
@@ -363,6 +364,13 @@ else
 fi
 
 # ---------------------------------------------------------------- requeue
+# MPI_Abort(6) from hpt-train's hang watchdog reaches srun through PMI, and
+# srun kills the tasks: the step's status is then 137, not 6. The
+# watchdog's summary, written during this step, tells.
+if [ "$RC" != 6 ] && [ "$HPT_RUN_DIR/hang/summary.txt" -nt "$HPT_RUN_DIR/.launch-step" ]; then
+  say "the hang watchdog ended the step (srun reported exit $RC): handling it as exit 6"
+  RC=6
+fi
 END_STEP=$(newest_step)
 STALLED=0
 [ "$RESTART" -gt 0 ] && [ "$(awk '$1 == "job" {print $2}' "$STATE" 2>/dev/null)" = "$JOB_REF" ] &&
@@ -397,9 +405,12 @@ if [ "$STALLED" -gt "$HPT_MAX_STALLED_RESTARTS" ]; then
   exit "$RC"
 fi
 # Exit 6: hpt-train's hang watchdog ended the job; RUN_DIR/hang/summary.txt
-# names the suspect ranks as RANK@NODE. Requeue without those nodes, keeping
-# the user's own exclusions (an elastic --nodes=MIN-MAX job then runs on
-# fewer nodes; a fixed-size one waits for others).
+# names the suspect ranks as RANK@NODE. The job is requeued without those
+# nodes, keeping the user's own exclusions (an elastic --nodes=MIN-MAX job
+# then runs on fewer nodes; a fixed-size one waits for others). Slurm takes
+# a new ExcNodeList only from a pending job: it is set right after the
+# requeue (the job then waits for its BeginTime).
+EXC=
 if [ "$RC" = 6 ]; then
   SUSPECTS=$(awk '$1 == "suspects:" {for (i = 2; i <= NF; i++) {sub(/^[0-9]+@/, "", $i); if ($i != "?") print $i}}' \
                "$HPT_RUN_DIR/hang/summary.txt" 2>/dev/null | sort -u | paste -sd, -)
@@ -409,13 +420,9 @@ if [ "$RC" = 6 ]; then
     [ "$OLD_EXC" = "(null)" ] && OLD_EXC=
     EXC=$(scontrol show hostnames "${OLD_EXC:+$OLD_EXC,}$SUSPECTS" 2>/dev/null | sort -u | paste -sd, -)
     EXC=${EXC:-${OLD_EXC:+$OLD_EXC,}$SUSPECTS}
-    if scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$EXC"; then
-      say "excluding the suspect node(s) $SUSPECTS from the requeued job: ExcNodeList=$EXC"
-    else
-      say "scontrol update JobId=$SLURM_JOB_ID ExcNodeList=$EXC failed: requeueing without excluding $SUSPECTS"
-    fi
+    say "the requeued job excludes the suspect node(s) $SUSPECTS: ExcNodeList=$EXC"
   else
-    say "hang (exit 6) without a named suspect node: requeueing on the same nodes"
+    say "hang (exit 6) without a named suspect node: the requeued job may use the same nodes"
   fi
 fi
 # The requeue sends this shell SIGTERM (and SIGKILL after KillWait): ignore
@@ -427,5 +434,12 @@ else
   say "requeueing job $JOB_REF (restart $((RESTART + 1))); no checkpoint yet: it starts over"
 fi
 scontrol requeue "$JOB_REF" || { say "scontrol requeue $JOB_REF failed: not requeued"; exit "$RC"; }
+if [ -n "$EXC" ]; then
+  if scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$EXC"; then
+    say "excluded node(s) $EXC from job $JOB_REF"
+  else
+    say "scontrol update JobId=$SLURM_JOB_ID ExcNodeList=$EXC failed: the job may restart on them"
+  fi
+fi
 exit 0
 }
