@@ -137,7 +137,13 @@ const hpt_comm_backend hpt_comm_traced = {
 
 void hpt_comm_trace_init(hpt_comm *c, FILE *warn)
 {
+    if (c->be == &hpt_comm_traced) /* already in front */
+        return;
     c->inner = c->be;
+    if (c->fr) { /* the backend was switched: record in front of the new one */
+        c->be = &hpt_comm_traced;
+        return;
+    }
     size_t n = hpt_flight_size_from_env();
     if (!n)
         return;

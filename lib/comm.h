@@ -109,7 +109,9 @@ extern const hpt_comm_backend hpt_comm_traced;
 /* Put the recording table in front of c->be (c->inner = the backend),
  * with a ring of hpt_flight_size_from_env() slots; with 0 slots (or out of
  * memory: a warning on `warn`) calls go straight to the backend. Needs
- * c->group_world. */
+ * c->group_world. Called by hpt_comm_init; call it again after anything
+ * that replaces c->be (another backend, a wrapper): the same recorder is
+ * put back in front (a no-op when it is already there). */
 void hpt_comm_trace_init(hpt_comm *c, FILE *warn);
 
 /* Check a layout without communicating: world == tp*pp*dp with all > 0

@@ -34,6 +34,8 @@ struct hpt_watchdog {
     char hb_key[2048];         /* last heartbeat written, without times  */
     double hb_t;               /* when (monotonic s)                      */
     hpt_flight_rec *ring;      /* snapshot buffer, fr->n records          */
+    void (*abort_fn)(void *);  /* hpt_watchdog_on_abort                    */
+    void *abort_ctx;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -552,7 +554,9 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
     if (!w->dir[0])
         nanosleep(&(struct timespec){1, 0}, NULL);
     analysis_free(&a);
-    alarm(15); /* should MPI_Abort not return control to the system: SIGALRM kills */
+    alarm(15);
+    if (w->abort_fn)
+        w->abort_fn(w->abort_ctx); /* should MPI_Abort not return control to the system: SIGALRM kills */
     MPI_Abort(MPI_COMM_WORLD, HPT_EXIT_HANG);
     _exit(HPT_EXIT_HANG);
 }
@@ -654,6 +658,15 @@ hpt_status hpt_watchdog_start(hpt_watchdog **wp, const hpt_comm *c, const char *
     }
     *wp = w;
     return HPT_OK;
+}
+
+void hpt_watchdog_on_abort(hpt_watchdog *w, void (*fn)(void *ctx), void *ctx)
+{
+    if (!w)
+        return;
+    w->abort_ctx = ctx; /* before the thread can see fn */
+    atomic_thread_fence(memory_order_release);
+    w->abort_fn = fn;
 }
 
 static int cmp_double(const void *a, const void *b)

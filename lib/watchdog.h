@@ -39,6 +39,12 @@ hpt_status hpt_watchdog_prepare(const char *run_dir, char *prev, size_t n);
 hpt_status hpt_watchdog_start(hpt_watchdog **w, const hpt_comm *c, const char *run_dir,
                               double timeout);
 
+/* Call fn(ctx) from the watchdog thread after the dumps and before
+ * MPI_Abort, e.g. to abort a device communicator whose stuck operation
+ * would otherwise keep the process alive (NCCL's ncclCommAbort). fn must
+ * be safe to call from another thread. NULL w is accepted. */
+void hpt_watchdog_on_abort(hpt_watchdog *w, void (*fn)(void *ctx), void *ctx);
+
 /* Training thread, after every step: its wall seconds feed the running
  * median of the automatic timeout. NULL is accepted. */
 void hpt_watchdog_step(hpt_watchdog *w, double seconds);
