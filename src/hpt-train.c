@@ -117,8 +117,9 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "3 bad data (missing, truncated or malformed shard, token id >= vocab_size);\n"
             "4 stopped after --max-skips consecutive non-finite steps; 5 output not writable\n"
             "(--run-dir, --export, checkpoints, RUN_DIR/hang); 6 hang: the watchdog aborted\n"
-            "the job (--collective-timeout; `hpt-metrics hang RUN_DIR`); 75 checkpointed after a signal or\n"
-            "--max-runtime: requeue the job (it resumes from the checkpoint).\n",
+            "the job (--collective-timeout; see `hpt-metrics hang RUN_DIR`); 75 checkpointed\n"
+            "after a signal or --max-runtime: requeue the job (it resumes from the\n"
+            "checkpoint).\n",
             d->eval_interval, d->eval_batches, d->max_skips, d->keep, d->metrics_interval,
             d->slow_factor, d->spike_factor);
 }
