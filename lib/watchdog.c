@@ -202,17 +202,7 @@ static void heartbeat(hpt_watchdog *w, const rank_state *s, double every, int fo
 
 /* ------------------------------------------------------------ analysis */
 
-/* Another rank's heartbeat, as far as the analysis needs it. */
-typedef struct {
-    int ok;
-    char host[256], node[256];
-    double time, idle, waited;
-    int64_t step;
-    int blocked, group, op, peer;
-    int64_t seq;
-    int64_t posted[HPT_FLIGHT_GROUPS];
-    int color[HPT_FLIGHT_GROUPS];
-} peer_hb;
+
 
 static int64_t jint(json_object *o, const char *k, int64_t dflt)
 {
@@ -232,7 +222,7 @@ static void jstr(json_object *o, const char *k, char *dst, size_t n)
     snprintf(dst, n, "%s", json_object_object_get_ex(o, k, &v) ? json_object_get_string(v) : "?");
 }
 
-static void read_hb(const char *dir, int rank, peer_hb *p)
+static void read_hb(const char *dir, int rank, hpt_hang_hb *p)
 {
     char path[4200];
     memset(p, 0, sizeof *p);
@@ -263,23 +253,14 @@ static void read_hb(const char *dir, int rank, peer_hb *p)
     json_object_put(o);
 }
 
-/* The analysis: every rank's heartbeat (this rank's from memory), the
- * suspects (ranks the wait chain from this rank ends at) and why. */
-typedef struct {
-    int n;
-    peer_hb *hb;
-    int *suspect;   /* per rank: 1 = suspect                        */
-    char **why;     /* per suspect: one phrase                       */
-    int nsuspects;
-    int deadlock;   /* the chain only reached blocked ranks (a cycle) */
-} analysis;
+
 
 /* Ranks that rank x waits for (into out, returns the count); -1 when x is
  * an end of the chain (not waiting, no heartbeat, a stale heartbeat). */
-static int waits_for(const analysis *a, int x, double stale, int *out)
+static int waits_for(const hpt_hang_analysis *a, int x, double stale, int *out)
 {
-    const peer_hb *p = &a->hb[x];
-    if (!p->ok || unix_now() - p->time > stale || !p->blocked)
+    const hpt_hang_hb *p = &a->hb[x];
+    if (!p->ok || a->now - p->time > stale || !p->blocked)
         return -1;
     if (p->peer >= 0 && p->peer < a->n) {
         out[0] = p->peer;
@@ -293,10 +274,10 @@ static int waits_for(const analysis *a, int x, double stale, int *out)
     return k ? k : -1; /* everyone posted it: stuck inside the network */
 }
 
-static void why_phrase(const analysis *a, int x, double stale, char *buf, size_t n)
+static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *buf, size_t n)
 {
-    const peer_hb *p = &a->hb[x];
-    double age = unix_now() - p->time;
+    const hpt_hang_hb *p = &a->hb[x];
+    double age = a->now - p->time;
     if (!p->ok)
         snprintf(buf, n, "no heartbeat file (never started the watchdog, or its file system "
                          "is unreachable)");
@@ -314,7 +295,7 @@ static void why_phrase(const analysis *a, int x, double stale, char *buf, size_t
 /* Follow the wait chain from `me` (breadth first); the ends are the
  * suspects; a chain that only meets blocked ranks is a deadlock among
  * them. */
-static void analyse(analysis *a, int me, double stale)
+void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale)
 {
     int n = a->n, *queue = malloc(sizeof(int) * n), *seen = calloc(n, sizeof(int));
     int *out = malloc(sizeof(int) * n);
@@ -355,7 +336,7 @@ done:
     free(out);
 }
 
-static void analysis_free(analysis *a)
+void hpt_hang_analysis_free(hpt_hang_analysis *a)
 {
     for (int x = 0; a->why && x < a->n; x++)
         free(a->why[x]);
@@ -365,7 +346,7 @@ static void analysis_free(analysis *a)
 }
 
 /* This rank's own heartbeat from memory (fresher than its file). */
-static void own_hb(const hpt_watchdog *w, const rank_state *s, peer_hb *p)
+static void own_hb(const hpt_watchdog *w, const rank_state *s, hpt_hang_hb *p)
 {
     memset(p, 0, sizeof *p);
     p->ok = 1;
@@ -402,7 +383,7 @@ static void dump_op(FILE *f, const hpt_flight_rec *r, double mono2unix)
 
 /* RUN_DIR/hang/rank-NNNNN.json: this rank's state, what it waits for, the
  * suspects and its flight recorder (oldest first). */
-static void write_dump(hpt_watchdog *w, const rank_state *s, const analysis *a, const char *reason)
+static void write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_analysis *a, const char *reason)
 {
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/rank-%05d.json", w->dir, w->c->world_rank);
@@ -463,7 +444,7 @@ static void write_dump(hpt_watchdog *w, const rank_state *s, const analysis *a, 
 /* ------------------------------------------------------------ the hang */
 
 /* The one-line message (without the "hpt-train: " prefix). */
-static void hang_line(const hpt_watchdog *w, const rank_state *s, const analysis *a,
+static void hang_line(const hpt_watchdog *w, const rank_state *s, const hpt_hang_analysis *a,
                       const char *reason, char *buf, size_t n)
 {
     const hpt_comm *c = w->c;
@@ -507,7 +488,7 @@ static int count_dumps(const char *dir)
 static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
 {
     const hpt_comm *c = w->c;
-    analysis a = {.n = c->world_size};
+    hpt_hang_analysis a = {.n = c->world_size};
     char line[2048];
     double T = timeout_s(w), every = T / 4 < 0.5 ? 0.5 : T / 4 > 5 ? 5 : T / 4;
     int first = 1;
@@ -519,7 +500,8 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
                     own_hb(w, s, &a.hb[x]);
                 else
                     read_hb(w->dir, x, &a.hb[x]);
-            analyse(&a, c->world_rank, 6 * every + 10);
+            a.now = unix_now();
+            hpt_hang_analyse(&a, c->world_rank, 6 * every + 10);
         }
         write_dump(w, s, a.hb ? &a : NULL, reason);
         char path[4200];
@@ -553,7 +535,7 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
         nanosleep(&(struct timespec){0, 200000000}, NULL);
     if (!w->dir[0])
         nanosleep(&(struct timespec){1, 0}, NULL);
-    analysis_free(&a);
+    hpt_hang_analysis_free(&a);
     alarm(15);
     if (w->abort_fn)
         w->abort_fn(w->abort_ctx); /* should MPI_Abort not return control to the system: SIGALRM kills */

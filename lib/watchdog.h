@@ -13,6 +13,7 @@
 #define HPT_WATCHDOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "comm.h"
@@ -51,6 +52,43 @@ void hpt_watchdog_step(hpt_watchdog *w, double seconds);
 
 /* Stop and join the thread, free *w. NULL is accepted. */
 void hpt_watchdog_stop(hpt_watchdog *w);
+
+/* One rank's heartbeat as the laggard analysis reads it. */
+typedef struct {
+    int ok;                 /* the file was read                          */
+    char host[256], node[256];
+    double time;            /* when written (Unix s)                      */
+    double idle, waited;    /* seconds, as of `time`                      */
+    int64_t step;
+    int blocked;            /* 1: in a communication call: group, op, seq, peer */
+    int group, op, peer;    /* peer: world rank (point-to-point) or -1   */
+    int64_t seq;
+    int64_t posted[HPT_FLIGHT_GROUPS]; /* per group: last seq posted       */
+    int color[HPT_FLIGHT_GROUPS];      /* per group: instance (-1 none)     */
+} hpt_hang_hb;
+
+/* The laggard analysis over n ranks' heartbeats (hb[n], caller-owned;
+ * now: Unix s). */
+typedef struct {
+    int n;
+    hpt_hang_hb *hb;
+    double now;
+    int *suspect;    /* out, per rank: 1 = suspect                        */
+    char **why;      /* out, per suspect: one phrase                       */
+    int nsuspects;
+    int deadlock;    /* the chain only met blocked ranks (a cycle)         */
+} hpt_hang_analysis;
+
+/* Follow the wait chain from rank `me`: a rank blocked in a collective
+ * waits for the members of its group instance (same colour) whose posted
+ * sequence number in that group is below the one it waits for (none
+ * behind: it is an end itself); blocked in point-to-point, for its peer.
+ * Ends of the chain — not blocked, no heartbeat, heartbeat older than
+ * `stale` s — are the suspects; when every rank reached is blocked, all of
+ * them are, with a->deadlock set. Allocates a->suspect and a->why. */
+void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale);
+/* Free a->suspect, a->why and a->hb. */
+void hpt_hang_analysis_free(hpt_hang_analysis *a);
 
 /* `hpt-metrics hang DIR`: read the summary and the dumps in DIR (a run
  * directory: DIR/hang, else the newest DIR/hang.N; or a hang directory)
