@@ -17,6 +17,7 @@ stall_job() {
     --fault-stall-rank "$r" --fault-stall-step "$s" "$@" > "$WORK/out" 2>&1 || ST=$?
   ELAPSED=$(( $(date +%s) - t0 ))
   cat "$WORK/out"
+  if grep -qE "AddressSanitizer|runtime error:" "$WORK/out"; then fail "sanitizer report"; fi
   if pgrep -f "run-dir $WORK/run" > /dev/null; then
     pkill -9 -f "run-dir $WORK/run"; fail "a rank is still running after the job ended"
   fi
