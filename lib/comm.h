@@ -109,9 +109,12 @@ extern const hpt_comm_backend hpt_comm_traced;
 /* Put the recording table in front of c->be (c->inner = the backend),
  * with a ring of hpt_flight_size_from_env() slots; with 0 slots (or out of
  * memory: a warning on `warn`) calls go straight to the backend. Needs
- * c->group_world. Called by hpt_comm_init; call it again after anything
- * that replaces c->be (another backend, a wrapper): the same recorder is
- * put back in front (a no-op when it is already there). */
+ * c->group_world. Called by hpt_comm_init; call it again after something
+ * that replaced c->be without calling the old table (switching to another
+ * backend): the same recorder is put back in front (a no-op when it is
+ * already there). Not after a wrapper that calls the old c->be as its
+ * inner table (it already calls the recorder; wrapping it again would make
+ * the recorder call itself). */
 void hpt_comm_trace_init(hpt_comm *c, FILE *warn);
 
 /* Check a layout without communicating: world == tp*pp*dp with all > 0
