@@ -6,7 +6,10 @@
  * parallel, then pipeline stages. Every collective of the trainer goes
  * through one table of function pointers (MPI now, NCCL later) on a named
  * group, and every call is counted per group (calls, payload bytes,
- * seconds) for the metrics.
+ * seconds) for the metrics. hpt_comm_init installs the recording table
+ * (hpt_comm_traced, lib/comm.c) in front of the backend: every call goes
+ * through it and lands in the rank's flight recorder (lib/flight.h), which
+ * the hang watchdog (lib/watchdog.h) reads.
  */
 #ifndef HPT_COMM_H
 #define HPT_COMM_H
@@ -17,6 +20,7 @@
 #include <stdio.h>
 
 #include "error.h"
+#include "flight.h"
 
 typedef enum {
     HPT_GROUP_WORLD,
@@ -47,6 +51,7 @@ typedef struct {
      * device buffer it is uploaded to at wait (NULL: nothing to upload). */
     void *stage_host, *stage_dev;
     size_t stage_bytes;
+    int64_t fr_id;   /* flight-recorder id of the operation (lib/comm.c) */
 } hpt_comm_req;
 
 typedef struct hpt_comm_stage hpt_comm_stage;
@@ -93,6 +98,12 @@ struct hpt_comm {
     hpt_comm_counter counters[HPT_GROUP_COUNT];
     hpt_comm_stage *stage;              /* host staging; NULL when off        */
     void *nccl;                         /* comm_nccl.c state; NULL when off   */
+    /* flight recorder (lib/comm.c): `be` is hpt_comm_traced calling
+     * `inner`, or `inner` itself when the recorder is off */
+    const hpt_comm_backend *inner;
+    hpt_flight *fr;                     /* NULL = off (HPT_FLIGHT_RECORDER=0) */
+    int group_color[HPT_GROUP_COUNT];   /* same color = same group instance; -1 none */
+    int *group_world[HPT_GROUP_COUNT];  /* world rank of every group rank    */
 };
 
 /* Host staging of device buffers (comm_stage.c). */
@@ -143,6 +154,22 @@ void hpt_comm_stage_off(hpt_comm *c);
 
 /* The MPI backend. */
 extern const hpt_comm_backend hpt_comm_mpi;
+
+/* The recording table: every slot records the call in c->fr (posted,
+ * blocked, completed; point-to-point peers as world ranks) and calls the
+ * same slot of c->inner. */
+extern const hpt_comm_backend hpt_comm_traced;
+
+/* Put the recording table in front of c->be (c->inner = the backend),
+ * with a ring of hpt_flight_size_from_env() slots; with 0 slots (or out of
+ * memory: a warning on `warn`) calls go straight to the backend. Needs
+ * c->group_world. Called by hpt_comm_init; call it again after something
+ * that replaced c->be without calling the old table (switching to another
+ * backend): the same recorder is put back in front (a no-op when it is
+ * already there). Not after a wrapper that calls the old c->be as its
+ * inner table (it already calls the recorder; wrapping it again would make
+ * the recorder call itself). */
+void hpt_comm_trace_init(hpt_comm *c, FILE *warn);
 
 /* Check a layout without communicating: world == tp*pp*dp with all > 0
  * (dp <= 0 means "infer dp = world/(tp*pp)"). Every rank computes the same

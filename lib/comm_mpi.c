@@ -1,5 +1,6 @@
 /* comm_mpi.c — the MPI communication backend, the rank grid and status
  * agreement; see comm.h. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
@@ -172,6 +173,20 @@ static void split(hpt_comm *c, MPI_Comm world, hpt_group g, int color, int key)
     MPI_Comm_split(world, color, key, &c->comms[g]);
     MPI_Comm_rank(c->comms[g], &c->group_rank[g]);
     MPI_Comm_size(c->comms[g], &c->group_size[g]);
+    c->group_color[g] = color;
+}
+
+/* c->group_world[g]: the world rank of every rank of each group (for the
+ * flight recorder's peers and dumps). */
+static void group_members(hpt_comm *c)
+{
+    for (int g = 0; g < HPT_GROUP_COUNT; g++) {
+        if (c->comms[g] == MPI_COMM_NULL || c->comms[g] == 0 || c->group_size[g] <= 0)
+            continue;
+        c->group_world[g] = malloc(sizeof(int) * (size_t)c->group_size[g]);
+        if (c->group_world[g])
+            MPI_Allgather(&c->world_rank, 1, MPI_INT, c->group_world[g], 1, MPI_INT, c->comms[g]);
+    }
 }
 
 hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FILE *warn)
@@ -188,6 +203,9 @@ hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FI
     c->dp_rank = (r / tp) % dp;
     c->pp_rank = r / (tp * dp);
     MPI_Comm_dup(world, &c->comms[HPT_GROUP_WORLD]);
+    for (int g = 0; g < HPT_GROUP_COUNT; g++)
+        c->group_color[g] = -1;
+    c->group_color[HPT_GROUP_WORLD] = 0;
     c->group_rank[HPT_GROUP_WORLD] = r;
     c->group_size[HPT_GROUP_WORLD] = c->world_size;
     split(c, world, HPT_GROUP_TP, c->dp_rank + c->pp_rank * dp, c->tp_rank);
@@ -200,7 +218,9 @@ hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FI
     if (ends) {
         MPI_Comm_rank(c->comms[HPT_GROUP_EMBED], &c->group_rank[HPT_GROUP_EMBED]);
         MPI_Comm_size(c->comms[HPT_GROUP_EMBED], &c->group_size[HPT_GROUP_EMBED]);
+        c->group_color[HPT_GROUP_EMBED] = c->tp_rank + c->dp_rank * tp;
     }
+    group_members(c);
 
     /* Node-local rank; a TP group whose ranks are on different nodes pays
      * inter-node latency on every layer's all-reduce. */
@@ -220,6 +240,7 @@ hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FI
                 "node); keep TP inside a node\n",
                 tp, c->node_size);
     MPI_Comm_free(&node);
+    hpt_comm_trace_init(c, r == 0 ? warn : NULL);
     return HPT_OK;
 }
 
@@ -227,9 +248,12 @@ void hpt_comm_free(hpt_comm *c)
 {
     if (!c)
         return;
-    for (int g = 0; g < HPT_GROUP_COUNT; g++)
+    for (int g = 0; g < HPT_GROUP_COUNT; g++) {
         if (c->comms[g] != MPI_COMM_NULL && c->comms[g] != 0)
             MPI_Comm_free(&c->comms[g]);
+        free(c->group_world[g]);
+    }
+    hpt_flight_free(c->fr);
     memset(c, 0, sizeof *c);
 }
 

@@ -21,6 +21,7 @@
 #include "fsutil.h"
 #include "init_from.h"
 #include "train_internal.h"
+#include "watchdog.h"
 
 void hpt_train_opts_default(hpt_train_opts *o)
 {
@@ -51,6 +52,8 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->spike_factor = 4.0;
     o->fault_nan_rank = -1;
     o->fault_slow_rank = -1;
+    o->collective_timeout = -1;
+    o->fault_stall_rank = -1;
 }
 
 hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
@@ -263,6 +266,7 @@ static void run_free(run_state *r)
     free(r->inputs);
     free(r->targets);
     free(r->shard_counts);
+    hpt_watchdog_stop(r->watchdog);
     if (r->log)
         fclose(r->log);
     hpt_comm_free(&r->comm);
@@ -714,7 +718,15 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     double t_start = now_s(), save_s = 0;
     step_result s = {.val = NAN};
     for (int step = r->start_step; step < o->steps; step++) {
+        if (r->comm.fr)
+            hpt_flight_step_begin(r->comm.fr, step + 1);
+        if (o->fault_stall_step == step + 1 && o->fault_stall_rank == r->comm.world_rank)
+            for (;;) /* test: a stalled rank, before the step's first collective */
+                sleep(3600);
         train_step(r, o, step, out, &s);
+        if (r->comm.fr)
+            hpt_flight_step_end(r->comm.fr);
+        hpt_watchdog_step(r->watchdog, s.t1 - s.t0);
         if (!o->quiet && r->root)
             print_step(out, o, r->comm.dp, step, s.loss, s.lr, s.norm, s.t1 - s.t0,
                        (s.t1 - t_start) * (step + 1) / (step + 1 - r->start_step), s.skip);
@@ -771,6 +783,12 @@ static hpt_status check_layout(MPI_Comm comm, const hpt_train_opts *o, int *dp)
                              o->fault_slow_rank, world);
     if (o->fault_slow_ms != 0 && o->fault_slow_rank < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--fault-slow-ms needs --fault-slow-rank");
+    if (o->fault_stall_rank != -1 && (o->fault_stall_rank < 0 || o->fault_stall_rank >= world))
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-rank %d: not a rank of this %d-rank job",
+                             o->fault_stall_rank, world);
+    if ((o->fault_stall_rank >= 0) != (o->fault_stall_step != 0) || o->fault_stall_step < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-rank and --fault-stall-step (>= 1) go "
+                             "together");
     return HPT_OK;
 }
 
@@ -802,12 +820,26 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
         st = hpt_comm_agree(comm, setup_model(&r, o, be));
     if (!st && r.resume_from >= 0)
         st = load_resume(&r, o, &meta);
+    char hang_prev[1024] = ""; /* a previous hang's summary (lib/watchdog.h) */
+    if (!st && o->run_dir && o->collective_timeout != 0)
+        st = hpt_comm_agree(comm, r.root ? hpt_watchdog_prepare(o->run_dir, hang_prev,
+                                                                sizeof hang_prev) : HPT_OK);
     if (!st)
         st = open_metrics(&r, o, &meta);
+    if (!st && hang_prev[0]) {
+        const char *p = strstr(hang_prev, "suspect: rank ");
+        hpt_metrics_event(r.metrics, r.start_step, p ? atoi(p + 14) : 0, "hang",
+                          "the previous run hung: %s", hang_prev);
+    }
+    if (!st)
+        st = hpt_comm_agree(comm, hpt_watchdog_start(&r.watchdog, &r.comm, o->run_dir,
+                                                     o->collective_timeout));
     if (!st) {
         if (r.root)
             print_banner(&r, o, out);
         st = train_loop(&r, o, out);
+        hpt_watchdog_stop(r.watchdog);
+        r.watchdog = NULL;
         hpt_metrics_event(r.metrics, r.start_step + r.train_steps, 0, "run_end", "%s",
                           st == HPT_OK ? "done" : hpt_error_msg());
         hpt_metrics_close(r.metrics, 1, r.root ? out : NULL); /* every exit of the loop is agreed */

@@ -61,6 +61,10 @@ typedef struct {
     double fault_slow_ms;
     hpt_alert_rule alerts[HPT_ALERT_MAX]; /* --alert rules (lib/alert.h)       */
     int nalerts;
+    /* hang watchdog (lib/watchdog.h) */
+    double collective_timeout; /* seconds; 0 = off; < 0 = max(300, 10 x median step) */
+    int fault_stall_rank;  /* testing: this world rank sleeps forever before the */
+    int fault_stall_step;  /* first collective of this step (1-based)           */
 } hpt_train_opts;
 
 /* Fill *o with the defaults documented in `hpt-train --help`. */

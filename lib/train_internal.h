@@ -65,6 +65,7 @@ typedef struct {
     int poison;                /* poison this rank's gradients this step (test) */
     double comm_s_acc;         /* seconds in communication at the end of accumulate */
     hpt_comm_counter step_ctr[HPT_GROUP_COUNT]; /* this step's communication */
+    struct hpt_watchdog *watchdog; /* hang watchdog (lib/watchdog.h); NULL = off */
 } run_state;
 
 /* The last stop signal received (0 none); set by the handler, read at step

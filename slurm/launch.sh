@@ -21,7 +21,10 @@
 #      (scontrol requeue, array tasks as ARRAYJOB_TASK) — unless
 #      HPT_MAX_STALLED_RESTARTS restarts in a row ended without a newer
 #      checkpoint (state in RUN_DIR/requeue.state). Exit 2-5 (bad option, data,
-#      divergence, output) would fail again: never requeued.
+#      divergence, output) would fail again: never requeued. Exit 6 (hang
+#      watchdog, --collective-timeout) requeues with the suspect nodes named
+#      in RUN_DIR/hang/summary.txt added to ExcNodeList, and counts as a
+#      stalled restart.
 # With --dry-run (or HPT_DRY_RUN=1), outside or inside an allocation, it prints
 # the layout (the ranks of every TP/PP/DP group and their nodes) and hpt-plan's
 # per-rank memory plan, and trains nothing.
@@ -222,11 +225,13 @@ PROBE=${HPT_PROBE:-$(find_prog hpt-mpi-probe slurm)}
 export HDF5_USE_FILE_LOCKING=${HDF5_USE_FILE_LOCKING:-FALSE}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 if [ "$HPT_BACKEND" != cpu ]; then
-  # GPU backend: NCCL warnings in the job log; errors raised asynchronously
-  # end the step instead of hanging it. Site-specific NCCL settings
-  # (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...) pass through from the environment.
+  # GPU backend: NCCL's warnings in the job log (NCCL_DEBUG=INFO for set-up
+  # detail, NCCL_DEBUG_SUBSYS to narrow it). NCCL has no watchdog of its own
+  # (NCCL_ASYNC_ERROR_HANDLING is PyTorch's variable; NCCL ignores it): a
+  # stalled collective is caught by hpt-train's --collective-timeout (exit 6,
+  # requeued below without the suspect nodes). Site-specific NCCL settings
+  # (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_TIMEOUT, ...) pass through.
   export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-  export NCCL_ASYNC_ERROR_HANDLING=${NCCL_ASYNC_ERROR_HANDLING:-1}
 fi
 
 if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
@@ -344,6 +349,7 @@ if [ "$SIGNALLED" = 1 ]; then
   RC=75
 else
   say "step: ${SRUN[*]} $TRAIN ${ARGS[*]}"
+  touch "$HPT_RUN_DIR/.launch-step" # a hang summary newer than this is this step's
   "${SRUN[@]}" "$TRAIN" "${ARGS[@]}" &
   STEP_PID=$!
   while :; do
@@ -358,11 +364,20 @@ else
 fi
 
 # ---------------------------------------------------------------- requeue
+# MPI_Abort(6) from hpt-train's hang watchdog reaches srun through PMI, and
+# srun kills the tasks: the step's status is then 137, not 6. The
+# watchdog's summary, written during this step, tells.
+if [ "$RC" != 6 ] && [ "$HPT_RUN_DIR/hang/summary.txt" -nt "$HPT_RUN_DIR/.launch-step" ]; then
+  say "the hang watchdog ended the step (srun reported exit $RC): handling it as exit 6"
+  RC=6
+fi
 END_STEP=$(newest_step)
 STALLED=0
 [ "$RESTART" -gt 0 ] && [ "$(awk '$1 == "job" {print $2}' "$STATE" 2>/dev/null)" = "$JOB_REF" ] &&
   STALLED=$(state_get stalled)
-if [ "$END_STEP" -gt "$START_STEP" ]; then STALLED=0; else STALLED=$((STALLED + 1)); fi
+# a hang (exit 6) counts as a stalled restart even after progress: a job that
+# hangs at every start stops after the limit
+if [ "$END_STEP" -gt "$START_STEP" ] && [ "$RC" != 6 ]; then STALLED=0; else STALLED=$((STALLED + 1)); fi
 printf 'job %s\nrestart %s\nexit %s\ncheckpoint_step %s\nstalled %s\n' \
   "$JOB_REF" "$RESTART" "$RC" "$END_STEP" "$STALLED" > "$STATE.tmp" && mv "$STATE.tmp" "$STATE"
 say "step ended with exit $RC; newest checkpoint step $END_STEP (was $START_STEP at start)"
@@ -389,6 +404,27 @@ if [ "$STALLED" -gt "$HPT_MAX_STALLED_RESTARTS" ]; then
   say "$STALLED runs in a row ended without a newer checkpoint (limit HPT_MAX_STALLED_RESTARTS=$HPT_MAX_STALLED_RESTARTS restarts): not requeueing"
   exit "$RC"
 fi
+# Exit 6: hpt-train's hang watchdog ended the job; RUN_DIR/hang/summary.txt
+# names the suspect ranks as RANK@NODE. The job is requeued without those
+# nodes, keeping the user's own exclusions (an elastic --nodes=MIN-MAX job
+# then runs on fewer nodes; a fixed-size one waits for others). Slurm takes
+# a new ExcNodeList only from a pending job: it is set right after the
+# requeue (the job then waits for its BeginTime).
+EXC=
+if [ "$RC" = 6 ]; then
+  SUSPECTS=$(awk '$1 == "suspects:" {for (i = 2; i <= NF; i++) {sub(/^[0-9]+@/, "", $i); if ($i != "?") print $i}}' \
+               "$HPT_RUN_DIR/hang/summary.txt" 2>/dev/null | sort -u | paste -sd, -)
+  say "hang (exit 6): $(head -1 "$HPT_RUN_DIR/hang/summary.txt" 2>/dev/null || echo "no $HPT_RUN_DIR/hang/summary.txt")"
+  if [ -n "$SUSPECTS" ]; then
+    OLD_EXC=$(scontrol show job "$SLURM_JOB_ID" -o 2>/dev/null | grep -o 'ExcNodeList=[^ ]*' | cut -d= -f2)
+    [ "$OLD_EXC" = "(null)" ] && OLD_EXC=
+    EXC=$(scontrol show hostnames "${OLD_EXC:+$OLD_EXC,}$SUSPECTS" 2>/dev/null | sort -u | paste -sd, -)
+    EXC=${EXC:-${OLD_EXC:+$OLD_EXC,}$SUSPECTS}
+    say "the requeued job excludes the suspect node(s) $SUSPECTS: ExcNodeList=$EXC"
+  else
+    say "hang (exit 6) without a named suspect node: the requeued job may use the same nodes"
+  fi
+fi
 # The requeue sends this shell SIGTERM (and SIGKILL after KillWait): ignore
 # TERM so the shell outlives scontrol, and exit right after it.
 trap '' TERM USR1 "$HPT_SIGNAL"
@@ -398,5 +434,12 @@ else
   say "requeueing job $JOB_REF (restart $((RESTART + 1))); no checkpoint yet: it starts over"
 fi
 scontrol requeue "$JOB_REF" || { say "scontrol requeue $JOB_REF failed: not requeued"; exit "$RC"; }
+if [ -n "$EXC" ]; then
+  if scontrol update JobId="$SLURM_JOB_ID" ExcNodeList="$EXC"; then
+    say "excluded node(s) $EXC from job $JOB_REF"
+  else
+    say "scontrol update JobId=$SLURM_JOB_ID ExcNodeList=$EXC failed: the job may restart on them"
+  fi
+fi
 exit 0
 }

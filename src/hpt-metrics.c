@@ -24,6 +24,7 @@
 #include "metrics_json.h"
 #include "metrics_read.h"
 #include "hpt_config.h"
+#include "watchdog.h"
 
 #define NSLOW 3 /* slowest ranks listed */
 
@@ -33,6 +34,7 @@ static void usage(FILE *f)
           "       hpt-metrics csv FILE [--ranks COL] [-o OUT]\n"
           "       hpt-metrics close FILE\n"
           "       hpt-metrics report FILE... -o OUT.html\n"
+          "       hpt-metrics hang RUN_DIR\n"
           "\n"
           "Read the metrics file hpt-train writes (RUN_DIR/metrics.h5; also the file of a\n"
           "live or a killed run). Each step is reported once: after a resume the last\n"
@@ -61,14 +63,19 @@ static void usage(FILE *f)
           "    -o OUT.html   required; written as OUT.html.tmp and renamed\n"
           "    --points N    steps kept per run before downsampling (first and last\n"
           "                  step, event steps and each bucket's extremes) [20000]\n"
+          "  hang RUN_DIR    after a job ended with exit status 6 (hang watchdog): which\n"
+          "                  rank stopped where, the group and its members, the suspects\n"
+          "                  and each rank's last completed operations, from the dumps\n"
+          "                  in RUN_DIR/hang (else the newest RUN_DIR/hang.N, or RUN_DIR\n"
+          "                  itself)\n"
           "\n"
           "options:\n"
           "  -h, --help      print this help and exit\n"
           "  --version       print the hpt version and exit\n"
           "\n"
           "exit status: 0 ok, 2 usage error (unknown command, option or column), 3 missing\n"
-          "file, not an hpt metrics file or damaged, 5 OUT not writable or (close) a live\n"
-          "writer holds FILE.\n",
+          "file, not an hpt metrics file or damaged (hang: a dump that does not parse), 5 OUT\n"
+          "not writable, (close) a live writer holds FILE, (hang) no dumps in RUN_DIR.\n",
           f);
 }
 
@@ -538,14 +545,15 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
     if (c->help || c->version)
         return HPT_OK;
     if (!c->cmd)
-        return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary, csv, close or report "
-                             "(see --help)");
+        return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary, csv, close, report "
+                             "or hang (see --help)");
     if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv") && strcmp(c->cmd, "close") &&
-        strcmp(c->cmd, "report"))
-        return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv, close, report; "
-                             "see --help)", c->cmd);
+        strcmp(c->cmd, "report") && strcmp(c->cmd, "hang"))
+        return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv, close, report, "
+                             "hang; see --help)", c->cmd);
     if (!c->file)
-        return hpt_error_set(HPT_ERR_USAGE, "%s needs a metrics FILE (see --help)", c->cmd);
+        return hpt_error_set(HPT_ERR_USAGE, "%s needs a %s (see --help)", c->cmd,
+                             strcmp(c->cmd, "hang") ? "metrics FILE" : "RUN_DIR");
     if (strcmp(c->cmd, "report") && c->points)
         return hpt_error_set(HPT_ERR_USAGE, "--points: only report takes it");
     if (!strcmp(c->cmd, "report") && (c->ranks || !c->out))
@@ -574,6 +582,8 @@ static hpt_status run(int argc, char **argv, FILE *out)
         return cmd_close(c.file, out);
     if (!strcmp(c.cmd, "report"))
         return cmd_report(c.files, c.nfiles, c.points, c.out);
+    if (!strcmp(c.cmd, "hang"))
+        return hpt_hang_report(c.file, out);
     return cmd_csv(c.file, c.ranks, c.out, out);
 }
 

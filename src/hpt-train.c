@@ -108,12 +108,20 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "  --fault-nan-rank R    testing: --fault-nan-steps poison only world rank R's own\n"
             "                        gradients (before the data-parallel reduction)\n"
             "  --fault-slow-rank R   testing: world rank R sleeps --fault-slow-ms MS per step\n"
+            "  --collective-timeout S  hang watchdog: a communication call (or a step without\n"
+            "                        progress) taking over S seconds dumps the flight\n"
+            "                        recorders to RUN_DIR/hang and aborts the job with exit\n"
+            "                        status 6; 0 = off [max(300, 10 x median step time)]\n"
+            "  --fault-stall-rank R, --fault-stall-step S  testing: world rank R sleeps\n"
+            "                        forever before the first collective of step S\n"
             "  --help, --version\n\n"
             "Exit status: 0 done; 1 internal error; 2 bad option or model config;\n"
             "3 bad data (missing, truncated or malformed shard, token id >= vocab_size);\n"
             "4 stopped after --max-skips consecutive non-finite steps; 5 output not writable\n"
-            "(--run-dir, --export, checkpoints); 75 checkpointed after a signal or\n"
-            "--max-runtime: requeue the job (it resumes from the checkpoint).\n",
+            "(--run-dir, --export, checkpoints, RUN_DIR/hang); 6 hang: the watchdog aborted\n"
+            "the job (--collective-timeout; see `hpt-metrics hang RUN_DIR`); 75 checkpointed\n"
+            "after a signal or --max-runtime: requeue the job (it resumes from the\n"
+            "checkpoint).\n",
             d->eval_interval, d->eval_batches, d->max_skips, d->keep, d->metrics_interval,
             d->slow_factor, d->spike_factor);
 }
@@ -125,7 +133,7 @@ enum {
     OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
-    OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT,
+    OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
 };
 
 static const struct option long_opts[] = {
@@ -159,6 +167,8 @@ static const struct option long_opts[] = {
     {"fault-slow-rank", 1, 0, OPT_SLOW_RANK}, {"fault-slow-ms", 1, 0, OPT_SLOW_MS},
     {"init-from", 1, 0, OPT_INIT_FROM},
     {"alert", 1, 0, OPT_ALERT},
+    {"collective-timeout", 1, 0, OPT_COLL_TIMEOUT},
+    {"fault-stall-rank", 1, 0, OPT_STALL_RANK}, {"fault-stall-step", 1, 0, OPT_STALL_STEP},
     {0, 0, 0, 0},
 };
 
@@ -234,6 +244,15 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
         return HPT_OK;
     case OPT_SLOW_MS: return hpt_cli_parse_double(name, arg, &o->fault_slow_ms);
     case OPT_CKPT_DIR: o->ckpt_dir = arg; return HPT_OK;
+    case OPT_COLL_TIMEOUT: {
+        hpt_status st = hpt_cli_parse_double(name, arg, &o->collective_timeout);
+        if (!st && o->collective_timeout < 0)
+            return hpt_error_set(HPT_ERR_USAGE, "--collective-timeout %s: must be >= 0 seconds "
+                                 "(0 = off)", arg);
+        return st;
+    }
+    case OPT_STALL_RANK: return hpt_cli_parse_int(name, arg, &o->fault_stall_rank);
+    case OPT_STALL_STEP: return hpt_cli_parse_int(name, arg, &o->fault_stall_step);
     case OPT_KEEP: return hpt_cli_parse_int(name, arg, &o->keep);
     case OPT_NO_SIGNAL_SAVE: o->save_signals = 0; return HPT_OK;
     case OPT_MAX_RUNTIME: return hpt_cli_parse_double(name, arg, &o->max_runtime);

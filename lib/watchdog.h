@@ -1,0 +1,100 @@
+/* watchdog.h — the hang watchdog: one thread per rank that never calls MPI
+ * on the training communicators. It reads the rank's flight recorder
+ * (lib/flight.h); when the training thread has waited in one communication
+ * call, or made no progress inside a step, for longer than the timeout, it
+ * dumps the recorder to RUN_DIR/hang/rank-NNNNN.json, reads the other
+ * ranks' heartbeat files (RUN_DIR/hang/hb-NNNNN.json, which every watchdog
+ * rewrites when its rank's state changes) to name the rank(s) the job waits
+ * for, prints one line (the first rank to create RUN_DIR/hang/summary.txt),
+ * and ends the whole job with MPI_Abort(MPI_COMM_WORLD, HPT_EXIT_HANG).
+ * Design and choices: docs/ARCHITECTURE.md, "Hang watchdog".
+ */
+#ifndef HPT_WATCHDOG_H
+#define HPT_WATCHDOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "comm.h"
+#include "error.h"
+
+#define HPT_EXIT_HANG 6        /* exit status of a job ended by the watchdog   */
+#define HPT_HANG_FLOOR_S 300.0 /* automatic timeout: max(floor, 10 x median step) */
+
+typedef struct hpt_watchdog hpt_watchdog;
+
+/* Rank 0, before the run: when RUN_DIR/hang holds a previous hang's
+ * summary.txt, copy its first line into prev (n bytes; "" otherwise) and
+ * rename the directory to RUN_DIR/hang.N (first free N >= 1); then create
+ * RUN_DIR/hang and check that a file can be created in it. Errors:
+ * HPT_ERR_IO naming RUN_DIR/hang and the cause. */
+hpt_status hpt_watchdog_prepare(const char *run_dir, char *prev, size_t n);
+
+/* Start the watchdog of this rank on c's flight recorder. timeout: > 0
+ * seconds; < 0 automatic (max(300 s, 10 x running median step time)); 0
+ * off. run_dir: heartbeats and dumps go to RUN_DIR/hang (prepared by rank
+ * 0); NULL: no files, a hang is still detected and ends the job, but the
+ * laggards cannot be named. *w is NULL when off (timeout 0 or no flight
+ * recorder). Errors: HPT_ERR_INTERNAL (no memory, no thread). */
+hpt_status hpt_watchdog_start(hpt_watchdog **w, const hpt_comm *c, const char *run_dir,
+                              double timeout);
+
+/* Call fn(ctx) from the watchdog thread after the dumps and before
+ * MPI_Abort, e.g. to abort a device communicator whose stuck operation
+ * would otherwise keep the process alive (NCCL's ncclCommAbort). fn must
+ * be safe to call from another thread. NULL w is accepted. */
+void hpt_watchdog_on_abort(hpt_watchdog *w, void (*fn)(void *ctx), void *ctx);
+
+/* Training thread, after every step: its wall seconds feed the running
+ * median of the automatic timeout. NULL is accepted. */
+void hpt_watchdog_step(hpt_watchdog *w, double seconds);
+
+/* Stop and join the thread, free *w. NULL is accepted. */
+void hpt_watchdog_stop(hpt_watchdog *w);
+
+/* One rank's heartbeat as the laggard analysis reads it. */
+typedef struct {
+    int ok;                 /* the file was read                          */
+    char host[256], node[256];
+    double time;            /* when written (Unix s)                      */
+    double idle, waited;    /* seconds, as of `time`                      */
+    int64_t step;
+    int blocked;            /* 1: in a communication call: group, op, seq, peer */
+    int group, op, peer;    /* peer: world rank (point-to-point) or -1   */
+    int64_t seq;
+    int64_t posted[HPT_FLIGHT_GROUPS]; /* per group: last seq posted       */
+    int color[HPT_FLIGHT_GROUPS];      /* per group: instance (-1 none)     */
+} hpt_hang_hb;
+
+/* The laggard analysis over n ranks' heartbeats (hb[n], caller-owned;
+ * now: Unix s). */
+typedef struct {
+    int n;
+    hpt_hang_hb *hb;
+    double now;
+    int *suspect;    /* out, per rank: 1 = suspect                        */
+    char **why;      /* out, per suspect: one phrase                       */
+    int nsuspects;
+    int deadlock;    /* the chain only met blocked ranks (a cycle)         */
+} hpt_hang_analysis;
+
+/* Follow the wait chain from rank `me`: a rank blocked in a collective
+ * waits for the members of its group instance (same colour) whose posted
+ * sequence number in that group is below the one it waits for (none
+ * behind: it is an end itself); blocked in point-to-point, for its peer.
+ * Ends of the chain — not blocked, no heartbeat, heartbeat older than
+ * `stale` s — are the suspects; when every rank reached is blocked, all of
+ * them are, with a->deadlock set. Allocates a->suspect and a->why. */
+void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale);
+/* Free a->suspect, a->why and a->hb. */
+void hpt_hang_analysis_free(hpt_hang_analysis *a);
+
+/* `hpt-metrics hang DIR`: read the summary and the dumps in DIR (a run
+ * directory: DIR/hang, else the newest DIR/hang.N; or a hang directory)
+ * and print which rank stopped where, the group and its members, the
+ * suspects and each rank's last completed operations. Errors: HPT_ERR_IO
+ * when DIR holds no dump, HPT_ERR_DATA for a dump that does not parse. */
+hpt_status hpt_hang_report(const char *dir, FILE *out);
+
+#endif

@@ -1,0 +1,124 @@
+/* test_watchdog.c — the hang watchdog's laggard analysis
+ * (hpt_hang_analyse, lib/watchdog.c) on hand-made heartbeats: a wait chain
+ * across a pipeline receive and a TP all-reduce, a deadlock cycle, a
+ * missing and a stale heartbeat, a collective everyone posted, and group
+ * instances kept apart by their colour. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "expect.h"
+#include "watchdog.h"
+
+#define NOW 1000000.0
+
+static hpt_hang_hb hb[8];
+
+/* Rank r: alive, not blocked, every group instance 0, nothing posted. */
+static void reset(int n)
+{
+    memset(hb, 0, sizeof hb);
+    for (int r = 0; r < n; r++) {
+        hb[r].ok = 1;
+        hb[r].time = NOW - 1;
+        hb[r].peer = -1;
+        strcpy(hb[r].node, "n");
+    }
+}
+
+static void blocked(int r, int group, int64_t seq, int peer)
+{
+    hb[r].blocked = 1;
+    hb[r].group = group;
+    hb[r].op = peer >= 0 ? HPT_FLIGHT_RECV : HPT_FLIGHT_ALLREDUCE;
+    hb[r].seq = seq;
+    hb[r].peer = peer;
+    hb[r].posted[group] = seq;
+}
+
+/* Analyse from `me`; returns the suspects as a bit mask. */
+static unsigned analyse(int n, int me, hpt_hang_analysis *a)
+{
+    memset(a, 0, sizeof *a);
+    a->n = n;
+    a->now = NOW;
+    a->hb = malloc(sizeof hb);
+    memcpy(a->hb, hb, sizeof hb);
+    hpt_hang_analyse(a, me, 20);
+    unsigned mask = 0;
+    for (int r = 0; r < n; r++)
+        if (a->suspect && a->suspect[r])
+            mask |= 1u << r;
+    return mask;
+}
+
+int main(void)
+{
+    hpt_hang_analysis a;
+    unsigned m;
+    enum { TP = 1, DP = 2, PP = 3 };
+
+    /* TP2 x PP2, rank 1 stalled: 2 receives from 0, 0 waits in TP seq 5
+     * with 1, which posted only 4 */
+    reset(4);
+    blocked(2, PP, 7, 0);
+    blocked(0, TP, 5, -1);
+    hb[1].posted[TP] = 4;
+    hb[1].idle = 5;
+    blocked(3, PP, 7, 1);
+    m = analyse(4, 2, &a);
+    EXPECT(m == 1u << 1 && !a.deadlock, "chain from 2: suspects %#x, deadlock %d", m, a.deadlock);
+    EXPECT(a.why[1] && strstr(a.why[1], "not in a communication call"), "why: %s",
+           a.why[1] ? a.why[1] : "(null)");
+    hpt_hang_analysis_free(&a);
+
+    /* a cycle: 0 receives from 1, 1 from 0 */
+    reset(2);
+    blocked(0, PP, 3, 1);
+    blocked(1, PP, 3, 0);
+    m = analyse(2, 0, &a);
+    EXPECT(m == 3 && a.deadlock, "cycle: suspects %#x, deadlock %d", m, a.deadlock);
+    hpt_hang_analysis_free(&a);
+
+    /* the peer left no heartbeat; then a stale one */
+    reset(2);
+    blocked(0, PP, 3, 1);
+    hb[1].ok = 0;
+    m = analyse(2, 0, &a);
+    EXPECT(m == 2 && a.why[1] && strstr(a.why[1], "no heartbeat"), "missing: %#x %s", m,
+           a.why[1] ? a.why[1] : "(null)");
+    hpt_hang_analysis_free(&a);
+    reset(2);
+    blocked(0, PP, 3, 1);
+    blocked(1, TP, 9, -1);
+    hb[1].time = NOW - 100;
+    m = analyse(2, 0, &a);
+    EXPECT(m == 2 && a.why[1] && strstr(a.why[1], "heartbeat 100 s old"), "stale: %#x %s", m,
+           a.why[1] ? a.why[1] : "(null)");
+    hpt_hang_analysis_free(&a);
+
+    /* everyone of the DP group posted seq 4: the waiting rank is an end */
+    reset(2);
+    blocked(0, DP, 4, -1);
+    blocked(1, DP, 4, -1);
+    m = analyse(2, 0, &a);
+    EXPECT(m == 1 && !a.deadlock, "all posted: suspects %#x", m);
+    EXPECT(a.why[0] && strstr(a.why[0], "waiting"), "why: %s", a.why[0] ? a.why[0] : "(null)");
+    hpt_hang_analysis_free(&a);
+
+    /* two TP instances (colours 0 and 1): only rank 1 of instance 0 is
+     * behind rank 0; rank 3 (instance 1) is behind too but not waited for */
+    reset(4);
+    hb[2].color[TP] = hb[3].color[TP] = 1;
+    blocked(0, TP, 6, -1);
+    hb[1].posted[TP] = 5;
+    hb[3].posted[TP] = 2;
+    m = analyse(4, 0, &a);
+    EXPECT(m == 2, "colours: suspects %#x, want rank 1 only", m);
+    hpt_hang_analysis_free(&a);
+
+    if (failures)
+        fprintf(stderr, "test_watchdog: %d failures\n", failures);
+    else
+        printf("test_watchdog: all passed\n");
+    return failures != 0;
+}
