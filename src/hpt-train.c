@@ -79,6 +79,9 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "                        stop signal or --max-runtime]\n"
             "  --checkpoint-dir DIR  checkpoints [RUN_DIR/checkpoints]\n"
             "  --keep N              checkpoints kept [%d]\n"
+            "  --async-save          write the periodic checkpoints in the background: training\n"
+            "                        stalls only for a copy into a staging buffer (host memory\n"
+            "                        of the rank's share of the checkpoint; docs/CHECKPOINT.md)\n"
             "  --resume MODE         auto: continue from the newest checkpoint that loads,\n"
             "                        falling back past damaged ones; strict: refuse a damaged\n"
             "                        one; none: start fresh [auto]\n"
@@ -123,7 +126,7 @@ enum {
     OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
-    OPT_SLOW_MS, OPT_INIT_FROM,
+    OPT_SLOW_MS, OPT_INIT_FROM, OPT_ASYNC_SAVE,
 };
 
 static const struct option long_opts[] = {
@@ -155,7 +158,7 @@ static const struct option long_opts[] = {
     {"peak-flops", 1, 0, OPT_PEAK},     {"slow-rank-factor", 1, 0, OPT_SLOW_F},
     {"spike-factor", 1, 0, OPT_SPIKE_F}, {"fault-nan-rank", 1, 0, OPT_NAN_RANK},
     {"fault-slow-rank", 1, 0, OPT_SLOW_RANK}, {"fault-slow-ms", 1, 0, OPT_SLOW_MS},
-    {"init-from", 1, 0, OPT_INIT_FROM},
+    {"init-from", 1, 0, OPT_INIT_FROM}, {"async-save", 0, 0, OPT_ASYNC_SAVE},
     {0, 0, 0, 0},
 };
 
@@ -200,6 +203,7 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
         return st;
     }
     case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
+    case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
     case OPT_INIT_FROM:
         if (!arg[0])
@@ -270,7 +274,10 @@ static hpt_status print_config(const hpt_train_opts *o, FILE *out)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* FUNNELED: --async-save's writer threads make no MPI calls, but MPI
+     * is told they exist */
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     int rank, action = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     hpt_train_opts o, defaults;
