@@ -259,9 +259,12 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
     }
     /* --async-save (lib/checkpoint.c): each rank stages the fp32 weights and
      * both moments of the slabs it writes or checksums — its (stage, TP)
-     * share once without DP, about 2/DP of it with DP > 1 */
-    if (s->async_save)
-        m.staging = 12.0 * P * fmin(1.0, 2.0 / s->dp);
+     * share once without DP, about 2/DP of it with DP > 1; a tied
+     * embedding's copy on the last stage is not written */
+    if (s->async_save) {
+        int dup = s->cfg.tie_word_embeddings && s->pp > 1 && stage == s->pp - 1;
+        m.staging = 12.0 * (P - (dup ? vocab_local(s) * C : 0)) * fmin(1.0, 2.0 / s->dp);
+    }
     m.total = m.weights + m.grads + m.optimizer + m.activations + m.logits + m.comm_buffers +
               m.baseline + (s->cl.exact ? m.staging : 0);
     if (s->cl.exact) { /* initialisation: a host copy of the parameters, before optimizer state */
