@@ -394,11 +394,12 @@ double finish_async_save(run_state *r, int at, FILE *out)
                 in.snapshot_s, in.write_s, at);
         fflush(out);
     }
+    /* the figures first: a long path is what the 256-byte message cuts */
     hpt_metrics_event(r->metrics, in.step, 0, "checkpoint_save",
-                      "%s/step_%08lld: %lld bytes in %.3f s; async: snapshot %.3f s, background "
-                      "write %.3f s, waited %.3f s, committed after step %d",
-                      r->ckpt_dir, (long long)in.step, (long long)in.bytes, in.total_s,
-                      in.snapshot_s, in.write_s, in.wait_s, at);
+                      "async: %lld bytes, snapshot (training stall) %.3f s, background write "
+                      "%.3f s, commit waited %.3f s, committed after step %d, %.3f s in all; "
+                      "%s/step_%08lld", (long long)in.bytes, in.snapshot_s, in.write_s, in.wait_s,
+                      at, in.total_s, r->ckpt_dir, (long long)in.step);
     hpt_metrics_write_events(r->metrics);
     return in.total_s;
 }

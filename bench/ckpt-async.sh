@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# bench/ckpt-async.sh BUILD_DIR [CORPUS_DIR] [DIR] — asynchronous against
+# synchronous checkpoints of the `small` preset (MODEL=... for another, e.g.
+# bench/ckpt-1g.json), side by side in every round (ROUNDS, default 3), on
+# RANKS ranks (default 1; DP = RANKS), checkpoints in DIR (default /tmp):
+#   none:  STEPS steps (default 30) without saves;
+#   sync:  the same, saving every EVERY steps (default 10);
+#   async: the same with --async-save.
+# Reported (medians over the rounds of each round's median):
+#   stall/save: sync, the whole save ("MiB in X s"); async, the training
+#     stall at the snapshot ("training stalled X s") — and their ratio;
+#   the wait of a save for the previous one (async; 0 when saves are
+#     further apart than their background write);
+#   overhead: (loop time - the final save, which is synchronous in both) /
+#     loop time without saves - 1, from the "done: ... X s" line.
+set -euo pipefail
+B=${1:?usage: bench/ckpt-async.sh BUILD_DIR [CORPUS_DIR] [DIR]}
+CORPUS=${2:-data/gcide}
+W=$(mktemp -d "${3:-/tmp}/hpt-ckpt-async.XXXXXX"); trap 'rm -rf "$W"' EXIT
+ROUNDS=${ROUNDS:-3} RANKS=${RANKS:-1} STEPS=${STEPS:-30} EVERY=${EVERY:-10}
+MODEL=${MODEL:-small}
+MPIEXEC=${MPIEXEC:-mpiexec}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+A="--model $MODEL --data $CORPUS --seq-len 256 --batch 1 --eval-batches 1 --eval-interval 0 --quiet --steps $STEPS --keep 2"
+median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+run() { # NAME ARGS...: the run's output in $W/NAME.out
+  local name=$1; shift
+  rm -rf "$W/$name"; sync
+  $MPIEXEC -n "$RANKS" "$B/src/hpt-train" $A --checkpoint-dir "$W/$name" "$@" > "$W/$name.out" 2>&1 ||
+    { cat "$W/$name.out"; exit 1; }
+}
+done_s() { sed -n 's/^done: .*, \([0-9.]*\) s.*/\1/p' "$W/$1.out"; }
+final_s() { sed -n "s/^step $STEPS: checkpoint .*MiB in \([0-9.]*\) s.*/\1/p" "$W/$1.out"; }
+sync_save=() async_stall=() async_write=() async_wait=() over_sync=() over_async=() mib=()
+for i in $(seq "$ROUNDS"); do
+  run none --save-every 0
+  run sync --save-every "$EVERY"
+  run async --save-every "$EVERY" --async-save
+  n=$(done_s none)
+  sync_save+=("$(grep -v "^step $STEPS: " "$W/sync.out" | sed -n 's/^step [0-9]*: checkpoint .*MiB in \([0-9.]*\) s.*/\1/p' | median)")
+  async_stall+=("$(sed -n 's/.*async: training stalled \([0-9.]*\) s.*/\1/p' "$W/async.out" | median)")
+  async_write+=("$(sed -n 's/.*written in \([0-9.]*\) s in the background.*/\1/p' "$W/async.out" | median)")
+  mib+=("$(sed -n 's/^step [0-9]*: checkpoint [^ ]* (\([0-9.]*\) MiB.*/\1/p' "$W/sync.out" | head -1)")
+  over_sync+=("$(awk -v s="$(done_s sync)" -v f="$(final_s sync)" -v n="$n" 'BEGIN {printf "%.4f", (s - f) / n - 1}')")
+  over_async+=("$(awk -v s="$(done_s async)" -v f="$(final_s async)" -v n="$n" 'BEGIN {printf "%.4f", (s - f) / n - 1}')")
+  echo "round $i: no saves ${n} s; sync: save ${sync_save[-1]} s, overhead ${over_sync[-1]}; async: stall ${async_stall[-1]} s, background ${async_write[-1]} s, overhead ${over_async[-1]}" >&2
+done
+col() { printf '%s\n' "$@" | median; }
+S=$(col "${sync_save[@]}") A_=$(col "${async_stall[@]}")
+echo "model $MODEL, $(col "${mib[@]}") MiB per checkpoint, $RANKS rank(s), $STEPS steps, a save every $EVERY; medians of $ROUNDS rounds"
+printf '%-34s %10s %10s\n' "" sync async
+printf '%-34s %10.4f %10.4f\n' "training stall per save (s)" "$S" "$A_"
+printf '%-34s %10s %10.4f\n' "background write per save (s)" "-" "$(col "${async_write[@]}")"
+printf '%-34s %10s %10.3f\n' "stall ratio (async / sync)" "-" "$(awk -v a="$A_" -v s="$S" 'BEGIN {print a / s}')"
+printf '%-34s %9.1f%% %9.1f%%\n' "step-time overhead of the saves" "$(awk -v x="$(col "${over_sync[@]}")" 'BEGIN {print 100 * x}')" \
+  "$(awk -v x="$(col "${over_async[@]}")" 'BEGIN {print 100 * x}')"
