@@ -1172,8 +1172,10 @@ static void writer_fail(hpt_ckpt_async *a, int e, const char *what)
 {
     if (a->err)
         return;
+    char buf[128];
     a->err = e ? e : EIO;
-    snprintf(a->msg, sizeof a->msg, "writing %s failed: %s", what, strerror(a->err));
+    snprintf(a->msg, sizeof a->msg, "writing %s failed: %s", what,
+             strerror_r(a->err, buf, sizeof buf));
 }
 
 /* Write staged item i: a whole-rows slab as one byte range (raw_write), a
@@ -1235,9 +1237,10 @@ static void *writer_main(void *arg)
         if (j->it[i].t)
             writer_item(a, &w, &j->it[i], a->stage + a->off[i]);
     if (writer && !a->err && w.bfd >= 0 && fdatasync(w.bfd)) {
+        char buf[128];
         a->err = errno ? errno : EIO;
         snprintf(a->msg, sizeof a->msg, "%s: flushing the data to disk failed: %s", j->file,
-                 strerror(a->err));
+                 strerror_r(a->err, buf, sizeof buf));
     }
     raw_close(&w);
     a->write_s = mono_s() - t0;
