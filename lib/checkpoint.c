@@ -1123,9 +1123,32 @@ size_t hpt_ckpt_async_staging_bytes(const hpt_ckpt_state *s)
     return total * sizeof(float);
 }
 
+/* Make the staging buffer hold `need` floats: allocated and touched (its
+ * pages faulted in now, not during a snapshot) when it is smaller. Errors:
+ * HPT_ERR_IO (out of memory; local). */
+static hpt_status stage_grow(hpt_ckpt_async *a, size_t need)
+{
+    if (need <= a->cap)
+        return HPT_OK;
+    free(a->stage);
+    a->stage = NULL;
+    a->cap = 0;
+    if (posix_memalign((void **)&a->stage, DIO_ALIGN, need * sizeof(float) + DIO_ALIGN))
+        return hpt_error_set(HPT_ERR_IO, "out of memory for the checkpoint staging buffer "
+                             "(%.1f MiB, --async-save)", need * 4.0 / 1048576.0);
+    memset(a->stage, 0, need * sizeof(float));
+    a->cap = need;
+    return HPT_OK;
+}
+
+hpt_status hpt_ckpt_async_reserve(hpt_ckpt_async *a, const hpt_ckpt_state *s)
+{
+    return stage_grow(a, hpt_ckpt_async_staging_bytes(s) / sizeof(float));
+}
+
 /* The snapshot: copy every slab this rank writes or checksums into the
- * staging buffer (allocated on the first save, then reused) and record
- * each item's offset. Errors: HPT_ERR_IO (out of memory; local). */
+ * staging buffer and record each item's offset. Errors: HPT_ERR_IO (out
+ * of memory; local). */
 static hpt_status stage_copy(hpt_ckpt_async *a, const hpt_ckpt_state *s)
 {
     save_job *j = &a->job;
@@ -1134,15 +1157,9 @@ static hpt_status stage_copy(hpt_ckpt_async *a, const hpt_ckpt_state *s)
     for (int i = 0; i < j->n; i++)
         if (j->it[i].t || j->it[i].c)
             need += slab_floats(j->it[i].t ? j->it[i].t : j->it[i].c);
-    if (need > a->cap) {
-        free(a->stage);
-        a->stage = NULL;
-        a->cap = 0;
-        if (posix_memalign((void **)&a->stage, DIO_ALIGN, need * sizeof(float) + DIO_ALIGN))
-            return hpt_error_set(HPT_ERR_IO, "out of memory for the checkpoint staging buffer "
-                                 "(%.1f MiB, --async-save)", need * 4.0 / 1048576.0);
-        a->cap = need;
-    }
+    hpt_status st = stage_grow(a, need);
+    if (st)
+        return st;
     free(a->off);
     if (!(a->off = malloc(sizeof(size_t) * (size_t)(j->n ? j->n : 1))))
         return hpt_error_set(HPT_ERR_IO, "out of memory saving a checkpoint");
@@ -1261,13 +1278,19 @@ hpt_status hpt_ckpt_async_start(hpt_ckpt_async *a, const char *dir, const hpt_ck
     if (st)
         return st;
     float *full = NULL, *m1, *m2;
+    double t1 = MPI_Wtime();
     if (s->shard_counts && !(full = m->be->alloc(2 * sizeof(float) * m->nparams)))
         HPT_FATAL("out of memory gathering the ZeRO-1 state");
     gather_moments(s, full, &m1, &m2);
+    double t2 = MPI_Wtime();
     st = job_create(j, s, meta, m1, m2);
+    double t3 = MPI_Wtime();
     if (j->f >= 0 && !st)
         st = hpt_comm_agree(world, stage_copy(a, s));
     m->be->free(full);
+    if (getenv("HPT_CKPT_PROFILE") && s->comm->world_rank == 0)
+        fprintf(stderr, "hpt: async snapshot (s): prepare+reserve %.3f gather %.3f create+flush "
+                "%.3f copy %.3f\n", t1 - j->t0, t2 - t1, t3 - t2, MPI_Wtime() - t3);
     if (st) {
         if (j->f >= 0)
             st = job_close(j, s, st);

@@ -86,6 +86,11 @@ void hpt_ckpt_async_free(hpt_ckpt_async *a);
  * one such buffer, allocated at the first save). */
 size_t hpt_ckpt_async_staging_bytes(const hpt_ckpt_state *s);
 
+/* Allocate this rank's staging buffer now and fault its pages in (so the
+ * first snapshot does not pay for it, and a lack of memory shows at the
+ * start). Local. Errors: HPT_ERR_IO (out of memory). */
+hpt_status hpt_ckpt_async_reserve(hpt_ckpt_async *a, const hpt_ckpt_state *s);
+
 /* Start saving step meta->step to DIR (collective; none in flight): the
  * same checks, reservation and phase 1 (file and datasets, collective) as
  * hpt_checkpoint_save, then this rank's slabs are copied into the staging

@@ -403,3 +403,21 @@ double finish_async_save(run_state *r, int at, FILE *out)
     hpt_metrics_write_events(r->metrics);
     return in.total_s;
 }
+
+hpt_status setup_async_save(run_state *r, const hpt_train_opts *o)
+{
+    int level = MPI_THREAD_SINGLE;
+    if (!o->async_save || !r->ckpt_dir[0])
+        return HPT_OK;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_FUNNELED) {
+        if (r->root)
+            fprintf(stderr, "hpt-train: warning: --async-save needs MPI_THREAD_FUNNELED (MPI "
+                    "provides level %d): saving synchronously\n", level);
+        return HPT_OK;
+    }
+    if (!(r->async = hpt_ckpt_async_new()))
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (--async-save)");
+    hpt_ckpt_state cs = ckpt_state(r);
+    return hpt_ckpt_async_reserve(r->async, &cs);
+}

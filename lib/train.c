@@ -718,28 +718,6 @@ static void print_done(const run_state *r, const hpt_train_opts *o, FILE *out, d
     fprintf(out, "\n");
 }
 
-/* --async-save with a checkpoint directory: the handle of the background
- * saves. Its writer thread makes no MPI call, but MPI must know other
- * threads exist: hpt-train asks for MPI_THREAD_FUNNELED; under a lower
- * level (a caller's MPI_Init) saves stay synchronous, with a warning.
- * Errors: HPT_ERR_INTERNAL (out of memory). */
-static hpt_status setup_async_save(run_state *r, const hpt_train_opts *o)
-{
-    int level = MPI_THREAD_SINGLE;
-    if (!o->async_save || !r->ckpt_dir[0])
-        return HPT_OK;
-    MPI_Query_thread(&level);
-    if (level < MPI_THREAD_FUNNELED) {
-        if (r->root)
-            fprintf(stderr, "hpt-train: warning: --async-save needs MPI_THREAD_FUNNELED (MPI "
-                    "provides level %d): saving synchronously\n", level);
-        return HPT_OK;
-    }
-    r->async = hpt_ckpt_async_new();
-    return r->async ? HPT_OK
-                    : hpt_error_set(HPT_ERR_INTERNAL, "out of memory (--async-save)");
-}
-
 /* Steps start_step .. --steps - 1. Every exit is agreed by all ranks.
  * Collective. */
 static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)

@@ -143,6 +143,13 @@ hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *meta);
 hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *meta);
 /* Save step `step` (collective); prints the save line on rank 0. */
 hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int step, FILE *out);
+/* --async-save with a checkpoint directory: the handle of the background
+ * saves and its staging buffer, allocated now. The writer thread makes no
+ * MPI call, but MPI must know other threads exist: hpt-train asks for
+ * MPI_THREAD_FUNNELED; under a lower level (a caller's MPI_Init) saves
+ * stay synchronous, with a warning. Local. Errors: HPT_ERR_INTERNAL,
+ * HPT_ERR_IO (out of memory). */
+hpt_status setup_async_save(run_state *r, const hpt_train_opts *o);
 /* --async-save: snapshot step `step` and start writing it in the
  * background (collective); a failure is reported and training goes on
  * (HPT_OK). */
