@@ -11,8 +11,11 @@
 #     stall at the snapshot ("training stalled X s") — and their ratio;
 #   the wait of a save for the previous one (async; 0 when saves are
 #     further apart than their background write);
-#   overhead: (loop time - the final save, which is synchronous in both) /
-#     loop time without saves - 1, from the "done: ... X s" line.
+#   overhead: from the runs' metrics (hpt-metrics csv): (mean step time
+#     over steps 2..STEPS + the summed per-step "checkpoint" stall, which
+#     leaves out the final save, synchronous in both) / the mean step time
+#     of the run without saves - 1. The mean, not the median, so that the
+#     steps a background write slows down count.
 set -euo pipefail
 B=${1:?usage: bench/ckpt-async.sh BUILD_DIR [CORPUS_DIR] [DIR]}
 CORPUS=${2:-data/gcide}
@@ -21,29 +24,36 @@ ROUNDS=${ROUNDS:-3} RANKS=${RANKS:-1} STEPS=${STEPS:-30} EVERY=${EVERY:-10}
 MODEL=${MODEL:-small}
 MPIEXEC=${MPIEXEC:-mpiexec}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-A="--model $MODEL --data $CORPUS --seq-len 256 --batch 1 --eval-batches 1 --eval-interval 0 --quiet --steps $STEPS --keep 2"
+A="--model $MODEL --data $CORPUS --seq-len 256 --batch 1 --eval-batches 1 --eval-interval 0 --quiet --steps $STEPS --keep 2 --metrics-interval 1000"
 median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 run() { # NAME ARGS...: the run's output in $W/NAME.out
   local name=$1; shift
   rm -rf "$W/$name"; sync
-  $MPIEXEC -n "$RANKS" "$B/src/hpt-train" $A --checkpoint-dir "$W/$name" "$@" > "$W/$name.out" 2>&1 ||
+  $MPIEXEC -n "$RANKS" "$B/src/hpt-train" $A --run-dir "$W/$name" "$@" > "$W/$name.out" 2>&1 ||
     { cat "$W/$name.out"; exit 1; }
+  "$B/src/hpt-metrics" csv "$W/$name/metrics.h5" -o "$W/$name.steps.csv"
+  "$B/src/hpt-metrics" csv "$W/$name/metrics.h5" --ranks checkpoint -o "$W/$name.ckpt.csv"
 }
-done_s() { sed -n 's/^done: .*, \([0-9.]*\) s.*/\1/p' "$W/$1.out"; }
-final_s() { sed -n "s/^step $STEPS: checkpoint .*MiB in \([0-9.]*\) s.*/\1/p" "$W/$1.out"; }
+# per-step seconds of a run: the mean step time (steps 2..) and the summed stall
+step_mean() { awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "step_time") c = i; next}
+                       $1 > 1 {s += $c; n++} END {print s / n}' "$W/$1.steps.csv"; }
+stall_sum() { awk -F, 'NR > 1 && $2 == $2 + 0 {s += $2} END {print s + 0}' "$W/$1.ckpt.csv"; }
+overhead() { # RUN: (mean step x STEPS + stalls) / (none's mean step x STEPS) - 1
+  awk -v m="$(step_mean "$1")" -v s="$(stall_sum "$1")" -v n="$(step_mean none)" -v k="$STEPS" \
+    'BEGIN {printf "%.4f", (m * k + s) / (n * k) - 1}'
+}
 sync_save=() async_stall=() async_write=() async_wait=() over_sync=() over_async=() mib=()
 for i in $(seq "$ROUNDS"); do
   run none --save-every 0
   run sync --save-every "$EVERY"
   run async --save-every "$EVERY" --async-save
-  n=$(done_s none)
+  n=$(step_mean none)
   sync_save+=("$(grep -v "^step $STEPS: " "$W/sync.out" | sed -n 's/^step [0-9]*: checkpoint .*MiB in \([0-9.]*\) s.*/\1/p' | median)")
   async_stall+=("$(sed -n 's/.*async: training stalled \([0-9.]*\) s.*/\1/p' "$W/async.out" | median)")
   async_write+=("$(sed -n 's/.*written in \([0-9.]*\) s in the background.*/\1/p' "$W/async.out" | median)")
   mib+=("$(sed -n 's/^step [0-9]*: checkpoint [^ ]* (\([0-9.]*\) MiB.*/\1/p' "$W/sync.out" | head -1)")
-  over_sync+=("$(awk -v s="$(done_s sync)" -v f="$(final_s sync)" -v n="$n" 'BEGIN {printf "%.4f", (s - f) / n - 1}')")
-  over_async+=("$(awk -v s="$(done_s async)" -v f="$(final_s async)" -v n="$n" 'BEGIN {printf "%.4f", (s - f) / n - 1}')")
-  echo "round $i: no saves ${n} s; sync: save ${sync_save[-1]} s, overhead ${over_sync[-1]}; async: stall ${async_stall[-1]} s, background ${async_write[-1]} s, overhead ${over_async[-1]}" >&2
+  over_sync+=("$(overhead sync)") over_async+=("$(overhead async)")
+  echo "round $i: no saves ${n} s/step; sync: save ${sync_save[-1]} s, overhead ${over_sync[-1]}; async: stall ${async_stall[-1]} s, background ${async_write[-1]} s, overhead ${over_async[-1]}" >&2
 done
 col() { printf '%s\n' "$@" | median; }
 S=$(col "${sync_save[@]}") A_=$(col "${async_stall[@]}")

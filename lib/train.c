@@ -91,6 +91,9 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
     if (o->max_runtime > 0 && !o->run_dir && !o->ckpt_dir) /* it stops with a checkpoint */
         return hpt_error_set(HPT_ERR_USAGE, "--max-runtime needs --run-dir or --checkpoint-dir "
                              "(it checkpoints before it stops)");
+    if (o->async_save && !o->run_dir && !o->ckpt_dir)
+        return hpt_error_set(HPT_ERR_USAGE, "--async-save needs --run-dir or --checkpoint-dir "
+                             "(it writes checkpoints)");
     if (o->save_every < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--save-every %d: must be >= 0 (0 = only on a stop "
                              "signal and at --max-runtime/--stop-at)", o->save_every);
