@@ -15,7 +15,10 @@
 #     over steps 2..STEPS + the summed per-step "checkpoint" stall, which
 #     leaves out the final save, synchronous in both) / the mean step time
 #     of the run without saves - 1. The mean, not the median, so that the
-#     steps a background write slows down count.
+#     steps a background write slows down count. Across runs, so another
+#     load on the machine moves it; "stall / step time, same run" is the
+#     summed stall over the run's own step time (without the slowdown of
+#     the steps during a background write).
 set -euo pipefail
 B=${1:?usage: bench/ckpt-async.sh BUILD_DIR [CORPUS_DIR] [DIR]}
 CORPUS=${2:-data/gcide}
@@ -38,11 +41,14 @@ run() { # NAME ARGS...: the run's output in $W/NAME.out
 step_mean() { awk -F, 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "step_time") c = i; next}
                        $1 > 1 {s += $c; n++} END {print s / n}' "$W/$1.steps.csv"; }
 stall_sum() { awk -F, 'NR > 1 && $2 == $2 + 0 {s += $2} END {print s + 0}' "$W/$1.ckpt.csv"; }
+share() { # RUN: its summed stall / its own steps' time (one run: immune to other load)
+  awk -v m="$(step_mean "$1")" -v s="$(stall_sum "$1")" -v k="$STEPS" 'BEGIN {printf "%.4f", s / (m * k)}'
+}
 overhead() { # RUN: (mean step x STEPS + stalls) / (none's mean step x STEPS) - 1
   awk -v m="$(step_mean "$1")" -v s="$(stall_sum "$1")" -v n="$(step_mean none)" -v k="$STEPS" \
     'BEGIN {printf "%.4f", (m * k + s) / (n * k) - 1}'
 }
-sync_save=() async_stall=() async_write=() async_wait=() over_sync=() over_async=() mib=()
+share_sync=() share_async=() sync_save=() async_stall=() async_write=() async_wait=() over_sync=() over_async=() mib=()
 for i in $(seq "$ROUNDS"); do
   run none --save-every 0
   run sync --save-every "$EVERY"
@@ -53,6 +59,7 @@ for i in $(seq "$ROUNDS"); do
   async_write+=("$(sed -n 's/.*written in \([0-9.]*\) s in the background.*/\1/p' "$W/async.out" | median)")
   mib+=("$(sed -n 's/^step [0-9]*: checkpoint [^ ]* (\([0-9.]*\) MiB.*/\1/p' "$W/sync.out" | head -1)")
   over_sync+=("$(overhead sync)") over_async+=("$(overhead async)")
+  share_sync+=("$(share sync)") share_async+=("$(share async)")
   echo "round $i: no saves ${n} s/step; sync: save ${sync_save[-1]} s, overhead ${over_sync[-1]}; async: stall ${async_stall[-1]} s, background ${async_write[-1]} s, overhead ${over_async[-1]}" >&2
 done
 col() { printf '%s\n' "$@" | median; }
@@ -64,3 +71,5 @@ printf '%-34s %10s %10.4f\n' "background write per save (s)" "-" "$(col "${async
 printf '%-34s %10s %10.3f\n' "stall ratio (async / sync)" "-" "$(awk -v a="$A_" -v s="$S" 'BEGIN {print a / s}')"
 printf '%-34s %9.1f%% %9.1f%%\n' "step-time overhead of the saves" "$(awk -v x="$(col "${over_sync[@]}")" 'BEGIN {print 100 * x}')" \
   "$(awk -v x="$(col "${over_async[@]}")" 'BEGIN {print 100 * x}')"
+printf '%-34s %9.1f%% %9.1f%%\n' "stall / step time, same run" "$(awk -v x="$(col "${share_sync[@]}")" 'BEGIN {print 100 * x}')" \
+  "$(awk -v x="$(col "${share_async[@]}")" 'BEGIN {print 100 * x}')"
