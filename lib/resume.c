@@ -407,8 +407,8 @@ double finish_async_save(run_state *r, int at, FILE *out)
 hpt_status setup_async_save(run_state *r, const hpt_train_opts *o)
 {
     int level = MPI_THREAD_SINGLE;
-    if (!o->async_save || !r->ckpt_dir[0])
-        return HPT_OK;
+    if (!o->async_save || !r->ckpt_dir[0] || o->save_every <= 0)
+        return HPT_OK; /* no periodic saves: the stop saves are synchronous anyway */
     MPI_Query_thread(&level);
     if (level < MPI_THREAD_FUNNELED) {
         if (r->root)

@@ -143,7 +143,7 @@ hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *meta);
 hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *meta);
 /* Save step `step` (collective); prints the save line on rank 0. */
 hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int step, FILE *out);
-/* --async-save with a checkpoint directory: the handle of the background
+/* --async-save with a checkpoint directory and --save-every: the handle of the background
  * saves and its staging buffer, allocated now. The writer thread makes no
  * MPI call, but MPI must know other threads exist: hpt-train asks for
  * MPI_THREAD_FUNNELED; under a lower level (a caller's MPI_Init) saves
