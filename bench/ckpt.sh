@@ -21,6 +21,7 @@
 # the median save phases (HPT_CKPT_PROFILE=1; absent for builds without it).
 # MODEL=PRESET|config.json picks another model (bench/ckpt-1g.json: a
 # 1.1 GiB checkpoint, where fixed costs weigh less).
+# Asynchronous saves (--async-save) against synchronous ones: bench/ckpt-async.sh.
 # BASELINE=OTHER_BUILD_DIR also times another build (e.g. the previous
 # format) in every round, interleaved, against the same round's dd.
 set -euo pipefail

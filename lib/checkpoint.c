@@ -11,6 +11,9 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,7 +320,9 @@ typedef struct {
     hpt_ckpt_tiles tiles;
     size_t crc0;         /* its first tile in the save's CRC array           */
     int collective;      /* written with collective transfer (all ranks)     */
+    int64_t gcols;       /* the dataset's columns                            */
     hid_t ds;
+    haddr_t at;          /* its data's file offset (after phase 1)           */
 } save_item;
 
 /* The datasets of a save: every logical tensor in /model and both moment
@@ -374,6 +379,7 @@ static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2,
             int64_t gr, gc;
             hpt_tensor_global_shape(&m->cfg, kinds[i], &gr, &gc);
             tile_shape(m, kinds[i], gr, gc, &x->tiles);
+            x->gcols = gc;
             x->crc0 = *ntiles;
             *ntiles += (size_t)(x->tiles.nr * x->tiles.nc);
         }
@@ -815,116 +821,152 @@ static void unreserve(const char *file, double need)
         close(fd);
 }
 
-/* Create and write the checkpoint file (collective; its blocks are
- * reserved): phase 1 creates all datasets and flushes the metadata, phase
- * 2 writes the data, phase 3 the checksums. A failure in phase 2 leaves no
- * metadata to write, so the file still closes cleanly; every phase ends
- * in an agreement, so all ranks stop at the same point. */
-static hpt_status write_file(const char *file, const hpt_ckpt_state *s, const hpt_ckpt_meta *meta)
-{
-    MPI_Comm world = s->comm->comms[HPT_GROUP_WORLD];
-    hpt_model *m = s->model;
-    char why[400];
-    hid_t f = hpt_checkpoint_open_parallel(file, world, 1);
-    hpt_status st = f < 0 ? hpt_error_set(HPT_ERR_IO, "%s: cannot create the checkpoint file: %s",
-                                          file, hpt_checkpoint_open_cause())
-                          : HPT_OK;
-    if ((st = hpt_comm_agree(world, st)))
-        return st;
-    size_t most = 1, ntiles;
-    for (int i = 0; i < m->ntensors; i++) {
-        size_t k = (size_t)(m->tensors[i].rows * m->tensors[i].cols);
-        most = k > most ? k : most;
-    }
-    float *full = NULL, *m1, *m2, *scratch = malloc(sizeof(float) * most);
-    int n = 3 * (3 + m->cfg.num_hidden_layers * 9);
-    save_item *it = calloc((size_t)n, sizeof *it);
-    if (s->shard_counts && !(full = m->be->alloc(2 * sizeof(float) * m->nparams)))
-        HPT_FATAL("out of memory gathering the ZeRO-1 state");
-    if (!scratch || !it)
-        HPT_FATAL("out of memory saving a checkpoint");
-    gather_moments(s, full, &m1, &m2);
-    double mine;
-    n = save_items(s, m1, m2, it, &ntiles, &mine);
-    if (getenv("HPT_CKPT_PROFILE"))
-        fprintf(stderr, "hpt: checkpoint rank %d (pp %d, tp %d, dp %d) writes %.0f bytes\n",
-                s->comm->world_rank, s->comm->pp_rank, s->comm->tp_rank, s->comm->dp_rank, mine);
-    uint32_t *crc = calloc(ntiles, sizeof(uint32_t));
-    if (!crc)
-        HPT_FATAL("out of memory saving a checkpoint");
-    double t = MPI_Wtime();
-    st = hpt_ckpt_write_meta(f, meta);
-    if (!st && create_all(f, m, it, n))
-        st = HPT_ERR_IO;
-    prof_mark(PROF_CREATE, &t);
-    if (!st && H5Fflush(f, H5F_SCOPE_GLOBAL) < 0)
-        st = hpt_error_set(HPT_ERR_IO, "writing the metadata failed: %s", h5_cause(why));
-    st = hpt_comm_agree(world, st);
-    prof_mark(PROF_FLUSH, &t);
-    if (!st && write_all(file, m, it, n, crc, scratch))
-        st = HPT_ERR_IO;
-    t = MPI_Wtime();
-    if (!st && sync_own(file, it, n))
-        st = HPT_ERR_IO;
-    prof_mark(PROF_SYNC, &t);
-    quiet_barrier(world);
-    t = MPI_Wtime();
-    if (!(st = hpt_comm_agree(world, st)) && write_crcs(s, it, n, crc, ntiles))
-        st = HPT_ERR_IO;
-    prof_mark(PROF_CRCATTR, &t);
-    for (int i = 0; i < n; i++)
-        if (it[i].ds >= 0)
-            H5Dclose(it[i].ds);
-    if (H5Fclose(f) < 0 && !st)
-        st = hpt_error_set(HPT_ERR_IO, "closing the file failed: %s", h5_cause(why));
-    prof_mark(PROF_CLOSE, &t);
-    free(crc);
-    free(it);
-    free(scratch);
-    m->be->free(full);
-    return hpt_comm_agree(world, st);
-}
-
-hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const hpt_ckpt_meta *meta,
-                               int keep, double *seconds, int64_t *bytes)
-{
-    MPI_Comm world = s->comm->comms[HPT_GROUP_WORLD];
-    double t0 = MPI_Wtime();
+/* One save between its start and its commit: names, the open file and its
+ * datasets, the CRC array. */
+typedef struct {
     char name[32], tmpdir[4096], final[4096], file[8192];
-    hpt_ckpt_dirname(meta->step, name);
-    snprintf(tmpdir, sizeof tmpdir, "%s/%s.tmp", dir, name);
-    snprintf(final, sizeof final, "%s/%s", dir, name);
-    snprintf(file, sizeof file, "%s/%s", tmpdir, HPT_CKPT_FILE);
-    double need = checkpoint_bytes(&s->model->cfg);
-    hpt_status st = check_fsize_limit(dir, need);
+    const char *dir;
+    int64_t step;
+    int keep;
+    double need; /* bytes reserved (checkpoint_bytes)          */
+    double t0;   /* MPI_Wtime at the start                     */
+    hid_t f;     /* -1: not open                                */
+    save_item *it;
+    int n;
+    uint32_t *crc;
+    size_t ntiles;
+} save_job;
+
+/* Names, limits, DIR/step_N.tmp created and its file's blocks reserved
+ * (rank 0), agreed. Errors: HPT_ERR_IO (nothing left behind). */
+static hpt_status job_prepare(save_job *j, const char *dir, const hpt_ckpt_state *s,
+                              const hpt_ckpt_meta *meta, int keep)
+{
+    MPI_Comm world = s->comm->comms[HPT_GROUP_WORLD];
+    memset(j, 0, sizeof *j);
+    j->f = -1;
+    j->t0 = MPI_Wtime();
+    j->dir = dir;
+    j->step = meta->step;
+    j->keep = keep;
+    hpt_ckpt_dirname(meta->step, j->name);
+    snprintf(j->tmpdir, sizeof j->tmpdir, "%s/%s.tmp", dir, j->name);
+    snprintf(j->final, sizeof j->final, "%s/%s", dir, j->name);
+    snprintf(j->file, sizeof j->file, "%s/%s", j->tmpdir, HPT_CKPT_FILE);
+    j->need = checkpoint_bytes(&s->model->cfg);
+    hpt_status st = check_fsize_limit(dir, j->need);
     if (!st && s->comm->world_rank == 0) {
         st = mkdir_p(dir);
         if (!st) {
-            remove_dir(tmpdir);
+            remove_dir(j->tmpdir);
             st = check_space(dir, &s->model->cfg);
         }
-        if (!st && mkdir(tmpdir, 0777))
-            st = hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", tmpdir, strerror(errno));
+        if (!st && mkdir(j->tmpdir, 0777))
+            st = hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", j->tmpdir, strerror(errno));
         if (!st)
-            st = reserve(file, need);
+            st = reserve(j->file, j->need);
         if (st)
-            remove_dir(tmpdir);
+            remove_dir(j->tmpdir);
     }
     if ((st = hpt_comm_agree(world, st)))
         return st;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if ((st = write_file(file, s, meta))) {
-        if (s->comm->world_rank == 0)
-            remove_dir(tmpdir);
-        return hpt_error_set(st, "%s: saving the checkpoint failed: %s; removed %s, existing "
-                             "checkpoints are untouched", file, hpt_error_msg(), tmpdir);
+    return HPT_OK;
+}
+
+/* Phase 1 (collective): create the file, every dataset (storage allocated,
+ * zero CRCs) and the metadata, flushed; j->it[i].at is each dataset's data
+ * offset. m1, m2: the full local moments (gather_moments). Returns the
+ * agreed status; j->f < 0 when the file could not be created (nothing to
+ * close), else job_close must follow. */
+static hpt_status job_create(save_job *j, const hpt_ckpt_state *s, const hpt_ckpt_meta *meta,
+                             const float *m1, const float *m2)
+{
+    MPI_Comm world = s->comm->comms[HPT_GROUP_WORLD];
+    hpt_model *m = s->model;
+    char why[400];
+    j->f = hpt_checkpoint_open_parallel(j->file, world, 1);
+    hpt_status st = j->f < 0 ? hpt_error_set(HPT_ERR_IO, "%s: cannot create the checkpoint "
+                                             "file: %s", j->file, hpt_checkpoint_open_cause())
+                             : HPT_OK;
+    if ((st = hpt_comm_agree(world, st))) {
+        if (j->f >= 0)
+            H5Fclose(j->f);
+        j->f = -1;
+        return st;
     }
+    j->it = calloc((size_t)(3 * (3 + m->cfg.num_hidden_layers * 9)), sizeof *j->it);
+    if (!j->it)
+        HPT_FATAL("out of memory saving a checkpoint");
+    double mine;
+    j->n = save_items(s, m1, m2, j->it, &j->ntiles, &mine);
+    if (getenv("HPT_CKPT_PROFILE"))
+        fprintf(stderr, "hpt: checkpoint rank %d (pp %d, tp %d, dp %d) writes %.0f bytes\n",
+                s->comm->world_rank, s->comm->pp_rank, s->comm->tp_rank, s->comm->dp_rank, mine);
+    if (!(j->crc = calloc(j->ntiles ? j->ntiles : 1, sizeof(uint32_t))))
+        HPT_FATAL("out of memory saving a checkpoint");
+    double t = MPI_Wtime();
+    st = hpt_ckpt_write_meta(j->f, meta);
+    if (!st && create_all(j->f, m, j->it, j->n))
+        st = HPT_ERR_IO;
+    prof_mark(PROF_CREATE, &t);
+    if (!st && H5Fflush(j->f, H5F_SCOPE_GLOBAL) < 0)
+        st = hpt_error_set(HPT_ERR_IO, "writing the metadata failed: %s", h5_cause(why));
+    for (int i = 0; i < j->n; i++)
+        j->it[i].at = j->it[i].ds < 0 ? HADDR_UNDEF : H5Dget_offset(j->it[i].ds);
+    st = hpt_comm_agree(world, st);
+    prof_mark(PROF_FLUSH, &t);
+    return st;
+}
+
+/* Phase 3 and the close (collective), after every rank's data writes
+ * (status st, this rank's): agree, combine and write the CRCs, close the
+ * datasets and the file, free the job's arrays. Returns the agreed
+ * status. */
+static hpt_status job_close(save_job *j, const hpt_ckpt_state *s, hpt_status st)
+{
+    MPI_Comm world = s->comm->comms[HPT_GROUP_WORLD];
+    char why[400];
+    double t = MPI_Wtime();
+    if (!(st = hpt_comm_agree(world, st)) && write_crcs(s, j->it, j->n, j->crc, j->ntiles))
+        st = HPT_ERR_IO;
+    prof_mark(PROF_CRCATTR, &t);
+    for (int i = 0; i < j->n; i++)
+        if (j->it[i].ds >= 0)
+            H5Dclose(j->it[i].ds);
+    if (H5Fclose(j->f) < 0 && !st)
+        st = hpt_error_set(HPT_ERR_IO, "closing the file failed: %s", h5_cause(why));
+    j->f = -1;
+    prof_mark(PROF_CLOSE, &t);
+    free(j->crc);
+    free(j->it);
+    j->crc = NULL, j->it = NULL;
+    return hpt_comm_agree(world, st);
+}
+
+/* A failed save (status st, agreed): rank 0 removes the .tmp directory;
+ * the message says so. Returns st. */
+static hpt_status job_fail(const save_job *j, const hpt_ckpt_state *s, hpt_status st)
+{
+    if (s->comm->world_rank == 0)
+        remove_dir(j->tmpdir);
+    return hpt_error_set(st, "%s: saving the checkpoint failed: %s; removed %s, existing "
+                         "checkpoints are untouched", j->file, hpt_error_msg(), j->tmpdir);
+}
+
+/* The commit (collective; the file is complete and closed on every rank):
+ * rank 0 fsyncs, renames, moves `latest` and prunes. *bytes: the file's
+ * size. Returns the agreed status. */
+static hpt_status job_commit(const save_job *j, const hpt_ckpt_state *s, int64_t *bytes)
+{
+    MPI_Comm world = s->comm->comms[HPT_GROUP_WORLD];
+    hpt_status st = HPT_OK;
     double t = MPI_Wtime();
     if (s->comm->world_rank == 0) {
-        unreserve(file, need);
-        st = commit(dir, tmpdir, final, file, name);
+        unreserve(j->file, j->need);
+        st = commit(j->dir, j->tmpdir, j->final, j->file, j->name);
         if (!st)
-            prune(dir, keep, meta->step);
+            prune(j->dir, j->keep, j->step);
     }
     quiet_barrier(world);
     st = hpt_comm_agree(world, st);
@@ -932,16 +974,362 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
     if (getenv("HPT_CKPT_PROFILE") && s->comm->world_rank == 0)
         fprintf(stderr, "hpt: checkpoint save phases (s): prepare+reserve %.3f create %.3f "
                 "flush %.3f crc %.3f write %.3f sync %.3f crc-attrs %.3f close %.3f commit %.3f\n",
-                t - t0 - prof[PROF_CREATE] - prof[PROF_FLUSH] - prof[PROF_CRC] - prof[PROF_WRITE] -
-                    prof[PROF_SYNC] - prof[PROF_CRCATTR] - prof[PROF_CLOSE] - prof[PROF_COMMIT],
+                t - j->t0 - prof[PROF_CREATE] - prof[PROF_FLUSH] - prof[PROF_CRC] -
+                    prof[PROF_WRITE] - prof[PROF_SYNC] - prof[PROF_CRCATTR] - prof[PROF_CLOSE] -
+                    prof[PROF_COMMIT],
                 prof[PROF_CREATE], prof[PROF_FLUSH], prof[PROF_CRC], prof[PROF_WRITE],
                 prof[PROF_SYNC], prof[PROF_CRCATTR], prof[PROF_CLOSE], prof[PROF_COMMIT]);
     memset(prof, 0, sizeof prof);
     struct stat sb;
-    snprintf(file, sizeof file, "%s/%s", final, HPT_CKPT_FILE);
+    char file[8192];
+    snprintf(file, sizeof file, "%s/%s", j->final, HPT_CKPT_FILE);
     if (bytes)
-        *bytes = stat(file, &sb) ? 0 : (int64_t)sb.st_size;
+        *bytes = st || stat(file, &sb) ? 0 : (int64_t)sb.st_size;
+    return st;
+}
+
+/* Create and write the checkpoint file synchronously (collective; its
+ * blocks are reserved): phase 1 creates all datasets and flushes the
+ * metadata, phase 2 writes the data, phase 3 the checksums. A failure in
+ * phase 2 leaves no metadata to write, so the file still closes cleanly;
+ * every phase ends in an agreement, so all ranks stop at the same point. */
+static hpt_status write_file(save_job *j, const hpt_ckpt_state *s, const hpt_ckpt_meta *meta)
+{
+    MPI_Comm world = s->comm->comms[HPT_GROUP_WORLD];
+    hpt_model *m = s->model;
+    float *full = NULL, *m1, *m2;
+    if (s->shard_counts && !(full = m->be->alloc(2 * sizeof(float) * m->nparams)))
+        HPT_FATAL("out of memory gathering the ZeRO-1 state");
+    gather_moments(s, full, &m1, &m2);
+    hpt_status st = job_create(j, s, meta, m1, m2);
+    if (j->f < 0) {
+        m->be->free(full);
+        return st;
+    }
+    size_t most = 1;
+    for (int i = 0; i < m->ntensors; i++) {
+        size_t k = (size_t)(m->tensors[i].rows * m->tensors[i].cols);
+        most = k > most ? k : most;
+    }
+    float *scratch = malloc(sizeof(float) * most);
+    if (!scratch)
+        HPT_FATAL("out of memory saving a checkpoint");
+    if (!st && write_all(j->file, m, j->it, j->n, j->crc, scratch))
+        st = HPT_ERR_IO;
+    double t = MPI_Wtime();
+    if (!st && sync_own(j->file, j->it, j->n))
+        st = HPT_ERR_IO;
+    prof_mark(PROF_SYNC, &t);
+    quiet_barrier(world);
+    st = job_close(j, s, st);
+    free(scratch);
+    m->be->free(full);
+    return st;
+}
+
+hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const hpt_ckpt_meta *meta,
+                               int keep, double *seconds, int64_t *bytes)
+{
+    save_job j;
+    hpt_status st = job_prepare(&j, dir, s, meta, keep);
+    if (st)
+        return st;
+    if ((st = write_file(&j, s, meta)))
+        return job_fail(&j, s, st);
+    st = job_commit(&j, s, bytes);
     if (seconds)
-        *seconds = MPI_Wtime() - t0;
+        *seconds = MPI_Wtime() - j.t0;
+    return st;
+}
+
+/* ------------------------------------------------- asynchronous save */
+
+/* The asynchronous save (docs/CHECKPOINT.md, "Asynchronous saves"): the
+ * training thread does every HDF5 and MPI call — phase 1 (create) and the
+ * snapshot at the step boundary, phase 3 (CRC attributes, close) and the
+ * commit at a later one — and a writer thread per rank does only POSIX
+ * I/O from the staging buffer: the CRCs of its tiles, the data at the
+ * dataset offsets fixed in phase 1 (direct I/O as a synchronous save;
+ * the TP column slabs row by row), fdatasync. So MPI needs no more than
+ * MPI_THREAD_FUNNELED and HDF5 no thread safety. */
+struct hpt_ckpt_async {
+    float *stage;         /* staging buffer (DIO_ALIGN-aligned), reused   */
+    size_t cap;           /* its size in floats                           */
+    size_t *off;          /* per item: its slab's first float in stage,
+                           * SIZE_MAX when this rank neither writes nor
+                           * checksums it                                 */
+    save_job job;         /* the save in flight                           */
+    int inflight;
+    pthread_t th;
+    int threaded;         /* th was started (else written inline)          */
+    atomic_int written;   /* the writer is done (its outcome below)       */
+    int err;              /* errno of the writer's first failure, or 0    */
+    char msg[9000];       /* its message                                  */
+    double snapshot_s, write_s;
+};
+
+hpt_ckpt_async *hpt_ckpt_async_new(void)
+{
+    hpt_ckpt_async *a = calloc(1, sizeof *a);
+    if (a)
+        a->job.f = -1;
+    return a;
+}
+
+void hpt_ckpt_async_free(hpt_ckpt_async *a)
+{
+    if (!a)
+        return;
+    if (a->inflight && a->threaded)
+        pthread_join(a->th, NULL);
+    free(a->stage);
+    free(a->off);
+    free(a);
+}
+
+int64_t hpt_ckpt_async_inflight(const hpt_ckpt_async *a)
+{
+    return a && a->inflight ? a->job.step : -1;
+}
+
+int hpt_ckpt_async_written(hpt_ckpt_async *a)
+{
+    return !a || !a->inflight || atomic_load(&a->written);
+}
+
+/* Floats of local tensor t's slab this rank stages (rows past the
+ * vocabulary's end are not part of it). */
+static size_t slab_floats(const hpt_tensor *t)
+{
+    return (size_t)hpt_tensor_real_rows(t) * (size_t)t->cols;
+}
+
+/* Bytes the staging buffer of this rank takes: the slabs it writes or
+ * checksums (each once). */
+size_t hpt_ckpt_async_staging_bytes(const hpt_ckpt_state *s)
+{
+    hpt_model *m = s->model;
+    int n = 3 * (3 + m->cfg.num_hidden_layers * 9);
+    save_item *it = calloc((size_t)n, sizeof *it);
+    if (!it)
+        HPT_FATAL("out of memory saving a checkpoint");
+    size_t ntiles, total = 0;
+    double mine;
+    n = save_items(s, m->params, m->params, it, &ntiles, &mine);
+    for (int i = 0; i < n; i++)
+        if (it[i].t || it[i].c)
+            total += slab_floats(it[i].t ? it[i].t : it[i].c);
+    free(it);
+    return total * sizeof(float);
+}
+
+/* Make the staging buffer hold `need` floats: allocated and touched (its
+ * pages faulted in now, not during a snapshot) when it is smaller. Errors:
+ * HPT_ERR_IO (out of memory; local). */
+static hpt_status stage_grow(hpt_ckpt_async *a, size_t need)
+{
+    if (need <= a->cap)
+        return HPT_OK;
+    free(a->stage);
+    a->stage = NULL;
+    a->cap = 0;
+    if (posix_memalign((void **)&a->stage, DIO_ALIGN, need * sizeof(float) + DIO_ALIGN))
+        return hpt_error_set(HPT_ERR_IO, "out of memory for the checkpoint staging buffer "
+                             "(%.1f MiB, --async-save)", need * 4.0 / 1048576.0);
+    memset(a->stage, 0, need * sizeof(float));
+    a->cap = need;
+    return HPT_OK;
+}
+
+hpt_status hpt_ckpt_async_reserve(hpt_ckpt_async *a, const hpt_ckpt_state *s)
+{
+    return stage_grow(a, hpt_ckpt_async_staging_bytes(s) / sizeof(float));
+}
+
+/* The snapshot: copy every slab this rank writes or checksums into the
+ * staging buffer and record each item's offset. Errors: HPT_ERR_IO (out
+ * of memory; local). */
+static hpt_status stage_copy(hpt_ckpt_async *a, const hpt_ckpt_state *s)
+{
+    save_job *j = &a->job;
+    hpt_model *m = s->model;
+    size_t need = 0;
+    for (int i = 0; i < j->n; i++)
+        if (j->it[i].t || j->it[i].c)
+            need += slab_floats(j->it[i].t ? j->it[i].t : j->it[i].c);
+    hpt_status st = stage_grow(a, need);
+    if (st)
+        return st;
+    free(a->off);
+    if (!(a->off = malloc(sizeof(size_t) * (size_t)(j->n ? j->n : 1))))
+        return hpt_error_set(HPT_ERR_IO, "out of memory saving a checkpoint");
+    size_t at = 0;
+    for (int i = 0; i < j->n; i++) {
+        const hpt_tensor *t = j->it[i].t ? j->it[i].t : j->it[i].c;
+        a->off[i] = SIZE_MAX;
+        if (!t)
+            continue;
+        a->off[i] = at;
+        m->be->download(a->stage + at, j->it[i].block + t->offset, sizeof(float) * slab_floats(t));
+        at += slab_floats(t);
+        j->it[i].block = NULL; /* the moments' gather buffer goes after the snapshot */
+    }
+    return HPT_OK;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The writer's first failure: errno e writing `what`. */
+static void writer_fail(hpt_ckpt_async *a, int e, const char *what)
+{
+    if (a->err)
+        return;
+    char buf[128];
+    a->err = e ? e : EIO;
+    snprintf(a->msg, sizeof a->msg, "writing %s failed: %s", what,
+             strerror_r(a->err, buf, sizeof buf));
+}
+
+/* Write staged item i: a whole-rows slab as one byte range (raw_write), a
+ * TP column slab (collective in a synchronous save) row by row. */
+static void writer_item(hpt_ckpt_async *a, raw_writer *w, const save_item *x, const float *p)
+{
+    const hpt_tensor *t = x->t;
+    uint64_t gc = (uint64_t)x->gcols, rows = (uint64_t)hpt_tensor_real_rows(t);
+    if (x->at == HADDR_UNDEF) {
+        writer_fail(a, EIO, x->path);
+        return;
+    }
+    int e = 0;
+    if (!x->collective)
+        e = raw_write(w, (const char *)p, (uint64_t)x->at + 4u * (uint64_t)t->row0 * gc,
+                      4u * rows * gc);
+    else
+        for (uint64_t r = 0; r < rows && !e; r++)
+            e = pwrite_all(w->bfd, (const char *)(p + r * (uint64_t)t->cols),
+                           4u * (uint64_t)t->cols,
+                           (uint64_t)x->at + 4u * (((uint64_t)t->row0 + r) * gc +
+                                                   (uint64_t)t->col0));
+    if (e)
+        writer_fail(a, e, x->path);
+}
+
+/* HPT_TEST_SLOW_WRITE_MS=N (testing only): the writer sleeps N ms before
+ * it writes, so tests can see training go on during a save. */
+static void test_slow_write(void)
+{
+    const char *e = getenv("HPT_TEST_SLOW_WRITE_MS");
+    long ms = e ? strtol(e, NULL, 10) : 0;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    if (ms > 0)
+        nanosleep(&ts, NULL);
+}
+
+/* The writer thread (POSIX calls only; no MPI, no HDF5): the CRCs of the
+ * tiles this rank checksums, the slabs it writes, fdatasync. */
+static void *writer_main(void *arg)
+{
+    hpt_ckpt_async *a = arg;
+    save_job *j = &a->job;
+    double t0 = mono_s();
+    test_slow_write();
+    int writer = 0;
+    for (int i = 0; i < j->n; i++) {
+        const save_item *x = &j->it[i];
+        writer |= x->t != NULL;
+        if (x->c)
+            hpt_ckpt_tiles_crc(&x->tiles, a->stage + a->off[i], x->c->cols, x->c->row0,
+                               hpt_tensor_real_rows(x->c), x->c->col0, x->c->cols,
+                               j->crc + x->crc0);
+    }
+    raw_writer w = {-1, -1, NULL};
+    if (writer && raw_open(&w, j->file))
+        writer_fail(a, errno, j->file);
+    for (int i = 0; i < j->n && writer && !a->err; i++)
+        if (j->it[i].t)
+            writer_item(a, &w, &j->it[i], a->stage + a->off[i]);
+    if (writer && !a->err && w.bfd >= 0 && fdatasync(w.bfd)) {
+        char buf[128];
+        a->err = errno ? errno : EIO;
+        snprintf(a->msg, sizeof a->msg, "%s: flushing the data to disk failed: %s", j->file,
+                 strerror_r(a->err, buf, sizeof buf));
+    }
+    raw_close(&w);
+    a->write_s = mono_s() - t0;
+    atomic_store(&a->written, 1);
+    return NULL;
+}
+
+hpt_status hpt_ckpt_async_start(hpt_ckpt_async *a, const char *dir, const hpt_ckpt_state *s,
+                                const hpt_ckpt_meta *meta, int keep)
+{
+    if (a->inflight)
+        return hpt_error_set(HPT_ERR_INTERNAL, "a checkpoint save is already in flight "
+                             "(step %lld)", (long long)a->job.step);
+    MPI_Comm world = s->comm->comms[HPT_GROUP_WORLD];
+    hpt_model *m = s->model;
+    save_job *j = &a->job;
+    hpt_status st = job_prepare(j, dir, s, meta, keep);
+    if (st)
+        return st;
+    float *full = NULL, *m1, *m2;
+    double t1 = MPI_Wtime();
+    if (s->shard_counts && !(full = m->be->alloc(2 * sizeof(float) * m->nparams)))
+        HPT_FATAL("out of memory gathering the ZeRO-1 state");
+    gather_moments(s, full, &m1, &m2);
+    double t2 = MPI_Wtime();
+    st = job_create(j, s, meta, m1, m2);
+    double t3 = MPI_Wtime();
+    if (j->f >= 0 && !st)
+        st = hpt_comm_agree(world, stage_copy(a, s));
+    m->be->free(full);
+    if (getenv("HPT_CKPT_PROFILE") && s->comm->world_rank == 0)
+        fprintf(stderr, "hpt: async snapshot (s): prepare+reserve %.3f gather %.3f create+flush "
+                "%.3f copy %.3f\n", t1 - j->t0, t2 - t1, t3 - t2, MPI_Wtime() - t3);
+    if (st) {
+        if (j->f >= 0)
+            st = job_close(j, s, st);
+        return job_fail(j, s, st);
+    }
+    a->err = 0;
+    a->msg[0] = 0;
+    a->write_s = 0;
+    atomic_store(&a->written, 0);
+    a->inflight = 1;
+    /* no thread (resource limits): write now, as a synchronous save would */
+    a->threaded = !pthread_create(&a->th, NULL, writer_main, a);
+    if (!a->threaded)
+        writer_main(a);
+    a->snapshot_s = MPI_Wtime() - j->t0;
+    return HPT_OK;
+}
+
+hpt_status hpt_ckpt_async_finish(hpt_ckpt_async *a, const hpt_ckpt_state *s,
+                                 hpt_ckpt_async_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->step = -1;
+    if (!a || !a->inflight)
+        return HPT_OK;
+    save_job *j = &a->job;
+    double t = MPI_Wtime();
+    if (a->threaded)
+        pthread_join(a->th, NULL);
+    a->threaded = 0;
+    info->wait_s = MPI_Wtime() - t;
+    hpt_status st = a->err ? hpt_error_set(HPT_ERR_IO, "%s", a->msg) : HPT_OK;
+    a->inflight = 0;
+    info->step = j->step;
+    info->snapshot_s = a->snapshot_s;
+    info->write_s = a->write_s;
+    if ((st = job_close(j, s, st)))
+        return job_fail(j, s, st);
+    st = job_commit(j, s, &info->bytes);
+    info->total_s = MPI_Wtime() - j->t0;
     return st;
 }

@@ -56,4 +56,62 @@ hpt_status hpt_checkpoint_meta(const char *dir, int64_t step, MPI_Comm world, hp
  * same status on every rank. */
 hpt_status hpt_checkpoint_load(const char *dir, int64_t step, const hpt_ckpt_state *s);
 
+/* ---- asynchronous saves (--async-save; docs/CHECKPOINT.md) ----
+ * hpt_ckpt_async_start snapshots at a step boundary and returns; a writer
+ * thread per rank writes the file in the background (POSIX I/O only);
+ * hpt_ckpt_async_finish, at a later step boundary, joins it and does the
+ * collective end (CRC attributes, close) and the same commit as
+ * hpt_checkpoint_save. At most one save is in flight per handle. */
+typedef struct hpt_ckpt_async hpt_ckpt_async;
+
+/* Figures of one asynchronous save (seconds, bytes). */
+typedef struct {
+    int64_t step;      /* the step saved; -1: none was in flight          */
+    double snapshot_s; /* training stall at the start (create + copy)      */
+    double write_s;    /* the background writer's time (CRCs, writes, sync) */
+    double wait_s;     /* finish waited this long for the writer            */
+    double total_s;    /* start to commit                                   */
+    int64_t bytes;     /* the committed file's size                         */
+} hpt_ckpt_async_info;
+
+/* A handle with no save in flight and no staging buffer yet (NULL: out of
+ * memory). Free with hpt_ckpt_async_free (joins a writer still running,
+ * commits nothing: the .tmp directory stays for the next start's
+ * hpt_checkpoint_clean). */
+hpt_ckpt_async *hpt_ckpt_async_new(void);
+void hpt_ckpt_async_free(hpt_ckpt_async *a);
+
+/* Bytes of this rank's staging buffer: the slabs of weights and AdamW
+ * moments it writes or checksums (hpt-plan's estimate; the handle keeps
+ * one such buffer, allocated at the first save). */
+size_t hpt_ckpt_async_staging_bytes(const hpt_ckpt_state *s);
+
+/* Allocate this rank's staging buffer now and fault its pages in (so the
+ * first snapshot does not pay for it, and a lack of memory shows at the
+ * start). Local. Errors: HPT_ERR_IO (out of memory). */
+hpt_status hpt_ckpt_async_reserve(hpt_ckpt_async *a, const hpt_ckpt_state *s);
+
+/* Start saving step meta->step to DIR (collective; none in flight): the
+ * same checks, reservation and phase 1 (file and datasets, collective) as
+ * hpt_checkpoint_save, then this rank's slabs are copied into the staging
+ * buffer and the writer thread started; returns at once. Errors (agreed,
+ * nothing in flight, .tmp removed): as hpt_checkpoint_save. */
+hpt_status hpt_ckpt_async_start(hpt_ckpt_async *a, const char *dir, const hpt_ckpt_state *s,
+                                const hpt_ckpt_meta *meta, int keep);
+
+/* Step of the save in flight, or -1 (local, no communication). */
+int64_t hpt_ckpt_async_inflight(const hpt_ckpt_async *a);
+
+/* 1 when this rank's writer is done or nothing is in flight (local, no
+ * communication; the caller agrees before finishing). */
+int hpt_ckpt_async_written(hpt_ckpt_async *a);
+
+/* Finish the save in flight (collective; waits for this rank's writer):
+ * agree on the writers' outcome, write the CRCs, close, commit, prune.
+ * Fills *info (step -1 and HPT_OK when none was in flight). Errors (the
+ * same on every rank, .tmp removed, previous checkpoints untouched):
+ * HPT_ERR_IO naming the file and the failed write. */
+hpt_status hpt_ckpt_async_finish(hpt_ckpt_async *a, const hpt_ckpt_state *s,
+                                 hpt_ckpt_async_info *info);
+
 #endif

@@ -112,7 +112,7 @@ int hpt_metrics_due(const hpt_metrics *m);
 hpt_status hpt_metrics_flush(hpt_metrics *m, FILE *log);
 
 /* Append an event (rank 0 only; a no-op elsewhere). kind: run_start,
- * run_end, checkpoint_save, checkpoint_load, signal, resume, layout_change,
+ * run_end, checkpoint_save, checkpoint_error, checkpoint_load, signal, resume, layout_change,
  * skipped_step, grad_norm_spike, throughput_drop, slow_rank. rank: the
  * world rank the event concerns. Written at the next flush. */
 void hpt_metrics_event(hpt_metrics *m, int64_t step, int rank, const char *kind,

@@ -257,8 +257,16 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         m.comm_buffers = s->pp > 1 ? 2 * act_elem_bytes(s) * N * C : 0;
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
     }
+    /* --async-save (lib/checkpoint.c): each rank stages the fp32 weights and
+     * both moments of the slabs it writes or checksums — its (stage, TP)
+     * share once without DP, about 2/DP of it with DP > 1; a tied
+     * embedding's copy on the last stage is not written */
+    if (s->async_save) {
+        int dup = s->cfg.tie_word_embeddings && s->pp > 1 && stage == s->pp - 1;
+        m.staging = 12.0 * (P - (dup ? vocab_local(s) * C : 0)) * fmin(1.0, 2.0 / s->dp);
+    }
     m.total = m.weights + m.grads + m.optimizer + m.activations + m.logits + m.comm_buffers +
-              m.baseline;
+              m.baseline + (s->cl.exact ? m.staging : 0);
     if (s->cl.exact) { /* initialisation: a host copy of the parameters, before optimizer state */
         double init = 2 * m.weights + m.grads + m.activations + m.logits + m.baseline;
         m.total = fmax(m.total, init);
@@ -534,12 +542,15 @@ static const char *json_z(jbuf *b, double v) { return json_num(b, "%.0f", v); }
 
 static void json_mem(FILE *f, const hpt_plan_mem *m)
 {
-    jbuf b[8];
+    jbuf b[9];
     fprintf(f, "{\"weights\": %s, \"grads\": %s, \"optimizer\": %s, \"activations\": %s, "
-            "\"logits\": %s, \"comm_buffers\": %s, \"baseline\": %s, \"total\": %s}",
+            "\"logits\": %s, \"comm_buffers\": %s, \"baseline\": %s, \"total\": %s",
             json_z(&b[0], m->weights), json_z(&b[1], m->grads), json_z(&b[2], m->optimizer),
             json_z(&b[3], m->activations), json_z(&b[4], m->logits), json_z(&b[5], m->comm_buffers),
             json_z(&b[6], m->baseline), json_z(&b[7], m->total));
+    if (m->staging > 0) /* --async-save only */
+        fprintf(f, ", \"staging\": %s", json_z(&b[8], m->staging));
+    fputc('}', f);
 }
 
 void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
@@ -641,6 +652,10 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
         if (r->nstages <= 8 || i < 2 || i >= r->nstages - 2 || i == r->worst_stage)
             text_mem_row(f, label, &r->stage[i].mem, u);
     }
+    if (r->worst.staging > 0)
+        fprintf(f, "async-save staging buffer (host memory): %.2f %s per rank at the worst stage, "
+                "%s\n", r->worst.staging / u, un,
+                s->cl.exact ? "included in total" : "beside the GPU's memory");
     fprintf(f, "worst: stage %d, %.2f %s of %.2f %s: %s\n\n", r->worst_stage, r->worst.total / u,
             un, capacity(s) / u, un, r->fits ? "FITS" : "DOES NOT FIT");
     fprintf(f, "communication per step (worst rank)   calls        bytes   wire bytes   seconds  link\n");

@@ -70,12 +70,17 @@ typedef struct {
                                 * (hpt's CPU attention; 0 = FlashAttention-
                                 * style, only the row statistics)        */
     double data_bytes;         /* token shards each rank maps and touches */
+    int async_save;            /* hpt-train --async-save: count its host
+                                * staging buffer (mem.staging)            */
 } hpt_plan_setup;
 
 /* Memory of one rank, bytes. total = sum of the others, or the
  * initialisation peak when that is larger (exact model only). */
 typedef struct {
     double weights, grads, optimizer, activations, logits, comm_buffers, baseline, total;
+    double staging; /* --async-save's host staging buffer (0 without): in total
+                     * when the device memory is host memory (the exact CPU
+                     * model), else host memory beside the device's */
 } hpt_plan_mem;
 
 typedef enum {

@@ -341,3 +341,83 @@ hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int step, FILE
                           (long long)bytes, secs);
     return st;
 }
+
+/* --async-save: snapshot step `step` and start its background write
+ * (collective). A failure (no space, the file cannot be created) is
+ * reported once and training goes on: the previous checkpoints are
+ * untouched. Returns HPT_OK. */
+hpt_status start_async_save(run_state *r, const hpt_train_opts *o, int step, FILE *out)
+{
+    hpt_ckpt_meta meta;
+    fill_meta(r, o, step, &meta);
+    hpt_ckpt_state cs = ckpt_state(r);
+    hpt_status st = hpt_ckpt_async_start(r->async, r->ckpt_dir, &cs, &meta, o->keep);
+    if (st) {
+        if (r->root)
+            fprintf(stderr, "hpt-train: warning: step %d: %s; training goes on\n", step,
+                    hpt_error_msg());
+        hpt_metrics_event(r->metrics, step, 0, "checkpoint_error", "%s", hpt_error_msg());
+    } else if (r->root && getenv("HPT_CKPT_PROFILE")) {
+        fprintf(out, "step %d: checkpoint snapshot taken, writing in the background\n", step);
+        fflush(out);
+    }
+    return HPT_OK;
+}
+
+/* --async-save: finish the save in flight, if any (collective; every rank
+ * calls it at the same boundary, after step `at`): wait for the writers,
+ * commit, then print "checkpoint ..." and record the checkpoint_save event
+ * with the save's figures — only now is the step saved. A failed save is
+ * reported once and training goes on. Adds the time waited here to the
+ * step's checkpoint seconds; returns the save's start-to-commit seconds
+ * (0: none in flight). */
+double finish_async_save(run_state *r, int at, FILE *out)
+{
+    if (hpt_ckpt_async_inflight(r->async) < 0)
+        return 0;
+    double t0 = now_s();
+    hpt_ckpt_async_info in;
+    hpt_ckpt_state cs = ckpt_state(r);
+    hpt_status st = hpt_ckpt_async_finish(r->async, &cs, &in);
+    r->ckpt_save_s += now_s() - t0;
+    if (st) {
+        if (r->root)
+            fprintf(stderr, "hpt-train: warning: step %lld: %s; training goes on\n",
+                    (long long)in.step, hpt_error_msg());
+        hpt_metrics_event(r->metrics, in.step, 0, "checkpoint_error", "%s", hpt_error_msg());
+        return in.total_s;
+    }
+    if (r->root) {
+        fprintf(out, "step %lld: checkpoint %s/step_%08lld (%.1f MiB; async: training stalled "
+                "%.3f s, written in %.2f s in the background, committed after step %d)\n",
+                (long long)in.step, r->ckpt_dir, (long long)in.step, in.bytes / 1048576.0,
+                in.snapshot_s, in.write_s, at);
+        fflush(out);
+    }
+    /* the figures first: a long path is what the 256-byte message cuts */
+    hpt_metrics_event(r->metrics, in.step, 0, "checkpoint_save",
+                      "async: %lld bytes, snapshot (training stall) %.3f s, background write "
+                      "%.3f s, commit waited %.3f s, committed after step %d, %.3f s in all; "
+                      "%s/step_%08lld", (long long)in.bytes, in.snapshot_s, in.write_s, in.wait_s,
+                      at, in.total_s, r->ckpt_dir, (long long)in.step);
+    hpt_metrics_write_events(r->metrics);
+    return in.total_s;
+}
+
+hpt_status setup_async_save(run_state *r, const hpt_train_opts *o)
+{
+    int level = MPI_THREAD_SINGLE;
+    if (!o->async_save || !r->ckpt_dir[0] || o->save_every <= 0)
+        return HPT_OK; /* no periodic saves: the stop saves are synchronous anyway */
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_FUNNELED) {
+        if (r->root)
+            fprintf(stderr, "hpt-train: warning: --async-save needs MPI_THREAD_FUNNELED (MPI "
+                    "provides level %d): saving synchronously\n", level);
+        return HPT_OK;
+    }
+    if (!(r->async = hpt_ckpt_async_new()))
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (--async-save)");
+    hpt_ckpt_state cs = ckpt_state(r);
+    return hpt_ckpt_async_reserve(r->async, &cs);
+}

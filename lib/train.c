@@ -94,6 +94,9 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
     if (o->max_runtime > 0 && !o->run_dir && !o->ckpt_dir) /* it stops with a checkpoint */
         return hpt_error_set(HPT_ERR_USAGE, "--max-runtime needs --run-dir or --checkpoint-dir "
                              "(it checkpoints before it stops)");
+    if (o->async_save && !o->run_dir && !o->ckpt_dir)
+        return hpt_error_set(HPT_ERR_USAGE, "--async-save needs --run-dir or --checkpoint-dir "
+                             "(it writes checkpoints)");
     if (o->save_every < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--save-every %d: must be >= 0 (0 = only on a stop "
                              "signal and at --max-runtime/--stop-at)", o->save_every);
@@ -259,6 +262,7 @@ static void run_free(run_state *r)
     free(r->bwd_req);
     free(r->fwd_busy);
     free(r->bwd_busy);
+    hpt_ckpt_async_free(r->async);
     hpt_model_free(&r->model);
     hpt_optim_free(&r->opt);
     hpt_loader_close(r->train);
@@ -538,17 +542,19 @@ static void print_step(FILE *out, const hpt_train_opts *o, int dp, int step, dou
 }
 
 /* At a step boundary: did a stop signal arrive on any rank, or would the
- * next step (and a save) overrun --max-runtime? One all-reduce, so every
- * rank agrees. */
+ * next step (and a save) overrun --max-runtime? *busy (in: this rank's
+ * background checkpoint write is still running; out: on any rank). One
+ * all-reduce, so every rank agrees. */
 static int should_stop(run_state *r, const hpt_train_opts *o, double t_start, double step_s,
-                       double save_s)
+                       double save_s, int *busy)
 {
-    int stop = train_stop_signal != 0;
+    int v[2] = {train_stop_signal != 0, *busy};
     if (o->max_runtime > 0 && now_s() - t_start + 1.5 * step_s + 2 * save_s + 1 > o->max_runtime)
-        stop = 2;
+        v[0] = 2;
     if (r->comm.world_size > 1)
-        MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD]);
-    return stop;
+        MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD]);
+    *busy = v[1];
+    return v[0];
 }
 
 /* One optimizer step's results, for the progress line, log.tsv and the
@@ -660,7 +666,8 @@ static hpt_status step_boundary(run_state *r, const hpt_train_opts *o, int step,
                                 const step_result *s, double t_start, double *save_s)
 {
     int last = step + 1 == o->steps;
-    int stop = r->ckpt_dir[0] ? should_stop(r, o, t_start, s->t1 - s->t0, *save_s) : 0;
+    int busy = !hpt_ckpt_async_written(r->async);
+    int stop = r->ckpt_dir[0] ? should_stop(r, o, t_start, s->t1 - s->t0, *save_s, &busy) : 0;
     if (stop == 1)
         hpt_metrics_event(r->metrics, step + 1, 0, "signal",
                           "stop signal received (%s): checkpoint and exit 75",
@@ -677,11 +684,18 @@ static hpt_status step_boundary(run_state *r, const hpt_train_opts *o, int step,
         if (hpt_metrics_due(r->metrics) || save || (stop && !last))
             hpt_metrics_flush(r->metrics, r->root ? out : NULL);
     }
+    /* --async-save: commit the save in flight once every writer is done;
+     * before another save, a stop or the end, wait for it */
+    if (hpt_ckpt_async_inflight(r->async) >= 0 && (!busy || save || stop || last))
+        *save_s = finish_async_save(r, step + 1, out);
     if (save) {
         double ts = now_s();
-        hpt_status st = save_checkpoint(r, o, step + 1, out);
-        *save_s = now_s() - ts;
-        r->ckpt_save_s = *save_s; /* recorded with the next step */
+        int bg = r->async && !stop && !last; /* the stop and the final saves are synchronous */
+        hpt_status st = bg ? start_async_save(r, o, step + 1, out)
+                           : save_checkpoint(r, o, step + 1, out);
+        if (!bg)
+            *save_s = now_s() - ts;
+        r->ckpt_save_s += now_s() - ts; /* the training stall, recorded with the next step */
         if (st)
             return st;
         hpt_metrics_write_events(r->metrics); /* rank 0, no communication */
@@ -834,10 +848,13 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     if (!st)
         st = hpt_comm_agree(comm, hpt_watchdog_start(&r.watchdog, &r.comm, o->run_dir,
                                                      o->collective_timeout));
+    if (!st)
+        st = hpt_comm_agree(comm, setup_async_save(&r, o));
     if (!st) {
         if (r.root)
             print_banner(&r, o, out);
         st = train_loop(&r, o, out);
+        finish_async_save(&r, r.start_step + r.train_steps, out); /* an exit mid-save (agreed) */
         hpt_watchdog_stop(r.watchdog);
         r.watchdog = NULL;
         hpt_metrics_event(r.metrics, r.start_step + r.train_steps, 0, "run_end", "%s",

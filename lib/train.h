@@ -40,6 +40,7 @@ typedef struct {
     const char *ckpt_dir;  /* default RUN_DIR/checkpoints                    */
     int save_every;        /* steps between checkpoints; 0 = only on signal  */
     int keep;              /* checkpoints kept                               */
+    int async_save;        /* 1: periodic saves written in the background    */
     int resume;            /* 0 none, 1 auto (fall back if damaged), 2 strict */
     double max_runtime;    /* seconds; save and exit 75 before it; 0 = none  */
     int save_signals;      /* 1: the stop signals checkpoint and exit 75     */

@@ -62,6 +62,7 @@ typedef struct {
     double local_loss;         /* this rank's loss sum over its micro-batches */
     double local_sumsq;        /* this rank's pre-DP-reduction gradient sum of squares */
     double ckpt_load_s, ckpt_save_s, ckpt_save_bytes;
+    hpt_ckpt_async *async;     /* --async-save: the save in flight; NULL = off */
     int poison;                /* poison this rank's gradients this step (test) */
     double comm_s_acc;         /* seconds in communication at the end of accumulate */
     hpt_comm_counter step_ctr[HPT_GROUP_COUNT]; /* this step's communication */
@@ -143,6 +144,21 @@ hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *meta);
 hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *meta);
 /* Save step `step` (collective); prints the save line on rank 0. */
 hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int step, FILE *out);
+/* --async-save with a checkpoint directory and --save-every: the handle of the background
+ * saves and its staging buffer, allocated now. The writer thread makes no
+ * MPI call, but MPI must know other threads exist: hpt-train asks for
+ * MPI_THREAD_FUNNELED; under a lower level (a caller's MPI_Init) saves
+ * stay synchronous, with a warning. Local. Errors: HPT_ERR_INTERNAL,
+ * HPT_ERR_IO (out of memory). */
+hpt_status setup_async_save(run_state *r, const hpt_train_opts *o);
+/* --async-save: snapshot step `step` and start writing it in the
+ * background (collective); a failure is reported and training goes on
+ * (HPT_OK). */
+hpt_status start_async_save(run_state *r, const hpt_train_opts *o, int step, FILE *out);
+/* --async-save: commit the save in flight, if any (collective, after step
+ * `at`); prints and records it; a failure is reported and training goes
+ * on. Returns its start-to-commit seconds (0: none). */
+double finish_async_save(run_state *r, int at, FILE *out);
 /* Rank 0: cut back (upto >= 0) or remove (upto < 0) the samples.<d>.tsv
  * files no rank of this run writes. */
 void tidy_samples(run_state *r, const hpt_train_opts *o, int64_t upto);

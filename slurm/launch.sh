@@ -67,6 +67,7 @@ HPT_STEPS=${HPT_STEPS:-1000}
 HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-100}
 HPT_ZERO1=${HPT_ZERO1:-0}
 HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
+HPT_ASYNC_SAVE=${HPT_ASYNC_SAVE:-0}   # 1: --async-save (periodic checkpoints written in the background)
 HPT_SIGNAL=${HPT_SIGNAL:-USR1}
 HPT_SRUN_MPI=${HPT_SRUN_MPI:-pmi2}
 HPT_REQUEUE=${HPT_REQUEUE:-1}
@@ -82,7 +83,7 @@ for v in HPT_TP HPT_PP HPT_SEQ_LEN HPT_MICRO_BATCH HPT_STEPS; do is_count $v "${
 [[ $HPT_SAVE_EVERY =~ ^[0-9]+$ ]] || die "HPT_SAVE_EVERY='$HPT_SAVE_EVERY': expected an integer >= 0"
 [[ $HPT_MAX_STALLED_RESTARTS =~ ^[0-9]+$ ]] ||
   die "HPT_MAX_STALLED_RESTARTS='$HPT_MAX_STALLED_RESTARTS': expected an integer >= 0"
-for v in HPT_ZERO1 HPT_RECOMPUTE HPT_REQUEUE DRY_RUN; do is_bool $v "${!v}"; done
+for v in HPT_ZERO1 HPT_RECOMPUTE HPT_ASYNC_SAVE HPT_REQUEUE DRY_RUN; do is_bool $v "${!v}"; done
 [[ $HPT_SIGNAL =~ ^(USR1|USR2|TERM|INT|HUP)$ ]] || die "HPT_SIGNAL='$HPT_SIGNAL': expected USR1, USR2, TERM, INT or HUP"
 # Initial weights (hpt-train --init-from); a requeued job resumes from its
 # own checkpoint instead (the trainer's rule), so the variable can stay set.
@@ -188,6 +189,8 @@ print_groups() {
 dry_run() {
   [ -z "$HPT_INIT_FROM" ] ||
     echo "== initial weights: --init-from $HPT_INIT_FROM (a requeued job resumes from its checkpoint instead) =="
+  [ "$HPT_ASYNC_SAVE" = 0 ] ||
+    echo "== checkpoints: --async-save (written in the background; the plan counts the staging buffer) =="
   echo "== rank layout: block placement, $TPN ranks per node =="
   print_groups tp
   print_groups pp
@@ -205,6 +208,7 @@ dry_run() {
               --global-batch "$HPT_GLOBAL_BATCH" --micro-batch "$HPT_MICRO_BATCH")
   [ "$HPT_RECOMPUTE" = 1 ] && args+=(--recompute)
   [ "$HPT_ZERO1" = 1 ] && args+=(--zero1)
+  [ "$HPT_ASYNC_SAVE" = 1 ] && args+=(--async-save)
   echo "$plan ${args[*]}"
   "$plan" "${args[@]}"
 }
@@ -339,6 +343,7 @@ ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
 [ -n "$HPT_INIT_FROM" ] && ARGS+=(--init-from "$HPT_INIT_FROM")
 [ "$HPT_ZERO1" = 1 ] && ARGS+=(--zero1)
 [ "$HPT_RECOMPUTE" = 1 ] && ARGS+=(--recompute)
+[ "$HPT_ASYNC_SAVE" = 1 ] && ARGS+=(--async-save)
 # shellcheck disable=SC2206  # HPT_RECIPE_ARGS, HPT_TRAIN_ARGS are word lists by design
 ARGS+=($HPT_RECIPE_ARGS $HPT_TRAIN_ARGS "${EXTRA[@]}")
 

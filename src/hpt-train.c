@@ -79,6 +79,9 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "                        stop signal or --max-runtime]\n"
             "  --checkpoint-dir DIR  checkpoints [RUN_DIR/checkpoints]\n"
             "  --keep N              checkpoints kept [%d]\n"
+            "  --async-save          write the periodic checkpoints in the background: training\n"
+            "                        stalls only for a copy into a staging buffer (host memory\n"
+            "                        of the rank's share of the checkpoint; docs/CHECKPOINT.md)\n"
             "  --resume MODE         auto: continue from the newest checkpoint that loads,\n"
             "                        falling back past damaged ones; strict: refuse a damaged\n"
             "                        one; none: start fresh [auto]\n"
@@ -134,6 +137,7 @@ enum {
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
+    OPT_ASYNC_SAVE,
 };
 
 static const struct option long_opts[] = {
@@ -169,6 +173,7 @@ static const struct option long_opts[] = {
     {"alert", 1, 0, OPT_ALERT},
     {"collective-timeout", 1, 0, OPT_COLL_TIMEOUT},
     {"fault-stall-rank", 1, 0, OPT_STALL_RANK}, {"fault-stall-step", 1, 0, OPT_STALL_STEP},
+    {"async-save", 0, 0, OPT_ASYNC_SAVE},
     {0, 0, 0, 0},
 };
 
@@ -213,6 +218,7 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
         return st;
     }
     case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
+    case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
     case OPT_INIT_FROM:
         if (!arg[0])
@@ -300,7 +306,10 @@ static hpt_status print_config(const hpt_train_opts *o, FILE *out)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* FUNNELED: --async-save's writer threads make no MPI calls, but MPI
+     * is told they exist */
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     int rank, action = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     hpt_train_opts o, defaults;

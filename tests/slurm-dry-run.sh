@@ -53,4 +53,14 @@ grep -q "TP 8 x PP 4 x DP 2 .*" "$WORK/70b8" && grep -q "grad-accum 512 x DP 2" 
 HPT_INIT_FROM="$WORK/w.safetensors" bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bi" 2>&1 ||
   fail "8B dry run with HPT_INIT_FROM failed: $(cat "$WORK/8bi")"
 grep -q "^== initial weights: --init-from $WORK/w.safetensors " "$WORK/8bi" || fail "HPT_INIT_FROM not in the dry run"
+# HPT_ASYNC_SAVE=1: named in the dry run, and the plan counts the staging buffer
+HPT_ASYNC_SAVE=1 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8ba" 2>&1 ||
+  fail "8B dry run with HPT_ASYNC_SAVE=1 failed: $(cat "$WORK/8ba")"
+grep -q "^== checkpoints: --async-save" "$WORK/8ba" || fail "HPT_ASYNC_SAVE not in the dry run"
+if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
+  grep -q "hpt-plan .* --async-save" "$WORK/8ba" && grep -q "^async-save staging buffer (host memory): " "$WORK/8ba" ||
+    fail "HPT_ASYNC_SAVE=1: hpt-plan not asked for the staging buffer"
+fi
+HPT_ASYNC_SAVE=yes bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bx" 2>&1 && fail "HPT_ASYNC_SAVE=yes accepted"
+grep -q "HPT_ASYNC_SAVE='yes': expected 0 or 1" "$WORK/8bx" || fail "HPT_ASYNC_SAVE=yes: $(cat "$WORK/8bx")"
 pass "70B and 8B dry runs: TP groups inside nodes, group counts as documented"

@@ -10,6 +10,7 @@
 
 #include "comm.h"
 #include "model.h"
+#include "checkpoint.h"
 #include "plan.h"
 
 static int failures;
@@ -191,6 +192,21 @@ static void test_exact_sizes(void)
                                  ci, tp, pp, stage, rc);
                         expect(what, hpt_plan_exact_act_bytes(&s, stage, nslots, NULL),
                                (double)m.act_bytes, 0);
+                        /* --async-save's staging buffer: the plan's figure bounds what
+                         * lib/checkpoint.c allocates (norms written by TP rank 0 only,
+                         * vocabulary padding rows not staged), at DP 1 and 2 */
+                        for (int dp = 1; dp <= 2; dp++) {
+                            s.dp = fake.dp = dp, fake.dp_rank = dp - 1, s.async_save = 1;
+                            hpt_ckpt_state cs = {.comm = &fake, .model = &m};
+                            double real = (double)hpt_ckpt_async_staging_bytes(&cs);
+                            double plan = hpt_plan_rank_mem(&s, stage * tp * dp + (dp - 1) * tp +
+                                                                    tp - 1).staging;
+                            int ok = real <= plan && real >= 0.9 * plan;
+                            printf("%s cfg %d tp %d pp %d dp %d stage %d staging: plan %.0f, "
+                                   "allocated %.0f bytes\n", ok ? "ok  " : "FAIL", ci, tp, pp,
+                                   dp, stage, plan, real);
+                            failures += !ok;
+                        }
                         hpt_model_free(&m);
                     }
 }
