@@ -413,6 +413,20 @@ static hpt_status check_export(const hpt_train_opts *o)
     return HPT_OK;
 }
 
+/* The MPI communication path hands buffers to MPI as they are, so a backend
+ * whose memory is not host memory runs one rank without --zero1 until that
+ * path stages device buffers through the host (issue 12 follow-up). */
+static hpt_status check_device_layout(const run_state *r, const hpt_train_opts *o,
+                                      const hpt_backend *be)
+{
+    if (!strcmp(be->name, "cpu") || (r->comm.world_size == 1 && !o->zero1))
+        return HPT_OK;
+    return hpt_error_set(HPT_ERR_USAGE, "--backend %s: runs on one rank without --zero1 for now "
+                         "(%d ranks%s): the MPI communication path does not stage device "
+                         "buffers through the host yet", be->name, r->comm.world_size,
+                         o->zero1 ? ", --zero1" : "");
+}
+
 /* Setup, part 1: checks that need no communication. */
 static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_backend **be)
 {
@@ -425,7 +439,9 @@ static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_b
         return hpt_error_set(HPT_ERR_USAGE,
                              "--seq-len %d exceeds max_position_embeddings = %d of model '%s'",
                              o->seq_len, r->cfg.max_position_embeddings, o->model);
-    if ((st = hpt_backend_get(o->backend, be)) || (st = open_data(r, o)) ||
+    if ((st = hpt_backend_get(o->backend, be)) ||
+        (st = hpt_backend_set_precision(*be, o->precision)) ||
+        (st = check_device_layout(r, o, *be)) || (st = open_data(r, o)) ||
         (st = checkpoint_dir(r, o)))
         return st;
     if (r->root && o->export_path && (st = check_export(o)))

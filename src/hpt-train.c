@@ -28,6 +28,8 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --data DIR|FILE|GLOB  training shards; a directory means DIR/train_*.bin [%s]\n"
             "  --val-data FILE|GLOB  validation shards [DIR/val_*.bin when --data is a directory]\n"
             "  --backend NAME        compute backend [%s]\n"
+            "  --precision P         matrix products: fp32 (exact), tf32 (tensor cores,\n"
+            "                        cuda backend) or bf16 (not yet implemented) [fp32]\n"
             "  --init-from PATH      start from these weights instead of random ones: an\n"
             "                        --export HDF5 file, a .safetensors file (F32, BF16, F16),\n"
             "                        a model.safetensors.index.json or a directory holding\n"
@@ -123,7 +125,7 @@ enum {
     OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
-    OPT_SLOW_MS, OPT_INIT_FROM,
+    OPT_SLOW_MS, OPT_INIT_FROM, OPT_PRECISION,
 };
 
 static const struct option long_opts[] = {
@@ -155,7 +157,7 @@ static const struct option long_opts[] = {
     {"peak-flops", 1, 0, OPT_PEAK},     {"slow-rank-factor", 1, 0, OPT_SLOW_F},
     {"spike-factor", 1, 0, OPT_SPIKE_F}, {"fault-nan-rank", 1, 0, OPT_NAN_RANK},
     {"fault-slow-rank", 1, 0, OPT_SLOW_RANK}, {"fault-slow-ms", 1, 0, OPT_SLOW_MS},
-    {"init-from", 1, 0, OPT_INIT_FROM},
+    {"init-from", 1, 0, OPT_INIT_FROM}, {"precision", 1, 0, OPT_PRECISION},
     {0, 0, 0, 0},
 };
 
@@ -170,6 +172,7 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_VAL: o->val_data = arg; return HPT_OK;
     case OPT_RUN_DIR: o->run_dir = arg; return HPT_OK;
     case OPT_BACKEND: o->backend = arg; return HPT_OK;
+    case OPT_PRECISION: return hpt_precision_parse(arg, &o->precision);
     case OPT_BATCH: return hpt_cli_parse_int(name, arg, &o->batch);
     case OPT_SEQ: return hpt_cli_parse_int(name, arg, &o->seq_len);
     case OPT_ACCUM: return hpt_cli_parse_int(name, arg, &o->grad_accum);
