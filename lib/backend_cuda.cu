@@ -20,9 +20,13 @@
  *   (several ranks may share one GPU).
  * - Every CUDA and cuBLAS call is checked (cuda_util.h): a failure names
  *   the call, file:line and CUDA's error string and aborts all ranks.
+ * - cuBLAS is loaded by init (dlopen), not linked: linking it costs every
+ *   process ~215 MiB of resident memory at start-up (the relocations of
+ *   libcublasLt, measured), CPU runs included.
  * All work runs on the legacy default stream; upload/download and the
  * host-returning reductions synchronise with it.
  */
+#include <dlfcn.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -38,6 +42,66 @@
 
 #define FULL_MASK 0xffffffffu
 #define LAUNCHED(name) hpt_cuda_launched((name), g_sync, __FILE__, __LINE__)
+
+/* ------------------------------------------------------------- cuBLAS */
+
+#define HPT_STR2(x) #x
+#define HPT_STR(x) HPT_STR2(x)
+
+/* cublasGemmEx with a cublasComputeType_t (C++ also sees an inline
+ * overload taking a cudaDataType). */
+typedef cublasStatus_t (*gemm_ex_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                     int, int, const void *, const void *, cudaDataType, int,
+                                     const void *, cudaDataType, int, const void *, void *,
+                                     cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+
+/* The cuBLAS entry points used, resolved by load_cublas. */
+static struct {
+    decltype(&cublasCreate_v2) create;
+    decltype(&cublasSetMathMode) set_math_mode;
+    gemm_ex_fn gemm_ex;
+    decltype(&cublasGetStatusString) status_string;
+} g_cublas;
+
+static const char *hpt_cublas_error(cublasStatus_t s)
+{
+    return g_cublas.status_string ? g_cublas.status_string(s) : "cuBLAS not loaded";
+}
+
+/* dlopen the cuBLAS of the toolkit configure found (its major version;
+ * the executable's run path, LD_LIBRARY_PATH, then the toolkit's library
+ * directory). Errors: HPT_ERR_USAGE with dlerror's reason in `why`. */
+static hpt_status load_cublas(char *why, size_t n)
+{
+    const char *names[] = {"libcublas.so." HPT_STR(CUBLAS_VER_MAJOR),
+#ifdef HPT_CUDA_LIBDIR
+                           HPT_CUDA_LIBDIR "/libcublas.so." HPT_STR(CUBLAS_VER_MAJOR),
+#endif
+                           "libcublas.so"};
+    void *h = NULL;
+    const char *err = "";
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
+        if (!(h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)))
+            err = dlerror();
+    if (!h) {
+        snprintf(why, n, "--backend cuda: cannot load cuBLAS (%s)", err);
+        return HPT_ERR_USAGE;
+    }
+    const struct {
+        void **slot;
+        const char *sym;
+    } syms[] = {{(void **)&g_cublas.create, "cublasCreate_v2"},
+                {(void **)&g_cublas.set_math_mode, "cublasSetMathMode"},
+                {(void **)&g_cublas.gemm_ex, "cublasGemmEx"},
+                {(void **)&g_cublas.status_string, "cublasGetStatusString"}};
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (!(*syms[i].slot = dlsym(h, syms[i].sym))) {
+            snprintf(why, n, "--backend cuda: %s has no %s (cuBLAS older than the toolkit "
+                     "hpt was built with?)", names[0], syms[i].sym);
+            return HPT_ERR_USAGE;
+        }
+    return HPT_OK;
+}
 
 /* ------------------------------------------------------------- state */
 
@@ -93,12 +157,14 @@ static hpt_status cuda_init(void)
         verdict = HPT_ERR_USAGE;
         return hpt_error_set(verdict, "%s", why);
     }
+    if ((verdict = load_cublas(why, sizeof why)))
+        return hpt_error_set(verdict, "%s", why);
     const char *s = getenv("HPT_CUDA_SYNC");
     g_sync = s && atoi(s) > 0;
     g_device = lr % n;
     HPT_CUDA(cudaSetDevice(g_device));
-    HPT_CUBLAS(cublasCreate(&g_blas));
-    HPT_CUBLAS(cublasSetMathMode(g_blas, CUBLAS_DEFAULT_MATH));
+    HPT_CUBLAS(g_cublas.create(&g_blas));
+    HPT_CUBLAS(g_cublas.set_math_mode(g_blas, CUBLAS_DEFAULT_MATH));
     g_sizes = new std::unordered_map<void *, size_t>();
     g_ready = 1;
     return HPT_OK;
@@ -337,8 +403,9 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
     if (m <= 0 || n <= 0)
         return;
     const float alpha = 1.0f;
-    HPT_CUBLAS(cublasGemmEx(g_blas, ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F,
-                            ldb, &beta, C, CUDA_R_32F, ldc, g_compute, CUBLAS_GEMM_DEFAULT));
+    HPT_CUBLAS(g_cublas.gemm_ex(g_blas, ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, B,
+                                CUDA_R_32F, ldb, &beta, C, CUDA_R_32F, ldc, g_compute,
+                                CUBLAS_GEMM_DEFAULT));
 }
 
 /* out (N,O) = in (N,Ic) w (O,Ic)^T. Column-major view: out^T (O,N) =

@@ -24,12 +24,14 @@
                       cudaGetErrorString(e_), cudaGetErrorName(e_));                           \
     } while (0)
 
+/* The includer defines `static const char *hpt_cublas_error(cublasStatus_t)`
+ * (lib/backend_cuda.cu loads cuBLAS at run time). */
 #define HPT_CUBLAS(call)                                                                       \
     do {                                                                                       \
         cublasStatus_t s_ = (call);                                                            \
         if (s_ != CUBLAS_STATUS_SUCCESS)                                                       \
             hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, "%s: %s (cuBLAS status %d)", #call, \
-                      cublasGetStatusString(s_), (int)s_);                                     \
+                      hpt_cublas_error(s_), (int)s_);                                          \
     } while (0)
 
 /* After a <<<...>>> launch of kernel `name` (a string). `sync`: nonzero to

@@ -346,16 +346,20 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
     }
     build_tensor_table(m);
     m->act_bytes = layout_acts(m, NULL);
+    hpt_error_set(HPT_OK, "%s", ""); /* a failing alloc may leave its reason here */
     m->params = be->alloc(sizeof(float) * m->nparams);
-    m->grads = be->alloc(sizeof(float) * m->nparams);
-    m->act_block = be->alloc(m->act_bytes);
+    m->grads = m->params ? be->alloc(sizeof(float) * m->nparams) : NULL;
+    m->act_block = m->grads ? be->alloc(m->act_bytes) : NULL;
     if (!m->params || !m->grads || !m->act_block) {
         size_t want = 2 * sizeof(float) * m->nparams + m->act_bytes;
+        char why[512];
+        snprintf(why, sizeof why, "%s", hpt_error_msg());
         hpt_model_free(m);
-        return hpt_error_set(HPT_ERR_INTERNAL,
+        /* a backend's reason (device memory) is a usage error: exit 2 */
+        return hpt_error_set(why[0] ? HPT_ERR_USAGE : HPT_ERR_INTERNAL,
                              "out of memory: model needs %.1f MiB for parameters, gradients and "
-                             "activations (micro-batch %d x %d)",
-                             want / 1048576.0, B, T);
+                             "activations (micro-batch %d x %d)%s%s",
+                             want / 1048576.0, B, T, why[0] ? ": " : "", why);
     }
     layout_acts(m, m->act_block);
     hpt_model_use_slot(m, 0);
