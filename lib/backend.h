@@ -58,6 +58,11 @@ struct hpt_backend {
      * (a backend may leave the reason, e.g. the bytes free on the device,
      * in hpt_error_msg()). */
     void *(*alloc)(size_t bytes);
+    /* 1 when p points into device memory the host cannot dereference (from
+     * alloc), else 0: which buffers the communication path must stage
+     * through the host (lib/comm_stage.c). Optional (NULL: all of this
+     * backend's memory is host memory, as on the CPU). */
+    int (*is_device)(const void *p);
     /* Free memory from alloc; accepts NULL. */
     void (*free)(void *p);
     void (*memset0)(void *dst, size_t bytes);

@@ -222,6 +222,18 @@ static void cuda_free(void *p)
     HPT_CUDA(cudaFree(p));
 }
 
+/* A host pointer is not an error for cudaPointerGetAttributes since CUDA
+ * 11 (type "unregistered"); older runtimes fail: clear that error. */
+static int cuda_is_device(const void *p)
+{
+    cudaPointerAttributes a;
+    if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice;
+}
+
 static void cuda_memset0(void *dst, size_t bytes)
 {
     if (bytes)
@@ -1313,6 +1325,7 @@ static hpt_backend make_table(void)
     b.mem_peak = cuda_mem_peak;
     b.alloc = cuda_alloc;
     b.free = cuda_free;
+    b.is_device = cuda_is_device;
     b.memset0 = cuda_memset0;
     b.upload = cuda_upload;
     b.download = cuda_download;

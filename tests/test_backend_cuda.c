@@ -192,6 +192,9 @@ static void test_memory(void)
     result("memory: memset0", zero, "(%g)", 0.0);
     result("memory: mem_peak counts the allocations", gpu->mem_peak && gpu->mem_peak() >= FB(2 * n),
            "%g bytes", gpu->mem_peak ? (double)gpu->mem_peak() : 0.0);
+    result("memory: is_device (device buffer 1, host buffer 0)",
+           gpu->is_device && gpu->is_device(d) && !gpu->is_device(x) && !gpu->is_device(NULL),
+           "(%g)", 0.0);
     gpu->free(d);
     gpu->free(e);
     gpu->free(NULL);
