@@ -11,6 +11,13 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus /* lib/backend_cuda.cu (nvcc) includes this header */
+extern "C" {
+#define HPT_NORETURN [[noreturn]]
+#else
+#define HPT_NORETURN _Noreturn
+#endif
+
 typedef enum {
     HPT_OK = 0,
     HPT_ERR_INTERNAL = 1,  /* a bug or an out-of-memory condition        */
@@ -39,12 +46,16 @@ int hpt_status_exit_code(hpt_status s);
 /* Fatal error inside a parallel run: print "hpt: fatal: file:line: msg" on
  * stderr and call MPI_Abort(MPI_COMM_WORLD, code) (or exit(code) when MPI
  * is not initialised). Never returns. Use HPT_FATAL(...). */
-_Noreturn void hpt_fatal(const char *file, int line, int code, const char *fmt, ...)
+HPT_NORETURN void hpt_fatal(const char *file, int line, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 #define HPT_FATAL(...) hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, __VA_ARGS__)
 
 /* Always-on assertion (never compiled out, never has side effects in cond). */
 #define HPT_CHECK(cond) \
     do { if (!(cond)) hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, "check failed: %s", #cond); } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

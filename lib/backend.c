@@ -8,7 +8,9 @@
 
 static const hpt_backend *const registry[] = {
     &hpt_backend_cpu,
-    /* #ifdef HAVE_CUDA: &hpt_backend_cuda lands with the CUDA backend issue. */
+#ifdef HAVE_CUDA
+    &hpt_backend_cuda,
+#endif
     NULL,
 };
 
@@ -19,8 +21,9 @@ hpt_status hpt_backend_get(const char *name, const hpt_backend **out)
     char names[256] = "";
     for (const hpt_backend *const *b = registry; *b; b++) {
         if (strcmp((*b)->name, name) == 0) {
-            if ((*b)->init)
-                (*b)->init();
+            hpt_status st = (*b)->init ? (*b)->init() : HPT_OK;
+            if (st)
+                return st;
             *out = *b;
             return HPT_OK;
         }
@@ -29,4 +32,35 @@ hpt_status hpt_backend_get(const char *name, const hpt_backend **out)
     }
     return hpt_error_set(HPT_ERR_USAGE, "--backend %s: unknown compute backend (compiled in: %s)",
                          name, names);
+}
+
+static const char *const precision_names[] = {
+    [HPT_PRECISION_FP32] = "fp32",
+    [HPT_PRECISION_TF32] = "tf32",
+    [HPT_PRECISION_BF16] = "bf16",
+};
+
+hpt_status hpt_precision_parse(const char *s, hpt_precision *out)
+{
+    for (int p = HPT_PRECISION_FP32; p <= HPT_PRECISION_BF16; p++)
+        if (!strcmp(s, precision_names[p])) {
+            *out = (hpt_precision)p;
+            return HPT_OK;
+        }
+    return hpt_error_set(HPT_ERR_USAGE, "--precision '%s': expected fp32, tf32 or bf16", s);
+}
+
+const char *hpt_precision_name(hpt_precision p)
+{
+    return p >= HPT_PRECISION_FP32 && p <= HPT_PRECISION_BF16 ? precision_names[p] : "?";
+}
+
+hpt_status hpt_backend_set_precision(const hpt_backend *be, hpt_precision p)
+{
+    if (be->set_precision)
+        return be->set_precision(p);
+    if (p == HPT_PRECISION_FP32)
+        return HPT_OK;
+    return hpt_error_set(HPT_ERR_USAGE, "--precision %s: the %s backend computes in fp32 only",
+                         hpt_precision_name(p), be->name);
 }

@@ -19,17 +19,50 @@
 
 #include "error.h"
 
+#ifdef __cplusplus /* lib/backend_cuda.cu (nvcc) includes this header */
+extern "C" {
+#endif
+
+/* Arithmetic of the matrix products (run option --precision). FP32: full
+ * fp32 products (the exactness mode; a GPU run equals a CPU run to float
+ * rounding). TF32: products on tensor cores with 10-bit-mantissa inputs and
+ * fp32 accumulation (NVIDIA Ampere and later). BF16: Megatron-style mixed
+ * precision (not implemented yet). */
+typedef enum {
+    HPT_PRECISION_FP32 = 0,
+    HPT_PRECISION_TF32 = 1,
+    HPT_PRECISION_BF16 = 2,
+} hpt_precision;
+
 typedef struct hpt_backend hpt_backend;
 
 struct hpt_backend {
     const char *name;
     /* Prepare the backend once per process (threads, device); called by
-     * hpt_backend_get. Optional (NULL). */
-    void (*init)(void);
+     * hpt_backend_get on every lookup, so it must be idempotent. Must be
+     * called with MPI initialised (the CUDA backend picks its device from
+     * the node-local rank). Errors: HPT_ERR_USAGE when the backend cannot
+     * run here (e.g. no GPU visible), with a message naming the cause.
+     * Optional (NULL). */
+    hpt_status (*init)(void);
+    /* Select the arithmetic of the matrix products. Errors: HPT_ERR_USAGE
+     * naming the precision when the backend does not support it. Optional
+     * (NULL: FP32 only, anything else refused by hpt_backend_set_precision). */
+    hpt_status (*set_precision)(hpt_precision precision);
+    /* Bytes of device memory held at the peak of this process (alloc minus
+     * free, high-water mark). Optional (NULL: no device memory; the CPU). */
+    size_t (*mem_peak)(void);
 
     /* ---- memory (bytes) ------------------------------------------------ */
-    /* Allocate `bytes` of device memory, zero-filled; NULL on failure. */
+    /* Allocate `bytes` of device memory, zero-filled; NULL on failure
+     * (a backend may leave the reason, e.g. the bytes free on the device,
+     * in hpt_error_msg()). */
     void *(*alloc)(size_t bytes);
+    /* 1 when p points into device memory the host cannot dereference (from
+     * alloc), else 0: which buffers the communication path must stage
+     * through the host (lib/comm_stage.c). Optional (NULL: all of this
+     * backend's memory is host memory, as on the CPU). */
+    int (*is_device)(const void *p);
     /* Free memory from alloc; accepts NULL. */
     void (*free)(void *p);
     void (*memset0)(void *dst, size_t bytes);
@@ -73,15 +106,28 @@ struct hpt_backend {
 
     /* ---- causal grouped-query attention (Vaswani et al. 2017, eq. 1;
      * Ainslie et al. 2023 for GQA: query head h reads kv head h/(H/KV)) ----
-     * q (B,T,H,hd), k/v (B,T,KV,hd), out (B,T,H,hd), probs (B,H,T,T) saved
-     * softmax (entries above the diagonal are zero). */
-    void (*attention_forward)(float *out, float *probs, const float *q, const float *k,
+     * q (B,T,H,hd), k/v (B,T,KV,hd), out (B,T,H,hd) (overwritten).
+     * `saved` holds what the backward pass needs, in a layout private to
+     * the backend: attention_saved_floats(B,T,H) floats, written by the
+     * forward and read back unchanged by attention_backward of the same
+     * backend. CPU: the softmax P (B,H,T,T), zero above the diagonal. CUDA:
+     * the per-row log-sum-exp (B,H,T) of the scaled scores (FlashAttention,
+     * Dao et al. 2022, algorithm 1), from which the backward recomputes P. */
+    void (*attention_forward)(float *out, float *saved, const float *q, const float *k,
                               const float *v, int B, int T, int H, int KV, int hd);
+    /* Floats of `saved` for one call of attention_forward (H = local heads). */
+    size_t (*attention_saved_floats)(int B, int T, int H);
     /* dq (B,T,H,hd) =, dk/dv (B,T,KV,hd) = (overwritten); dout (B,T,H,hd);
-     * scratch: B*H*T*T floats. */
+     * out (B,T,H,hd) the forward's output and `saved` its saved state (same
+     * q, k, v); scratch: attention_scratch_floats(B,T,H) floats, contents
+     * undefined on entry and exit. */
     void (*attention_backward)(float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                               const float *probs, const float *q, const float *k, const float *v,
-                               int B, int T, int H, int KV, int hd);
+                               const float *out, const float *saved, const float *q,
+                               const float *k, const float *v, int B, int T, int H, int KV,
+                               int hd);
+    /* Floats of attention_backward's scratch (CPU: B*H*T*T for dS; CUDA:
+     * B*H*T for the row sums D = rowsum(dout * out)). */
+    size_t (*attention_scratch_floats)(int B, int T, int H);
 
     /* ---- inference with a key/value cache (lib/generate.c). Optional: NULL
      * when the backend cannot generate (hpt_gen_init refuses it). ---------- */
@@ -154,11 +200,31 @@ struct hpt_backend {
 /* NULL-terminated registry of the backends compiled in ("cpu" first). */
 const hpt_backend *const *hpt_backend_list(void);
 
-/* Look up a backend by name. Errors: HPT_ERR_USAGE listing the compiled-in
- * backends when `name` is unknown. */
+/* Look up a backend by name and run its init. Errors: HPT_ERR_USAGE
+ * listing the compiled-in backends when `name` is unknown; init's error
+ * (e.g. "--backend cuda: no CUDA device visible (...)") when it fails. */
 hpt_status hpt_backend_get(const char *name, const hpt_backend **out);
+
+/* Parse a --precision value: "fp32", "tf32" or "bf16". Errors:
+ * HPT_ERR_USAGE naming the value and the allowed ones. */
+hpt_status hpt_precision_parse(const char *s, hpt_precision *out);
+
+/* "fp32", "tf32" or "bf16". */
+const char *hpt_precision_name(hpt_precision p);
+
+/* be->set_precision(p), or for a backend without that slot accept FP32
+ * only. Errors: HPT_ERR_USAGE from the backend, naming the precision. */
+hpt_status hpt_backend_set_precision(const hpt_backend *be, hpt_precision p);
 
 /* The CPU backend (OpenBLAS + OpenMP), always present. */
 extern const hpt_backend hpt_backend_cpu;
+
+/* The CUDA backend (cuBLAS + own kernels, lib/backend_cuda.cu): defined
+ * (and registered) only when configure found the CUDA toolkit (HAVE_CUDA). */
+extern const hpt_backend hpt_backend_cuda;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

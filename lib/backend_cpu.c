@@ -35,11 +35,20 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, sr
  * OpenBLAS's pthreads) on the same cores spin against each other; measured
  * 3.7x slower on the tiny model here. The split is fixed for a thread
  * count, so results are reproducible. */
-static void cpu_init(void)
+static hpt_status cpu_init(void)
 {
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     openblas_set_num_threads(1);
 #endif
+    return HPT_OK;
+}
+
+static hpt_status cpu_set_precision(hpt_precision p)
+{
+    if (p == HPT_PRECISION_FP32)
+        return HPT_OK;
+    return hpt_error_set(HPT_ERR_USAGE, "--precision %s: the cpu backend computes in fp32 only; "
+                         "use --backend cuda", hpt_precision_name(p));
 }
 
 /* Rows [lo, hi) of `n` for the calling OpenMP thread. */
@@ -212,6 +221,7 @@ static void causal_softmax(float *S, int T)
 
 /* Work items are (b, kv head); the query heads of a group run in order
  * inside one item, so their dK/dV accumulations never race. */
+/* `saved` is the softmax P (B,H,T,T). */
 static void cpu_attention_forward(float *out, float *probs, const float *q, const float *k,
                                   const float *v, int B, int T, int H, int KV, int hd)
 {
@@ -250,11 +260,15 @@ static void softmax_backward(float *dP, const float *P, int T, float scale)
     }
 }
 
+static size_t cpu_attention_floats(int B, int T, int H) { return (size_t)B * H * T * T; }
+
+/* `out` is not needed: P is saved. scratch holds dS (B,H,T,T). */
 static void cpu_attention_backward(float *dq, float *dk, float *dv, float *scratch,
-                                   const float *dout, const float *probs, const float *q,
-                                   const float *k, const float *v, int B, int T, int H, int KV,
-                                   int hd)
+                                   const float *dout, const float *out, const float *probs,
+                                   const float *q, const float *k, const float *v, int B, int T,
+                                   int H, int KV, int hd)
 {
+    (void)out;
     float scale = 1.0f / sqrtf((float)hd);
     int group = H / KV, ldq = H * hd, ldk = KV * hd;
 #pragma omp parallel for schedule(static)
@@ -545,6 +559,7 @@ static void cpu_adamw(float *p, const float *grad, float *m, float *v, size_t n,
 const hpt_backend hpt_backend_cpu = {
     .name = "cpu",
     .init = cpu_init,
+    .set_precision = cpu_set_precision,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memset0 = cpu_memset0,
@@ -559,7 +574,9 @@ const hpt_backend hpt_backend_cpu = {
     .rmsnorm_backward = cpu_rmsnorm_backward,
     .rope = cpu_rope,
     .attention_forward = cpu_attention_forward,
+    .attention_saved_floats = cpu_attention_floats,
     .attention_backward = cpu_attention_backward,
+    .attention_scratch_floats = cpu_attention_floats,
     .rope_at = cpu_rope_at,
     .attention_cached = cpu_attention_cached,
     .swiglu_forward = cpu_swiglu_forward,

@@ -190,7 +190,7 @@ static void carve_layer(hpt_model *m, char *base, size_t *off, hpt_layer_acts *a
     a->q = carve(base, off, N * QD, 4);
     a->k = carve(base, off, N * KD, 4);
     a->v = carve(base, off, N * KD, 4);
-    a->probs = carve(base, off, (size_t)m->B * m->Hl * m->T * m->T, 4);
+    a->att_saved = carve(base, off, m->be->attention_saved_floats(m->B, m->T, m->Hl), 4);
     a->atty = carve(base, off, N * QD, 4);
     a->xmid = carve(base, off, N * C, 4);
     a->ln2 = carve(base, off, N * C, 4);
@@ -230,7 +230,7 @@ static size_t layout_acts(hpt_model *m, char *base)
     size_t N = (size_t)m->B * m->T, C = c->hidden_size, I = m->Il;
     size_t QD = (size_t)m->Hl * hpt_config_head_dim(c);
     size_t KD = (size_t)m->KVl * hpt_config_head_dim(c);
-    size_t P = (size_t)m->B * m->Hl * m->T * m->T, off = 0;
+    size_t P = m->be->attention_scratch_floats(m->B, m->T, m->Hl), off = 0;
     hpt_layer_acts shared = {0};
     if (m->recompute) { /* one set of layer activations for all layers and slots */
         carve_layer(m, base, &off, &shared);
@@ -346,16 +346,20 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
     }
     build_tensor_table(m);
     m->act_bytes = layout_acts(m, NULL);
+    hpt_error_set(HPT_OK, "%s", ""); /* a failing alloc may leave its reason here */
     m->params = be->alloc(sizeof(float) * m->nparams);
-    m->grads = be->alloc(sizeof(float) * m->nparams);
-    m->act_block = be->alloc(m->act_bytes);
+    m->grads = m->params ? be->alloc(sizeof(float) * m->nparams) : NULL;
+    m->act_block = m->grads ? be->alloc(m->act_bytes) : NULL;
     if (!m->params || !m->grads || !m->act_block) {
         size_t want = 2 * sizeof(float) * m->nparams + m->act_bytes;
+        char why[512];
+        snprintf(why, sizeof why, "%s", hpt_error_msg());
         hpt_model_free(m);
-        return hpt_error_set(HPT_ERR_INTERNAL,
+        /* a backend's reason (device memory) is a usage error: exit 2 */
+        return hpt_error_set(why[0] ? HPT_ERR_USAGE : HPT_ERR_INTERNAL,
                              "out of memory: model needs %.1f MiB for parameters, gradients and "
-                             "activations (micro-batch %d x %d)",
-                             want / 1048576.0, B, T);
+                             "activations (micro-batch %d x %d)%s%s",
+                             want / 1048576.0, B, T, why[0] ? ": " : "", why);
     }
     layout_acts(m, m->act_block);
     hpt_model_use_slot(m, 0);
@@ -412,7 +416,7 @@ static void layer_forward(hpt_model *m, int i, float *x_out)
     be->matmul_forward(a->v, a->ln1, W(HPT_TENSOR_V, l), N, C, KV * hd);
     be->rope(a->q, m->B, m->T, H, hd, c->rope_theta, 0);
     be->rope(a->k, m->B, m->T, KV, hd, c->rope_theta, 0);
-    be->attention_forward(a->atty, a->probs, a->q, a->k, a->v, m->B, m->T, H, KV, hd);
+    be->attention_forward(a->atty, a->att_saved, a->q, a->k, a->v, m->B, m->T, H, KV, hd);
     be->matmul_forward(m->dtmp, a->atty, W(HPT_TENSOR_O, l), N, H * hd, C);
     tp_sum(m, m->dtmp, (size_t)N * C);
     be->add(a->xmid, a->x, m->dtmp, (size_t)N * C);
@@ -504,8 +508,8 @@ static void layer_backward(hpt_model *m, int i)
     /* Attention: xmid = x + o_proj(atty) */
     be->matmul_backward(m->datty, G(HPT_TENSOR_O, l), m->dx, a->atty, W(HPT_TENSOR_O, l), N,
                         H * hd, C, 0);
-    be->attention_backward(m->dq, m->dk, m->dv, m->dscores, m->datty, a->probs, a->q, a->k, a->v,
-                           m->B, m->T, H, KV, hd);
+    be->attention_backward(m->dq, m->dk, m->dv, m->dscores, m->datty, a->atty, a->att_saved, a->q,
+                           a->k, a->v, m->B, m->T, H, KV, hd);
     be->rope(m->dq, m->B, m->T, H, hd, c->rope_theta, 1);
     be->rope(m->dk, m->B, m->T, KV, hd, c->rope_theta, 1);
     be->matmul_backward(m->dtmp, G(HPT_TENSOR_Q, l), m->dq, a->ln1, W(HPT_TENSOR_Q, l), N, C,

@@ -60,7 +60,9 @@ typedef struct {
     float *x;           /* (N,C)   layer input (residual stream)          */
     float *ln1, *rstd1; /* (N,C), (N)                                     */
     float *q, *k, *v;   /* (N,H*hd), (N,KV*hd), (N,KV*hd) after RoPE      */
-    float *probs;       /* (B,H,T,T) attention softmax                    */
+    float *att_saved;   /* attention state for backward, backend-private:
+                         * attention_saved_floats(B,T,Hl) floats (CPU: the
+                         * (B,H,T,T) softmax; CUDA: (B,H,T) log-sum-exp) */
     float *atty;        /* (N,H*hd) attention output before o_proj        */
     float *xmid;        /* (N,C)   residual after attention               */
     float *ln2, *rstd2; /* (N,C), (N)                                     */
@@ -129,7 +131,7 @@ typedef struct {
     float *dq, *dk, *dv;      /* (N,H*hd), (N,KV*hd), (N,KV*hd)           */
     float *datty;             /* (N,H*hd)                                 */
     float *dh, *dgate, *dup;  /* (N,I)                                    */
-    float *dscores;           /* (B,H,T,T)                                */
+    float *dscores;           /* attention scratch, attention_scratch_floats */
     float *ce_mx, *ce_sum, *ce_tgt; /* (N) vocab-parallel softmax stats   */
 
     /* Optional: called by hpt_model_backward as soon as the gradients of a

@@ -2,6 +2,7 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 float hpt_lr_at(const hpt_optim_opts *o, int step)
@@ -30,10 +31,15 @@ hpt_status hpt_optim_init(hpt_optim *opt, const hpt_model *m, const hpt_optim_op
     opt->be = m->be;
     opt->lo = lo;
     opt->hi = hi;
+    hpt_error_set(HPT_OK, "%s", ""); /* a failing alloc may leave its reason here */
     opt->state = m->be->alloc(2 * sizeof(float) * (hi - lo));
-    if (!opt->state)
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory: AdamW state needs %.1f MiB",
-                             2.0 * sizeof(float) * (hi - lo) / 1048576.0);
+    if (!opt->state) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", hpt_error_msg());
+        return hpt_error_set(why[0] ? HPT_ERR_USAGE : HPT_ERR_INTERNAL,
+                             "out of memory: AdamW state needs %.1f MiB%s%s",
+                             2.0 * sizeof(float) * (hi - lo) / 1048576.0, why[0] ? ": " : "", why);
+    }
     return HPT_OK;
 }
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+
 #define GIB 1073741824.0
 
 /* ------------------------------------------------------------ clusters */
@@ -158,14 +160,16 @@ static double carve(double count)
     return ceil(count * 4.0 / 64.0) * 64.0;
 }
 
-/* lib/model.c carve_layer: one layer's saved activations, bytes. */
+/* lib/model.c carve_layer: one layer's saved activations, bytes, on the CPU
+ * backend (its attention saves the (B,H,T,T) softmax: attention_saved_floats). */
 static double exact_layer_bytes(const hpt_plan_setup *s)
 {
     const hpt_config *c = &s->cfg;
     double B = s->micro_batch, T = s->seq_len, N = B * T, C = c->hidden_size;
     double hd = hpt_config_head_dim(c), Hl = c->num_attention_heads / s->tp;
     double QD = Hl * hd, KD = c->num_key_value_heads / s->tp * hd, I = c->intermediate_size / s->tp;
-    return carve(N * C) + carve(N) + carve(N * QD) + 2 * carve(N * KD) + carve(B * Hl * T * T) +
+    double saved = (double)hpt_backend_cpu.attention_saved_floats((int)B, (int)T, (int)Hl);
+    return carve(N * C) + carve(N) + carve(N * QD) + 2 * carve(N * KD) + carve(saved) +
            carve(N * QD) + 2 * carve(N * C) + carve(N) + 3 * carve(N * I);
 }
 
@@ -181,7 +185,7 @@ double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, 
     double slot = (l1 - l0) * ((s->recompute ? 0 : layer) + carve(N * C)) + carve(N * C) +
                   carve(last ? N * C : 1) + carve(N) + lg + 3 * carve(N) + carve(2 * N);
     double scratch = 2 * carve(N * C) + 2 * carve(N * QD) + 2 * carve(N * KD) + 3 * carve(N * I) +
-                     carve(B * Hl * T * T);
+                     carve((double)hpt_backend_cpu.attention_scratch_floats((int)B, (int)T, (int)Hl));
     if (logits)
         *logits = nslots * lg;
     return (s->recompute ? layer + carve(N * C) : 0) + nslots * slot + scratch;

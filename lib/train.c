@@ -29,6 +29,7 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->model = "small";
     o->data = "data/gcide";
     o->backend = "cpu";
+    o->comm = "auto";
     o->batch = 4;
     o->seq_len = 256;
     o->grad_accum = 1;
@@ -94,6 +95,12 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
     if (o->max_runtime > 0 && !o->run_dir && !o->ckpt_dir) /* it stops with a checkpoint */
         return hpt_error_set(HPT_ERR_USAGE, "--max-runtime needs --run-dir or --checkpoint-dir "
                              "(it checkpoints before it stops)");
+    if (!o->comm || (strcmp(o->comm, "mpi") && strcmp(o->comm, "nccl") && strcmp(o->comm, "auto")))
+        return hpt_error_set(HPT_ERR_USAGE, "--comm %s: unknown communication backend (mpi, nccl "
+                             "or auto)", o->comm ? o->comm : "(null)");
+    if (!strcmp(o->comm, "nccl") && !strcmp(o->backend, "cpu"))
+        return hpt_error_set(HPT_ERR_USAGE, "--comm nccl: NCCL moves GPU buffers; --backend cpu keeps "
+                             "its buffers in host memory (use --comm mpi, or --backend cuda)");
     if (o->async_save && !o->run_dir && !o->ckpt_dir)
         return hpt_error_set(HPT_ERR_USAGE, "--async-save needs --run-dir or --checkpoint-dir "
                              "(it writes checkpoints)");
@@ -263,6 +270,8 @@ static void run_free(run_state *r)
     free(r->fwd_busy);
     free(r->bwd_busy);
     hpt_ckpt_async_free(r->async);
+    hpt_comm_stage_off(&r->comm);
+    hpt_comm_nccl_off(&r->comm);
     hpt_model_free(&r->model);
     hpt_optim_free(&r->opt);
     hpt_loader_close(r->train);
@@ -421,6 +430,34 @@ static hpt_status check_export(const hpt_train_opts *o)
     return HPT_OK;
 }
 
+static void abort_nccl(void *comm) { hpt_comm_nccl_abort(comm); }
+
+/* --comm: the communication backend for the compute backend `be`
+ * (collective over the world: the NCCL set-up agrees on its result). A
+ * backend with device memory (is_device) gets NCCL (auto, when built with
+ * it) or MPI behind host staging (lib/comm_stage.c); a host backend MPI. */
+static hpt_status choose_comm(run_state *r, const hpt_train_opts *o, const hpt_backend *be)
+{
+    const char *c = o->comm;
+    int device = be->is_device != NULL;
+#ifdef HAVE_NCCL
+    int have_nccl = 1;
+#else
+    int have_nccl = 0;
+#endif
+    if (!strcmp(c, "auto"))
+        c = device && have_nccl ? "nccl" : "mpi";
+    if (!strcmp(c, "nccl")) {
+        if (!device)
+            return hpt_error_set(HPT_ERR_USAGE, "--comm nccl: --backend %s keeps its buffers in "
+                                 "host memory (use --comm mpi)", be->name);
+        return hpt_comm_nccl_on(&r->comm);
+    }
+    if (device)
+        hpt_comm_stage_on(&r->comm, &r->stage, be->is_device, be->download, be->upload);
+    return HPT_OK;
+}
+
 /* Setup, part 1: checks that need no communication. */
 static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_backend **be)
 {
@@ -433,7 +470,9 @@ static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_b
         return hpt_error_set(HPT_ERR_USAGE,
                              "--seq-len %d exceeds max_position_embeddings = %d of model '%s'",
                              o->seq_len, r->cfg.max_position_embeddings, o->model);
-    if ((st = hpt_backend_get(o->backend, be)) || (st = open_data(r, o)) ||
+    if ((st = hpt_backend_get(o->backend, be)) ||
+        (st = hpt_backend_set_precision(*be, o->precision)) ||
+        (st = open_data(r, o)) ||
         (st = checkpoint_dir(r, o)))
         return st;
     if (r->root && o->export_path && (st = check_export(o)))
@@ -828,6 +867,8 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     /* each phase ends in an agreement, so no rank enters a collective that
      * another rank skipped after an error */
     st = hpt_comm_agree(comm, setup_local(&r, o, &be));
+    if (!st) /* collective; agrees itself */
+        st = hpt_comm_agree(comm, choose_comm(&r, o, be));
     if (!st)
         st = probe_resume(&r, o, &meta);
     if (!st)
@@ -848,6 +889,8 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     if (!st)
         st = hpt_comm_agree(comm, hpt_watchdog_start(&r.watchdog, &r.comm, o->run_dir,
                                                      o->collective_timeout));
+    if (!st && r.comm.nccl) /* a hang ends NCCL's kernels before MPI_Abort */
+        hpt_watchdog_on_abort(r.watchdog, abort_nccl, &r.comm);
     if (!st)
         st = hpt_comm_agree(comm, setup_async_save(&r, o));
     if (!st) {

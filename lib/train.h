@@ -16,6 +16,8 @@ typedef struct {
     const char *val_data;  /* validation shards (default: DIR/val_*.bin)    */
     const char *run_dir;   /* output directory (created); NULL = none       */
     const char *backend;   /* compute backend name ("cpu")                  */
+    hpt_precision precision; /* arithmetic of the matrix products (FP32)    */
+    const char *comm;      /* communication backend: "mpi", "nccl" or "auto"  */
     int batch;             /* micro-batch size B (sequences)                */
     int seq_len;           /* T (tokens)                                    */
     int grad_accum;        /* micro-batches per optimizer step              */

@@ -79,7 +79,8 @@ void record_metrics(run_state *r, const hpt_train_opts *o, int step, double t0,
     v[HPT_MR_LOSS] = r->model.last ? r->local_loss / tok_rank : NAN;
     v[HPT_MR_GRAD_SUMSQ] = r->local_sumsq;
     v[HPT_MR_PEAK_RSS] = ru.ru_maxrss * 1024.0;
-    v[HPT_MR_DEVICE_MEM] = NAN; /* the CPU backend has no device memory */
+    v[HPT_MR_DEVICE_MEM] = r->model.be->mem_peak ? (double)r->model.be->mem_peak()
+                                                  : NAN; /* CPU: no device memory */
     v[HPT_MR_BUSY] = (t1 - t0) - comm;
     v[HPT_MR_NONFINITE] = !isfinite(r->local_sumsq) || (r->model.last && !isfinite(r->local_loss));
     if (v[HPT_MR_OPTIMIZER] < 0)
@@ -171,9 +172,10 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
     hpt_metrics *m = r->metrics;
     hpt_metrics_event(m, r->start_step, 0, "run_start",
                       "TP %d x PP %d x DP %d%s on %d ranks, micro-batch %d x grad-accum %d, "
-                      "%d steps",
+                      "%d steps, backend %s, precision %s",
                       r->comm.tp, r->comm.pp, r->comm.dp, o->zero1 ? " ZeRO-1" : "", W, o->batch,
-                      o->grad_accum, o->steps);
+                      o->grad_accum, o->steps, r->model.be->name,
+                      hpt_precision_name(o->precision));
     if (r->resume_from >= 0) {
         hpt_metrics_event(m, r->resume_from, 0, "checkpoint_load",
                           "step %lld loaded in %.2f s", (long long)r->resume_from, r->ckpt_load_s);

@@ -28,6 +28,11 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --data DIR|FILE|GLOB  training shards; a directory means DIR/train_*.bin [%s]\n"
             "  --val-data FILE|GLOB  validation shards [DIR/val_*.bin when --data is a directory]\n"
             "  --backend NAME        compute backend [%s]\n"
+            "  --comm NAME           communication backend: mpi, nccl or auto (nccl with\n"
+            "                        --backend cuda when built with NCCL, else mpi; mpi\n"
+            "                        stages GPU buffers through host memory) [auto]\n"
+            "  --precision P         matrix products: fp32 (exact), tf32 (tensor cores,\n"
+            "                        cuda backend) or bf16 (not yet implemented) [fp32]\n"
             "  --init-from PATH      start from these weights instead of random ones: an\n"
             "                        --export HDF5 file, a .safetensors file (F32, BF16, F16),\n"
             "                        a model.safetensors.index.json or a directory holding\n"
@@ -137,7 +142,7 @@ enum {
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
-    OPT_ASYNC_SAVE,
+    OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM,
 };
 
 static const struct option long_opts[] = {
@@ -174,6 +179,7 @@ static const struct option long_opts[] = {
     {"collective-timeout", 1, 0, OPT_COLL_TIMEOUT},
     {"fault-stall-rank", 1, 0, OPT_STALL_RANK}, {"fault-stall-step", 1, 0, OPT_STALL_STEP},
     {"async-save", 0, 0, OPT_ASYNC_SAVE},
+    {"precision", 1, 0, OPT_PRECISION}, {"comm", 1, 0, OPT_COMM},
     {0, 0, 0, 0},
 };
 
@@ -188,6 +194,8 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_VAL: o->val_data = arg; return HPT_OK;
     case OPT_RUN_DIR: o->run_dir = arg; return HPT_OK;
     case OPT_BACKEND: o->backend = arg; return HPT_OK;
+    case OPT_COMM: o->comm = arg; return HPT_OK;
+    case OPT_PRECISION: return hpt_precision_parse(arg, &o->precision);
     case OPT_BATCH: return hpt_cli_parse_int(name, arg, &o->batch);
     case OPT_SEQ: return hpt_cli_parse_int(name, arg, &o->seq_len);
     case OPT_ACCUM: return hpt_cli_parse_int(name, arg, &o->grad_accum);

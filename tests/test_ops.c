@@ -355,10 +355,12 @@ static void op_rope(float *x, int B, int T, int nh, int hd, float theta, int inv
     dtake(x, d_x, FB(n));
 }
 
+/* probs: the backend's saved attention state, attention_saved_floats. */
 static void op_attention_forward(float *out, float *probs, const float *q, const float *k,
                                  const float *v, int B, int T, int H, int KV, int hd)
 {
-    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, np = (size_t)B * H * T * T;
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+    size_t np = be->attention_saved_floats(B, T, H);
     float *d_out = dput(out, FB(nq)), *d_probs = dput(probs, FB(np));
     float *d_q = dput(q, FB(nq)), *d_k = dput(k, FB(nk)), *d_v = dput(v, FB(nk));
     be->attention_forward(d_out, d_probs, d_q, d_k, d_v, B, T, H, KV, hd);
@@ -370,16 +372,20 @@ static void op_attention_forward(float *out, float *probs, const float *q, const
 }
 
 static void op_attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                                  const float *probs, const float *q, const float *k,
-                                  const float *v, int B, int T, int H, int KV, int hd)
+                                  const float *out, const float *probs, const float *q,
+                                  const float *k, const float *v, int B, int T, int H, int KV,
+                                  int hd)
 {
-    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, np = (size_t)B * H * T * T;
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+    size_t np = be->attention_saved_floats(B, T, H), ns = be->attention_scratch_floats(B, T, H);
     float *d_dq = dput(dq, FB(nq)), *d_dk = dput(dk, FB(nk)), *d_dv = dput(dv, FB(nk));
-    float *d_scr = be->alloc(FB(np)), *d_dout = dput(dout, FB(nq)), *d_probs = dput(probs, FB(np));
+    float *d_scr = be->alloc(FB(ns)), *d_dout = dput(dout, FB(nq)), *d_probs = dput(probs, FB(np));
+    float *d_out = dput(out, FB(nq));
     float *d_q = dput(q, FB(nq)), *d_k = dput(k, FB(nk)), *d_v = dput(v, FB(nk));
     HPT_CHECK(d_scr != NULL);
-    be->attention_backward(d_dq, d_dk, d_dv, d_scr, d_dout, d_probs, d_q, d_k, d_v, B, T, H, KV,
-                           hd);
+    be->attention_backward(d_dq, d_dk, d_dv, d_scr, d_dout, d_out, d_probs, d_q, d_k, d_v, B, T, H,
+                           KV, hd);
+    be->free(d_out);
     dtake(dq, d_dq, FB(nq));
     dtake(dk, d_dk, FB(nk));
     dtake(dv, d_dv, FB(nk));
@@ -839,28 +845,22 @@ static void check_causality(attn_ctx *c, const float *out0)
     free(v0);
 }
 
-static void test_attention(void)
+/* The saved state's layout is private to a backend: the checks of the
+ * saved softmax run on the CPU backend only (the CUDA backend saves
+ * log-sum-exps; tests/test_backend_cuda compares its gradients with CPU's). */
+static void check_saved_probs(const attn_ctx *c, const double *pref, size_t np)
 {
-    enum { B = 2, T = 5, H = 4, KV = 2, hd = 4 };
-    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd, np = (size_t)B * H * T * T;
-    float *R = frand(nq, 1.0);
-    attn_ctx c = {frand(nq, 2.0), frand(nk, 2.0), frand(nk, 1.0), fnew(nq), fnew(np), R,
-                  B, T, H, KV, hd};
-
-    double *ref = dnew(nq), *pref = dnew(np);
-    ref_attention(ref, pref, &c);
-    attn_obj(&c);
-    check_ref("attention forward vs double GQA reference", c.out, ref, nq);
-    check_ref("attention probs vs double reference", c.probs, pref, np);
+    int B = c->B, T = c->T, H = c->H;
+    check_ref("attention probs vs double reference", c->probs, pref, np);
     double worst = 0.0, wsum = 1.0;
     int upper_zero = 1;
     for (int r = 0; r < B * H * T; r++) {
         int t = r % T;
         double s = 0.0;
         for (int j = 0; j < T; j++) {
-            s += c.probs[r * T + j];
+            s += c->probs[r * T + j];
             if (j > t)
-                upper_zero &= c.probs[r * T + j] == 0.0f;
+                upper_zero &= c->probs[r * T + j] == 0.0f;
         }
         if (!(fabs(s - 1.0) <= worst)) {
             worst = fabs(s - 1.0);
@@ -870,6 +870,23 @@ static void test_attention(void)
     report("attention probs rows sum to 1", wsum, 1.0, worst, 1e-6);
     check_true("attention probs are zero above the diagonal", upper_zero,
                "a probability above the diagonal is nonzero");
+}
+
+static void test_attention(void)
+{
+    enum { B = 2, T = 5, H = 4, KV = 2, hd = 4 };
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+    size_t np = be->attention_saved_floats(B, T, H), npref = (size_t)B * H * T * T;
+    float *R = frand(nq, 1.0);
+    attn_ctx c = {frand(nq, 2.0), frand(nk, 2.0), frand(nk, 1.0), fnew(nq), fnew(np), R,
+                  B, T, H, KV, hd};
+
+    double *ref = dnew(nq), *pref = dnew(npref);
+    ref_attention(ref, pref, &c);
+    attn_obj(&c);
+    check_ref("attention forward vs double GQA reference", c.out, ref, nq);
+    if (!strcmp(be->name, "cpu"))
+        check_saved_probs(&c, pref, npref);
 
     float *out0 = fdup(c.out, nq), *probs = fdup(c.probs, np);
     float *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
@@ -877,7 +894,7 @@ static void test_attention(void)
         dq[i] = GARBAGE;
     for (size_t i = 0; i < nk; i++)
         dk[i] = dv[i] = GARBAGE;
-    op_attention_backward(dq, dk, dv, R, probs, c.q, c.k, c.v, B, T, H, KV, hd);
+    op_attention_backward(dq, dk, dv, R, out0, probs, c.q, c.k, c.v, B, T, H, KV, hd);
     check_fd("attention dq", attn_obj, &c, c.q, nq, dq, 1.0);
     check_fd("attention dk (GQA: 2 query heads per kv head)", attn_obj, &c, c.k, nk, dk, 1.0);
     check_fd("attention dv (GQA: 2 query heads per kv head)", attn_obj, &c, c.v, nk, dv, 1.0);

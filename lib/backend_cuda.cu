@@ -1,0 +1,1363 @@
+/* backend_cuda.cu — the CUDA compute backend: cuBLAS for every matrix
+ * product, own kernels for the rest. Shapes and maths of every slot: see
+ * backend.h; the semantics (overwrite vs accumulate, what is saved) are
+ * those of backend_cpu.c, against which tests/test_backend_cuda checks
+ * each op.
+ *
+ * - Precision: fp32 products (CUBLAS_COMPUTE_32F: no tensor cores) or tf32
+ *   (CUBLAS_COMPUTE_32F_FAST_TF32); set_precision.
+ * - Attention: FlashAttention-2 style kernels (Dao et al. 2022; Dao 2023,
+ *   algorithms 1 and 2): the forward keeps an online softmax per query row
+ *   and saves only the row log-sum-exp (B,H,T); the backward recomputes
+ *   the probabilities from it, one kernel for dK/dV (a block owns a tile
+ *   of keys of one kv head and loops over the query heads of its GQA
+ *   group, so no atomics) and one for dQ. The (B,H,T,T) matrix is never
+ *   stored.
+ * - Reductions whose result goes to the host (sum of squares, losses) are
+ *   accumulated in double, per block then in a fixed order, so they are
+ *   deterministic.
+ * - Device placement: the node-local MPI rank modulo the visible devices
+ *   (several ranks may share one GPU).
+ * - Every CUDA and cuBLAS call is checked (cuda_util.h): a failure names
+ *   the call, file:line and CUDA's error string and aborts all ranks.
+ * - cuBLAS is loaded by init (dlopen), not linked: linking it costs every
+ *   process ~215 MiB of resident memory at start-up (the relocations of
+ *   libcublasLt, measured), CPU runs included.
+ * All work runs on the legacy default stream; upload/download and the
+ * host-returning reductions synchronise with it.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <unordered_map>
+
+#include "backend.h"
+#include "cuda_util.h"
+#include "hpt_config.h"
+
+#define FULL_MASK 0xffffffffu
+#define LAUNCHED(name) hpt_cuda_launched((name), g_sync, __FILE__, __LINE__)
+
+/* ------------------------------------------------------------- cuBLAS */
+
+#define HPT_STR2(x) #x
+#define HPT_STR(x) HPT_STR2(x)
+
+/* cublasGemmEx with a cublasComputeType_t (C++ also sees an inline
+ * overload taking a cudaDataType). */
+typedef cublasStatus_t (*gemm_ex_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                     int, int, const void *, const void *, cudaDataType, int,
+                                     const void *, cudaDataType, int, const void *, void *,
+                                     cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+
+/* The cuBLAS entry points used, resolved by load_cublas. */
+static struct {
+    decltype(&cublasCreate_v2) create;
+    decltype(&cublasSetMathMode) set_math_mode;
+    gemm_ex_fn gemm_ex;
+    decltype(&cublasGetStatusString) status_string;
+} g_cublas;
+
+static const char *hpt_cublas_error(cublasStatus_t s)
+{
+    return g_cublas.status_string ? g_cublas.status_string(s) : "cuBLAS not loaded";
+}
+
+/* dlopen the cuBLAS of the toolkit configure found (its major version;
+ * the executable's run path, LD_LIBRARY_PATH, then the toolkit's library
+ * directory). Errors: HPT_ERR_USAGE with dlerror's reason in `why`. */
+static hpt_status load_cublas(char *why, size_t n)
+{
+    const char *names[] = {"libcublas.so." HPT_STR(CUBLAS_VER_MAJOR),
+#ifdef HPT_CUDA_LIBDIR
+                           HPT_CUDA_LIBDIR "/libcublas.so." HPT_STR(CUBLAS_VER_MAJOR),
+#endif
+                           "libcublas.so"};
+    void *h = NULL;
+    const char *err = "";
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
+        if (!(h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL)))
+            err = dlerror();
+    if (!h) {
+        snprintf(why, n, "--backend cuda: cannot load cuBLAS (%s)", err);
+        return HPT_ERR_USAGE;
+    }
+    const struct {
+        void **slot;
+        const char *sym;
+    } syms[] = {{(void **)&g_cublas.create, "cublasCreate_v2"},
+                {(void **)&g_cublas.set_math_mode, "cublasSetMathMode"},
+                {(void **)&g_cublas.gemm_ex, "cublasGemmEx"},
+                {(void **)&g_cublas.status_string, "cublasGetStatusString"}};
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (!(*syms[i].slot = dlsym(h, syms[i].sym))) {
+            snprintf(why, n, "--backend cuda: %s has no %s (cuBLAS older than the toolkit "
+                     "hpt was built with?)", names[0], syms[i].sym);
+            return HPT_ERR_USAGE;
+        }
+    return HPT_OK;
+}
+
+/* ------------------------------------------------------------- state */
+
+static int g_ready;                /* init succeeded                       */
+static int g_device;               /* CUDA device of this rank             */
+static int g_sync;                 /* HPT_CUDA_SYNC=1: sync after launches  */
+static cublasHandle_t g_blas;
+static cublasComputeType_t g_compute = CUBLAS_COMPUTE_32F;
+static size_t g_cur, g_peak;       /* bytes allocated now / at peak        */
+static std::unordered_map<void *, size_t> *g_sizes; /* alloc sizes        */
+
+/* Node-local rank: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) when MPI is
+ * initialised (collective over MPI_COMM_WORLD), else the launcher's
+ * environment (MPICH hydra, Slurm, Open MPI), else 0. */
+static int local_rank(void)
+{
+    int inited = 0, fin = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&fin);
+    if (inited && !fin) {
+        MPI_Comm node;
+        int r = 0;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &r);
+        MPI_Comm_free(&node);
+        return r;
+    }
+    const char *vars[] = {"MPI_LOCALRANKID", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *e = getenv(vars[i]);
+        if (e && *e)
+            return atoi(e);
+    }
+    return 0;
+}
+
+/* Pick the device, create the cuBLAS handle. Idempotent: a second call
+ * returns the first call's verdict (and message). */
+static hpt_status cuda_init(void)
+{
+    static int done;
+    static hpt_status verdict;
+    static char why[512];
+    if (done)
+        return verdict ? hpt_error_set(verdict, "%s", why) : HPT_OK;
+    done = 1;
+    int lr = local_rank(), n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        (void)cudaGetLastError(); /* not sticky: clear it */
+        snprintf(why, sizeof why, "--backend cuda: no CUDA device visible (cudaGetDeviceCount: %s)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        verdict = HPT_ERR_USAGE;
+        return hpt_error_set(verdict, "%s", why);
+    }
+    if ((verdict = load_cublas(why, sizeof why)))
+        return hpt_error_set(verdict, "%s", why);
+    const char *s = getenv("HPT_CUDA_SYNC");
+    g_sync = s && atoi(s) > 0;
+    g_device = lr % n;
+    HPT_CUDA(cudaSetDevice(g_device));
+    HPT_CUBLAS(g_cublas.create(&g_blas));
+    HPT_CUBLAS(g_cublas.set_math_mode(g_blas, CUBLAS_DEFAULT_MATH));
+    g_sizes = new std::unordered_map<void *, size_t>();
+    g_ready = 1;
+    return HPT_OK;
+}
+
+static hpt_status cuda_set_precision(hpt_precision p)
+{
+    switch (p) {
+    case HPT_PRECISION_FP32: g_compute = CUBLAS_COMPUTE_32F; return HPT_OK;
+    case HPT_PRECISION_TF32: g_compute = CUBLAS_COMPUTE_32F_FAST_TF32; return HPT_OK;
+    default:
+        return hpt_error_set(HPT_ERR_USAGE, "--precision %s: not yet implemented by the cuda "
+                             "backend (issue 12 follow-up)", hpt_precision_name(p));
+    }
+}
+
+static size_t cuda_mem_peak(void) { return g_peak; }
+
+/* ------------------------------------------------------------- memory */
+
+static void *cuda_alloc(size_t bytes)
+{
+    HPT_CHECK(g_ready);
+    if (bytes == 0)
+        bytes = 64;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        hpt_error_set(HPT_ERR_USAGE, "cudaMalloc of %zu bytes (%.1f MiB) on CUDA device %d: out of "
+                      "device memory (%.1f MiB free of %.1f MiB)", bytes, bytes / 1048576.0,
+                      g_device, fr / 1048576.0, tot / 1048576.0);
+        return NULL;
+    }
+    if (e != cudaSuccess)
+        hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, "cudaMalloc of %zu bytes: %s", bytes,
+                  cudaGetErrorString(e));
+    HPT_CUDA(cudaMemset(p, 0, bytes));
+    (*g_sizes)[p] = bytes;
+    g_cur += bytes;
+    g_peak = g_cur > g_peak ? g_cur : g_peak;
+    return p;
+}
+
+static void cuda_free(void *p)
+{
+    if (!p)
+        return;
+    auto it = g_sizes->find(p);
+    HPT_CHECK(it != g_sizes->end());
+    g_cur -= it->second;
+    g_sizes->erase(it);
+    HPT_CUDA(cudaFree(p));
+}
+
+/* A host pointer is not an error for cudaPointerGetAttributes since CUDA
+ * 11 (type "unregistered"); older runtimes fail: clear that error. */
+static int cuda_is_device(const void *p)
+{
+    cudaPointerAttributes a;
+    if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice;
+}
+
+static void cuda_memset0(void *dst, size_t bytes)
+{
+    if (bytes)
+        HPT_CUDA(cudaMemset(dst, 0, bytes));
+}
+
+static void cuda_upload(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+static void cuda_download(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* memmove semantics, as on the CPU: overlapping ranges go through a
+ * temporary buffer (cudaMemcpy's are undefined for them). */
+static void cuda_copy(void *dst, const void *src, size_t bytes)
+{
+    if (!bytes || dst == src)
+        return;
+    const char *d = (const char *)dst, *s = (const char *)src;
+    if (d < s + bytes && s < d + bytes) {
+        void *t = NULL;
+        HPT_CUDA(cudaMalloc(&t, bytes));
+        HPT_CUDA(cudaMemcpy(t, src, bytes, cudaMemcpyDeviceToDevice));
+        HPT_CUDA(cudaMemcpy(dst, t, bytes, cudaMemcpyDeviceToDevice));
+        HPT_CUDA(cudaFree(t));
+        return;
+    }
+    HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
+
+/* Device scratch of at least n doubles (grown on demand; internal). */
+static double *dscratch(size_t n)
+{
+    static double *buf;
+    static size_t cap;
+    if (n > cap) {
+        cuda_free(buf);
+        cap = n < 4096 ? 4096 : n;
+        buf = (double *)cuda_alloc(sizeof(double) * cap);
+        if (!buf)
+            hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "%s", hpt_error_msg());
+    }
+    return buf;
+}
+
+/* ------------------------------------------------- launch geometry */
+
+#define EW_THREADS 256 /* element-wise kernels         */
+#define ROW_THREADS 256 /* one block per row kernels    */
+
+/* Blocks for a grid-stride loop over n > 0 elements. */
+static unsigned ew_blocks(size_t n)
+{
+    size_t b = (n + EW_THREADS - 1) / EW_THREADS;
+    return b > (1u << 20) ? (1u << 20) : (unsigned)b;
+}
+
+#define GRID_STRIDE(i, n)                                                                      \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                     \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* ------------------------------------------------ block reductions */
+
+__device__ static float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ static float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+__device__ static double warp_sum_d(double v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+/* Block-wide sum / max (blockDim.x a multiple of 32), returned to every
+ * thread. Must be reached by all threads of the block. */
+__device__ static float block_sum(float v)
+{
+    __shared__ float part[32];
+    __shared__ float res;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); /* an earlier call's readers are done with part/res */
+    if (lane == 0)
+        part[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        v = warp_sum(lane < nw ? part[lane] : 0.0f);
+        if (lane == 0)
+            res = v;
+    }
+    __syncthreads();
+    return res;
+}
+
+__device__ static float block_max(float v)
+{
+    __shared__ float part[32];
+    __shared__ float res;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        part[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        v = warp_max(lane < nw ? part[lane] : -INFINITY);
+        if (lane == 0)
+            res = v;
+    }
+    __syncthreads();
+    return res;
+}
+
+__device__ static double block_sum_d(double v)
+{
+    __shared__ double part[32];
+    __shared__ double res;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0)
+        part[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        v = warp_sum_d(lane < nw ? part[lane] : 0.0);
+        if (lane == 0)
+            res = v;
+    }
+    __syncthreads();
+    return res;
+}
+
+/* *out = sum of x[0..n) (one block, fixed order for a given n). */
+__global__ static void k_sum_d(double *out, const double *x, size_t n)
+{
+    double acc = 0.0;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+        acc += x[i];
+    acc = block_sum_d(acc);
+    if (threadIdx.x == 0)
+        *out = acc;
+}
+
+/* Sum of x[0..n) (device doubles) returned to the host; `res` is one
+ * device double of scratch that is not part of x. */
+static double sum_to_host(const double *x, size_t n, double *res)
+{
+    k_sum_d<<<1, 1024>>>(res, x, n);
+    LAUNCHED("k_sum_d");
+    double h = 0.0;
+    HPT_CUDA(cudaMemcpy(&h, res, sizeof h, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* ------------------------------------------------------------- linear */
+
+/* Row-major C (m',n') = op(A) op(B) in cuBLAS's column-major terms: see the
+ * callers. Always fp32 storage and accumulation; g_compute picks tf32. */
+static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *A,
+                 int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    const float alpha = 1.0f;
+    HPT_CUBLAS(g_cublas.gemm_ex(g_blas, ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, B,
+                                CUDA_R_32F, ldb, &beta, C, CUDA_R_32F, ldc, g_compute,
+                                CUBLAS_GEMM_DEFAULT));
+}
+
+/* out (N,O) = in (N,Ic) w (O,Ic)^T. Column-major view: out^T (O,N) =
+ * w (as the Ic x O matrix w^T, transposed) times in^T (Ic x N). */
+static void cuda_matmul_forward(float *out, const float *in, const float *w, int N, int Ic, int O)
+{
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, O, N, Ic, w, Ic, in, Ic, 0.0f, out, O);
+}
+
+/* din (N,Ic) (+)= dout (N,O) w (O,Ic): din^T (Ic,N) = w^T (Ic,O) dout^T (O,N).
+ * dw (O,Ic) += dout^T in: dw^T (Ic,O) = in^T (Ic,N) (dout^T (O,N))^T. */
+static void cuda_matmul_backward(float *din, float *dw, const float *dout, const float *in,
+                                 const float *w, int N, int Ic, int O, int accum_din)
+{
+    if (din)
+        gemm(CUBLAS_OP_N, CUBLAS_OP_N, Ic, N, O, w, Ic, dout, O, accum_din ? 1.0f : 0.0f, din, Ic);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, in, Ic, dout, O, 1.0f, dw, Ic);
+}
+
+/* ---------------------------------------------------------- embedding */
+
+__global__ static void k_embedding_forward(float *out, const int32_t *tokens, const float *wte,
+                                           int C, int v0, int Vl, size_t total)
+{
+    GRID_STRIDE(i, total)
+    {
+        int n = (int)(i / C), c = (int)(i % C), r = tokens[n] - v0;
+        out[i] = r >= 0 && r < Vl ? wte[(size_t)r * C + c] : 0.0f;
+    }
+}
+
+__global__ static void k_embedding_backward(float *dwte, const float *dout, const int32_t *tokens,
+                                            int C, int v0, int Vl, size_t total)
+{
+    GRID_STRIDE(i, total)
+    {
+        int n = (int)(i / C), c = (int)(i % C), r = tokens[n] - v0;
+        if (r >= 0 && r < Vl) /* rows may repeat: atomic (order not fixed) */
+            atomicAdd(dwte + (size_t)r * C + c, dout[i]);
+    }
+}
+
+static void cuda_embedding_forward(float *out, const int32_t *tokens, const float *wte, int N,
+                                   int C, int v0, int Vl)
+{
+    size_t total = (size_t)N * C;
+    if (!total)
+        return;
+    k_embedding_forward<<<ew_blocks(total), EW_THREADS>>>(out, tokens, wte, C, v0, Vl, total);
+    LAUNCHED("k_embedding_forward");
+}
+
+static void cuda_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int N,
+                                    int C, int v0, int Vl)
+{
+    size_t total = (size_t)N * C;
+    if (!total)
+        return;
+    k_embedding_backward<<<ew_blocks(total), EW_THREADS>>>(dwte, dout, tokens, C, v0, Vl, total);
+    LAUNCHED("k_embedding_backward");
+}
+
+/* ------------------------------------------------------------ RMSNorm */
+
+/* One block per row n. */
+__global__ static void k_rmsnorm_forward(float *out, float *rstd, const float *in, const float *w,
+                                         int C, float eps)
+{
+    size_t n = blockIdx.x;
+    const float *x = in + n * C;
+    float *y = out + n * C;
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        ss += x[c] * x[c];
+    ss = block_sum(ss);
+    float r = 1.0f / sqrtf(ss / C + eps);
+    if (threadIdx.x == 0)
+        rstd[n] = r;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        y[c] = x[c] * r * w[c];
+}
+
+/* din += r w dy - r^3 x / C * sum_j dy_j w_j x_j; one block per row. */
+__global__ static void k_rmsnorm_backward_din(float *din, const float *dout, const float *in,
+                                              const float *w, const float *rstd, int C)
+{
+    size_t n = blockIdx.x;
+    const float *x = in + n * C, *dy = dout + n * C;
+    float *dx = din + n * C;
+    float r = rstd[n], dot = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        dot += dy[c] * w[c] * x[c];
+    dot = block_sum(dot);
+    float k = r * r * r * dot / C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        dx[c] += r * w[c] * dy[c] - k * x[c];
+}
+
+/* dw (C) += sum_n dy x r: block (32, 8) owns 32 columns; the 8 rows of
+ * threads split n, then sum their parts in order. */
+__global__ static void k_rmsnorm_backward_dw(float *dw, const float *dout, const float *in,
+                                             const float *rstd, int N, int C)
+{
+    __shared__ float part[8][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (c < C)
+        for (int n = threadIdx.y; n < N; n += 8)
+            acc += dout[(size_t)n * C + c] * in[(size_t)n * C + c] * rstd[n];
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float s = 0.0f;
+        for (int y = 0; y < 8; y++)
+            s += part[y][threadIdx.x];
+        dw[c] += s;
+    }
+}
+
+static void cuda_rmsnorm_forward(float *out, float *rstd, const float *in, const float *w, int N,
+                                 int C, float eps)
+{
+    if (N <= 0)
+        return;
+    k_rmsnorm_forward<<<N, ROW_THREADS>>>(out, rstd, in, w, C, eps);
+    LAUNCHED("k_rmsnorm_forward");
+}
+
+static void cuda_rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
+                                  const float *w, const float *rstd, int N, int C)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    k_rmsnorm_backward_din<<<N, ROW_THREADS>>>(din, dout, in, w, rstd, C);
+    LAUNCHED("k_rmsnorm_backward_din");
+    k_rmsnorm_backward_dw<<<(C + 31) / 32, dim3(32, 8)>>>(dw, dout, in, rstd, N, C);
+    LAUNCHED("k_rmsnorm_backward_dw");
+}
+
+/* --------------------------------------------------------------- RoPE */
+
+/* The (cos, sin) table of positions [0, npos) for (hd, theta), computed on
+ * the host with exactly backend_cpu.c's expressions (so the angles are
+ * bitwise the CPU's) and cached on the device: (npos, hd/2, 2) floats. */
+static const float *rope_table(int npos, int hd, float theta)
+{
+    static float *dev;
+    static int cap_pos, cap_hd;
+    static float cap_theta;
+    if (dev && npos <= cap_pos && hd == cap_hd && theta == cap_theta)
+        return dev;
+    int half = hd / 2, n = npos > cap_pos && hd == cap_hd && theta == cap_theta ? 2 * npos : npos;
+    n = n < 64 ? 64 : n;
+    size_t count = 2 * (size_t)n * half;
+    float *host = (float *)malloc(sizeof(float) * (count ? count : 1));
+    if (!host)
+        HPT_FATAL("out of memory for the RoPE table (%d positions x %d)", n, half);
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < half; i++) {
+            float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+            float a = (float)t * inv_freq;
+            host[((size_t)t * half + i) * 2] = cosf(a);
+            host[((size_t)t * half + i) * 2 + 1] = sinf(a);
+        }
+    cuda_free(dev);
+    dev = (float *)cuda_alloc(sizeof(float) * (count ? count : 1));
+    if (!dev)
+        hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "%s", hpt_error_msg());
+    cuda_upload(dev, host, sizeof(float) * count);
+    free(host);
+    cap_pos = n;
+    cap_hd = hd;
+    cap_theta = theta;
+    return dev;
+}
+
+/* x (rows, nh, hd), row r at position pos0 + r % T; one thread per pair. */
+__global__ static void k_rope(float *x, const float *cs, int T, int nh, int hd, int pos0,
+                              int inverse, size_t pairs)
+{
+    int half = hd / 2;
+    GRID_STRIDE(p, pairs)
+    {
+        int i = (int)(p % half);
+        size_t rest = p / half; /* row * nh + h */
+        int t = (int)((rest / nh) % T) + pos0;
+        float c = cs[((size_t)t * half + i) * 2], s = cs[((size_t)t * half + i) * 2 + 1];
+        if (inverse)
+            s = -s;
+        float *v = x + rest * hd;
+        float x1 = v[i], x2 = v[i + half];
+        v[i] = x1 * c - x2 * s;
+        v[i + half] = x2 * c + x1 * s;
+    }
+}
+
+static void rope_rows(float *x, int rows, int T, int nh, int hd, float theta, int pos0,
+                      int inverse)
+{
+    size_t pairs = (size_t)rows * nh * (hd / 2);
+    if (!pairs)
+        return;
+    const float *cs = rope_table(pos0 + T, hd, theta);
+    k_rope<<<ew_blocks(pairs), EW_THREADS>>>(x, cs, T, nh, hd, pos0, inverse, pairs);
+    LAUNCHED("k_rope");
+}
+
+static void cuda_rope(float *x, int B, int T, int nh, int hd, float theta, int inverse)
+{
+    rope_rows(x, B * T, T, nh, hd, theta, 0, inverse);
+}
+
+static void cuda_rope_at(float *x, int n, int nh, int hd, float theta, int pos0)
+{
+    rope_rows(x, n, n, nh, hd, theta, pos0, 0);
+}
+
+/* ---------------------------------------------------------- attention */
+
+/* Tiles: a block has ATT_WARPS warps; each warp owns ATT_RPW rows (query
+ * rows in the forward and dQ kernels, key rows in the dK/dV kernel); the
+ * other side is streamed through shared memory in tiles of 32 rows, one
+ * per lane. Rows in shared memory are padded to hd+1 floats, so a lane
+ * reading "its" row and all lanes reading one row are both free of bank
+ * conflicts. Each lane holds elements e = lane + 32u (u < U) of a row's
+ * accumulators: U = ceil(hd/32) <= 8, i.e. hd <= 256. */
+#define ATT_WARPS 4
+#define ATT_RPW 4
+#define ATT_ROWS (ATT_WARPS * ATT_RPW) /* rows owned by a block: 16 */
+#define ATT_TILE 32                    /* streamed rows per tile       */
+#define ATT_MAX_HD 256
+
+/* Forward, online softmax (Dao et al. 2022, algorithm 1; Milakov &
+ * Gimelshein 2018). Queries (B,Tq,H,hd) at positions pos0 .. pos0+Tq-1,
+ * keys/values (B,Tk,KV,hd) at positions 0 .. Tk-1, Tk >= pos0 + Tq; query
+ * at position p attends to keys [0, p]. out (B,Tq,H,hd) overwritten; lse
+ * (B,H,Tq) = log sum_s exp(score) of the scaled scores, if not NULL.
+ * Grid (ceil(Tq/ATT_ROWS), H, B), ATT_WARPS*32 threads, dynamic shared
+ * memory (ATT_ROWS + 2*ATT_TILE) * (hd+1) floats. */
+template <int U>
+__global__ static void __launch_bounds__(ATT_WARPS * 32)
+    k_flash_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                    int Tq, int Tk, int pos0, int H, int KV, int hd, float scale)
+{
+    extern __shared__ float sm[];
+    const int HDP = hd + 1;
+    float *Qs = sm, *Ks = Qs + ATT_ROWS * HDP, *Vs = Ks + ATT_TILE * HDP;
+    const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * ATT_ROWS;
+    const int kvh = h / (H / KV), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const float *qb = q + (size_t)b * Tq * ldq + (size_t)h * hd;
+    const float *kb = k + (size_t)b * Tk * ldk + (size_t)kvh * hd;
+    const float *vb = v + (size_t)b * Tk * ldk + (size_t)kvh * hd;
+    for (int i = threadIdx.x; i < ATT_ROWS * hd; i += blockDim.x) {
+        int r = i / hd, e = i % hd, t = q0 + r;
+        Qs[r * HDP + e] = t < Tq ? qb[(size_t)t * ldq + e] : 0.0f;
+    }
+    float m[ATT_RPW], l[ATT_RPW], acc[ATT_RPW][U];
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            acc[r][u] = 0.0f;
+    }
+    int qlast = min(q0 + ATT_ROWS, Tq) - 1;
+    int kend = pos0 + qlast + 1; /* keys [0, kend) are visible to some row */
+    for (int k0 = 0; k0 < kend; k0 += ATT_TILE) {
+        __syncthreads(); /* the previous tile is consumed (first: Qs is loaded) */
+        for (int i = threadIdx.x; i < ATT_TILE * hd; i += blockDim.x) {
+            int j = i / hd, e = i % hd, s = k0 + j;
+            Ks[j * HDP + e] = s < Tk ? kb[(size_t)s * ldk + e] : 0.0f;
+            Vs[j * HDP + e] = s < Tk ? vb[(size_t)s * ldk + e] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < ATT_RPW; r++) {
+            int rl = warp * ATT_RPW + r, t = q0 + rl, tpos = pos0 + t;
+            if (t >= Tq || k0 > tpos) /* warp-uniform */
+                continue;
+            const float *qr = Qs + rl * HDP, *kr = Ks + lane * HDP;
+            float sc = 0.0f;
+            for (int e = 0; e < hd; e++)
+                sc += qr[e] * kr[e];
+            int valid = k0 + lane <= tpos;
+            sc = valid ? sc * scale : -INFINITY;
+            float mnew = fmaxf(m[r], warp_max(sc)); /* finite: key 0 is in the first tile */
+            float p = valid ? expf(sc - mnew) : 0.0f;
+            float alpha = expf(m[r] - mnew);
+            l[r] = l[r] * alpha + warp_sum(p);
+            m[r] = mnew;
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                acc[r][u] *= alpha;
+            for (int j = 0; j < ATT_TILE; j++) {
+                float pj = __shfl_sync(FULL_MASK, p, j);
+                const float *vr = Vs + j * HDP;
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    int e = lane + 32 * u;
+                    if (e < hd)
+                        acc[r][u] += pj * vr[e];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++) {
+        int t = q0 + warp * ATT_RPW + r;
+        if (t >= Tq)
+            continue;
+        float inv = 1.0f / l[r];
+        float *o = out + ((size_t)b * Tq + t) * ldq + (size_t)h * hd;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int e = lane + 32 * u;
+            if (e < hd)
+                o[e] = acc[r][u] * inv;
+        }
+        if (lse && lane == 0)
+            lse[((size_t)b * H + h) * Tq + t] = m[r] + logf(l[r]);
+    }
+}
+
+/* D (B,H,T) = rowsum(dout * out) = sum_s P dP (Dao 2023, algorithm 2,
+ * line 4); one warp per (b, t, h) row. */
+__global__ static void k_attention_rowdot(float *D, const float *dout, const float *out, int T,
+                                          int H, int hd, size_t rows)
+{
+    size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (row >= rows)
+        return;
+    const float *a = dout + row * hd, *o = out + row * hd;
+    float s = 0.0f;
+    for (int e = lane; e < hd; e += 32)
+        s += a[e] * o[e];
+    s = warp_sum(s);
+    int h = (int)(row % H);
+    size_t bt = row / H;
+    int t = (int)(bt % T), b = (int)(bt / T);
+    if (lane == 0)
+        D[((size_t)b * H + h) * T + t] = s;
+}
+
+/* dK, dV (B,T,KV,hd), overwritten. A block owns ATT_ROWS keys of kv head
+ * g and streams, for each query head of g's group, the query tiles at or
+ * after its first key: P = exp(scale q.k - lse), dP = dout.v,
+ * dS = P (dP - D) scale; dV += P^T dout, dK += dS^T Q. Grid
+ * (ceil(T/ATT_ROWS), KV, B); shared (2*ATT_ROWS + 2*ATT_TILE)*(hd+1) + 64
+ * floats. */
+template <int U>
+__global__ static void __launch_bounds__(ATT_WARPS * 32)
+    k_flash_dkdv(float *dk, float *dv, const float *dout, const float *lse, const float *D,
+                 const float *q, const float *k, const float *v, int T, int H, int KV, int hd,
+                 float scale)
+{
+    extern __shared__ float sm[];
+    const int HDP = hd + 1;
+    float *Kr = sm, *Vr = Kr + ATT_ROWS * HDP, *Qt = Vr + ATT_ROWS * HDP;
+    float *dOt = Qt + ATT_TILE * HDP, *Lt = dOt + ATT_TILE * HDP, *Dt = Lt + ATT_TILE;
+    const int b = blockIdx.z, g = blockIdx.y, s0 = blockIdx.x * ATT_ROWS, group = H / KV;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const float *kb = k + (size_t)b * T * ldk + (size_t)g * hd;
+    const float *vb = v + (size_t)b * T * ldk + (size_t)g * hd;
+    for (int i = threadIdx.x; i < ATT_ROWS * hd; i += blockDim.x) {
+        int r = i / hd, e = i % hd, s = s0 + r;
+        Kr[r * HDP + e] = s < T ? kb[(size_t)s * ldk + e] : 0.0f;
+        Vr[r * HDP + e] = s < T ? vb[(size_t)s * ldk + e] : 0.0f;
+    }
+    float dka[ATT_RPW][U], dva[ATT_RPW][U];
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++)
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            dka[r][u] = dva[r][u] = 0.0f;
+    for (int h = g * group; h < (g + 1) * group; h++) {
+        const float *qb = q + (size_t)b * T * ldq + (size_t)h * hd;
+        const float *ob = dout + (size_t)b * T * ldq + (size_t)h * hd;
+        const float *lb = lse + ((size_t)b * H + h) * T, *db = D + ((size_t)b * H + h) * T;
+        for (int t0 = s0 / ATT_TILE * ATT_TILE; t0 < T; t0 += ATT_TILE) {
+            __syncthreads(); /* the previous tile is consumed (first: Kr/Vr loaded) */
+            for (int i = threadIdx.x; i < ATT_TILE * hd; i += blockDim.x) {
+                int j = i / hd, e = i % hd, t = t0 + j;
+                Qt[j * HDP + e] = t < T ? qb[(size_t)t * ldq + e] : 0.0f;
+                dOt[j * HDP + e] = t < T ? ob[(size_t)t * ldq + e] : 0.0f;
+            }
+            if (threadIdx.x < ATT_TILE) {
+                int t = t0 + threadIdx.x;
+                Lt[threadIdx.x] = t < T ? lb[t] : 0.0f;
+                Dt[threadIdx.x] = t < T ? db[t] : 0.0f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int r = 0; r < ATT_RPW; r++) {
+                int rl = warp * ATT_RPW + r, s = s0 + rl;
+                if (s >= T || t0 + ATT_TILE - 1 < s) /* warp-uniform */
+                    continue;
+                int t = t0 + lane, valid = t >= s && t < T;
+                const float *qr = Qt + lane * HDP, *gr = dOt + lane * HDP;
+                const float *kr = Kr + rl * HDP, *vr = Vr + rl * HDP;
+                float sc = 0.0f, dp = 0.0f;
+                for (int e = 0; e < hd; e++) {
+                    sc += qr[e] * kr[e];
+                    dp += gr[e] * vr[e];
+                }
+                float p = valid ? expf(sc * scale - Lt[lane]) : 0.0f;
+                float ds = valid ? p * (dp - Dt[lane]) * scale : 0.0f;
+                for (int j = 0; j < ATT_TILE; j++) {
+                    float pj = __shfl_sync(FULL_MASK, p, j);
+                    float dsj = __shfl_sync(FULL_MASK, ds, j);
+#pragma unroll
+                    for (int u = 0; u < U; u++) {
+                        int e = lane + 32 * u;
+                        if (e < hd) {
+                            dva[r][u] += pj * dOt[j * HDP + e];
+                            dka[r][u] += dsj * Qt[j * HDP + e];
+                        }
+                    }
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++) {
+        int s = s0 + warp * ATT_RPW + r;
+        if (s >= T)
+            continue;
+        size_t o = ((size_t)b * T + s) * ldk + (size_t)g * hd;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int e = lane + 32 * u;
+            if (e < hd) {
+                dk[o + e] = dka[r][u];
+                dv[o + e] = dva[r][u];
+            }
+        }
+    }
+}
+
+/* dQ (B,T,H,hd), overwritten: dQ = dS K over keys 0..t. A block owns
+ * ATT_ROWS query rows of head h and streams key tiles. Grid
+ * (ceil(T/ATT_ROWS), H, B); shared (2*ATT_ROWS + 2*ATT_TILE)*(hd+1) floats. */
+template <int U>
+__global__ static void __launch_bounds__(ATT_WARPS * 32)
+    k_flash_dq(float *dq, const float *dout, const float *lse, const float *D, const float *q,
+               const float *k, const float *v, int T, int H, int KV, int hd, float scale)
+{
+    extern __shared__ float sm[];
+    const int HDP = hd + 1;
+    float *Qs = sm, *dOs = Qs + ATT_ROWS * HDP, *Kt = dOs + ATT_ROWS * HDP;
+    float *Vt = Kt + ATT_TILE * HDP;
+    const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_ROWS, kvh = h / (H / KV);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const float *qb = q + (size_t)b * T * ldq + (size_t)h * hd;
+    const float *ob = dout + (size_t)b * T * ldq + (size_t)h * hd;
+    const float *kb = k + (size_t)b * T * ldk + (size_t)kvh * hd;
+    const float *vb = v + (size_t)b * T * ldk + (size_t)kvh * hd;
+    for (int i = threadIdx.x; i < ATT_ROWS * hd; i += blockDim.x) {
+        int r = i / hd, e = i % hd, t = t0 + r;
+        Qs[r * HDP + e] = t < T ? qb[(size_t)t * ldq + e] : 0.0f;
+        dOs[r * HDP + e] = t < T ? ob[(size_t)t * ldq + e] : 0.0f;
+    }
+    float L[ATT_RPW], Dr[ATT_RPW], acc[ATT_RPW][U];
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++) {
+        int t = t0 + warp * ATT_RPW + r;
+        L[r] = t < T ? lse[((size_t)b * H + h) * T + t] : 0.0f;
+        Dr[r] = t < T ? D[((size_t)b * H + h) * T + t] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            acc[r][u] = 0.0f;
+    }
+    int tlast = min(t0 + ATT_ROWS, T) - 1;
+    for (int k0 = 0; k0 <= tlast; k0 += ATT_TILE) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < ATT_TILE * hd; i += blockDim.x) {
+            int j = i / hd, e = i % hd, s = k0 + j;
+            Kt[j * HDP + e] = s < T ? kb[(size_t)s * ldk + e] : 0.0f;
+            Vt[j * HDP + e] = s < T ? vb[(size_t)s * ldk + e] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < ATT_RPW; r++) {
+            int rl = warp * ATT_RPW + r, t = t0 + rl;
+            if (t >= T || k0 > t) /* warp-uniform */
+                continue;
+            int valid = k0 + lane <= t;
+            const float *qr = Qs + rl * HDP, *gr = dOs + rl * HDP;
+            const float *kr = Kt + lane * HDP, *vr = Vt + lane * HDP;
+            float sc = 0.0f, dp = 0.0f;
+            for (int e = 0; e < hd; e++) {
+                sc += qr[e] * kr[e];
+                dp += gr[e] * vr[e];
+            }
+            float p = valid ? expf(sc * scale - L[r]) : 0.0f;
+            float ds = valid ? p * (dp - Dr[r]) * scale : 0.0f;
+            for (int j = 0; j < ATT_TILE; j++) {
+                float dsj = __shfl_sync(FULL_MASK, ds, j);
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    int e = lane + 32 * u;
+                    if (e < hd)
+                        acc[r][u] += dsj * Kt[j * HDP + e];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < ATT_RPW; r++) {
+        int t = t0 + warp * ATT_RPW + r;
+        if (t >= T)
+            continue;
+        float *o = dq + ((size_t)b * T + t) * ldq + (size_t)h * hd;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int e = lane + 32 * u;
+            if (e < hd)
+                o[e] = acc[r][u];
+        }
+    }
+}
+
+/* Dynamic shared memory of `bytes` for `kernel` (above 48 KiB needs an
+ * opt-in; sm_80 allows 163 KiB, sm_90 227 KiB). */
+template <typename K> static void smem_opt_in(K kernel, size_t bytes)
+{
+    if (bytes > 48 * 1024)
+        HPT_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)bytes));
+}
+
+static void check_heads(int H, int KV, int hd)
+{
+    if (hd <= 0 || hd > ATT_MAX_HD || KV <= 0 || H % KV)
+        HPT_FATAL("cuda attention: head_dim %d (1..%d supported), %d heads, %d kv heads (must "
+                  "divide the heads)", hd, ATT_MAX_HD, H, KV);
+}
+
+template <int U>
+static void flash_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                          int B, int Tq, int Tk, int pos0, int H, int KV, int hd)
+{
+    size_t smem = sizeof(float) * (ATT_ROWS + 2 * ATT_TILE) * (size_t)(hd + 1);
+    smem_opt_in(k_flash_forward<U>, smem);
+    dim3 grid((Tq + ATT_ROWS - 1) / ATT_ROWS, H, B);
+    k_flash_forward<U><<<grid, ATT_WARPS * 32, smem>>>(out, lse, q, k, v, Tq, Tk, pos0, H, KV, hd,
+                                                       1.0f / sqrtf((float)hd));
+    LAUNCHED("k_flash_forward");
+}
+
+static void attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                          int B, int Tq, int Tk, int pos0, int H, int KV, int hd)
+{
+    check_heads(H, KV, hd);
+    if (B <= 0 || Tq <= 0 || H <= 0)
+        return;
+    switch ((hd + 31) / 32) {
+    case 1: flash_forward<1>(out, lse, q, k, v, B, Tq, Tk, pos0, H, KV, hd); break;
+    case 2: flash_forward<2>(out, lse, q, k, v, B, Tq, Tk, pos0, H, KV, hd); break;
+    case 3: case 4: flash_forward<4>(out, lse, q, k, v, B, Tq, Tk, pos0, H, KV, hd); break;
+    default: flash_forward<8>(out, lse, q, k, v, B, Tq, Tk, pos0, H, KV, hd); break;
+    }
+}
+
+/* saved = the row log-sum-exp (B,H,T). */
+static void cuda_attention_forward(float *out, float *saved, const float *q, const float *k,
+                                   const float *v, int B, int T, int H, int KV, int hd)
+{
+    attention_fwd(out, saved, q, k, v, B, T, T, 0, H, KV, hd);
+}
+
+static size_t cuda_attention_floats(int B, int T, int H) { return (size_t)B * H * T; }
+
+template <int U>
+static void flash_backward(float *dq, float *dk, float *dv, const float *D, const float *dout,
+                           const float *lse, const float *q, const float *k, const float *v, int B,
+                           int T, int H, int KV, int hd)
+{
+    float scale = 1.0f / sqrtf((float)hd);
+    size_t smem = sizeof(float) * ((2 * ATT_ROWS + 2 * ATT_TILE) * (size_t)(hd + 1) + 2 * ATT_TILE);
+    smem_opt_in(k_flash_dkdv<U>, smem);
+    dim3 gk((T + ATT_ROWS - 1) / ATT_ROWS, KV, B);
+    k_flash_dkdv<U><<<gk, ATT_WARPS * 32, smem>>>(dk, dv, dout, lse, D, q, k, v, T, H, KV, hd,
+                                                  scale);
+    LAUNCHED("k_flash_dkdv");
+    smem = sizeof(float) * (2 * ATT_ROWS + 2 * ATT_TILE) * (size_t)(hd + 1);
+    smem_opt_in(k_flash_dq<U>, smem);
+    dim3 gq((T + ATT_ROWS - 1) / ATT_ROWS, H, B);
+    k_flash_dq<U><<<gq, ATT_WARPS * 32, smem>>>(dq, dout, lse, D, q, k, v, T, H, KV, hd, scale);
+    LAUNCHED("k_flash_dq");
+}
+
+/* scratch holds D (B,H,T). */
+static void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+                                    const float *dout, const float *out, const float *saved,
+                                    const float *q, const float *k, const float *v, int B, int T,
+                                    int H, int KV, int hd)
+{
+    check_heads(H, KV, hd);
+    if (B <= 0 || T <= 0 || H <= 0)
+        return;
+    size_t rows = (size_t)B * T * H;
+    k_attention_rowdot<<<(unsigned)((rows + 3) / 4), 128>>>(scratch, dout, out, T, H, hd, rows);
+    LAUNCHED("k_attention_rowdot");
+    switch ((hd + 31) / 32) {
+    case 1: flash_backward<1>(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd); break;
+    case 2: flash_backward<2>(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd); break;
+    case 3: case 4:
+        flash_backward<4>(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd);
+        break;
+    default: flash_backward<8>(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd); break;
+    }
+}
+
+/* n new queries at positions pos0 .. pos0+n-1 against the cache (one
+ * sequence): the forward kernel with B = 1, Tk = pos0 + n, no lse. */
+static void cuda_attention_cached(float *out, const float *q, const float *kc, const float *vc,
+                                  int n, int pos0, int H, int KV, int hd)
+{
+    attention_fwd(out, NULL, q, kc, vc, 1, n, pos0 + n, pos0, H, KV, hd);
+}
+
+/* ------------------------------------------------------------- SwiGLU */
+
+__global__ static void k_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+__global__ static void k_swiglu_backward(float *dgate, float *dup, const float *dout,
+                                         const float *gate, const float *up, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float g = gate[i], sg = 1.0f / (1.0f + expf(-g));
+        float silu = g * sg, d = dout[i];
+        dup[i] = d * silu;
+        dgate[i] = d * up[i] * (sg + g * sg * (1.0f - sg));
+    }
+}
+
+static void cuda_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+    if (!n)
+        return;
+    k_swiglu_forward<<<ew_blocks(n), EW_THREADS>>>(out, gate, up, n);
+    LAUNCHED("k_swiglu_forward");
+}
+
+static void cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                                 const float *up, size_t n)
+{
+    if (!n)
+        return;
+    k_swiglu_backward<<<ew_blocks(n), EW_THREADS>>>(dgate, dup, dout, gate, up, n);
+    LAUNCHED("k_swiglu_backward");
+}
+
+/* --------------------------------------------------------- elementwise */
+
+__global__ static void k_add(float *out, const float *a, const float *b, size_t n)
+{
+    GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+__global__ static void k_scale(float *x, float s, size_t n)
+{
+    GRID_STRIDE(i, n) x[i] *= s;
+}
+
+static void cuda_add(float *out, const float *a, const float *b, size_t n)
+{
+    if (!n)
+        return;
+    k_add<<<ew_blocks(n), EW_THREADS>>>(out, a, b, n);
+    LAUNCHED("k_add");
+}
+
+static void cuda_scale(float *x, float s, size_t n)
+{
+    if (!n)
+        return;
+    k_scale<<<ew_blocks(n), EW_THREADS>>>(x, s, n);
+    LAUNCHED("k_scale");
+}
+
+#define SUMSQ_BLOCKS 1024
+__global__ static void k_sumsq(double *part, const float *x, size_t n)
+{
+    double acc = 0.0;
+    GRID_STRIDE(i, n) acc += (double)x[i] * x[i];
+    acc = block_sum_d(acc);
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = acc;
+}
+
+/* Per-block double partial sums, then one block sums them in order. */
+static double cuda_sumsq(const float *x, size_t n)
+{
+    if (!n)
+        return 0.0;
+    unsigned nb = ew_blocks(n);
+    nb = nb > SUMSQ_BLOCKS ? SUMSQ_BLOCKS : nb;
+    double *part = dscratch(SUMSQ_BLOCKS + 1);
+    k_sumsq<<<nb, EW_THREADS>>>(part, x, n);
+    LAUNCHED("k_sumsq");
+    return sum_to_host(part, nb, part + SUMSQ_BLOCKS);
+}
+
+/* ------------------------------------------------------- cross-entropy */
+
+/* One block per row n; loss[n] = lse - logit[target]. The target logit is
+ * read by every thread before any write (block_max synchronises). */
+__global__ static void k_ce_fused(float *logits, const int32_t *targets, double *loss, int V,
+                                  float grad_scale)
+{
+    size_t n = blockIdx.x;
+    float *row = logits + n * V;
+    int tg = targets[n];
+    float target = row[tg], mx = -INFINITY, sum = 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        mx = fmaxf(mx, row[j]);
+    mx = block_max(mx);
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float e = expf(row[j] - mx);
+        row[j] = e;
+        sum += e;
+    }
+    sum = block_sum(sum);
+    float k = grad_scale / sum;
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        row[j] *= k;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        row[tg] -= grad_scale;
+        loss[n] = (double)(mx + logf(sum)) - target;
+    }
+}
+
+__global__ static void k_ce_loss(const float *logits, const int32_t *targets, double *loss, int V)
+{
+    size_t n = blockIdx.x;
+    const float *row = logits + n * V;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        mx = fmaxf(mx, row[j]);
+    mx = block_max(mx);
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        sum += expf(row[j] - mx);
+    sum = block_sum(sum);
+    if (threadIdx.x == 0)
+        loss[n] = (double)(mx + logf(sum)) - row[targets[n]];
+}
+
+static double cuda_crossentropy_fused(float *logits, const int32_t *targets, int N, int V,
+                                      float grad_scale)
+{
+    if (N <= 0)
+        return 0.0;
+    double *loss = dscratch((size_t)N + 1);
+    k_ce_fused<<<N, ROW_THREADS>>>(logits, targets, loss, V, grad_scale);
+    LAUNCHED("k_ce_fused");
+    return sum_to_host(loss, (size_t)N, loss + N);
+}
+
+static double cuda_crossentropy_loss(const float *logits, const int32_t *targets, int N, int V)
+{
+    if (N <= 0)
+        return 0.0;
+    double *loss = dscratch((size_t)N + 1);
+    k_ce_loss<<<N, ROW_THREADS>>>(logits, targets, loss, V);
+    LAUNCHED("k_ce_loss");
+    return sum_to_host(loss, (size_t)N, loss + N);
+}
+
+/* ---------------------------------------- vocab-parallel cross-entropy */
+
+__global__ static void k_vocab_max(float *mx, const float *logits, int Vl, int nvalid)
+{
+    size_t n = blockIdx.x;
+    const float *row = logits + n * Vl;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < nvalid; j += blockDim.x)
+        m = fmaxf(m, row[j]);
+    m = block_max(m);
+    if (threadIdx.x == 0)
+        mx[n] = m;
+}
+
+__global__ static void k_vocab_sumexp(float *sumexp, float *tlogit, const float *logits,
+                                      const int32_t *targets, const float *mx, int Vl, int nvalid,
+                                      int v0)
+{
+    size_t n = blockIdx.x;
+    const float *row = logits + n * Vl;
+    float s = 0.0f, m = mx[n];
+    for (int j = threadIdx.x; j < nvalid; j += blockDim.x)
+        s += expf(row[j] - m);
+    s = block_sum(s);
+    if (threadIdx.x == 0) {
+        int t = targets[n] - v0;
+        sumexp[n] = s;
+        tlogit[n] = t >= 0 && t < nvalid ? row[t] : 0.0f;
+    }
+}
+
+__global__ static void k_vocab_ce_finish(float *logits, const int32_t *targets, const float *mx,
+                                         const float *sumexp, const float *tlogit, double *loss,
+                                         int Vl, int nvalid, int v0, float grad_scale)
+{
+    size_t n = blockIdx.x;
+    float lse = mx[n] + logf(sumexp[n]);
+    if (threadIdx.x == 0)
+        loss[n] = (double)lse - tlogit[n];
+    if (grad_scale == 0.0f) /* block-uniform */
+        return;
+    float *row = logits + n * Vl;
+    for (int j = threadIdx.x; j < Vl; j += blockDim.x)
+        row[j] = j < nvalid ? expf(row[j] - lse) * grad_scale : 0.0f;
+    __syncthreads();
+    int t = targets[n] - v0;
+    if (threadIdx.x == 0 && t >= 0 && t < nvalid)
+        row[t] -= grad_scale;
+}
+
+static void cuda_vocab_max(float *mx, const float *logits, int N, int Vl, int nvalid)
+{
+    if (N <= 0)
+        return;
+    k_vocab_max<<<N, ROW_THREADS>>>(mx, logits, Vl, nvalid);
+    LAUNCHED("k_vocab_max");
+}
+
+static void cuda_vocab_sumexp(float *sumexp, float *tlogit, const float *logits,
+                              const int32_t *targets, const float *mx, int N, int Vl, int nvalid,
+                              int v0)
+{
+    if (N <= 0)
+        return;
+    k_vocab_sumexp<<<N, ROW_THREADS>>>(sumexp, tlogit, logits, targets, mx, Vl, nvalid, v0);
+    LAUNCHED("k_vocab_sumexp");
+}
+
+static double cuda_vocab_ce_finish(float *logits, const int32_t *targets, const float *mx,
+                                   const float *sumexp, const float *tlogit, int N, int Vl,
+                                   int nvalid, int v0, float grad_scale)
+{
+    if (N <= 0)
+        return 0.0;
+    double *loss = dscratch((size_t)N + 1);
+    k_vocab_ce_finish<<<N, ROW_THREADS>>>(logits, targets, mx, sumexp, tlogit, loss, Vl, nvalid,
+                                          v0, grad_scale);
+    LAUNCHED("k_vocab_ce_finish");
+    return sum_to_host(loss, (size_t)N, loss + N);
+}
+
+/* -------------------------------------------------------------- AdamW */
+
+/* The CPU's expression per element; the bias corrections are computed on
+ * the host exactly as in backend_cpu.c. */
+__global__ static void k_adamw(float *p, const float *grad, float *m, float *v, size_t n, float b1,
+                               float b2, float eps, float grad_scale, float step, float bc2_sqrt,
+                               float decay)
+{
+    GRID_STRIDE(i, n)
+    {
+        float g = grad[i] * grad_scale;
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - step * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    }
+}
+
+static void cuda_adamw(float *p, const float *grad, float *m, float *v, size_t n, float lr,
+                       float b1, float b2, float eps, float wd, float grad_scale, int t)
+{
+    if (!n)
+        return;
+    float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
+    float step = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * wd;
+    k_adamw<<<ew_blocks(n), EW_THREADS>>>(p, grad, m, v, n, b1, b2, eps, grad_scale, step,
+                                          bc2_sqrt, decay);
+    LAUNCHED("k_adamw");
+}
+
+/* ---------------------------------------------------------------- table */
+
+static hpt_backend make_table(void)
+{
+    hpt_backend b;
+    memset(&b, 0, sizeof b);
+    b.name = "cuda";
+    b.init = cuda_init;
+    b.set_precision = cuda_set_precision;
+    b.mem_peak = cuda_mem_peak;
+    b.alloc = cuda_alloc;
+    b.free = cuda_free;
+    b.is_device = cuda_is_device;
+    b.memset0 = cuda_memset0;
+    b.upload = cuda_upload;
+    b.download = cuda_download;
+    b.copy = cuda_copy;
+    b.matmul_forward = cuda_matmul_forward;
+    b.matmul_backward = cuda_matmul_backward;
+    b.embedding_forward = cuda_embedding_forward;
+    b.embedding_backward = cuda_embedding_backward;
+    b.rmsnorm_forward = cuda_rmsnorm_forward;
+    b.rmsnorm_backward = cuda_rmsnorm_backward;
+    b.rope = cuda_rope;
+    b.attention_forward = cuda_attention_forward;
+    b.attention_saved_floats = cuda_attention_floats;
+    b.attention_backward = cuda_attention_backward;
+    b.attention_scratch_floats = cuda_attention_floats;
+    b.rope_at = cuda_rope_at;
+    b.attention_cached = cuda_attention_cached;
+    b.swiglu_forward = cuda_swiglu_forward;
+    b.swiglu_backward = cuda_swiglu_backward;
+    b.add = cuda_add;
+    b.scale = cuda_scale;
+    b.sumsq = cuda_sumsq;
+    b.crossentropy_fused = cuda_crossentropy_fused;
+    b.crossentropy_loss = cuda_crossentropy_loss;
+    b.vocab_max = cuda_vocab_max;
+    b.vocab_sumexp = cuda_vocab_sumexp;
+    b.vocab_ce_finish = cuda_vocab_ce_finish;
+    b.adamw = cuda_adamw;
+    return b;
+}
+
+/* C++ has no designated initialisers for this struct before C++20: the
+ * table is filled by make_table during static initialisation, before
+ * main() runs. */
+extern "C" const hpt_backend hpt_backend_cuda = make_table();

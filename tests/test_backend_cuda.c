@@ -1,0 +1,574 @@
+/* test_backend_cuda.c — every op of the cuda backend against the cpu
+ * backend (the reference: its ops are checked by tests/test_ops against
+ * finite differences and double-precision references).
+ *
+ * Method: random non-zero inputs from a fixed-seed PRNG; the same call on
+ * both backends; outputs the contract says are overwritten are poisoned
+ * with NaN on the GPU before the call, so an element a kernel leaves
+ * unwritten fails the comparison; accumulated outputs start from the same
+ * random values on both sides. Shapes include T not a multiple of the
+ * attention tiles (16 query rows, 32 keys), GQA ratios 1, 2 and 8, head_dim
+ * 64 and 128, a vocabulary that is not a multiple of 8, padded
+ * vocab-parallel columns.
+ *
+ * Error measure (ggml test-backend-ops): normalised mean squared error
+ * NMSE = sum (gpu - cpu)^2 / sum cpu^2, tolerance 1e-5 for fp32 (float
+ * rounding and summation order give ~1e-12; an indexing or masking bug
+ * gives ~1); a non-finite GPU value fails. Scalars returned to the host
+ * (losses, sum of squares) are compared by relative error, 1e-5.
+ *
+ * Needs a GPU: when the cuda backend reports no visible device the test
+ * prints "no CUDA device visible: <reason>" and exits 77 (skipped). Each
+ * check prints "ok <name> nmse X" or "FAIL <name> ..."; exit status 1 if
+ * any failed.
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+#define TOL 1e-5      /* NMSE, fp32                                      */
+#define TOL_TF32 1e-4 /* NMSE of the tf32 products (10-bit mantissas)    */
+#define SCALAR_TOL 1e-5
+
+static const hpt_backend *cpu, *gpu;
+static int n_fail, n_ok;
+
+/* ------------------------------------------------------------ utilities */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+/* Uniform in [-1, 1) (splitmix64). */
+static double urand(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-52 - 1.0;
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        HPT_FATAL("out of memory (%zu bytes)", bytes);
+    return p;
+}
+
+/* n floats uniform in [-a, a), none zero. */
+static float *hrand(size_t n, double a)
+{
+    float *p = xmalloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) {
+        double u = urand();
+        p[i] = (float)(a * (u == 0.0 ? 0.5 : u));
+    }
+    return p;
+}
+
+static float *hdup(const float *x, size_t n)
+{
+    float *p = xmalloc(sizeof(float) * n);
+    memcpy(p, x, sizeof(float) * n);
+    return p;
+}
+
+static int32_t *itok(size_t n, int hi)
+{
+    int32_t *p = xmalloc(sizeof(int32_t) * n);
+    for (size_t i = 0; i < n; i++) {
+        int v = (int)((urand() + 1.0) * 0.5 * hi);
+        p[i] = v < hi ? v : hi - 1;
+    }
+    return p;
+}
+
+/* GPU copy of host bytes. */
+static void *dput(const void *h, size_t bytes)
+{
+    void *d = gpu->alloc(bytes);
+    if (!d)
+        HPT_FATAL("cuda alloc of %zu bytes: %s", bytes, hpt_error_msg());
+    gpu->upload(d, h, bytes);
+    return d;
+}
+
+/* GPU buffer of n floats, every one NaN (an unwritten output stays NaN). */
+static float *dnan(size_t n)
+{
+    float *h = xmalloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)
+        h[i] = NAN;
+    float *d = dput(h, sizeof(float) * n);
+    free(h);
+    return d;
+}
+
+/* Host copy of n device floats; the device buffer is freed. */
+static float *dtake(float *d, size_t n)
+{
+    float *h = xmalloc(sizeof(float) * n);
+    gpu->download(h, d, sizeof(float) * n);
+    gpu->free(d);
+    return h;
+}
+
+static void result(const char *name, int ok, const char *fmt, double v)
+{
+    if (ok)
+        n_ok++;
+    else
+        n_fail++;
+    printf("%s %s ", ok ? "ok" : "FAIL", name);
+    printf(fmt, v);
+    printf("\n");
+}
+
+/* NMSE of got (GPU) against ref (CPU); NaN/inf in got fails. */
+static void cmp_tol(const char *name, const float *got, const float *ref, size_t n, double tol)
+{
+    double num = 0.0, den = 0.0;
+    size_t bad = n;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]) && bad == n)
+            bad = i;
+        double d = (double)got[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    if (bad < n) {
+        printf("FAIL %s: element %zu of %zu is %g (unwritten or non-finite; cpu %g)\n", name, bad,
+               n, got[bad], ref[bad]);
+        n_fail++;
+        return;
+    }
+    double e = den > 0 ? num / den : num;
+    result(name, e <= tol, "nmse %.2e", e);
+}
+
+static void cmp(const char *name, const float *got, const float *ref, size_t n)
+{
+    cmp_tol(name, got, ref, n, TOL);
+}
+
+static void cmp_scalar(const char *name, double got, double ref)
+{
+    double e = fabs(got - ref) / fmax(fabs(ref), 1e-30);
+    result(name, isfinite(got) && e <= SCALAR_TOL, "rel err %.2e", e);
+}
+
+#define FB(n) (sizeof(float) * (size_t)(n))
+
+/* ------------------------------------------------------------- memory */
+
+static void test_memory(void)
+{
+    size_t n = 1000;
+    float *d = gpu->alloc(FB(n)), *z = xmalloc(FB(n)), *x = hrand(n, 1.0);
+    gpu->download(z, d, FB(n));
+    int zero = 1;
+    for (size_t i = 0; i < n; i++)
+        zero &= z[i] == 0.0f;
+    result("memory: alloc is zero-filled", zero, "(%g)", 0.0);
+    gpu->upload(d, x, FB(n));
+    float *e = gpu->alloc(FB(n));
+    gpu->copy(e, d, FB(n));
+    gpu->download(z, e, FB(n));
+    result("memory: upload, copy, download round-trip", !memcmp(z, x, FB(n)), "(%g)", 0.0);
+    gpu->copy(d + 10, d, FB(n - 10)); /* overlapping: memmove semantics */
+    gpu->download(z, d, FB(n));
+    result("memory: copy of overlapping ranges (memmove)",
+           !memcmp(z + 10, x, FB(n - 10)) && !memcmp(z, x, FB(10)), "(%g)", 0.0);
+    gpu->memset0(e, FB(n));
+    gpu->download(z, e, FB(n));
+    zero = 1;
+    for (size_t i = 0; i < n; i++)
+        zero &= z[i] == 0.0f;
+    result("memory: memset0", zero, "(%g)", 0.0);
+    result("memory: mem_peak counts the allocations", gpu->mem_peak && gpu->mem_peak() >= FB(2 * n),
+           "%g bytes", gpu->mem_peak ? (double)gpu->mem_peak() : 0.0);
+    result("memory: is_device (device buffer 1, host buffer 0)",
+           gpu->is_device && gpu->is_device(d) && !gpu->is_device(x) && !gpu->is_device(NULL),
+           "(%g)", 0.0);
+    gpu->free(d);
+    gpu->free(e);
+    gpu->free(NULL);
+    free(z);
+    free(x);
+}
+
+/* ------------------------------------------------------------- linear */
+
+static void test_matmul_shape(int N, int Ic, int O, double tol, const char *tag)
+{
+    char name[160];
+    float *in = hrand((size_t)N * Ic, 1.0), *w = hrand((size_t)O * Ic, 1.0);
+    float *dout = hrand((size_t)N * O, 1.0), *dw0 = hrand((size_t)O * Ic, 1.0);
+    float *din0 = hrand((size_t)N * Ic, 1.0);
+    float *out = xmalloc(FB((size_t)N * O));
+    cpu->matmul_forward(out, in, w, N, Ic, O);
+    float *d_in = dput(in, FB((size_t)N * Ic)), *d_w = dput(w, FB((size_t)O * Ic));
+    float *d_dout = dput(dout, FB((size_t)N * O));
+    float *d_out = dnan((size_t)N * O);
+    gpu->matmul_forward(d_out, d_in, d_w, N, Ic, O);
+    float *g = dtake(d_out, (size_t)N * O);
+    snprintf(name, sizeof name, "matmul_forward%s N=%d Ic=%d O=%d", tag, N, Ic, O);
+    cmp_tol(name, g, out, (size_t)N * O, tol);
+    free(g);
+    for (int accum = 0; accum <= 2; accum++) { /* 2: din NULL */
+        float *din = hdup(din0, (size_t)N * Ic), *dw = hdup(dw0, (size_t)O * Ic);
+        cpu->matmul_backward(accum < 2 ? din : NULL, dw, dout, in, w, N, Ic, O, accum == 1);
+        float *d_din = accum == 1 ? dput(din0, FB((size_t)N * Ic)) : dnan((size_t)N * Ic);
+        float *d_dw = dput(dw0, FB((size_t)O * Ic));
+        gpu->matmul_backward(accum < 2 ? d_din : NULL, d_dw, d_dout, d_in, d_w, N, Ic, O,
+                             accum == 1);
+        float *gdw = dtake(d_dw, (size_t)O * Ic), *gdin = dtake(d_din, (size_t)N * Ic);
+        snprintf(name, sizeof name, "matmul_backward%s dw += (accumulated) N=%d Ic=%d O=%d%s", tag,
+                 N, Ic, O, accum == 2 ? " din=NULL" : "");
+        cmp_tol(name, gdw, dw, (size_t)O * Ic, tol);
+        if (accum < 2) {
+            snprintf(name, sizeof name, "matmul_backward%s din %s N=%d Ic=%d O=%d", tag,
+                     accum ? "+= (accum_din)" : "= (overwritten)", N, Ic, O);
+            cmp_tol(name, gdin, din, (size_t)N * Ic, tol);
+        }
+        free(din), free(dw), free(gdw), free(gdin);
+    }
+    gpu->free(d_in), gpu->free(d_w), gpu->free(d_dout);
+    free(in), free(w), free(dout), free(dw0), free(din0), free(out);
+}
+
+static void test_matmul(void)
+{
+    test_matmul_shape(7, 33, 17, TOL, "");
+    test_matmul_shape(64, 128, 96, TOL, "");
+    test_matmul_shape(130, 256, 301, TOL, "");
+    hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_TF32);
+    result("set_precision tf32 accepted", st == HPT_OK, "(%g)", 0.0);
+    test_matmul_shape(130, 256, 301, TOL_TF32, " (tf32)");
+    st = hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
+    result("set_precision fp32 accepted", st == HPT_OK, "(%g)", 0.0);
+    st = hpt_backend_set_precision(gpu, HPT_PRECISION_BF16);
+    result("set_precision bf16 refused (not implemented)",
+           st == HPT_ERR_USAGE && strstr(hpt_error_msg(), "not yet implemented"), "(%g)", 0.0);
+}
+
+/* ---------------------------------------------------------- embedding */
+
+static void test_embedding(int N, int C, int V, int v0, int Vl)
+{
+    char name[160];
+    int32_t *tok = itok((size_t)N, V);
+    tok[1] = tok[0] = v0; /* a repeated row inside the range */
+    float *wte = hrand((size_t)Vl * C, 1.0), *dout = hrand((size_t)N * C, 1.0);
+    float *dwte = hrand((size_t)Vl * C, 1.0), *out = xmalloc(FB((size_t)N * C));
+    int32_t *d_tok = dput(tok, sizeof(int32_t) * N);
+    float *d_wte = dput(wte, FB((size_t)Vl * C)), *d_out = dnan((size_t)N * C);
+    cpu->embedding_forward(out, tok, wte, N, C, v0, Vl);
+    gpu->embedding_forward(d_out, d_tok, d_wte, N, C, v0, Vl);
+    float *g = dtake(d_out, (size_t)N * C);
+    snprintf(name, sizeof name, "embedding_forward N=%d C=%d rows [%d, %d) of %d", N, C, v0,
+             v0 + Vl, V);
+    cmp(name, g, out, (size_t)N * C);
+    float *d_dwte = dput(dwte, FB((size_t)Vl * C)), *d_dout = dput(dout, FB((size_t)N * C));
+    cpu->embedding_backward(dwte, dout, tok, N, C, v0, Vl);
+    gpu->embedding_backward(d_dwte, d_dout, d_tok, N, C, v0, Vl);
+    float *gd = dtake(d_dwte, (size_t)Vl * C);
+    snprintf(name, sizeof name, "embedding_backward dwte += N=%d C=%d (repeated tokens)", N, C);
+    cmp(name, gd, dwte, (size_t)Vl * C);
+    gpu->free(d_tok), gpu->free(d_wte), gpu->free(d_dout);
+    free(tok), free(wte), free(dout), free(dwte), free(out), free(g), free(gd);
+}
+
+/* ------------------------------------------------------------ RMSNorm */
+
+static void test_rmsnorm(int N, int C)
+{
+    char name[160];
+    float *in = hrand((size_t)N * C, 2.0), *w = hrand(C, 1.0), *dout = hrand((size_t)N * C, 1.0);
+    float *din = hrand((size_t)N * C, 1.0), *dw = hrand(C, 1.0);
+    float *out = xmalloc(FB((size_t)N * C)), *rstd = xmalloc(FB(N));
+    float *d_in = dput(in, FB((size_t)N * C)), *d_w = dput(w, C * sizeof(float));
+    float *d_out = dnan((size_t)N * C), *d_rstd = dnan(N);
+    cpu->rmsnorm_forward(out, rstd, in, w, N, C, 1e-5f);
+    gpu->rmsnorm_forward(d_out, d_rstd, d_in, d_w, N, C, 1e-5f);
+    float *g = xmalloc(FB((size_t)N * C)), *gr = xmalloc(FB(N));
+    gpu->download(g, d_out, FB((size_t)N * C));
+    gpu->download(gr, d_rstd, FB(N));
+    snprintf(name, sizeof name, "rmsnorm_forward out N=%d C=%d", N, C);
+    cmp(name, g, out, (size_t)N * C);
+    snprintf(name, sizeof name, "rmsnorm_forward rstd N=%d C=%d", N, C);
+    cmp(name, gr, rstd, N);
+    float *d_din = dput(din, FB((size_t)N * C)), *d_dw = dput(dw, FB(C));
+    float *d_dout = dput(dout, FB((size_t)N * C));
+    cpu->rmsnorm_backward(din, dw, dout, in, w, rstd, N, C);
+    gpu->rmsnorm_backward(d_din, d_dw, d_dout, d_in, d_w, d_rstd, N, C);
+    float *gdin = dtake(d_din, (size_t)N * C), *gdw = dtake(d_dw, C);
+    snprintf(name, sizeof name, "rmsnorm_backward din += N=%d C=%d", N, C);
+    cmp(name, gdin, din, (size_t)N * C);
+    snprintf(name, sizeof name, "rmsnorm_backward dw += N=%d C=%d", N, C);
+    cmp(name, gdw, dw, C);
+    gpu->free(d_in), gpu->free(d_w), gpu->free(d_out), gpu->free(d_rstd), gpu->free(d_dout);
+    free(in), free(w), free(dout), free(din), free(dw), free(out), free(rstd), free(g), free(gr);
+    free(gdin), free(gdw);
+}
+
+/* --------------------------------------------------------------- RoPE */
+
+static void test_rope(int B, int T, int nh, int hd)
+{
+    char name[160];
+    size_t n = (size_t)B * T * nh * hd;
+    for (int inverse = 0; inverse <= 1; inverse++) {
+        float *x = hrand(n, 1.0), *d_x = dput(x, FB(n));
+        cpu->rope(x, B, T, nh, hd, 10000.0f, inverse);
+        gpu->rope(d_x, B, T, nh, hd, 10000.0f, inverse);
+        float *g = dtake(d_x, n);
+        snprintf(name, sizeof name, "rope%s B=%d T=%d nh=%d hd=%d", inverse ? " (inverse)" : "", B,
+                 T, nh, hd);
+        cmp(name, g, x, n);
+        free(x), free(g);
+    }
+    int pos0 = 11, cnt = 5;
+    size_t m = (size_t)cnt * nh * hd;
+    float *x = hrand(m, 1.0), *d_x = dput(x, FB(m));
+    cpu->rope_at(x, cnt, nh, hd, 500000.0f, pos0);
+    gpu->rope_at(d_x, cnt, nh, hd, 500000.0f, pos0);
+    float *g = dtake(d_x, m);
+    snprintf(name, sizeof name, "rope_at n=%d pos0=%d nh=%d hd=%d", cnt, pos0, nh, hd);
+    cmp(name, g, x, m);
+    free(x), free(g);
+}
+
+/* ---------------------------------------------------------- attention */
+
+static void test_attention(int B, int T, int H, int KV, int hd)
+{
+    char name[200];
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+    size_t np = cpu->attention_saved_floats(B, T, H), ns = cpu->attention_scratch_floats(B, T, H);
+    size_t gp = gpu->attention_saved_floats(B, T, H), gs = gpu->attention_scratch_floats(B, T, H);
+    float *q = hrand(nq, 2.0), *k = hrand(nk, 2.0), *v = hrand(nk, 1.0), *dout = hrand(nq, 1.0);
+    float *out = xmalloc(FB(nq)), *probs = xmalloc(FB(np)), *scr = xmalloc(FB(ns));
+    float *dq = xmalloc(FB(nq)), *dk = xmalloc(FB(nk)), *dv = xmalloc(FB(nk));
+    cpu->attention_forward(out, probs, q, k, v, B, T, H, KV, hd);
+    cpu->attention_backward(dq, dk, dv, scr, dout, out, probs, q, k, v, B, T, H, KV, hd);
+
+    float *d_q = dput(q, FB(nq)), *d_k = dput(k, FB(nk)), *d_v = dput(v, FB(nk));
+    float *d_dout = dput(dout, FB(nq)), *d_out = dnan(nq), *d_saved = dnan(gp);
+    gpu->attention_forward(d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
+    float *g = xmalloc(FB(nq));
+    gpu->download(g, d_out, FB(nq));
+    snprintf(name, sizeof name, "attention_forward B=%d T=%d H=%d KV=%d (GQA %d) hd=%d", B, T, H,
+             KV, H / KV, hd);
+    cmp(name, g, out, nq);
+    float *d_scr = dnan(gs), *d_dq = dnan(nq), *d_dk = dnan(nk), *d_dv = dnan(nk);
+    gpu->attention_backward(d_dq, d_dk, d_dv, d_scr, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T,
+                            H, KV, hd);
+    float *gq = dtake(d_dq, nq), *gk = dtake(d_dk, nk), *gv = dtake(d_dv, nk);
+    const char *what[3] = {"dq", "dk", "dv"};
+    const float *got[3] = {gq, gk, gv}, *ref[3] = {dq, dk, dv};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d", what[i], B,
+                 T, H, KV, hd);
+        cmp(name, got[i], ref[i], i ? nk : nq);
+    }
+    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_out);
+    gpu->free(d_saved), gpu->free(d_scr);
+    free(q), free(k), free(v), free(dout), free(out), free(probs), free(scr), free(dq), free(dk);
+    free(dv), free(g), free(gq), free(gk), free(gv);
+}
+
+static void test_attention_cached(int n, int pos0, int H, int KV, int hd)
+{
+    char name[160];
+    int S = pos0 + n;
+    size_t nq = (size_t)n * H * hd, nk = (size_t)S * KV * hd;
+    float *q = hrand(nq, 2.0), *kc = hrand(nk, 2.0), *vc = hrand(nk, 1.0), *out = xmalloc(FB(nq));
+    cpu->attention_cached(out, q, kc, vc, n, pos0, H, KV, hd);
+    float *d_q = dput(q, FB(nq)), *d_k = dput(kc, FB(nk)), *d_v = dput(vc, FB(nk));
+    float *d_out = dnan(nq);
+    gpu->attention_cached(d_out, d_q, d_k, d_v, n, pos0, H, KV, hd);
+    float *g = dtake(d_out, nq);
+    snprintf(name, sizeof name, "attention_cached n=%d pos0=%d H=%d KV=%d hd=%d", n, pos0, H, KV,
+             hd);
+    cmp(name, g, out, nq);
+    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v);
+    free(q), free(kc), free(vc), free(out), free(g);
+}
+
+/* --------------------------------------------- SwiGLU and elementwise */
+
+static void test_elementwise(size_t n)
+{
+    float *gate = hrand(n, 4.0), *up = hrand(n, 1.0), *dout = hrand(n, 1.0);
+    float *out = xmalloc(FB(n)), *dg = xmalloc(FB(n)), *du = xmalloc(FB(n));
+    float *d_gate = dput(gate, FB(n)), *d_up = dput(up, FB(n)), *d_dout = dput(dout, FB(n));
+    float *d_out = dnan(n), *d_dg = dnan(n), *d_du = dnan(n);
+    cpu->swiglu_forward(out, gate, up, n);
+    gpu->swiglu_forward(d_out, d_gate, d_up, n);
+    float *g = dtake(d_out, n);
+    cmp("swiglu_forward", g, out, n);
+    cpu->swiglu_backward(dg, du, dout, gate, up, n);
+    gpu->swiglu_backward(d_dg, d_du, d_dout, d_gate, d_up, n);
+    float *gdg = dtake(d_dg, n), *gdu = dtake(d_du, n);
+    cmp("swiglu_backward dgate", gdg, dg, n);
+    cmp("swiglu_backward dup", gdu, du, n);
+
+    float *d_sum = dnan(n);
+    cpu->add(out, gate, up, n);
+    gpu->add(d_sum, d_gate, d_up, n);
+    float *gs = dtake(d_sum, n);
+    cmp("add", gs, out, n);
+    gpu->add(d_gate, d_gate, d_up, n); /* out aliases a */
+    float *ga = xmalloc(FB(n));
+    gpu->download(ga, d_gate, FB(n));
+    cmp("add (out aliases a)", ga, out, n);
+    cpu->scale(out, -0.37f, n);
+    gpu->scale(d_gate, -0.37f, n);
+    gpu->download(ga, d_gate, FB(n));
+    cmp("scale", ga, out, n);
+    cmp_scalar("sumsq (double)", gpu->sumsq(d_up, n), cpu->sumsq(up, n));
+    cmp_scalar("sumsq of 1 element", gpu->sumsq(d_up + 3, 1), cpu->sumsq(up + 3, 1));
+    result("sumsq of 0 elements is 0", gpu->sumsq(d_up, 0) == 0.0, "(%g)", 0.0);
+    gpu->free(d_gate), gpu->free(d_up), gpu->free(d_dout);
+    free(gate), free(up), free(dout), free(out), free(dg), free(du), free(g), free(gdg), free(gdu);
+    free(gs), free(ga);
+}
+
+/* ------------------------------------------------------- cross-entropy */
+
+static void test_crossentropy(int N, int V)
+{
+    char name[160];
+    size_t n = (size_t)N * V;
+    float *logits = hrand(n, 4.0), *ref = hdup(logits, n);
+    int32_t *tg = itok(N, V);
+    float *d_l = dput(logits, FB(n));
+    int32_t *d_tg = dput(tg, sizeof(int32_t) * N);
+    snprintf(name, sizeof name, "crossentropy_loss N=%d V=%d", N, V);
+    cmp_scalar(name, gpu->crossentropy_loss(d_l, d_tg, N, V), cpu->crossentropy_loss(ref, tg, N, V));
+    float *g = xmalloc(FB(n));
+    gpu->download(g, d_l, FB(n));
+    result("crossentropy_loss leaves the logits unchanged", !memcmp(g, logits, FB(n)), "(%g)", 0.0);
+    double lc = cpu->crossentropy_fused(ref, tg, N, V, 1.0f / N);
+    double lg = gpu->crossentropy_fused(d_l, d_tg, N, V, 1.0f / N);
+    snprintf(name, sizeof name, "crossentropy_fused loss N=%d V=%d", N, V);
+    cmp_scalar(name, lg, lc);
+    gpu->download(g, d_l, FB(n));
+    snprintf(name, sizeof name, "crossentropy_fused dlogits N=%d V=%d", N, V);
+    cmp(name, g, ref, n);
+    gpu->free(d_l), gpu->free(d_tg);
+    free(logits), free(ref), free(tg), free(g);
+}
+
+/* One TP rank's columns [v0, v0+Vl) of a vocabulary of V, nvalid real. */
+static void test_vocab_parallel(int N, int V, int Vl, int v0, float grad_scale)
+{
+    char name[200];
+    int nvalid = V - v0 < 0 ? 0 : V - v0 > Vl ? Vl : V - v0;
+    size_t n = (size_t)N * Vl;
+    float *logits = hrand(n, 4.0), *ref = hdup(logits, n);
+    int32_t *tg = itok(N, V);
+    float *mx = xmalloc(FB(N)), *se = xmalloc(FB(2 * N));
+    float *d_l = dput(logits, FB(n)), *d_mx = dnan(N), *d_se = dnan(2 * (size_t)N);
+    int32_t *d_tg = dput(tg, sizeof(int32_t) * N);
+    cpu->vocab_max(mx, ref, N, Vl, nvalid);
+    gpu->vocab_max(d_mx, d_l, N, Vl, nvalid);
+    float *g = xmalloc(FB(n)), *gm = xmalloc(FB(N)), *gse = xmalloc(FB(2 * N));
+    gpu->download(gm, d_mx, FB(N));
+    snprintf(name, sizeof name, "vocab_max N=%d Vl=%d nvalid=%d", N, Vl, nvalid);
+    cmp(name, gm, mx, N);
+    cpu->vocab_sumexp(se, se + N, ref, tg, mx, N, Vl, nvalid, v0);
+    gpu->vocab_sumexp(d_se, d_se + N, d_l, d_tg, d_mx, N, Vl, nvalid, v0);
+    gpu->download(gse, d_se, FB(2 * N));
+    snprintf(name, sizeof name, "vocab_sumexp sumexp and tlogit N=%d Vl=%d v0=%d", N, Vl, v0);
+    cmp(name, gse, se, 2 * (size_t)N);
+    double lc = cpu->vocab_ce_finish(ref, tg, mx, se, se + N, N, Vl, nvalid, v0, grad_scale);
+    double lg = gpu->vocab_ce_finish(d_l, d_tg, d_mx, d_se, d_se + N, N, Vl, nvalid, v0,
+                                     grad_scale);
+    snprintf(name, sizeof name, "vocab_ce_finish loss (grad_scale %g) N=%d Vl=%d v0=%d",
+             grad_scale, N, Vl, v0);
+    cmp_scalar(name, lg, lc);
+    gpu->download(g, d_l, FB(n));
+    snprintf(name, sizeof name, "vocab_ce_finish dlogits (grad_scale %g, padding zeroed)",
+             grad_scale);
+    cmp(name, g, ref, n);
+    gpu->free(d_l), gpu->free(d_mx), gpu->free(d_se), gpu->free(d_tg);
+    free(logits), free(ref), free(tg), free(mx), free(se), free(g), free(gm), free(gse);
+}
+
+/* -------------------------------------------------------------- AdamW */
+
+static void test_adamw(size_t n)
+{
+    float *p = hrand(n, 1.0), *grad = hrand(n, 1.0), *m = hrand(n, 0.1), *v = hrand(n, 0.1);
+    for (size_t i = 0; i < n; i++)
+        v[i] = fabsf(v[i]);
+    float *d_p = dput(p, FB(n)), *d_g = dput(grad, FB(n)), *d_m = dput(m, FB(n));
+    float *d_v = dput(v, FB(n));
+    for (int t = 1; t <= 3; t++) {
+        cpu->adamw(p, grad, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t);
+        gpu->adamw(d_p, d_g, d_m, d_v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t);
+    }
+    float *gp = dtake(d_p, n), *gm = dtake(d_m, n), *gv = dtake(d_v, n);
+    cmp("adamw params (3 steps)", gp, p, n);
+    cmp("adamw first moment", gm, m, n);
+    cmp("adamw second moment", gv, v, n);
+    gpu->free(d_g);
+    free(p), free(grad), free(m), free(v), free(gp), free(gm), free(gv);
+}
+
+/* ----------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    if (hpt_backend_get("cpu", &cpu)) {
+        fprintf(stderr, "test_backend_cuda: %s\n", hpt_error_msg());
+        MPI_Finalize();
+        return 1;
+    }
+    if (hpt_backend_get("cuda", &gpu)) {
+        int skip = strstr(hpt_error_msg(), "no CUDA device visible") != NULL;
+        if (skip)
+            printf("no CUDA device visible: %s\n", hpt_error_msg());
+        else
+            fprintf(stderr, "test_backend_cuda: %s\n", hpt_error_msg());
+        MPI_Finalize();
+        return skip ? 77 : 1;
+    }
+    test_memory();
+    test_matmul();
+    test_embedding(37, 48, 50, 10, 20);
+    test_embedding(64, 130, 1001, 0, 1001);
+    test_rmsnorm(33, 96);
+    test_rmsnorm(5, 1000);
+    test_rope(2, 37, 3, 64);
+    test_rope(1, 19, 2, 128);
+    /* T = 37, 50, 19, 70: not multiples of the 16-row or 32-key tiles */
+    test_attention(2, 37, 4, 4, 64);  /* GQA ratio 1 */
+    test_attention(1, 50, 4, 2, 128); /* ratio 2     */
+    test_attention(2, 19, 8, 1, 64);  /* ratio 8     */
+    test_attention(1, 70, 16, 2, 128); /* ratio 8    */
+    test_attention(1, 33, 2, 1, 80);  /* head_dim not a multiple of 32 */
+    test_attention(1, 1, 2, 2, 64);   /* one token   */
+    test_attention_cached(5, 13, 4, 2, 64);
+    test_attention_cached(37, 0, 8, 1, 128);
+    test_attention_cached(1, 40, 4, 4, 128);
+    test_elementwise(100003);
+    test_crossentropy(13, 1001); /* V not a multiple of 8 */
+    test_crossentropy(3, 50257);
+    test_vocab_parallel(13, 201, 67, 67, 1.0f / 13);  /* middle rank, all valid */
+    test_vocab_parallel(13, 201, 68, 136, 1.0f / 13); /* last rank: 3 padding columns */
+    test_vocab_parallel(13, 201, 68, 136, 0.0f);      /* evaluation: logits untouched */
+    test_adamw(10007);
+    printf("# %d ok, %d failed (NMSE tolerance %.0e fp32, %.0e tf32)\n", n_ok, n_fail, TOL,
+           TOL_TF32);
+    MPI_Finalize();
+    return n_fail ? 1 : 0;
+}
