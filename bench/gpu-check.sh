@@ -131,6 +131,14 @@ for t in $gpu_tests; do
   [ -f "$bld/${t%.sh}.log" ] && cp "$bld/${t%.sh}.log" "$out/$(basename "${t%.sh}").log"
 done
 
+# ---- NCCL on one GPU (issue 16): world size 1 through --comm nccl equals --comm mpi
+nccl_vs_mpi() {
+  local a="--model tiny --data $data --steps 20 --seq-len 64 --batch 4 --eval-interval 0 --eval-batches 1 --quiet --backend cuda"
+  $bld/src/hpt-train $a --comm nccl --run-dir /tmp/run-nccl &&
+  $bld/src/hpt-train $a --comm mpi --run-dir /tmp/run-mpi &&
+  cmp /tmp/run-nccl/log.tsv /tmp/run-mpi/log.tsv && echo "nccl == mpi: log.tsv identical"
+}
+
 # ---- speed: hpt (cuda) vs PyTorch, same model, shapes, precision
 prec=${HPT_GPU_PRECISION:-tf32}
 steps=${HPT_GPU_STEPS:-20}; skip=${HPT_GPU_SKIP:-5}
@@ -172,6 +180,7 @@ print(f"{name} {prec} B={B} T={T}: hpt {h:,.0f} tok/s (MFU {h * fpt / peak:.1%},
 EOF
   fi
 }
+stage nccl-vs-mpi nccl_vs_mpi
 bench_one small small 16 1024
 bench_one 1b "$src/bench/llama-1b.json" 4 2048
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >>"$summary" 2>&1
