@@ -59,6 +59,8 @@ HPT_BUILD=${HPT_BUILD:-$HPT_ROOT}
 HPT_MODEL=${HPT_MODEL:-small}
 HPT_DATA=${HPT_DATA:-$HPT_ROOT/data/gcide}
 HPT_BACKEND=${HPT_BACKEND:-cpu}
+HPT_COMM=${HPT_COMM:-auto}             # hpt-train --comm (GPU backends): nccl, mpi or auto
+HPT_PRECISION=${HPT_PRECISION:-fp32}   # hpt-train --precision (GPU backends): fp32, tf32 or bf16
 HPT_TP=${HPT_TP:-1}
 HPT_PP=${HPT_PP:-1}
 HPT_SEQ_LEN=${HPT_SEQ_LEN:-256}
@@ -84,6 +86,8 @@ for v in HPT_TP HPT_PP HPT_SEQ_LEN HPT_MICRO_BATCH HPT_STEPS; do is_count $v "${
 [[ $HPT_MAX_STALLED_RESTARTS =~ ^[0-9]+$ ]] ||
   die "HPT_MAX_STALLED_RESTARTS='$HPT_MAX_STALLED_RESTARTS': expected an integer >= 0"
 for v in HPT_ZERO1 HPT_RECOMPUTE HPT_ASYNC_SAVE HPT_REQUEUE DRY_RUN; do is_bool $v "${!v}"; done
+[[ $HPT_COMM =~ ^(auto|mpi|nccl)$ ]] || die "HPT_COMM='$HPT_COMM': expected auto, mpi or nccl"
+[[ $HPT_PRECISION =~ ^(fp32|tf32|bf16)$ ]] || die "HPT_PRECISION='$HPT_PRECISION': expected fp32, tf32 or bf16"
 [[ $HPT_SIGNAL =~ ^(USR1|USR2|TERM|INT|HUP)$ ]] || die "HPT_SIGNAL='$HPT_SIGNAL': expected USR1, USR2, TERM, INT or HUP"
 # Initial weights (hpt-train --init-from); a requeued job resumes from its
 # own checkpoint instead (the trainer's rule), so the variable can stay set.
@@ -149,6 +153,17 @@ else
 fi
 node_of() { echo "${NODE_NAMES[$(( $1 / TPN ))]:-?}"; }   # block placement (srun's default)
 
+# GPUs: each rank takes GPU (node-local rank mod visible GPUs) — the CUDA
+# backend's rule (lib/backend_cuda.cu). NCCL needs a distinct GPU per rank:
+# with more tasks than GPUs on a node, auto falls back to MPI with host
+# staging and an explicit HPT_COMM=nccl is refused.
+SHARED_GPUS=0
+if [ "$HPT_BACKEND" != cpu ] && [ "$HPT_GPUS_PER_NODE" -gt 0 ] && [ "$TPN" -gt "$HPT_GPUS_PER_NODE" ]; then
+  SHARED_GPUS=1
+  [ "$HPT_COMM" != nccl ] ||
+    die "HPT_COMM=nccl: $TPN tasks per node share $HPT_GPUS_PER_NODE GPUs, and NCCL needs a distinct GPU per rank (use HPT_COMM=mpi, or HPT_TASKS_PER_NODE=$HPT_GPUS_PER_NODE)"
+  [ "$HPT_COMM" = auto ] && HPT_COMM=mpi
+fi
 say "$NODES nodes x $TPN tasks = $WORLD ranks = TP $HPT_TP x PP $HPT_PP x DP $DP (rank = tp + dp*$HPT_TP + pp*$((HPT_TP * DP)))"
 say "global batch $HPT_GLOBAL_BATCH sequences x $HPT_SEQ_LEN tokens = $((HPT_GLOBAL_BATCH * HPT_SEQ_LEN)) tokens/step = micro-batch $HPT_MICRO_BATCH x grad-accum $ACCUM x DP $DP"
 
@@ -191,11 +206,28 @@ dry_run() {
     echo "== initial weights: --init-from $HPT_INIT_FROM (a requeued job resumes from its checkpoint instead) =="
   [ "$HPT_ASYNC_SAVE" = 0 ] ||
     echo "== checkpoints: --async-save (written in the background; the plan counts the staging buffer) =="
+  if [ "$HPT_BACKEND" != cpu ]; then
+    local g=$HPT_GPUS_PER_NODE
+    echo "== GPUs: --backend $HPT_BACKEND --comm $HPT_COMM --precision $HPT_PRECISION; rank -> GPU (node-local rank mod $([ "$g" -gt 0 ] && echo "$g GPUs per node" || echo "the visible GPUs")) =="
+    local n r0
+    for ((n = 0; n < NODES; n++)); do
+      r0=$((n * TPN))
+      if [ "$g" -gt 0 ] && [ "$TPN" -gt "$g" ]; then
+        echo "  ${NODE_NAMES[$n]}: ranks $r0-$((r0 + TPN - 1)) -> GPUs 0-$((g - 1)), $(( (TPN + g - 1) / g )) ranks per GPU (shared: MPI with host staging)"
+      else
+        echo "  ${NODE_NAMES[$n]}: ranks $r0-$((r0 + TPN - 1)) -> GPUs 0-$((TPN - 1)), one per rank"
+      fi
+    done
+  fi
   echo "== rank layout: block placement, $TPN ranks per node =="
   print_groups tp
   print_groups pp
   print_groups dp
   echo "== per-rank memory plan =="
+  if [ "$SHARED_GPUS" = 1 ]; then
+    echo "ranks share GPUs ($TPN tasks on $HPT_GPUS_PER_NODE GPUs per node): no memory plan (hpt-plan models one rank per GPU)"
+    return 0
+  fi
   local plan
   plan=$(find_prog hpt-plan src)
   if [ -z "$plan" ]; then
@@ -344,6 +376,7 @@ ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
 [ "$HPT_ZERO1" = 1 ] && ARGS+=(--zero1)
 [ "$HPT_RECOMPUTE" = 1 ] && ARGS+=(--recompute)
 [ "$HPT_ASYNC_SAVE" = 1 ] && ARGS+=(--async-save)
+[ "$HPT_BACKEND" != cpu ] && ARGS+=(--comm "$HPT_COMM" --precision "$HPT_PRECISION")
 # shellcheck disable=SC2206  # HPT_RECIPE_ARGS, HPT_TRAIN_ARGS are word lists by design
 ARGS+=($HPT_RECIPE_ARGS $HPT_TRAIN_ARGS "${EXTRA[@]}")
 

@@ -1,0 +1,35 @@
+#!/bin/sh
+# The launcher's GPU binding (issue 16), in --dry-run, for 1, 2 and 16 nodes
+# of the GPU templates: every rank's GPU (node-local rank mod the node's
+# GPUs), the --comm / --precision passed on; more tasks than GPUs on a node
+# falls back from NCCL (auto) to MPI with host staging, and an explicit
+# HPT_COMM=nccl is refused (NCCL needs one GPU per rank); bad HPT_COMM /
+# HPT_PRECISION values are refused.
+. "$HPT_SRC/tests/lib.sh"
+unset SLURM_JOB_ID SLURM_JOB_NUM_NODES SLURM_JOB_NODELIST SLURM_NTASKS_PER_NODE
+export HPT_BUILD
+for n in 1 2 16; do
+  HPT_NODES=$n HPT_PP=1 HPT_TP=8 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/n$n" 2>&1 ||
+    fail "8B dry run on $n nodes: $(cat "$WORK/n$n")"
+  grep -q "^== GPUs: --backend cuda --comm auto --precision tf32; rank -> GPU (node-local rank mod 8 GPUs per node) ==" "$WORK/n$n" ||
+    fail "$n nodes: no GPU header: $(cat "$WORK/n$n")"
+  [ "$(grep -c ' -> GPUs 0-7, one per rank$' "$WORK/n$n")" -eq "$n" ] ||
+    fail "$n nodes: want $n node lines with one GPU per rank: $(grep -- '->' "$WORK/n$n")"
+  last=$((n * 8 - 8))
+  grep -q "^  node$((n - 1)): ranks $last-$((last + 7)) -> GPUs 0-7, one per rank$" "$WORK/n$n" ||
+    fail "$n nodes: last node's line wrong: $(grep -- '->' "$WORK/n$n" | tail -1)"
+done
+HPT_NODES=1 HPT_TASKS_PER_NODE=16 HPT_PP=1 HPT_TP=8 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/shared" 2>&1 ||
+  fail "16 tasks on 8 GPUs: $(cat "$WORK/shared")"
+grep -q -- "--comm mpi --precision tf32" "$WORK/shared" && grep -q "ranks 0-15 -> GPUs 0-7, 2 ranks per GPU (shared: MPI with host staging)" "$WORK/shared" ||
+  fail "shared GPUs: no fallback to MPI: $(grep -- 'GPU' "$WORK/shared")"
+expect_error 2 "HPT_COMM=nccl: 16 tasks per node share 8 GPUs, and NCCL needs a distinct GPU per rank" \
+  env HPT_COMM=nccl HPT_NODES=1 HPT_TASKS_PER_NODE=16 HPT_PP=1 HPT_TP=8 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run
+expect_error 2 "HPT_COMM='gloo': expected auto, mpi or nccl" \
+  env HPT_COMM=gloo bash "$HPT_SRC/jobs/train_8b.sh" --dry-run
+expect_error 2 "HPT_PRECISION='fp16': expected fp32, tf32 or bf16" \
+  env HPT_PRECISION=fp16 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run
+# the CPU template shows no GPU section
+bash "$HPT_SRC/jobs/train_tiny.sh" --dry-run > "$WORK/tiny" 2>&1 || fail "tiny dry run: $(cat "$WORK/tiny")"
+grep -q "== GPUs" "$WORK/tiny" && fail "the cpu template printed a GPU section"
+pass "GPU binding in the dry run for 1, 2 and 16 nodes; shared GPUs fall back to MPI; bad HPT_COMM/HPT_PRECISION refused"
