@@ -204,6 +204,10 @@ static void heartbeat(hpt_watchdog *w, const rank_state *s, double every, int fo
 
 
 
+/* Seconds in a message: tenths, or four decimals below 1 s (a timeout of
+ * 0.001 s is not "0.0 s"). */
+static int secs_prec(double v) { return v < 1 && v > -1 ? 4 : 1; }
+
 static int64_t jint(json_object *o, const char *k, int64_t dflt)
 {
     json_object *v;
@@ -284,11 +288,12 @@ static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *bu
     else if (age > stale)
         snprintf(buf, n, "heartbeat %.0f s old (process stopped or node unreachable)", age);
     else if (!p->blocked)
-        snprintf(buf, n, "not in a communication call, no progress for %.1f s at step %lld",
-                 p->idle + age, (long long)p->step);
+        snprintf(buf, n, "not in a communication call, no progress for %.*f s at step %lld",
+                 secs_prec(p->idle + age), p->idle + age, (long long)p->step);
     else
-        snprintf(buf, n, "waiting %.1f s in %s on %s (seq %lld) at step %lld", p->waited + age,
-                 hpt_flight_op_name(p->op), hpt_flight_group_name(p->group), (long long)p->seq,
+        snprintf(buf, n, "waiting %.*f s in %s on %s (seq %lld) at step %lld",
+                 secs_prec(p->waited + age), p->waited + age, hpt_flight_op_name(p->op),
+                 hpt_flight_group_name(p->group), (long long)p->seq,
                  (long long)p->step);
 }
 
@@ -394,13 +399,13 @@ static void write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_anal
     const hpt_comm *c = w->c;
     double mono2unix = unix_now() - hpt_flight_now();
     fprintf(f, "{\"format\":\"hpt-hang\",\"version\":1,\"rank\":%d,\"size\":%d,\"host\":\"%s\","
-               "\"node\":\"%s\",\"pid\":%ld,\"time\":%.3f,\"timeout\":%.3f,\"step\":%lld,"
-               "\"in_step\":%d,\"idle_seconds\":%.3f,\"reason\":\"%s\",\"layout\":{\"tp\":%d,"
+               "\"node\":\"%s\",\"pid\":%ld,\"time\":%.3f,\"timeout\":%.9g,\"step\":%lld,"
+               "\"in_step\":%d,\"idle_seconds\":%.6f,\"reason\":\"%s\",\"layout\":{\"tp\":%d,"
                "\"pp\":%d,\"dp\":%d},\n\"waiting\":",
             c->world_rank, c->world_size, w->host, w->node, w->pid, unix_now(), timeout_s(w),
             (long long)s->step, s->in_step, s->idle, reason, c->tp, c->pp, c->dp);
     if (s->blocked) {
-        fprintf(f, "{\"group\":\"%s\",\"op\":\"%s\",\"seq\":%lld,\"peer\":%d,\"seconds\":%.3f,"
+        fprintf(f, "{\"group\":\"%s\",\"op\":\"%s\",\"seq\":%lld,\"peer\":%d,\"seconds\":%.6f,"
                    "\"members\":[",
                 hpt_flight_group_name(s->op.group), hpt_flight_op_name(s->op.op),
                 (long long)s->op.seq, s->op.peer, s->waited);
@@ -553,15 +558,17 @@ static const char *check(const hpt_watchdog *w, const rank_state *s, char *buf, 
         char peer[48] = "";
         if (s->op.peer >= 0)
             snprintf(peer, sizeof peer, ", peer rank %d", s->op.peer);
-        snprintf(buf, n, "waited %.1f s (--collective-timeout %.0f s) in %s on group %s "
-                 "(seq %lld%s) at step %lld", s->waited, T, hpt_flight_op_name(s->op.op),
+        snprintf(buf, n, "waited %.*f s (--collective-timeout %g s) in %s on group %s "
+                 "(seq %lld%s) at step %lld", secs_prec(s->waited), s->waited, T,
+                 hpt_flight_op_name(s->op.op),
                  hpt_flight_group_name(s->op.group), (long long)s->op.seq, peer,
                  (long long)s->step);
         return buf;
     }
     if (!s->blocked && s->in_step && s->idle > T) {
-        snprintf(buf, n, "made no progress for %.1f s (--collective-timeout %.0f s) outside "
-                 "communication at step %lld", s->idle, T, (long long)s->step);
+        snprintf(buf, n, "made no progress for %.*f s (--collective-timeout %g s) outside "
+                 "communication at step %lld", secs_prec(s->idle), s->idle, T,
+                 (long long)s->step);
         return buf;
     }
     return NULL;
@@ -736,15 +743,55 @@ static const char *js(json_object *o, const char *k)
                ? json_object_get_string(v) : "?";
 }
 
-/* One rank's part of the report. */
+/* Does the key `k` of o, when present, have a type report_rank reads
+ * safely: an array of objects (elem_obj) or of anything, or an object or
+ * null? Writes the rule broken to why (empty when fine). */
+static void check_field(json_object *o, const char *name, const char *k, int want_array,
+                        int elem_obj, char *why, size_t n)
+{
+    json_object *v;
+    if (why[0] || !json_object_object_get_ex(o, k, &v))
+        return;
+    if (!want_array) {
+        if (v && !json_object_is_type(v, json_type_object))
+            snprintf(why, n, "%s is not an object or null", name);
+        return;
+    }
+    if (!json_object_is_type(v, json_type_array)) {
+        snprintf(why, n, "%s is not an array", name);
+        return;
+    }
+    for (size_t i = 0; elem_obj && i < json_object_array_length(v); i++)
+        if (!json_object_is_type(json_object_array_get_idx(v, i), json_type_object)) {
+            snprintf(why, n, "%s[%zu] is not an object", name, i);
+            return;
+        }
+}
+
+/* Why a parsed hpt-hang dump o cannot be reported (a field of the wrong
+ * JSON type: "waiting" not an object or null, its "members", "suspects" or
+ * "ops" not an array, an element of the last two not an object), written
+ * to why; empty when report_rank can read it. */
+static void dump_damage(json_object *o, char *why, size_t n)
+{
+    json_object *wt;
+    why[0] = 0;
+    check_field(o, "waiting", "waiting", 0, 0, why, n);
+    if (!why[0] && json_object_object_get_ex(o, "waiting", &wt) && wt)
+        check_field(wt, "waiting.members", "members", 1, 0, why, n);
+    check_field(o, "suspects", "suspects", 1, 1, why, n);
+    check_field(o, "ops", "ops", 1, 1, why, n);
+}
+
+/* One rank's part of the report; o has passed dump_damage. */
 static void report_rank(json_object *o, FILE *out)
 {
     json_object *wt, *v;
     fprintf(out, "rank %lld (%s, pid %lld): ", (long long)jint(o, "rank", -1), js(o, "node"),
             (long long)jint(o, "pid", 0));
     if (json_object_object_get_ex(o, "waiting", &wt) && json_object_is_type(wt, json_type_object)) {
-        fprintf(out, "waiting %.1f s in %s on group %s (seq %lld", jnum(wt, "seconds"),
-                js(wt, "op"), js(wt, "group"), (long long)jint(wt, "seq", 0));
+        fprintf(out, "waiting %.*f s in %s on group %s (seq %lld", secs_prec(jnum(wt, "seconds")),
+                jnum(wt, "seconds"), js(wt, "op"), js(wt, "group"), (long long)jint(wt, "seq", 0));
         if (jint(wt, "peer", -1) >= 0)
             fprintf(out, ", peer rank %lld", (long long)jint(wt, "peer", -1));
         fprintf(out, ") at step %lld; group members:", (long long)jint(o, "step", 0));
@@ -753,8 +800,8 @@ static void report_rank(json_object *o, FILE *out)
                 fprintf(out, " %d", json_object_get_int(json_object_array_get_idx(v, i)));
         fprintf(out, "\n");
     } else {
-        fprintf(out, "not in a communication call; no progress for %.1f s at step %lld%s\n",
-                jnum(o, "idle_seconds"), (long long)jint(o, "step", 0),
+        fprintf(out, "not in a communication call; no progress for %.*f s at step %lld%s\n",
+                secs_prec(jnum(o, "idle_seconds")), jnum(o, "idle_seconds"), (long long)jint(o, "step", 0),
                 jint(o, "in_step", 0) ? "" : " (between steps)");
     }
     if (json_object_object_get_ex(o, "suspects", &v) && json_object_array_length(v)) {
@@ -789,6 +836,9 @@ static void report_rank(json_object *o, FILE *out)
 hpt_status hpt_hang_report(const char *dir, FILE *out)
 {
     char hang[4200], path[4400];
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return hpt_error_set(HPT_ERR_IO, "%s: no such directory", dir);
     if (!find_hang_dir(dir, hang, sizeof hang))
         return hpt_error_set(HPT_ERR_IO, "%s: no hang dumps (looked for rank-*.json in %s/hang, "
                              "%s/hang.N and %s)", dir, dir, dir, dir);
@@ -828,7 +878,12 @@ hpt_status hpt_hang_report(const char *dir, FILE *out)
                 st = hpt_error_set(HPT_ERR_DATA, "%s: not an hpt hang dump (format \"hpt-hang\")",
                                    path);
         } else {
-            report_rank(o, out);
+            char why[128];
+            dump_damage(o, why, sizeof why);
+            if (!why[0])
+                report_rank(o, out);
+            else if (!st)
+                st = hpt_error_set(HPT_ERR_DATA, "%s: damaged dump (%s)", path, why);
         }
         json_object_put(o);
         free(names[i]);
