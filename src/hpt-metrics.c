@@ -37,8 +37,9 @@ static void usage(FILE *f)
           "       hpt-metrics hang RUN_DIR\n"
           "\n"
           "Read the metrics file hpt-train writes (RUN_DIR/metrics.h5; also the file of a\n"
-          "live or a killed run). Each step is reported once: after a resume the last\n"
-          "row of a step (the later segment) wins (docs/ANALYSIS.md).\n"
+          "live or a killed run; a FILE that is a run directory means its metrics.h5).\n"
+          "Each step is reported once: after a resume the last row of a step (the later\n"
+          "segment) wins (docs/ANALYSIS.md).\n"
           "\n"
           "commands:\n"
           "  summary FILE    segments and layouts, steps and rows, final/best train and\n"
@@ -51,7 +52,8 @@ static void usage(FILE *f)
           "                  step, rank_0, rank_1, ...; nan where a rank did not exist\n"
           "    -o OUT        write to OUT instead of standard output: a regular file is\n"
           "                  written as OUT.tmp and renamed to OUT; a device or FIFO\n"
-          "                  (e.g. /dev/stdout) is written directly\n"
+          "                  (e.g. /dev/stdout) is written directly; \"-o -\" is\n"
+          "                  standard output; an OUT that is the input FILE is refused\n"
           "  close FILE      clear HDF5's open-for-write flag that a killed hpt-train\n"
           "                  leaves, so that plain readers (h5py.File(FILE, \"r\"),\n"
           "                  h5dump) open the file; refused while a live hpt-train\n"
@@ -60,7 +62,8 @@ static void usage(FILE *f)
           "                  network needed) with the live view's charts of the runs,\n"
           "                  overlaid: loss, learning rate, gradient norm, tokens/s,\n"
           "                  MFU, events, rank x step heat map, communication per rank\n"
-          "    -o OUT.html   required; written as OUT.html.tmp and renamed\n"
+          "    -o OUT.html   required; written as OUT.html.tmp and renamed (as csv -o:\n"
+          "                  \"-o -\" is standard output; an input FILE is refused)\n"
           "    --points N    steps kept per run before downsampling (first and last\n"
           "                  step, event steps and each bucket's extremes) [20000]\n"
           "  hang RUN_DIR    after a job ended with exit status 6 (hang watchdog): which\n"
@@ -74,8 +77,10 @@ static void usage(FILE *f)
           "  --version       print the hpt version and exit\n"
           "\n"
           "exit status: 0 ok, 2 usage error (unknown command, option or column), 3 missing\n"
-          "file, not an hpt metrics file or damaged (hang: a dump that does not parse), 5 OUT\n"
-          "not writable, (close) a live writer holds FILE, (hang) no dumps in RUN_DIR.\n",
+          "file, not an hpt metrics file or damaged, not a regular file, a directory without\n"
+          "metrics.h5 (hang: a dump that does not parse or is damaged), 5 OUT not writable,\n"
+          "(close) a live writer holds FILE, (hang) no dumps in RUN_DIR or no RUN_DIR; an OUT\n"
+          "that is an input FILE is a usage error (2).\n",
           f);
 }
 
@@ -365,20 +370,81 @@ static int via_dev_or_proc(const char *path)
     return 0;
 }
 
-/* Where -o writes. A regular file (or a new name) is written as TARGET.tmp
+/* Is `path` (stat as `sb`, symbolic links followed) one of the n input
+ * files? Returns its index, or -1. Same file: same st_dev and st_ino. */
+static int input_index(const struct stat *sb, const char *const *inputs, int n)
+{
+    struct stat si;
+    for (int i = 0; i < n; i++)
+        if (stat(inputs[i], &si) == 0 && si.st_dev == sb->st_dev && si.st_ino == sb->st_ino)
+            return i;
+    return -1;
+}
+
+/* Refuse -o OUT when OUT is one of the n input metrics files: the same
+ * path, another path to it, or a symbolic link to it (followed). When OUT
+ * does not exist yet, the realpath of its directory plus its name is
+ * compared with each input's realpath. Errors: HPT_ERR_USAGE naming OUT
+ * and the input. */
+static hpt_status out_not_input(const char *outpath, const char *const *inputs, int n)
+{
+    struct stat so;
+    int hit = -1;
+    if (stat(outpath, &so) == 0) {
+        hit = input_index(&so, inputs, n);
+    } else {
+        const char *slash = strrchr(outpath, '/');
+        char dir[PATH_MAX], want[2 * PATH_MAX + 2];
+        if (!slash)
+            snprintf(dir, sizeof dir, ".");
+        else if (slash == outpath)
+            snprintf(dir, sizeof dir, "/");
+        else
+            snprintf(dir, sizeof dir, "%.*s", (int)(slash - outpath), outpath);
+        char *rd = realpath(dir, NULL);
+        if (rd) {
+            snprintf(want, sizeof want, "%s/%s", strcmp(rd, "/") ? rd : "",
+                     slash ? slash + 1 : outpath);
+            for (int i = 0; hit < 0 && i < n; i++) {
+                char *ri = realpath(inputs[i], NULL);
+                if (ri && !strcmp(ri, want))
+                    hit = i;
+                free(ri);
+            }
+            free(rd);
+        }
+    }
+    if (hit >= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "-o %s: is the input metrics file %s (it would be "
+                             "overwritten)", outpath, inputs[hit]);
+    return HPT_OK;
+}
+
+/* Where -o writes. "-" is standard output (`out`, written directly). A
+ * regular file (or a new name) is written as TARGET.tmp
  * and renamed over TARGET, so a failed export leaves no partial file; a
  * symbolic link to a regular file is followed (the link stays, its target
  * is replaced). Anything else that exists — a character device such as
  * /dev/null, a FIFO, a socket, a link to one, or a name under /dev or
  * /proc such as /dev/stdout even when it leads to a regular file — is
  * written directly: renaming over it would replace the device with a
- * regular file, or miss the open descriptor. target gets the path renamed to (empty: direct), tmp the
- * temporary name. Errors: HPT_ERR_IO naming -o OUT. */
-static hpt_status csv_open_out(const char *outpath, char *target, char *tmp, size_t len,
-                               FILE **f)
+ * regular file, or miss the open descriptor. OUT (or TARGET.tmp) that is
+ * one of the n `inputs` is refused before anything is opened for writing
+ * (HPT_ERR_USAGE, see out_not_input). target gets the path renamed to
+ * (empty: direct), tmp the temporary name; *f is `out` for "-" (the caller
+ * does not close it). Errors: HPT_ERR_IO naming -o OUT. */
+static hpt_status csv_open_out(const char *outpath, const char *const *inputs, int n,
+                               FILE *out, char *target, char *tmp, size_t len, FILE **f)
 {
     struct stat sb;
     target[0] = tmp[0] = 0;
+    if (!strcmp(outpath, "-")) {
+        *f = out;
+        return HPT_OK;
+    }
+    hpt_status st = out_not_input(outpath, inputs, n);
+    if (st)
+        return st;
     if (stat(outpath, &sb) == 0 && S_ISDIR(sb.st_mode))
         return hpt_error_set(HPT_ERR_IO, "-o %s: is a directory", outpath);
     if (stat(outpath, &sb) == 0 && (!S_ISREG(sb.st_mode) || via_dev_or_proc(outpath))) {
@@ -388,11 +454,15 @@ static hpt_status csv_open_out(const char *outpath, char *target, char *tmp, siz
         return HPT_OK;
     }
     char *real = stat(outpath, &sb) == 0 ? realpath(outpath, NULL) : NULL;
-    int n = snprintf(target, len, "%s", real ? real : outpath);
+    int k = snprintf(target, len, "%s", real ? real : outpath);
     free(real);
-    if (n < 0 || (size_t)n + 5 > len)
+    if (k < 0 || (size_t)k + 5 > len)
         return hpt_error_set(HPT_ERR_IO, "-o %s: path too long", outpath);
     snprintf(tmp, len, "%s.tmp", target);
+    int hit = stat(tmp, &sb) == 0 ? input_index(&sb, inputs, n) : -1;
+    if (hit >= 0)
+        return hpt_error_set(HPT_ERR_USAGE, "-o %s: its temporary file %s is the input metrics "
+                             "file %s (it would be overwritten)", outpath, tmp, inputs[hit]);
     if (!(*f = fopen(tmp, "w")))
         return hpt_error_set(HPT_ERR_IO, "-o %s: cannot write %s: %s", outpath, tmp,
                              strerror(errno));
@@ -407,7 +477,7 @@ static hpt_status cmd_csv(const char *path, const char *ranks, const char *outpa
     char target[PATH_MAX + 8] = "", tmp[PATH_MAX + 8] = "";
     FILE *f = out;
     if (!st && outpath)
-        st = csv_open_out(outpath, target, tmp, sizeof tmp, &f);
+        st = csv_open_out(outpath, &path, 1, out, target, tmp, sizeof tmp, &f);
     if (!st)
         st = ranks ? csv_ranks(&m, ranks, f) : csv_steps(&m, f);
     if (f && f != out) {
@@ -449,7 +519,8 @@ static hpt_status find_asset(const char *name, char *buf, size_t len)
 
 /* report: the runs' history JSON and the page assets inlined into one
  * HTML file, written as OUT.tmp and renamed (see csv_open_out). */
-static hpt_status cmd_report(const char *const *files, int n, int points, const char *outpath)
+static hpt_status cmd_report(const char *const *files, int n, int points, const char *outpath,
+                             FILE *out)
 {
     static const char *const names[3] = {"style.css", "echarts.min.js", "app.js"};
     char paths[3][PATH_MAX + 32];
@@ -467,10 +538,14 @@ static hpt_status cmd_report(const char *const *files, int n, int points, const 
         hpt_mread_close(&m);
     }
     if (!st)
-        st = csv_open_out(outpath, target, tmp, sizeof tmp, &f);
+        st = csv_open_out(outpath, files, n, out, target, tmp, sizeof tmp, &f);
     if (!st)
         st = hpt_metrics_report_write(files, n, points > 0 ? points : REPORT_POINTS, assets, f);
-    if (f) {
+    if (f == out) {
+        if (fflush(f) != 0 && !st)
+            st = hpt_error_set(HPT_ERR_IO, "-o -: write to standard output failed: %s",
+                               strerror(errno));
+    } else if (f) {
         if (fflush(f) != 0 && !st)
             st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
         if (!st && tmp[0] && fsync(fileno(f)) != 0)
@@ -524,7 +599,7 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
         } else if (!strcmp(a, "--points")) {
             if (i + 1 >= argc)
                 return hpt_error_set(HPT_ERR_USAGE, "%s needs a value (see --help)", a);
-            hpt_status st = hpt_cli_parse_int(a, argv[++i], &c->points);
+            hpt_status st = hpt_cli_parse_int("points", argv[++i], &c->points);
             if (st)
                 return st;
             if (c->points < 2)
@@ -565,8 +640,37 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
     return HPT_OK;
 }
 
+/* The metrics file the argument `arg` names: arg itself, or DIR/metrics.h5
+ * when arg is a (run) directory that has one (as hpt-live). buf gets the
+ * path (len bytes). A path that does not exist is passed on (the reader
+ * says "no such file"). Errors (HPT_ERR_DATA): a directory without
+ * metrics.h5; something that is not a regular file (a FIFO or a device:
+ * HDF5 would block on it or read forever). */
+static hpt_status resolve_input(const char *arg, char *buf, size_t len)
+{
+    struct stat sb;
+    snprintf(buf, len, "%s", arg);
+    if (stat(arg, &sb) != 0)
+        return HPT_OK;
+    if (S_ISDIR(sb.st_mode)) {
+        size_t k = strlen(arg);
+        while (k > 1 && arg[k - 1] == '/') /* "run/" -> "run/metrics.h5" */
+            k--;
+        if (snprintf(buf, len, "%.*s%smetrics.h5", (int)k, arg, arg[k - 1] == '/' ? "" : "/")
+            >= (int)len)
+            return hpt_error_set(HPT_ERR_DATA, "%s: path too long", arg);
+        if (stat(buf, &sb) != 0)
+            return hpt_error_set(HPT_ERR_DATA, "%s: is a directory with no metrics.h5", arg);
+    }
+    if (!S_ISREG(sb.st_mode))
+        return hpt_error_set(HPT_ERR_DATA, "%s: not a regular file (a metrics file or a run "
+                             "directory is needed)", buf);
+    return HPT_OK;
+}
+
 static hpt_status run(int argc, char **argv, FILE *out)
 {
+    static char paths[REPORT_MAX_FILES][PATH_MAX + 16];
     cli c;
     hpt_status st = parse_args(argc, argv, &c);
     if (st)
@@ -576,12 +680,20 @@ static hpt_status run(int argc, char **argv, FILE *out)
                                 PACKAGE_VERSION, HPT_METRICS_FORMAT_VERSION))
         return HPT_OK;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
+    if (strcmp(c.cmd, "hang")) /* metrics files: a run directory means its metrics.h5 */
+        for (int i = 0; i < c.nfiles; i++) {
+            st = resolve_input(c.files[i], paths[i], sizeof paths[i]);
+            if (st)
+                return st;
+            c.files[i] = paths[i];
+        }
+    c.file = c.files[0];
     if (!strcmp(c.cmd, "summary"))
         return cmd_summary(c.file, out);
     if (!strcmp(c.cmd, "close"))
         return cmd_close(c.file, out);
     if (!strcmp(c.cmd, "report"))
-        return cmd_report(c.files, c.nfiles, c.points, c.out);
+        return cmd_report(c.files, c.nfiles, c.points, c.out, out);
     if (!strcmp(c.cmd, "hang"))
         return hpt_hang_report(c.file, out);
     return cmd_csv(c.file, c.ranks, c.out, out);
