@@ -77,10 +77,10 @@ static void usage(FILE *f)
           "  --version       print the hpt version and exit\n"
           "\n"
           "exit status: 0 ok, 2 usage error (unknown command, option or column), 3 missing\n"
-          "file, not an hpt metrics file or damaged, not a regular file, a directory without\n"
-          "metrics.h5 (hang: a dump that does not parse or is damaged), 5 OUT not writable,\n"
-          "(close) a live writer holds FILE, (hang) no dumps in RUN_DIR or no RUN_DIR; an OUT\n"
-          "that is an input FILE is a usage error (2).\n",
+          "file, not an hpt metrics file or damaged, not a regular file, a directory\n"
+          "without metrics.h5 (hang: a dump that does not parse or is damaged), 5 OUT not\n"
+          "writable, (close) a live writer holds FILE, (hang) no dumps in RUN_DIR or no\n"
+          "RUN_DIR; an OUT that is an input FILE is a usage error (2).\n",
           f);
 }
 
