@@ -581,8 +581,12 @@ static void print_url(const hpt_live_opts *o, int port, const char *token, FILE 
         snprintf(target, sizeof target, "[::1]");
     else
         snprintf(target, sizeof target, "%s%s%s", v6 ? "[" : "", o->bind, v6 ? "]" : "");
-    fprintf(out, "hpt-live: from your laptop: ssh -N -L %d:%s:%d %s\n", port, target, port, host);
-    fprintf(out, "hpt-live: then open http://127.0.0.1:%d/?token=%s (Ctrl-C stops hpt-live)\n",
+    /* the tunnel's near end (the laptop's loopback): IPv6 for an IPv6 bind,
+     * so the URL also works when opened on this host */
+    const char *near = v6 && !any ? "[::1]" : "127.0.0.1";
+    fprintf(out, "hpt-live: from your laptop: ssh -N -L %s%s%d:%s:%d %s\n", v6 && !any ? near : "",
+            v6 && !any ? ":" : "", port, target, port, host);
+    fprintf(out, "hpt-live: then open http://%s:%d/?token=%s (Ctrl-C stops hpt-live)\n", near,
             port, token);
     fflush(out);
 }
