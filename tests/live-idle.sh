@@ -3,6 +3,8 @@
 # holder out: a request with the token still gets its answer (within a
 # generous bound; the server drops connections idle for 10 s and accepts
 # many more than 100). Before: 64 connections at most, idle ones kept 120 s.
+# An event stream is not cut by that idle timeout: it gets its pings (every
+# 5 s) and stays open for 25 s.
 . "$HPT_SRC/tests/lib.sh"
 [ -x "$HPT_BUILD/src/hpt-live" ] || { echo "SKIP: hpt-live not built (no libmicrohttpd)"; exit 77; }
 "$HPT_BUILD/src/hpt-live" --port 0 "$WORK/run" > "$WORK/live.out" 2> "$WORK/live.err" &
@@ -35,6 +37,15 @@ else:
     raise SystemExit("no answer within 30 s with 100 idle connections open: %r" % (last,))
 for s in idle:
     s.close()
+r = urllib.request.urlopen(base + "/api/stream?token=" + tok, timeout=60)
+t0, pings = time.time(), 0
+while time.time() - t0 < 25:
+    line = r.readline()
+    if not line:
+        raise SystemExit("the event stream was closed after %.1f s (%d pings)" % (time.time() - t0, pings))
+    pings += line.startswith(b": ping")
+assert pings >= 1, "no ping in 25 s"
+print("the event stream stayed open 25 s with %d pings" % pings)
 PY
 kill $LIVE
 wait $LIVE || fail "hpt-live exit status $? after SIGTERM"
