@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 const char *const hpt_live_col_json[HPT_LC_COUNT] = {
@@ -234,15 +235,23 @@ static int replaced(const hpt_live_run *r)
                            (unsigned long long)sb.st_ino != r->ino);
 }
 
+static int lock_held_here(const char *path);
+
+#define YOUNG_S 10 /* a short file this recent is being created, not damaged */
+
 /* Open the file and every dataset; HPT_ERR_DATA with the message, or
- * HPT_REQUEUE when the file is not there or not yet readable (waiting). */
+ * HPT_REQUEUE when the file is not there or not yet readable (waiting).
+ * A file shorter than the end its superblock records (HDF5 "truncated
+ * file") is the writer creating it (HDF5 writes the superblock first) while
+ * it was modified in the last YOUNG_S seconds or its writer's lock is held
+ * on this host; damaged once it stays so. */
 static hpt_status open_file(hpt_live_run *r)
 {
     if (access(r->path, F_OK) != 0)
         return hpt_error_set(HPT_REQUEUE, "%s: no such file yet; waiting for it", r->path);
     if (access(r->path, R_OK) != 0)
         return hpt_error_set(HPT_ERR_DATA, "%s: not readable (permission denied)", r->path);
-    struct stat sb;
+    struct stat sb = {0};
     if (stat(r->path, &sb) == 0 && sb.st_size == 0)
         return hpt_error_set(HPT_REQUEUE, "%s: empty file (0 bytes); waiting for the writer",
                              r->path);
@@ -259,6 +268,10 @@ static hpt_status open_file(hpt_live_run *r)
             return hpt_error_set(HPT_REQUEUE, "%s: open for writing outside SWMR mode (a writer "
                                  "setting it up, or one killed then: `hpt-metrics close FILE` "
                                  "clears that); waiting", r->path);
+        if (strstr(cause, "truncated file") &&
+            (difftime(time(NULL), sb.st_mtime) < YOUNG_S || lock_held_here(r->path) == 1))
+            return hpt_error_set(HPT_REQUEUE, "%s: being created (%lld bytes so far); waiting "
+                                 "for the writer", r->path, (long long)sb.st_size);
         return hpt_error_set(HPT_ERR_DATA, "%s: not a readable HDF5 file, or damaged (HDF5: %s)",
                              r->path, cause);
     }

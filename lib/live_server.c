@@ -3,8 +3,15 @@
  * Threads: the caller's thread polls the runs every poll_s seconds and
  * turns what is new into Server-Sent Events records in a ring; libmicrohttpd
  * runs one thread per connection (a stream blocks in its reader callback
- * until the ring moves or 15 s pass: a ": ping"). One mutex guards the runs
- * (and so every HDF5 call) and the ring. */
+ * until the ring moves or PING_S seconds pass: a ": ping"). One mutex guards
+ * the runs (and so every HDF5 call) and the ring.
+ * Connections: up to CONN_MAX (bounded by RLIMIT_NOFILE), each dropped after
+ * IDLE_S seconds without traffic, so idle sockets (no request, or a finished
+ * keep-alive) cannot hold the token holder out for long. libmicrohttpd's
+ * timeout counts seconds since the last byte received or sent, so a stream
+ * (a ping every PING_S < IDLE_S) is not cut; streams get STREAM_IDLE_S
+ * besides, for a loaded machine. A closed stream is noticed at the next
+ * ping's send. */
 #include "live_server.h"
 
 #include "live.h"
@@ -20,6 +27,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -27,7 +35,10 @@
 #include <unistd.h>
 
 #define RING 1024          /* SSE records kept for slow or late streams  */
-#define PING_S 15          /* seconds between keep-alive comments        */
+#define PING_S 5           /* seconds between keep-alive comments        */
+#define IDLE_S 10u         /* a connection without traffic is closed     */
+#define STREAM_IDLE_S 60u  /* the same for an event stream (pings: 5 s)  */
+#define CONN_MAX 1024u     /* concurrent connections, at most            */
 #define MAX_STREAM_ROWS 4096
 
 typedef struct {
@@ -418,6 +429,7 @@ static enum MHD_Result send_stream(server *s, struct MHD_Connection *conn)
         stream_free(c);
         return MHD_NO;
     }
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, STREAM_IDLE_S);
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
@@ -569,8 +581,12 @@ static void print_url(const hpt_live_opts *o, int port, const char *token, FILE 
         snprintf(target, sizeof target, "[::1]");
     else
         snprintf(target, sizeof target, "%s%s%s", v6 ? "[" : "", o->bind, v6 ? "]" : "");
-    fprintf(out, "hpt-live: from your laptop: ssh -N -L %d:%s:%d %s\n", port, target, port, host);
-    fprintf(out, "hpt-live: then open http://127.0.0.1:%d/?token=%s (Ctrl-C stops hpt-live)\n",
+    /* the tunnel's near end (the laptop's loopback): IPv6 for an IPv6 bind,
+     * so the URL also works when opened on this host */
+    const char *near = v6 && !any ? "[::1]" : "127.0.0.1";
+    fprintf(out, "hpt-live: from your laptop: ssh -N -L %s%s%d:%s:%d %s\n", v6 && !any ? near : "",
+            v6 && !any ? ":" : "", port, target, port, host);
+    fprintf(out, "hpt-live: then open http://%s:%d/?token=%s (Ctrl-C stops hpt-live)\n", near,
             port, token);
     fflush(out);
 }
@@ -614,6 +630,26 @@ static hpt_status setup(server *s, const hpt_live_opts *o)
                          : random_token(s->token);
 }
 
+/* The connection limit: CONN_MAX, fewer when the descriptor limit is low
+ * (its soft limit is raised toward the hard one first; 64 kept for HDF5
+ * files, the listening socket and stdio). */
+static unsigned conn_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 64u;
+    rlim_t want = (rlim_t)CONN_MAX + 64;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want &&
+        (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > rl.rlim_cur)) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+        return CONN_MAX;
+    return rl.rlim_cur > 64 + 16 ? (unsigned)(rl.rlim_cur - 64) : 16u;
+}
+
 hpt_status hpt_live_serve(const hpt_live_opts *o, FILE *out, FILE *err)
 {
     server s;
@@ -634,12 +670,14 @@ hpt_status hpt_live_serve(const hpt_live_opts *o, FILE *out, FILE *err)
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     poll_all(&s, err, 1);
+    /* poll(), not select(): descriptors may pass FD_SETSIZE */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     (MHD_is_feature_supported(MHD_FEATURE_POLL) == MHD_YES ? MHD_USE_POLL : 0) |
                      (v6 ? MHD_USE_IPv6 : 0);
     struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, &s,
                                             MHD_OPTION_LISTEN_SOCKET, fd,
-                                            MHD_OPTION_CONNECTION_LIMIT, 64u,
-                                            MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_END);
+                                            MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
+                                            MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S, MHD_OPTION_END);
     if (!d) {
         close(fd);
         server_free(&s);

@@ -88,6 +88,15 @@
     return String(Number(v.toPrecision(5)));
   }
 
+  /* Text made safe for HTML: the ECharts tooltips are HTML strings, and run
+   * names (directories), event details (checkpoint paths), rules and units
+   * come from files. Every other file-derived string goes in by textContent. */
+  function esc(v) {
+    return String(v === null || v === undefined ? '' : v).replace(/[&<>"']/g, function (c) {
+      return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c];
+    });
+  }
+
   function withUnit(v, unit) { return fmt(v) + (unit ? ' ' + unit : ''); }
 
   function lowerBound(a, x) { /* first index with a[i] >= x (a sorted) */
@@ -321,15 +330,15 @@
 
   function tooltip(p, items) {
     if (!items.length) return '';
-    var lines = ['step ' + items[0].value[0]];
+    var lines = ['step ' + esc(items[0].value[0])];
     items.forEach(function (it) {
       var unit = /clip$/.test(it.seriesName) ? '' : p.unit;
       var v = it.value[1];
       if (it.seriesType === 'scatter') {
-        lines.push(it.marker + (it.data.label || it.seriesName));
+        lines.push(it.marker + esc(it.data.label || it.seriesName));
         return;
       }
-      lines.push(it.marker + it.seriesName + ': ' + withUnit(v, unit));
+      lines.push(it.marker + esc(it.seriesName) + ': ' + esc(withUnit(v, unit)));
     });
     return lines.join('<br>');
   }
@@ -410,7 +419,7 @@
         });
         series.push({ id: 'ev-' + r.id, name: name + ' events', type: 'scatter', symbol: 'pin',
           symbolSize: 18, data: marks, itemStyle: { color: col }, z: 5,
-          tooltip: { trigger: 'item', formatter: function (it) { return it.data.label; } } });
+          tooltip: { trigger: 'item', formatter: function (it) { return esc(it.data.label); } } });
       }
       if (p.right) {
         series.push({ id: 'clip-' + r.id, name: name + ' clip', type: 'line', showSymbol: false,
@@ -450,8 +459,8 @@
       animation: false,
       grid: { left: 64, right: 90, top: 10, bottom: 40 },
       tooltip: { formatter: function (it) {
-        return 'step ' + steps[it.value[0]] + ', rank ' + it.value[1] + '<br>' + meta.label + ': ' +
-          withUnit(it.value[2], meta.unit);
+        return 'step ' + esc(steps[it.value[0]]) + ', rank ' + esc(it.value[1]) + '<br>' +
+          esc(meta.label + ': ' + withUnit(it.value[2], meta.unit));
       } },
       xAxis: { type: 'category', data: steps.map(String), name: 'step' },
       yAxis: { type: 'category', data: ranks },

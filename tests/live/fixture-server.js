@@ -87,8 +87,9 @@ function history(r, points) {
 function start(opts) {
   opts = opts || {};
   const token = opts.token || crypto.randomBytes(16).toString('hex');
-  const runs = [makeRun(0, 'alpha', { tp: 1, pp: 1, dp: 2, world: 2 }, 20),
-    makeRun(1, 'beta', { tp: 2, pp: 1, dp: 1, world: 2 }, 10)];
+  const names = opts.names || ['alpha', 'beta']; /* run names (the page-xss test: markup) */
+  const runs = [makeRun(0, names[0], { tp: 1, pp: 1, dp: 2, world: 2 }, 20),
+    makeRun(1, names[1], { tp: 2, pp: 1, dp: 1, world: 2 }, 10)];
   const clients = new Set();
   const requests = [];
   const send = (event, data) => {
