@@ -721,3 +721,12 @@ hpt_status hpt_metrics_h5_clear(const char *path, FILE *log, int *cleared)
         close(fd);
     return st;
 }
+
+hpt_status hpt_metrics_h5_check_format(const char *path, const char *fmt)
+{
+    if (fmt && !strcmp(fmt, HPT_METRICS_FORMAT))
+        return HPT_OK;
+    return hpt_error_set(HPT_ERR_DATA, "%s: not an hpt metrics file (root attribute format = "
+                         "%s%s%s, expected \"%s\")", path, fmt ? "\"" : "", fmt ? fmt : "missing",
+                         fmt ? "\"" : "", HPT_METRICS_FORMAT);
+}

@@ -150,4 +150,9 @@ int hpt_metrics_h5_looks_hdf5(const char *path);
  * HDF5's cause named), HPT_ERR_IO (a live writer holds the lock). */
 hpt_status hpt_metrics_h5_clear(const char *path, FILE *log, int *cleared);
 
+/* The root attribute `format` of `path` as read (fmt; NULL when missing) is
+ * HPT_METRICS_FORMAT. Errors: HPT_ERR_DATA "PATH: not an hpt metrics file
+ * (root attribute format = ..., expected ...)". */
+hpt_status hpt_metrics_h5_check_format(const char *path, const char *fmt);
+
 #endif

@@ -206,15 +206,10 @@ hpt_status hpt_mread_open(hpt_mread *m, const char *path)
     if (!fmt && attr_cause[0])
         return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the root attribute format (damaged "
                              "file; HDF5: %s)", path, attr_cause);
-    int ok = fmt && !strcmp(fmt, HPT_METRICS_FORMAT);
-    if (!ok) {
-        hpt_error_set(HPT_ERR_DATA, "%s: not an hpt metrics file (root attribute format = %s%s%s, "
-                      "expected \"%s\")", path, fmt ? "\"" : "", fmt ? fmt : "missing",
-                      fmt ? "\"" : "", HPT_METRICS_FORMAT);
-        free(fmt);
-        return HPT_ERR_DATA;
-    }
+    hpt_status st = hpt_metrics_h5_check_format(path, fmt);
     free(fmt);
+    if (st)
+        return st;
     m->format_version = -1;
     if (H5Aexists(m->file, "format_version") > 0) {
         hid_t a = H5Aopen(m->file, "format_version", H5P_DEFAULT);
@@ -232,7 +227,7 @@ hpt_status hpt_mread_open(hpt_mread *m, const char *path)
         H5Aread(a, H5T_NATIVE_DOUBLE, &m->peak_flops);
         H5Aclose(a);
     }
-    hpt_status st = check_layout(m);
+    st = check_layout(m);
     if (st)
         return st;
     m->step = malloc(sizeof *m->step * (m->rows ? m->rows : 1));

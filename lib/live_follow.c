@@ -171,15 +171,10 @@ static double num_attr(hid_t obj, const char *name)
 static hpt_status check_format(hid_t f, const char *path)
 {
     char *fmt = H5Aexists(f, "format") > 0 ? hpt_h5_read_str_attr(f, "format") : NULL;
-    int ok = fmt && !strcmp(fmt, HPT_METRICS_FORMAT);
-    if (!ok) {
-        hpt_error_set(HPT_ERR_DATA, "%s: not an hpt metrics file (root attribute format = %s%s%s, "
-                      "expected \"%s\")", path, fmt ? "\"" : "", fmt ? fmt : "missing",
-                      fmt ? "\"" : "", HPT_METRICS_FORMAT);
-        free(fmt);
-        return HPT_ERR_DATA;
-    }
+    hpt_status st = hpt_metrics_h5_check_format(path, fmt);
     free(fmt);
+    if (st)
+        return st;
     double ver = num_attr(f, "format_version");
     if (ver != HPT_METRICS_FORMAT_VERSION)
         return hpt_error_set(HPT_ERR_DATA, "%s: format_version %g, hpt-live reads version %d",
