@@ -17,6 +17,7 @@
 
 #include <hdf5.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "alert.h"
@@ -164,15 +165,20 @@ void hpt_live_runs_json(hpt_live_run *const *runs, int nruns, hpt_sbuf *out);
  * message names the file and dataset) with *out incomplete. */
 hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long seq, hpt_sbuf *out);
 
-/* The history JSON of one metrics file without a server (for
- * `hpt-metrics report`): open `path` (a file or run directory), read it
- * once, write the same JSON as GET /api/history?run=RUN&points=POINTS
- * into *json (malloc'd, NUL-terminated, the caller frees). `rules`
- * (nrules, may be 0) are evaluated on every row as hpt-live does. Errors:
- * HPT_ERR_DATA naming the file (missing, not an hpt metrics file,
- * damaged), HPT_ERR_INTERNAL out of memory. */
-hpt_status hpt_live_history_json(const char *path, int run, size_t points,
-                                 const hpt_alert_rule *rules, int nrules, char **json);
+/* `hpt-metrics report`: write to `out` the self-contained report page of
+ * the `n` metrics files `paths` (files or run directories): the head of
+ * share/live/index.html, style.css, window.HPT_DATA = {"runs":[...],
+ * "history":[...]} where runs is the list GET /api/runs gives and
+ * history[i] what GET /api/history?run=i&points=POINTS gives for file i
+ * (hpt_live_runs_json, hpt_live_run_history_json: the live page and the
+ * report are one producer), echarts.min.js and app.js, all inlined (no
+ * request is made when it is opened). `assets[0..2]`: the paths of
+ * style.css, echarts.min.js and app.js. Each file is read once, with no
+ * alert rules. Errors: HPT_ERR_IO naming an asset that cannot be read or
+ * when writing fails; HPT_ERR_DATA naming a file that is missing, not an
+ * hpt metrics file, or damaged; HPT_ERR_INTERNAL out of memory. */
+hpt_status hpt_live_report_write(const char *const *paths, int n, size_t points,
+                                 const char *const assets[3], FILE *out);
 
 /* Stream messages (Server-Sent Events, without the framing) for what a
  * poll found: appends to *out complete SSE records ("event: rows\ndata:

@@ -604,36 +604,6 @@ hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long s
     return st;
 }
 
-hpt_status hpt_live_history_json(const char *path, int run, size_t points,
-                                 const hpt_alert_rule *rules, int nrules, char **json)
-{
-    hpt_live_run *r = malloc(sizeof *r);
-    hpt_sbuf b = {0};
-    *json = NULL;
-    if (!r)
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    hpt_live_run_init(r, run, path, rules, nrules);
-    hpt_status st = HPT_OK;
-    if (access(r->path, F_OK) != 0)
-        st = hpt_error_set(HPT_ERR_DATA, "%s: no such file", r->path);
-    else if (hpt_live_not_metrics(r->path))
-        st = HPT_ERR_DATA;
-    if (!st) {
-        hpt_live_run_poll(r, (double)time(NULL), NULL);
-        if (r->state == HPT_LIVE_WAITING || r->state == HPT_LIVE_ERROR)
-            st = hpt_error_set(HPT_ERR_DATA, "%s", r->error);
-    }
-    if (!st)
-        st = hpt_live_run_history_json(r, points, -1, &b);
-    hpt_live_run_free(r);
-    free(r);
-    if (st)
-        free(b.p);
-    else
-        *json = b.p;
-    return st;
-}
-
 /* ------------------------------------------------------------- stream */
 
 static void sse_begin(hpt_sbuf *out, const char *event, int run)

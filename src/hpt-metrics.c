@@ -3,7 +3,7 @@
  * main over the reader API io/metrics_read.h (SWMR read with bounded
  * metadata retries; each step once, the last row of a step winning — the
  * rule analysis/hpt_metrics.py applies too, and `summary` prints the same
- * lines as its summary_text()), io/metrics_h5.h (close) and io/metrics_json.h
+ * lines as its summary_text()), io/metrics_h5.h (close) and lib/live.h (report)
  * (report: the live page with the data inlined). Under mpiexec
  * rank 0 does the work and every rank exits with its status.
  */
@@ -21,7 +21,7 @@
 #include "cli.h"
 #include "error.h"
 #include "metrics_h5.h"
-#include "metrics_json.h"
+#include "live.h"
 #include "metrics_read.h"
 #include "hpt_config.h"
 #include "watchdog.h"
@@ -540,7 +540,7 @@ static hpt_status cmd_report(const char *const *files, int n, int points, const 
     if (!st)
         st = csv_open_out(outpath, files, n, out, target, tmp, sizeof tmp, &f);
     if (!st)
-        st = hpt_metrics_report_write(files, n, points > 0 ? points : REPORT_POINTS, assets, f);
+        st = hpt_live_report_write(files, n, (size_t)(points > 0 ? points : REPORT_POINTS), assets, f);
     if (f == out) {
         if (fflush(f) != 0 && !st)
             st = hpt_error_set(HPT_ERR_IO, "-o -: write to standard output failed: %s",

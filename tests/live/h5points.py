@@ -5,7 +5,9 @@ kept rows (last row of each step, docs/METRICS.md; also wall_time),
 val_step/val_loss (the steps with a finite validation loss), the per-rank
 busy and step times [step][rank], the mean communication seconds per step
 of each group and rank, the events (step, kind, rank) and the segments'
-first steps. NaN and inf become null (as in the page's JSON)."""
+first steps. NaN and inf become null (as in the page's JSON). The per-rank
+values (busy, step time, communication) are given to 6 significant digits,
+as the live API writes them (docs/LIVE.md); step columns exactly."""
 import json
 import math
 import sys
@@ -21,6 +23,12 @@ def clean(v):
     return v if math.isfinite(v) else None
 
 
+def sig6(v):
+    if isinstance(v, list):
+        return [sig6(x) for x in v]
+    return None if v is None else float("%.6g" % v)
+
+
 def main(path):
     f = h5py.File(path, "r", libver="latest", swmr=True)
     step = f["steps/step"][:]
@@ -34,7 +42,7 @@ def main(path):
     out["val_step"] = clean(f["steps/step"][:][rows][ok]) if len(rows) else []
     out["val_loss"] = clean(val[ok])
     for name, col in (("busy_s", "busy"), ("step_s", "step_time")):
-        out[name] = [clean(r) for r in f["ranks/" + col][:][rows]] if len(rows) else []
+        out[name] = [sig6(clean(r)) for r in f["ranks/" + col][:][rows]] if len(rows) else []
     out["comm"] = {}
     for g in ("tp", "pp", "dp", "mp", "embed"):  # mean seconds per step of each rank
         v = f["ranks/comm_" + g][:][rows] if len(rows) else np.zeros((0, 0))
@@ -44,7 +52,7 @@ def main(path):
             for x in v[:, w]:
                 if math.isfinite(x):
                     s, c = s + float(x), c + 1
-            means.append(s / c if c else None)
+            means.append(sig6(s / c) if c else None)
         out["comm"][g] = means
     ev = f["events"][:]
     out["events"] = [{"step": int(e["step"]), "kind": e["kind"].decode().rstrip("\0"),

@@ -47,7 +47,8 @@ async function main() {
       'rank x step ' + m + ' equals h5py (' + want.ranks + ' ranks)');
   }
   const comm = await page.evaluate(() => window.hptDebug.comm(0));
-  const close = (a, b) => a === b || (a !== null && b !== null && Math.abs(a - b) <= 1e-12 * Math.abs(b));
+  // 6 significant digits on both sides (the API rounds; h5points.py rounds its own mean)
+  const close = (a, b) => a === b || (a !== null && b !== null && Math.abs(a - b) <= 1e-5 * Math.abs(b));
   check(comm && comm.groups.every((g, i) => comm.seconds[i].length === want.ranks &&
     comm.seconds[i].every((v, w) => close(v, want.comm[g][w]))),
     'communication per group per rank equals h5py\'s mean s/step ' + describe(comm && comm.groups));
