@@ -143,7 +143,8 @@ void hpt_live_run_free(hpt_live_run *r);
 int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news);
 
 /* 1 when `path` exists but is not an hpt metrics file at all (not HDF5,
- * or HDF5 without format="hpt-metrics", or another format_version): a
+ * or HDF5 without format="hpt-metrics", or another format_version, or not
+ * a regular file at all, e.g. /dev/null): a
  * usage mistake hpt-live refuses at start. The message is in hpt_error_msg
  * (HPT_ERR_DATA, naming the file). */
 int hpt_live_not_metrics(const char *path);

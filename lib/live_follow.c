@@ -185,7 +185,16 @@ static hpt_status check_format(hid_t f, const char *path)
 int hpt_live_not_metrics(const char *path)
 {
     struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0)
+    if (stat(path, &sb) != 0)
+        return 0;
+    if (!S_ISREG(sb.st_mode)) { /* /dev/null, a fifo, a directory named x.h5 */
+        hpt_error_set(HPT_ERR_DATA, "%s: not a regular file (a %s): not an hpt metrics file",
+                      path, S_ISDIR(sb.st_mode) ? "directory" : S_ISCHR(sb.st_mode) ? "character device"
+                      : S_ISFIFO(sb.st_mode) ? "fifo" : S_ISBLK(sb.st_mode) ? "block device"
+                      : "special file");
+        return 1;
+    }
+    if (sb.st_size == 0)
         return 0;
     if (!hpt_metrics_h5_looks_hdf5(path)) {
         hpt_error_set(HPT_ERR_DATA, "%s: not an HDF5 file (no HDF5 signature): not an hpt "

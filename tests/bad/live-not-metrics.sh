@@ -2,6 +2,7 @@
 # Bad input: hpt-live refuses, before serving, an HDF5 file that is not an
 # hpt metrics file and a file that is not HDF5 at all (exit 3, by name). A
 # path that does not exist yet is not an error: it is waited for (tests/live.sh).
+# /dev/null and a fifo are not regular files: refused by name.
 . "$HPT_SRC/tests/lib.sh"
 LIVE="$HPT_BUILD/src/hpt-live"
 [ -x "$LIVE" ] || { echo "SKIP: hpt-live not built (no libmicrohttpd)"; exit 77; }
@@ -20,4 +21,7 @@ expect_error 3 "fmt.h5: not an hpt metrics file \(root attribute format = \"hpt-
   timeout 60 "$LIVE" --port 0 "$WORK/fmt.h5"
 expect_error 3 "log.h5: not an HDF5 file \(no HDF5 signature\)" timeout 60 "$LIVE" --port 0 "$WORK/log.h5"
 expect_error 3 "rundir/metrics.h5: not an HDF5 file" timeout 60 "$LIVE" --port 0 "$WORK/rundir"
+expect_error 3 "/dev/null: not a regular file \(a character device\)" timeout 60 "$LIVE" --port 0 /dev/null
+mkfifo "$WORK/fifo.h5"
+expect_error 3 "fifo.h5: not a regular file \(a fifo\)" timeout 60 "$LIVE" --port 0 "$WORK/fifo.h5"
 pass "hpt-live refuses files that are not hpt metrics files"
