@@ -348,11 +348,38 @@ static enum MHD_Result send_asset(server *s, struct MHD_Connection *conn, const 
     return ret;
 }
 
-/* A strict non-negative integer query argument in [lo, hi] (def if absent). */
+/* The value of query argument `name`, its name matched exactly (libmicrohttpd's
+ * lookup ignores case: ?TOKEN= or ?Run= are not our arguments); the first
+ * one when repeated; NULL when absent. */
+struct arg_find {
+    const char *name, *value;
+};
+
+static enum MHD_Result arg_find_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    struct arg_find *a = cls;
+    if (key && !strcmp(key, a->name)) {
+        a->value = value ? value : "";
+        return MHD_NO; /* found: stop */
+    }
+    return MHD_YES;
+}
+
+static const char *arg_str(struct MHD_Connection *conn, const char *name)
+{
+    struct arg_find a = {name, NULL};
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, arg_find_cb, &a);
+    return a.value;
+}
+
+/* A strict non-negative integer query argument in [lo, hi] (def if absent):
+ * decimal digits only, no sign, no leading zero ("0" itself excepted). */
 static int arg_int(struct MHD_Connection *conn, const char *name, long lo, long hi, long def,
                    long *out)
 {
-    const char *v = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, name);
+    const char *v = arg_str(conn, name);
     if (!v) {
         *out = def;
         return def >= lo;
@@ -360,7 +387,8 @@ static int arg_int(struct MHD_Connection *conn, const char *name, long lo, long 
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > hi || (*v < '0' || *v > '9'))
+    if (!*v || *end || errno || x < lo || x > hi || (*v < '0' || *v > '9') ||
+        (v[0] == '0' && v[1]))
         return 0;
     *out = x;
     return 1;
@@ -400,15 +428,18 @@ static enum MHD_Result send_runs(server *s, struct MHD_Connection *conn)
 
 static enum MHD_Result send_stream(server *s, struct MHD_Connection *conn)
 {
+    long from;
+    if (!arg_int(conn, "from", 0, LONG_MAX, -1, &from) && arg_str(conn, "from"))
+        return send_json_error(conn, 400, "from=SEQ: expected the \"seq\" of a history (an "
+                               "integer >= 0)");
     stream *c = calloc(1, sizeof *c);
     if (!c)
         return MHD_NO;
     c->s = s;
-    long from;
     pthread_mutex_lock(&s->lock);
     c->seq = s->next_seq;
     /* ?from=SEQ (the "seq" of a history): replay what came after it */
-    if (arg_int(conn, "from", 0, LONG_MAX, -1, &from) && (unsigned long long)from < s->next_seq &&
+    if (from >= 0 && (unsigned long long)from < s->next_seq &&
         s->next_seq - (unsigned long long)from <= RING)
         c->seq = (unsigned long long)from;
     hpt_sbuf_printf(&c->pend, "retry: 2000\n\n");
@@ -455,7 +486,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     if (strcmp(method, "GET") && strcmp(method, "HEAD"))
         return send_text(conn, 405, "405 method not allowed\n");
-    if (!token_ok(s, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token")))
+    if (!token_ok(s, arg_str(conn, "token")))
         return send_text(conn, 403, "403 forbidden: missing or wrong token (use the URL "
                                     "hpt-live printed)\n");
     if (!strcmp(url, "/"))
