@@ -113,6 +113,10 @@ typedef struct {
     hpt_alert_rule rules[HPT_ALERT_MAX];
     int nrules;
     size_t alerts_seen;       /* alerts handed to --on-alert so far         */
+    /* keys (hpt_live_alert_key) of the alerts --on-alert already ran for;
+     * kept when the file is replaced (a copy read again fires nothing) */
+    uint64_t *fired;
+    size_t nfired, capfired;
     char *model_config, *hpt_version, *flop_formula; /* root attributes    */
     double flops_per_token, peak_flops;
     /* writer liveness */
@@ -128,6 +132,14 @@ typedef struct {
  * alert rules copied into the run. */
 void hpt_live_run_init(hpt_live_run *r, int id, const char *path, const hpt_alert_rule *rules,
                        int nrules);
+
+/* A key naming alert `a` (FNV-1a of its rule, step and value bits): equal
+ * for the same alert read again from a copy of the file. */
+uint64_t hpt_live_alert_key(const hpt_live_alert *a);
+
+/* 1 if --on-alert already ran for alert `a` of run r, else record it and
+ * return 0 (-1 out of memory: treated as not seen). */
+int hpt_live_alert_fired(hpt_live_run *r, const hpt_live_alert *a);
 
 /* Close the file and free what the run holds. */
 void hpt_live_run_free(hpt_live_run *r);

@@ -134,9 +134,41 @@ static void close_file(hpt_live_run *r)
     r->seg_ds = r->ev_ds = r->file = 0;
 }
 
+uint64_t hpt_live_alert_key(const hpt_live_alert *a)
+{
+    uint64_t h = 1469598103934665603ull, bits;
+    for (const char *p = a->rule; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    memcpy(&bits, &a->value, sizeof bits);
+    uint64_t more[2] = {(uint64_t)a->step, bits};
+    for (int i = 0; i < 2; i++)
+        for (int b = 0; b < 8; b++)
+            h = (h ^ ((more[i] >> (8 * b)) & 0xff)) * 1099511628211ull;
+    return h;
+}
+
+int hpt_live_alert_fired(hpt_live_run *r, const hpt_live_alert *a)
+{
+    uint64_t k = hpt_live_alert_key(a);
+    for (size_t i = 0; i < r->nfired; i++)
+        if (r->fired[i] == k)
+            return 1;
+    if (r->nfired == r->capfired) {
+        size_t cap = r->capfired ? 2 * r->capfired : 16;
+        uint64_t *f = realloc(r->fired, cap * sizeof *f);
+        if (!f)
+            return -1;
+        r->fired = f;
+        r->capfired = cap;
+    }
+    r->fired[r->nfired++] = k;
+    return 0;
+}
+
 void hpt_live_run_free(hpt_live_run *r)
 {
     close_file(r);
+    free(r->fired);
     for (int c = 0; c < HPT_LC_COUNT; c++)
         free(r->col[c]);
     free(r->row);

@@ -12,6 +12,7 @@
  * (a ping every PING_S < IDLE_S) is not cut; streams get STREAM_IDLE_S
  * besides, for a loaded machine. A closed stream is noticed at the next
  * ping's send. */
+#define _GNU_SOURCE /* close_range (glibc 2.34) */
 #include "live_server.h"
 
 #include "live.h"
@@ -541,6 +542,11 @@ static void run_on_alert(const char *cmd, const hpt_live_run *r, const hpt_live_
             dup2(fd, 0);
             close(fd);
         }
+        /* the command gets stdin, stdout, stderr only: not the metrics
+         * files HDF5 holds open (no O_CLOEXEC there), nor the sockets */
+        if (close_range(3, ~0u, 0) != 0)
+            for (int f = 3; f < 65536; f++)
+                close(f);
         execve("/bin/sh", argv, env);
         _exit(127);
     }
@@ -579,11 +585,16 @@ static void poll_all(server *s, FILE *err, int first)
         }
         for (; r->alerts_seen < r->nalert; r->alerts_seen++) {
             const hpt_live_alert *a = &r->alert[r->alerts_seen];
-            if (first)
-                continue; /* history: shown, no command */
-            fprintf(err, "hpt-live: %s: alert %s at step %lld (value %g)\n", r->name, a->rule,
-                    (long long)a->step, a->value);
-            if (s->o->on_alert)
+            if (first) { /* history: shown, no command (nor after a replacement) */
+                hpt_live_alert_fired(r, a);
+                continue;
+            }
+            int seen = hpt_live_alert_fired(r, a) == 1;
+            fprintf(err, "hpt-live: %s: alert %s at step %lld (value %g)%s\n", r->name, a->rule,
+                    (long long)a->step, a->value,
+                    seen && s->o->on_alert ? " (read again from a replaced file: --on-alert "
+                                             "already ran for it)" : "");
+            if (s->o->on_alert && !seen)
                 run_on_alert(s->o->on_alert, r, a, err);
         }
         pthread_mutex_unlock(&s->lock);
