@@ -2,6 +2,8 @@
  * analysis and the `hpt-metrics hang` report; see watchdog.h. */
 #include "watchdog.h"
 
+#include "metrics_read.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -833,6 +835,61 @@ static void report_rank(json_object *o, FILE *out)
         fprintf(out, "  no completed operation in the recorder\n");
 }
 
+/* A note when the run directory's metrics.h5 shows the job ran again
+ * after the dumps in `hang` were written (their newest mtime): the hang
+ * is history, not the state of the job. Silent when there is no file, it
+ * cannot be read, or no run started after the dumps. */
+static void later_runs_note(const char *dir, const char *hang, FILE *out)
+{
+    char path[4600];
+    double dumped = 0;
+    DIR *d = opendir(hang);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        struct stat sb;
+        if (strncmp(e->d_name, "rank-", 5))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", hang, e->d_name);
+        if (stat(path, &sb) == 0) {
+            double t = (double)sb.st_mtim.tv_sec + 1e-9 * (double)sb.st_mtim.tv_nsec;
+            dumped = t > dumped ? t : dumped;
+        }
+    }
+    if (d)
+        closedir(d);
+    snprintf(path, sizeof path, "%s/metrics.h5", dir);
+    if (dumped <= 0 || access(path, R_OK) != 0)
+        return;
+    hpt_mread m;
+    hpt_mread_event *ev = NULL;
+    size_t nev = 0;
+    if (hpt_mread_open(&m, path) == HPT_OK && hpt_mread_events(&m, &ev, &nev) == HPT_OK) {
+        size_t first = nev, later = 0;
+        int done = 0;
+        for (size_t i = 0; i < nev; i++) {
+            if (ev[i].wall_time <= dumped)
+                continue;
+            if (!strcmp(ev[i].kind, "run_start")) {
+                first = first < nev ? first : i;
+                later++;
+            } else if (!strcmp(ev[i].kind, "run_end"))
+                done = !strcmp(ev[i].message, "done");
+        }
+        if (first < nev) {
+            char when[64] = "?";
+            time_t t = (time_t)ev[first].wall_time;
+            struct tm tm;
+            if (gmtime_r(&t, &tm))
+                strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+            fprintf(out, "  note: this hang is from an earlier run: %s shows %zu run%s started after "
+                    "these dumps were written (the first at %s, from step %lld)%s\n", path, later,
+                    later == 1 ? "" : "s", when, (long long)ev[first].step,
+                    done ? ", and the last one finished" : "");
+        }
+    }
+    free(ev);
+    hpt_mread_close(&m);
+}
+
 hpt_status hpt_hang_report(const char *dir, FILE *out)
 {
     char hang[4200], path[4400];
@@ -843,6 +900,7 @@ hpt_status hpt_hang_report(const char *dir, FILE *out)
         return hpt_error_set(HPT_ERR_IO, "%s: no hang dumps (looked for rank-*.json in %s/hang, "
                              "%s/hang.N and %s)", dir, dir, dir, dir);
     fprintf(out, "hang dumps in %s\n", hang);
+    later_runs_note(dir, hang, out);
     snprintf(path, sizeof path, "%s/summary.txt", hang);
     FILE *f = fopen(path, "r");
     if (f) {

@@ -19,5 +19,9 @@ grep -q "waiting .* in allreduce on group tp .* group members: 0 1" "$WORK/repor
 "$HM" summary "$WORK/run/metrics.h5" > "$WORK/sum" 2>&1 || { cat "$WORK/sum"; fail "summary failed"; }
 grep -E "hang.*previous run hung: hang: .*suspect: rank 1 on $HOST" "$WORK/sum" ||
   { cat "$WORK/sum"; fail "no hang event naming rank 1 in metrics.h5"; }
-"$HM" hang "$WORK/run" | grep -q "hang dumps in $WORK/run/hang.1" || fail "hpt-metrics hang did not find hang.1"
+"$HM" hang "$WORK/run" > "$WORK/report2" || { cat "$WORK/report2"; fail "hpt-metrics hang after the clean run"; }
+grep -q "hang dumps in $WORK/run/hang.1" "$WORK/report2" || fail "hpt-metrics hang did not find hang.1"
+# ... and says the job ran (and finished) after that hang: it is not the job's state now
+grep -q "note: this hang is from an earlier run: .* 1 run started after these dumps.*the last one finished" \
+  "$WORK/report2" || { cat "$WORK/report2"; fail "hpt-metrics hang does not say a later run finished"; }
 pass "TP stall: exit 6 after ${ELAPSED}s, rank 1 named, dumps, hang event"
