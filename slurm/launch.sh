@@ -241,6 +241,8 @@ dry_run() {
   [ "$HPT_RECOMPUTE" = 1 ] && args+=(--recompute)
   [ "$HPT_ZERO1" = 1 ] && args+=(--zero1)
   [ "$HPT_ASYNC_SAVE" = 1 ] && args+=(--async-save)
+  # hpt-plan models NCCL on GPU presets; a GPU job told to use MPI is planned with MPI
+  [ "$HPT_BACKEND" != cpu ] && [ "$HPT_COMM" = mpi ] && args+=(--comm mpi)
   echo "$plan ${args[*]}"
   "$plan" "${args[@]}"
 }
