@@ -135,9 +135,9 @@ static void nc_allreduce_max_f64(hpt_comm *c, hpt_group g, double *buf, size_t n
         allreduce(c, g, buf, n, ncclFloat64, sizeof(double), ncclMax);
 }
 
-/* Enqueue `work` on `side` after everything enqueued so far on the
- * compute stream; returns an event recorded on `side` after it, which
- * nc_wait makes the compute stream wait for. */
+/* Enqueue `work` on stream `side` after everything enqueued so far on the
+ * compute stream; `done` becomes an event recorded on `side` after the
+ * work, which nc_wait makes the compute stream (not the host) wait for. */
 #define ON_SIDE_STREAM(s, side, done, work)                                                         \
     do {                                                                                           \
         cudaEvent_t ready_;                                                                        \
@@ -171,8 +171,9 @@ static void nc_iallreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t n
     double t0 = MPI_Wtime();
     if (s->group[g]) {
         cudaEvent_t done;
+        ncclComm_t nc = s->group[g];
         ON_SIDE_STREAM(s, s->dp, done,
-                       NCCL_OK(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, s->group[g], s->dp)));
+                       NCCL_OK(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, nc, s->dp)));
         r->stage_host = (void *)done;
     }
     count(c, g, n * sizeof(float), t0);
