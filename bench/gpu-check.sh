@@ -24,6 +24,28 @@
 #          ~1B model bench/llama-1b.json at seq 2048, same batch and precision;
 #          prints tokens/s, MFU (989 TFLOP/s dense bf16 / 494 tf32 / 67 fp32 H200
 #          peaks, SXM datasheet) and peak device memory, and the ratios.
+#
+#   bash bench/gpu-check.sh --nccl                   (there: only the NCCL checks)
+#       run(command="bash bench/gpu-check.sh --nccl", carry=[".gpudeps"], timeout_s=590)
+#       builds as above, then the NCCL section only (issue 16; about 5 min):
+#       nccl-vs-mpi   world size 1, every group of size 1: --comm nccl's log.tsv
+#                     equals --comm mpi's bit for bit (tiny, 20 steps);
+#       nccl-train    the single-GPU training run with --comm nccl (small,
+#                     60 steps): the banner says comm nccl, the loss falls;
+#       nccl-shared   2 ranks on the one GPU: --comm nccl is refused before NCCL
+#                     is touched (exit 2, naming rank 1, its host and the GPU it
+#                     shares with rank 0); --comm auto falls back to MPI with host
+#                     staging and trains (the probe's duplicate-GPU check);
+#       nccl-small-3min  `small` for 3 minutes (--max-runtime 180) with --comm
+#                     nccl: median tokens/s of the progress lines.
+#       Multi-GPU NCCL (TP/DP/PP over several GPUs, the overlap of the DP
+#       buckets) cannot run on one GPU: NCCL refuses two ranks on one device.
+#
+#   bash bench/gpu-check.sh --nccl-selftest BUILD_DIR   (here, no GPU)
+#       The NCCL section's own logic (runs, log comparison, banner and loss
+#       checks, tokens/s parsing) on --backend cpu with --comm mpi in place of
+#       nccl, tiny model, a 30-second timed run: what can be checked here.
+#
 #       Every stage logs to $OUT (the device tool returns that folder) or to
 #       ./gpu-check-out; a failing stage is reported and the next one runs.
 #       Exit 0 when every stage passed, 1 otherwise, 77 when no GPU is visible.
@@ -73,7 +95,104 @@ if [ "${1:-}" = --pack ]; then
   exit 0
 fi
 
+# ---------------------------------------------------- NCCL section (issue 16)
+# Functions of the NCCL checks; they read TRAIN, MPIEXEC_BIN, data, tmp, prec,
+# BE (cuda on the device, cpu in the self-test), NCCL (nccl, or mpi in the
+# self-test), MODEL_TRAIN, MODEL3 and RUNTIME3 (the timed run's model, seconds).
+nccl_common() { echo "--data $data --eval-interval 0 --eval-batches 1 --backend $BE"; }
+learnable_data() {  # DIR: llm.c-format shards whose next token follows from the last one
+  "${PY:-python3}" - "$1" <<'EOF'
+import sys, numpy as np
+h = np.zeros(256, dtype='<i4'); h[0], h[1] = 20240520, 1
+t = ((np.arange(2_000_000) * 7) % 1009).astype('<u2'); h[2] = t.size
+for name in ("train_000000.bin", "val_000000.bin"):
+    with open(f"{sys.argv[1]}/{name}", "wb") as f: h.tofile(f); t.tofile(f)
+EOF
+}
+nccl_vs_mpi() {  # world 1, every group of size 1: NCCL == MPI, bit for bit
+  local a
+  a="--model tiny --steps 20 --seq-len 64 --batch 4 --tp 1 --pp 1 --dp 1 $(nccl_common)"
+  rm -rf "$tmp/run-nccl" "$tmp/run-mpi"
+  $TRAIN $a --comm "$NCCL" --run-dir "$tmp/run-nccl" >"$tmp/nccl.out" 2>&1 || { cat "$tmp/nccl.out"; return 1; }
+  grep -q "backend $BE, comm $NCCL\$" "$tmp/nccl.out" || { echo "banner does not say comm $NCCL:"; head -3 "$tmp/nccl.out"; return 1; }
+  $TRAIN $a --comm mpi --run-dir "$tmp/run-mpi" >"$tmp/mpi.out" 2>&1 || { cat "$tmp/mpi.out"; return 1; }
+  [ "$(wc -l <"$tmp/run-nccl/log.tsv")" -eq 21 ] || { echo "log.tsv: want 20 rows"; return 1; }
+  cmp "$tmp/run-nccl/log.tsv" "$tmp/run-mpi/log.tsv" || { diff "$tmp/run-nccl/log.tsv" "$tmp/run-mpi/log.tsv" | head; return 1; }
+  echo "comm $NCCL == comm mpi: log.tsv identical (20 steps, loss/lr/grad_norm)"
+}
+loss_falls() {  # loss_falls LOG.TSV: the last 10 steps' mean loss 0.5 below the first 10 steps'
+  awk -F'\t' 'NR > 1 && $2 != "" {l[++n] = $2} END {
+    if (n < 20) {print "only " n " steps logged"; exit 1}
+    for (i = 1; i <= 10; i++) {a += l[i]; b += l[n - 10 + i]}
+    printf "mean loss first 10 steps %.4f, last 10 %.4f\n", a / 10, b / 10; exit !(b < a - 0.5)}' "$1"
+}
+nccl_train() {  # the single-GPU training run with --comm nccl, on learnable data
+  rm -rf "$tmp/run-train" "$tmp/ldata" && mkdir -p "$tmp/ldata" && learnable_data "$tmp/ldata" || return 1
+  $TRAIN --model "${MODEL_TRAIN:-small}" --steps 60 --seq-len 256 --batch 8 --lr 1e-3 --warmup 5 \
+    $(nccl_common) --data "$tmp/ldata" --comm "$NCCL" --precision "$prec" --run-dir "$tmp/run-train" >"$tmp/train.out" 2>&1 ||
+    { tail -20 "$tmp/train.out"; return 1; }
+  grep -q "comm $NCCL\$" "$tmp/train.out" || { echo "banner does not say comm $NCCL"; return 1; }
+  loss_falls "$tmp/run-train/log.tsv"
+}
+nccl_shared() {  # 2 ranks on one GPU: nccl refused with the ranks named; auto falls back to MPI
+  local a st=0
+  a="--model tiny --steps 4 --seq-len 64 --batch 2 --dp 2 $(nccl_common)"
+  $MPIEXEC_BIN -n 2 $TRAIN $a --comm nccl >"$tmp/shared-nccl.out" 2>&1 || st=$?
+  cat "$tmp/shared-nccl.out"
+  [ "$st" = 2 ] || { echo "--comm nccl on a shared GPU: exit $st, want 2"; return 1; }
+  grep -Eq "NCCL needs a distinct GPU per rank, but rank 1 on [^ ]+ shares GPU [0-9a-fA-F:.]+ with rank 0" \
+    "$tmp/shared-nccl.out" || { echo "message does not name the ranks, host and GPU"; return 1; }
+  $MPIEXEC_BIN -n 2 $TRAIN $a --comm auto >"$tmp/shared-auto.out" 2>&1 || { cat "$tmp/shared-auto.out"; return 1; }
+  grep -q "comm mpi+host-staging\$" "$tmp/shared-auto.out" ||
+    { echo "--comm auto did not fall back to MPI:"; head -3 "$tmp/shared-auto.out"; return 1; }
+  echo "shared GPU: --comm nccl refused (exit 2, ranks named); --comm auto trained on MPI + host staging"
+}
+median_tok_s() {  # median_tok_s FILE: the median tok/s of the progress lines after the first 3 (warm-up)
+  grep -o '| [0-9]* tok/s |' "$1" | awk 'NR > 3 {print $2}' | sort -g |
+    awk '{a[NR] = $1} END {if (!NR) exit 1; print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'
+}
+nccl_small_timed() {  # MODEL3 for RUNTIME3 seconds with --comm NCCL: tokens/s
+  local tok st=0
+  rm -rf "$tmp/run-timed"
+  $TRAIN --model "$MODEL3" --steps 1000000 --seq-len "${SEQ3:-1024}" --batch "${BATCH3:-16}" --save-every 0 \
+    --max-runtime "$RUNTIME3" $(nccl_common) --comm "$NCCL" --precision "$prec" \
+    --run-dir "$tmp/run-timed" >"$tmp/timed.out" 2>&1 || st=$?
+  [ "$st" = 0 ] || [ "$st" = 75 ] || { echo "exit $st"; tail -20 "$tmp/timed.out"; return 1; }
+  tok=$(median_tok_s "$tmp/timed.out") || { echo "no progress lines with tok/s"; tail -5 "$tmp/timed.out"; return 1; }
+  echo "$MODEL3 --comm $NCCL, $RUNTIME3 s, B=${BATCH3:-16} T=${SEQ3:-1024} $prec: median $tok tokens/s over $(grep -c ' tok/s ' "$tmp/timed.out") steps"
+}
+
+if [ "${1:-}" = --nccl-selftest ]; then
+  bld=${2:?usage: gpu-check.sh --nccl-selftest BUILD_DIR}
+  TRAIN=$bld/src/hpt-train BE=cpu NCCL=mpi prec=fp32 MODEL_TRAIN=tiny MODEL3=tiny RUNTIME3=30 PY=/usr/bin/python3
+  SEQ3=64 BATCH3=4
+  tmp=$(mktemp -d); data=$tmp/data; mkdir -p "$data"
+  /usr/bin/python3 - "$data" <<'EOF'
+import sys, numpy as np
+h = np.zeros(256, dtype='<i4'); h[0], h[1] = 20240520, 1
+t = np.random.default_rng(0).integers(0, 8192, size=400_000).astype('<u2'); h[2] = t.size
+for name in ("train_000000.bin", "val_000000.bin"):
+    with open(f"{sys.argv[1]}/{name}", "wb") as f: h.tofile(f); t.tofile(f)
+EOF
+  rc=0
+  for f in nccl_vs_mpi nccl_train nccl_small_timed; do
+    if o=$($f 2>&1); then echo "PASS $f: $(echo "$o" | tail -1)"; else echo "FAIL $f:"; echo "$o" | tail -15; rc=1; fi
+  done
+  # the checks must be able to fail: another seed's run differs from the MPI run
+  if $TRAIN --model tiny --steps 20 --seq-len 64 --batch 4 $(nccl_common) --comm mpi --seed 7 \
+       --run-dir "$tmp/run-seed" >/dev/null 2>&1 && ! cmp -s "$tmp/run-seed/log.tsv" "$tmp/run-mpi/log.tsv"; then
+    echo "PASS another seed's log.tsv differs (the comparison can fail)"
+  else echo "FAIL the log comparison cannot tell runs apart"; rc=1; fi
+  printf 'step 1 | 10 tok/s |\n' >"$tmp/few.out"
+  if ! median_tok_s "$tmp/few.out" >/dev/null; then echo "PASS median_tok_s refuses a log without steady steps"
+  else echo "FAIL median_tok_s"; rc=1; fi
+  rm -rf "$tmp"
+  exit $rc
+fi
+
 # ------------------------------------------------------------------ device
+NCCL_ONLY=0
+[ "${1:-}" = --nccl ] && NCCL_ONLY=1
 out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
 summary=$out/summary.txt
@@ -126,18 +245,10 @@ grep -q "define HAVE_CUDA 1" $bld/hpt_config.h || { say "FAIL configure did not 
 
 # ---- GPU tests (each exits 77 without a GPU; here they must pass)
 gpu_tests="tests/test_backend_cuda $(cd $src && ls tests/gpu-*.sh 2>/dev/null | tr '\n' ' ')"
-stage gpu-tests make -C $bld check TESTS="$gpu_tests"
+[ "$NCCL_ONLY" = 1 ] || stage gpu-tests make -C $bld check TESTS="$gpu_tests"
 for t in $gpu_tests; do
   [ -f "$bld/${t%.sh}.log" ] && cp "$bld/${t%.sh}.log" "$out/$(basename "${t%.sh}").log"
 done
-
-# ---- NCCL on one GPU (issue 16): world size 1 through --comm nccl equals --comm mpi
-nccl_vs_mpi() {
-  local a="--model tiny --data $data --steps 20 --seq-len 64 --batch 4 --eval-interval 0 --eval-batches 1 --quiet --backend cuda"
-  $bld/src/hpt-train $a --comm nccl --run-dir /tmp/run-nccl &&
-  $bld/src/hpt-train $a --comm mpi --run-dir /tmp/run-mpi &&
-  cmp /tmp/run-nccl/log.tsv /tmp/run-mpi/log.tsv && echo "nccl == mpi: log.tsv identical"
-}
 
 # ---- speed: hpt (cuda) vs PyTorch, same model, shapes, precision
 prec=${HPT_GPU_PRECISION:-tf32}
@@ -180,7 +291,19 @@ print(f"{name} {prec} B={B} T={T}: hpt {h:,.0f} tok/s (MFU {h * fpt / peak:.1%},
 EOF
   fi
 }
+# ---- NCCL (issue 16): the functions of the "NCCL section" above
+TRAIN=$bld/src/hpt-train BE=cuda NCCL=nccl MODEL3=small RUNTIME3=${HPT_GPU_NCCL_SECONDS:-180}
+MPIEXEC_BIN=$P/bin/mpiexec tmp=/tmp/nccl-check; mkdir -p $tmp
+grep -q "define HAVE_NCCL 1" $bld/hpt_config.h && say "NCCL: found by configure" ||
+  say "FAIL configure did not find NCCL (the NCCL stages will fail)"
 stage nccl-vs-mpi nccl_vs_mpi
+stage nccl-train nccl_train
+stage nccl-shared nccl_shared
+stage nccl-small-3min nccl_small_timed && grep ' tokens/s' "$out/nccl-small-3min.log" | tee -a "$summary"
+if [ "$NCCL_ONLY" = 1 ]; then
+  say "gpu-check --nccl: done, $([ $failed = 0 ] && echo 'all stages passed' || echo 'some stages FAILED')"
+  exit $failed
+fi
 bench_one small small 16 1024
 bench_one 1b "$src/bench/llama-1b.json" 4 2048
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >>"$summary" 2>&1

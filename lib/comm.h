@@ -130,14 +130,31 @@ void hpt_comm_stage_on(hpt_comm *c, hpt_comm_stage *s, int (*is_device)(const vo
                        void (*upload)(void *dev, const void *host, size_t bytes));
 
 /* Switch c to the NCCL backend (collective over c's world; CUDA device
- * already chosen): one NCCL communicator per group of more than one rank,
+ * already chosen): first hpt_comm_nccl_gpus_shared (ranks sharing a GPU:
+ * HPT_ERR_USAGE naming them, before NCCL is touched); then one NCCL
+ * communicator per group of more than one rank, agreed over the world
+ * after each group (a failure names the lowest failing rank and its host),
  * from an ncclUniqueId broadcast over the group's MPI communicator, and
  * two-rank communicators per pipeline boundary and direction for the
  * point-to-point traffic. Device buffers go through NCCL, host buffers
- * through MPI. Errors (agreed over the world, so every rank returns the
- * same): HPT_ERR_IO naming the group and NCCL's message (e.g. two ranks on
- * one GPU); HPT_ERR_USAGE when this build has no NCCL. */
+ * through MPI; the data-parallel bucket all-reduces (iallreduce) run on a
+ * stream of their own, ordered after the compute stream by an event and
+ * waited for by the compute stream only (overlap with backward). Errors
+ * (agreed over the world, so every rank returns the same): HPT_ERR_USAGE
+ * for shared GPUs or a build without NCCL; HPT_ERR_IO naming the rank, its
+ * host, the group and NCCL's message. */
 hpt_status hpt_comm_nccl_on(hpt_comm *c);
+
+/* Do ranks share a GPU? Collective over c's world: every rank's (host
+ * name, PCI bus id of its current CUDA device) is all-gathered and checked
+ * with hpt_gpu_shared (lib/gpu_slots.h). Returns the number of ranks whose
+ * GPU a lower rank also uses (the same on every rank; 0: all distinct), and
+ * in why (cap bytes, NUL-terminated) the ranks, hosts and GPUs ("rank 1 on
+ * n1 shares GPU 0000:3b:00.0 with rank 0; ..."); -1 when out of memory
+ * (why says so). hpt_comm_nccl_on calls it before any ncclCommInitRank;
+ * --comm auto uses it to fall back to MPI with host staging. Without NCCL
+ * in the build: 0, why "". */
+int hpt_comm_nccl_gpus_shared(hpt_comm *c, char *why, size_t cap);
 
 /* Destroy the NCCL communicators and switch back to MPI; accepts c without
  * NCCL. */

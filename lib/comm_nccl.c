@@ -14,12 +14,21 @@
  *    receives run on the compute stream (the activation is needed next).
  *    This avoids the classic NCCL p2p deadlock of two ranks that both
  *    enqueue a send before their receive on the same stream/communicator.
- *  - Collectives run on the compute stream (the CUDA backend's stream 0,
- *    per-thread default not used), so they are ordered with the kernels
- *    that produce and consume their buffers without host synchronisation;
- *    `wait` of a bucket all-reduce has nothing to do. Overlap of the
- *    data-parallel buckets with backward (a separate collective stream and
- *    events) is the next step; measure first on a multi-GPU node.
+ *  - Blocking collectives (tensor-parallel all-reduces, ZeRO-1's
+ *    reduce-scatter and all-gather, broadcasts) run on the compute stream
+ *    (the CUDA backend's stream 0, the legacy default stream), so they are
+ *    ordered with the kernels that produce and consume their buffers
+ *    without host synchronisation.
+ *  - Overlap: the data-parallel bucket all-reduces (iallreduce, started by
+ *    the model's grad_ready callback as soon as backward has enqueued a
+ *    bucket's last gradient kernel; lib/schedule.c bucket_start) run on
+ *    their own non-blocking stream: an event recorded on the compute stream
+ *    at the start marks the bucket's gradients ready, the comm stream waits
+ *    for it (cudaStreamWaitEvent) and runs ncclAllReduce while backward
+ *    kernels of earlier layers keep the compute stream busy. `wait` makes
+ *    the compute stream (not the host) wait for that bucket's done event:
+ *    the optimizer kernels see reduced gradients, nothing else waits.
+ *    Never run on a GPU by this branch's author: see docs/SLURM.md.
  *  - Host buffers (the f64 reductions of losses and norms, host blocks of
  *    the exporter) go through the MPI backend: NCCL reads device memory
  *    only. Counted seconds are the host time to enqueue (the device time is
@@ -32,10 +41,13 @@
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h"
+#include "gpu_slots.h"
 
 #define NCCL_OK(call)                                                                              \
     do {                                                                                           \
@@ -60,6 +72,7 @@ typedef struct {
     ncclComm_t p2p[P2P_COUNT];         /* two-rank pipeline communicators          */
     cudaStream_t compute;              /* the compute backend's stream (0)         */
     cudaStream_t send;                 /* non-blocking side stream for sends       */
+    cudaStream_t dp;                   /* non-blocking stream of the DP buckets    */
 } nccl_state;
 
 static nccl_state *st(hpt_comm *c) { return (nccl_state *)c->nccl; }
@@ -122,8 +135,26 @@ static void nc_allreduce_max_f64(hpt_comm *c, hpt_group g, double *buf, size_t n
         allreduce(c, g, buf, n, ncclFloat64, sizeof(double), ncclMax);
 }
 
-/* Stream-ordered: the reduction is enqueued on the compute stream, so
- * every later kernel sees its result; `wait` has nothing to do. */
+/* Enqueue `work` on stream `side` after everything enqueued so far on the
+ * compute stream; `done` becomes an event recorded on `side` after the
+ * work, which nc_wait makes the compute stream (not the host) wait for. */
+#define ON_SIDE_STREAM(s, side, done, work)                                                         \
+    do {                                                                                           \
+        cudaEvent_t ready_;                                                                        \
+        CUDA_OK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));                       \
+        CUDA_OK(cudaEventCreateWithFlags(&(done), cudaEventDisableTiming));                       \
+        CUDA_OK(cudaEventRecord(ready_, (s)->compute));                                            \
+        CUDA_OK(cudaStreamWaitEvent((side), ready_, 0));                                           \
+        work;                                                                                      \
+        CUDA_OK(cudaEventRecord((done), (side)));                                                  \
+        CUDA_OK(cudaEventDestroy(ready_)); /* released once recorded work completes */            \
+    } while (0)
+
+/* A bucket of the data-parallel gradient reduction: its gradients are
+ * ready once the compute stream reaches this point (the event), the
+ * all-reduce runs on the DP stream beside the rest of backward, and
+ * nc_wait orders the compute stream after it. Other groups (none call
+ * this today) go the same way on the same stream. */
 static void nc_iallreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t n,
                                   hpt_comm_req *r)
 {
@@ -136,14 +167,23 @@ static void nc_iallreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t n
         r->stage_bytes = 1; /* marks an MPI request */
         return;
     }
-    allreduce(c, g, buf, n, ncclFloat32, sizeof(float), ncclSum);
+    nccl_state *s = st(c);
+    double t0 = MPI_Wtime();
+    if (s->group[g]) {
+        cudaEvent_t done;
+        ncclComm_t nc = s->group[g];
+        ON_SIDE_STREAM(s, s->dp, done,
+                       NCCL_OK(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, nc, s->dp)));
+        r->stage_host = (void *)done;
+    }
+    count(c, g, n * sizeof(float), t0);
 }
 
 static void nc_wait(hpt_comm *c, hpt_comm_req *r)
 {
     if (r->stage_bytes == 1) { /* an MPI request (host buffer) */
         hpt_comm_mpi.wait(c, r);
-    } else if (r->stage_host) { /* a send: later kernels must not overwrite its buffer */
+    } else if (r->stage_host) { /* a send or a bucket: order the compute stream after it */
         cudaEvent_t ev = (cudaEvent_t)r->stage_host;
         CUDA_OK(cudaStreamWaitEvent(st(c)->compute, ev, 0));
         CUDA_OK(cudaEventDestroy(ev));
@@ -256,16 +296,11 @@ static void nc_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, i
         return;
     }
     nccl_state *s = st(c);
-    cudaEvent_t ready, done;
-    CUDA_OK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    CUDA_OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    CUDA_OK(cudaEventRecord(ready, s->compute));
-    CUDA_OK(cudaStreamWaitEvent(s->send, ready, 0));
+    cudaEvent_t done;
     /* pair communicators rank the lower stage 0 and the upper one 1 */
-    NCCL_OK(ncclSend(buf, n, ncclFloat32, peer > c->group_rank[g] ? 1 : 0, p2p_comm(c, g, peer, 1),
-                     s->send));
-    CUDA_OK(cudaEventRecord(done, s->send));
-    CUDA_OK(cudaEventDestroy(ready));
+    ON_SIDE_STREAM(s, s->send, done,
+                   NCCL_OK(ncclSend(buf, n, ncclFloat32, peer > c->group_rank[g] ? 1 : 0,
+                                    p2p_comm(c, g, peer, 1), s->send)));
     r->stage_host = (void *)done;
     c->counters[g].calls++;
     c->counters[g].bytes += (int64_t)(n * sizeof(float));
@@ -312,9 +347,18 @@ static const hpt_comm_backend nccl_backend = {
     .broadcast = nc_broadcast,
 };
 
+static const char *host_name(void)
+{
+    static char host[64];
+    if (!host[0] && gethostname(host, sizeof host - 1))
+        snprintf(host, sizeof host, "unknown-host");
+    return host;
+}
+
 /* A communicator over `mpi` (this rank's rank in it: its MPI rank), from a
- * unique id made by its rank 0. Collective over mpi. */
-static hpt_status init_over(MPI_Comm mpi, ncclComm_t *out, const char *what)
+ * unique id made by its rank 0. Collective over mpi. Errors name this
+ * rank's world rank and host. */
+static hpt_status init_over(MPI_Comm mpi, ncclComm_t *out, const char *what, int world_rank)
 {
     int rank, size;
     MPI_Comm_rank(mpi, &rank);
@@ -326,14 +370,16 @@ static hpt_status init_over(MPI_Comm mpi, ncclComm_t *out, const char *what)
     int bad = r != ncclSuccess, anybad;
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, mpi);
     if (anybad)
-        return hpt_error_set(HPT_ERR_IO, "--comm nccl: ncclGetUniqueId for the %s group failed: %s",
-                             what, ncclGetErrorString(r));
+        return hpt_error_set(HPT_ERR_IO, "--comm nccl: rank %d on %s: ncclGetUniqueId for the %s "
+                             "group failed: %s", world_rank, host_name(), what,
+                             ncclGetErrorString(r));
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi);
     r = ncclCommInitRank(out, size, id, rank);
     if (r != ncclSuccess) {
         *out = NULL;
-        return hpt_error_set(HPT_ERR_IO, "--comm nccl: ncclCommInitRank for the %s group (%d ranks) "
-                             "failed: %s%s", what, size, ncclGetErrorString(r),
+        return hpt_error_set(HPT_ERR_IO, "--comm nccl: rank %d on %s: ncclCommInitRank for the %s "
+                             "group (%d ranks) failed: %s%s", world_rank, host_name(), what, size,
+                             ncclGetErrorString(r),
                              r == ncclInvalidUsage ? " (two ranks on one GPU? NCCL needs a distinct "
                                                      "GPU per rank)" : "");
     }
@@ -343,22 +389,75 @@ static hpt_status init_over(MPI_Comm mpi, ncclComm_t *out, const char *what)
 static const char *const group_names[HPT_GROUP_COUNT] = {"world", "tensor-parallel",
     "data-parallel", "pipeline", "model-parallel", "embedding"};
 
+/* This rank's (host, GPU): the current device's PCI bus id. */
+static void my_slot(hpt_gpu_slot *me)
+{
+    int dev = -1;
+    memset(me, 0, sizeof *me);
+    snprintf(me->host, sizeof me->host, "%s", host_name());
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetPCIBusId(me->gpu, (int)sizeof me->gpu - 1, dev) != cudaSuccess) {
+        cudaGetLastError();
+        me->gpu[0] = 0; /* no device: the CUDA backend reports that itself */
+    }
+}
+
+int hpt_comm_nccl_gpus_shared(hpt_comm *c, char *why, size_t cap)
+{
+    int n = c->world_size, shared = -1;
+    hpt_gpu_slot me, *all = malloc((size_t)n * sizeof *all);
+    int *first = malloc((size_t)n * sizeof *first), ok = all && first, allok;
+    my_slot(&me);
+    MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, c->comms[HPT_GROUP_WORLD]);
+    if (allok) {
+        MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE,
+                      c->comms[HPT_GROUP_WORLD]);
+        shared = hpt_gpu_shared(all, n, first);
+    }
+    if (shared > 0)
+        hpt_gpu_shared_describe(all, n, first, 4, why, cap);
+    else if (cap)
+        snprintf(why, cap, "%s", shared < 0 ? "out of memory gathering every rank's GPU" : "");
+    free(all);
+    free(first);
+    return shared;
+}
+
 hpt_status hpt_comm_nccl_on(hpt_comm *c)
 {
+    /* NCCL refuses two ranks on one GPU deep inside ncclCommInitRank
+     * (ncclInvalidUsage, "Duplicate GPU detected"): check every rank's
+     * (host, PCI bus id) first and name the ranks (the same answer on
+     * every rank: the pairs are all-gathered). */
+    char why[800];
+    int shared = hpt_comm_nccl_gpus_shared(c, why, sizeof why);
+    if (shared > 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--comm nccl: NCCL needs a distinct GPU per rank, but "
+                             "%s (use --comm mpi, which stages through host memory and lets ranks "
+                             "share a GPU, or start one rank per GPU)", why);
+    if (shared < 0)
+        return hpt_error_set(HPT_ERR_IO, "--comm nccl: %s", why);
     nccl_state *s = calloc(1, sizeof *s);
     if (!s)
         return hpt_error_set(HPT_ERR_IO, "--comm nccl: out of memory");
     hpt_status err = HPT_OK;
     s->compute = 0; /* the CUDA backend's stream: the legacy default stream */
-    if (cudaStreamCreateWithFlags(&s->send, cudaStreamNonBlocking) != cudaSuccess)
-        err = hpt_error_set(HPT_ERR_IO, "--comm nccl: cudaStreamCreateWithFlags: %s",
-                            cudaGetErrorString(cudaGetLastError()));
+    if (cudaStreamCreateWithFlags(&s->send, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s->dp, cudaStreamNonBlocking) != cudaSuccess)
+        err = hpt_error_set(HPT_ERR_IO, "--comm nccl: rank %d on %s: cudaStreamCreateWithFlags: %s",
+                            c->world_rank, host_name(), cudaGetErrorString(cudaGetLastError()));
+    err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], err);
     /* Every rank walks the groups in the same order; a group of one rank
-     * needs no communicator (its collectives are copies or nothing). */
+     * needs no communicator (its collectives are copies or nothing). After
+     * each group every rank agrees on the results, so a rank whose
+     * ncclCommInitRank failed does not leave the others waiting for it in
+     * the next group's set-up, and the message names the lowest failing
+     * rank and its host. */
     for (int g = 0; g < HPT_GROUP_COUNT && !err; g++) {
-        if (c->comms[g] == MPI_COMM_NULL || c->comms[g] == 0 || c->group_size[g] < 2)
-            continue;
-        err = init_over(c->comms[g], &s->group[g], group_names[g]);
+        hpt_status e = HPT_OK;
+        if (c->comms[g] != MPI_COMM_NULL && c->comms[g] != 0 && c->group_size[g] >= 2)
+            e = init_over(c->comms[g], &s->group[g], group_names[g], c->world_rank);
+        err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], e);
     }
     /* Pipeline neighbours: for each boundary b (stages b, b+1) in order, a
      * forward pair (b sends, b+1 receives) then a backward pair. */
@@ -367,15 +466,17 @@ hpt_status hpt_comm_nccl_on(hpt_comm *c)
         MPI_Comm pair;
         MPI_Comm_split(c->comms[HPT_GROUP_PP], (lower || upper) ? 0 : MPI_UNDEFINED, c->pp_rank,
                        &pair);
-        if (pair == MPI_COMM_NULL)
-            continue;
-        err = init_over(pair, &s->p2p[lower ? P2P_SEND_NEXT : P2P_RECV_PREV], "pipeline (forward)");
-        if (!err)
-            err = init_over(pair, &s->p2p[lower ? P2P_RECV_NEXT : P2P_SEND_PREV],
-                            "pipeline (backward)");
-        MPI_Comm_free(&pair);
+        hpt_status e = HPT_OK;
+        if (pair != MPI_COMM_NULL) {
+            e = init_over(pair, &s->p2p[lower ? P2P_SEND_NEXT : P2P_RECV_PREV],
+                          "pipeline (forward)", c->world_rank);
+            if (!e)
+                e = init_over(pair, &s->p2p[lower ? P2P_RECV_NEXT : P2P_SEND_PREV],
+                              "pipeline (backward)", c->world_rank);
+            MPI_Comm_free(&pair);
+        }
+        err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], e); /* every rank, every boundary */
     }
-    err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], err);
     c->nccl = s;
     if (err) {
         hpt_comm_nccl_off(c);
@@ -414,6 +515,8 @@ void hpt_comm_nccl_off(hpt_comm *c)
             ncclCommDestroy(s->p2p[k]);
     if (s->send)
         cudaStreamDestroy(s->send);
+    if (s->dp)
+        cudaStreamDestroy(s->dp);
     free(s);
     c->nccl = NULL;
     c->be = &hpt_comm_mpi;

@@ -259,4 +259,12 @@ hpt_status hpt_comm_nccl_on(hpt_comm *c)
 void hpt_comm_nccl_off(hpt_comm *c) { (void)c; }
 
 void hpt_comm_nccl_abort(hpt_comm *c) { (void)c; }
+
+int hpt_comm_nccl_gpus_shared(hpt_comm *c, char *why, size_t cap)
+{
+    (void)c;
+    if (cap)
+        why[0] = 0;
+    return 0;
+}
 #endif

@@ -329,16 +329,105 @@ static int group_inter(const hpt_plan_setup *s, hpt_plan_group g)
     }
 }
 
+static double ring_seconds(hpt_coll op, int n, int nodes, double bytes, double bw, double li,
+                           double le)
+{
+    double steps = op == HPT_COLL_ALLREDUCE ? 2.0 * (n - 1) : op == HPT_COLL_P2P ? 1.0 : n - 1.0;
+    double inter = op == HPT_COLL_ALLREDUCE ? 2.0 * (nodes - 1)
+                   : op == HPT_COLL_P2P     ? (nodes > 1)
+                                            : nodes - 1.0;
+    return hpt_plan_coll_factor(op, n) * bytes / bw + (steps - inter) * li + inter * le;
+}
+
+static double tree_seconds(int n, int nodes, double bytes, double bw, double li, double le)
+{
+    int depth = 0; /* floor(log2 nodes), NCCL's log2i */
+    for (int k = nodes; k > 1; k >>= 1)
+        depth++;
+    return 2.0 * bytes / bw + 2.0 * ((double)(n / nodes - 1) * li + depth * le);
+}
+
+double hpt_plan_nccl_seconds(hpt_coll op, hpt_nccl_algo algo, int n, int nodes, double bytes,
+                             double busbw, double lat_intra, double lat_inter, double *factor)
+{
+    if (n <= 1) {
+        if (factor)
+            *factor = 0;
+        return 0;
+    }
+    nodes = nodes < 1 ? 1 : nodes > n ? n : nodes;
+    double ring = ring_seconds(op, n, nodes, bytes, busbw, lat_intra, lat_inter);
+    if (op != HPT_COLL_ALLREDUCE || algo == HPT_NCCL_RING) {
+        if (factor)
+            *factor = hpt_plan_coll_factor(op, n);
+        return ring;
+    }
+    double tree = tree_seconds(n, nodes, bytes, busbw, lat_intra, lat_inter);
+    int use_tree = algo == HPT_NCCL_TREE || tree < ring;
+    if (factor)
+        *factor = use_tree ? 2.0 : hpt_plan_coll_factor(op, n);
+    return use_tree ? tree : ring;
+}
+
+/* Nodes spanned by ranks b, b + stride, ..., b + (n-1)*stride. */
+static int span_nodes(long b, int n, long stride, int g)
+{
+    if (n <= 1)
+        return 1;
+    if (stride >= g) /* every member on a node of its own */
+        return n;
+    return (int)((b % g + (long)(n - 1) * stride) / g + 1);
+}
+
+/* Worst span over the groups' first ranks b = i*step + j*step2
+ * (i < count, j < count2); residues mod g repeat after g values of each. */
+static int worst_span(const hpt_plan_setup *s, int n, long stride, long step, long count,
+                      long step2, long count2)
+{
+    int g = s->gpus_per_node, worst = 1;
+    for (long i = 0; i < count && i < g; i++)
+        for (long j = 0; j < count2 && j < g; j++) {
+            int k = span_nodes(i * step + j * step2, n, stride, g);
+            worst = k > worst ? k : worst;
+        }
+    return worst;
+}
+
+int hpt_plan_group_nodes(const hpt_plan_setup *s, hpt_plan_group g)
+{
+    long TP = s->tp, DP = s->dp, PP = s->pp;
+    switch (g) {
+    case HPT_PLAN_TP: return worst_span(s, s->tp, 1, TP, DP * PP, 1, 1);
+    case HPT_PLAN_DP: return worst_span(s, s->dp, TP, 1, TP, TP * DP, PP);
+    case HPT_PLAN_PP: return worst_span(s, s->pp, TP * DP, 1, TP * DP, 1, 1);
+    case HPT_PLAN_EMBED:
+        return s->pp > 1 ? worst_span(s, 2, TP * DP * (PP - 1), 1, TP * DP, 1, 1) : 1;
+    default: {
+        long k = (long)hpt_plan_group_nodes(s, HPT_PLAN_TP) * hpt_plan_group_nodes(s, HPT_PLAN_PP);
+        return (int)(k < TP * PP ? k : TP * PP);
+    }
+    }
+}
+
 /* Accumulate `calls` operations of `bytes` payload each over n ranks. */
 static void add_op(hpt_plan_comm *pc, const hpt_plan_setup *s, hpt_plan_group g, hpt_coll op,
                    int n, double calls, double bytes, double counted)
 {
-    int inter = group_inter(s, g);
-    double bw = inter ? s->cl.inter_bw : s->cl.intra_bw, lat = inter ? s->cl.inter_lat : s->cl.intra_lat;
+    double factor = hpt_plan_coll_factor(op, n), t;
+    if (s->comm_lib == HPT_PLAN_COMM_NCCL) {
+        int nodes = op == HPT_COLL_P2P ? 1 + group_inter(s, g) : hpt_plan_group_nodes(s, g);
+        double bw = nodes > 1 ? s->cl.inter_bw : s->cl.intra_bw;
+        t = hpt_plan_nccl_seconds(op, (hpt_nccl_algo)s->nccl_algo, n, nodes, bytes, bw,
+                                  s->cl.intra_lat, s->cl.inter_lat, &factor);
+    } else {
+        int inter = group_inter(s, g);
+        double bw = inter ? s->cl.inter_bw : s->cl.intra_bw;
+        t = hpt_plan_coll_seconds(op, n, bytes, bw, inter ? s->cl.inter_lat : s->cl.intra_lat);
+    }
     pc->calls += calls;
     pc->bytes += calls * counted;
-    pc->wire_bytes += calls * hpt_plan_coll_factor(op, n) * bytes;
-    pc->seconds += calls * hpt_plan_coll_seconds(op, n, bytes, bw, lat);
+    pc->wire_bytes += calls * factor * bytes;
+    pc->seconds += calls * t;
 }
 
 /* Gradient-bucket all-reduces of one stage (lib/train.c bucket_start,
@@ -518,6 +607,16 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
 
 /* ------------------------------------------------------------ output */
 
+/* "mpi" or "nccl ring|tree|auto": the collectives' cost model. */
+static const char *comm_model_name(const hpt_plan_setup *s)
+{
+    static const char *const algo[] = {"nccl, all-reduce ring or tree (auto)", "nccl, ring",
+                                       "nccl, all-reduce tree"};
+    if (s->comm_lib != HPT_PLAN_COMM_NCCL)
+        return "mpi, ring";
+    return algo[s->nccl_algo >= 0 && s->nccl_algo <= HPT_NCCL_TREE ? s->nccl_algo : 0];
+}
+
 static const char *link_name(const hpt_plan_setup *s, int inter)
 {
     if (s->cl.exact)
@@ -598,6 +697,11 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             r->fits ? "true" : "false");
     fprintf(f, "  \"flops_per_step\": %s,\n  \"model_flops_per_step\": %s,\n",
             json_g(&b[0], r->flops_per_step), json_g(&b[1], r->model_flops_per_step));
+    fprintf(f, "  \"comm_library\": \"%s\",\n", s->comm_lib == HPT_PLAN_COMM_NCCL ? "nccl" : "mpi");
+    if (s->comm_lib == HPT_PLAN_COMM_NCCL) /* the all-reduce algorithm; absent for MPI */
+        fprintf(f, "  \"nccl_algo\": \"%s\",\n", s->nccl_algo == HPT_NCCL_RING   ? "ring"
+                                                   : s->nccl_algo == HPT_NCCL_TREE ? "tree"
+                                                                                   : "auto");
     fprintf(f, "  \"comm\": {");
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
         fprintf(f, "%s\n    \"%s\": {\"calls\": %s, \"bytes\": %s, \"wire_bytes\": %s, "
@@ -662,7 +766,8 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
                 s->cl.exact ? "included in total" : "beside the GPU's memory");
     fprintf(f, "worst: stage %d, %.2f %s of %.2f %s: %s\n\n", r->worst_stage, r->worst.total / u,
             un, capacity(s) / u, un, r->fits ? "FITS" : "DOES NOT FIT");
-    fprintf(f, "communication per step (worst rank)   calls        bytes   wire bytes   seconds  link\n");
+    fprintf(f, "communication per step (worst rank; %s)\n", comm_model_name(s));
+    fprintf(f, "                                      calls        bytes   wire bytes   seconds  link\n");
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
         fprintf(f, "  %-34s %7.0f %12.4g %12.4g %9.4g  %s\n", hpt_plan_group_name((hpt_plan_group)g),
                 r->comm[g].calls, r->comm[g].bytes, r->comm[g].wire_bytes, r->comm[g].seconds,

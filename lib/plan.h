@@ -72,6 +72,8 @@ typedef struct {
     double data_bytes;         /* token shards each rank maps and touches */
     int async_save;            /* hpt-train --async-save: count its host
                                 * staging buffer (mem.staging)            */
+    int comm_lib;              /* hpt_plan_comm_lib: the collectives' library */
+    int nccl_algo;             /* hpt_nccl_algo (comm_lib NCCL only)     */
 } hpt_plan_setup;
 
 /* Memory of one rank, bytes. total = sum of the others, or the
@@ -190,6 +192,42 @@ hpt_plan_mem hpt_plan_rank_mem(const hpt_plan_setup *s, int rank);
 typedef enum { HPT_COLL_ALLREDUCE, HPT_COLL_REDUCE_SCATTER, HPT_COLL_ALLGATHER, HPT_COLL_P2P } hpt_coll;
 double hpt_plan_coll_seconds(hpt_coll op, int n, double bytes, double bw, double lat);
 double hpt_plan_coll_factor(hpt_coll op, int n);
+
+/* The library whose collectives the plan models: hpt's MPI backend (the
+ * alpha-beta model above, the link of the group's slowest member for
+ * every step) or NCCL (hpt-train --backend cuda --comm nccl: NCCL's own
+ * ring/tree cost model, hpt_plan_nccl_seconds). */
+typedef enum { HPT_PLAN_COMM_MPI, HPT_PLAN_COMM_NCCL } hpt_plan_comm_lib;
+
+/* NCCL's all-reduce algorithm: AUTO is what NCCL's tuner does, the faster
+ * of ring and tree per call; RING / TREE force one (NCCL_ALGO=Ring/Tree).
+ * Reduce-scatter, all-gather and point-to-point are always ring/direct. */
+typedef enum { HPT_NCCL_AUTO, HPT_NCCL_RING, HPT_NCCL_TREE } hpt_nccl_algo;
+
+/* Seconds of one NCCL operation over n ranks on `nodes` nodes (n/nodes
+ * ranks per node) moving `bytes` payload, with bus bandwidth busbw
+ * (bytes/s: the group's bottleneck link, InfiniBand when nodes > 1) and
+ * per-step latencies lat_intra (NVLink) and lat_inter (network).
+ * Bandwidth terms are the bus-bandwidth factors of nccl-tests'
+ * doc/PERFORMANCE.md (busbw = algbw x factor): all-reduce 2(n-1)/n,
+ * reduce-scatter and all-gather (n-1)/n, point-to-point 1; latency terms
+ * are NCCL's model (src/graph/tuning.cc, ncclTopoTuneModel, Simple
+ * protocol, without its empirical per-protocol corrections):
+ *   ring:  factor * bytes/busbw + (s - s_inter)*lat_intra + s_inter*lat_inter,
+ *          s = 2(n-1), n-1, 1 steps; s_inter = 2(nodes-1), nodes-1, [nodes > 1]
+ *   tree (all-reduce only; NCCL's algbw = busbw / 2):
+ *          2 * bytes/busbw + 2*((n/nodes - 1)*lat_intra + floor(log2 nodes)*lat_inter)
+ * AUTO takes the faster for an all-reduce. *factor (may be NULL) gets the
+ * chosen algorithm's bus-bandwidth factor (wire bytes / payload). n <= 1:
+ * 0 seconds, factor 0. nodes is clamped to [1, n]. */
+double hpt_plan_nccl_seconds(hpt_coll op, hpt_nccl_algo algo, int n, int nodes, double bytes,
+                             double busbw, double lat_intra, double lat_inter, double *factor);
+
+/* Nodes a group of kind g spans, worst over its instances (grid order
+ * rank = tp + dp*TP + pp*TP*DP, gpus_per_node consecutive ranks per node);
+ * 1 for a group of one rank. For mp (TP x PP ranks) an upper bound: the
+ * TP span times the PP span. */
+int hpt_plan_group_nodes(const hpt_plan_setup *s, hpt_plan_group g);
 
 /* Executed FLOPs of one sequence of T tokens, forward + backward, whole
  * model: PaLM's 6*N_matmul*T + 12*L*T^2*C (hpt_model_flops_per_token), plus

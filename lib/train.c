@@ -445,8 +445,15 @@ static hpt_status choose_comm(run_state *r, const hpt_train_opts *o, const hpt_b
 #else
     int have_nccl = 0;
 #endif
-    if (!strcmp(c, "auto"))
+    if (!strcmp(c, "auto")) {
         c = device && have_nccl ? "nccl" : "mpi";
+        /* ranks sharing a GPU (more tasks than GPUs on a node): NCCL would
+         * refuse them, MPI with host staging works (the launcher's rule,
+         * slurm/launch.sh); same answer on every rank */
+        char why[512];
+        if (!strcmp(c, "nccl") && hpt_comm_nccl_gpus_shared(&r->comm, why, sizeof why) != 0)
+            c = "mpi";
+    }
     if (!strcmp(c, "nccl")) {
         if (!device)
             return hpt_error_set(HPT_ERR_USAGE, "--comm nccl: --backend %s keeps its buffers in "
@@ -800,14 +807,16 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
 {
     fprintf(out,
             "hpt-train: model %s (%.2f M parameters, %d layers, hidden %d, heads %d/%d kv, "
-            "vocab %d%s), backend %s\n"
+            "vocab %d%s), backend %s, comm %s\n"
             "hpt-train: layout TP %d x PP %d x DP %d%s on %d ranks%s%s; %.1f MiB of activations "
             "per rank\n"
             "hpt-train: %lld training samples of %d tokens; micro-batch %d x grad-accum %d x DP "
             "%d = %lld tokens/step; %d steps\n",
             o->model, hpt_config_num_params(&r->cfg) / 1e6, r->cfg.num_hidden_layers,
             r->cfg.hidden_size, r->cfg.num_attention_heads, r->cfg.num_key_value_heads,
-            r->cfg.vocab_size, r->cfg.tie_word_embeddings ? ", tied" : "", o->backend, r->comm.tp,
+            r->cfg.vocab_size, r->cfg.tie_word_embeddings ? ", tied" : "", o->backend,
+            r->comm.stage ? "mpi+host-staging" : (r->comm.inner ? r->comm.inner : r->comm.be)->name,
+            r->comm.tp,
             r->comm.pp, r->comm.dp, o->zero1 ? " (ZeRO-1)" : "", r->comm.world_size,
             o->recompute ? ", activation recomputation" : "",
             r->comm.pp > 1 ? (o->gpipe ? ", GPipe" : ", 1F1B") : "", r->model.act_bytes / 1048576.0,

@@ -13,6 +13,10 @@
 #   2. a probe step (hpt-mpi-probe) checks that MPI sees the whole allocation
 #      (a PMI mismatch gives every task a world of size 1) and that each TP
 #      group landed on one node;
+#      GPU jobs: hpt-train's own set-up then checks, before NCCL starts, that
+#      no two ranks share a GPU (all ranks' host + PCI bus id; --comm nccl
+#      stops with exit 2 naming them, auto falls back to MPI) and agrees on
+#      every group's ncclCommInitRank (docs/SLURM.md, "GPU checks");
 #   3. the training step: srun --mpi=pmi2 --kill-on-bad-exit=1 hpt-train ...,
 #      in the background, so the warning signal (HPT_SIGNAL, --signal=B:USR1@T)
 #      and SIGTERM reach this shell's trap and are forwarded to the step;
@@ -241,6 +245,8 @@ dry_run() {
   [ "$HPT_RECOMPUTE" = 1 ] && args+=(--recompute)
   [ "$HPT_ZERO1" = 1 ] && args+=(--zero1)
   [ "$HPT_ASYNC_SAVE" = 1 ] && args+=(--async-save)
+  # hpt-plan models NCCL on GPU presets; a GPU job told to use MPI is planned with MPI
+  [ "$HPT_BACKEND" != cpu ] && [ "$HPT_COMM" = mpi ] && args+=(--comm mpi)
   echo "$plan ${args[*]}"
   "$plan" "${args[@]}"
 }

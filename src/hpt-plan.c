@@ -60,6 +60,12 @@ static void usage(FILE *f)
             "                        stage holds all m micro-batches' activations\n"
             "  --precision P         bf16 (mixed, 18 bytes/parameter) or fp32 [bf16; cpu-local\n"
             "                        fp32]\n"
+            "  --comm L              the collectives' library: nccl (hpt-train --backend cuda\n"
+            "                        --comm nccl: NCCL's ring/tree cost model) or mpi [GPU\n"
+            "                        presets: nccl; cpu-local: mpi, the only one it allows]\n"
+            "  --nccl-algo A         NCCL all-reduce algorithm: ring, tree or auto (faster\n"
+            "                        of the two per call, as NCCL's tuner) [auto]; only with\n"
+            "                        --comm nccl\n"
             "  --store-scores        attention keeps the softmax (B,H,T,T) for backward (as hpt's\n"
             "                        CPU backend does) instead of FlashAttention's statistics\n\n"
             "Output:\n"
@@ -84,7 +90,7 @@ enum {
     OPT_MB, OPT_RECOMPUTE, OPT_ZERO1, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_JSON, OPT_SEARCH, OPT_GPUS, OPT_TOP,
     OPT_PEAK, OPT_MEM, OPT_INTRA_BW, OPT_INTER_BW, OPT_INTRA_LAT, OPT_INTER_LAT, OPT_EFF,
     OPT_BASELINE, OPT_DATA_BYTES, OPT_SCORES, OPT_TIE, OPT_UNTIE, OPT_RANKS_TSV, OPT_HELP,
-    OPT_VERSION, OPT_SCHEDULE,
+    OPT_VERSION, OPT_SCHEDULE, OPT_COMM, OPT_NCCL_ALGO,
 };
 
 static const struct option long_opts[] = {
@@ -106,13 +112,14 @@ static const struct option long_opts[] = {
     {"untie-embeddings", 0, 0, OPT_UNTIE},{"ranks-tsv", 1, 0, OPT_RANKS_TSV},
     {"help", 0, 0, OPT_HELP},             {"version", 0, 0, OPT_VERSION},
     {"pp-schedule", 1, 0, OPT_SCHEDULE},
+    {"comm", 1, 0, OPT_COMM},             {"nccl-algo", 1, 0, OPT_NCCL_ALGO},
     {0, 0, 0, 0},
 };
 
 /* Everything the command line says; NOTSET / NAN = not given. */
 #define NOTSET INT_MIN
 typedef struct {
-    const char *model, *cluster, *precision, *ranks_tsv, *schedule;
+    const char *model, *cluster, *precision, *ranks_tsv, *schedule, *comm, *nccl_algo;
     int nodes, gpn, tp, pp, dp, seq, gb, mb, recompute, zero1, async_save, json, search, gpus, top, scores, tie;
     double peak, mem_gb, intra_bw, inter_bw, intra_lat, inter_lat, eff, baseline_mib, data_bytes;
 } cli;
@@ -127,6 +134,8 @@ static hpt_status apply(cli *o, int c, const char *arg, int *action)
     case OPT_PRECISION: o->precision = arg; return HPT_OK;
     case OPT_RANKS_TSV: o->ranks_tsv = arg; return HPT_OK;
     case OPT_SCHEDULE: o->schedule = arg; return HPT_OK;
+    case OPT_COMM: o->comm = arg; return HPT_OK;
+    case OPT_NCCL_ALGO: o->nccl_algo = arg; return HPT_OK;
     case OPT_NODES: return hpt_cli_parse_int(n, arg, &o->nodes);
     case OPT_GPN: return hpt_cli_parse_int(n, arg, &o->gpn);
     case OPT_TP: return hpt_cli_parse_int(n, arg, &o->tp);
@@ -271,6 +280,35 @@ static hpt_status setup_grid(const cli *o, hpt_plan_setup *s)
     return HPT_OK;
 }
 
+/* --comm and --nccl-algo: NCCL by default on GPU presets (hpt-train's
+ * --comm auto with --backend cuda), MPI on cpu-local (hpt's CPU backend
+ * refuses --comm nccl, and so does this). */
+static hpt_status setup_comm(const cli *o, hpt_plan_setup *s)
+{
+    if (o->comm && strcmp(o->comm, "nccl") && strcmp(o->comm, "mpi"))
+        return hpt_error_set(HPT_ERR_USAGE, "--comm '%s': expected nccl or mpi", o->comm);
+    if (o->comm && !strcmp(o->comm, "nccl") && s->cl.exact)
+        return hpt_error_set(HPT_ERR_USAGE, "--comm nccl: cluster %s is hpt's CPU backend, whose "
+                             "buffers NCCL cannot move (use a GPU preset, or --comm mpi)",
+                             s->cl.name);
+    s->comm_lib = o->comm ? (!strcmp(o->comm, "nccl") ? HPT_PLAN_COMM_NCCL : HPT_PLAN_COMM_MPI)
+                          : (s->cl.exact ? HPT_PLAN_COMM_MPI : HPT_PLAN_COMM_NCCL);
+    s->nccl_algo = HPT_NCCL_AUTO;
+    if (!o->nccl_algo)
+        return HPT_OK;
+    if (s->comm_lib != HPT_PLAN_COMM_NCCL)
+        return hpt_error_set(HPT_ERR_USAGE, "--nccl-algo is only used with --comm nccl (the plan "
+                             "models %s)", s->cl.exact ? "cluster cpu-local with MPI" : "MPI");
+    if (!strcmp(o->nccl_algo, "ring"))
+        s->nccl_algo = HPT_NCCL_RING;
+    else if (!strcmp(o->nccl_algo, "tree"))
+        s->nccl_algo = HPT_NCCL_TREE;
+    else if (strcmp(o->nccl_algo, "auto"))
+        return hpt_error_set(HPT_ERR_USAGE, "--nccl-algo '%s': expected ring, tree or auto",
+                             o->nccl_algo);
+    return HPT_OK;
+}
+
 static hpt_status setup(const cli *o, hpt_plan_setup *s)
 {
     memset(s, 0, sizeof *s);
@@ -309,6 +347,8 @@ static hpt_status setup(const cli *o, hpt_plan_setup *s)
         return hpt_error_set(HPT_ERR_USAGE, "--precision '%s': expected bf16 or fp32",
                              o->precision);
     s->fp32 = o->precision ? !strcmp(o->precision, "fp32") : s->cl.fp32_only;
+    if ((st = setup_comm(o, s)))
+        return st;
     return setup_grid(o, s);
 }
 

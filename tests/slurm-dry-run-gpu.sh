@@ -29,7 +29,15 @@ expect_error 2 "HPT_COMM='gloo': expected auto, mpi or nccl" \
   env HPT_COMM=gloo bash "$HPT_SRC/jobs/train_8b.sh" --dry-run
 expect_error 2 "HPT_PRECISION='fp16': expected fp32, tf32 or bf16" \
   env HPT_PRECISION=fp16 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run
+# hpt-plan's communication model follows the job's --comm: NCCL's ring/tree
+# model for nccl/auto on one GPU per rank, MPI's for HPT_COMM=mpi
+grep -q "^communication per step (worst rank; nccl, all-reduce ring or tree (auto))" "$WORK/n2" ||
+  fail "2 nodes, comm auto: the plan is not NCCL's: $(grep -A1 '^communication per step' "$WORK/n2")"
+HPT_COMM=mpi HPT_NODES=2 HPT_PP=1 HPT_TP=8 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/mpi" 2>&1 ||
+  fail "HPT_COMM=mpi dry run: $(cat "$WORK/mpi")"
+grep -q -- "hpt-plan .* --comm mpi" "$WORK/mpi" && grep -q "^communication per step (worst rank; mpi, ring)" "$WORK/mpi" ||
+  fail "HPT_COMM=mpi: the plan is not MPI's: $(grep -A1 '^communication per step' "$WORK/mpi")"
 # the CPU template shows no GPU section
 bash "$HPT_SRC/jobs/train_tiny.sh" --dry-run > "$WORK/tiny" 2>&1 || fail "tiny dry run: $(cat "$WORK/tiny")"
 grep -q "== GPUs" "$WORK/tiny" && fail "the cpu template printed a GPU section"
-pass "GPU binding in the dry run for 1, 2 and 16 nodes; shared GPUs fall back to MPI; bad HPT_COMM/HPT_PRECISION refused"
+pass "GPU binding in the dry run for 1, 2 and 16 nodes; shared GPUs fall back to MPI; bad HPT_COMM/HPT_PRECISION refused; the plan's comm model follows HPT_COMM"

@@ -128,6 +128,89 @@ static void test_alpha_beta(void)
            0);
 }
 
+/* NCCL's model (hpt_plan_nccl_seconds): bus-bandwidth factors of
+ * nccl-tests' doc/PERFORMANCE.md, latency steps of NCCL's tuning.cc. */
+static void test_nccl_model(void)
+{
+    double f = -1;
+    /* 16 ranks on 2 nodes, 1 MB, 1 GB/s, 1 us NVLink / 5 us network steps.
+     * ring: 2*15/16 * 1e-3 = 1.875e-3; 30 steps of which 2(2-1) = 2 cross
+     * the network: 28 us + 10 us */
+    expect("nccl ring all-reduce 16 ranks / 2 nodes",
+           hpt_plan_nccl_seconds(HPT_COLL_ALLREDUCE, HPT_NCCL_RING, 16, 2, 1e6, 1e9, 1e-6, 5e-6, &f),
+           1.875e-3 + 38e-6, 1e-12);
+    expect("  its bus-bandwidth factor 2(n-1)/n", f, 1.875, 0);
+    /* tree: algbw = busbw/2: 2e-3; 2*((16/2 - 1)*1 us + log2(2)*5 us) = 24 us */
+    expect("nccl tree all-reduce 16 ranks / 2 nodes",
+           hpt_plan_nccl_seconds(HPT_COLL_ALLREDUCE, HPT_NCCL_TREE, 16, 2, 1e6, 1e9, 1e-6, 5e-6, &f),
+           2e-3 + 24e-6, 1e-12);
+    expect("  its bus-bandwidth factor 2", f, 2, 0);
+    expect("nccl auto, 1 MB: ring is faster",
+           hpt_plan_nccl_seconds(HPT_COLL_ALLREDUCE, HPT_NCCL_AUTO, 16, 2, 1e6, 1e9, 1e-6, 5e-6, &f),
+           1.875e-3 + 38e-6, 1e-12);
+    /* 8 bytes over 64 ranks on 8 nodes: ring 126 steps, 14 inter:
+     * 112 + 70 us + 2*63/64*8 ns; tree 2*(7*1 + 3*5) us + 16 ns */
+    expect("nccl ring all-reduce 8 B, 64 ranks / 8 nodes",
+           hpt_plan_nccl_seconds(HPT_COLL_ALLREDUCE, HPT_NCCL_RING, 64, 8, 8, 1e9, 1e-6, 5e-6, NULL),
+           182e-6 + 2.0 * 63 / 64 * 8e-9, 1e-12);
+    expect("nccl auto, 8 B: tree is faster",
+           hpt_plan_nccl_seconds(HPT_COLL_ALLREDUCE, HPT_NCCL_AUTO, 64, 8, 8, 1e9, 1e-6, 5e-6, &f),
+           44e-6 + 16e-9, 1e-12);
+    expect("  auto's factor is the tree's", f, 2, 0);
+    /* reduce-scatter and all-gather are ring whatever the algorithm:
+     * 7/8 * 1e-3 + (7 - 1) us + 1 * 5 us */
+    expect("nccl reduce-scatter 8 ranks / 2 nodes (tree asked: ring)",
+           hpt_plan_nccl_seconds(HPT_COLL_REDUCE_SCATTER, HPT_NCCL_TREE, 8, 2, 1e6, 1e9, 1e-6,
+                                 5e-6, &f), 0.875e-3 + 11e-6, 1e-12);
+    expect("  its factor (n-1)/n", f, 0.875, 0);
+    expect("nccl p2p across nodes", hpt_plan_nccl_seconds(HPT_COLL_P2P, HPT_NCCL_AUTO, 2, 2, 1e6,
+                                                          1e9, 1e-6, 5e-6, &f), 1e-3 + 5e-6, 1e-12);
+    expect("nccl p2p in a node", hpt_plan_nccl_seconds(HPT_COLL_P2P, HPT_NCCL_AUTO, 2, 1, 1e6,
+                                                       1e9, 1e-6, 5e-6, &f), 1e-3 + 1e-6, 1e-12);
+    expect("nccl one rank", hpt_plan_nccl_seconds(HPT_COLL_ALLREDUCE, HPT_NCCL_AUTO, 1, 1, 1e6,
+                                                  1e9, 1e-6, 5e-6, &f), 0, 0);
+    /* in one node NCCL's ring is hpt's MPI ring */
+    expect("nccl ring in one node = the MPI alpha-beta ring",
+           hpt_plan_nccl_seconds(HPT_COLL_ALLREDUCE, HPT_NCCL_RING, 4, 1, 1e6, 1e9, 1e-6, 5e-6, NULL),
+           hpt_plan_coll_seconds(HPT_COLL_ALLREDUCE, 4, 1e6, 1e9, 1e-6), 1e-15);
+
+    /* Nodes a group spans (8 GPUs per node unless said). */
+    hpt_plan_setup s = hand_setup();
+    s.tp = 2, s.pp = 2, s.dp = 4, s.nodes = 2; /* ranks tp + 2 dp + 8 pp */
+    expect("tp 2 dp 4 pp 2: TP group nodes", hpt_plan_group_nodes(&s, HPT_PLAN_TP), 1, 0);
+    expect("  DP group (ranks 2 apart, 8 ranks per pipeline stage) nodes",
+           hpt_plan_group_nodes(&s, HPT_PLAN_DP), 1, 0);
+    expect("  PP group (8 apart) nodes", hpt_plan_group_nodes(&s, HPT_PLAN_PP), 2, 0);
+    expect("  MP bound nodes", hpt_plan_group_nodes(&s, HPT_PLAN_MP), 2, 0);
+    s.tp = 4, s.pp = 1, s.dp = 4; /* DP ranks 0, 4 | 8, 12 */
+    expect("tp 4 dp 4: DP group nodes", hpt_plan_group_nodes(&s, HPT_PLAN_DP), 2, 0);
+    s.gpus_per_node = 6, s.dp = 3; /* TP groups 0-3 | 4-7 straddle 6 | 8-11 */
+    expect("tp 4 on 6-GPU nodes: a TP group straddles", hpt_plan_group_nodes(&s, HPT_PLAN_TP), 2,
+           0);
+
+    /* A layout: TP 2 x PP 2 x DP 2 on 4 nodes of 2 GPUs (h100 preset:
+     * 50 GB/s, 1 us / 5 us): each DP pair spans 2 nodes. Stage 0 reduces 2
+     * buckets of 4 * 26368 / 2 = 52736 bytes and the 8-byte loss; n = 2 on
+     * 2 nodes: ring 52736 / 50e9 + 2 * 5 us, tree 2 * 52736 / 50e9 +
+     * 2 * 5 us: auto picks the ring everywhere. */
+    s = hand_setup();
+    s.gpus_per_node = 2, s.nodes = 4;
+    s.comm_lib = HPT_PLAN_COMM_NCCL;
+    hpt_plan_result r;
+    hpt_plan_eval(&s, &r);
+    double ring = 52736 / 50e9 + 10e-6, tree = 2 * 52736 / 50e9 + 10e-6;
+    expect("nccl auto: stage 0 DP seconds", r.stage[0].comm[HPT_PLAN_DP].seconds,
+           2 * ring + 8 / 50e9 + 10e-6, 1e-12);
+    expect("nccl auto: stage 0 DP wire bytes (ring factor 1)",
+           r.stage[0].comm[HPT_PLAN_DP].wire_bytes, 2 * 52736 + 8, 0);
+    s.nccl_algo = HPT_NCCL_TREE;
+    hpt_plan_eval(&s, &r);
+    expect("nccl tree: stage 0 DP seconds", r.stage[0].comm[HPT_PLAN_DP].seconds,
+           2 * tree + 16 / 50e9 + 10e-6, 1e-12);
+    expect("nccl tree: stage 0 DP wire bytes (factor 2)",
+           r.stage[0].comm[HPT_PLAN_DP].wire_bytes, 2 * (2 * 52736 + 8), 0);
+}
+
 /* GPT shape: KV = H, 3*I = 8*C, so 4C^2 + 3CI = 12C^2 weights per layer. */
 static void test_megatron_flops(void)
 {
@@ -238,6 +321,7 @@ int main(void)
     test_param_count_range();
     test_hand_values();
     test_alpha_beta();
+    test_nccl_model();
     test_megatron_flops();
     test_exact_sizes();
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
