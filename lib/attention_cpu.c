@@ -16,7 +16,8 @@
  * schedule. Forward items are (b, h, query tile); backward items are
  * (b, kv head): the item owns dk/dv of its kv head and dq of the query
  * heads of its group (Ainslie et al. 2023: query head h reads kv head
- * h/(H/KV)), so no accumulation is shared between threads. */
+ * h/(H/KV)), so no accumulation is shared between threads (the only
+ * reduction clauses are `omp simd` ones inside a row, within one thread). */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -96,8 +97,8 @@ static float online_softmax_row(float *s, int lim, int nc, float *m, float *l)
 #pragma omp simd reduction(max : mx)
     for (int c = 0; c < lim; c++)
         mx = s[c] > mx ? s[c] : mx;
-    /* exact whatever the vector width; the sum's order is fixed by the
-     * build, not by threads */
+    /* simd reductions run inside one thread: the max is exact in any
+     * order, the sum's order is fixed by the compiled vector width */
 #pragma omp simd reduction(+ : sum)
     for (int c = 0; c < lim; c++) {
         s[c] = exp_nonpos(s[c] - mx);
