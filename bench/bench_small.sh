@@ -15,11 +15,13 @@
 # BUSY_CORES is marked busy (*). The table gives medians over the step times
 # of the quiet runs (all runs when none was quiet) and, for reference, over
 # all runs. Per step (tokens = batch·seq_len = 1024):
-#   FLOP/step = 6·N_matmul·tokens + 12·L·T·C·tokens
+#   FLOP/step = 6·N_matmul·tokens + 6·L·T·C·tokens
 #   N_matmul  = L·(C·H·hd + 2·C·KV·hd + H·hd·C + 3·C·I) + V·C
 # (every weight matrix incl. the LM head; not the embedding lookup or norms;
-# the attention term counts QKᵀ and A·V, forward + backward, without causal
-# savings — lib/model.c hpt_model_flops_per_token).
+# the attention term counts QKᵀ and A·V, forward + backward, over the causal
+# half (PaLM's 12·L·T·C counts the full square) — lib/model.c
+# hpt_model_flops_per_token; the same count for PyTorch, whose reference
+# computes the full square).
 #
 # Environment:
 #   HPT_BUILD   build directory holding src/hpt-train [BUILD_DIR argument, else
@@ -167,7 +169,7 @@ C, I, V, L = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["num_h
 H = c["num_attention_heads"]; KV = c.get("num_key_value_heads", H); hd = C // H
 n_matmul = L * (C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I) + V * C
 tokens = B * T
-flop_step = 6 * n_matmul * tokens + 12 * L * T * C * tokens
+flop_step = 6 * n_matmul * tokens + 6 * L * T * C * tokens
 
 def others(tag, r):
     return float(open(f"{out}/{tag}.{r}.others").read())
@@ -199,8 +201,8 @@ for name, _, _ in systems:
 mark = lambda busy: "*" if busy else ""
 print()
 print(f"N_matmul = {n_matmul:,} ({n_matmul / 1e6:.2f} M); tokens/step = {tokens}")
-print(f"FLOP/step = 6*N_matmul*tokens + 12*L*T*C*tokens = {6 * n_matmul * tokens / 1e9:.2f} + "
-      f"{12 * L * T * C * tokens / 1e9:.2f} = {flop_step / 1e9:.2f} GFLOP")
+print(f"FLOP/step = 6*N_matmul*tokens + 6*L*T*C*tokens = {6 * n_matmul * tokens / 1e9:.2f} + "
+      f"{6 * L * T * C * tokens / 1e9:.2f} = {flop_step / 1e9:.2f} GFLOP")
 print(f"SGEMM peak: {peak:.1f} GFLOP/s, median of {len(q_sgemm)} {'quiet ' if sgemm_quiet else ''}"
       f"runs (per round: {', '.join(f'{p:.1f}{mark(b)}' for _, b, p in sgemm)})")
 if tuned_env:

@@ -110,9 +110,9 @@ struct hpt_backend {
      * `saved` holds what the backward pass needs, in a layout private to
      * the backend: attention_saved_floats(B,T,H) floats, written by the
      * forward and read back unchanged by attention_backward of the same
-     * backend. CPU: the softmax P (B,H,T,T), zero above the diagonal. CUDA:
-     * the per-row log-sum-exp (B,H,T) of the scaled scores (FlashAttention,
-     * Dao et al. 2022, algorithm 1), from which the backward recomputes P. */
+     * backend. CPU and CUDA: the per-row log-sum-exp (B,H,T) of the scaled
+     * scores (FlashAttention, Dao et al. 2022, algorithm 1), from which the
+     * backward recomputes P tile by tile; neither stores (B,H,T,T). */
     void (*attention_forward)(float *out, float *saved, const float *q, const float *k,
                               const float *v, int B, int T, int H, int KV, int hd);
     /* Floats of `saved` for one call of attention_forward (H = local heads). */
@@ -125,8 +125,8 @@ struct hpt_backend {
                                const float *out, const float *saved, const float *q,
                                const float *k, const float *v, int B, int T, int H, int KV,
                                int hd);
-    /* Floats of attention_backward's scratch (CPU: B*H*T*T for dS; CUDA:
-     * B*H*T for the row sums D = rowsum(dout * out)). */
+    /* Floats of attention_backward's scratch (CPU and CUDA: B*H*T for the
+     * row sums D = rowsum(dout * out)). */
     size_t (*attention_scratch_floats)(int B, int T, int H);
 
     /* ---- inference with a key/value cache (lib/generate.c). Optional: NULL

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_cpu.h"
 #include "backend.h"
 #include "hpt_config.h"
 
@@ -198,103 +199,7 @@ static void cpu_rope(float *x, int B, int T, int nh, int hd, float theta, int in
 
 /* ---------------------------------------------------------- attention */
 
-/* Row-wise causal softmax of S (T,T) in place; entries above the diagonal
- * become 0. Serial: called inside the parallel loop over heads. */
-static void causal_softmax(float *S, int T)
-{
-    for (int t = 0; t < T; t++) {
-        float *row = S + (size_t)t * T;
-        float mx = -INFINITY, sum = 0.0f;
-        for (int s = 0; s <= t; s++)
-            mx = row[s] > mx ? row[s] : mx;
-        for (int s = 0; s <= t; s++) {
-            row[s] = expf(row[s] - mx);
-            sum += row[s];
-        }
-        float inv = 1.0f / sum;
-        for (int s = 0; s <= t; s++)
-            row[s] *= inv;
-        for (int s = t + 1; s < T; s++)
-            row[s] = 0.0f;
-    }
-}
-
-/* Work items are (b, kv head); the query heads of a group run in order
- * inside one item, so their dK/dV accumulations never race. */
-/* `saved` is the softmax P (B,H,T,T). */
-static void cpu_attention_forward(float *out, float *probs, const float *q, const float *k,
-                                  const float *v, int B, int T, int H, int KV, int hd)
-{
-    float scale = 1.0f / sqrtf((float)hd);
-    int group = H / KV, ldq = H * hd, ldk = KV * hd;
-#pragma omp parallel for schedule(static)
-    for (int bk = 0; bk < B * KV; bk++) {
-        int b = bk / KV, kvh = bk % KV;
-        const float *kh = k + (size_t)b * T * ldk + kvh * hd;
-        const float *vh = v + (size_t)b * T * ldk + kvh * hd;
-        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-            const float *qh = q + (size_t)b * T * ldq + h * hd;
-            float *P = probs + ((size_t)b * H + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, qh, ldq, kh, ldk,
-                        0.0f, P, T);
-            causal_softmax(P, T);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, P, T, vh, ldk,
-                        0.0f, out + (size_t)b * T * ldq + h * hd, ldq);
-        }
-    }
-}
-
-/* dS = P * (dP - rowsum(P * dP)) * scale, causal part only (serial). */
-static void softmax_backward(float *dP, const float *P, int T, float scale)
-{
-    for (int t = 0; t < T; t++) {
-        float *d = dP + (size_t)t * T;
-        const float *p = P + (size_t)t * T;
-        float dot = 0.0f;
-        for (int s = 0; s <= t; s++)
-            dot += p[s] * d[s];
-        for (int s = 0; s <= t; s++)
-            d[s] = p[s] * (d[s] - dot) * scale;
-        for (int s = t + 1; s < T; s++)
-            d[s] = 0.0f;
-    }
-}
-
-static size_t cpu_attention_floats(int B, int T, int H) { return (size_t)B * H * T * T; }
-
-/* `out` is not needed: P is saved. scratch holds dS (B,H,T,T). */
-static void cpu_attention_backward(float *dq, float *dk, float *dv, float *scratch,
-                                   const float *dout, const float *out, const float *probs,
-                                   const float *q, const float *k, const float *v, int B, int T,
-                                   int H, int KV, int hd)
-{
-    (void)out;
-    float scale = 1.0f / sqrtf((float)hd);
-    int group = H / KV, ldq = H * hd, ldk = KV * hd;
-#pragma omp parallel for schedule(static)
-    for (int bk = 0; bk < B * KV; bk++) {
-        int b = bk / KV, kvh = bk % KV;
-        size_t ko = (size_t)b * T * ldk + kvh * hd;
-        for (int t = 0; t < T; t++) {
-            memset(dk + ko + (size_t)t * ldk, 0, sizeof(float) * hd);
-            memset(dv + ko + (size_t)t * ldk, 0, sizeof(float) * hd);
-        }
-        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-            size_t qo = (size_t)b * T * ldq + h * hd;
-            const float *P = probs + ((size_t)b * H + h) * T * T;
-            float *dS = scratch + ((size_t)b * H + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dout + qo, ldq,
-                        v + ko, ldk, 0.0f, dS, T);
-            softmax_backward(dS, P, T, scale);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, dS, T, k + ko,
-                        ldk, 0.0f, dq + qo, ldq);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, dS, T, q + qo,
-                        ldq, 1.0f, dk + ko, ldk);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, P, T, dout + qo,
-                        ldq, 1.0f, dv + ko, ldk);
-        }
-    }
-}
+/* Training attention (forward, backward) lives in lib/attention_cpu.c. */
 
 /* ------------------------------------------- key/value-cache inference */
 
@@ -573,10 +478,10 @@ const hpt_backend hpt_backend_cpu = {
     .rmsnorm_forward = cpu_rmsnorm_forward,
     .rmsnorm_backward = cpu_rmsnorm_backward,
     .rope = cpu_rope,
-    .attention_forward = cpu_attention_forward,
-    .attention_saved_floats = cpu_attention_floats,
-    .attention_backward = cpu_attention_backward,
-    .attention_scratch_floats = cpu_attention_floats,
+    .attention_forward = hpt_attn_cpu_forward,
+    .attention_saved_floats = hpt_attn_cpu_floats,
+    .attention_backward = hpt_attn_cpu_backward,
+    .attention_scratch_floats = hpt_attn_cpu_floats,
     .rope_at = cpu_rope_at,
     .attention_cached = cpu_attention_cached,
     .swiglu_forward = cpu_swiglu_forward,

@@ -595,7 +595,7 @@ double hpt_model_flops_per_token(const hpt_config *c, int T)
     double L = c->num_hidden_layers;
     double per_layer = C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
     double n_matmul = L * per_layer + V * C;
-    return 6.0 * n_matmul + 12.0 * L * T * C;
+    return 6.0 * n_matmul + 6.0 * L * T * C; /* causal half of 12*L*T*C */
 }
 
 int64_t hpt_tensor_real_rows(const hpt_tensor *t)

@@ -61,8 +61,8 @@ typedef struct {
     float *ln1, *rstd1; /* (N,C), (N)                                     */
     float *q, *k, *v;   /* (N,H*hd), (N,KV*hd), (N,KV*hd) after RoPE      */
     float *att_saved;   /* attention state for backward, backend-private:
-                         * attention_saved_floats(B,T,Hl) floats (CPU: the
-                         * (B,H,T,T) softmax; CUDA: (B,H,T) log-sum-exp) */
+                         * attention_saved_floats(B,T,Hl) floats (CPU and
+                         * CUDA: the (B,H,T) row log-sum-exp)            */
     float *atty;        /* (N,H*hd) attention output before o_proj        */
     float *xmid;        /* (N,C)   residual after attention               */
     float *ln2, *rstd2; /* (N,C), (N)                                     */
@@ -243,10 +243,13 @@ double hpt_model_grad_sumsq(const hpt_model *m, const float *grads, size_t lo, s
 void hpt_model_zero_grad(hpt_model *m);
 
 /* Model FLOPs for one token of forward+backward (PaLM, Chowdhery et al.
- * 2022, appendix B): 6 * N_matmul + 12 * L * T * C, where N_matmul counts
- * the weights used in matrix products (all but the embedding lookup and the
- * norms; the LM head counts even when tied) and the second term is QK^T and
- * PV with the causal half counted as full. */
+ * 2022, appendix B, with the causal half of attention): 6 * N_matmul +
+ * 6 * L * T * C, where N_matmul counts the weights used in matrix products
+ * (all but the embedding lookup and the norms; the LM head counts even when
+ * tied) and the second term is QK^T and PV over the causal triangle (T^2/2
+ * query-key pairs per sequence): PaLM's 12 * L * T * C counts the full
+ * square, which neither hpt backend computes (both skip the tiles above the
+ * diagonal), so MFU would count FLOPs that are not needed. */
 double hpt_model_flops_per_token(const hpt_config *cfg, int T);
 
 #endif

@@ -161,7 +161,9 @@ static double carve(double count)
 }
 
 /* lib/model.c carve_layer: one layer's saved activations, bytes, on the CPU
- * backend (its attention saves the (B,H,T,T) softmax: attention_saved_floats). */
+ * backend. Its attention (lib/attention_cpu.c) saves the per-row
+ * log-sum-exp, B*H*T floats (attention_saved_floats), and its backward
+ * scratch is as large: no T^2 term. */
 static double exact_layer_bytes(const hpt_plan_setup *s)
 {
     const hpt_config *c = &s->cfg;
@@ -507,9 +509,9 @@ double hpt_plan_flops_per_seq(const hpt_config *c, int T, int recompute)
     double hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
     double L = c->num_hidden_layers;
     double layer = C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
-    double per_tok = 6 * (L * layer + V * C) + 12 * L * T * C;
+    double per_tok = 6 * (L * layer + V * C) + 6 * L * T * C; /* causal attention: half */
     if (recompute)
-        per_tok += 2 * L * layer + 4 * L * T * C;
+        per_tok += 2 * L * layer + 2 * L * T * C;
     return per_tok * T;
 }
 
@@ -522,7 +524,7 @@ static double stage_flops(const hpt_plan_setup *s, int stage)
     double layer = C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
     int l0, l1;
     hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
-    double per_layer = 6 * layer + 12 * T * C + (s->recompute ? 2 * layer + 4 * T * C : 0);
+    double per_layer = 6 * layer + 6 * T * C + (s->recompute ? 2 * layer + 2 * T * C : 0);
     double per_tok = (l1 - l0) * per_layer + (stage == s->pp - 1 ? 6 * V * C : 0);
     return per_tok * T * s->micro_batch / s->tp;
 }

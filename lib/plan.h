@@ -66,9 +66,10 @@ typedef struct {
     int gpipe;                 /* pipeline schedule: 0 = 1F1B, 1 = GPipe
                                 * (every stage holds all m micro-batches) */
     int fp32;                  /* 1: fp32 training, 0: bf16 mixed precision */
-    int store_scores;          /* keep the (B,H,T,T) softmax for backward
-                                * (hpt's CPU attention; 0 = FlashAttention-
-                                * style, only the row statistics)        */
+    int store_scores;          /* analytic model: keep the (B,H,T,T)
+                                * softmax for backward (0 = FlashAttention-
+                                * style, only the row statistics, as both
+                                * of hpt's backends)                     */
     double data_bytes;         /* token shards each rank maps and touches */
     int async_save;            /* hpt-train --async-save: count its host
                                 * staging buffer (mem.staging)            */
@@ -128,7 +129,7 @@ typedef struct {
     int worst_stage;            /* stage with the largest memory total      */
     hpt_plan_mem worst;         /* its memory                               */
     int fits;                   /* worst.total <= cluster memory            */
-    double model_flops_per_step;/* 6 N_matmul + 12 L T C per token, all GPUs */
+    double model_flops_per_step;/* 6 N_matmul + 6 L T C per token, all GPUs */
     double flops_per_step;      /* executed: + one forward of the layers
                                  * with recomputation                       */
     hpt_plan_comm comm[HPT_PLAN_GROUPS]; /* max over stages, per rank      */
@@ -230,11 +231,12 @@ double hpt_plan_nccl_seconds(hpt_coll op, hpt_nccl_algo algo, int n, int nodes, 
 int hpt_plan_group_nodes(const hpt_plan_setup *s, hpt_plan_group g);
 
 /* Executed FLOPs of one sequence of T tokens, forward + backward, whole
- * model: PaLM's 6*N_matmul*T + 12*L*T^2*C (hpt_model_flops_per_token), plus
- * with recomputation one more forward of the layers (2*N_layers*T +
- * 4*L*T^2*C). For a GPT shape (KV = H, 3*I = 8*C) with recomputation this
- * is Megatron-LM's 96*s*l*h^2*(1 + s/6h + V/16lh) per sequence (Narayanan
- * et al. 2021, eq. 3). */
+ * model: 6*N_matmul*T + 6*L*T^2*C (hpt_model_flops_per_token: PaLM's count
+ * with causal attention's half square), plus with recomputation one more
+ * forward of the layers (2*N_layers*T + 2*L*T^2*C). For a GPT shape (KV =
+ * H, 3*I = 8*C) with recomputation this is Megatron-LM's
+ * 96*s*l*h^2*(1 + s/6h + V/16lh) per sequence (Narayanan et al. 2021,
+ * eq. 3) with its attention term s/6h, the full square, halved to s/12h. */
 double hpt_plan_flops_per_seq(const hpt_config *c, int T, int recompute);
 
 /* Write the result as JSON (one object); a non-finite number is written as

@@ -157,8 +157,9 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
         .flops_per_token = hpt_model_flops_per_token(&r->cfg, o->seq_len),
         .peak_flops_per_rank = o->peak_flops > 0 ? o->peak_flops
                                                  : HPT_CPU_NODE_PEAK_FLOPS / r->comm.node_size,
-        .flop_formula = "per token: 6*N_matmul + 12*L*T*C (PaLM, Chowdhery et al. 2022, appendix "
-                        "B); N_matmul = weights used in matrix products incl. the LM head",
+        .flop_formula = "per token: 6*N_matmul + 6*L*T*C (PaLM, Chowdhery et al. 2022, appendix "
+                        "B, attention over the causal half: PaLM's 12*L*T*C halved); N_matmul = "
+                        "weights used in matrix products incl. the LM head",
         .model_config = cfg, .dp_rank = dp_rank, .slow_factor = o->slow_factor,
         .spike_factor = o->spike_factor, .alerts = o->alerts, .nalerts = o->nalerts};
     hpt_status st = check_metrics_path(path, o);

@@ -66,8 +66,9 @@ static void usage(FILE *f)
             "  --nccl-algo A         NCCL all-reduce algorithm: ring, tree or auto (faster\n"
             "                        of the two per call, as NCCL's tuner) [auto]; only with\n"
             "                        --comm nccl\n"
-            "  --store-scores        attention keeps the softmax (B,H,T,T) for backward (as hpt's\n"
-            "                        CPU backend does) instead of FlashAttention's statistics\n\n"
+            "  --store-scores        attention keeps the softmax (B,H,T,T) for backward instead\n"
+            "                        of FlashAttention's statistics (hpt's CPU and CUDA backends\n"
+            "                        keep only the statistics; analytic presets only)\n\n"
             "Output:\n"
             "  --json                JSON instead of tables\n"
             "  --ranks-tsv FILE      predicted comm.tsv rows (rank, group, calls, bytes, seconds,\n"
@@ -337,7 +338,7 @@ static hpt_status setup(const cli *o, hpt_plan_setup *s)
     s->recompute = o->recompute;
     s->zero1 = o->zero1;
     s->async_save = o->async_save;
-    s->store_scores = o->scores || s->cl.exact;
+    s->store_scores = o->scores;
     s->data_bytes = isnan(o->data_bytes) ? 0 : o->data_bytes;
     if (o->schedule && strcmp(o->schedule, "1f1b") && strcmp(o->schedule, "gpipe"))
         return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe",

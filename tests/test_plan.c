@@ -217,12 +217,16 @@ static void test_megatron_flops(void)
     hpt_config c = {96, 256, 2, 4, 4, 1000, 256, 1e-5f, 1e4f, 0};
     double s = 32, l = 2, h = 96, V = 1000;
     double megatron = 96 * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
-    /* by hand: per token 6*(2*110592 + 96000) + 12*2*32*96 = 1976832, with
-     * recomputation + 2*2*110592 + 4*2*32*96 = 466944; x 32 tokens */
+    /* causal attention: Megatron's full-square attention term s/6h halved */
+    double causal = 96 * s * l * h * h * (1 + s / (12 * h) + V / (16 * l * h));
+    /* by hand: per token 6*(2*110592 + 96000) + 6*2*32*96 = 1939968, with
+     * recomputation + 2*2*110592 + 2*2*32*96 = 454656; x 32 tokens */
     expect("FLOPs per sequence with recomputation (hand)", hpt_plan_flops_per_seq(&c, 32, 1),
-           78200832, 0);
-    expect("= Megatron-LM 96Bslh^2(1 + s/6h + V/16lh)", hpt_plan_flops_per_seq(&c, 32, 1),
-           megatron, 1e-12);
+           76627968, 0);
+    expect("= Megatron-LM 96Bslh^2(1 + s/12h + V/16lh) (causal half of s/6h)",
+           hpt_plan_flops_per_seq(&c, 32, 1), causal, 1e-12);
+    expect("Megatron-LM's full square minus the causal half 8Bls^2h",
+           hpt_plan_flops_per_seq(&c, 32, 1), megatron - 8 * s * l * s * h, 1e-12);
     expect("without recomputation = hpt_model_flops_per_token x T",
            hpt_plan_flops_per_seq(&c, 32, 0), hpt_model_flops_per_token(&c, 32) * 32, 1e-12);
 }

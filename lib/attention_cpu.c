@@ -1,0 +1,281 @@
+/* attention_cpu.c — causal grouped-query attention on the CPU without the
+ * (B,H,T,T) matrix: FlashAttention (Dao et al. 2022, "FlashAttention: Fast
+ * and Memory-Efficient Exact Attention with IO-Awareness"), algorithm 1
+ * (forward, online softmax over key tiles, saves only the per-row
+ * log-sum-exp) and algorithm 2 (backward, recomputes each tile's
+ * probabilities from it, with D = rowsum(dout * out) precomputed as in
+ * FlashAttention-2, Dao 2023, algorithm 2). Tiles wholly above the causal
+ * diagonal are skipped, so QK^T and PV cost about half of the full square.
+ *
+ * Tile products go through cblas_sgemm (OpenBLAS, single-threaded inside
+ * the OpenMP region: see cpu_init in backend_cpu.c); the element-wise
+ * softmax parts are plain loops.
+ *
+ * Determinism: every work item owns the rows it writes and runs its tiles
+ * in a fixed order, so results do not depend on the thread count or the
+ * schedule. Forward items are (b, h, query tile); backward items are
+ * (b, kv head): the item owns dk/dv of its kv head and dq of the query
+ * heads of its group (Ainslie et al. 2023: query head h reads kv head
+ * h/(H/KV)), so no accumulation is shared between threads (the only
+ * reduction clauses are `omp simd` ones inside a row, within one thread). */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_cpu.h"
+#include "error.h"
+
+#define TILE HPT_ATTN_CPU_TILE
+
+size_t hpt_attn_cpu_floats(int B, int T, int H) { return (size_t)B * H * T; }
+
+static float *tile_alloc(size_t floats)
+{
+    float *p = malloc(sizeof(float) * (floats ? floats : 1));
+    if (!p)
+        HPT_FATAL("attention (cpu): out of memory for a %zu-float tile buffer", floats);
+    return p;
+}
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* Geometry of one (batch, head) slice: row strides and base pointers. */
+typedef struct {
+    int T, H, KV, hd, ldq, ldk;
+    float scale;
+} attn_geom;
+
+static attn_geom geom_of(int T, int H, int KV, int hd)
+{
+    attn_geom g = {T, H, KV, hd, H * hd, KV * hd, 1.0f / sqrtf((float)hd)};
+    return g;
+}
+
+/* exp(x) for x <= 0 (a score minus its row's max or log-sum-exp; rounding
+ * may make it slightly positive) in a form the compiler vectorises, where
+ * libm's expf is a call per element: x = n ln2 + r with |r| <= ln2/2
+ * (Cody-Waite, two-part ln2), e^r by the polynomial of Cephes' expf
+ * (Moshier 1989; about 1 ulp on this range), 2^n put into the exponent
+ * bits. x below -87.3 (e^x under FLT_MIN; -inf included) gives 0. The
+ * range test works on the bits (for x <= 0 a larger magnitude is a larger
+ * unsigned pattern): a float compare would keep GCC from vectorising
+ * (it may trap). Measured: bench/attention.sh. */
+static inline float exp_nonpos(float x)
+{
+    const uint32_t lo = 0xC2AE999Au; /* -87.3f */
+    union { float f; uint32_t u; } in = {.f = x}, res;
+    uint32_t keep = -(uint32_t)(in.u <= lo); /* all ones inside the range */
+    in.u = (in.u & keep) | (lo & ~keep);
+    float xc = in.f;
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* nearest: 1.5*2^23 */
+    float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * r * r + r + 1.0f;
+    union { int32_t i; float f; } two_n = {.i = ((int32_t)n + 127) << 23};
+    res.f = y * two_n.f;
+    res.u &= keep;
+    return res.f;
+}
+
+/* ------------------------------------------------------------ forward */
+
+/* Online softmax of one row of scores s (nc columns, the first `lim`
+ * valid) into running max *m and sum *l; s becomes exp(s - new max) with
+ * zeros past lim. Returns the factor exp(old max - new max) by which the
+ * row's output accumulator must be rescaled. */
+static float online_softmax_row(float *s, int lim, int nc, float *m, float *l)
+{
+    float mx = *m, sum = 0.0f;
+#pragma omp simd reduction(max : mx)
+    for (int c = 0; c < lim; c++)
+        mx = s[c] > mx ? s[c] : mx;
+    /* simd reductions run inside one thread: the max is exact in any
+     * order, the sum's order is fixed by the compiled vector width */
+#pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < lim; c++) {
+        s[c] = exp_nonpos(s[c] - mx);
+        sum += s[c];
+    }
+    for (int c = lim; c < nc; c++)
+        s[c] = 0.0f;
+    float alpha = expf(*m - mx); /* 0 on the first tile (*m = -inf) */
+    *l = *l * alpha + sum;
+    *m = mx;
+    return alpha;
+}
+
+/* Query tile i of head h, batch b: out rows t0 .. t0+nr-1 and their lse.
+ * S (TILE,TILE), O (TILE,hd), m, l (TILE) are the thread's buffers. */
+static void forward_tile(float *out, float *lse, const float *q, const float *k, const float *v,
+                         const attn_geom *g, int b, int h, int i, float *S, float *O, float *m,
+                         float *l)
+{
+    int T = g->T, hd = g->hd, kvh = h / (g->H / g->KV), t0 = i * TILE, nr = min_int(TILE, T - t0);
+    const float *qi = q + ((size_t)b * T + t0) * g->ldq + (size_t)h * hd;
+    const float *kb = k + (size_t)b * T * g->ldk + (size_t)kvh * hd;
+    const float *vb = v + (size_t)b * T * g->ldk + (size_t)kvh * hd;
+    memset(O, 0, sizeof(float) * (size_t)nr * hd);
+    for (int r = 0; r < nr; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    for (int j = 0; j <= i; j++) { /* key tiles at or left of the diagonal */
+        int s0 = j * TILE, nc = min_int(TILE, T - s0);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, hd, g->scale, qi, g->ldq,
+                    kb + (size_t)s0 * g->ldk, g->ldk, 0.0f, S, TILE);
+        for (int r = 0; r < nr; r++) {
+            float alpha = online_softmax_row(S + (size_t)r * TILE, j == i ? r + 1 : nc, nc,
+                                             &m[r], &l[r]);
+            float *o = O + (size_t)r * hd;
+            for (int e = 0; e < hd; e++)
+                o[e] *= alpha;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hd, nc, 1.0f, S, TILE,
+                    vb + (size_t)s0 * g->ldk, g->ldk, 1.0f, O, hd);
+    }
+    float *lrow = lse + ((size_t)b * g->H + h) * T + t0;
+    for (int r = 0; r < nr; r++) {
+        float inv = 1.0f / l[r], *o = out + ((size_t)b * T + t0 + r) * g->ldq + (size_t)h * hd;
+        for (int e = 0; e < hd; e++)
+            o[e] = O[(size_t)r * hd + e] * inv;
+        lrow[r] = m[r] + logf(l[r]);
+    }
+}
+
+void hpt_attn_cpu_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                          int B, int T, int H, int KV, int hd)
+{
+    attn_geom g = geom_of(T, H, KV, hd);
+    int nt = (T + TILE - 1) / TILE, bh = B * H;
+#pragma omp parallel
+    {
+        float *S = tile_alloc((size_t)TILE * TILE), *O = tile_alloc((size_t)TILE * hd);
+        float *m = tile_alloc(TILE), *l = tile_alloc(TILE);
+        /* longest items (last query tiles) first; each item is independent */
+#pragma omp for schedule(dynamic, 1)
+        for (long it = 0; it < (long)nt * bh; it++) {
+            int i = nt - 1 - (int)(it / bh), b = (int)(it % bh) / H, h = (int)(it % bh) % H;
+            forward_tile(out, lse, q, k, v, &g, b, h, i, S, O, m, l);
+        }
+        free(S), free(O), free(m), free(l);
+    }
+}
+
+/* ------------------------------------------------------------ backward */
+
+/* D (T) = rowsum(dout * out) for head h of batch b. */
+static void rowdot(float *D, const float *dout, const float *out, const attn_geom *g, int b, int h)
+{
+    for (int t = 0; t < g->T; t++) {
+        size_t o = ((size_t)b * g->T + t) * g->ldq + (size_t)h * g->hd;
+        float s = 0.0f;
+        for (int e = 0; e < g->hd; e++)
+            s += dout[o + e] * out[o + e];
+        D[t] = s;
+    }
+}
+
+/* Pointers of one (batch, query head, kv head) for the backward. */
+typedef struct {
+    const float *q, *k, *v, *dout, *lse, *D;
+    float *dq, *dk, *dv;
+} attn_head;
+
+/* p[c] = exp(p[c] - L) (p holds a row of scaled scores), d[c] = p[c] *
+ * (d[c] - Di) (d holds dP), for c < lim. */
+static void probs_dscores_row(float *restrict p, float *restrict d, int lim, float L, float Di)
+{
+#pragma omp simd
+    for (int c = 0; c < lim; c++) {
+        float e = exp_nonpos(p[c] - L);
+        p[c] = e;
+        d[c] = e * (d[c] - Di);
+    }
+}
+
+/* One tile pair (query tile i, key tile j <= i) of algorithm 2:
+ * P = exp(scale q k^T - lse) (causal mask on the diagonal tile),
+ * dV_j += P^T dO_i, dP = dO_i V_j^T, dS = P * (dP - D_i),
+ * dK_j += scale dS^T Q_i, dQ_i += scale dS K_j. P, dP: (TILE,TILE). */
+static void backward_pair(const attn_head *a, const attn_geom *g, int i, int j, float *P,
+                          float *dP)
+{
+    int hd = g->hd, t0 = i * TILE, s0 = j * TILE;
+    int nr = min_int(TILE, g->T - t0), nc = min_int(TILE, g->T - s0);
+    size_t qo = (size_t)t0 * g->ldq, ko = (size_t)s0 * g->ldk;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, hd, g->scale, a->q + qo, g->ldq,
+                a->k + ko, g->ldk, 0.0f, P, TILE);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, hd, 1.0f, a->dout + qo, g->ldq,
+                a->v + ko, g->ldk, 0.0f, dP, TILE);
+    for (int r = 0; r < nr; r++) {
+        float *p = P + (size_t)r * TILE, *d = dP + (size_t)r * TILE;
+        float L = a->lse[t0 + r], Di = a->D[t0 + r];
+        int lim = i == j ? r + 1 : nc;
+        probs_dscores_row(p, d, lim, L, Di);
+        for (int c = lim; c < nc; c++)
+            p[c] = d[c] = 0.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, hd, nr, 1.0f, P, TILE, a->dout + qo,
+                g->ldq, 1.0f, a->dv + ko, g->ldk);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nc, hd, nr, g->scale, dP, TILE, a->q + qo,
+                g->ldq, 1.0f, a->dk + ko, g->ldk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hd, nc, g->scale, dP, TILE,
+                a->k + ko, g->ldk, 1.0f, a->dq + qo, g->ldq);
+}
+
+/* Zero `rows` rows of `n` floats at stride ld. */
+static void zero_rows(float *x, int rows, int n, int ld)
+{
+    for (int r = 0; r < rows; r++)
+        memset(x + (size_t)r * ld, 0, sizeof(float) * n);
+}
+
+/* Work item (b, kvh): dk/dv of the kv head, dq of its query heads. Key
+ * tiles outer, so dK_j/dV_j stay in cache; the order of every sum is
+ * fixed. */
+static void backward_item(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                          const float *out, const float *lse, const float *q, const float *k,
+                          const float *v, const attn_geom *g, int b, int kvh, float *P, float *dP)
+{
+    int T = g->T, hd = g->hd, group = g->H / g->KV, nt = (T + TILE - 1) / TILE;
+    size_t kb = (size_t)b * T * g->ldk + (size_t)kvh * hd;
+    zero_rows(dk + kb, T, hd, g->ldk);
+    zero_rows(dv + kb, T, hd, g->ldk);
+    for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+        size_t qb = (size_t)b * T * g->ldq + (size_t)h * hd;
+        zero_rows(dq + qb, T, hd, g->ldq);
+        rowdot(scratch + ((size_t)b * g->H + h) * T, dout, out, g, b, h);
+    }
+    for (int j = 0; j < nt; j++)
+        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+            size_t qb = (size_t)b * T * g->ldq + (size_t)h * hd, rb = ((size_t)b * g->H + h) * T;
+            attn_head a = {q + qb, k + kb, v + kb, dout + qb, lse + rb, scratch + rb,
+                           dq + qb, dk + kb, dv + kb};
+            for (int i = j; i < nt; i++) /* query tiles at or below the diagonal */
+                backward_pair(&a, g, i, j, P, dP);
+        }
+}
+
+void hpt_attn_cpu_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                           const float *out, const float *lse, const float *q, const float *k,
+                           const float *v, int B, int T, int H, int KV, int hd)
+{
+    attn_geom g = geom_of(T, H, KV, hd);
+#pragma omp parallel
+    {
+        float *P = tile_alloc((size_t)TILE * TILE), *dP = tile_alloc((size_t)TILE * TILE);
+#pragma omp for schedule(dynamic, 1)
+        for (int bk = 0; bk < B * KV; bk++)
+            backward_item(dq, dk, dv, scratch, dout, out, lse, q, k, v, &g, bk / KV, bk % KV, P,
+                          dP);
+        free(P), free(dP);
+    }
+}
