@@ -133,6 +133,30 @@ float *hpt_model_ptr(const hpt_model *m, float *block, hpt_tensor_kind kind, int
     return block + t->offset;
 }
 
+/* ---------------------------------------------------- recomputation */
+
+hpt_status hpt_recompute_parse(const char *arg, int *out)
+{
+    static const char *const names[] = {"none", "full", "selective"};
+    if (!arg) {
+        *out = HPT_RECOMPUTE_FULL;
+        return HPT_OK;
+    }
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(arg, names[i])) {
+            *out = i;
+            return HPT_OK;
+        }
+    return hpt_error_set(HPT_ERR_USAGE, "--recompute '%s': expected full (keep only layer inputs), "
+                         "selective (keep GEMM outputs) or none", arg);
+}
+
+const char *hpt_recompute_name(int mode)
+{
+    return mode == HPT_RECOMPUTE_FULL ? "full" : mode == HPT_RECOMPUTE_SELECTIVE ? "selective"
+                                                                                 : "none";
+}
+
 /* --------------------------------------------------- initialisation */
 
 static uint64_t tensor_stream(const hpt_tensor *t)
@@ -179,38 +203,57 @@ static void *carve(char *base, size_t *off, size_t count, size_t elem)
     return p;
 }
 
-/* One layer's activations (x excluded). */
-static void carve_layer(hpt_model *m, char *base, size_t *off, hpt_layer_acts *a)
+/* Which of a layer's activations carve_layer lays out: the GEMM outputs
+ * and the residual (kept by selective recomputation), the element-wise
+ * outputs (RMSNorm, attention core, SwiGLU: recomputed by it), or both. */
+enum { ACTS_GEMM = 1, ACTS_ELEM = 2, ACTS_ALL = 3 };
+
+/* One layer's activations (x excluded), the parts in `which`. */
+static void carve_layer(hpt_model *m, char *base, size_t *off, hpt_layer_acts *a, int which)
 {
     const hpt_config *c = &m->cfg;
     size_t N = (size_t)m->B * m->T, C = c->hidden_size, I = m->Il;
     size_t QD = (size_t)m->Hl * hpt_config_head_dim(c), KD = (size_t)m->KVl * hpt_config_head_dim(c);
-    a->ln1 = carve(base, off, N * C, 4);
-    a->rstd1 = carve(base, off, N, 4);
-    a->q = carve(base, off, N * QD, 4);
-    a->k = carve(base, off, N * KD, 4);
-    a->v = carve(base, off, N * KD, 4);
-    a->att_saved = carve(base, off, m->be->attention_saved_floats(m->B, m->T, m->Hl), 4);
-    a->atty = carve(base, off, N * QD, 4);
-    a->xmid = carve(base, off, N * C, 4);
-    a->ln2 = carve(base, off, N * C, 4);
-    a->rstd2 = carve(base, off, N, 4);
-    a->gate = carve(base, off, N * I, 4);
-    a->up = carve(base, off, N * I, 4);
-    a->h = carve(base, off, N * I, 4);
+    if (which & ACTS_ELEM) {
+        a->ln1 = carve(base, off, N * C, 4);
+        a->rstd1 = carve(base, off, N, 4);
+    }
+    if (which & ACTS_GEMM) {
+        a->q = carve(base, off, N * QD, 4);
+        a->k = carve(base, off, N * KD, 4);
+        a->v = carve(base, off, N * KD, 4);
+    }
+    if (which & ACTS_ELEM) {
+        a->att_saved = carve(base, off, m->be->attention_saved_floats(m->B, m->T, m->Hl), 4);
+        a->atty = carve(base, off, N * QD, 4);
+    }
+    if (which & ACTS_GEMM)
+        a->xmid = carve(base, off, N * C, 4);
+    if (which & ACTS_ELEM) {
+        a->ln2 = carve(base, off, N * C, 4);
+        a->rstd2 = carve(base, off, N, 4);
+    }
+    if (which & ACTS_GEMM) {
+        a->gate = carve(base, off, N * I, 4);
+        a->up = carve(base, off, N * I, 4);
+    }
+    if (which & ACTS_ELEM)
+        a->h = carve(base, off, N * I, 4);
 }
 
-/* Slot k's activations: per layer (or only layer inputs when recomputing,
- * sharing `shared`), and the stage-end buffers. */
+/* Slot k's activations: per layer (all of them; only the layer inputs
+ * when recomputing fully; inputs and GEMM outputs when recomputing
+ * selectively, the rest shared from `shared`), and the stage-end buffers. */
 static void carve_slot(hpt_model *m, char *base, size_t *off, hpt_slot *sl, hpt_layer_acts *shared)
 {
     size_t N = (size_t)m->B * m->T, C = m->cfg.hidden_size;
     for (int i = 0; i < m->nl; i++) {
         hpt_layer_acts *a = &sl->layers[i];
-        if (m->recompute)
-            *a = *shared;
-        else
-            carve_layer(m, base, off, a);
+        *a = *shared;
+        if (m->recompute == HPT_RECOMPUTE_NONE)
+            carve_layer(m, base, off, a, ACTS_ALL);
+        else if (m->recompute == HPT_RECOMPUTE_SELECTIVE)
+            carve_layer(m, base, off, a, ACTS_GEMM);
         a->x = carve(base, off, N * C, 4);
     }
     sl->x_final = carve(base, off, N * C, 4);
@@ -232,9 +275,11 @@ static size_t layout_acts(hpt_model *m, char *base)
     size_t KD = (size_t)m->KVl * hpt_config_head_dim(c);
     size_t P = m->be->attention_scratch_floats(m->B, m->T, m->Hl), off = 0;
     hpt_layer_acts shared = {0};
-    if (m->recompute) { /* one set of layer activations for all layers and slots */
-        carve_layer(m, base, &off, &shared);
+    if (m->recompute == HPT_RECOMPUTE_FULL) { /* one set of layer activations for all */
+        carve_layer(m, base, &off, &shared, ACTS_ALL);
         m->recompute_out = carve(base, &off, N * C, 4);
+    } else if (m->recompute == HPT_RECOMPUTE_SELECTIVE) { /* one set of the recomputed ones */
+        carve_layer(m, base, &off, &shared, ACTS_ELEM);
     }
     for (int k = 0; k < m->nslots; k++)
         carve_slot(m, base, &off, &m->slots[k], &shared);
@@ -318,6 +363,9 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
                                const hpt_model_opts *mo, int B, int T, uint64_t seed)
 {
     memset(m, 0, sizeof *m);
+    if (mo->recompute < HPT_RECOMPUTE_NONE || mo->recompute > HPT_RECOMPUTE_SELECTIVE)
+        return hpt_error_set(HPT_ERR_USAGE, "recompute mode %d: expected none (0), full (1) or "
+                             "selective (2)", mo->recompute);
     m->recompute = mo->recompute;
     hpt_status st = set_tp(m, cfg, mo->comm);
     if (!st)
@@ -428,6 +476,26 @@ static void layer_forward(hpt_model *m, int i, float *x_out)
     be->matmul_forward(m->dtmp, a->h, W(HPT_TENSOR_DOWN, l), N, I, C);
     tp_sum(m, m->dtmp, (size_t)N * C);
     be->add(x_out, a->xmid, m->dtmp, (size_t)N * C);
+}
+
+/* Selective recomputation: refill layer i's element-wise activations
+ * (ln1, rstd1, the attention core's atty and saved state, ln2, rstd2, h)
+ * from the kept ones (x, q, k, v, xmid, gate, up) with the kernels and
+ * inputs of layer_forward, so they are bitwise what it computed. The
+ * attention goes through be->attention_forward: its saved state is
+ * whatever that backend's backward needs. No communication. */
+static void layer_recompute_selective(hpt_model *m, int i)
+{
+    const hpt_backend *be = m->be;
+    const hpt_config *c = &m->cfg;
+    hpt_layer_acts *a = &m->layers[i];
+    int l = m->l0 + i;
+    int N = m->B * m->T, C = c->hidden_size, hd = hpt_config_head_dim(c);
+    be->rmsnorm_forward(a->ln1, a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), N, C, c->rms_norm_eps);
+    be->attention_forward(a->atty, a->att_saved, a->q, a->k, a->v, m->B, m->T, m->Hl, m->KVl, hd);
+    be->rmsnorm_forward(a->ln2, a->rstd2, a->xmid, W(HPT_TENSOR_MLP_NORM, l), N, C,
+                        c->rms_norm_eps);
+    be->swiglu_forward(a->h, a->gate, a->up, (size_t)N * m->Il);
 }
 
 /* Vocab-parallel cross-entropy over the local logits (N,Vl): MAX and SUM
@@ -552,8 +620,10 @@ void hpt_model_stage_backward(hpt_model *m, int k)
         head_backward(m);
     size_t end = m->last ? hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset : m->nparams;
     for (int i = m->nl - 1; i >= 0; i--) {
-        if (m->recompute) /* regenerate the layer's activations from its input */
+        if (m->recompute == HPT_RECOMPUTE_FULL) /* the layer's activations from its input */
             layer_forward(m, i, m->recompute_out);
+        else if (m->recompute == HPT_RECOMPUTE_SELECTIVE)
+            layer_recompute_selective(m, i);
         layer_backward(m, i);
         size_t lo = hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, m->l0 + i)->offset;
         ready(m, lo, end);

@@ -81,10 +81,27 @@ typedef struct {
     float *ce_mx, *ce_sum, *ce_tgt;
 } hpt_slot;
 
+/* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation
+ * Recomputation in Large Transformer Models", sections 4.3 and 5). */
+typedef enum {
+    HPT_RECOMPUTE_NONE = 0,      /* every layer keeps all its activations  */
+    HPT_RECOMPUTE_FULL = 1,      /* keep layer inputs; rerun the layer     */
+    HPT_RECOMPUTE_SELECTIVE = 2, /* keep GEMM outputs; rerun attention core,
+                                  * RMSNorms and SwiGLU (element-wise)     */
+} hpt_recompute;
+
+/* --recompute's value: NULL (the option without a value) or "full" ->
+ * HPT_RECOMPUTE_FULL, "selective", "none". Errors: HPT_ERR_USAGE
+ * "--recompute 'X': expected full, selective or none". */
+hpt_status hpt_recompute_parse(const char *arg, int *out);
+
+/* "none", "full" or "selective" (a static string). */
+const char *hpt_recompute_name(int mode);
+
 /* How a model is split; zero/NULL fields mean "not split". */
 typedef struct {
     struct hpt_comm *comm; /* TP and PP coordinates; NULL: one rank        */
-    int recompute;         /* activation recomputation                     */
+    int recompute;         /* hpt_recompute                                */
     int nslots;            /* micro-batches in flight (>= 1)               */
     int l0, l1;            /* this stage's layers [l0, l1); 0,0 = all      */
     int skip_init;         /* parameters left zero: a checkpoint will be   */
@@ -103,14 +120,15 @@ typedef struct {
     struct hpt_comm *comm;
     int tp, tp_rank;
     int Hl, KVl, Il, Vl, v0, nvalid;
-    int recompute;            /* keep layer inputs only; recompute in backward */
+    int recompute;            /* hpt_recompute                            */
     /* Pipeline parallelism: this stage holds layers [l0, l1) (nl of them),
      * the embedding when first, the final norm and head when last. */
     int pp, pp_rank, first, last, l0, l1, nl;
     int nslots;
     hpt_slot *slots;          /* host array; the fields below point at the
                                * slot selected by hpt_model_use_slot       */
-    float *recompute_out;     /* (N,C) discarded output of a recomputed layer */
+    float *recompute_out;     /* (N,C) discarded output of a recomputed layer
+                               * (full recomputation only)                 */
 
     int ntensors;
     hpt_tensor *tensors;      /* host array, ntensors entries             */
@@ -158,10 +176,17 @@ hpt_status hpt_model_init(hpt_model *m, const hpt_config *cfg, const hpt_backend
  * micro-batch activation slots. Errors: HPT_ERR_USAGE when TP does not
  * divide num_attention_heads, num_key_value_heads or intermediate_size
  * (naming them), or the layer range is empty or out of bounds.
- * recompute = 1: activation recomputation (Chen et al. 2016; Korthikanti
- * et al. 2022 "full" recomputation) — only each layer's input (N,C) is kept;
- * the other activations live in one shared layer-sized set and backward
- * recomputes the layer's forward first. Results are bitwise identical.
+ * recompute = HPT_RECOMPUTE_FULL: activation recomputation (Chen et al.
+ * 2016; Korthikanti et al. 2022 "full" recomputation) — only each layer's
+ * input (N,C) is kept; the other activations live in one shared
+ * layer-sized set and backward recomputes the layer's forward first.
+ * HPT_RECOMPUTE_SELECTIVE (Korthikanti et al. 2022, section 5): each layer
+ * keeps its input x, the GEMM outputs q, k, v (after RoPE), gate, up and
+ * the residual xmid; the RMSNorm outputs ln1, ln2 (and rstd), the attention
+ * core (its output atty and the backend's saved state, recomputed through
+ * be->attention_forward) and SwiGLU's h live in one shared set that
+ * backward refills before each layer. Both are bitwise identical to no
+ * recomputation (the same kernels on the same inputs).
  * skip_init = 1: parameters stay zero instead of drawn from `seed` (the
  * caller loads a checkpoint over all of them; the draws are counter-based,
  * so skipping them changes no other random number). */

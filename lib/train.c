@@ -809,7 +809,8 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             r->cfg.hidden_size, r->cfg.num_attention_heads, r->cfg.num_key_value_heads,
             r->cfg.vocab_size, r->cfg.tie_word_embeddings ? ", tied" : "", o->backend, r->comm.tp,
             r->comm.pp, r->comm.dp, o->zero1 ? " (ZeRO-1)" : "", r->comm.world_size,
-            o->recompute ? ", activation recomputation" : "",
+            o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective activation recomputation"
+            : o->recompute ? ", activation recomputation" : "",
             r->comm.pp > 1 ? (o->gpipe ? ", GPipe" : ", 1F1B") : "", r->model.act_bytes / 1048576.0,
             (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
             r->comm.dp, (long long)o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);

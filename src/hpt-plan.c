@@ -53,7 +53,7 @@ static void usage(FILE *f)
             "  --seq-len N           tokens per sequence (required)\n"
             "  --global-batch N      sequences per optimizer step (required)\n"
             "  --micro-batch N       sequences per micro-batch [1]\n"
-            "  --recompute           full activation recomputation\n"
+            "  --recompute [MODE]    activation recomputation: full (default MODE) or selective\n"
             "  --zero1               shard the optimizer state over DP (ZeRO-1)\n"
             "  --async-save          count hpt-train --async-save's host staging buffer\n"
             "  --pp-schedule S       1f1b or gpipe, as hpt-train's [1f1b]: under GPipe every\n"
@@ -93,7 +93,7 @@ static const struct option long_opts[] = {
     {"tp", 1, 0, OPT_TP},                 {"pp", 1, 0, OPT_PP},
     {"dp", 1, 0, OPT_DP},                 {"seq-len", 1, 0, OPT_SEQ},
     {"global-batch", 1, 0, OPT_GB},       {"micro-batch", 1, 0, OPT_MB},
-    {"recompute", 0, 0, OPT_RECOMPUTE},   {"zero1", 0, 0, OPT_ZERO1},
+    {"recompute", 2, 0, OPT_RECOMPUTE},   {"zero1", 0, 0, OPT_ZERO1},
     {"async-save", 0, 0, OPT_ASYNC_SAVE},
     {"precision", 1, 0, OPT_PRECISION},   {"json", 0, 0, OPT_JSON},
     {"search", 0, 0, OPT_SEARCH},         {"gpus", 1, 0, OPT_GPUS},
@@ -146,7 +146,7 @@ static hpt_status apply(cli *o, int c, const char *arg, int *action)
     case OPT_EFF: return hpt_cli_parse_double(n, arg, &o->eff);
     case OPT_BASELINE: return hpt_cli_parse_double(n, arg, &o->baseline_mib);
     case OPT_DATA_BYTES: return hpt_cli_parse_double(n, arg, &o->data_bytes);
-    case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
+    case OPT_RECOMPUTE: return hpt_recompute_parse(arg, &o->recompute);
     case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
     case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
     case OPT_JSON: o->json = 1; return HPT_OK;
