@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "hpt_config.h"
+#include "model.h"
 #include "plan.h"
 
 static void usage(FILE *f)
