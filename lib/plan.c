@@ -171,15 +171,23 @@ static double carve(double count)
  * `which`: 1 the GEMM outputs and the residual (q, k, v, xmid, gate, up:
  * what selective recomputation keeps), 2 the element-wise ones (ln1, rstd1,
  * attention state, atty, ln2, rstd2, h: what it recomputes), 3 both. */
+/* Tokens of a micro-batch whose residual stream a rank holds: N/TP under
+ * sequence parallelism (lib/model.c set_sp), else N. */
+static double local_tokens(const hpt_plan_setup *s)
+{
+    double N = (double)s->micro_batch * s->seq_len;
+    return s->sequence_parallel && s->tp > 1 ? N / s->tp : N;
+}
+
 static double exact_layer_bytes(const hpt_plan_setup *s, int which)
 {
     const hpt_config *c = &s->cfg;
-    double B = s->micro_batch, T = s->seq_len, N = B * T, C = c->hidden_size;
+    double B = s->micro_batch, T = s->seq_len, N = B * T, C = c->hidden_size, Nl = local_tokens(s);
     double hd = hpt_config_head_dim(c), Hl = c->num_attention_heads / s->tp;
     double QD = Hl * hd, KD = c->num_key_value_heads / s->tp * hd, I = c->intermediate_size / s->tp;
     double saved = (double)hpt_backend_cpu.attention_saved_floats((int)B, (int)T, (int)Hl);
-    double gemm = carve(N * QD) + 2 * carve(N * KD) + carve(N * C) + 2 * carve(N * I);
-    double elem = 2 * (carve(N * C) + carve(N)) + carve(saved) + carve(N * QD) + carve(N * I);
+    double gemm = carve(N * QD) + 2 * carve(N * KD) + carve(Nl * C) + 2 * carve(N * I);
+    double elem = 2 * (carve(N * C) + carve(Nl)) + carve(saved) + carve(N * QD) + carve(N * I);
     return (which & 1 ? gemm : 0) + (which & 2 ? elem : 0);
 }
 
@@ -194,13 +202,16 @@ double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, 
     double layer = exact_layer_bytes(s, 3), lg = carve(last ? N * vocab_local(s) : 1);
     /* per layer and slot: all (none), the input only (full), the GEMM
      * outputs (selective); one shared set of the recomputed ones */
+    double Nl = local_tokens(s);
     double kept = s->recompute == 1 ? 0 : s->recompute == 2 ? exact_layer_bytes(s, 1) : layer;
-    double shared = s->recompute == 1   ? layer + carve(N * C)
+    double shared = s->recompute == 1   ? layer + carve(Nl * C)
                     : s->recompute == 2 ? exact_layer_bytes(s, 2) : 0;
-    double slot = (l1 - l0) * (kept + carve(N * C)) + carve(N * C) +
-                  carve(last ? N * C : 1) + carve(N) + lg + 3 * carve(N) + carve(2 * N);
+    double slot = (l1 - l0) * (kept + carve(Nl * C)) + carve(Nl * C) +
+                  carve(last ? N * C : 1) + carve(Nl) + lg + 3 * carve(N) + carve(2 * N);
     double scratch = 2 * carve(N * C) + 2 * carve(N * QD) + 2 * carve(N * KD) + 3 * carve(N * I) +
                      carve((double)hpt_backend_cpu.attention_scratch_floats((int)B, (int)T, (int)Hl));
+    if (Nl < N) /* sequence parallelism: sp_tmp, dfull, packed norm gradients */
+        scratch += carve(Nl * C) + carve(N * C) + carve((2.0 * (l1 - l0) + last) * C);
     if (logits)
         *logits = nslots * lg;
     return shared + nslots * slot + scratch;
@@ -244,8 +255,10 @@ static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
     int l0, l1, last = stage == s->pp - 1;
     hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
     double layer = hpt_plan_layer_act_bytes(s), rec = selective_recomputed_bytes(s);
-    double per_layer = s->recompute == 1 ? a * N * h : s->recompute == 2 ? layer - rec : layer;
-    double acts = k * ((l1 - l0) * per_layer + (last ? 2 * a * N * h : 0));
+    double Nl = local_tokens(s), sp = (N - Nl) * a * h; /* SP: x and xmid hold Nl tokens */
+    double per_layer = s->recompute == 1 ? a * Nl * h
+                       : s->recompute == 2 ? layer - rec - 2 * sp : layer - 2 * sp;
+    double acts = k * ((l1 - l0) * per_layer + (last ? a * (N + Nl) * h : 0));
     return acts + (s->recompute == 1 ? layer : s->recompute == 2 ? rec : 0);
 }
 
@@ -276,7 +289,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
          * in-flight nonblocking bucket all-reduces hold copies of about half
          * the gradient block at their peak (measured, docs/PLAN.md) */
         m.comm_buffers = (s->zero1 ? 4 * fmax(ceil(P / s->dp), 1) : 0) +
-                         (s->pp > 1 ? 4 * N * C * k : 0);
+                         (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0);
         if (s->dp > 1)
             m.comm_buffers += s->zero1 ? 4 * own : 0.5 * 4 * P;
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
@@ -287,7 +300,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         m.optimizer = opt * (s->zero1 ? ceil(P / s->dp) : P);
         m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
         m.activations = analytic_acts(s, stage, k);
-        m.comm_buffers = s->pp > 1 ? 2 * act_elem_bytes(s) * N * C : 0;
+        m.comm_buffers = s->pp > 1 ? 2 * act_elem_bytes(s) * local_tokens(s) * C : 0;
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
     }
     /* --async-save (lib/checkpoint.c): each rank stages the fp32 weights and
@@ -389,8 +402,17 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
     case HPT_PLAN_TP: /* Megatron f/g all-reduces; vocab-parallel embedding, head, loss */
         if (s->tp == 1)
             break;
-        add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp,
-               (double)M * (first + (4 + 2 * (s->recompute == 1)) * nl + last), NC * a, NC * a);
+        if (s->sequence_parallel) { /* lib/model.c: sp_gather, sp_gather_grad, tp_reduce */
+            double rs = 4 + 2 * (s->recompute == 1), ag = rs + 2 * (s->recompute == 2);
+            add_op(&pc, s, g, HPT_COLL_REDUCE_SCATTER, s->tp, (double)M * (first + rs * nl + last),
+                   NC * a, NC * a);
+            add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->tp, (double)M * (first + ag * nl + last),
+                   NC * a, NC * a / s->tp);
+            add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, 1, gb * (2.0 * nl + last) * c->hidden_size,
+                   gb * (2.0 * nl + last) * c->hidden_size); /* norm weight gradients */
+        } else
+            add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp,
+                   (double)M * (first + (4 + 2 * (s->recompute == 1)) * nl + last), NC * a, NC * a);
         if (last) { /* cross-entropy: row max (N), then sum-exp and target logit (2N) */
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, M, 4 * N, 4 * N);
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, M, 8 * N, 8 * N);
@@ -400,7 +422,8 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
         if (s->pp == 1)
             break;
         int ends = !last + !first;
-        add_op(&pc, s, g, HPT_COLL_P2P, 2, (double)M * ends, NC * a, NC * a);
+        double sh = s->sequence_parallel && s->tp > 1 ? NC / s->tp : NC; /* the local shard */
+        add_op(&pc, s, g, HPT_COLL_P2P, 2, (double)M * ends, sh * a, sh * a);
         pc.calls += (double)M * ends; /* the matching receives */
         add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->pp, 1, 8, 8); /* loss (f64) */
         break;

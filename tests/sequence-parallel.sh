@@ -26,15 +26,39 @@ cat > "$WORK/v.json" <<'JSON'
 JSON
 run ref 1 --batch 4
 run sp2 2 --batch 4 --tp 2 --sequence-parallel
-run sp2pp2 4 --batch 2 --grad-accum 2 --tp 2 --pp 2 --sequence-parallel
+run sp2pp2 4 --batch 2 --grad-accum 2 --tp 2 --pp 2 --sequence-parallel --comm-stats
 run sp2dp2z 4 --batch 2 --tp 2 --zero1 --sequence-parallel
-run sp222 8 --batch 1 --grad-accum 2 --tp 2 --pp 2 --zero1 --sequence-parallel --recompute selective
+run sp222 8 --batch 1 --grad-accum 2 --tp 2 --pp 2 --zero1 --sequence-parallel --recompute selective \
+  --comm-stats
 run tref 1 --batch 4 --tie-embeddings
 run tsp2 2 --batch 4 --tp 2 --tie-embeddings --sequence-parallel
 run vref 1 --batch 4 --model "$WORK/v.json"
 run vsp4 4 --batch 4 --tp 4 --model "$WORK/v.json" --sequence-parallel
 grep -q "layout TP 2 x PP 1 x DP 1 on 2 ranks, sequence parallel" "$WORK/sp2.out" ||
   fail "banner does not show sequence parallelism"
+# hpt-plan --sequence-parallel predicts every rank's calls and bytes per
+# step and group exactly (all-gathers, reduce-scatters, the norm-gradient
+# all-reduce, the pipeline's sequence shards)
+DATA=$(cat "$CORPUS"/train_*.bin "$CORPUS"/val_*.bin | wc -c)
+for p in "sp2pp2 --pp 2 --global-batch 4 --micro-batch 2" \
+         "sp222 --pp 2 --dp 2 --zero1 --global-batch 4 --micro-batch 1 --recompute selective"; do
+  set -- $p; name=$1; shift
+  "$HPT_BUILD/src/hpt-plan" --cluster cpu-local --model tiny --seq-len 32 --tp 2 --sequence-parallel \
+    --data-bytes "$DATA" --ranks-tsv "$WORK/$name.pred" "$@" > /dev/null || fail "plan $name"
+  "$PYTHON" - "$name" "$WORK/$name/comm.tsv" "$WORK/$name.pred" <<'PY' || fail "$name: hpt-plan differs"
+import sys
+rows = lambda p: [l.rstrip("\n").split("\t") for l in open(p)][1:]
+pred = {(r[0], r[1]): r for r in rows(sys.argv[3])}
+bad = 0
+for r in rows(sys.argv[2]):
+    q = pred.get((r[0], r[1]))
+    if r[1] != "world" and (float(r[2]), float(r[3])) != (float(q[2]), float(q[3])):
+        print(f"{sys.argv[1]} rank {r[0]} {r[1]}: measured {r[2]} calls {r[3]} bytes, predicted {q[2]} {q[3]}")
+        bad += 1
+print(f"{sys.argv[1]}: hpt-plan's calls and bytes per group equal the measured ones" if not bad else "")
+sys.exit(bad > 0)
+PY
+done
 # stopped after step 3 (checkpoint) and resumed: equals sp2 step for step
 timeout 300 "$MPIEXEC" -n 2 "$TRAIN" $A --run-dir "$WORK/res" --batch 4 --tp 2 --sequence-parallel \
   --stop-at 3 > "$WORK/res1.out" 2>&1; st=$?
