@@ -151,12 +151,6 @@ hpt_status hpt_recompute_parse(const char *arg, int *out)
                          "selective (keep GEMM outputs) or none", arg);
 }
 
-const char *hpt_recompute_name(int mode)
-{
-    return mode == HPT_RECOMPUTE_FULL ? "full" : mode == HPT_RECOMPUTE_SELECTIVE ? "selective"
-                                                                                 : "none";
-}
-
 /* --------------------------------------------------- initialisation */
 
 static uint64_t tensor_stream(const hpt_tensor *t)

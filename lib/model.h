@@ -95,9 +95,6 @@ typedef enum {
  * "--recompute 'X': expected full, selective or none". */
 hpt_status hpt_recompute_parse(const char *arg, int *out);
 
-/* "none", "full" or "selective" (a static string). */
-const char *hpt_recompute_name(int mode);
-
 /* How a model is split; zero/NULL fields mean "not split". */
 typedef struct {
     struct hpt_comm *comm; /* TP and PP coordinates; NULL: one rank        */

@@ -54,7 +54,7 @@ static void usage(FILE *f)
             "  --seq-len N           tokens per sequence (required)\n"
             "  --global-batch N      sequences per optimizer step (required)\n"
             "  --micro-batch N       sequences per micro-batch [1]\n"
-            "  --recompute [MODE]    activation recomputation: full (default MODE) or selective\n"
+            "  --recompute [MODE]    activation recomputation: full (default) or selective\n"
             "  --sequence-parallel   hpt-train's --sequence-parallel (with --tp > 1)\n"
             "  --zero1               shard the optimizer state over DP (ZeRO-1)\n"
             "  --async-save          count hpt-train --async-save's host staging buffer\n"
