@@ -11,15 +11,21 @@
 hpt_status hpt_cli_parse(int argc, char **argv, const struct option *opts, const char *prog,
                          int help_opt, hpt_cli_apply apply, void *ctx, int *action)
 {
-    int c;
+    int c, li = -1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
         if (c == 'h')
             c = help_opt;
         if (c == '?' || c == ':')
             return hpt_error_set(HPT_ERR_USAGE, "%s: unknown option or missing value (see %s "
                                  "--help)", argv[optind - 1], prog);
-        hpt_status st = apply(ctx, c, optarg, action);
+        const char *arg = optarg;
+        /* an optional value may also be the next word ("--recompute selective") */
+        if (c != help_opt && li >= 0 && opts[li].has_arg == optional_argument && !arg &&
+            optind < argc && argv[optind][0] != '-')
+            arg = argv[optind++];
+        li = -1;
+        hpt_status st = apply(ctx, c, arg, action);
         if (st)
             return st;
     }

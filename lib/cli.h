@@ -15,7 +15,9 @@
 typedef hpt_status (*hpt_cli_apply)(void *ctx, int opt, const char *arg, int *action);
 
 /* Parse argv with getopt_long over `opts`, mapping -h to `help_opt` and
- * calling apply for each option. Errors: HPT_ERR_USAGE for an unknown
+ * calling apply for each option. An option with an optional_argument takes
+ * its value from "--opt=VALUE" or, when the next word does not start with
+ * '-', from that word ("--recompute selective"); else arg is NULL. Errors: HPT_ERR_USAGE for an unknown
  * option, a missing value or a stray argument ("see PROG --help"), or
  * whatever apply returns. */
 hpt_status hpt_cli_parse(int argc, char **argv, const struct option *opts, const char *prog,

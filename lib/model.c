@@ -133,6 +133,24 @@ float *hpt_model_ptr(const hpt_model *m, float *block, hpt_tensor_kind kind, int
     return block + t->offset;
 }
 
+/* ---------------------------------------------------- recomputation */
+
+hpt_status hpt_recompute_parse(const char *arg, int *out)
+{
+    static const char *const names[] = {"none", "full", "selective"};
+    if (!arg) {
+        *out = HPT_RECOMPUTE_FULL;
+        return HPT_OK;
+    }
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(arg, names[i])) {
+            *out = i;
+            return HPT_OK;
+        }
+    return hpt_error_set(HPT_ERR_USAGE, "--recompute '%s': expected full (keep only layer inputs), "
+                         "selective (keep GEMM outputs) or none", arg);
+}
+
 /* --------------------------------------------------- initialisation */
 
 static uint64_t tensor_stream(const hpt_tensor *t)
@@ -179,43 +197,62 @@ static void *carve(char *base, size_t *off, size_t count, size_t elem)
     return p;
 }
 
-/* One layer's activations (x excluded). */
-static void carve_layer(hpt_model *m, char *base, size_t *off, hpt_layer_acts *a)
+/* Which of a layer's activations carve_layer lays out: the GEMM outputs
+ * and the residual (kept by selective recomputation), the element-wise
+ * outputs (RMSNorm, attention core, SwiGLU: recomputed by it), or both. */
+enum { ACTS_GEMM = 1, ACTS_ELEM = 2, ACTS_ALL = 3 };
+
+/* One layer's activations (x excluded), the parts in `which`. */
+static void carve_layer(hpt_model *m, char *base, size_t *off, hpt_layer_acts *a, int which)
 {
     const hpt_config *c = &m->cfg;
-    size_t N = (size_t)m->B * m->T, C = c->hidden_size, I = m->Il;
+    size_t N = (size_t)m->B * m->T, Nl = m->Nl, C = c->hidden_size, I = m->Il;
     size_t QD = (size_t)m->Hl * hpt_config_head_dim(c), KD = (size_t)m->KVl * hpt_config_head_dim(c);
-    a->ln1 = carve(base, off, N * C, 4);
-    a->rstd1 = carve(base, off, N, 4);
-    a->q = carve(base, off, N * QD, 4);
-    a->k = carve(base, off, N * KD, 4);
-    a->v = carve(base, off, N * KD, 4);
-    a->att_saved = carve(base, off, m->be->attention_saved_floats(m->B, m->T, m->Hl), 4);
-    a->atty = carve(base, off, N * QD, 4);
-    a->xmid = carve(base, off, N * C, 4);
-    a->ln2 = carve(base, off, N * C, 4);
-    a->rstd2 = carve(base, off, N, 4);
-    a->gate = carve(base, off, N * I, 4);
-    a->up = carve(base, off, N * I, 4);
-    a->h = carve(base, off, N * I, 4);
+    if (which & ACTS_ELEM) {
+        a->ln1 = carve(base, off, N * C, 4);
+        a->rstd1 = carve(base, off, Nl, 4);
+    }
+    if (which & ACTS_GEMM) {
+        a->q = carve(base, off, N * QD, 4);
+        a->k = carve(base, off, N * KD, 4);
+        a->v = carve(base, off, N * KD, 4);
+    }
+    if (which & ACTS_ELEM) {
+        a->att_saved = carve(base, off, m->be->attention_saved_floats(m->B, m->T, m->Hl), 4);
+        a->atty = carve(base, off, N * QD, 4);
+    }
+    if (which & ACTS_GEMM)
+        a->xmid = carve(base, off, Nl * C, 4);
+    if (which & ACTS_ELEM) {
+        a->ln2 = carve(base, off, N * C, 4);
+        a->rstd2 = carve(base, off, Nl, 4);
+    }
+    if (which & ACTS_GEMM) {
+        a->gate = carve(base, off, N * I, 4);
+        a->up = carve(base, off, N * I, 4);
+    }
+    if (which & ACTS_ELEM)
+        a->h = carve(base, off, N * I, 4);
 }
 
-/* Slot k's activations: per layer (or only layer inputs when recomputing,
- * sharing `shared`), and the stage-end buffers. */
+/* Slot k's activations: per layer (all of them; only the layer inputs
+ * when recomputing fully; inputs and GEMM outputs when recomputing
+ * selectively, the rest shared from `shared`), and the stage-end buffers. */
 static void carve_slot(hpt_model *m, char *base, size_t *off, hpt_slot *sl, hpt_layer_acts *shared)
 {
-    size_t N = (size_t)m->B * m->T, C = m->cfg.hidden_size;
+    size_t N = (size_t)m->B * m->T, Nl = m->Nl, C = m->cfg.hidden_size;
     for (int i = 0; i < m->nl; i++) {
         hpt_layer_acts *a = &sl->layers[i];
-        if (m->recompute)
-            *a = *shared;
-        else
-            carve_layer(m, base, off, a);
-        a->x = carve(base, off, N * C, 4);
+        *a = *shared;
+        if (m->recompute == HPT_RECOMPUTE_NONE)
+            carve_layer(m, base, off, a, ACTS_ALL);
+        else if (m->recompute == HPT_RECOMPUTE_SELECTIVE)
+            carve_layer(m, base, off, a, ACTS_GEMM);
+        a->x = carve(base, off, Nl * C, 4);
     }
-    sl->x_final = carve(base, off, N * C, 4);
+    sl->x_final = carve(base, off, Nl * C, 4);
     sl->lnf = carve(base, off, m->last ? N * C : 1, 4);
-    sl->rstdf = carve(base, off, N, 4);
+    sl->rstdf = carve(base, off, Nl, 4);
     sl->logits = carve(base, off, m->last ? N * m->Vl : 1, 4);
     sl->tokens = carve(base, off, N, 4);
     sl->targets = carve(base, off, N, 4);
@@ -232,9 +269,11 @@ static size_t layout_acts(hpt_model *m, char *base)
     size_t KD = (size_t)m->KVl * hpt_config_head_dim(c);
     size_t P = m->be->attention_scratch_floats(m->B, m->T, m->Hl), off = 0;
     hpt_layer_acts shared = {0};
-    if (m->recompute) { /* one set of layer activations for all layers and slots */
-        carve_layer(m, base, &off, &shared);
-        m->recompute_out = carve(base, &off, N * C, 4);
+    if (m->recompute == HPT_RECOMPUTE_FULL) { /* one set of layer activations for all */
+        carve_layer(m, base, &off, &shared, ACTS_ALL);
+        m->recompute_out = carve(base, &off, (size_t)m->Nl * C, 4);
+    } else if (m->recompute == HPT_RECOMPUTE_SELECTIVE) { /* one set of the recomputed ones */
+        carve_layer(m, base, &off, &shared, ACTS_ELEM);
     }
     for (int k = 0; k < m->nslots; k++)
         carve_slot(m, base, &off, &m->slots[k], &shared);
@@ -248,6 +287,11 @@ static size_t layout_acts(hpt_model *m, char *base)
     m->dgate = carve(base, &off, N * I, 4);
     m->dup = carve(base, &off, N * I, 4);
     m->dscores = carve(base, &off, P, 4);
+    if (m->sp) {
+        m->sp_tmp = carve(base, &off, (size_t)m->Nl * C, 4);
+        m->dfull = carve(base, &off, N * C, 4);
+        m->sp_norm_grads = carve(base, &off, m->sp_norm_count, 4);
+    }
     return off;
 }
 
@@ -268,6 +312,34 @@ void hpt_model_use_slot(hpt_model *m, int k)
 
 float *hpt_model_stage_input(hpt_model *m, int k) { return m->slots[k].layers[0].x; }
 float *hpt_model_stage_output(hpt_model *m, int k) { return m->slots[k].x_final; }
+size_t hpt_model_stage_elems(const hpt_model *m) { return (size_t)m->Nl * m->cfg.hidden_size; }
+
+/* Sequence parallelism's local token range, counts and the size of the
+ * packed replicated-tensor gradients (after build_tensor_table). */
+static hpt_status set_sp(hpt_model *m, const hpt_model_opts *mo)
+{
+    int N = m->B * m->T, C = m->cfg.hidden_size;
+    m->sp = mo->sequence_parallel && m->tp > 1;
+    m->Nl = m->sp ? N / m->tp : N;
+    m->n0 = m->sp ? m->tp_rank * m->Nl : 0;
+    if (!m->sp)
+        return HPT_OK;
+    if (N % m->tp)
+        return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel: a micro-batch of %d x %d = %d "
+                             "tokens does not split into --tp %d equal parts (choose --batch x "
+                             "--seq-len divisible by TP)", m->B, m->T, N, m->tp);
+    if ((size_t)m->Nl * C > 2147483647u)
+        return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel: a shard of %d x %d floats "
+                             "exceeds 2^31", m->Nl, C);
+    if (!(m->sp_counts = malloc(sizeof(int) * (size_t)m->tp)))
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    for (int r = 0; r < m->tp; r++)
+        m->sp_counts[r] = m->Nl * C;
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].split == 0)
+            m->sp_norm_count += (size_t)(m->tensors[i].rows * m->tensors[i].cols);
+    return HPT_OK;
+}
 
 /* Local sizes for TP rank tp_rank of tp. */
 static hpt_status set_tp(hpt_model *m, const hpt_config *cfg, hpt_comm *comm)
@@ -318,6 +390,9 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
                                const hpt_model_opts *mo, int B, int T, uint64_t seed)
 {
     memset(m, 0, sizeof *m);
+    if (mo->recompute < HPT_RECOMPUTE_NONE || mo->recompute > HPT_RECOMPUTE_SELECTIVE)
+        return hpt_error_set(HPT_ERR_USAGE, "recompute mode %d: expected none (0), full (1) or "
+                             "selective (2)", mo->recompute);
     m->recompute = mo->recompute;
     hpt_status st = set_tp(m, cfg, mo->comm);
     if (!st)
@@ -345,6 +420,10 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the tensor table");
     }
     build_tensor_table(m);
+    if ((st = set_sp(m, mo))) {
+        hpt_model_free(m);
+        return st;
+    }
     m->act_bytes = layout_acts(m, NULL);
     hpt_error_set(HPT_OK, "%s", ""); /* a failing alloc may leave its reason here */
     m->params = be->alloc(sizeof(float) * m->nparams);
@@ -378,6 +457,7 @@ void hpt_model_free(hpt_model *m)
         m->be->free(m->act_block);
     }
     free(m->tensors);
+    free(m->sp_counts);
     for (int k = 0; m->slots && k < m->nslots; k++)
         free(m->slots[k].layers);
     free(m->slots);
@@ -399,9 +479,70 @@ static void tp_sum(hpt_model *m, float *x, size_t n)
         m->comm->be->allreduce_sum_f32(m->comm, HPT_GROUP_TP, x, n);
 }
 
-/* x_out (N,C) = layer l applied to a->x (N,C). Local shapes: q (N,Hl*hd),
+/* Sum a row-parallel GEMM's partial (N,C) result over TP and return this
+ * rank's (Nl,C) rows of the sum: the all-reduced buffer itself, or under
+ * sequence parallelism m->sp_tmp after a reduce-scatter (Korthikanti et
+ * al. 2022, section 4.2.2: the g operator becomes g-bar). Also the
+ * backward of an all-gather. */
+static const float *tp_reduce(hpt_model *m, float *partial)
+{
+    if (!m->sp) {
+        tp_sum(m, partial, (size_t)m->B * m->T * m->cfg.hidden_size);
+        return partial;
+    }
+    m->comm->be->reduce_scatter_sum_f32(m->comm, HPT_GROUP_TP, partial, m->sp_tmp, m->sp_counts);
+    return m->sp_tmp;
+}
+
+/* Sequence parallelism: `full` (N,C) holds this rank's rows [n0, n0+Nl);
+ * all-gather the others' in place (before a column-parallel GEMM: the f
+ * operator becomes f-bar). No-op otherwise. */
+static void sp_gather(hpt_model *m, float *full)
+{
+    if (m->sp)
+        m->comm->be->allgather_inplace_f32(m->comm, HPT_GROUP_TP, full, m->sp_counts);
+}
+
+/* dL/d(this rank's residual rows) (Nl,C) -> dL/d(all N rows) (N,C) for
+ * the backward of the GEMMs that read the gathered norm output (the
+ * backward of a reduce-scatter); the input itself without SP. */
+static const float *sp_gather_grad(hpt_model *m, const float *dx)
+{
+    if (!m->sp)
+        return dx;
+    m->comm->be->allgather_f32(m->comm, HPT_GROUP_TP, dx, m->dfull,
+                               (size_t)m->Nl * m->cfg.hidden_size);
+    return m->dfull;
+}
+
+void hpt_model_sp_sum_grads(hpt_model *m)
+{
+    if (!m->sp || !m->sp_norm_count)
+        return;
+    size_t off = 0;
+    for (int pass = 0; pass < 2; pass++) { /* pack, all-reduce, unpack */
+        off = 0;
+        for (int i = 0; i < m->ntensors; i++) {
+            const hpt_tensor *t = &m->tensors[i];
+            if (t->split != 0)
+                continue;
+            size_t n = (size_t)(t->rows * t->cols);
+            if (pass == 0)
+                m->be->copy(m->sp_norm_grads + off, m->grads + t->offset, sizeof(float) * n);
+            else
+                m->be->copy(m->grads + t->offset, m->sp_norm_grads + off, sizeof(float) * n);
+            off += n;
+        }
+        if (pass == 0)
+            m->comm->be->allreduce_sum_f32(m->comm, HPT_GROUP_TP, m->sp_norm_grads, off);
+    }
+}
+
+/* x_out (Nl,C) = layer l applied to a->x (Nl,C). Local shapes: q (N,Hl*hd),
  * k/v (N,KVl*hd), gate/up/h (N,Il); o_proj and down_proj produce partial
- * sums that are all-reduced over TP. */
+ * sums that are all-reduced over TP (reduce-scattered under sequence
+ * parallelism, whose norms run on this rank's Nl tokens and are
+ * all-gathered to N before q/k/v and gate/up). */
 static void layer_forward(hpt_model *m, int i, float *x_out)
 {
     const hpt_backend *be = m->be;
@@ -409,8 +550,11 @@ static void layer_forward(hpt_model *m, int i, float *x_out)
     hpt_layer_acts *a = &m->layers[i]; /* local index i, global layer l */
     int l = m->l0 + i;
     int N = m->B * m->T, C = c->hidden_size, I = m->Il, hd = hpt_config_head_dim(c);
-    int H = m->Hl, KV = m->KVl;
-    be->rmsnorm_forward(a->ln1, a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), N, C, c->rms_norm_eps);
+    int H = m->Hl, KV = m->KVl, Nl = m->Nl;
+    size_t o = (size_t)m->n0 * C; /* this rank's rows of a gathered (N,C) */
+    be->rmsnorm_forward(a->ln1 + o, a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), Nl, C,
+                        c->rms_norm_eps);
+    sp_gather(m, a->ln1);
     be->matmul_forward(a->q, a->ln1, W(HPT_TENSOR_Q, l), N, C, H * hd);
     be->matmul_forward(a->k, a->ln1, W(HPT_TENSOR_K, l), N, C, KV * hd);
     be->matmul_forward(a->v, a->ln1, W(HPT_TENSOR_V, l), N, C, KV * hd);
@@ -418,16 +562,40 @@ static void layer_forward(hpt_model *m, int i, float *x_out)
     be->rope(a->k, m->B, m->T, KV, hd, c->rope_theta, 0);
     be->attention_forward(a->atty, a->att_saved, a->q, a->k, a->v, m->B, m->T, H, KV, hd);
     be->matmul_forward(m->dtmp, a->atty, W(HPT_TENSOR_O, l), N, H * hd, C);
-    tp_sum(m, m->dtmp, (size_t)N * C);
-    be->add(a->xmid, a->x, m->dtmp, (size_t)N * C);
-    be->rmsnorm_forward(a->ln2, a->rstd2, a->xmid, W(HPT_TENSOR_MLP_NORM, l), N, C,
+    be->add(a->xmid, a->x, tp_reduce(m, m->dtmp), (size_t)Nl * C);
+    be->rmsnorm_forward(a->ln2 + o, a->rstd2, a->xmid, W(HPT_TENSOR_MLP_NORM, l), Nl, C,
                         c->rms_norm_eps);
+    sp_gather(m, a->ln2);
     be->matmul_forward(a->gate, a->ln2, W(HPT_TENSOR_GATE, l), N, C, I);
     be->matmul_forward(a->up, a->ln2, W(HPT_TENSOR_UP, l), N, C, I);
     be->swiglu_forward(a->h, a->gate, a->up, (size_t)N * I);
     be->matmul_forward(m->dtmp, a->h, W(HPT_TENSOR_DOWN, l), N, I, C);
-    tp_sum(m, m->dtmp, (size_t)N * C);
-    be->add(x_out, a->xmid, m->dtmp, (size_t)N * C);
+    be->add(x_out, a->xmid, tp_reduce(m, m->dtmp), (size_t)Nl * C);
+}
+
+/* Selective recomputation: refill layer i's element-wise activations
+ * (ln1, rstd1, the attention core's atty and saved state, ln2, rstd2, h)
+ * from the kept ones (x, q, k, v, xmid, gate, up) with the kernels and
+ * inputs of layer_forward, so they are bitwise what it computed. The
+ * attention goes through be->attention_forward: its saved state is
+ * whatever that backend's backward needs. No communication, except the
+ * all-gathers of the norm outputs under sequence parallelism. */
+static void layer_recompute_selective(hpt_model *m, int i)
+{
+    const hpt_backend *be = m->be;
+    const hpt_config *c = &m->cfg;
+    hpt_layer_acts *a = &m->layers[i];
+    int l = m->l0 + i;
+    int N = m->B * m->T, C = c->hidden_size, hd = hpt_config_head_dim(c);
+    size_t o = (size_t)m->n0 * C;
+    be->rmsnorm_forward(a->ln1 + o, a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), m->Nl, C,
+                        c->rms_norm_eps);
+    sp_gather(m, a->ln1);
+    be->attention_forward(a->atty, a->att_saved, a->q, a->k, a->v, m->B, m->T, m->Hl, m->KVl, hd);
+    be->rmsnorm_forward(a->ln2 + o, a->rstd2, a->xmid, W(HPT_TENSOR_MLP_NORM, l), m->Nl, C,
+                        c->rms_norm_eps);
+    sp_gather(m, a->ln2);
+    be->swiglu_forward(a->h, a->gate, a->up, (size_t)N * m->Il);
 }
 
 /* Vocab-parallel cross-entropy over the local logits (N,Vl): MAX and SUM
@@ -455,17 +623,24 @@ double hpt_model_stage_forward(hpt_model *m, int k, const int32_t *inputs, const
     hpt_model_use_slot(m, k);
     if (m->first) {
         be->upload(m->tokens, inputs, sizeof(int32_t) * N);
-        be->embedding_forward(m->layers[0].x, m->tokens, W(HPT_TENSOR_EMBED, -1), N, C, m->v0,
-                              m->Vl);
-        tp_sum(m, m->layers[0].x, (size_t)N * C);
+        if (m->sp) { /* vocab-parallel partial rows, reduce-scattered to this rank's tokens */
+            be->embedding_forward(m->dtmp, m->tokens, W(HPT_TENSOR_EMBED, -1), N, C, m->v0, m->Vl);
+            m->comm->be->reduce_scatter_sum_f32(m->comm, HPT_GROUP_TP, m->dtmp, m->layers[0].x,
+                                                m->sp_counts);
+        } else {
+            be->embedding_forward(m->layers[0].x, m->tokens, W(HPT_TENSOR_EMBED, -1), N, C, m->v0,
+                                  m->Vl);
+            tp_sum(m, m->layers[0].x, (size_t)N * C);
+        }
     }
     for (int i = 0; i < m->nl; i++)
         layer_forward(m, i, i + 1 < m->nl ? m->layers[i + 1].x : m->x_final);
     if (!m->last)
         return 0.0;
     be->upload(m->targets, targets, sizeof(int32_t) * N);
-    be->rmsnorm_forward(m->lnf, m->rstdf, m->x_final, W(HPT_TENSOR_FINAL_NORM, -1), N, C,
-                        c->rms_norm_eps);
+    be->rmsnorm_forward(m->lnf + (size_t)m->n0 * C, m->rstdf, m->x_final,
+                        W(HPT_TENSOR_FINAL_NORM, -1), m->Nl, C, c->rms_norm_eps);
+    sp_gather(m, m->lnf); /* all N tokens before the vocab-parallel head */
     be->matmul_forward(m->logits, m->lnf, W(HPT_TENSOR_LM_HEAD, -1), N, C, m->Vl);
     if (m->tp > 1)
         return vocab_parallel_ce(m, train ? grad_scale : 0.0f);
@@ -483,9 +658,11 @@ double hpt_model_forward(hpt_model *m, const int32_t *inputs, const int32_t *tar
 
 /* ------------------------------------------------------------- backward */
 
-/* On entry m->dx (N,C) holds dL/d(output of layer l); on exit dL/d(a->x).
+/* On entry m->dx (Nl,C) holds dL/d(output of layer l); on exit dL/d(a->x).
  * The input gradients of the column-parallel projections are partial sums
- * over TP and are all-reduced before each norm's backward. */
+ * over TP and are all-reduced (reduce-scattered under sequence
+ * parallelism, after dx was all-gathered for the GEMMs) before each
+ * norm's backward. */
 static void layer_backward(hpt_model *m, int i)
 {
     const hpt_backend *be = m->be;
@@ -493,21 +670,20 @@ static void layer_backward(hpt_model *m, int i)
     hpt_layer_acts *a = &m->layers[i]; /* local index i, global layer l */
     int l = m->l0 + i;
     int N = m->B * m->T, C = c->hidden_size, I = m->Il, hd = hpt_config_head_dim(c);
-    int H = m->Hl, KV = m->KVl;
+    int H = m->Hl, KV = m->KVl, Nl = m->Nl;
     /* MLP: x_out = xmid + down(h) */
-    be->matmul_backward(m->dh, G(HPT_TENSOR_DOWN, l), m->dx, a->h, W(HPT_TENSOR_DOWN, l), N, I, C,
-                        0);
+    be->matmul_backward(m->dh, G(HPT_TENSOR_DOWN, l), sp_gather_grad(m, m->dx), a->h,
+                        W(HPT_TENSOR_DOWN, l), N, I, C, 0);
     be->swiglu_backward(m->dgate, m->dup, m->dh, a->gate, a->up, (size_t)N * I);
     be->matmul_backward(m->dtmp, G(HPT_TENSOR_GATE, l), m->dgate, a->ln2, W(HPT_TENSOR_GATE, l), N,
                         C, I, 0);
     be->matmul_backward(m->dtmp, G(HPT_TENSOR_UP, l), m->dup, a->ln2, W(HPT_TENSOR_UP, l), N, C, I,
                         1);
-    tp_sum(m, m->dtmp, (size_t)N * C);
-    be->rmsnorm_backward(m->dx, G(HPT_TENSOR_MLP_NORM, l), m->dtmp, a->xmid,
-                         W(HPT_TENSOR_MLP_NORM, l), a->rstd2, N, C);
+    be->rmsnorm_backward(m->dx, G(HPT_TENSOR_MLP_NORM, l), tp_reduce(m, m->dtmp), a->xmid,
+                         W(HPT_TENSOR_MLP_NORM, l), a->rstd2, Nl, C);
     /* Attention: xmid = x + o_proj(atty) */
-    be->matmul_backward(m->datty, G(HPT_TENSOR_O, l), m->dx, a->atty, W(HPT_TENSOR_O, l), N,
-                        H * hd, C, 0);
+    be->matmul_backward(m->datty, G(HPT_TENSOR_O, l), sp_gather_grad(m, m->dx), a->atty,
+                        W(HPT_TENSOR_O, l), N, H * hd, C, 0);
     be->attention_backward(m->dq, m->dk, m->dv, m->dscores, m->datty, a->atty, a->att_saved, a->q,
                            a->k, a->v, m->B, m->T, H, KV, hd);
     be->rope(m->dq, m->B, m->T, H, hd, c->rope_theta, 1);
@@ -518,9 +694,8 @@ static void layer_backward(hpt_model *m, int i)
                         KV * hd, 1);
     be->matmul_backward(m->dtmp, G(HPT_TENSOR_V, l), m->dv, a->ln1, W(HPT_TENSOR_V, l), N, C,
                         KV * hd, 1);
-    tp_sum(m, m->dtmp, (size_t)N * C);
-    be->rmsnorm_backward(m->dx, G(HPT_TENSOR_ATTN_NORM, l), m->dtmp, a->x,
-                         W(HPT_TENSOR_ATTN_NORM, l), a->rstd1, N, C);
+    be->rmsnorm_backward(m->dx, G(HPT_TENSOR_ATTN_NORM, l), tp_reduce(m, m->dtmp), a->x,
+                         W(HPT_TENSOR_ATTN_NORM, l), a->rstd1, Nl, C);
 }
 
 /* Report [lo, hi) of the gradient block as final. */
@@ -538,10 +713,10 @@ static void head_backward(hpt_model *m)
     int N = m->B * m->T, C = m->cfg.hidden_size;
     be->matmul_backward(m->dtmp, G(HPT_TENSOR_LM_HEAD, -1), m->logits, m->lnf,
                         W(HPT_TENSOR_LM_HEAD, -1), N, C, m->Vl, 0);
-    tp_sum(m, m->dtmp, (size_t)N * C);
-    be->memset0(m->dx, sizeof(float) * (size_t)N * C);
-    be->rmsnorm_backward(m->dx, G(HPT_TENSOR_FINAL_NORM, -1), m->dtmp, m->x_final,
-                         W(HPT_TENSOR_FINAL_NORM, -1), m->rstdf, N, C);
+    const float *dlnf = tp_reduce(m, m->dtmp);
+    be->memset0(m->dx, sizeof(float) * (size_t)m->Nl * C);
+    be->rmsnorm_backward(m->dx, G(HPT_TENSOR_FINAL_NORM, -1), dlnf, m->x_final,
+                         W(HPT_TENSOR_FINAL_NORM, -1), m->rstdf, m->Nl, C);
     ready(m, hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset, m->nparams);
 }
 
@@ -552,15 +727,18 @@ void hpt_model_stage_backward(hpt_model *m, int k)
         head_backward(m);
     size_t end = m->last ? hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset : m->nparams;
     for (int i = m->nl - 1; i >= 0; i--) {
-        if (m->recompute) /* regenerate the layer's activations from its input */
+        if (m->recompute == HPT_RECOMPUTE_FULL) /* the layer's activations from its input */
             layer_forward(m, i, m->recompute_out);
+        else if (m->recompute == HPT_RECOMPUTE_SELECTIVE)
+            layer_recompute_selective(m, i);
         layer_backward(m, i);
         size_t lo = hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, m->l0 + i)->offset;
         ready(m, lo, end);
         end = lo;
     }
     if (m->first) {
-        m->be->embedding_backward(G(HPT_TENSOR_EMBED, -1), m->dx, m->tokens, m->B * m->T,
+        m->be->embedding_backward(G(HPT_TENSOR_EMBED, -1), sp_gather_grad(m, m->dx), m->tokens,
+                                  m->B * m->T,
                                   m->cfg.hidden_size, m->v0, m->Vl);
         ready(m, 0, end);
     }

@@ -81,10 +81,25 @@ typedef struct {
     float *ce_mx, *ce_sum, *ce_tgt;
 } hpt_slot;
 
+/* Activation recomputation (Korthikanti et al. 2022, "Reducing Activation
+ * Recomputation in Large Transformer Models", sections 4.3 and 5). */
+typedef enum {
+    HPT_RECOMPUTE_NONE = 0,      /* every layer keeps all its activations  */
+    HPT_RECOMPUTE_FULL = 1,      /* keep layer inputs; rerun the layer     */
+    HPT_RECOMPUTE_SELECTIVE = 2, /* keep GEMM outputs; rerun attention core,
+                                  * RMSNorms and SwiGLU (element-wise)     */
+} hpt_recompute;
+
+/* --recompute's value: NULL (the option without a value) or "full" ->
+ * HPT_RECOMPUTE_FULL, "selective", "none". Errors: HPT_ERR_USAGE
+ * "--recompute 'X': expected full, selective or none". */
+hpt_status hpt_recompute_parse(const char *arg, int *out);
+
 /* How a model is split; zero/NULL fields mean "not split". */
 typedef struct {
     struct hpt_comm *comm; /* TP and PP coordinates; NULL: one rank        */
-    int recompute;         /* activation recomputation                     */
+    int recompute;         /* hpt_recompute                                */
+    int sequence_parallel; /* split norms and residual stream over TP      */
     int nslots;            /* micro-batches in flight (>= 1)               */
     int l0, l1;            /* this stage's layers [l0, l1); 0,0 = all      */
     int skip_init;         /* parameters left zero: a checkpoint will be   */
@@ -103,14 +118,28 @@ typedef struct {
     struct hpt_comm *comm;
     int tp, tp_rank;
     int Hl, KVl, Il, Vl, v0, nvalid;
-    int recompute;            /* keep layer inputs only; recompute in backward */
+    int recompute;            /* hpt_recompute                            */
+    /* Sequence parallelism (Korthikanti et al. 2022, section 4.2.2), on
+     * when sp = 1 (TP > 1 only): the residual stream x, xmid, x_final, the
+     * norms' rstd and dx hold this rank's Nl = N/TP tokens [n0, n0 + Nl)
+     * of the micro-batch's N = B*T (row-major (B,T): contiguous); the norm
+     * outputs ln1, ln2, lnf are all-gathered to (N,C) before the
+     * column-parallel GEMMs; the row-parallel GEMMs' partial sums are
+     * reduce-scattered. Without it Nl = N, n0 = 0. */
+    int sp, Nl, n0;
+    int *sp_counts;           /* host, tp entries: Nl*C each              */
+    float *sp_tmp;            /* (Nl,C) reduce-scatter result              */
+    float *dfull;             /* (N,C) all-gathered residual gradient      */
+    float *sp_norm_grads;     /* device, packed replicated-tensor grads    */
+    size_t sp_norm_count;     /* its floats                               */
     /* Pipeline parallelism: this stage holds layers [l0, l1) (nl of them),
      * the embedding when first, the final norm and head when last. */
     int pp, pp_rank, first, last, l0, l1, nl;
     int nslots;
     hpt_slot *slots;          /* host array; the fields below point at the
                                * slot selected by hpt_model_use_slot       */
-    float *recompute_out;     /* (N,C) discarded output of a recomputed layer */
+    float *recompute_out;     /* (N,C) discarded output of a recomputed layer
+                               * (full recomputation only)                 */
 
     int ntensors;
     hpt_tensor *tensors;      /* host array, ntensors entries             */
@@ -158,10 +187,19 @@ hpt_status hpt_model_init(hpt_model *m, const hpt_config *cfg, const hpt_backend
  * micro-batch activation slots. Errors: HPT_ERR_USAGE when TP does not
  * divide num_attention_heads, num_key_value_heads or intermediate_size
  * (naming them), or the layer range is empty or out of bounds.
- * recompute = 1: activation recomputation (Chen et al. 2016; Korthikanti
- * et al. 2022 "full" recomputation) — only each layer's input (N,C) is kept;
- * the other activations live in one shared layer-sized set and backward
- * recomputes the layer's forward first. Results are bitwise identical.
+ * recompute = HPT_RECOMPUTE_FULL: activation recomputation (Chen et al.
+ * 2016; Korthikanti et al. 2022 "full" recomputation) — only each layer's
+ * input (N,C) is kept; the other activations live in one shared
+ * layer-sized set and backward recomputes the layer's forward first.
+ * HPT_RECOMPUTE_SELECTIVE (Korthikanti et al. 2022, section 5): each layer
+ * keeps its input x, the GEMM outputs q, k, v (after RoPE), gate, up and
+ * the residual xmid; the RMSNorm outputs ln1, ln2 (and rstd), the attention
+ * core (its output atty and the backend's saved state, recomputed through
+ * be->attention_forward) and SwiGLU's h live in one shared set that
+ * backward refills before each layer. Both are bitwise identical to no
+ * recomputation (the same kernels on the same inputs).
+ * sequence_parallel = 1 with TP > 1: sequence parallelism (see sp above);
+ * HPT_ERR_USAGE when TP does not divide B*T.
  * skip_init = 1: parameters stay zero instead of drawn from `seed` (the
  * caller loads a checkpoint over all of them; the draws are counter-based,
  * so skipping them changes no other random number). */
@@ -186,9 +224,24 @@ double hpt_model_stage_forward(hpt_model *m, int k, const int32_t *inputs, const
  * non-first stage has dL/d(its input) in m->dx. Gradients accumulate. */
 void hpt_model_stage_backward(hpt_model *m, int k);
 
-/* The stage's input (N,C) and output (N,C) activations of slot k. */
+/* The stage's input (Nl,C) and output (Nl,C) activations of slot k (the
+ * local sequence shard under sequence parallelism, else all N tokens). */
 float *hpt_model_stage_input(hpt_model *m, int k);
 float *hpt_model_stage_output(hpt_model *m, int k);
+
+/* Elements of a stage's input, output and input gradient: Nl * C (what
+ * one pipeline boundary sends per micro-batch). */
+size_t hpt_model_stage_elems(const hpt_model *m);
+
+/* Sequence parallelism: each TP rank's gradients of the replicated
+ * tensors (the RMSNorm weights) cover only its own tokens; sum them over
+ * the TP group (one all-reduce of the packed tensors) so every rank gets
+ * the full gradient and the replicas stay bitwise identical (the trap of
+ * Megatron-LM#1446 / TransformerEngine#441). Call once per optimizer step
+ * after the last backward (the sum commutes with the DP reduction, so
+ * before or after it). No-op without sequence parallelism. Collective
+ * over TP. */
+void hpt_model_sp_sum_grads(hpt_model *m);
 
 /* Free everything; accepts a zeroed model and may be called twice. */
 void hpt_model_free(hpt_model *m);

@@ -152,6 +152,12 @@ static int micro_batches(const hpt_plan_setup *s)
     return s->global_batch / (s->micro_batch * s->dp);
 }
 
+/* ", recomputation", ", selective recomputation" or "" for a layout line. */
+static const char *rc_label(int recompute)
+{
+    return recompute == 1 ? ", recomputation" : recompute == 2 ? ", selective recomputation" : "";
+}
+
 /* ------------------------------------------------------------ activations */
 
 /* hpt's carve(): count elements of 4 bytes rounded up to 64 bytes. */
@@ -161,18 +167,30 @@ static double carve(double count)
 }
 
 /* lib/model.c carve_layer: one layer's saved activations, bytes, on the CPU
- * backend. Its attention (lib/attention_cpu.c) saves the per-row
- * log-sum-exp, B*H*T floats (attention_saved_floats), and its backward
- * scratch is as large: no T^2 term. */
-static double exact_layer_bytes(const hpt_plan_setup *s)
+ * backend, the parts in `which`: 1 the GEMM outputs and the residual (q, k,
+ * v, xmid, gate, up: what selective recomputation keeps), 2 the
+ * element-wise ones (ln1, rstd1, attention state, atty, ln2, rstd2, h: what
+ * it recomputes), 3 both. Its attention (lib/attention_cpu.c) saves the
+ * per-row log-sum-exp, B*H*T floats (attention_saved_floats), and its
+ * backward scratch is as large: no T^2 term. */
+/* Tokens of a micro-batch whose residual stream a rank holds: N/TP under
+ * sequence parallelism (lib/model.c set_sp), else N. */
+static double local_tokens(const hpt_plan_setup *s)
+{
+    double N = (double)s->micro_batch * s->seq_len;
+    return s->sequence_parallel && s->tp > 1 ? N / s->tp : N;
+}
+
+static double exact_layer_bytes(const hpt_plan_setup *s, int which)
 {
     const hpt_config *c = &s->cfg;
-    double B = s->micro_batch, T = s->seq_len, N = B * T, C = c->hidden_size;
+    double B = s->micro_batch, T = s->seq_len, N = B * T, C = c->hidden_size, Nl = local_tokens(s);
     double hd = hpt_config_head_dim(c), Hl = c->num_attention_heads / s->tp;
     double QD = Hl * hd, KD = c->num_key_value_heads / s->tp * hd, I = c->intermediate_size / s->tp;
     double saved = (double)hpt_backend_cpu.attention_saved_floats((int)B, (int)T, (int)Hl);
-    return carve(N * C) + carve(N) + carve(N * QD) + 2 * carve(N * KD) + carve(saved) +
-           carve(N * QD) + 2 * carve(N * C) + carve(N) + 3 * carve(N * I);
+    double gemm = carve(N * QD) + 2 * carve(N * KD) + carve(Nl * C) + 2 * carve(N * I);
+    double elem = 2 * (carve(N * C) + carve(Nl)) + carve(saved) + carve(N * QD) + carve(N * I);
+    return (which & 1 ? gemm : 0) + (which & 2 ? elem : 0);
 }
 
 double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, double *logits)
@@ -183,14 +201,22 @@ double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, 
     double QD = Hl * hd, KD = c->num_key_value_heads / s->tp * hd, I = c->intermediate_size / s->tp;
     int l0, l1, last = stage == s->pp - 1;
     hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
-    double layer = exact_layer_bytes(s), lg = carve(last ? N * vocab_local(s) : 1);
-    double slot = (l1 - l0) * ((s->recompute ? 0 : layer) + carve(N * C)) + carve(N * C) +
-                  carve(last ? N * C : 1) + carve(N) + lg + 3 * carve(N) + carve(2 * N);
+    double layer = exact_layer_bytes(s, 3), lg = carve(last ? N * vocab_local(s) : 1);
+    /* per layer and slot: all (none), the input only (full), the GEMM
+     * outputs (selective); one shared set of the recomputed ones */
+    double Nl = local_tokens(s);
+    double kept = s->recompute == 1 ? 0 : s->recompute == 2 ? exact_layer_bytes(s, 1) : layer;
+    double shared = s->recompute == 1   ? layer + carve(Nl * C)
+                    : s->recompute == 2 ? exact_layer_bytes(s, 2) : 0;
+    double slot = (l1 - l0) * (kept + carve(Nl * C)) + carve(Nl * C) +
+                  carve(last ? N * C : 1) + carve(Nl) + lg + 3 * carve(N) + carve(2 * N);
     double scratch = 2 * carve(N * C) + 2 * carve(N * QD) + 2 * carve(N * KD) + 3 * carve(N * I) +
                      carve((double)hpt_backend_cpu.attention_scratch_floats((int)B, (int)T, (int)Hl));
+    if (Nl < N) /* sequence parallelism: sp_tmp, dfull, packed norm gradients */
+        scratch += carve(Nl * C) + carve(N * C) + carve((2.0 * (l1 - l0) + last) * C);
     if (logits)
         *logits = nslots * lg;
-    return (s->recompute ? layer + carve(N * C) : 0) + nslots * slot + scratch;
+    return shared + nslots * slot + scratch;
 }
 
 static double act_elem_bytes(const hpt_plan_setup *s) { return s->fp32 ? 4.0 : 2.0; }
@@ -205,6 +231,19 @@ double hpt_plan_layer_act_bytes(const hpt_plan_setup *s)
     return a * sq * b * h * (4.0 + (2.0 + 2.0 * g) / t) + a * 3.0 * sq * b * I / t + scores;
 }
 
+/* The part of hpt_plan_layer_act_bytes that selective recomputation
+ * recomputes instead of keeping (lib/model.c layer_recompute_selective):
+ * the two RMSNorm outputs (2sbh), the attention core's output (sbh/t) and
+ * state, SwiGLU's output (sbI/t). */
+static double selective_recomputed_bytes(const hpt_plan_setup *s)
+{
+    const hpt_config *c = &s->cfg;
+    double a = act_elem_bytes(s), t = s->tp, b = s->micro_batch, sq = s->seq_len;
+    double h = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads;
+    double scores = s->store_scores ? a * b * (H / t) * sq * sq : 4.0 * b * (H / t) * sq;
+    return a * sq * b * h * (2.0 + 1.0 / t) + a * sq * b * I / t + scores;
+}
+
 /* ------------------------------------------------------------ memory */
 
 /* Analytic (GPU) activations of one rank of `stage`, bytes: per layer and
@@ -217,9 +256,12 @@ static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
     double a = act_elem_bytes(s), N = (double)s->micro_batch * s->seq_len, h = c->hidden_size;
     int l0, l1, last = stage == s->pp - 1;
     hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
-    double per_layer = s->recompute ? a * N * h : hpt_plan_layer_act_bytes(s);
-    double acts = k * ((l1 - l0) * per_layer + (last ? 2 * a * N * h : 0));
-    return acts + (s->recompute ? hpt_plan_layer_act_bytes(s) : 0);
+    double layer = hpt_plan_layer_act_bytes(s), rec = selective_recomputed_bytes(s);
+    double Nl = local_tokens(s), sp = (N - Nl) * a * h; /* SP: x and xmid hold Nl tokens */
+    double per_layer = s->recompute == 1 ? a * Nl * h
+                       : s->recompute == 2 ? layer - rec - 2 * sp : layer - 2 * sp;
+    double acts = k * ((l1 - l0) * per_layer + (last ? a * (N + Nl) * h : 0));
+    return acts + (s->recompute == 1 ? layer : s->recompute == 2 ? rec : 0);
 }
 
 /* ZeRO-1 shard of DP rank d: contiguous blocks of ceil(P/DP) elements
@@ -249,7 +291,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
          * in-flight nonblocking bucket all-reduces hold copies of about half
          * the gradient block at their peak (measured, docs/PLAN.md) */
         m.comm_buffers = (s->zero1 ? 4 * fmax(ceil(P / s->dp), 1) : 0) +
-                         (s->pp > 1 ? 4 * N * C * k : 0);
+                         (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0);
         if (s->dp > 1)
             m.comm_buffers += s->zero1 ? 4 * own : 0.5 * 4 * P;
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
@@ -260,7 +302,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         m.optimizer = opt * (s->zero1 ? ceil(P / s->dp) : P);
         m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
         m.activations = analytic_acts(s, stage, k);
-        m.comm_buffers = s->pp > 1 ? 2 * act_elem_bytes(s) * N * C : 0;
+        m.comm_buffers = s->pp > 1 ? 2 * act_elem_bytes(s) * local_tokens(s) * C : 0;
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
     }
     /* --async-save (lib/checkpoint.c): each rank stages the fp32 weights and
@@ -451,8 +493,17 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
     case HPT_PLAN_TP: /* Megatron f/g all-reduces; vocab-parallel embedding, head, loss */
         if (s->tp == 1)
             break;
-        add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp,
-               (double)M * (first + (4 + 2 * s->recompute) * nl + last), NC * a, NC * a);
+        if (s->sequence_parallel) { /* lib/model.c: sp_gather, sp_gather_grad, tp_reduce */
+            double rs = 4 + 2 * (s->recompute == 1), ag = rs + 2 * (s->recompute == 2);
+            add_op(&pc, s, g, HPT_COLL_REDUCE_SCATTER, s->tp, (double)M * (first + rs * nl + last),
+                   NC * a, NC * a);
+            add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->tp, (double)M * (first + ag * nl + last),
+                   NC * a, NC * a / s->tp);
+            add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, 1, gb * (2.0 * nl + last) * c->hidden_size,
+                   gb * (2.0 * nl + last) * c->hidden_size); /* norm weight gradients */
+        } else
+            add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp,
+                   (double)M * (first + (4 + 2 * (s->recompute == 1)) * nl + last), NC * a, NC * a);
         if (last) { /* cross-entropy: row max (N), then sum-exp and target logit (2N) */
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, M, 4 * N, 4 * N);
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, M, 8 * N, 8 * N);
@@ -462,7 +513,8 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
         if (s->pp == 1)
             break;
         int ends = !last + !first;
-        add_op(&pc, s, g, HPT_COLL_P2P, 2, (double)M * ends, NC * a, NC * a);
+        double sh = s->sequence_parallel && s->tp > 1 ? NC / s->tp : NC; /* the local shard */
+        add_op(&pc, s, g, HPT_COLL_P2P, 2, (double)M * ends, sh * a, sh * a);
         pc.calls += (double)M * ends; /* the matching receives */
         add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->pp, 1, 8, 8); /* loss (f64) */
         break;
@@ -510,8 +562,10 @@ double hpt_plan_flops_per_seq(const hpt_config *c, int T, int recompute)
     double L = c->num_hidden_layers;
     double layer = C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
     double per_tok = 6 * (L * layer + V * C) + 6 * L * T * C; /* causal attention: half */
-    if (recompute)
+    if (recompute == 1) /* full: the layer's forward again */
         per_tok += 2 * L * layer + 2 * L * T * C;
+    else if (recompute == 2) /* selective: the attention core's forward (QK^T, PV; causal half) */
+        per_tok += 2 * L * T * C;
     return per_tok * T;
 }
 
@@ -524,7 +578,8 @@ static double stage_flops(const hpt_plan_setup *s, int stage)
     double layer = C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
     int l0, l1;
     hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
-    double per_layer = 6 * layer + 6 * T * C + (s->recompute ? 2 * layer + 2 * T * C : 0);
+    double per_layer = 6 * layer + 6 * T * C +
+                       (s->recompute == 1 ? 2 * layer + 2 * T * C : s->recompute == 2 ? 2 * T * C : 0);
     double per_tok = (l1 - l0) * per_layer + (stage == s->pp - 1 ? 6 * V * C : 0);
     return per_tok * T * s->micro_batch / s->tp;
 }
@@ -678,10 +733,13 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             "\"gpus_per_node\": %d, \"gpus\": %ld},\n",
             s->tp, s->pp, s->dp, s->nodes, s->gpus_per_node, (long)s->tp * s->pp * s->dp);
     fprintf(f, "  \"training\": {\"seq_len\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
-            "\"micro_batches\": %d, \"recompute\": %s, \"zero1\": %s, \"pp_schedule\": \"%s\", "
+            "\"micro_batches\": %d, \"recompute\": %s, \"recompute_mode\": \"%s\", \"zero1\": %s, "
+            "\"pp_schedule\": \"%s\", "
             "\"precision\": \"%s\", \"tokens_per_step\": %s},\n",
             s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
-            s->recompute ? "true" : "false", s->zero1 ? "true" : "false",
+            s->recompute ? "true" : "false",
+            s->recompute == 1 ? "full" : s->recompute == 2 ? "selective" : "none",
+            s->zero1 ? "true" : "false",
             s->gpipe ? "gpipe" : "1f1b", s->fp32 ? "fp32" : "bf16",
             json_z(&b[0], (double)s->global_batch * s->seq_len));
     fprintf(f, "  \"memory\": {\"worst_stage\": %d, \"worst\": ", r->worst_stage);
@@ -752,7 +810,7 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
     fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
             "micro-batches x DP %d; %s%s%s\n\n",
             s->tp, s->pp, s->dp, s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
-            s->dp, s->fp32 ? "fp32" : "bf16 mixed precision", s->recompute ? ", recomputation" : "",
+            s->dp, s->fp32 ? "fp32" : "bf16 mixed precision", rc_label(s->recompute),
             s->zero1 ? ", ZeRO-1" : "");
     fprintf(f, "memory per rank (%s)  weights     grads optimizer      acts    logits      comm  "
             "baseline     total\n", un);
@@ -826,7 +884,7 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
         return;
     }
     fprintf(f, "why TP %d x PP %d x DP %d, micro-batch %d%s%s:\n", s->tp, s->pp, s->dp,
-            s->micro_batch, s->recompute ? ", recomputation" : "", s->zero1 ? ", ZeRO-1" : "");
+            s->micro_batch, rc_label(s->recompute), s->zero1 ? ", ZeRO-1" : "");
     if (s->tp > 1)
         fprintf(f, "  - TP %d %s: its %.0f all-reduces per step (%.3g s) run on %s\n", s->tp,
                 r->link_inter[HPT_PLAN_TP] ? "spans nodes" : "stays inside a node",
@@ -851,7 +909,7 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
         if (!all[i].fits && all[i].tokens_per_s > best->tokens_per_s) {
             fprintf(f, "  - faster but does not fit: TP %d x PP %d x DP %d, micro-batch %d%s%s "
                     "(%.4g tokens/s, needs %.1f GiB)\n", all[i].s.tp, all[i].s.pp, all[i].s.dp,
-                    all[i].s.micro_batch, all[i].s.recompute ? ", recomputation" : "",
+                    all[i].s.micro_batch, rc_label(all[i].s.recompute),
                     all[i].s.zero1 ? ", ZeRO-1" : "", all[i].tokens_per_s, all[i].mem / GIB);
             break;
         }
@@ -959,7 +1017,7 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
         fprintf(f, "   TP   PP     DP  mb  recomp zero1   mem GiB   step s     tokens/s   MFU %%  bubble\n");
         for (int i = 0; i < shown; i++)
             fprintf(f, "  %3d %4d %6d %3d  %-6s %-5s %9.2f %8.4g %12.5g %6.1f  %6.3f\n", v[i].s.tp,
-                    v[i].s.pp, v[i].s.dp, v[i].s.micro_batch, v[i].s.recompute ? "yes" : "no",
+                    v[i].s.pp, v[i].s.dp, v[i].s.micro_batch, v[i].s.recompute == 2 ? "sel" : v[i].s.recompute ? "yes" : "no",
                     v[i].s.zero1 ? "yes" : "no", v[i].mem / GIB, v[i].step, v[i].tokens_per_s,
                     100 * v[i].mfu, v[i].bubble);
         if (fitting)

@@ -61,7 +61,9 @@ typedef struct {
     int seq_len;               /* tokens per sequence                   */
     int global_batch;          /* sequences per optimizer step          */
     int micro_batch;           /* sequences per micro-batch             */
-    int recompute;             /* full activation recomputation         */
+    int recompute;             /* 0 none, 1 full, 2 selective (lib/model.h
+                                * hpt_recompute)                         */
+    int sequence_parallel;     /* hpt-train --sequence-parallel (TP > 1) */
     int zero1;                 /* AdamW state sharded over DP (ZeRO-1)  */
     int gpipe;                 /* pipeline schedule: 0 = 1F1B, 1 = GPipe
                                 * (every stage holds all m micro-batches) */

@@ -61,7 +61,7 @@ int pipeline_slots(const run_state *r, const hpt_train_opts *o)
 
 hpt_status setup_pipeline(run_state *r, int nslots)
 {
-    size_t NC = (size_t)r->model.B * r->model.T * r->cfg.hidden_size;
+    size_t NC = hpt_model_stage_elems(&r->model); /* the local shard under SP */
     r->fwd_req = calloc((size_t)nslots, sizeof(hpt_comm_req));
     r->bwd_req = calloc((size_t)nslots, sizeof(hpt_comm_req));
     r->fwd_busy = calloc((size_t)nslots, 1);
@@ -73,10 +73,10 @@ hpt_status setup_pipeline(run_state *r, int nslots)
     return HPT_OK;
 }
 
-static size_t act_elems(const run_state *r)
-{
-    return (size_t)r->model.B * r->model.T * r->cfg.hidden_size;
-}
+/* What crosses a pipeline boundary per micro-batch: the stage's output
+ * (or input gradient), only this rank's sequence shard under sequence
+ * parallelism. */
+static size_t act_elems(const run_state *r) { return hpt_model_stage_elems(&r->model); }
 
 /* Forward of micro-batch i (global positions from `first`) through this
  * stage: receive the previous stage's output, run, send to the next.
@@ -294,6 +294,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
     r->cursor += (int64_t)M * o->batch * D;
     for (int i = 0; i < r->nbuckets; i++)
         r->comm.be->wait(&r->comm, &r->buckets[i]);
+    hpt_model_sp_sum_grads(&r->model); /* norm weights under sequence parallelism */
     tie_grads(r);
     r->local_loss = sum;
     return reduce_loss(r, sum) / tokens;

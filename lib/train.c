@@ -71,6 +71,11 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
     if ((long long)o->batch * o->seq_len > 2147483647LL / 64)
         return hpt_error_set(HPT_ERR_USAGE, "--batch %d x --seq-len %d: micro-batch too large",
                              o->batch, o->seq_len);
+    if (o->sequence_parallel && o->tp > 1 && (o->batch * o->seq_len) % o->tp)
+        return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel: a micro-batch of --batch %d x "
+                             "--seq-len %d = %d tokens does not split into --tp %d equal parts "
+                             "(choose them so that TP divides batch x seq-len)", o->batch,
+                             o->seq_len, o->batch * o->seq_len, o->tp);
     const hpt_optim_opts *p = &o->optim;
     if (!(p->lr > 0) || !isfinite(p->lr))
         return hpt_error_set(HPT_ERR_USAGE, "--lr %g: must be > 0", p->lr);
@@ -511,6 +516,7 @@ static hpt_status setup_model(run_state *r, const hpt_train_opts *o, const hpt_b
     if ((st = stage_layers(r, o)))
         return st;
     hpt_model_opts mo = {.comm = &r->comm, .recompute = o->recompute,
+                         .sequence_parallel = o->sequence_parallel,
                          .nslots = pipeline_slots(r, o), .l0 = r->l0, .l1 = r->l1,
                          .skip_init = r->resume_from >= 0 || o->init_from};
     if ((st = hpt_model_init_opts(&r->model, &r->cfg, be, &mo, o->batch, o->seq_len, o->seed)) ||
@@ -808,7 +814,7 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
     fprintf(out,
             "hpt-train: model %s (%.2f M parameters, %d layers, hidden %d, heads %d/%d kv, "
             "vocab %d%s), backend %s, comm %s\n"
-            "hpt-train: layout TP %d x PP %d x DP %d%s on %d ranks%s%s; %.1f MiB of activations "
+            "hpt-train: layout TP %d x PP %d x DP %d%s on %d ranks%s%s%s; %.1f MiB of activations "
             "per rank\n"
             "hpt-train: %lld training samples of %d tokens; micro-batch %d x grad-accum %d x DP "
             "%d = %lld tokens/step; %d steps\n",
@@ -818,7 +824,9 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             r->comm.stage ? "mpi+host-staging" : (r->comm.inner ? r->comm.inner : r->comm.be)->name,
             r->comm.tp,
             r->comm.pp, r->comm.dp, o->zero1 ? " (ZeRO-1)" : "", r->comm.world_size,
-            o->recompute ? ", activation recomputation" : "",
+            o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective activation recomputation"
+            : o->recompute ? ", activation recomputation" : "",
+            r->model.sp ? ", sequence parallel" : "",
             r->comm.pp > 1 ? (o->gpipe ? ", GPipe" : ", 1F1B") : "", r->model.act_bytes / 1048576.0,
             (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
             r->comm.dp, (long long)o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);

@@ -35,7 +35,8 @@ typedef struct {
                             * random. A resumed checkpoint wins over it.   */
     int tp, pp, dp;        /* layout; dp <= 0: inferred from the world size */
     int zero1;             /* shard AdamW state over data-parallel ranks    */
-    int recompute;         /* activation recomputation in backward          */
+    int recompute;         /* hpt_recompute (lib/model.h): 0 none, 1 full, 2 selective */
+    int sequence_parallel; /* split norms and residual over TP (TP > 1 only) */
     int gpipe;             /* pipeline schedule: 0 = 1F1B, 1 = GPipe         */
     int comm_stats;        /* print per-group communication per step        */
     /* checkpoints (docs/CHECKPOINT.md) */

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "hpt_config.h"
+#include "model.h"
 #include "plan.h"
 
 static void usage(FILE *f)
@@ -53,7 +54,8 @@ static void usage(FILE *f)
             "  --seq-len N           tokens per sequence (required)\n"
             "  --global-batch N      sequences per optimizer step (required)\n"
             "  --micro-batch N       sequences per micro-batch [1]\n"
-            "  --recompute           full activation recomputation\n"
+            "  --recompute [MODE]    activation recomputation: full (default) or selective\n"
+            "  --sequence-parallel   hpt-train's --sequence-parallel (with --tp > 1)\n"
             "  --zero1               shard the optimizer state over DP (ZeRO-1)\n"
             "  --async-save          count hpt-train --async-save's host staging buffer\n"
             "  --pp-schedule S       1f1b or gpipe, as hpt-train's [1f1b]: under GPipe every\n"
@@ -91,7 +93,7 @@ enum {
     OPT_MB, OPT_RECOMPUTE, OPT_ZERO1, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_JSON, OPT_SEARCH, OPT_GPUS, OPT_TOP,
     OPT_PEAK, OPT_MEM, OPT_INTRA_BW, OPT_INTER_BW, OPT_INTRA_LAT, OPT_INTER_LAT, OPT_EFF,
     OPT_BASELINE, OPT_DATA_BYTES, OPT_SCORES, OPT_TIE, OPT_UNTIE, OPT_RANKS_TSV, OPT_HELP,
-    OPT_VERSION, OPT_SCHEDULE, OPT_COMM, OPT_NCCL_ALGO,
+    OPT_VERSION, OPT_SCHEDULE, OPT_COMM, OPT_NCCL_ALGO, OPT_SEQ_PAR,
 };
 
 static const struct option long_opts[] = {
@@ -100,7 +102,8 @@ static const struct option long_opts[] = {
     {"tp", 1, 0, OPT_TP},                 {"pp", 1, 0, OPT_PP},
     {"dp", 1, 0, OPT_DP},                 {"seq-len", 1, 0, OPT_SEQ},
     {"global-batch", 1, 0, OPT_GB},       {"micro-batch", 1, 0, OPT_MB},
-    {"recompute", 0, 0, OPT_RECOMPUTE},   {"zero1", 0, 0, OPT_ZERO1},
+    {"recompute", 2, 0, OPT_RECOMPUTE},   {"zero1", 0, 0, OPT_ZERO1},
+    {"sequence-parallel", 0, 0, OPT_SEQ_PAR},
     {"async-save", 0, 0, OPT_ASYNC_SAVE},
     {"precision", 1, 0, OPT_PRECISION},   {"json", 0, 0, OPT_JSON},
     {"search", 0, 0, OPT_SEARCH},         {"gpus", 1, 0, OPT_GPUS},
@@ -121,7 +124,7 @@ static const struct option long_opts[] = {
 #define NOTSET INT_MIN
 typedef struct {
     const char *model, *cluster, *precision, *ranks_tsv, *schedule, *comm, *nccl_algo;
-    int nodes, gpn, tp, pp, dp, seq, gb, mb, recompute, zero1, async_save, json, search, gpus, top, scores, tie;
+    int nodes, gpn, tp, pp, dp, seq, gb, mb, recompute, zero1, seqpar, async_save, json, search, gpus, top, scores, tie;
     double peak, mem_gb, intra_bw, inter_bw, intra_lat, inter_lat, eff, baseline_mib, data_bytes;
 } cli;
 
@@ -156,7 +159,8 @@ static hpt_status apply(cli *o, int c, const char *arg, int *action)
     case OPT_EFF: return hpt_cli_parse_double(n, arg, &o->eff);
     case OPT_BASELINE: return hpt_cli_parse_double(n, arg, &o->baseline_mib);
     case OPT_DATA_BYTES: return hpt_cli_parse_double(n, arg, &o->data_bytes);
-    case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
+    case OPT_RECOMPUTE: return hpt_recompute_parse(arg, &o->recompute);
+    case OPT_SEQ_PAR: o->seqpar = 1; return HPT_OK;
     case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
     case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
     case OPT_JSON: o->json = 1; return HPT_OK;
@@ -336,6 +340,7 @@ static hpt_status setup(const cli *o, hpt_plan_setup *s)
     s->global_batch = o->gb;
     s->micro_batch = o->mb != NOTSET ? o->mb : 1;
     s->recompute = o->recompute;
+    s->sequence_parallel = o->seqpar; /* lib/plan.c applies it only with TP > 1 */
     s->zero1 = o->zero1;
     s->async_save = o->async_save;
     s->store_scores = o->scores;

@@ -46,7 +46,13 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --pp-split A,B,...    layers per stage [balanced]\n"
             "  --dp N                data parallel size [world size / (TP x PP)]\n"
             "  --zero1               shard AdamW state over the DP ranks (ZeRO-1)\n"
-            "  --recompute           keep only layer inputs; recompute activations in backward\n\n"
+            "  --recompute [MODE]    activation recomputation in backward: full (the default\n"
+            "                        MODE: keep only layer inputs) or selective (keep GEMM\n"
+            "                        outputs, recompute attention core, norms, SwiGLU)\n"
+            "  --sequence-parallel   with --tp > 1: split the norms and the residual stream\n"
+            "                        over the TP ranks along the tokens (TP must divide\n"
+            "                        batch x seq-len); all-gather + reduce-scatter instead\n"
+            "                        of all-reduce\n\n"
             "Batch and schedule:\n"
             "  --batch N             micro-batch size, sequences [%d]\n"
             "  --seq-len N           sequence length T, tokens [%d]\n"
@@ -143,7 +149,7 @@ enum {
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
-    OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM,
+    OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM, OPT_SEQ_PAR,
 };
 
 static const struct option long_opts[] = {
@@ -163,7 +169,8 @@ static const struct option long_opts[] = {
     {"help", 0, 0, OPT_HELP},           {"version", 0, 0, OPT_VERSION},
     {"tp", 1, 0, OPT_TP},               {"pp", 1, 0, OPT_PP},
     {"dp", 1, 0, OPT_DP},               {"zero1", 0, 0, OPT_ZERO1},
-    {"export", 1, 0, OPT_EXPORT},       {"recompute", 0, 0, OPT_RECOMPUTE},
+    {"export", 1, 0, OPT_EXPORT},       {"recompute", 2, 0, OPT_RECOMPUTE},
+    {"sequence-parallel", 0, 0, OPT_SEQ_PAR},
     {"pp-schedule", 1, 0, OPT_PP_SCHEDULE}, {"pp-split", 1, 0, OPT_PP_SPLIT},
     {"comm-stats", 0, 0, OPT_COMM_STATS},
     {"save-every", 1, 0, OPT_SAVE_EVERY}, {"checkpoint-dir", 1, 0, OPT_CKPT_DIR},
@@ -235,7 +242,8 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
                                  "--init-from '': expected a weights file or directory");
         o->init_from = arg;
         return HPT_OK;
-    case OPT_RECOMPUTE: o->recompute = 1; return HPT_OK;
+    case OPT_RECOMPUTE: return hpt_recompute_parse(arg, &o->recompute);
+    case OPT_SEQ_PAR: o->sequence_parallel = 1; return HPT_OK;
     case OPT_PP_SPLIT: o->pp_split = arg; return HPT_OK;
     case OPT_COMM_STATS: o->comm_stats = 1; return HPT_OK;
     case OPT_SAVE_EVERY: return hpt_cli_parse_int(name, arg, &o->save_every);

@@ -232,7 +232,8 @@ static void test_megatron_flops(void)
 }
 
 /* Exact model: parameter block and activation block equal what
- * hpt_model_init_opts allocates, for TP/PP ranks, slots and recompute. */
+ * hpt_model_init_opts allocates, for TP/PP ranks, slots, recompute (none,
+ * full, selective) and sequence parallelism. */
 static void test_exact_sizes(void)
 {
     const hpt_backend *be = NULL;
@@ -248,15 +249,17 @@ static void test_exact_sizes(void)
     for (int ci = 0; ci < 2; ci++)
         for (int tp = 1; tp <= 2; tp++)
             for (int pp = 1; pp <= 3; pp += 2)
-                for (int rc = 0; rc <= 1; rc++)
+                for (int rs = 0; rs < 6; rs++) /* recompute 0, 1, 2 x SP off, on */
                     for (int stage = 0; stage < pp && pp <= cfgs[ci].num_hidden_layers;
                          stage++) {
+                        int rc = rs % 3, sp = rs / 3;
                         hpt_plan_setup s;
                         memset(&s, 0, sizeof s);
                         s.cfg = cfgs[ci];
                         hpt_cluster_preset("cpu-local", &s.cl);
                         s.tp = tp, s.pp = pp, s.dp = 1, s.seq_len = 16, s.micro_batch = 3;
                         s.global_batch = 12, s.recompute = rc, s.fp32 = 1;
+                        s.sequence_parallel = sp;
                         hpt_comm fake; /* coordinates only: init does not communicate */
                         memset(&fake, 0, sizeof fake);
                         fake.tp = tp, fake.pp = pp, fake.dp = 1, fake.tp_rank = tp - 1;
@@ -264,7 +267,7 @@ static void test_exact_sizes(void)
                         int l0, l1, nslots = pp - stage < 4 ? pp - stage : 4;
                         hpt_plan_stage_layers(s.cfg.num_hidden_layers, pp, stage, &l0, &l1);
                         hpt_model_opts mo = {.comm = &fake, .recompute = rc, .nslots = nslots,
-                                             .l0 = l0, .l1 = l1};
+                                             .l0 = l0, .l1 = l1, .sequence_parallel = sp};
                         hpt_model m;
                         if (hpt_model_init_opts(&m, &s.cfg, be, &mo, 3, 16, 1)) {
                             printf("FAIL model init: %s\n", hpt_error_msg());
@@ -275,8 +278,9 @@ static void test_exact_sizes(void)
                         snprintf(what, sizeof what, "cfg %d tp %d pp %d stage %d rc %d params", ci,
                                  tp, pp, stage, rc);
                         expect(what, hpt_plan_stage_params(&s, stage), (double)m.nparams, 0);
-                        snprintf(what, sizeof what, "cfg %d tp %d pp %d stage %d rc %d act bytes",
-                                 ci, tp, pp, stage, rc);
+                        snprintf(what, sizeof what,
+                                 "cfg %d tp %d pp %d stage %d rc %d sp %d act bytes", ci, tp, pp,
+                                 stage, rc, sp);
                         expect(what, hpt_plan_exact_act_bytes(&s, stage, nslots, NULL),
                                (double)m.act_bytes, 0);
                         /* --async-save's staging buffer: the plan's figure bounds what
