@@ -187,20 +187,24 @@ static void cpu_rope(float *x, int B, int T, int nh, int hd, float theta, int in
     float *cs = malloc(sizeof(float) * 2 * (size_t)T * half), *sn = cs + (size_t)T * half;
     if (!cs)
         HPT_FATAL("out of memory in rope");
-    /* As Hugging Face: inv_freq = 1/theta^(2i/hd) and angle = t*inv_freq in fp32. */
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < half; i++) {
-            float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
-            float a = (float)t * inv_freq;
-            cs[(size_t)t * half + i] = cosf(a);
-            sn[(size_t)t * half + i] = inverse ? -sinf(a) : sinf(a);
-        }
-#pragma omp parallel for collapse(2) schedule(dynamic, 8)
-    for (int b = 0; b < B; b++)
+#pragma omp parallel
+    {
+        /* As Hugging Face: inv_freq = 1/theta^(2i/hd) and angle = t*inv_freq in fp32. */
+#pragma omp for schedule(dynamic, 16)
         for (int t = 0; t < T; t++)
-            for (int h = 0; h < nh; h++)
-                K->rope_head(x + (((size_t)b * T + t) * nh + h) * hd, cs + (size_t)t * half,
-                             sn + (size_t)t * half, half);
+            for (int i = 0; i < half; i++) {
+                float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+                float a = (float)t * inv_freq;
+                cs[(size_t)t * half + i] = cosf(a);
+                sn[(size_t)t * half + i] = inverse ? -sinf(a) : sinf(a);
+            }
+#pragma omp for collapse(2) schedule(dynamic, 8)
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < nh; h++)
+                    K->rope_head(x + (((size_t)b * T + t) * nh + h) * hd, cs + (size_t)t * half,
+                                 sn + (size_t)t * half, half);
+    }
     free(cs);
 }
 
