@@ -165,7 +165,8 @@ static void cpu_rmsnorm_backward(float *din, float *dw, const float *dout, const
     int nb = (C + COLS - 1) / COLS;
 #pragma omp parallel
     {
-#pragma omp for schedule(dynamic, rows)
+        /* nowait: the dw blocks read only dout, in and rstd */
+#pragma omp for schedule(dynamic, rows) nowait
         for (int n = 0; n < N; n++)
             K->rmsnorm_row_backward(din + (size_t)n * C, dout + (size_t)n * C, in + (size_t)n * C,
                                     w, rstd[n], C);
