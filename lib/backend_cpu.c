@@ -1,7 +1,15 @@
 /* backend_cpu.c — the CPU compute backend: OpenBLAS SGEMM for every matrix
  * product, OpenMP loops for the rest. Reductions are done in a fixed order
  * (never an OpenMP reduction clause) so results are bitwise reproducible
- * for a given thread count. Shapes and maths: see backend.h. */
+ * for a given thread count. Shapes and maths: see backend.h.
+ *
+ * The element-wise ops run the vectorised kernels of lib/kernels_cpu.h
+ * (AVX-512, AVX2 or generic, chosen at start-up) over work items of fixed
+ * size handed out dynamically (schedule(dynamic)): a thread slowed down by
+ * another process on its core takes fewer items instead of holding the
+ * others at the barrier, and since each item's result depends only on its
+ * inputs, no result depends on the thread count or on which thread ran
+ * which item. */
 #include <cblas.h>
 #include <omp.h>
 #include <math.h>
@@ -11,6 +19,15 @@
 #include "attention_cpu.h"
 #include "backend.h"
 #include "hpt_config.h"
+#include "kernels_cpu.h"
+
+/* Elements per work item of the flat element-wise ops (a multiple of the
+ * kernels' 16-float block) and the row count of row-wise ops' items. */
+#define FLAT_ITEM 8192
+#define ROW_ITEM_FLOATS 4096
+
+/* Rows per work item for rows of C floats: about ROW_ITEM_FLOATS floats. */
+static int row_item(int C) { return C >= ROW_ITEM_FLOATS ? 1 : ROW_ITEM_FLOATS / (C > 0 ? C : 1); }
 
 /* ------------------------------------------------------------- memory */
 
@@ -41,7 +58,7 @@ static hpt_status cpu_init(void)
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     openblas_set_num_threads(1);
 #endif
-    return HPT_OK;
+    return hpt_cpu_kernels_init();
 }
 
 static hpt_status cpu_set_precision(hpt_precision p)
@@ -95,7 +112,7 @@ static void cpu_matmul_backward(float *din, float *dw, const float *dout, const 
 static void cpu_embedding_forward(float *out, const int32_t *tokens, const float *wte, int N, int C,
                                   int v0, int Vl)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 16)
     for (int n = 0; n < N; n++) {
         int r = tokens[n] - v0;
         if (r >= 0 && r < Vl)
@@ -108,15 +125,21 @@ static void cpu_embedding_forward(float *out, const int32_t *tokens, const float
 static void cpu_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int N,
                                    int C, int v0, int Vl)
 {
-    /* Rows may repeat, so accumulate sequentially over n (deterministic). */
-    for (int n = 0; n < N; n++) {
-        int r = tokens[n] - v0;
-        if (r < 0 || r >= Vl)
-            continue;
-        float *d = dwte + (size_t)r * C;
-        const float *g = dout + (size_t)n * C;
-        for (int c = 0; c < C; c++)
-            d[c] += g[c];
+    /* Rows may repeat, so each column block accumulates sequentially over
+     * n (deterministic); the column blocks run in parallel. */
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+    enum { COLS = 64 };
+    int nb = (C + COLS - 1) / COLS;
+#pragma omp parallel for schedule(dynamic, 1) if (nb > 1 && N > 16)
+    for (int b = 0; b < nb; b++) {
+        int c0 = b * COLS, nc = C - c0 < COLS ? C - c0 : COLS;
+        for (int n = 0; n < N; n++) {
+            int r = tokens[n] - v0;
+            if (r < 0 || r >= Vl)
+                continue;
+            float *d = dwte + (size_t)r * C + c0;
+            K->add(d, d, dout + (size_t)n * C + c0, (size_t)nc);
+        }
     }
 }
 
@@ -125,18 +148,11 @@ static void cpu_embedding_backward(float *dwte, const float *dout, const int32_t
 static void cpu_rmsnorm_forward(float *out, float *rstd, const float *in, const float *w, int N,
                                 int C, float eps)
 {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *x = in + (size_t)n * C;
-        float *y = out + (size_t)n * C;
-        float ss = 0.0f;
-        for (int c = 0; c < C; c++)
-            ss += x[c] * x[c];
-        float r = 1.0f / sqrtf(ss / C + eps);
-        rstd[n] = r;
-        for (int c = 0; c < C; c++)
-            y[c] = x[c] * r * w[c];
-    }
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+    int rows = row_item(C);
+#pragma omp parallel for schedule(dynamic, rows)
+    for (int n = 0; n < N; n++)
+        rstd[n] = K->rmsnorm_row(out + (size_t)n * C, in + (size_t)n * C, w, C, eps);
 }
 
 /* y_c = x_c r w_c, r = (mean x^2 + eps)^-1/2:
@@ -144,23 +160,22 @@ static void cpu_rmsnorm_forward(float *out, float *rstd, const float *in, const 
 static void cpu_rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
                                  const float *w, const float *rstd, int N, int C)
 {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *x = in + (size_t)n * C, *dy = dout + (size_t)n * C;
-        float *dx = din + (size_t)n * C;
-        float r = rstd[n], dot = 0.0f;
-        for (int c = 0; c < C; c++)
-            dot += dy[c] * w[c] * x[c];
-        float k = r * r * r * dot / C;
-        for (int c = 0; c < C; c++)
-            dx[c] += r * w[c] * dy[c] - k * x[c];
-    }
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
-        float acc = 0.0f;
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+    int rows = row_item(C);
+    enum { COLS = 64 }; /* dw: column blocks, each summed over n in order */
+    int nb = (C + COLS - 1) / COLS;
+#pragma omp parallel
+    {
+        /* nowait: the dw blocks read only dout, in and rstd */
+#pragma omp for schedule(dynamic, rows) nowait
         for (int n = 0; n < N; n++)
-            acc += dout[(size_t)n * C + c] * in[(size_t)n * C + c] * rstd[n];
-        dw[c] += acc;
+            K->rmsnorm_row_backward(din + (size_t)n * C, dout + (size_t)n * C, in + (size_t)n * C,
+                                    w, rstd[n], C);
+#pragma omp for schedule(dynamic, 1)
+        for (int b = 0; b < nb; b++) {
+            int c0 = b * COLS, nc = C - c0 < COLS ? C - c0 : COLS;
+            K->rmsnorm_dw(dw + c0, dout + c0, in + c0, rstd, N, nc, (size_t)C);
+        }
     }
 }
 
@@ -169,31 +184,29 @@ static void cpu_rmsnorm_backward(float *din, float *dw, const float *dout, const
 static void cpu_rope(float *x, int B, int T, int nh, int hd, float theta, int inverse)
 {
     int half = hd / 2;
-    float *cs = malloc(sizeof(float) * 2 * (size_t)T * half);
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+    /* cos (T,half) then sin (T,half) */
+    float *cs = malloc(sizeof(float) * 2 * (size_t)T * half), *sn = cs + (size_t)T * half;
     if (!cs)
         HPT_FATAL("out of memory in rope");
-    /* As Hugging Face: inv_freq = 1/theta^(2i/hd) and angle = t*inv_freq in fp32. */
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < half; i++) {
-            float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
-            float a = (float)t * inv_freq;
-            cs[((size_t)t * half + i) * 2] = cosf(a);
-            cs[((size_t)t * half + i) * 2 + 1] = inverse ? -sinf(a) : sinf(a);
-        }
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            const float *tab = cs + (size_t)t * half * 2;
-            for (int h = 0; h < nh; h++) {
-                float *v = x + (((size_t)b * T + t) * nh + h) * hd;
-                for (int i = 0; i < half; i++) {
-                    float c = tab[2 * i], s = tab[2 * i + 1];
-                    float x1 = v[i], x2 = v[i + half];
-                    v[i] = x1 * c - x2 * s;
-                    v[i + half] = x2 * c + x1 * s;
-                }
+#pragma omp parallel
+    {
+        /* As Hugging Face: inv_freq = 1/theta^(2i/hd) and angle = t*inv_freq in fp32. */
+#pragma omp for schedule(dynamic, 16)
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < half; i++) {
+                float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+                float a = (float)t * inv_freq;
+                cs[(size_t)t * half + i] = cosf(a);
+                sn[(size_t)t * half + i] = inverse ? -sinf(a) : sinf(a);
             }
-        }
+#pragma omp for collapse(2) schedule(dynamic, 8)
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < nh; h++)
+                    K->rope_head(x + (((size_t)b * T + t) * nh + h) * hd, cs + (size_t)t * half,
+                                 sn + (size_t)t * half, half);
+    }
     free(cs);
 }
 
@@ -262,24 +275,31 @@ static void cpu_attention_cached(float *out, const float *q, const float *kc, co
 
 /* ------------------------------------------------------------- SwiGLU */
 
+/* Work items of FLAT_ITEM elements over [0, n): item b is [b*FLAT_ITEM,
+ * min(n, (b+1)*FLAT_ITEM)). One item runs without a parallel region. */
+#define FLAT_ITEMS(n) (((n) + FLAT_ITEM - 1) / FLAT_ITEM)
+#define FLAT_LEN(n, b) ((n) - (b) * FLAT_ITEM < FLAT_ITEM ? (n) - (b) * FLAT_ITEM : FLAT_ITEM)
+
 static void cpu_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
 {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+    size_t nb = FLAT_ITEMS(n);
+#pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        size_t o = b * FLAT_ITEM;
+        K->swiglu_forward(out + o, gate + o, up + o, FLAT_LEN(n, b));
     }
 }
 
 static void cpu_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                                 const float *up, size_t n)
 {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i], sg = 1.0f / (1.0f + expf(-g));
-        float silu = g * sg;
-        dup[i] = dout[i] * silu;
-        dgate[i] = dout[i] * up[i] * (sg + g * sg * (1.0f - sg));
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+    size_t nb = FLAT_ITEMS(n);
+#pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        size_t o = b * FLAT_ITEM;
+        K->swiglu_backward(dgate + o, dup + o, dout + o, gate + o, up + o, FLAT_LEN(n, b));
     }
 }
 
@@ -287,16 +307,22 @@ static void cpu_swiglu_backward(float *dgate, float *dup, const float *dout, con
 
 static void cpu_add(float *out, const float *a, const float *b, size_t n)
 {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++)
-        out[i] = a[i] + b[i];
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+    size_t nb = FLAT_ITEMS(n);
+#pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
+    for (size_t i = 0; i < nb; i++) {
+        size_t o = i * FLAT_ITEM;
+        K->add(out + o, a + o, b + o, FLAT_LEN(n, i));
+    }
 }
 
 static void cpu_scale(float *x, float s, size_t n)
 {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++)
-        x[i] *= s;
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+    size_t nb = FLAT_ITEMS(n);
+#pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
+    for (size_t b = 0; b < nb; b++)
+        K->scale(x + b * FLAT_ITEM, s, FLAT_LEN(n, b));
 }
 
 /* Fixed 64-way split summed in order: the result does not depend on the
@@ -304,15 +330,14 @@ static void cpu_scale(float *x, float s, size_t n)
 #define SUMSQ_PARTS 64
 static double cpu_sumsq(const float *x, size_t n)
 {
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
     double part[SUMSQ_PARTS];
     size_t chunk = (n + SUMSQ_PARTS - 1) / SUMSQ_PARTS;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1) if (n > FLAT_ITEM)
     for (int p = 0; p < SUMSQ_PARTS; p++) {
-        size_t lo = (size_t)p * chunk, hi = lo + chunk < n ? lo + chunk : n;
-        double acc = 0.0;
-        for (size_t i = lo; i < hi; i++)
-            acc += (double)x[i] * x[i];
-        part[p] = acc;
+        size_t lo = (size_t)p * chunk < n ? (size_t)p * chunk : n;
+        size_t hi = lo + chunk < n ? lo + chunk : n;
+        part[p] = K->sumsq(x + lo, hi - lo);
     }
     double s = 0.0;
     for (int p = 0; p < SUMSQ_PARTS; p++)
@@ -321,19 +346,6 @@ static double cpu_sumsq(const float *x, size_t n)
 }
 
 /* ------------------------------------------------------- cross-entropy */
-
-/* log-sum-exp of a row (max-shifted) and the row max. */
-static float row_lse(const float *row, int V, float *mx_out)
-{
-    float mx = -INFINITY;
-    for (int j = 0; j < V; j++)
-        mx = row[j] > mx ? row[j] : mx;
-    float sum = 0.0f;
-    for (int j = 0; j < V; j++)
-        sum += expf(row[j] - mx);
-    *mx_out = mx;
-    return mx + logf(sum);
-}
 
 static double sum_in_order(const double *x, int n)
 {
@@ -346,23 +358,18 @@ static double sum_in_order(const double *x, int n)
 static double cpu_crossentropy_fused(float *logits, const int32_t *targets, int N, int V,
                                      float grad_scale)
 {
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
     double *loss = malloc(sizeof(double) * (N > 0 ? N : 1));
     if (!loss)
         HPT_FATAL("out of memory in cross-entropy");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1)
     for (int n = 0; n < N; n++) {
-        float *row = logits + (size_t)n * V, mx = -INFINITY, sum = 0.0f;
-        for (int j = 0; j < V; j++)
-            mx = row[j] > mx ? row[j] : mx;
+        float *row = logits + (size_t)n * V;
+        float mx = K->row_max(row, V);
         float target = row[targets[n]];
-        for (int j = 0; j < V; j++) { /* one expf per logit: keep exp(l - max) */
-            row[j] = expf(row[j] - mx);
-            sum += row[j];
-        }
+        float sum = K->row_exp_sum(row, V, mx); /* one exp per logit: keep exp(l - max) */
         loss[n] = (double)(mx + logf(sum)) - target;
-        float k = grad_scale / sum;
-        for (int j = 0; j < V; j++)
-            row[j] *= k;
+        K->scale(row, grad_scale / sum, (size_t)V);
         row[targets[n]] -= grad_scale;
     }
     double s = sum_in_order(loss, N);
@@ -372,14 +379,15 @@ static double cpu_crossentropy_fused(float *logits, const int32_t *targets, int 
 
 static double cpu_crossentropy_loss(const float *logits, const int32_t *targets, int N, int V)
 {
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
     double *loss = malloc(sizeof(double) * (N > 0 ? N : 1));
     if (!loss)
         HPT_FATAL("out of memory in cross-entropy");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1)
     for (int n = 0; n < N; n++) {
         const float *row = logits + (size_t)n * V;
-        float mx;
-        loss[n] = (double)row_lse(row, V, &mx) - row[targets[n]];
+        float mx = K->row_max(row, V);
+        loss[n] = (double)(mx + logf(K->row_sumexp(row, V, mx))) - row[targets[n]];
     }
     double s = sum_in_order(loss, N);
     free(loss);
@@ -390,27 +398,21 @@ static double cpu_crossentropy_loss(const float *logits, const int32_t *targets,
 
 static void cpu_vocab_max(float *mx, const float *logits, int N, int Vl, int nvalid)
 {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *row = logits + (size_t)n * Vl;
-        float m = -INFINITY;
-        for (int j = 0; j < nvalid; j++)
-            m = row[j] > m ? row[j] : m;
-        mx[n] = m;
-    }
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+#pragma omp parallel for schedule(dynamic, row_item(Vl))
+    for (int n = 0; n < N; n++)
+        mx[n] = K->row_max(logits + (size_t)n * Vl, nvalid);
 }
 
 static void cpu_vocab_sumexp(float *sumexp, float *tlogit, const float *logits,
                              const int32_t *targets, const float *mx, int N, int Vl, int nvalid,
                              int v0)
 {
-#pragma omp parallel for schedule(static)
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+#pragma omp parallel for schedule(dynamic, row_item(Vl))
     for (int n = 0; n < N; n++) {
         const float *row = logits + (size_t)n * Vl;
-        float s = 0.0f;
-        for (int j = 0; j < nvalid; j++)
-            s += expf(row[j] - mx[n]);
-        sumexp[n] = s;
+        sumexp[n] = K->row_sumexp(row, nvalid, mx[n]);
         int t = targets[n] - v0;
         tlogit[n] = t >= 0 && t < nvalid ? row[t] : 0.0f;
     }
@@ -420,18 +422,18 @@ static double cpu_vocab_ce_finish(float *logits, const int32_t *targets, const f
                                   const float *sumexp, const float *tlogit, int N, int Vl,
                                   int nvalid, int v0, float grad_scale)
 {
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
     double *loss = malloc(sizeof(double) * (N > 0 ? N : 1));
     if (!loss)
         HPT_FATAL("out of memory in cross-entropy");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, row_item(Vl))
     for (int n = 0; n < N; n++) {
         float lse = mx[n] + logf(sumexp[n]);
         loss[n] = (double)lse - tlogit[n];
         if (grad_scale == 0.0f)
             continue;
         float *row = logits + (size_t)n * Vl;
-        for (int j = 0; j < nvalid; j++)
-            row[j] = expf(row[j] - lse) * grad_scale;
+        K->row_exp_scale(row, nvalid, lse, grad_scale);
         for (int j = nvalid; j < Vl; j++)
             row[j] = 0.0f;
         int t = targets[n] - v0;
@@ -448,16 +450,15 @@ static double cpu_vocab_ce_finish(float *logits, const int32_t *targets, const f
 static void cpu_adamw(float *p, const float *grad, float *m, float *v, size_t n, float lr,
                       float b1, float b2, float eps, float wd, float grad_scale, int t)
 {
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
     float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
-    float step = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * wd;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float g = grad[i] * grad_scale;
-        float mi = b1 * m[i] + (1.0f - b1) * g;
-        float vi = b2 * v[i] + (1.0f - b2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = p[i] * decay - step * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    hpt_adamw_coef c = {.b1 = b1, .b2 = b2, .eps = eps, .grad_scale = grad_scale,
+                        .decay = 1.0f - lr * wd, .step = lr / bc1, .bc2_sqrt = sqrtf(bc2)};
+    size_t nb = FLAT_ITEMS(n);
+#pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        size_t o = b * FLAT_ITEM;
+        K->adamw(p + o, grad + o, m + o, v + o, FLAT_LEN(n, b), &c);
     }
 }
 
