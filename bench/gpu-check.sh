@@ -18,12 +18,17 @@
 #          wrapper for that prefix, builds hpt from the tarball with
 #          --with-cuda=/usr/local/cuda --with-cuda-arch=sm_90 (-j16);
 #       2. runs the GPU tests: tests/test_backend_cuda (every op against the
-#          CPU backend) and the GPU training tests (tests/gpu-*.sh);
+#          CPU backend, its bf16 group included: bf16 products vs fp32 and vs
+#          bf16-rounded operands, working copies, a tiny bf16 training loop)
+#          and the GPU training tests (tests/gpu-*.sh; gpu-train-bf16.sh:
+#          --precision bf16 vs the fp32 CPU run, 1 rank and DP 2 + ZeRO-1);
 #       3. times hpt (--backend cuda) against PyTorch (bench/torch_train_gpu.py:
 #          SDPA attention, fused AdamW, torch.compile) on `small` and on the
 #          ~1B model bench/llama-1b.json at seq 2048, same batch and precision;
 #          prints tokens/s, MFU (989 TFLOP/s dense bf16 / 494 tf32 / 67 fp32 H200
-#          peaks, SXM datasheet) and peak device memory, and the ratios.
+#          peaks, SXM datasheet) and peak device memory, and the ratios;
+#          with bf16 (the default) also hpt's ~1B run in tf32, for the
+#          bf16/tf32 speed-up and the memory the working copies add.
 #
 #   bash bench/gpu-check.sh --nccl                   (there: only the NCCL checks)
 #       run(command="bash bench/gpu-check.sh --nccl", carry=[".gpudeps"], timeout_s=590)
@@ -51,8 +56,8 @@
 #       Exit 0 when every stage passed, 1 otherwise, 77 when no GPU is visible.
 #
 # Environment: HPT_GPU_STEPS (timed steps per run, default 20), HPT_GPU_SKIP
-# (warm-up steps, default 5), HPT_GPU_PRECISION (default tf32; bf16 once the
-# cuda backend has it), HPT_GPU_ARCH (default sm_90).
+# (warm-up steps, default 5), HPT_GPU_PRECISION (default bf16; tf32 or fp32
+# for the comparison in those), HPT_GPU_ARCH (default sm_90).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -251,7 +256,7 @@ for t in $gpu_tests; do
 done
 
 # ---- speed: hpt (cuda) vs PyTorch, same model, shapes, precision
-prec=${HPT_GPU_PRECISION:-tf32}
+prec=${HPT_GPU_PRECISION:-bf16}
 steps=${HPT_GPU_STEPS:-20}; skip=${HPT_GPU_SKIP:-5}
 data=/tmp/gpu-data; mkdir -p $data
 python3 - $data <<'EOF'
@@ -306,6 +311,22 @@ if [ "$NCCL_ONLY" = 1 ]; then
 fi
 bench_one small small 16 1024
 bench_one 1b "$src/bench/llama-1b.json" 4 2048
+# bf16 against tf32 on hpt alone (same ~1B run): speed-up and memory
+tf32_vs_bf16() {
+  $bld/src/hpt-train --backend cuda --precision tf32 --model "$src/bench/llama-1b.json" \
+    --data $data --batch 4 --seq-len 2048 --steps $((steps + skip)) --warmup 2 --eval-interval 0 \
+    --eval-batches 1 --peak-flops 494e12 --run-dir /tmp/run-1b-tf32
+}
+if [ "$prec" = bf16 ] && stage hpt-1b-tf32 tf32_vs_bf16; then
+  python3 - "$out/hpt-1b.log" "$out/hpt-1b-tf32.log" $steps <<'EOF' | tee -a "$summary"
+import re, statistics, sys
+def med(path, n):
+    ms = [float(m) for m in re.findall(r"([0-9.]+) ms/step", open(path).read())][-int(n):]
+    return statistics.median(ms) if ms else float("nan")
+b, t = med(sys.argv[1], sys.argv[3]), med(sys.argv[2], sys.argv[3])
+print(f"1b hpt bf16 {b:.1f} ms/step vs tf32 {t:.1f} ms/step: bf16 speed-up {t / b:.2f}x")
+EOF
+fi
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >>"$summary" 2>&1
 say "gpu-check: done, $([ $failed = 0 ] && echo 'all stages passed' || echo 'some stages FAILED')"
 exit $failed

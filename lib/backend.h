@@ -27,7 +27,13 @@ extern "C" {
  * fp32 products (the exactness mode; a GPU run equals a CPU run to float
  * rounding). TF32: products on tensor cores with 10-bit-mantissa inputs and
  * fp32 accumulation (NVIDIA Ampere and later). BF16: Megatron-style mixed
- * precision (not implemented yet). */
+ * precision (cuda backend): products of bf16-rounded operands with fp32
+ * accumulation and fp32 results; weights, gradients, AdamW state and the
+ * stored activations stay fp32. The backend may keep bf16 working copies of
+ * buffers used as matmul weights: it refreshes them after its own writes
+ * (upload, copy, memset0, add, scale) and after any adamw call, so a write
+ * into the weights by another path (the communication backend) must come
+ * after an adamw of the same step, as the ZeRO-1 all-gather does. */
 typedef enum {
     HPT_PRECISION_FP32 = 0,
     HPT_PRECISION_TF32 = 1,

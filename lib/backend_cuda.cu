@@ -4,8 +4,15 @@
  * those of backend_cpu.c, against which tests/test_backend_cuda checks
  * each op.
  *
- * - Precision: fp32 products (CUBLAS_COMPUTE_32F: no tensor cores) or tf32
- *   (CUBLAS_COMPUTE_32F_FAST_TF32); set_precision.
+ * - Precision: fp32 products (CUBLAS_COMPUTE_32F: no tensor cores), tf32
+ *   (CUBLAS_COMPUTE_32F_FAST_TF32) or bf16 mixed precision (Micikevicius et
+ *   al. 2018; Megatron-LM's bf16 mode): every product takes bfloat16
+ *   operands (CUDA_R_16BF, rounded to nearest even as lib/bf16.h) with fp32
+ *   accumulation and an fp32 result (CUBLAS_COMPUTE_32F). Weights stay fp32
+ *   masters; a bf16 working copy of each buffer used as a weight is kept
+ *   and refreshed lazily after any backend write into it (see "bf16 working
+ *   copies" below). Activation storage stays fp32 (the seam's ops take
+ *   float *); activations are rounded to bf16 where they enter a product.
  * - Attention: FlashAttention-2 style kernels (Dao et al. 2022; Dao 2023,
  *   algorithms 1 and 2): the forward keeps an online softmax per query row
  *   and saves only the row log-sum-exp (B,H,T); the backward recomputes
@@ -34,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <map>
 #include <unordered_map>
 
 #include "backend.h"
@@ -110,8 +118,20 @@ static int g_device;               /* CUDA device of this rank             */
 static int g_sync;                 /* HPT_CUDA_SYNC=1: sync after launches  */
 static cublasHandle_t g_blas;
 static cublasComputeType_t g_compute = CUBLAS_COMPUTE_32F;
+static int g_bf16;                 /* --precision bf16                     */
 static size_t g_cur, g_peak;       /* bytes allocated now / at peak        */
-static std::unordered_map<void *, size_t> *g_sizes; /* alloc sizes        */
+/* alloc sizes by base address (ordered: which allocation holds a pointer) */
+static std::map<uintptr_t, size_t> *g_sizes;
+
+/* bf16 working copy of one allocation used as a matmul weight: `bf` holds
+ * bf16(x) of all its floats; dirty = a backend write into the allocation
+ * happened since the last conversion. Keyed by the allocation's base. */
+struct working_copy {
+    uint16_t *bf;
+    size_t bytes; /* bytes of bf */
+    int dirty;
+};
+static std::unordered_map<uintptr_t, working_copy> *g_work;
 
 /* Node-local rank: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) when MPI is
  * initialised (collective over MPI_COMM_WORLD), else the launcher's
@@ -165,19 +185,29 @@ static hpt_status cuda_init(void)
     HPT_CUDA(cudaSetDevice(g_device));
     HPT_CUBLAS(g_cublas.create(&g_blas));
     HPT_CUBLAS(g_cublas.set_math_mode(g_blas, CUBLAS_DEFAULT_MATH));
-    g_sizes = new std::unordered_map<void *, size_t>();
+    g_sizes = new std::map<uintptr_t, size_t>();
+    g_work = new std::unordered_map<uintptr_t, working_copy>();
     g_ready = 1;
     return HPT_OK;
 }
 
+static void work_mark_all_dirty(void);
+
+/* FP32 and TF32: fp32 operands; BF16: bf16 operands (working copies of the
+ * weights), CUBLAS_COMPUTE_32F in both fp32 and bf16 modes. */
 static hpt_status cuda_set_precision(hpt_precision p)
 {
     switch (p) {
-    case HPT_PRECISION_FP32: g_compute = CUBLAS_COMPUTE_32F; return HPT_OK;
-    case HPT_PRECISION_TF32: g_compute = CUBLAS_COMPUTE_32F_FAST_TF32; return HPT_OK;
+    case HPT_PRECISION_FP32: g_compute = CUBLAS_COMPUTE_32F; g_bf16 = 0; return HPT_OK;
+    case HPT_PRECISION_TF32: g_compute = CUBLAS_COMPUTE_32F_FAST_TF32; g_bf16 = 0; return HPT_OK;
+    case HPT_PRECISION_BF16:
+        g_compute = CUBLAS_COMPUTE_32F;
+        g_bf16 = 1;
+        work_mark_all_dirty();
+        return HPT_OK;
     default:
-        return hpt_error_set(HPT_ERR_USAGE, "--precision %s: not yet implemented by the cuda "
-                             "backend (issue 12 follow-up)", hpt_precision_name(p));
+        return hpt_error_set(HPT_ERR_USAGE, "--precision %s: unknown to the cuda backend",
+                             hpt_precision_name(p));
     }
 }
 
@@ -205,7 +235,7 @@ static void *cuda_alloc(size_t bytes)
         hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, "cudaMalloc of %zu bytes: %s", bytes,
                   cudaGetErrorString(e));
     HPT_CUDA(cudaMemset(p, 0, bytes));
-    (*g_sizes)[p] = bytes;
+    (*g_sizes)[(uintptr_t)p] = bytes;
     g_cur += bytes;
     g_peak = g_cur > g_peak ? g_cur : g_peak;
     return p;
@@ -215,11 +245,52 @@ static void cuda_free(void *p)
 {
     if (!p)
         return;
-    auto it = g_sizes->find(p);
+    auto it = g_sizes->find((uintptr_t)p);
     HPT_CHECK(it != g_sizes->end());
     g_cur -= it->second;
     g_sizes->erase(it);
+    auto w = g_work->find((uintptr_t)p);
+    if (w != g_work->end()) { /* its bf16 working copy goes with it */
+        g_cur -= w->second.bytes;
+        HPT_CUDA(cudaFree(w->second.bf));
+        g_work->erase(w);
+    }
     HPT_CUDA(cudaFree(p));
+}
+
+/* Base and bytes of the allocation (from cuda_alloc) that holds p; 0 when
+ * p is in none. */
+static uintptr_t alloc_of(const void *p, size_t *bytes)
+{
+    auto it = g_sizes->upper_bound((uintptr_t)p);
+    if (it == g_sizes->begin())
+        return 0;
+    --it;
+    if ((uintptr_t)p >= it->first + it->second)
+        return 0;
+    *bytes = it->second;
+    return it->first;
+}
+
+/* A backend write into [dst, ...) happened: the working copy of its
+ * allocation (if any) is stale. Called by every slot that may write a
+ * parameter (upload, copy, memset0, add, scale, adamw). */
+static void work_mark_dirty(const void *dst)
+{
+    if (!g_work || g_work->empty())
+        return;
+    size_t bytes;
+    uintptr_t base = alloc_of(dst, &bytes);
+    auto w = base ? g_work->find(base) : g_work->end();
+    if (w != g_work->end())
+        w->second.dirty = 1;
+}
+
+static void work_mark_all_dirty(void)
+{
+    if (g_work)
+        for (auto &w : *g_work)
+            w.second.dirty = 1;
 }
 
 /* A host pointer is not an error for cudaPointerGetAttributes since CUDA
@@ -236,12 +307,14 @@ static int cuda_is_device(const void *p)
 
 static void cuda_memset0(void *dst, size_t bytes)
 {
+    work_mark_dirty(dst);
     if (bytes)
         HPT_CUDA(cudaMemset(dst, 0, bytes));
 }
 
 static void cuda_upload(void *dst, const void *src, size_t bytes)
 {
+    work_mark_dirty(dst);
     if (bytes)
         HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
@@ -256,6 +329,7 @@ static void cuda_download(void *dst, const void *src, size_t bytes)
  * temporary buffer (cudaMemcpy's are undefined for them). */
 static void cuda_copy(void *dst, const void *src, size_t bytes)
 {
+    work_mark_dirty(dst);
     if (!bytes || dst == src)
         return;
     const char *d = (const char *)dst, *s = (const char *)src;
@@ -420,18 +494,129 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
                                 CUBLAS_GEMM_DEFAULT));
 }
 
+/* ------------------------------------------------ bf16 operands */
+
+/* float32 -> bfloat16 bits, round to nearest even; a NaN stays a quiet NaN
+ * with its sign. Bit for bit lib/bf16.h's hpt_bf16_from_f32 (the host
+ * tests rely on it). */
+__device__ static uint16_t bf16_bits(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* out (n) bf16 := in (n) float32. */
+__global__ static void k_to_bf16(uint16_t *out, const float *in, size_t n)
+{
+    GRID_STRIDE(i, n) out[i] = bf16_bits(in[i]);
+}
+
+static void to_bf16(uint16_t *out, const float *in, size_t n)
+{
+    if (!n)
+        return;
+    k_to_bf16<<<ew_blocks(n), EW_THREADS>>>(out, in, n);
+    LAUNCHED("k_to_bf16");
+}
+
+/* Device scratch k (0 or 1) of at least n bf16 values for an activation
+ * operand, grown on demand (internal; contents live until the next call
+ * with the same k). */
+static uint16_t *bf16_scratch(int k, size_t n)
+{
+    static uint16_t *buf[2];
+    static size_t cap[2];
+    if (n > cap[k]) {
+        cuda_free(buf[k]);
+        cap[k] = n < 4096 ? 4096 : n;
+        buf[k] = (uint16_t *)cuda_alloc(sizeof(uint16_t) * cap[k]);
+        if (!buf[k])
+            hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "%s", hpt_error_msg());
+    }
+    return buf[k];
+}
+
+/* bf16(x) for n floats of an activation, in scratch k. */
+static const uint16_t *act_bf16(int k, const float *x, size_t n)
+{
+    uint16_t *b = bf16_scratch(k, n);
+    to_bf16(b, x, n);
+    return b;
+}
+
+/* bf16 working copy of the weight w (n floats): the allocation holding w
+ * gets a bf16 twin on first use (counted in mem_peak), converted whole
+ * again only when a backend write marked it dirty (after an optimizer
+ * step: once per step, not once per micro-batch). Returns the twin's
+ * element matching w. A weight outside any allocation is a caller bug. */
+static const uint16_t *weight_bf16(const float *w, size_t n)
+{
+    size_t bytes = 0;
+    uintptr_t base = alloc_of(w, &bytes);
+    HPT_CHECK(base != 0 && (uintptr_t)(w + n) <= base + bytes);
+    auto it = g_work->find(base);
+    if (it == g_work->end()) {
+        working_copy c = {NULL, bytes / sizeof(float) * sizeof(uint16_t), 1};
+        cudaError_t e = cudaMalloc((void **)&c.bf, c.bytes ? c.bytes : 64);
+        if (e != cudaSuccess)
+            hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "cudaMalloc of %zu bytes for the bf16 "
+                      "working copy of the weights: %s", c.bytes, cudaGetErrorString(e));
+        g_cur += c.bytes;
+        g_peak = g_cur > g_peak ? g_cur : g_peak;
+        it = g_work->emplace(base, c).first;
+    }
+    if (it->second.dirty) {
+        to_bf16(it->second.bf, (const float *)base, bytes / sizeof(float));
+        it->second.dirty = 0;
+    }
+    return it->second.bf + (w - (const float *)base);
+}
+
+/* As gemm with bf16 A and B (CUDA_R_16BF), fp32 C and accumulation. */
+static void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                      const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
+                      int ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    const float alpha = 1.0f;
+    HPT_CUBLAS(g_cublas.gemm_ex(g_blas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B,
+                                CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
+}
+
 /* out (N,O) = in (N,Ic) w (O,Ic)^T. Column-major view: out^T (O,N) =
  * w (as the Ic x O matrix w^T, transposed) times in^T (Ic x N). */
 static void cuda_matmul_forward(float *out, const float *in, const float *w, int N, int Ic, int O)
 {
+    if (g_bf16) {
+        const uint16_t *wb = weight_bf16(w, (size_t)O * Ic);
+        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, O, N, Ic, wb, Ic, act_bf16(0, in, (size_t)N * Ic), Ic,
+                  0.0f, out, O);
+        return;
+    }
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, O, N, Ic, w, Ic, in, Ic, 0.0f, out, O);
 }
 
 /* din (N,Ic) (+)= dout (N,O) w (O,Ic): din^T (Ic,N) = w^T (Ic,O) dout^T (O,N).
- * dw (O,Ic) += dout^T in: dw^T (Ic,O) = in^T (Ic,N) (dout^T (O,N))^T. */
+ * dw (O,Ic) += dout^T in: dw^T (Ic,O) = in^T (Ic,N) (dout^T (O,N))^T.
+ * bf16 mode: dout, in and w enter as bf16; din and dw stay fp32 (dw is
+ * accumulated in fp32 across micro-batches, Megatron's main_grad). */
 static void cuda_matmul_backward(float *din, float *dw, const float *dout, const float *in,
                                  const float *w, int N, int Ic, int O, int accum_din)
 {
+    if (g_bf16) {
+        const uint16_t *db = act_bf16(0, dout, (size_t)N * O);
+        if (din)
+            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, Ic, N, O, weight_bf16(w, (size_t)O * Ic), Ic, db, O,
+                      accum_din ? 1.0f : 0.0f, din, Ic);
+        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, act_bf16(1, in, (size_t)N * Ic), Ic, db, O,
+                  1.0f, dw, Ic);
+        return;
+    }
     if (din)
         gemm(CUBLAS_OP_N, CUBLAS_OP_N, Ic, N, O, w, Ic, dout, O, accum_din ? 1.0f : 0.0f, din, Ic);
     gemm(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, in, Ic, dout, O, 1.0f, dw, Ic);
@@ -1098,6 +1283,7 @@ __global__ static void k_scale(float *x, float s, size_t n)
 
 static void cuda_add(float *out, const float *a, const float *b, size_t n)
 {
+    work_mark_dirty(out);
     if (!n)
         return;
     k_add<<<ew_blocks(n), EW_THREADS>>>(out, a, b, n);
@@ -1106,6 +1292,7 @@ static void cuda_add(float *out, const float *a, const float *b, size_t n)
 
 static void cuda_scale(float *x, float s, size_t n)
 {
+    work_mark_dirty(x);
     if (!n)
         return;
     k_scale<<<ew_blocks(n), EW_THREADS>>>(x, s, n);
@@ -1304,6 +1491,10 @@ __global__ static void k_adamw(float *p, const float *grad, float *m, float *v, 
 static void cuda_adamw(float *p, const float *grad, float *m, float *v, size_t n, float lr,
                        float b1, float b2, float eps, float wd, float grad_scale, int t)
 {
+    /* Any optimizer step makes every working copy stale: with ZeRO-1 the
+     * rest of the parameters arrive by an all-gather that does not pass
+     * through this backend, right after the step on this rank's shard. */
+    work_mark_all_dirty();
     if (!n)
         return;
     float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);

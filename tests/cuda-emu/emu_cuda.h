@@ -8,8 +8,12 @@
  * all 32 lanes reach deadlocks, as it would be undefined on a GPU); dynamic
  * shared memory starts as NaN, so a read of an unwritten element shows up;
  * cudaMalloc memory starts as NaN bytes (0xff). cuBLAS GEMM is a plain
- * column-major triple loop in double with cuBLAS's argument conventions
- * (leading dimensions checked). What it cannot show: races between
+ * column-major triple loop with cuBLAS's argument conventions (leading
+ * dimensions checked): fp32 operands accumulate in double; bf16 operands
+ * (CUDA_R_16BF, uint16 bits widened exactly as lib/bf16.h) accumulate in
+ * float with an fp32 C, as cublasGemmEx with CUBLAS_COMPUTE_32F (the
+ * summation order of the real library differs; other type combinations
+ * abort). What it cannot show: races between
  * threads that a real GPU would expose (atomics are a mutex), timing,
  * shared-memory limits, register pressure, device math ulps. */
 #pragma once
@@ -26,6 +30,7 @@
 #include <algorithm>
 #include <type_traits>
 #include <cstdio>
+#include "bf16.h"
 using std::min;
 struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
 inline thread_local dim3 threadIdx, blockIdx;
@@ -55,6 +60,7 @@ template <class T> T __shfl_sync(unsigned, T v, int src)
     return r;
 }
 template <class T> T __shfl_xor_sync(unsigned m, T v, int x) { return __shfl_sync(m, v, (emu_tid & 31) ^ x); }
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, sizeof u); return u; }
 inline std::mutex emu_atomic;
 inline float atomicAdd(float *p, float v) { std::lock_guard<std::mutex> g(emu_atomic); float o = *p; *p = o + v; return o; }
 /* Run f as kernel grid g x block b: nt = |b| threads, reused for every block
@@ -126,28 +132,40 @@ typedef int cublasStatus_t;
 enum { CUBLAS_STATUS_SUCCESS = 0 };
 typedef enum { CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32 } cublasComputeType_t;
 typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
-typedef enum { CUDA_R_32F } cudaDataType;
+typedef enum { CUDA_R_32F, CUDA_R_16BF } cudaDataType;
 typedef enum { CUBLAS_GEMM_DEFAULT } cublasGemmAlgo_t;
 typedef enum { CUBLAS_DEFAULT_MATH } cublasMath_t;
 #define CUBLAS_VER_MAJOR 13
 inline cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = (void *)1; return 0; }
 inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return 0; }
 inline const char *cublasGetStatusString(cublasStatus_t) { return "emu"; }
-inline cublasStatus_t emu_gemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                               const void *alpha, const void *A, cudaDataType, int lda, const void *B, cudaDataType,
-                               int ldb, const void *beta, void *C, cudaDataType, int ldc, cublasComputeType_t, cublasGemmAlgo_t)
+/* Element (i, p) of op(A) for a column-major A of type t. */
+inline double emu_elem(const void *A, cudaDataType t, cublasOperation_t op, int i, int p, int ld)
 {
-    const float *a = (const float *)A, *b = (const float *)B;
+    size_t at = op == CUBLAS_OP_N ? i + (size_t)p * ld : p + (size_t)i * ld;
+    return t == CUDA_R_16BF ? hpt_bf16_to_f32(((const hpt_bf16 *)A)[at]) : ((const float *)A)[at];
+}
+inline cublasStatus_t emu_gemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                               const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
+                               int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t comp, cublasGemmAlgo_t)
+{
     float *c = (float *)C, al = *(const float *)alpha, be = *(const float *)beta;
     if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m) { fprintf(stderr, "emu gemm: bad ld\n"); abort(); }
+    int bf = at == CUDA_R_16BF;
+    if (bt != at || ct != CUDA_R_32F || (bf && comp != CUBLAS_COMPUTE_32F)) { fprintf(stderr, "emu gemm: unsupported types\n"); abort(); }
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             double s = 0;
+            float sf = 0.0f; /* bf16: products exact in float, fp32 accumulation */
             for (int p = 0; p < k; p++) {
-                double x = ta == CUBLAS_OP_N ? a[i + (size_t)p * lda] : a[p + (size_t)i * lda];
-                double y = tb == CUBLAS_OP_N ? b[p + (size_t)j * ldb] : b[j + (size_t)p * ldb];
-                s += x * y;
+                double x = emu_elem(A, at, ta, i, p, lda), y = emu_elem(B, bt, tb, p, j, ldb);
+                if (bf)
+                    sf += (float)x * (float)y;
+                else
+                    s += x * y;
             }
+            if (bf)
+                s = sf;
             float *cc = c + i + (size_t)j * ldc;
             *cc = (float)(al * s + (be != 0.0f ? be * *cc : 0.0));
         }

@@ -8,7 +8,9 @@
 # so not part of make check: `make check-cuda-emu` in a build configured
 # with CUDA. Environment
 # (set by that target): HPT_SRC, HPT_BUILD, CC (MPI C compiler), CXX,
-# MPI_CPPFLAGS, LIBS (the programs' link libraries).
+# MPI_CPPFLAGS, LIBS (the programs' link libraries); optional
+# HPT_CUDA_EMU_GROUPS: test_backend_cuda's groups to run (e.g. "bf16
+# matmul"; default all).
 set -eu
 : "${HPT_SRC:?}" "${HPT_BUILD:?}" "${CC:?}" "${CXX:?}" "${LIBS:?}"
 w=$(mktemp -d "${TMPDIR:-/tmp}/hpt-cuda-emu.XXXXXX")
@@ -26,7 +28,7 @@ for t in test_backend_cuda test_ops; do
 done
 st=0
 echo "# test_backend_cuda on the emulated CUDA backend"
-OMP_NUM_THREADS=1 "$w/test_backend_cuda" || st=1
+OMP_NUM_THREADS=1 "$w/test_backend_cuda" ${HPT_CUDA_EMU_GROUPS:-} || st=1
 if [ "${HPT_CUDA_EMU_TEST_OPS:-0}" = 1 ]; then
   echo "# test_ops cuda on the emulated CUDA backend"
   OMP_NUM_THREADS=1 "$w/test_ops" cuda || st=1
