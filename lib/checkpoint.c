@@ -1368,7 +1368,11 @@ hpt_status hpt_ckpt_async_start(hpt_ckpt_async *a, const char *dir, const hpt_ck
         return job_fail(j, s, st);
     }
     a->be = m->be;
-    a->full = full; /* freed once the writer has copied it (snapshot_wait, finish) */
+    a->full = full; /* host memory: freed once the writer has copied it (snapshot_wait) */
+    if (full && m->be->is_device) { /* device memory: copied already, free it now */
+        m->be->free(full);
+        a->full = NULL;
+    }
     a->err = 0;
     a->msg[0] = 0;
     a->write_s = a->copy_s = a->copy_wait_s = 0;
