@@ -11,6 +11,11 @@
 #     stall at the snapshot ("training stalled X s") — and their ratio;
 #   the wait of a save for the previous one (async; 0 when saves are
 #     further apart than their background write);
+#   the parts of the async stall (HPT_CKPT_PROFILE=1 on the async run):
+#     the snapshot (limits, reservation, collective file creation) and the
+#     wait of the optimizer step for the writer's copy of the state, and
+#     the writer's copy time (overlapped with the next step's forward and
+#     backward; before 2026-12-01 it was part of the snapshot);
 #   overhead: from the runs' metrics (hpt-metrics csv): (mean step time
 #     over steps 2..STEPS + the summed per-step "checkpoint" stall, which
 #     leaves out the final save, synchronous in both) / the mean step time
@@ -48,14 +53,17 @@ overhead() { # RUN: (mean step x STEPS + stalls) / (none's mean step x STEPS) - 
   awk -v m="$(step_mean "$1")" -v s="$(stall_sum "$1")" -v n="$(step_mean none)" -v k="$STEPS" \
     'BEGIN {printf "%.4f", (m * k + s) / (n * k) - 1}'
 }
-share_sync=() share_async=() sync_save=() async_stall=() async_write=() async_wait=() over_sync=() over_async=() mib=()
+async_snap=() async_cwait=() async_copy=() share_sync=() share_async=() sync_save=() async_stall=() async_write=() async_wait=() over_sync=() over_async=() mib=()
 for i in $(seq "$ROUNDS"); do
   run none --save-every 0
   run sync --save-every "$EVERY"
-  run async --save-every "$EVERY" --async-save
+  HPT_CKPT_PROFILE=1 run async --save-every "$EVERY" --async-save
   n=$(step_mean none)
   sync_save+=("$(grep -v "^step $STEPS: " "$W/sync.out" | sed -n 's/^step [0-9]*: checkpoint .*MiB in \([0-9.]*\) s.*/\1/p' | median)")
   async_stall+=("$(sed -n 's/.*async: training stalled \([0-9.]*\) s.*/\1/p' "$W/async.out" | median)")
+  async_snap+=("$(sed -n 's/.*async stall: snapshot \([0-9.]*\) s + .*/\1/p' "$W/async.out" | median)")
+  async_cwait+=("$(sed -n 's/.*waiting for the copy \([0-9.]*\) s;.*/\1/p' "$W/async.out" | median)")
+  async_copy+=("$(sed -n 's/.*the writer copied in \([0-9.]*\) s.*/\1/p' "$W/async.out" | median)")
   async_write+=("$(sed -n 's/.*written in \([0-9.]*\) s in the background.*/\1/p' "$W/async.out" | median)")
   mib+=("$(sed -n 's/^step [0-9]*: checkpoint [^ ]* (\([0-9.]*\) MiB.*/\1/p' "$W/sync.out" | head -1)")
   over_sync+=("$(overhead sync)") over_async+=("$(overhead async)")
@@ -67,6 +75,9 @@ S=$(col "${sync_save[@]}") A_=$(col "${async_stall[@]}")
 echo "model $MODEL, $(col "${mib[@]}") MiB per checkpoint, $RANKS rank(s), $STEPS steps, a save every $EVERY; medians of $ROUNDS rounds"
 printf '%-34s %10s %10s\n' "" sync async
 printf '%-34s %10.4f %10.4f\n' "training stall per save (s)" "$S" "$A_"
+printf '%-34s %10s %10.4f\n' "  of which the snapshot (s)" "-" "$(col "${async_snap[@]}")"
+printf '%-34s %10s %10.4f\n' "  of which waiting for the copy (s)" "-" "$(col "${async_cwait[@]}")"
+printf '%-34s %10s %10.4f\n' "writer's copy, overlapped (s)" "-" "$(col "${async_copy[@]}")"
 printf '%-34s %10s %10.4f\n' "background write per save (s)" "-" "$(col "${async_write[@]}")"
 printf '%-34s %10s %10.3f\n' "stall ratio (async / sync)" "-" "$(awk -v a="$A_" -v s="$S" 'BEGIN {print a / s}')"
 printf '%-34s %9.1f%% %9.1f%%\n' "step-time overhead of the saves" "$(awk -v x="$(col "${over_sync[@]}")" 'BEGIN {print 100 * x}')" \

@@ -61,9 +61,10 @@ export HPT_RECIPE_ARGS=${HPT_RECIPE_ARGS:---adam-eps 1e-5 --weight-decay 0.1 --c
 export HPT_EVAL_INTERVAL=${HPT_EVAL_INTERVAL:-1000} HPT_EVAL_BATCHES=${HPT_EVAL_BATCHES:-8}
 export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-500}
 export HPT_ZERO1=${HPT_ZERO1:-1} HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
-# HPT_ASYNC_SAVE=1: --async-save, checkpoints written in the background (off until
-# bench/ckpt.sh shows it pays on the target machines; docs/CHECKPOINT.md)
-export HPT_ASYNC_SAVE=${HPT_ASYNC_SAVE:-0}
+# HPT_ASYNC_SAVE=1 (default): --async-save, the periodic checkpoints written in the
+# background from a host staging buffer (the dry run's plan shows its size per rank);
+# measured to pay (bench/ckpt-async.sh, docs/PERFORMANCE.md); 0: synchronous saves
+export HPT_ASYNC_SAVE=${HPT_ASYNC_SAVE:-1}
 export HPT_CLUSTER=${HPT_CLUSTER:-h100-80gb}          # hpt-plan's device model for the dry run
 
 exec bash "$HPT_ROOT/slurm/launch.sh" "$0" "$@"

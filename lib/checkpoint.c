@@ -1058,21 +1058,33 @@ struct hpt_ckpt_async {
     size_t *off;          /* per item: its slab's first float in stage,
                            * SIZE_MAX when this rank neither writes nor
                            * checksums it                                 */
+    const float **src;    /* per item: the slab in the live state (host
+                           * memory), copied by the writer; NULL: copied
+                           * at the snapshot, or none                     */
+    float *full;          /* ZeRO-1: the gathered moments, until copied   */
+    const hpt_backend *be; /* whose free() full needs                     */
     save_job job;         /* the save in flight                           */
     int inflight;
     pthread_t th;
     int threaded;         /* th was started (else written inline)          */
+    pthread_mutex_t mu;   /* guards copied                                */
+    pthread_cond_t cv;    /* signalled when copied becomes 1              */
+    int copied;           /* the writer has copied the slabs into stage   */
     atomic_int written;   /* the writer is done (its outcome below)       */
     int err;              /* errno of the writer's first failure, or 0    */
     char msg[9000];       /* its message                                  */
-    double snapshot_s, write_s;
+    double snapshot_s, write_s, copy_s, copy_wait_s;
 };
 
 hpt_ckpt_async *hpt_ckpt_async_new(void)
 {
     hpt_ckpt_async *a = calloc(1, sizeof *a);
-    if (a)
-        a->job.f = -1;
+    if (!a)
+        return NULL;
+    a->job.f = -1;
+    a->copied = 1;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
     return a;
 }
 
@@ -1082,8 +1094,13 @@ void hpt_ckpt_async_free(hpt_ckpt_async *a)
         return;
     if (a->inflight && a->threaded)
         pthread_join(a->th, NULL);
+    if (a->full)
+        a->be->free(a->full);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
     free(a->stage);
     free(a->off);
+    free(a->src);
     free(a);
 }
 
@@ -1146,10 +1163,21 @@ hpt_status hpt_ckpt_async_reserve(hpt_ckpt_async *a, const hpt_ckpt_state *s)
     return stage_grow(a, hpt_ckpt_async_staging_bytes(s) / sizeof(float));
 }
 
-/* The snapshot: copy every slab this rank writes or checksums into the
- * staging buffer and record each item's offset. Errors: HPT_ERR_IO (out
- * of memory; local). */
-static hpt_status stage_copy(hpt_ckpt_async *a, const hpt_ckpt_state *s)
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The snapshot: give every slab this rank writes or checksums its place
+ * in the staging buffer. Device memory (the GPU backend) is copied there
+ * now, through the backend; host memory (the CPU backend) is left for the
+ * writer thread to copy (a->src), overlapped with the next step's forward
+ * and backward passes, which only read the weights — the optimizer step
+ * waits for it (hpt_ckpt_async_snapshot_wait). Errors: HPT_ERR_IO (out of
+ * memory; local). */
+static hpt_status stage_plan(hpt_ckpt_async *a, const hpt_ckpt_state *s)
 {
     save_job *j = &a->job;
     hpt_model *m = s->model;
@@ -1161,8 +1189,12 @@ static hpt_status stage_copy(hpt_ckpt_async *a, const hpt_ckpt_state *s)
     if (st)
         return st;
     free(a->off);
-    if (!(a->off = malloc(sizeof(size_t) * (size_t)(j->n ? j->n : 1))))
+    free(a->src);
+    a->off = malloc(sizeof(size_t) * (size_t)(j->n ? j->n : 1));
+    a->src = calloc((size_t)(j->n ? j->n : 1), sizeof *a->src);
+    if (!a->off || !a->src)
         return hpt_error_set(HPT_ERR_IO, "out of memory saving a checkpoint");
+    int host = m->be->is_device == NULL; /* all of the backend's memory is host memory */
     size_t at = 0;
     for (int i = 0; i < j->n; i++) {
         const hpt_tensor *t = j->it[i].t ? j->it[i].t : j->it[i].c;
@@ -1170,18 +1202,51 @@ static hpt_status stage_copy(hpt_ckpt_async *a, const hpt_ckpt_state *s)
         if (!t)
             continue;
         a->off[i] = at;
-        m->be->download(a->stage + at, j->it[i].block + t->offset, sizeof(float) * slab_floats(t));
+        if (host)
+            a->src[i] = j->it[i].block + t->offset;
+        else
+            m->be->download(a->stage + at, j->it[i].block + t->offset,
+                            sizeof(float) * slab_floats(t));
         at += slab_floats(t);
-        j->it[i].block = NULL; /* the moments' gather buffer goes after the snapshot */
+        j->it[i].block = NULL; /* only a->src may point into the state now */
     }
     return HPT_OK;
 }
 
-static double mono_s(void)
+/* The writer's first task: copy the slabs left in host memory (a->src)
+ * into the staging buffer, then tell the training thread. */
+static void stage_copy_host(hpt_ckpt_async *a)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    double t0 = mono_s();
+    for (int i = 0; i < a->job.n; i++)
+        if (a->src[i]) {
+            const hpt_tensor *t = a->job.it[i].t ? a->job.it[i].t : a->job.it[i].c;
+            memcpy(a->stage + a->off[i], a->src[i], sizeof(float) * slab_floats(t));
+            a->src[i] = NULL;
+        }
+    a->copy_s = mono_s() - t0;
+    pthread_mutex_lock(&a->mu);
+    a->copied = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+double hpt_ckpt_async_snapshot_wait(hpt_ckpt_async *a)
+{
+    if (!a || !a->inflight)
+        return 0;
+    double t0 = mono_s();
+    pthread_mutex_lock(&a->mu);
+    while (!a->copied)
+        pthread_cond_wait(&a->cv, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+    if (a->full) { /* ZeRO-1's gathered moments are in the staging buffer now */
+        a->be->free(a->full);
+        a->full = NULL;
+    }
+    double w = mono_s() - t0;
+    a->copy_wait_s += w;
+    return w;
 }
 
 /* The writer's first failure: errno e writing `what`. */
@@ -1219,11 +1284,15 @@ static void writer_item(hpt_ckpt_async *a, raw_writer *w, const save_item *x, co
         writer_fail(a, e, x->path);
 }
 
-/* HPT_TEST_SLOW_WRITE_MS=N (testing only): the writer sleeps N ms before
- * it writes, so tests can see training go on during a save. */
-static void test_slow_write(void)
+/* HPT_TEST_SLOW_WRITE_MS=N, HPT_TEST_SLOW_COPY_MS=N (testing only, the
+ * variable `name`): the writer sleeps N ms before it writes (so tests can
+ * see training go on during a save), or before it copies the state into
+ * the staging buffer (so a test sees the optimizer step wait for the
+ * copy: without that wait the checkpoint would hold the next step's
+ * weights). */
+static void test_sleep(const char *name)
 {
-    const char *e = getenv("HPT_TEST_SLOW_WRITE_MS");
+    const char *e = getenv(name);
     long ms = e ? strtol(e, NULL, 10) : 0;
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     if (ms > 0)
@@ -1237,7 +1306,9 @@ static void *writer_main(void *arg)
     hpt_ckpt_async *a = arg;
     save_job *j = &a->job;
     double t0 = mono_s();
-    test_slow_write();
+    test_sleep("HPT_TEST_SLOW_COPY_MS");
+    stage_copy_host(a);
+    test_sleep("HPT_TEST_SLOW_WRITE_MS");
     int writer = 0;
     for (int i = 0; i < j->n; i++) {
         const save_item *x = &j->it[i];
@@ -1286,22 +1357,29 @@ hpt_status hpt_ckpt_async_start(hpt_ckpt_async *a, const char *dir, const hpt_ck
     st = job_create(j, s, meta, m1, m2);
     double t3 = MPI_Wtime();
     if (j->f >= 0 && !st)
-        st = hpt_comm_agree(world, stage_copy(a, s));
-    m->be->free(full);
+        st = hpt_comm_agree(world, stage_plan(a, s));
     if (getenv("HPT_CKPT_PROFILE") && s->comm->world_rank == 0)
         fprintf(stderr, "hpt: async snapshot (s): prepare+reserve %.3f gather %.3f create+flush "
-                "%.3f copy %.3f\n", t1 - j->t0, t2 - t1, t3 - t2, MPI_Wtime() - t3);
+                "%.3f plan/device copy %.3f\n", t1 - j->t0, t2 - t1, t3 - t2, MPI_Wtime() - t3);
     if (st) {
+        m->be->free(full);
         if (j->f >= 0)
             st = job_close(j, s, st);
         return job_fail(j, s, st);
     }
+    a->be = m->be;
+    a->full = full; /* host memory: freed once the writer has copied it (snapshot_wait) */
+    if (full && m->be->is_device) { /* device memory: copied already, free it now */
+        m->be->free(full);
+        a->full = NULL;
+    }
     a->err = 0;
     a->msg[0] = 0;
-    a->write_s = 0;
+    a->write_s = a->copy_s = a->copy_wait_s = 0;
+    a->copied = 0;
     atomic_store(&a->written, 0);
     a->inflight = 1;
-    /* no thread (resource limits): write now, as a synchronous save would */
+    /* no thread (resource limits): copy and write now, as a synchronous save would */
     a->threaded = !pthread_create(&a->th, NULL, writer_main, a);
     if (!a->threaded)
         writer_main(a);
@@ -1322,6 +1400,9 @@ hpt_status hpt_ckpt_async_finish(hpt_ckpt_async *a, const hpt_ckpt_state *s,
         pthread_join(a->th, NULL);
     a->threaded = 0;
     info->wait_s = MPI_Wtime() - t;
+    hpt_ckpt_async_snapshot_wait(a); /* copied (joined): frees ZeRO-1's gather buffer */
+    info->copy_s = a->copy_s;
+    info->copy_wait_s = a->copy_wait_s;
     hpt_status st = a->err ? hpt_error_set(HPT_ERR_IO, "%s", a->msg) : HPT_OK;
     a->inflight = 0;
     info->step = j->step;

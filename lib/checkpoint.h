@@ -67,7 +67,12 @@ typedef struct hpt_ckpt_async hpt_ckpt_async;
 /* Figures of one asynchronous save (seconds, bytes). */
 typedef struct {
     int64_t step;      /* the step saved; -1: none was in flight          */
-    double snapshot_s; /* training stall at the start (create + copy)      */
+    double snapshot_s; /* training stall at the start (create; the copy
+                        * too on a device backend)                        */
+    double copy_s;     /* the writer's copy of host slabs into the staging
+                        * buffer (overlapped with training)               */
+    double copy_wait_s; /* training stalled waiting for that copy
+                         * (hpt_ckpt_async_snapshot_wait)                 */
     double write_s;    /* the background writer's time (CRCs, writes, sync) */
     double wait_s;     /* finish waited this long for the writer            */
     double total_s;    /* start to commit                                   */
@@ -93,11 +98,24 @@ hpt_status hpt_ckpt_async_reserve(hpt_ckpt_async *a, const hpt_ckpt_state *s);
 
 /* Start saving step meta->step to DIR (collective; none in flight): the
  * same checks, reservation and phase 1 (file and datasets, collective) as
- * hpt_checkpoint_save, then this rank's slabs are copied into the staging
- * buffer and the writer thread started; returns at once. Errors (agreed,
+ * hpt_checkpoint_save, then the writer thread is started; it first copies
+ * this rank's slabs into the staging buffer (on a device backend they are
+ * copied here, before it starts); returns at once. Until
+ * hpt_ckpt_async_snapshot_wait has returned, the caller must not change
+ * the weights or the optimizer state. Errors (agreed,
  * nothing in flight, .tmp removed): as hpt_checkpoint_save. */
 hpt_status hpt_ckpt_async_start(hpt_ckpt_async *a, const char *dir, const hpt_ckpt_state *s,
                                 const hpt_ckpt_meta *meta, int keep);
+
+/* Before the weights or the optimizer state change (the optimizer step):
+ * wait until the save in flight, if any, has its copy of them in the
+ * staging buffer. On the CPU backend the writer thread copies them while
+ * training goes on (forward and backward only read them); on a device
+ * backend they were copied at the snapshot and this returns at once.
+ * Returns the seconds waited (training stall; 0 when nothing was in
+ * flight). Local, training thread only; may be called any number of
+ * times per save. */
+double hpt_ckpt_async_snapshot_wait(hpt_ckpt_async *a);
 
 /* Step of the save in flight, or -1 (local, no communication). */
 int64_t hpt_ckpt_async_inflight(const hpt_ckpt_async *a);

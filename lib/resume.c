@@ -391,14 +391,19 @@ double finish_async_save(run_state *r, int at, FILE *out)
         fprintf(out, "step %lld: checkpoint %s/step_%08lld (%.1f MiB; async: training stalled "
                 "%.3f s, written in %.2f s in the background, committed after step %d)\n",
                 (long long)in.step, r->ckpt_dir, (long long)in.step, in.bytes / 1048576.0,
-                in.snapshot_s, in.write_s, at);
+                in.snapshot_s + in.copy_wait_s, in.write_s, at);
+        if (getenv("HPT_CKPT_PROFILE"))
+            fprintf(out, "step %lld: async stall: snapshot %.4f s + waiting for the copy %.4f s; "
+                    "the writer copied in %.4f s\n", (long long)in.step, in.snapshot_s,
+                    in.copy_wait_s, in.copy_s);
         fflush(out);
     }
     /* the figures first: a long path is what the 256-byte message cuts */
     hpt_metrics_event(r->metrics, in.step, 0, "checkpoint_save",
                       "async: %lld bytes, snapshot (training stall) %.3f s, background write "
                       "%.3f s, commit waited %.3f s, committed after step %d, %.3f s in all; "
-                      "%s/step_%08lld", (long long)in.bytes, in.snapshot_s, in.write_s, in.wait_s,
+                      "%s/step_%08lld", (long long)in.bytes, in.snapshot_s + in.copy_wait_s,
+                      in.write_s, in.wait_s,
                       at, in.total_s, r->ckpt_dir, (long long)in.step);
     hpt_metrics_write_events(r->metrics);
     return in.total_s;
@@ -407,8 +412,15 @@ double finish_async_save(run_state *r, int at, FILE *out)
 hpt_status setup_async_save(run_state *r, const hpt_train_opts *o)
 {
     int level = MPI_THREAD_SINGLE;
-    if (!o->async_save || !r->ckpt_dir[0] || o->save_every <= 0)
-        return HPT_OK; /* no periodic saves: the stop saves are synchronous anyway */
+    if (!o->async_save || !r->ckpt_dir[0])
+        return HPT_OK;
+    if (o->save_every <= 0) { /* no periodic saves: the stop saves are synchronous anyway */
+        if (r->root)
+            fprintf(stderr, "hpt-train: warning: --async-save applies to the periodic saves of "
+                    "--save-every only; without --save-every it does nothing (the saves at a "
+                    "stop are synchronous)\n");
+        return HPT_OK;
+    }
     MPI_Query_thread(&level);
     if (level < MPI_THREAD_FUNNELED) {
         if (r->root)

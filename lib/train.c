@@ -571,6 +571,9 @@ static double grad_norm(run_state *r, const hpt_train_opts *o)
 static void update(run_state *r, const hpt_train_opts *o, float lr, double norm)
 {
     float clip = hpt_clip_coef(&r->opt.o, norm);
+    /* --async-save: the save in flight must have its copy of the weights
+     * and moments before they change (a training stall, if any) */
+    r->ckpt_save_s += hpt_ckpt_async_snapshot_wait(r->async);
     if (!o->zero1) {
         hpt_optim_step(&r->opt, &r->model, r->model.grads, lr, clip);
         return;

@@ -6,7 +6,9 @@
 # and within 1e-5 at another; with a slow writer (test-only delay) training
 # goes on while the save is written (step lines before the save's line) and
 # "checkpoint" is printed only at the commit; a stop signal during an
-# in-flight save commits it, then writes the stop checkpoint, then exits 75.
+# in-flight save commits it, then writes the stop checkpoint, then exits 75;
+# with a slow copy of the state into the staging buffer, the optimizer step
+# waits for it (the checkpoints still equal the synchronous ones).
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1
@@ -34,6 +36,16 @@ run a1 1 --batch 4 --steps 8 --async-save
 async_lines a1 3
 cmp "$WORK/s1/log.tsv" "$WORK/a1/log.tsv" || fail "(1,1,1): losses differ"
 same_ckpts s1 a1
+# the writer copies the state (CPU backend) while the next step's forward
+# and backward run; the optimizer step waits for the copy. A slow copy
+# (test-only delay) must still give the snapshot's values, not the next
+# step's
+export HPT_TEST_SLOW_COPY_MS=400
+run c1 1 --batch 4 --steps 8 --async-save
+unset HPT_TEST_SLOW_COPY_MS
+async_lines c1 3
+cmp "$WORK/s1/log.tsv" "$WORK/c1/log.tsv" || fail "(1,1,1) slow copy: losses differ"
+same_ckpts s1 c1
 "$HPT_BUILD/src/hpt-ckpt" verify "$WORK/a1/checkpoints" > "$WORK/v" 2>&1 || { cat "$WORK/v"; fail "verify"; }
 # resume from the async step 6 at the same layout (bitwise) and at DP=2
 for r in r1 r2; do

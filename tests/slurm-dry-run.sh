@@ -61,6 +61,12 @@ if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
   grep -q "hpt-plan .* --async-save" "$WORK/8ba" && grep -q "^async-save staging buffer (host memory): " "$WORK/8ba" ||
     fail "HPT_ASYNC_SAVE=1: hpt-plan not asked for the staging buffer"
 fi
+# ... on by default in the 70B and 8B templates (measured to pay), off with HPT_ASYNC_SAVE=0
+for f in 70b 8b; do
+  grep -q "^== checkpoints: --async-save" "$WORK/$f" || fail "$f template: --async-save is not on by default"
+done
+HPT_ASYNC_SAVE=0 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8b0" 2>&1 || fail "8B dry run with HPT_ASYNC_SAVE=0 failed"
+grep -q -- "--async-save" "$WORK/8b0" && fail "HPT_ASYNC_SAVE=0: --async-save still given"
 HPT_ASYNC_SAVE=yes bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bx" 2>&1 && fail "HPT_ASYNC_SAVE=yes accepted"
 grep -q "HPT_ASYNC_SAVE='yes': expected 0 or 1" "$WORK/8bx" || fail "HPT_ASYNC_SAVE=yes: $(cat "$WORK/8bx")"
 pass "70B and 8B dry runs: TP groups inside nodes, group counts as documented"
