@@ -69,6 +69,15 @@ struct hpt_backend {
      * through the host (lib/comm_stage.c). Optional (NULL: all of this
      * backend's memory is host memory, as on the CPU). */
     int (*is_device)(const void *p);
+    /* Page-lock `bytes` of host memory at p (the caller's, e.g. from
+     * posix_memalign) so that download/upload with it run at the DMA
+     * engine's speed without the driver's bounce copy (CUDA:
+     * cudaHostRegister; NVIDIA's "pinned memory"). Returns 0 when pinned,
+     * -1 when not (the memory stays usable as pageable memory; the reason
+     * is not an error). Optional (NULL: nothing to pin, as on the CPU). */
+    int (*host_pin)(void *p, size_t bytes);
+    /* Undo host_pin(p, ...) before p is freed. Optional with host_pin. */
+    void (*host_unpin)(void *p);
     /* Free memory from alloc; accepts NULL. */
     void (*free)(void *p);
     void (*memset0)(void *dst, size_t bytes);

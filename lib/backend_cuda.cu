@@ -305,6 +305,21 @@ static int cuda_is_device(const void *p)
     return a.type == cudaMemoryTypeDevice;
 }
 
+static int cuda_host_pin(void *p, size_t bytes)
+{
+    if (!p || !bytes || cudaHostRegister(p, bytes, cudaHostRegisterDefault) != cudaSuccess) {
+        (void)cudaGetLastError(); /* e.g. the locked-memory limit: stay pageable */
+        return -1;
+    }
+    return 0;
+}
+
+static void cuda_host_unpin(void *p)
+{
+    if (p && cudaHostUnregister(p) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
 static void cuda_memset0(void *dst, size_t bytes)
 {
     work_mark_dirty(dst);
@@ -1517,6 +1532,8 @@ static hpt_backend make_table(void)
     b.alloc = cuda_alloc;
     b.free = cuda_free;
     b.is_device = cuda_is_device;
+    b.host_pin = cuda_host_pin;
+    b.host_unpin = cuda_host_unpin;
     b.memset0 = cuda_memset0;
     b.upload = cuda_upload;
     b.download = cuda_download;

@@ -1054,6 +1054,7 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
  * MPI_THREAD_FUNNELED and HDF5 no thread safety. */
 struct hpt_ckpt_async {
     float *stage;         /* staging buffer (DIO_ALIGN-aligned), reused   */
+    const hpt_backend *pin_be; /* the backend that pinned stage, or NULL */
     size_t cap;           /* its size in floats                           */
     size_t *off;          /* per item: its slab's first float in stage,
                            * SIZE_MAX when this rank neither writes nor
@@ -1098,6 +1099,8 @@ void hpt_ckpt_async_free(hpt_ckpt_async *a)
         a->be->free(a->full);
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
+    if (a->pin_be)
+        a->pin_be->host_unpin(a->stage);
     free(a->stage);
     free(a->off);
     free(a->src);
@@ -1141,12 +1144,19 @@ size_t hpt_ckpt_async_staging_bytes(const hpt_ckpt_state *s)
 }
 
 /* Make the staging buffer hold `need` floats: allocated and touched (its
- * pages faulted in now, not during a snapshot) when it is smaller. Errors:
- * HPT_ERR_IO (out of memory; local). */
-static hpt_status stage_grow(hpt_ckpt_async *a, size_t need)
+ * pages faulted in now, not during a snapshot) when it is smaller, and
+ * pinned through `be` when the backend has device memory (be->host_pin:
+ * CUDA page-locks it, so the snapshot's downloads run at DMA speed; when
+ * pinning is refused, e.g. by the locked-memory limit, the buffer stays
+ * pageable and works as well, only slower). Errors: HPT_ERR_IO (out of
+ * memory; local). */
+static hpt_status stage_grow(hpt_ckpt_async *a, size_t need, const hpt_backend *be)
 {
     if (need <= a->cap)
         return HPT_OK;
+    if (a->pin_be)
+        a->pin_be->host_unpin(a->stage);
+    a->pin_be = NULL;
     free(a->stage);
     a->stage = NULL;
     a->cap = 0;
@@ -1155,12 +1165,15 @@ static hpt_status stage_grow(hpt_ckpt_async *a, size_t need)
                              "(%.1f MiB, --async-save)", need * 4.0 / 1048576.0);
     memset(a->stage, 0, need * sizeof(float));
     a->cap = need;
+    if (be && be->is_device && be->host_pin && be->host_unpin &&
+        be->host_pin(a->stage, need * sizeof(float)) == 0)
+        a->pin_be = be;
     return HPT_OK;
 }
 
 hpt_status hpt_ckpt_async_reserve(hpt_ckpt_async *a, const hpt_ckpt_state *s)
 {
-    return stage_grow(a, hpt_ckpt_async_staging_bytes(s) / sizeof(float));
+    return stage_grow(a, hpt_ckpt_async_staging_bytes(s) / sizeof(float), s->model->be);
 }
 
 static double mono_s(void)
@@ -1185,7 +1198,7 @@ static hpt_status stage_plan(hpt_ckpt_async *a, const hpt_ckpt_state *s)
     for (int i = 0; i < j->n; i++)
         if (j->it[i].t || j->it[i].c)
             need += slab_floats(j->it[i].t ? j->it[i].t : j->it[i].c);
-    hpt_status st = stage_grow(a, need);
+    hpt_status st = stage_grow(a, need, m->be);
     if (st)
         return st;
     free(a->off);

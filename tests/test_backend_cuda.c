@@ -215,6 +215,21 @@ static void test_memory(void)
     result("memory: is_device (device buffer 1, host buffer 0)",
            gpu->is_device && gpu->is_device(d) && !gpu->is_device(x) && !gpu->is_device(NULL),
            "(%g)", 0.0);
+    /* pinned host memory (the async checkpoint's staging buffer): a
+     * downloaded buffer pinned equals one pageable; host memory stays host */
+    float *pin = NULL;
+    if (posix_memalign((void **)&pin, 4096, FB(n)))
+        pin = NULL;
+    int pinned = pin && gpu->host_pin && gpu->host_unpin && gpu->host_pin(pin, FB(n)) == 0;
+    if (pinned) {
+        gpu->upload(d, x, FB(n));
+        gpu->download(pin, d, FB(n));
+    }
+    result("memory: host_pin, download into pinned memory, host_unpin",
+           pinned && !memcmp(pin, x, FB(n)) && !gpu->is_device(pin), "(%g)", 0.0);
+    if (pinned)
+        gpu->host_unpin(pin);
+    free(pin);
     gpu->free(d);
     gpu->free(e);
     gpu->free(NULL);

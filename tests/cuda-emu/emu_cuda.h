@@ -118,6 +118,11 @@ inline cudaError_t cudaFree(void *p) { if (p) { emu_allocs.erase((uintptr_t)p); 
 inline cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return 0; }
 inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return 0; }
 inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = 1; *t = 2; return 0; }
+/* page-locking: host memory stays host memory; the emulator counts pins */
+enum { cudaHostRegisterDefault = 0 };
+inline std::map<uintptr_t, size_t> emu_pinned;
+inline cudaError_t cudaHostRegister(void *p, size_t n, unsigned) { if (!p || !n || emu_pinned.count((uintptr_t)p)) return cudaErrorInvalidValue; emu_pinned[(uintptr_t)p] = n; return 0; }
+inline cudaError_t cudaHostUnregister(void *p) { return emu_pinned.erase((uintptr_t)p) ? 0 : cudaErrorInvalidValue; }
 inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
 {
     a->type = cudaMemoryTypeUnregistered;
