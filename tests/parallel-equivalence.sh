@@ -47,41 +47,9 @@ run v4pp4 4 --batch 1 --grad-accum 4 --pp 4 --model "$WORK/v4.json"
 run v4split 2 --batch 2 --grad-accum 2 --pp 2 --pp-split 1,3 --model "$WORK/v4.json"
 grep -q "layout TP 1 x PP 1 x DP 2 (ZeRO-1) on 2 ranks" "$WORK/dp2z.out" || fail "banner does not show the layout"
 [ "$(grep -c "^done:" "$WORK/dp4.out")" -eq 1 ] || fail "more than one rank printed progress"
-"$PYTHON" - "$WORK" <<'PY' || fail "data-parallel runs differ from one rank"
-import math, sys
-import h5py, numpy as np
-w = sys.argv[1]
-def log(name):
-    rows = [l.split("\t") for l in open(f"{w}/{name}/log.tsv").read().split("\n")[1:] if l]
-    return [[float(x) for x in r[1:5]] for r in rows]
-def close(a, b, tol=1e-5):
-    return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tol * abs(b)
-def weights(name):
-    out = {}
-    with h5py.File(f"{w}/{name}.h5", "r") as f:
-        f.visititems(lambda k, v: out.__setitem__(k, v[()]) if isinstance(v, h5py.Dataset) else None)
-    return out
-bad = 0
-for ref, runs in (("ref", ("dp2", "dp2z", "dp4", "tp2", "tp2dp2z", "pp2", "pp2g", "pp2m1",
-                           "pp2dp2z", "tp2pp2", "tp2pp2dp2z")),
-                  ("tref", ("tdp2z", "ttp2", "tpp2")),
-                  ("vref", ("vtp4", "vtp2dp2")), ("v4ref", ("v4pp4", "v4split"))):
-    R, RW = log(ref), weights(ref)
-    for run in runs:
-        L, W = log(run), weights(run)
-        assert len(L) == len(R) == 20, (run, len(L))
-        for s, (a, b) in enumerate(zip(L, R)):
-            for col, x, y in zip(("loss", "lr", "grad_norm", "val_loss"), a, b):
-                if not close(x, y):
-                    print(f"FAIL {run} step {s + 1} {col}: {x!r} vs {y!r}")
-                    bad += 1
-        assert W.keys() == RW.keys(), (run, sorted(set(W) ^ set(RW)))
-        worst = max(float(np.linalg.norm(W[k] - RW[k]) / np.linalg.norm(RW[k])) for k in RW)
-        print(f"{run}: 20 steps match {ref}; worst weight rel err {worst:.2e}")
-        if worst > 1e-5:
-            bad += 1
-sys.exit(1 if bad else 0)
-PY
+"$PYTHON" "$HPT_SRC/tests/compare_runs.py" "$WORK" 20 \
+  ref=dp2,dp2z,dp4,tp2,tp2dp2z,pp2,pp2g,pp2m1,pp2dp2z,tp2pp2,tp2pp2dp2z tref=tdp2z,ttp2,tpp2 \
+  vref=vtp4,vtp2dp2 v4ref=v4pp4,v4split || fail "data-parallel runs differ from one rank"
 grep -q "layout TP 4 x PP 1 x DP 1 on 4 ranks" "$WORK/vtp4.out" || fail "banner does not show TP 4"
 grep -q "layout TP 2 x PP 2 x DP 2 (ZeRO-1) on 8 ranks, 1F1B" "$WORK/tp2pp2dp2z.out" || fail "banner (2,2,2)"
 grep -q "GPipe" "$WORK/pp2g.out" || fail "banner does not show GPipe"
