@@ -55,6 +55,11 @@ struct hpt_backend {
      * naming the precision when the backend does not support it. Optional
      * (NULL: FP32 only, anything else refused by hpt_backend_set_precision). */
     hpt_status (*set_precision)(hpt_precision precision);
+    /* What the banner adds after the backend's name, e.g. "avx512 kernels"
+     * (the CPU's kernel table, HPT_CPU_KERNELS: results are bitwise
+     * reproducible within one table); a static string. Optional (NULL:
+     * nothing). */
+    const char *(*describe)(void);
     /* Bytes of device memory held at the peak of this process (alloc minus
      * free, high-water mark). Optional (NULL: no device memory; the CPU). */
     size_t (*mem_peak)(void);

@@ -462,8 +462,17 @@ static void cpu_adamw(float *p, const float *grad, float *m, float *v, size_t n,
     }
 }
 
+/* The kernel table in use (lib/kernels_cpu.c), for the banner. */
+static const char *cpu_describe(void)
+{
+    const char *n = hpt_cpu_kernels_get()->name;
+    return !strcmp(n, "avx512") ? "avx512 kernels" : !strcmp(n, "avx2") ? "avx2 kernels"
+                                                                          : "generic kernels";
+}
+
 const hpt_backend hpt_backend_cpu = {
     .name = "cpu",
+    .describe = cpu_describe,
     .init = cpu_init,
     .set_precision = cpu_set_precision,
     .alloc = cpu_alloc,

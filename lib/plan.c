@@ -97,6 +97,12 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s)
     if (s->cl.fp32_only && !s->fp32)
         return hpt_error_set(HPT_ERR_USAGE, "--precision bf16: cluster %s trains in fp32 only "
                              "(hpt's CPU backend)", s->cl.name);
+    if (s->sequence_parallel && s->tp > 1 && ((long)s->micro_batch * s->seq_len) % s->tp)
+        return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel: a micro-batch of --micro-batch "
+                             "%d x --seq-len %d = %ld tokens does not split into --tp %d equal "
+                             "parts (hpt-train refuses it; choose them so that TP divides "
+                             "micro-batch x seq-len)", s->micro_batch, s->seq_len,
+                             (long)s->micro_batch * s->seq_len, s->tp);
     return HPT_OK;
 }
 

@@ -816,7 +816,7 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
 {
     fprintf(out,
             "hpt-train: model %s (%.2f M parameters, %d layers, hidden %d, heads %d/%d kv, "
-            "vocab %d%s), backend %s, comm %s\n"
+            "vocab %d%s), backend %s%s%s%s, comm %s\n"
             "hpt-train: layout TP %d x PP %d x DP %d%s on %d ranks%s%s%s; %.1f MiB of activations "
             "per rank\n"
             "hpt-train: %lld training samples of %d tokens; micro-batch %d x grad-accum %d x DP "
@@ -824,11 +824,12 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             o->model, hpt_config_num_params(&r->cfg) / 1e6, r->cfg.num_hidden_layers,
             r->cfg.hidden_size, r->cfg.num_attention_heads, r->cfg.num_key_value_heads,
             r->cfg.vocab_size, r->cfg.tie_word_embeddings ? ", tied" : "", o->backend,
-            r->comm.stage ? "mpi+host-staging" : (r->comm.inner ? r->comm.inner : r->comm.be)->name,
+            r->model.be->describe ? " (" : "", r->model.be->describe ? r->model.be->describe() : "",
+            r->model.be->describe ? ")" : "", r->comm.stage ? "mpi+host-staging" : (r->comm.inner ? r->comm.inner : r->comm.be)->name,
             r->comm.tp,
             r->comm.pp, r->comm.dp, o->zero1 ? " (ZeRO-1)" : "", r->comm.world_size,
             o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective activation recomputation"
-            : o->recompute ? ", activation recomputation" : "",
+            : o->recompute ? ", full activation recomputation" : "",
             r->model.sp ? ", sequence parallel" : "",
             r->comm.pp > 1 ? (o->gpipe ? ", GPipe" : ", 1F1B") : "", r->model.act_bytes / 1048576.0,
             (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
@@ -914,6 +915,10 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     if (!st)
         st = hpt_comm_agree(comm, setup_async_save(&r, o));
     if (!st) {
+        if (r.root && o->sequence_parallel && r.comm.tp == 1)
+            fprintf(stderr, "hpt-train: warning: --sequence-parallel splits the tokens over the "
+                    "tensor-parallel ranks; with --tp 1 there is nothing to split and it does "
+                    "nothing\n");
         if (r.root)
             print_banner(&r, o, out);
         st = train_loop(&r, o, out);

@@ -19,7 +19,7 @@ run none 1
 run sel 1 --recompute selective
 run full 1 --recompute
 grep -q "selective activation recomputation" "$WORK/sel.out" || fail "banner does not name selective"
-grep -q ", activation recomputation" "$WORK/full.out" || fail "--recompute alone is not full"
+grep -q ", full activation recomputation" "$WORK/full.out" || fail "--recompute alone is not full"
 cmp "$WORK/none/log.tsv" "$WORK/sel/log.tsv" || fail "selective recomputation changed the results"
 run pnone 8 --batch 1 --grad-accum 2 --tp 2 --pp 2 --zero1
 run psel 8 --batch 1 --grad-accum 2 --tp 2 --pp 2 --zero1 --recompute=selective
