@@ -104,8 +104,9 @@ void hpt_live_run_init(hpt_live_run *r, int id, const char *path, const hpt_aler
     snprintf(r->path, sizeof r->path, "%s%s", path, dir ? "/metrics.h5" : "");
     run_name(r);
     r->state = HPT_LIVE_WAITING;
-    r->nrules = nrules < HPT_ALERT_MAX ? nrules : HPT_ALERT_MAX;
-    memcpy(r->rules, rules, sizeof *rules * (size_t)r->nrules);
+    r->nrules = nrules <= 0 || !rules ? 0 : nrules < HPT_ALERT_MAX ? nrules : HPT_ALERT_MAX;
+    if (r->nrules) /* memcpy from NULL is undefined even for 0 bytes */
+        memcpy(r->rules, rules, sizeof *rules * (size_t)r->nrules);
     r->flops_per_token = r->peak_flops = NAN;
     r->seg_t = seg_mem_type();
     r->ev_t = ev_mem_type();
