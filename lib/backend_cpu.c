@@ -49,7 +49,7 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, sr
 /* ------------------------------------------------------------- linear */
 
 /* One thread pool: OpenBLAS runs single-threaded and the OpenMP threads
- * split every product into independent row blocks. Two pools (OpenMP and
+ * split every product into independent tiles. Two pools (OpenMP and
  * OpenBLAS's pthreads) on the same cores spin against each other; measured
  * 3.7x slower on the tiny model here. The split is fixed for a thread
  * count, so results are reproducible. */
@@ -69,41 +69,102 @@ static hpt_status cpu_set_precision(hpt_precision p)
                          "use --backend cuda", hpt_precision_name(p));
 }
 
-/* Rows [lo, hi) of `n` for the calling OpenMP thread. */
-static void thread_rows(int n, int *lo, int *hi)
+/* Work items of one product C (M x Nc) = A·B: a grid of nr x nc tiles of at
+ * most `rows` x `cols` elements of C, each computed by one single-threaded
+ * SGEMM over the whole inner dimension (K is never split, so no sum is
+ * reassociated) and handed out with schedule(dynamic, 1). A thread that
+ * loses its core to another process for a while takes fewer tiles instead
+ * of holding the others at the end of the product (the static split of
+ * one row block per thread did that: every product waited for its slowest
+ * thread). About GEMM_ITEMS_PER_THREAD tiles per thread: more balance
+ * costs more packing (OpenBLAS packs the A rows and B columns of every
+ * call, so each extra row block repacks B and each extra column block
+ * repacks A); tiles stay at least GEMM_MIN_ROWS x GEMM_MIN_COLS. One
+ * thread makes one call. The grid depends on the shape and the thread
+ * count only, so results are bitwise reproducible for a given thread
+ * count (OpenBLAS's bits for an element can depend on the tile it falls
+ * in, so not across thread counts). */
+#define GEMM_ITEMS_PER_THREAD 3
+#define GEMM_MIN_ROWS 64
+#define GEMM_MIN_COLS 256
+
+typedef struct {
+    int rows, cols; /* tile size (elements of C) */
+    int nr, nc;     /* tiles down and across */
+} gemm_grid;
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/* The tile grid for C of M x Nc on nt threads (see above). */
+static gemm_grid gemm_grid_for(int M, int Nc, int nt)
 {
-    int nt = omp_get_num_threads(), id = omp_get_thread_num();
-    *lo = (int)((int64_t)n * id / nt);
-    *hi = (int)((int64_t)n * (id + 1) / nt);
+    gemm_grid g = {M > 0 ? M : 1, Nc > 0 ? Nc : 1, 1, 1};
+    if (nt <= 1 || M <= 0 || Nc <= 0)
+        return g;
+    int want = GEMM_ITEMS_PER_THREAD * nt;
+    /* Rows first (a row block repacks only B), in multiples of 16. */
+    int nr = M / GEMM_MIN_ROWS < want ? M / GEMM_MIN_ROWS : want;
+    if (nr < 1)
+        nr = 1;
+    g.rows = (ceil_div(M, nr) + 15) / 16 * 16;
+    g.nr = ceil_div(M, g.rows);
+    /* Then columns, for the tiles rows could not give. */
+    int nc = ceil_div(want, g.nr);
+    if (nc > Nc / GEMM_MIN_COLS)
+        nc = Nc / GEMM_MIN_COLS;
+    if (nc < 1)
+        nc = 1;
+    g.cols = (ceil_div(Nc, nc) + 15) / 16 * 16;
+    g.nc = ceil_div(Nc, g.cols);
+    return g;
+}
+
+/* Tile t of grid g: rows [*r0, *r0 + *rn), columns [*c0, *c0 + *cn). */
+static void gemm_tile(const gemm_grid *g, int M, int Nc, int t, int *r0, int *rn, int *c0, int *cn)
+{
+    int r = t / g->nc, c = t % g->nc;
+    *r0 = r * g->rows;
+    *rn = M - *r0 < g->rows ? M - *r0 : g->rows;
+    *c0 = c * g->cols;
+    *cn = Nc - *c0 < g->cols ? Nc - *c0 : g->cols;
 }
 
 static void cpu_matmul_forward(float *out, const float *in, const float *w, int N, int Ic, int O)
 {
-#pragma omp parallel
-    {
-        int lo, hi;
-        thread_rows(N, &lo, &hi);
-        if (hi > lo)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, hi - lo, O, Ic, 1.0f,
-                        in + (size_t)lo * Ic, Ic, w, Ic, 0.0f, out + (size_t)lo * O, O);
+    /* out (N, O) = in (N, Ic) · wᵀ, w (O, Ic) */
+    gemm_grid g = gemm_grid_for(N, O, omp_get_max_threads());
+    int items = g.nr * g.nc;
+#pragma omp parallel for schedule(dynamic, 1) if (items > 1)
+    for (int t = 0; t < items; t++) {
+        int r0, rn, c0, cn;
+        gemm_tile(&g, N, O, t, &r0, &rn, &c0, &cn);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rn, cn, Ic, 1.0f,
+                    in + (size_t)r0 * Ic, Ic, w + (size_t)c0 * Ic, Ic, 0.0f,
+                    out + (size_t)r0 * O + c0, O);
     }
 }
 
 static void cpu_matmul_backward(float *din, float *dw, const float *dout, const float *in,
                                 const float *w, int N, int Ic, int O, int accum_din)
 {
-#pragma omp parallel
-    {
-        int lo, hi;
-        thread_rows(N, &lo, &hi);
-        if (din && hi > lo)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hi - lo, Ic, O, 1.0f,
-                        dout + (size_t)lo * O, O, w, Ic, accum_din ? 1.0f : 0.0f,
-                        din + (size_t)lo * Ic, Ic);
-        thread_rows(O, &lo, &hi);
-        if (hi > lo)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, Ic, N, 1.0f, dout + lo,
-                        O, in, Ic, 1.0f, dw + (size_t)lo * Ic, Ic);
+    /* din (N, Ic) (+)= dout (N, O) · w (O, Ic);  dw (O, Ic) += doutᵀ · in (N, Ic).
+     * The tiles of both products form one list, so no barrier between them. */
+    int nt = omp_get_max_threads();
+    gemm_grid gx = gemm_grid_for(N, Ic, nt), gw = gemm_grid_for(O, Ic, nt);
+    int nx = din ? gx.nr * gx.nc : 0, items = nx + gw.nr * gw.nc;
+#pragma omp parallel for schedule(dynamic, 1) if (items > 1)
+    for (int t = 0; t < items; t++) {
+        int r0, rn, c0, cn;
+        if (t < nx) {
+            gemm_tile(&gx, N, Ic, t, &r0, &rn, &c0, &cn);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rn, cn, O, 1.0f,
+                        dout + (size_t)r0 * O, O, w + c0, Ic, accum_din ? 1.0f : 0.0f,
+                        din + (size_t)r0 * Ic + c0, Ic);
+        } else {
+            gemm_tile(&gw, O, Ic, t - nx, &r0, &rn, &c0, &cn);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rn, cn, N, 1.0f, dout + r0, O,
+                        in + c0, Ic, 1.0f, dw + (size_t)r0 * Ic + c0, Ic);
+        }
     }
 }
 

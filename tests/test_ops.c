@@ -616,6 +616,85 @@ static void test_matmul(void)
     free(gw), free(din0), free(din2), free(dw2), free(added), free(dw3);
 }
 
+/* The CPU backend splits a product into a grid of tiles handed out to the
+ * threads (lib/backend_cpu.c gemm_grid_for). Shapes whose grids have
+ * partial tiles down and across, on 1, 2, 3 and 7 threads: every element of
+ * out, din and dw written (outputs prefilled with NaN) and equal to a
+ * double reference; din accumulates when asked; dw always accumulates. */
+static void test_matmul_tiles(void)
+{
+    static const int shapes[][3] = {{300, 37, 700}, {1000, 130, 270}, {65, 513, 1100}, {17, 64, 2100}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int N = shapes[s][0], Ic = shapes[s][1], O = shapes[s][2];
+        float *in = frand((size_t)N * Ic, 1.0), *w = frand((size_t)O * Ic, 1.0);
+        float *dout = frand((size_t)N * O, 1.0), *din0 = frand((size_t)N * Ic, 1.0);
+        float *dw0 = frand((size_t)O * Ic, 1.0);
+        double *yref = dnew((size_t)N * O), *xref = dnew((size_t)N * Ic), *wref = dnew((size_t)O * Ic);
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < O; o++) {
+                double a = 0;
+                for (int i = 0; i < Ic; i++)
+                    a += (double)in[(size_t)n * Ic + i] * w[(size_t)o * Ic + i];
+                yref[(size_t)n * O + o] = a;
+            }
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < Ic; i++) {
+                double a = din0[(size_t)n * Ic + i];
+                for (int o = 0; o < O; o++)
+                    a += (double)dout[(size_t)n * O + o] * w[(size_t)o * Ic + i];
+                xref[(size_t)n * Ic + i] = a;
+            }
+        for (int o = 0; o < O; o++)
+            for (int i = 0; i < Ic; i++) {
+                double a = dw0[(size_t)o * Ic + i];
+                for (int n = 0; n < N; n++)
+                    a += (double)dout[(size_t)n * O + o] * in[(size_t)n * Ic + i];
+                wref[(size_t)o * Ic + i] = a;
+            }
+        float *y = fnew((size_t)N * O), *dx = fnew((size_t)N * Ic), *dw = fnew((size_t)O * Ic);
+        for (int th = 1; th <= 7; th += th == 3 ? 4 : 1) {
+#ifdef _OPENMP
+            int before = omp_get_max_threads();
+            omp_set_num_threads(th);
+#endif
+            for (size_t i = 0; i < (size_t)N * O; i++)
+                y[i] = NAN;
+            op_matmul_forward(y, in, w, N, Ic, O);
+            memcpy(dx, din0, FB((size_t)N * Ic));
+            memcpy(dw, dw0, FB((size_t)O * Ic));
+            op_matmul_backward(dx, dw, dout, in, w, N, Ic, O, 1);
+#ifdef _OPENMP
+            omp_set_num_threads(before);
+#endif
+            char name[160];
+            snprintf(name, sizeof name, "matmul %dx%dx%d on %d threads: forward", N, Ic, O, th);
+            check_ref(name, y, yref, (size_t)N * O);
+            snprintf(name, sizeof name, "matmul %dx%dx%d on %d threads: din accumulated", N, Ic, O, th);
+            check_ref(name, dx, xref, (size_t)N * Ic);
+            snprintf(name, sizeof name, "matmul %dx%dx%d on %d threads: dw accumulated", N, Ic, O, th);
+            check_ref(name, dw, wref, (size_t)O * Ic);
+            for (size_t i = 0; i < (size_t)N * Ic; i++)
+                dx[i] = NAN;
+            memcpy(dw, dw0, FB((size_t)O * Ic));
+#ifdef _OPENMP
+            omp_set_num_threads(th);
+#endif
+            op_matmul_backward(dx, dw, dout, in, w, N, Ic, O, 0);
+#ifdef _OPENMP
+            omp_set_num_threads(before);
+#endif
+            for (size_t i = 0; i < (size_t)N * Ic; i++)
+                xref[i] -= din0[i];
+            snprintf(name, sizeof name, "matmul %dx%dx%d on %d threads: din overwritten", N, Ic, O, th);
+            check_ref(name, dx, xref, (size_t)N * Ic);
+            for (size_t i = 0; i < (size_t)N * Ic; i++)
+                xref[i] += din0[i];
+        }
+        free(in), free(w), free(dout), free(din0), free(dw0), free(yref), free(xref), free(wref);
+        free(y), free(dx), free(dw);
+    }
+}
+
 /* ------------------------------------------------------------ embedding */
 
 typedef struct {
@@ -1300,6 +1379,7 @@ int main(int argc, char **argv)
     test_elementwise();
     test_sumsq();
     test_matmul();
+    test_matmul_tiles();
     test_embedding();
     test_rmsnorm();
     test_rope();
