@@ -76,10 +76,12 @@ static hpt_status cpu_set_precision(hpt_precision p)
  * loses its core to another process for a while takes fewer tiles instead
  * of holding the others at the end of the product (the static split of
  * one row block per thread did that: every product waited for its slowest
- * thread). About GEMM_ITEMS_PER_THREAD tiles per thread: more balance
- * costs more packing (OpenBLAS packs the A rows and B columns of every
- * call, so each extra row block repacks B and each extra column block
- * repacks A); tiles stay at least GEMM_MIN_ROWS x GEMM_MIN_COLS. One
+ * thread). About GEMM_ITEMS_PER_THREAD tiles per thread, at least
+ * GEMM_MIN_ROWS x GEMM_MIN_COLS each. More tiles cost more packing:
+ * OpenBLAS packs the A rows and B columns of every call, so each row block
+ * repacks all of B (K x Nc) and each column block all of A (M x K); of the
+ * grids with enough tiles the one packing least is taken (row blocks for
+ * most products, column blocks for the LM head, whose B is large). One
  * thread makes one call. The grid depends on the shape and the thread
  * count only, so results are bitwise reproducible for a given thread
  * count (OpenBLAS's bits for an element can depend on the tile it falls
@@ -102,19 +104,23 @@ static gemm_grid gemm_grid_for(int M, int Nc, int nt)
     if (nt <= 1 || M <= 0 || Nc <= 0)
         return g;
     int want = GEMM_ITEMS_PER_THREAD * nt;
-    /* Rows first (a row block repacks only B), in multiples of 16. */
-    int nr = M / GEMM_MIN_ROWS < want ? M / GEMM_MIN_ROWS : want;
-    if (nr < 1)
-        nr = 1;
-    g.rows = (ceil_div(M, nr) + 15) / 16 * 16;
+    int max_r = M / GEMM_MIN_ROWS > 1 ? M / GEMM_MIN_ROWS : 1;
+    int max_c = Nc / GEMM_MIN_COLS > 1 ? Nc / GEMM_MIN_COLS : 1;
+    int best_r = 1, best_c = 1;
+    double best = -1;
+    for (int nr = 1; nr <= max_r && nr <= want; nr++) {
+        int nc = ceil_div(want, nr);
+        if (nc > max_c)
+            nc = max_c;
+        /* fewest tiles short of `want` first, then least packing */
+        int shortfall = want - nr * nc > 0 ? want - nr * nc : 0;
+        double cost = shortfall * 1e18 + (double)nr * Nc + (double)nc * M;
+        if (best < 0 || cost < best)
+            best = cost, best_r = nr, best_c = nc;
+    }
+    g.rows = (ceil_div(M, best_r) + 15) / 16 * 16;
     g.nr = ceil_div(M, g.rows);
-    /* Then columns, for the tiles rows could not give. */
-    int nc = ceil_div(want, g.nr);
-    if (nc > Nc / GEMM_MIN_COLS)
-        nc = Nc / GEMM_MIN_COLS;
-    if (nc < 1)
-        nc = 1;
-    g.cols = (ceil_div(Nc, nc) + 15) / 16 * 16;
+    g.cols = (ceil_div(Nc, best_c) + 15) / 16 * 16;
     g.nc = ceil_div(Nc, g.cols);
     return g;
 }
