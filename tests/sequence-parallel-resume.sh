@@ -3,8 +3,9 @@
 # PP and DP: the resume line says how the checkpoint was written
 # (checkpoint attributes sequence_parallel, recompute) and how the run
 # continues; metrics.h5's /segments rows carry sequence_parallel and
-# recompute, the run_start events name them, and a resume that turns
-# sequence parallelism off records a layout_change. TP 2 on 2 ranks, tiny
+# recompute, the run_start events and hpt-metrics summary (C and Python)
+# name them, and a resume that turns sequence parallelism off records a
+# layout_change. TP 2 on 2 ranks, tiny
 # model, 4 steps in three segments.
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
@@ -36,4 +37,13 @@ assert "sequence parallel" not in starts[2], starts[2]
 changes = [m for k, m in ev if k == "layout_change"]
 assert changes == ["checkpoint written by TP 2 x PP 1 x DP 1 SP, re-sharded to TP 2 x PP 1 x DP 1 (grad-accum 1)"], changes
 PY
-pass "resume line, /segments and run_start name sequence parallelism and the recomputation mode"
+# hpt-metrics summary (C) and analysis/hpt_metrics.py name them per segment, alike
+"$HPT_BUILD/src/hpt-metrics" summary "$WORK/r" > "$WORK/sum.c" || fail "hpt-metrics summary"
+PYTHONPATH="$HPT_SRC/analysis" "$PYTHON" -c 'import sys, hpt_metrics as h; print(h.summary_text(h.load(sys.argv[1])))' \
+  "$WORK/r/metrics.h5" > "$WORK/sum.py" || fail "hpt_metrics.summary_text"
+for f in sum.c sum.py; do
+  grep "^  segment" "$WORK/$f"
+  [ "$(grep -c '^  segment [01]: .*(TP 2 x PP 1 x DP 1, sequence parallel, selective recomputation), ' "$WORK/$f")" = 2 ] &&
+    grep -q '^  segment 2: .*(TP 2 x PP 1 x DP 1), ' "$WORK/$f" || fail "$f: segments do not name SP / recomputation"
+done
+pass "resume line, /segments, run_start and the summaries name sequence parallelism and the recomputation mode"
