@@ -361,10 +361,15 @@ def summary_text(run):
     for sg in run.segments:
         res = ("fresh start" if sg["resumed_from"] < 0
                else "resumed from step %d" % sg["resumed_from"])
-        L.append("  segment %d: first row %d, %s, world %d (TP %d x PP %d x DP %d%s), "
+        sp = "sequence_parallel" in sg and sg["sequence_parallel"]  # absent in older files
+        rc = sg["recompute"] if "recompute" in sg else 0
+        L.append("  segment %d: first row %d, %s, world %d (TP %d x PP %d x DP %d%s%s%s), "
                  "micro-batch %d x grad-accum %d x seq %d, host %s, job %s"
                  % (sg["segment"], sg["first_row"], res, sg["world"], sg["tp"], sg["pp"],
-                    sg["dp"], ", ZeRO-1" if sg["zero1"] else "", sg["micro_batch"],
+                    sg["dp"], ", ZeRO-1" if sg["zero1"] else "",
+                    ", sequence parallel" if sp else "",
+                    {1: ", full recomputation", 2: ", selective recomputation"}.get(int(rc), ""),
+                    sg["micro_batch"],
                     sg["grad_accum"], sg["seq_len"], sg["host"] or "-",
                     sg["slurm_job_id"] or "-"))
     if d["steps"]:

@@ -122,6 +122,10 @@ hpt_status hpt_ckpt_write_meta(hid_t file, const hpt_ckpt_meta *meta)
     for (size_t i = 0; i < sizeof fields / sizeof fields[0] && !err; i++)
         err = put_attr(file, fields[i].name, fields[i].is64 ? H5T_NATIVE_INT64 : H5T_NATIVE_INT32,
                        (const char *)meta + fields[i].off);
+    if (!err && meta->sequence_parallel >= 0)
+        err = put_attr(file, "sequence_parallel", H5T_NATIVE_INT32, &meta->sequence_parallel);
+    if (!err && meta->recompute >= 0)
+        err = put_attr(file, "recompute", H5T_NATIVE_INT32, &meta->recompute);
     return err ? hpt_error_set(HPT_ERR_IO, "checkpoint: cannot write the root attributes") : HPT_OK;
 }
 
@@ -152,6 +156,11 @@ hpt_status hpt_ckpt_read_meta(hid_t file, const char *path, hpt_ckpt_meta *meta)
                      (char *)meta + fields[i].off))
             return hpt_error_set(HPT_ERR_DATA, "%s: attribute %s missing or unreadable", path,
                                  fields[i].name);
+    /* optional (newer writers): -1 = not recorded */
+    if (get_attr(file, "sequence_parallel", H5T_NATIVE_INT32, &meta->sequence_parallel))
+        meta->sequence_parallel = -1;
+    if (get_attr(file, "recompute", H5T_NATIVE_INT32, &meta->recompute))
+        meta->recompute = -1;
     return HPT_OK;
 }
 

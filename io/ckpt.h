@@ -10,6 +10,7 @@
  *                    global order), seed, adam_t, skipped_total,
  *                    consecutive_skips, global_batch (sequences), seq_len,
  *                    micro_batch, and the writing layout tp, pp, dp, zero1
+ *                    (and, optional on reading, sequence_parallel, recompute)
  *   /model/<name>               float32, the logical (unsharded) tensor with
  *                               its global shape, Hugging Face name
  *   /optim/exp_avg/<name>       AdamW first moments, same shape
@@ -43,6 +44,10 @@ typedef struct {
     int64_t step, samples, adam_t, skipped_total, consecutive_skips, global_batch;
     int32_t seq_len, micro_batch, tp, pp, dp, zero1;
     uint64_t seed;
+    /* the writing run's sequence parallelism (0/1) and --recompute (0 none,
+     * 1 full, 2 selective); optional attributes: -1 when the checkpoint
+     * does not record them (written before they existed) */
+    int32_t sequence_parallel, recompute;
 } hpt_ckpt_meta;
 
 /* Write the root attributes of an open checkpoint file (collective when the

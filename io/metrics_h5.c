@@ -169,7 +169,7 @@ static hid_t make_seg_type(void)
     F(micro_batch, H5T_NATIVE_INT32); F(seq_len, H5T_NATIVE_INT32);
     F(start_time, H5T_NATIVE_DOUBLE); F(flops_per_token, H5T_NATIVE_DOUBLE);
     F(peak_flops_per_rank, H5T_NATIVE_DOUBLE); F(hpt_version, s32); F(slurm_job_id, s32);
-    F(host, s64);
+    F(host, s64); F(sequence_parallel, H5T_NATIVE_INT32); F(recompute, H5T_NATIVE_INT32);
 #undef F
     H5Tclose(s32);
     H5Tclose(s64);

@@ -56,6 +56,7 @@ typedef struct {
     int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
     double start_time, flops_per_token, peak_flops_per_rank;
     char hpt_version[32], slurm_job_id[32], host[64];
+    int32_t sequence_parallel, recompute; /* 0/1; 0 none, 1 full, 2 selective */
 } hpt_metrics_seg_row;
 
 /* One row of /events. */

@@ -325,6 +325,16 @@ hpt_status hpt_mread_segments(const hpt_mread *m, hpt_mread_seg **out, size_t *n
     F(dp, H5T_NATIVE_INT32); F(zero1, H5T_NATIVE_INT32); F(grad_accum, H5T_NATIVE_INT32);
     F(micro_batch, H5T_NATIVE_INT32); F(seq_len, H5T_NATIVE_INT32);
     F(hpt_version, s32); F(slurm_job_id, s32); F(host, s64);
+    /* newer fields: read where the file has them (else left 0 by calloc) */
+    hid_t d = H5Dopen2(m->file, "/segments", H5P_DEFAULT), ft = d >= 0 ? H5Dget_type(d) : -1;
+    if (ft >= 0 && H5Tget_member_index(ft, "sequence_parallel") >= 0)
+        F(sequence_parallel, H5T_NATIVE_INT32);
+    if (ft >= 0 && H5Tget_member_index(ft, "recompute") >= 0)
+        F(recompute, H5T_NATIVE_INT32);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (d >= 0)
+        H5Dclose(d);
 #undef F
     hpt_status st = read_table(m, "/segments", t, sizeof(hpt_mread_seg), (void **)out, n);
     H5Tclose(s32);

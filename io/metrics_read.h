@@ -31,6 +31,7 @@ typedef struct {
     int64_t first_row, first_step, resumed_from, last_step_before;
     int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
     char hpt_version[33], slurm_job_id[33], host[65];
+    int32_t sequence_parallel, recompute; /* 0 in files written before these fields */
 } hpt_mread_seg;
 
 /* A row of /events as read. */

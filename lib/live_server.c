@@ -351,18 +351,20 @@ static enum MHD_Result send_asset(server *s, struct MHD_Connection *conn, const 
 
 /* The value of query argument `name`, its name matched exactly (libmicrohttpd's
  * lookup ignores case: ?TOKEN= or ?Run= are not our arguments); the first
- * one when repeated; NULL when absent. */
+ * one when repeated; NULL when absent. A value that decodes to a NUL byte
+ * (?run=0%00) is returned as the literal "%00", which no argument accepts:
+ * the C string would otherwise end at the NUL and "0%00" pass as "0". */
 struct arg_find {
     const char *name, *value;
 };
 
 static enum MHD_Result arg_find_cb(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   const char *value)
+                                   size_t key_size, const char *value, size_t value_size)
 {
     (void)kind;
     struct arg_find *a = cls;
-    if (key && !strcmp(key, a->name)) {
-        a->value = value ? value : "";
+    if (key && strlen(key) == key_size && !strcmp(key, a->name)) {
+        a->value = !value ? "" : strlen(value) != value_size ? "%00" : value;
         return MHD_NO; /* found: stop */
     }
     return MHD_YES;
@@ -371,7 +373,7 @@ static enum MHD_Result arg_find_cb(void *cls, enum MHD_ValueKind kind, const cha
 static const char *arg_str(struct MHD_Connection *conn, const char *name)
 {
     struct arg_find a = {name, NULL};
-    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, arg_find_cb, &a);
+    MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, arg_find_cb, &a);
     return a.value;
 }
 

@@ -186,6 +186,8 @@ static void fill_segment(const hpt_metrics *m, hpt_metrics_seg_row *s)
     s->pp = m->info.pp;
     s->dp = m->info.dp;
     s->zero1 = m->info.zero1;
+    s->sequence_parallel = m->info.sequence_parallel;
+    s->recompute = m->info.recompute;
     s->grad_accum = m->info.grad_accum;
     s->micro_batch = m->info.micro_batch;
     s->seq_len = m->info.seq_len;

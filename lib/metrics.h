@@ -65,6 +65,8 @@ typedef struct {
 /* What a run segment records about itself (the segments table). */
 typedef struct {
     int world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len, dp_rank_of_rank0;
+    int sequence_parallel;     /* 1: --sequence-parallel in effect (TP > 1)  */
+    int recompute;             /* --recompute: 0 none, 1 full, 2 selective   */
     int64_t first_step;        /* first step this segment runs (0-based count done) */
     int64_t resumed_from;      /* step of the checkpoint loaded; -1 = fresh  */
     double flops_per_token;    /* model FLOPs per token, forward+backward     */

@@ -164,6 +164,18 @@ static const char *rc_label(int recompute)
     return recompute == 1 ? ", recomputation" : recompute == 2 ? ", selective recomputation" : "";
 }
 
+/* Sequence parallelism in effect (hpt-train applies it with TP > 1 only). */
+static int sp_on(const hpt_plan_setup *s) { return s->sequence_parallel && s->tp > 1; }
+
+/* ", sequence parallel" or "" for a layout line. */
+static const char *sp_label(const hpt_plan_setup *s) { return sp_on(s) ? ", sequence parallel" : ""; }
+
+/* The recomputation mode as hpt-train's --recompute names it. */
+static const char *rc_mode(int recompute)
+{
+    return recompute == 1 ? "full" : recompute == 2 ? "selective" : "none";
+}
+
 /* ------------------------------------------------------------ activations */
 
 /* hpt's carve(): count elements of 4 bytes rounded up to 64 bytes. */
@@ -740,12 +752,11 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->tp, s->pp, s->dp, s->nodes, s->gpus_per_node, (long)s->tp * s->pp * s->dp);
     fprintf(f, "  \"training\": {\"seq_len\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
             "\"micro_batches\": %d, \"recompute\": %s, \"recompute_mode\": \"%s\", \"zero1\": %s, "
-            "\"pp_schedule\": \"%s\", "
+            "\"sequence_parallel\": %s, \"pp_schedule\": \"%s\", "
             "\"precision\": \"%s\", \"tokens_per_step\": %s},\n",
             s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
-            s->recompute ? "true" : "false",
-            s->recompute == 1 ? "full" : s->recompute == 2 ? "selective" : "none",
-            s->zero1 ? "true" : "false",
+            s->recompute ? "true" : "false", rc_mode(s->recompute),
+            s->zero1 ? "true" : "false", sp_on(s) ? "true" : "false",
             s->gpipe ? "gpipe" : "1f1b", s->fp32 ? "fp32" : "bf16",
             json_z(&b[0], (double)s->global_batch * s->seq_len));
     fprintf(f, "  \"memory\": {\"worst_stage\": %d, \"worst\": ", r->worst_stage);
@@ -814,10 +825,10 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->cl.name, s->nodes, s->gpus_per_node, device_peak(s) / 1e9, s->cl.efficiency,
             capacity(s) / u, un);
     fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
-            "micro-batches x DP %d; %s%s%s\n\n",
+            "micro-batches x DP %d; %s%s%s%s\n\n",
             s->tp, s->pp, s->dp, s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
             s->dp, s->fp32 ? "fp32" : "bf16 mixed precision", rc_label(s->recompute),
-            s->zero1 ? ", ZeRO-1" : "");
+            sp_label(s), s->zero1 ? ", ZeRO-1" : "");
     fprintf(f, "memory per rank (%s)  weights     grads optimizer      acts    logits      comm  "
             "baseline     total\n", un);
     for (int i = 0; i < r->nstages; i++) {
@@ -880,6 +891,16 @@ static int by_speed(const void *a, const void *b)
     return (x->mem > y->mem) - (x->mem < y->mem); /* equally fast: less memory first */
 }
 
+/* The hpt-train options of layout s (what to paste on its command line
+ * beside --model and --data). */
+static void train_flags(const hpt_plan_setup *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "--tp %d --pp %d --dp %d --seq-len %d --batch %d --grad-accum %d "
+             "--recompute %s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
+             micro_batches(s), rc_mode(s->recompute), sp_on(s) ? " --sequence-parallel" : "",
+             s->zero1 ? " --zero1" : "", s->pp > 1 && s->gpipe ? " --pp-schedule gpipe" : "");
+}
+
 /* Why the first layout wins, in words, from its numbers. */
 static void explain(FILE *f, const candidate *best, const candidate *all, int n)
 {
@@ -889,9 +910,18 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
         free(r);
         return;
     }
-    fprintf(f, "why TP %d x PP %d x DP %d, micro-batch %d%s%s:\n", s->tp, s->pp, s->dp,
-            s->micro_batch, rc_label(s->recompute), s->zero1 ? ", ZeRO-1" : "");
-    if (s->tp > 1)
+    char flags[256];
+    train_flags(s, flags, sizeof flags);
+    fprintf(f, "why TP %d x PP %d x DP %d, micro-batch %d%s%s%s:\n", s->tp, s->pp, s->dp,
+            s->micro_batch, rc_label(s->recompute), sp_label(s), s->zero1 ? ", ZeRO-1" : "");
+    if (sp_on(s)) /* lib/model.c: reduce-scatter after, all-gather before the GEMMs */
+        fprintf(f, "  - TP %d with sequence parallelism %s: its %.0f collectives per step "
+                "(reduce-scatters and all-gathers in place of the all-reduces, %.3g s) run on "
+                "%s; norms and residual stream hold 1/%d of the tokens\n", s->tp,
+                r->link_inter[HPT_PLAN_TP] ? "spans nodes" : "stays inside a node",
+                r->comm[HPT_PLAN_TP].calls, r->comm[HPT_PLAN_TP].seconds,
+                link_name(s, r->link_inter[HPT_PLAN_TP]), s->tp);
+    else if (s->tp > 1)
         fprintf(f, "  - TP %d %s: its %.0f all-reduces per step (%.3g s) run on %s\n", s->tp,
                 r->link_inter[HPT_PLAN_TP] ? "spans nodes" : "stays inside a node",
                 r->comm[HPT_PLAN_TP].calls, r->comm[HPT_PLAN_TP].seconds,
@@ -909,16 +939,22 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
     fprintf(f, "  - memory: %.1f of %.1f GiB on stage %d (weights %.1f, optimizer %.1f, "
             "activations %.1f)\n", r->worst.total / GIB, capacity(s) / GIB, r->worst_stage,
             r->worst.weights / GIB, r->worst.optimizer / GIB, r->worst.activations / GIB);
+    if (s->recompute)
+        fprintf(f, "  - %s recomputation: %s\n", rc_mode(s->recompute),
+                s->recompute == 2 ? "keeps the GEMM outputs, recomputes the attention core and "
+                "the norms/SwiGLU in backward" : "keeps each layer's input only, recomputes the "
+                "layer in backward");
     fprintf(f, "  - %.4g tokens/s, MFU %.1f %%, communication/compute %.3f\n", r->tokens_per_s,
             100 * r->mfu, r->comm_compute_ratio);
     for (int i = 0; i < n; i++)
         if (!all[i].fits && all[i].tokens_per_s > best->tokens_per_s) {
-            fprintf(f, "  - faster but does not fit: TP %d x PP %d x DP %d, micro-batch %d%s%s "
+            fprintf(f, "  - faster but does not fit: TP %d x PP %d x DP %d, micro-batch %d%s%s%s "
                     "(%.4g tokens/s, needs %.1f GiB)\n", all[i].s.tp, all[i].s.pp, all[i].s.dp,
-                    all[i].s.micro_batch, rc_label(all[i].s.recompute),
+                    all[i].s.micro_batch, rc_label(all[i].s.recompute), sp_label(&all[i].s),
                     all[i].s.zero1 ? ", ZeRO-1" : "", all[i].tokens_per_s, all[i].mem / GIB);
             break;
         }
+    fprintf(f, "hpt-train options: %s\n", flags);
     free(r);
 }
 
@@ -964,15 +1000,20 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             for (int mb = 1; !bad && mb <= base->global_batch && mb <= 1 << 20; mb *= 2) {
                 if (fx->micro_batch && mb != base->micro_batch)
                     continue;
-                for (int k = 0; !bad && k < 4; k++) {
+                for (int k = 0; !bad && k < 12; k++) {
+                    /* k enumerates (recompute none/full/selective, zero1 off/on,
+                     * sequence parallelism off/on); a fixed or meaningless
+                     * choice takes its first branch only */
+                    int rc = k % 3, z = (k / 3) % 2, sp = k / 6;
+                    if ((fx->recompute && rc) || ((fx->zero1 || dp == 1) && z) ||
+                        ((fx->sequence_parallel || tp == 1) && sp))
+                        continue;
                     hpt_plan_setup s = *base;
                     s.tp = tp, s.pp = pp, s.dp = dp, s.micro_batch = mb;
-                    s.recompute = fx->recompute ? base->recompute : k & 1;
-                    s.zero1 = (fx->zero1 ? base->zero1 : (k >> 1) & 1) && dp > 1;
-                    /* k enumerates (recompute, zero1); a fixed or meaningless
-                     * choice takes its k = 0 branch only */
-                    if ((fx->recompute && (k & 1)) || ((fx->zero1 || dp == 1) && (k >> 1)))
-                        continue;
+                    s.recompute = fx->recompute ? base->recompute : rc;
+                    s.zero1 = (fx->zero1 ? base->zero1 : z) && dp > 1;
+                    s.sequence_parallel = (fx->sequence_parallel ? base->sequence_parallel : sp) &&
+                                          tp > 1;
                     s.gpus_per_node = gpus < gpn ? gpus : gpn;
                     s.nodes = gpus / s.gpus_per_node;
                     bad = add_candidate(&v, &n, &cap, &s, r) != 0;
@@ -999,11 +1040,16 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
                 fitting);
         for (int i = 0; i < shown; i++) {
             jbuf b[5];
+            char flags[256];
+            train_flags(&v[i].s, flags, sizeof flags);
             fprintf(f, "%s\n  {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, "
-                    "\"recompute\": %s, \"zero1\": %s, \"mem_bytes\": %s, \"step_time_s\": %s, "
-                    "\"tokens_per_s\": %s, \"mfu\": %s, \"bubble_fraction\": %s}",
+                    "\"recompute\": %s, \"recompute_mode\": \"%s\", \"sequence_parallel\": %s, "
+                    "\"zero1\": %s, \"train_options\": \"%s\", \"mem_bytes\": %s, "
+                    "\"step_time_s\": %s, \"tokens_per_s\": %s, \"mfu\": %s, "
+                    "\"bubble_fraction\": %s}",
                     i ? "," : "", v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
-                    v[i].s.recompute ? "true" : "false", v[i].s.zero1 ? "true" : "false",
+                    v[i].s.recompute ? "true" : "false", rc_mode(v[i].s.recompute),
+                    sp_on(&v[i].s) ? "true" : "false", v[i].s.zero1 ? "true" : "false", flags,
                     json_z(&b[0], v[i].mem), json_g(&b[1], v[i].step), json_g(&b[2], v[i].tokens_per_s),
                     json_g(&b[3], v[i].mfu), json_g(&b[4], v[i].bubble));
         }
@@ -1020,10 +1066,12 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
     } else {
         fprintf(f, "%d layouts for %d GPUs, %d fit in %.1f GiB; fastest first:\n", n, gpus,
                 fitting, capacity(&v[0].s) / GIB);
-        fprintf(f, "   TP   PP     DP  mb  recomp zero1   mem GiB   step s     tokens/s   MFU %%  bubble\n");
+        fprintf(f, "   TP   PP     DP  mb  recompute  sp  zero1   mem GiB   step s     tokens/s   "
+                "MFU %%  bubble\n");
         for (int i = 0; i < shown; i++)
-            fprintf(f, "  %3d %4d %6d %3d  %-6s %-5s %9.2f %8.4g %12.5g %6.1f  %6.3f\n", v[i].s.tp,
-                    v[i].s.pp, v[i].s.dp, v[i].s.micro_batch, v[i].s.recompute == 2 ? "sel" : v[i].s.recompute ? "yes" : "no",
+            fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-5s %9.2f %8.4g %12.5g %6.1f  %6.3f\n",
+                    v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
+                    rc_mode(v[i].s.recompute), sp_on(&v[i].s) ? "yes" : "no",
                     v[i].s.zero1 ? "yes" : "no", v[i].mem / GIB, v[i].step, v[i].tokens_per_s,
                     100 * v[i].mfu, v[i].bubble);
         if (fitting)

@@ -252,16 +252,18 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
  * bytes_per_step, seconds_per_step, peak_rss_mib) for every rank. */
 void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f);
 
-/* Search: every (TP, PP, DP = gpus/(TP*PP), micro-batch, recompute,
- * ZeRO-1) for `gpus` devices with TP dividing the node and the heads, PP
- * <= layers, DP dividing the global batch; a field of *base set >= 1
- * (tp, pp, dp, micro_batch) or a flag set (recompute, zero1) is kept
- * fixed when `fixed` says so (ZeRO-1 kept on means on wherever DP > 1: on
- * DP 1 it shards nothing). The pipeline schedule is base's. Ranks the layouts that fit by tokens/s and
- * prints the top `top` and why the first wins; json = 1: as JSON.
+/* Search: every (TP, PP, DP = gpus/(TP*PP), micro-batch, recomputation
+ * none/full/selective, ZeRO-1 off/on, sequence parallelism off/on where TP
+ * > 1) for `gpus` devices with TP dividing the node and the heads, PP <=
+ * layers, DP dividing the global batch; a field is kept at base's value
+ * when `fixed` says so (ZeRO-1 kept on means on wherever DP > 1: on DP 1
+ * it shards nothing; sequence parallelism kept on, wherever TP > 1). The
+ * pipeline schedule is base's. Ranks the layouts that fit by tokens/s
+ * (equally fast: less memory first), prints the top `top`, why the first
+ * wins and its hpt-train options; json = 1: as JSON.
  * Errors: HPT_ERR_USAGE when no layout is valid. */
 typedef struct {
-    int tp, pp, dp, micro_batch, recompute, zero1; /* 1 = fixed by the user */
+    int tp, pp, dp, micro_batch, recompute, zero1, sequence_parallel; /* 1 = fixed */
 } hpt_plan_fixed;
 hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fixed, int gpus,
                            int top, int json, FILE *f);

@@ -220,6 +220,14 @@ static void retrim_logs(run_state *r, const hpt_train_opts *o, int64_t step)
  * when a tensor is damaged — only to one of the same model, sequence
  * length and global batch (the run was set up for the probed one).
  * Collective. */
+/* ", full recomputation", ", selective recomputation" or "" (none, or not
+ * recorded: -1) for the resume line. */
+static const char *recompute_words(int recompute)
+{
+    return recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective recomputation"
+           : recompute > 0                      ? ", full recomputation" : "";
+}
+
 hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *meta)
 {
     MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
@@ -290,9 +298,13 @@ hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *met
     r->skipped_total = (int)meta->skipped_total;
     r->consecutive = (int)meta->consecutive_skips;
     if (r->root)
-        fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s) "
-                "in %.3f s\n", r->ckpt_dir, (long long)meta->step, meta->tp, meta->pp, meta->dp,
-                meta->zero1 ? " ZeRO-1" : "", now_s() - t0);
+        fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s%s%s) "
+                "in %.3f s, continuing as TP %d x PP %d x DP %d%s%s%s\n", r->ckpt_dir,
+                (long long)meta->step, meta->tp, meta->pp, meta->dp, meta->zero1 ? " ZeRO-1" : "",
+                meta->sequence_parallel > 0 ? ", sequence parallel" : "",
+                recompute_words(meta->recompute), now_s() - t0, r->comm.tp, r->comm.pp, r->comm.dp,
+                o->zero1 ? " ZeRO-1" : "", o->sequence_parallel && r->comm.tp > 1
+                ? ", sequence parallel" : "", recompute_words(o->recompute));
     return HPT_OK;
 }
 
@@ -320,6 +332,8 @@ static void fill_meta(run_state *r, const hpt_train_opts *o, int step, hpt_ckpt_
     m->dp = r->comm.dp;
     m->zero1 = o->zero1;
     m->seed = o->seed;
+    m->sequence_parallel = o->sequence_parallel && r->comm.tp > 1;
+    m->recompute = o->recompute;
 }
 
 hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int step, FILE *out)

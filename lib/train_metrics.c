@@ -152,6 +152,7 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
         dp_rank[w] = (w / r->comm.tp) % r->comm.dp;
     hpt_metrics_info info = {
         .world = W, .tp = r->comm.tp, .pp = r->comm.pp, .dp = r->comm.dp, .zero1 = o->zero1,
+        .sequence_parallel = o->sequence_parallel && r->comm.tp > 1, .recompute = o->recompute,
         .grad_accum = o->grad_accum, .micro_batch = o->batch, .seq_len = o->seq_len,
         .first_step = r->start_step, .resumed_from = r->resume_from,
         .flops_per_token = hpt_model_flops_per_token(&r->cfg, o->seq_len),
@@ -172,9 +173,12 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
         return st;
     hpt_metrics *m = r->metrics;
     hpt_metrics_event(m, r->start_step, 0, "run_start",
-                      "TP %d x PP %d x DP %d%s on %d ranks, micro-batch %d x grad-accum %d, "
+                      "TP %d x PP %d x DP %d%s%s%s on %d ranks, micro-batch %d x grad-accum %d, "
                       "%d steps, backend %s, precision %s",
-                      r->comm.tp, r->comm.pp, r->comm.dp, o->zero1 ? " ZeRO-1" : "", W, o->batch,
+                      r->comm.tp, r->comm.pp, r->comm.dp, o->zero1 ? " ZeRO-1" : "",
+                      info.sequence_parallel ? ", sequence parallel" : "",
+                      o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective recomputation"
+                      : o->recompute ? ", full recomputation" : "", W, o->batch,
                       o->grad_accum, o->steps, r->model.be->name,
                       hpt_precision_name(o->precision));
     if (r->resume_from >= 0) {
@@ -183,13 +187,15 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
         hpt_metrics_event(m, r->resume_from, 0, "resume", "resumed from step %lld",
                           (long long)r->resume_from);
         if (meta->tp != r->comm.tp || meta->pp != r->comm.pp || meta->dp != r->comm.dp ||
-            meta->zero1 != o->zero1)
+            meta->zero1 != o->zero1 ||
+            (meta->sequence_parallel >= 0 && meta->sequence_parallel != info.sequence_parallel))
             hpt_metrics_event(m, r->resume_from, 0, "layout_change",
-                              "checkpoint written by TP %d x PP %d x DP %d%s, re-sharded to TP %d "
-                              "x PP %d x DP %d%s (grad-accum %d)",
+                              "checkpoint written by TP %d x PP %d x DP %d%s%s, re-sharded to TP %d "
+                              "x PP %d x DP %d%s%s (grad-accum %d)",
                               meta->tp, meta->pp, meta->dp, meta->zero1 ? " ZeRO-1" : "",
+                              meta->sequence_parallel > 0 ? " SP" : "",
                               r->comm.tp, r->comm.pp, r->comm.dp, o->zero1 ? " ZeRO-1" : "",
-                              o->grad_accum);
+                              info.sequence_parallel ? " SP" : "", o->grad_accum);
     }
     hpt_metrics_write_events(m); /* a run killed before its first flush keeps them */
     return HPT_OK;

@@ -64,8 +64,11 @@ static void usage(FILE *f)
             "  --precision P         bf16 (mixed, 18 bytes/parameter) or fp32 [bf16; cpu-local\n"
             "                        fp32]\n"
             "  --comm L              the collectives' library: nccl (hpt-train --backend cuda\n"
-            "                        --comm nccl: NCCL's ring/tree cost model) or mpi [GPU\n"
-            "                        presets: nccl; cpu-local: mpi, the only one it allows]\n"
+            "                        --comm nccl: NCCL's ring/tree cost model), mpi, or auto\n"
+            "                        as hpt-train's: nccl with --backend cuda on a build with\n"
+            "                        NCCL and one rank per GPU, else mpi; the modelled\n"
+            "                        cluster has that, so auto is nccl on the GPU presets and\n"
+            "                        mpi on cpu-local (hpt's CPU backend) [auto]\n"
             "  --nccl-algo A         NCCL all-reduce algorithm: ring, tree or auto (faster\n"
             "                        of the two per call, as NCCL's tuner) [auto]; only with\n"
             "                        --comm nccl\n"
@@ -76,11 +79,13 @@ static void usage(FILE *f)
             "  --json                JSON instead of tables\n"
             "  --ranks-tsv FILE      predicted comm.tsv rows (rank, group, calls, bytes, seconds,\n"
             "                        peak RSS MiB) of every rank, as hpt-train --comm-stats writes\n"
-            "  --search              enumerate layouts (TP, PP, DP, micro-batch, recomputation,\n"
-            "                        ZeRO-1) for --gpus N [nodes x GPUs per node], rank those\n"
-            "                        that fit by tokens/s and explain the first; --tp, --pp,\n"
-            "                        --dp, --micro-batch given are kept, --recompute keeps\n"
-            "                        recomputation on, --zero1 keeps ZeRO-1 on (where DP > 1)\n"
+            "  --search              enumerate layouts (TP, PP, DP, micro-batch, recomputation\n"
+            "                        none/full/selective, ZeRO-1, sequence parallelism where\n"
+            "                        TP > 1) for --gpus N [nodes x GPUs per node], rank those\n"
+            "                        that fit by tokens/s, explain the first and print its\n"
+            "                        hpt-train options; --tp, --pp, --dp, --micro-batch,\n"
+            "                        --recompute MODE given are kept, --zero1 keeps ZeRO-1 on\n"
+            "                        (where DP > 1), --sequence-parallel keeps it on (TP > 1)\n"
             "  --top N               layouts listed by --search [10]\n"
             "  --help, --version\n\n"
             "Exit status: 0 done (also when the layout does not fit: see \"fits\"); 1 internal\n"
@@ -125,7 +130,8 @@ static const struct option long_opts[] = {
 #define NOTSET INT_MIN
 typedef struct {
     const char *model, *cluster, *precision, *ranks_tsv, *schedule, *comm, *nccl_algo;
-    int nodes, gpn, tp, pp, dp, seq, gb, mb, recompute, zero1, seqpar, async_save, json, search, gpus, top, scores, tie;
+    int nodes, gpn, tp, pp, dp, seq, gb, mb, recompute, recompute_given, zero1, seqpar, async_save,
+        json, search, gpus, top, scores, tie;
     double peak, mem_gb, intra_bw, inter_bw, intra_lat, inter_lat, eff, baseline_mib, data_bytes;
 } cli;
 
@@ -160,7 +166,7 @@ static hpt_status apply(cli *o, int c, const char *arg, int *action)
     case OPT_EFF: return hpt_cli_parse_double(n, arg, &o->eff);
     case OPT_BASELINE: return hpt_cli_parse_double(n, arg, &o->baseline_mib);
     case OPT_DATA_BYTES: return hpt_cli_parse_double(n, arg, &o->data_bytes);
-    case OPT_RECOMPUTE: return hpt_recompute_parse(arg, &o->recompute);
+    case OPT_RECOMPUTE: o->recompute_given = 1; return hpt_recompute_parse(arg, &o->recompute);
     case OPT_SEQ_PAR: o->seqpar = 1; return HPT_OK;
     case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
     case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
@@ -286,19 +292,23 @@ static hpt_status setup_grid(const cli *o, hpt_plan_setup *s)
     return HPT_OK;
 }
 
-/* --comm and --nccl-algo: NCCL by default on GPU presets (hpt-train's
- * --comm auto with --backend cuda), MPI on cpu-local (hpt's CPU backend
- * refuses --comm nccl, and so does this). */
+/* --comm and --nccl-algo. auto (the default) resolves as hpt-train's
+ * (lib/train.c choose_comm: NCCL when the backend keeps its buffers on a
+ * device, NCCL is built and no two ranks share a GPU, else MPI) for the
+ * modelled cluster: a GPU preset is one rank per GPU with NCCL, so NCCL;
+ * cpu-local is hpt's CPU backend, so MPI (it refuses --comm nccl, and so
+ * does this). */
 static hpt_status setup_comm(const cli *o, hpt_plan_setup *s)
 {
-    if (o->comm && strcmp(o->comm, "nccl") && strcmp(o->comm, "mpi"))
-        return hpt_error_set(HPT_ERR_USAGE, "--comm '%s': expected nccl or mpi", o->comm);
+    if (o->comm && strcmp(o->comm, "nccl") && strcmp(o->comm, "mpi") && strcmp(o->comm, "auto"))
+        return hpt_error_set(HPT_ERR_USAGE, "--comm '%s': expected nccl, mpi or auto", o->comm);
     if (o->comm && !strcmp(o->comm, "nccl") && s->cl.exact)
         return hpt_error_set(HPT_ERR_USAGE, "--comm nccl: cluster %s is hpt's CPU backend, whose "
                              "buffers NCCL cannot move (use a GPU preset, or --comm mpi)",
                              s->cl.name);
-    s->comm_lib = o->comm ? (!strcmp(o->comm, "nccl") ? HPT_PLAN_COMM_NCCL : HPT_PLAN_COMM_MPI)
-                          : (s->cl.exact ? HPT_PLAN_COMM_MPI : HPT_PLAN_COMM_NCCL);
+    int automatic = !o->comm || !strcmp(o->comm, "auto");
+    s->comm_lib = automatic ? (s->cl.exact ? HPT_PLAN_COMM_MPI : HPT_PLAN_COMM_NCCL)
+                            : !strcmp(o->comm, "nccl") ? HPT_PLAN_COMM_NCCL : HPT_PLAN_COMM_MPI;
     s->nccl_algo = HPT_NCCL_AUTO;
     if (!o->nccl_algo)
         return HPT_OK;
@@ -389,8 +399,8 @@ static hpt_status run_one(const cli *o, const hpt_plan_setup *s)
 static hpt_status run_search(const cli *o, hpt_plan_setup *s)
 {
     hpt_plan_fixed fx = {.tp = o->tp != NOTSET, .pp = o->pp != NOTSET, .dp = o->dp != NOTSET,
-                         .micro_batch = o->mb != NOTSET, .recompute = o->recompute,
-                         .zero1 = o->zero1};
+                         .micro_batch = o->mb != NOTSET, .recompute = o->recompute_given,
+                         .zero1 = o->zero1, .sequence_parallel = o->seqpar};
     long gpus;
     hpt_status st = given_gpus(o, o->gpn != NOTSET ? o->gpn : s->cl.gpus_per_node, &gpus);
     if (st)

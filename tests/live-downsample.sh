@@ -3,7 +3,8 @@
 # file of 5,000 steps x 40 ranks (tests/live_synth.py) with a loss spike and
 # a dip: a history of points=100 keeps the first and last step, every event
 # step, the global loss maximum and minimum (the spike and the dip), about
-# `points` rows, values equal to the file's; the heat map has at most
+# `points` rows, values equal to the file's; points=2 keeps only the first
+# and last step and the event and alert steps; the heat map has at most
 # min(points, 512) step columns; points above the steps returns every step.
 # A second path that does not exist yet is a second run, "waiting".
 . "$HPT_SRC/tests/lib.sh"
@@ -55,6 +56,11 @@ assert runs[1]["error"].endswith("later/metrics.h5: no such file yet; waiting fo
 assert runs[0]["layout"] == {"tp": 1, "pp": 1, "dp": 40, "world": 40}, runs[0]["layout"]
 h1 = json.load(urllib.request.urlopen(base + "/api/history?run=1&token=" + tok, timeout=60))
 assert h1["state"] == "waiting" and h1["columns"]["step"] == [] and h1["run"] == 1, h1
+# points=2: the first and last step and the event and alert steps only
+# (at most points + 2 rows besides those; docs/LIVE.md)
+h2 = hist(2)
+s2, al = h2["columns"]["step"], set(a["step"] for a in h2["alerts"])
+assert set(s2) == {1, 5000} | evs | al, sorted(set(s2) - ({1, 5000} | evs | al))[:10]
 full = hist(6000)
 assert full["columns"]["step"] == list(range(1, 5001))
 assert len(full["ranks"]["step"]) == 512, len(full["ranks"]["step"])

@@ -2,7 +2,9 @@
 # Bad input: hpt-live's query arguments (docs/LIVE.md). Against a real
 # metrics file of a 1-rank run: run=abc, run=00, run=-1, run past the last
 # id, points=1, points=x, points=+5 on /api/history and from=abc, from=-3 on
-# /api/stream are each a 400 with an {"error": ...} naming the argument;
+# /api/stream, and a valid number followed by a percent-encoded NUL
+# (run=0%00, points=5%00, from=0%00) are each a 400 with an {"error": ...}
+# naming the argument (a token followed by %00 is a 403);
 # ?TOKEN= (the name in another case) and token= with the right value in
 # another parameter are a 403; the good request is a 200 (so the 400s are
 # not a broken server).
@@ -46,15 +48,16 @@ def expect(path, code, word=None):
     print("%s: %s -> %d %s" % ("ok" if ok else "FAIL", path, st, body[:120]))
     bad += not ok
 expect("/api/history?run=0&token=" + tok, 200)
-for q in ("run=abc", "run=00", "run=-1", "run=1", "run=", "run=0x0"):
+for q in ("run=abc", "run=00", "run=-1", "run=1", "run=", "run=0x0", "run=0%00", "run=0%001"):
     expect("/api/history?%s&token=%s" % (q, tok), 400, "run=ID")
-for q in ("points=1", "points=x", "points=+5", "points=02"):
+for q in ("points=1", "points=x", "points=+5", "points=02", "points=5%00"):
     expect("/api/history?run=0&%s&token=%s" % (q, tok), 400, "points=N")
-for q in ("from=abc", "from=-3", "from=", "from=01"):
+for q in ("from=abc", "from=-3", "from=", "from=01", "from=0%00"):
     expect("/api/stream?%s&token=%s" % (q, tok), 400, "from=SEQ")
 expect("/api/history?run=0&TOKEN=" + tok, 403)
 expect("/api/history?run=0&Token=" + tok, 403)
 expect("/api/history?run=0&tok=" + tok, 403)
+expect("/api/history?run=0&token=" + tok + "%00", 403)
 expect("/api/stream?from=0&token=" + tok, 200)
 sys.exit(1 if bad else 0)
 PY

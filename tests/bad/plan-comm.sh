@@ -4,7 +4,7 @@
 # an unknown algorithm.
 . "$HPT_SRC/tests/lib.sh"
 P="$HPT_BUILD/src/hpt-plan"
-expect_error 2 "\-\-comm 'gloo': expected nccl or mpi" \
+expect_error 2 "\-\-comm 'gloo': expected nccl, mpi or auto" \
   "$P" --model small --cluster h100-80gb --seq-len 256 --global-batch 8 --comm gloo
 expect_error 2 "\-\-comm nccl: cluster cpu-local is hpt's CPU backend, whose buffers NCCL cannot move" \
   "$P" --model small --cluster cpu-local --seq-len 256 --global-batch 8 --comm nccl

@@ -1,0 +1,53 @@
+#!/bin/sh
+# hpt-plan --search enumerates selective recomputation and sequence
+# parallelism (docs/PLAN.md "Search"). Llama 3 8B, sequence 8192, on 8 H100
+# with TP 2 x PP 1 x micro-batch 1 kept, and the memory per GPU squeezed
+# (--mem-gb) until:
+#   52.0 GiB: no layout without recomputation fits; selective fits and is
+#             faster than full, so it wins;
+#   49.0 GiB: only selective with sequence parallelism (or full) fits;
+#   57.5 GiB with --recompute none kept: only sequence parallelism fits.
+# The chosen layout's hpt-train options are printed for pasting, and the
+# explanation under sequence parallelism names its reduce-scatters and
+# all-gathers, not all-reduces. --recompute none keeps none (it was not a
+# fixed choice before).
+. "$HPT_SRC/tests/lib.sh"
+P="$HPT_BUILD/src/hpt-plan"
+M="--model llama3-8b --cluster h100-80gb --seq-len 8192 --global-batch 64 --search --gpus 8 --tp 2 --pp 1 --micro-batch 1 --top 100"
+check() { # NAME WANT_RECOMPUTE WANT_SP FLAGS...
+  name=$1 rc=$2 sp=$3; shift 3
+  "$P" $M --json "$@" > "$WORK/$name.json" || fail "$name: search"
+  "$P" $M "$@" > "$WORK/$name.txt" || fail "$name: search (text)"
+  cat "$WORK/$name.txt"
+  "$PYTHON" - "$WORK/$name.json" $rc $sp <<'PY' || fail "$name: wrong choice"
+import json, sys
+d, rc, sp = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3] == "yes"
+best = d["ranked"][0]
+assert best["recompute_mode"] == rc and best["sequence_parallel"] is sp, best
+assert d["best"]["training"]["recompute_mode"] == rc, d["best"]["training"]
+assert d["best"]["training"]["sequence_parallel"] is sp, d["best"]["training"]
+opts = best["train_options"].split()
+assert opts[opts.index("--recompute") + 1] == rc and ("--sequence-parallel" in opts) is sp, opts
+print("best: %s (%d of %d layouts fit)" % (best["train_options"], d["fitting"], d["candidates"]))
+PY
+  grep -q "^hpt-train options: .*--recompute $rc" "$WORK/$name.txt" || fail "$name: no options line"
+}
+check sel selective no --mem-gb 55.83
+"$PYTHON" - "$WORK/sel.json" <<'PY' || fail "a layout without recomputation fits in 52 GiB"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["candidates"] == 12 and all(r["recompute_mode"] != "none" for r in d["ranked"]), d["ranked"]
+assert {(r["recompute_mode"], r["sequence_parallel"]) for r in d["ranked"]} == \
+    {("selective", False), ("selective", True), ("full", False), ("full", True)}, d["ranked"]
+PY
+check selsp selective yes --mem-gb 52.6
+check sp none yes --mem-gb 61.74 --recompute none
+"$PYTHON" - "$WORK/sp.json" <<'PY' || fail "--recompute none not kept, or a layout without SP fits"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["candidates"] == 4 and d["fitting"] == 1, d
+PY
+grep -q "^  - TP 2 with sequence parallelism stays inside a node: .*reduce-scatters and all-gathers" \
+  "$WORK/sp.txt" || fail "the explanation does not describe sequence parallelism's collectives"
+if grep -q "all-reduces per step" "$WORK/sp.txt"; then fail "sequence parallelism explained as all-reduces"; fi
+pass "hpt-plan --search picks selective recomputation and sequence parallelism where only they fit"
