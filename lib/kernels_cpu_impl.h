@@ -161,48 +161,49 @@ static inline float KN(dot3)(const float *a, const float *b, const float *c, int
     return KN(hsum16)(acc);
 }
 
-/* RMSNorm's second half, shared by rmsnorm_row and add_rmsnorm_row so both
- * round alike: r from the sum of squares ss, y = x r w; returns r. */
-static inline float KN(rmsnorm_apply)(float *y, const float *x, const float *w, int C, float ss,
-                                      float eps)
+static float KN(rmsnorm_row)(float *y, const float *x, const float *w, int C, float eps)
 {
+    float ss = KN(dot3)(x, x, NULL, C);
     float r = 1.0f / sqrtf(ss / C + eps);
     for (int c = 0; c < C; c++)
         y[c] = x[c] * r * w[c];
     return r;
 }
 
-static float KN(rmsnorm_row)(float *y, const float *x, const float *w, int C, float eps)
-{
-    return KN(rmsnorm_apply)(y, x, w, C, KN(dot3)(x, x, NULL, C), eps);
-}
-
-/* s = x + d and the sum of s^2 in one sweep, with the lanes and the order
- * of dot3(s, s, NULL, C) (element i to lane i mod 16, then hsum16), so the
- * result is bitwise add followed by rmsnorm_row; then y = s r w while the
- * row is still in cache. s may alias x or d. Each block's sums go through
- * the local t, which aliases nothing: with a store to s between load and
- * product the compiler would version the loop for aliasing, and its
- * fallback may contract the product into an FMA differently from dot3's
- * (seen with the avx2 table, in place). */
+/* s = x + d and the sum of s^2 in one sweep over x and d, then y = s r w
+ * while the row is in L1. The sums use the lanes and the order of
+ * dot3(s, s, NULL, C) in rmsnorm_row (element i to lane i mod 16, full
+ * blocks then the tail, hsum16), and r and y its expressions, so the
+ * result is bitwise add followed by rmsnorm_row (tests/test_cpu_kernels.c
+ * checks every table). Each block goes through the local t, which aliases
+ * nothing: written as one loop that stores s and sums v*v, the compiler
+ * left the block scalar (s may alias x) and, in the avx2 table, its alias
+ * fallback contracted the squares into FMAs unlike dot3. s may alias x or
+ * d. */
 static float KN(add_rmsnorm_row)(float *s, float *y, const float *x, const float *d,
                                  const float *w, int C, float eps)
 {
-    float acc[KW] = {0}, t[KW];
+    float acc[KW] = {0};
     int i = 0;
     for (; i + KW <= C; i += KW) {
+        float t[KW];
         for (int j = 0; j < KW; j++)
             t[j] = x[i + j] + d[i + j];
         for (int j = 0; j < KW; j++)
+            s[i + j] = t[j];
+        for (int j = 0; j < KW; j++)
             acc[j] += t[j] * t[j];
-        memcpy(s + i, t, sizeof t);
     }
-    for (int j = 0; i + j < C; j++)
-        t[j] = x[i + j] + d[i + j];
-    for (int j = 0; i + j < C; j++)
-        acc[j] += t[j] * t[j];
-    memcpy(s + i, t, sizeof(float) * (size_t)(C - i));
-    return KN(rmsnorm_apply)(y, s, w, C, KN(hsum16)(acc), eps);
+    for (int j = 0; i + j < C; j++) {
+        float v = x[i + j] + d[i + j];
+        s[i + j] = v;
+        acc[j] += v * v;
+    }
+    float ss = KN(hsum16)(acc);
+    float r = 1.0f / sqrtf(ss / C + eps);
+    for (int c = 0; c < C; c++)
+        y[c] = s[c] * r * w[c];
+    return r;
 }
 
 static void KN(rmsnorm_row_backward)(float *dx, const float *dy, const float *x, const float *w,
