@@ -7,7 +7,10 @@
  *   kernels_cpu [REPS]      (default 15; median per kernel, interleaved)
  *
  * Prints one line per kernel: ms per call for scalar and each table the
- * CPU supports, and the speed-up of each over scalar. */
+ * CPU supports, and the speed-up of each over scalar. The residual add
+ * followed by RMSNorm is timed twice per table: as the two unfused calls
+ * ("add, rmsnorm_forward") and fused ("add_rmsnorm fused",
+ * add_rmsnorm_row); the scalar column of both is the unfused scalar pair. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +77,12 @@ static void old_rmsnorm_backward(float *din, float *dw, const float *dout, const
             acc += dout[(size_t)n * c_ + c] * in[(size_t)n * c_ + c] * rstd[n];
         dw[c] += acc;
     }
+}
+
+static void old_add(float *out, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
 }
 
 static double old_ce(float *logits, const int *targets, int n_, int v_, float gs)
@@ -156,9 +165,11 @@ static int cmpd(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-enum { K_SWIGLU_F, K_SWIGLU_B, K_RMS_F, K_RMS_B, K_CE, K_ADAMW, K_SUMSQ, NK };
+enum { K_SWIGLU_F, K_SWIGLU_B, K_RMS_F, K_RMS_B, K_ADD_RMS, K_ADD_RMS_FUSED, K_CE, K_ADAMW,
+       K_SUMSQ, NK };
 static const char *kname[NK] = {"swiglu_forward (N x I)", "swiglu_backward (N x I)",
                                 "rmsnorm_forward (N x C)", "rmsnorm_backward (N x C)",
+                                "add, rmsnorm_forward (N x C)", "add_rmsnorm fused (N x C)",
                                 "cross-entropy fused (256 x V)", "adamw (4 Mi params)",
                                 "sumsq (4 Mi floats)"};
 
@@ -195,6 +206,21 @@ static void run(int k, const hpt_cpu_kernels *K)
             for (int c0 = 0; c0 < C; c0 += 64)
                 K->rmsnorm_dw(dw + c0, dy + c0, x + c0, rstd, N, C - c0 < 64 ? C - c0 : 64,
                               (size_t)C);
+        }
+        break;
+    case K_ADD_RMS: /* residual add over the whole (N,C), then the norm reads it again */
+    case K_ADD_RMS_FUSED: /* one sweep per row (table) */
+        if (!K) {
+            old_add(o2, x, dx, (size_t)N * C);
+            old_rmsnorm_forward(o1, rstd, o2, w, N, C, 1e-5f);
+        } else if (k == K_ADD_RMS) {
+            K->add(o2, x, dx, (size_t)N * C);
+            for (int n = 0; n < N; n++)
+                rstd[n] = K->rmsnorm_row(o1 + (size_t)n * C, o2 + (size_t)n * C, w, C, 1e-5f);
+        } else {
+            for (int n = 0; n < N; n++)
+                rstd[n] = K->add_rmsnorm_row(o2 + (size_t)n * C, o1 + (size_t)n * C,
+                                             x + (size_t)n * C, dx + (size_t)n * C, w, C, 1e-5f);
         }
         break;
     case K_CE:

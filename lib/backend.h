@@ -215,6 +215,18 @@ struct hpt_backend {
      * applied first, as in PyTorch's AdamW: p *= 1 - lr*wd. */
     void (*adamw)(float *p, const float *grad, float *m, float *v, size_t n, float lr, float b1,
                   float b2, float eps, float wd, float grad_scale, int t);
+
+    /* ---- fused ops. Optional (NULL): the model then calls the unfused
+     * slots named in each contract, which give bitwise the same result. -- */
+    /* Residual add fused with the RMSNorm that reads its result, in one
+     * pass over the residual stream: out (N,C) = x + delta, then
+     * norm_out (N,C) = out * rstd * w and rstd (N) exactly as
+     * rmsnorm_forward(norm_out, rstd, out, w, N, C, eps). Bitwise equal to
+     * add(out, x, delta, N*C) followed by that rmsnorm_forward. out may
+     * alias x or delta; norm_out and rstd alias nothing. CPU: one sweep per
+     * row (lib/kernels_cpu.h add_rmsnorm_row); CUDA: NULL. */
+    void (*add_rmsnorm_forward)(float *out, float *norm_out, float *rstd, const float *x,
+                                const float *delta, const float *w, int N, int C, float eps);
 };
 
 /* NULL-terminated registry of the backends compiled in ("cpu" first). */

@@ -222,6 +222,20 @@ static void cpu_rmsnorm_forward(float *out, float *rstd, const float *in, const 
         rstd[n] = K->rmsnorm_row(out + (size_t)n * C, in + (size_t)n * C, w, C, eps);
 }
 
+/* The residual add and the RMSNorm of its result row by row (backend.h):
+ * each row is read from memory once, normalised while in cache. */
+static void cpu_add_rmsnorm_forward(float *out, float *norm_out, float *rstd, const float *x,
+                                    const float *delta, const float *w, int N, int C, float eps)
+{
+    const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+    int rows = row_item(C);
+#pragma omp parallel for schedule(dynamic, rows)
+    for (int n = 0; n < N; n++) {
+        size_t o = (size_t)n * C;
+        rstd[n] = K->add_rmsnorm_row(out + o, norm_out + o, x + o, delta + o, w, C, eps);
+    }
+}
+
 /* y_c = x_c r w_c, r = (mean x^2 + eps)^-1/2:
  * dx_c = r w_c dy_c - r^3 x_c / C * sum_j dy_j w_j x_j;  dw_c = sum_n dy_c x_c r. */
 static void cpu_rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
@@ -572,4 +586,5 @@ const hpt_backend hpt_backend_cpu = {
     .vocab_sumexp = cpu_vocab_sumexp,
     .vocab_ce_finish = cpu_vocab_ce_finish,
     .adamw = cpu_adamw,
+    .add_rmsnorm_forward = cpu_add_rmsnorm_forward,
 };

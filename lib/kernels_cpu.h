@@ -73,6 +73,12 @@ typedef struct {
     /* RoPE of one head vector v (2 half): (v1, v2) -> (v1 c - v2 s, v2 c + v1 s)
      * with c, s (half) (Su et al. 2021, eq. 34, Hugging Face pairing). */
     void (*rope_head)(float *v, const float *c, const float *s, int half);
+    /* Residual add fused with one RMSNorm row: s (C) = x + d, then as
+     * rmsnorm_row(y, s, w, C, eps), in one sweep over x and d; bitwise
+     * equal to add(s, x, d, C) followed by rmsnorm_row (same lanes, same
+     * order). s may alias x or d; y aliases none. Returns r. */
+    float (*add_rmsnorm_row)(float *s, float *y, const float *x, const float *d, const float *w,
+                             int C, float eps);
 } hpt_cpu_kernels;
 
 /* The table of `name` ("generic", "avx2", "avx512") if this build has it and

@@ -170,6 +170,42 @@ static float KN(rmsnorm_row)(float *y, const float *x, const float *w, int C, fl
     return r;
 }
 
+/* s = x + d and the sum of s^2 in one sweep over x and d, then y = s r w
+ * while the row is in L1. The sums use the lanes and the order of
+ * dot3(s, s, NULL, C) in rmsnorm_row (element i to lane i mod 16, full
+ * blocks then the tail, hsum16), and r and y its expressions, so the
+ * result is bitwise add followed by rmsnorm_row (tests/test_cpu_kernels.c
+ * checks every table). Each block goes through the local t, which aliases
+ * nothing: written as one loop that stores s and sums v*v, the compiler
+ * left the block scalar (s may alias x) and, in the avx2 table, its alias
+ * fallback contracted the squares into FMAs unlike dot3. s may alias x or
+ * d. */
+static float KN(add_rmsnorm_row)(float *s, float *y, const float *x, const float *d,
+                                 const float *w, int C, float eps)
+{
+    float acc[KW] = {0};
+    int i = 0;
+    for (; i + KW <= C; i += KW) {
+        float t[KW];
+        for (int j = 0; j < KW; j++)
+            t[j] = x[i + j] + d[i + j];
+        for (int j = 0; j < KW; j++)
+            s[i + j] = t[j];
+        for (int j = 0; j < KW; j++)
+            acc[j] += t[j] * t[j];
+    }
+    for (int j = 0; i + j < C; j++) {
+        float v = x[i + j] + d[i + j];
+        s[i + j] = v;
+        acc[j] += v * v;
+    }
+    float ss = KN(hsum16)(acc);
+    float r = 1.0f / sqrtf(ss / C + eps);
+    for (int c = 0; c < C; c++)
+        y[c] = s[c] * r * w[c];
+    return r;
+}
+
 static void KN(rmsnorm_row_backward)(float *dx, const float *dy, const float *x, const float *w,
                                      float r, int C)
 {
@@ -292,4 +328,5 @@ static const hpt_cpu_kernels KN(hpt_cpu_kernels) = {
     .row_exp_sum = KN(row_exp_sum),
     .row_exp_scale = KN(row_exp_scale),
     .rope_head = KN(rope_head),
+    .add_rmsnorm_row = KN(add_rmsnorm_row),
 };

@@ -538,12 +538,34 @@ void hpt_model_sp_sum_grads(hpt_model *m)
     }
 }
 
+/* out (rows,C) = x + delta, the residual add, then, when norm_out is not
+ * NULL, norm_out (rows,C) and rstd (rows) = the RMSNorm with weight w of
+ * out: the backend's fused add_rmsnorm_forward (one pass over the residual
+ * rows) when it has one, else add and rmsnorm_forward (bitwise the same). */
+static void residual_add_norm(hpt_model *m, float *out, const float *x, const float *delta,
+                              float *norm_out, float *rstd, const float *w, int rows)
+{
+    const hpt_backend *be = m->be;
+    int C = m->cfg.hidden_size;
+    if (norm_out && be->add_rmsnorm_forward) {
+        be->add_rmsnorm_forward(out, norm_out, rstd, x, delta, w, rows, C, m->cfg.rms_norm_eps);
+        return;
+    }
+    be->add(out, x, delta, (size_t)rows * C);
+    if (norm_out)
+        be->rmsnorm_forward(norm_out, rstd, out, w, rows, C, m->cfg.rms_norm_eps);
+}
+
 /* x_out (Nl,C) = layer l applied to a->x (Nl,C). Local shapes: q (N,Hl*hd),
  * k/v (N,KVl*hd), gate/up/h (N,Il); o_proj and down_proj produce partial
  * sums that are all-reduced over TP (reduce-scattered under sequence
  * parallelism, whose norms run on this rank's Nl tokens and are
- * all-gathered to N before q/k/v and gate/up). */
-static void layer_forward(hpt_model *m, int i, float *x_out)
+ * all-gathered to N before q/k/v and gate/up). chain = 1 (the stage's
+ * forward sweep): layer i > 0's ln1 was computed by layer i-1's last
+ * residual add, and this layer's last add also computes the norm that
+ * reads x_out (layer i+1's ln1, or the final norm's lnf on the last
+ * stage). chain = 0 (full recomputation): this layer's norms only. */
+static void layer_forward(hpt_model *m, int i, float *x_out, int chain)
 {
     const hpt_backend *be = m->be;
     const hpt_config *c = &m->cfg;
@@ -552,8 +574,9 @@ static void layer_forward(hpt_model *m, int i, float *x_out)
     int N = m->B * m->T, C = c->hidden_size, I = m->Il, hd = hpt_config_head_dim(c);
     int H = m->Hl, KV = m->KVl, Nl = m->Nl;
     size_t o = (size_t)m->n0 * C; /* this rank's rows of a gathered (N,C) */
-    be->rmsnorm_forward(a->ln1 + o, a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), Nl, C,
-                        c->rms_norm_eps);
+    if (!chain || i == 0)
+        be->rmsnorm_forward(a->ln1 + o, a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), Nl, C,
+                            c->rms_norm_eps);
     sp_gather(m, a->ln1);
     be->matmul_forward(a->q, a->ln1, W(HPT_TENSOR_Q, l), N, C, H * hd);
     be->matmul_forward(a->k, a->ln1, W(HPT_TENSOR_K, l), N, C, KV * hd);
@@ -562,15 +585,26 @@ static void layer_forward(hpt_model *m, int i, float *x_out)
     be->rope(a->k, m->B, m->T, KV, hd, c->rope_theta, 0);
     be->attention_forward(a->atty, a->att_saved, a->q, a->k, a->v, m->B, m->T, H, KV, hd);
     be->matmul_forward(m->dtmp, a->atty, W(HPT_TENSOR_O, l), N, H * hd, C);
-    be->add(a->xmid, a->x, tp_reduce(m, m->dtmp), (size_t)Nl * C);
-    be->rmsnorm_forward(a->ln2 + o, a->rstd2, a->xmid, W(HPT_TENSOR_MLP_NORM, l), Nl, C,
-                        c->rms_norm_eps);
+    residual_add_norm(m, a->xmid, a->x, tp_reduce(m, m->dtmp), a->ln2 + o, a->rstd2,
+                      W(HPT_TENSOR_MLP_NORM, l), Nl);
     sp_gather(m, a->ln2);
     be->matmul_forward(a->gate, a->ln2, W(HPT_TENSOR_GATE, l), N, C, I);
     be->matmul_forward(a->up, a->ln2, W(HPT_TENSOR_UP, l), N, C, I);
     be->swiglu_forward(a->h, a->gate, a->up, (size_t)N * I);
     be->matmul_forward(m->dtmp, a->h, W(HPT_TENSOR_DOWN, l), N, I, C);
-    be->add(x_out, a->xmid, tp_reduce(m, m->dtmp), (size_t)Nl * C);
+    /* the norm that reads x_out: the next layer's ln1 or the final norm */
+    float *ln = NULL, *rstd = NULL;
+    const float *w = NULL;
+    if (chain && i + 1 < m->nl) {
+        ln = m->layers[i + 1].ln1 + o;
+        rstd = m->layers[i + 1].rstd1;
+        w = W(HPT_TENSOR_ATTN_NORM, l + 1);
+    } else if (chain && m->last) {
+        ln = m->lnf + o;
+        rstd = m->rstdf;
+        w = W(HPT_TENSOR_FINAL_NORM, -1);
+    }
+    residual_add_norm(m, x_out, a->xmid, tp_reduce(m, m->dtmp), ln, rstd, w, Nl);
 }
 
 /* Selective recomputation: refill layer i's element-wise activations
@@ -634,12 +668,11 @@ double hpt_model_stage_forward(hpt_model *m, int k, const int32_t *inputs, const
         }
     }
     for (int i = 0; i < m->nl; i++)
-        layer_forward(m, i, i + 1 < m->nl ? m->layers[i + 1].x : m->x_final);
+        layer_forward(m, i, i + 1 < m->nl ? m->layers[i + 1].x : m->x_final, 1);
     if (!m->last)
         return 0.0;
     be->upload(m->targets, targets, sizeof(int32_t) * N);
-    be->rmsnorm_forward(m->lnf + (size_t)m->n0 * C, m->rstdf, m->x_final,
-                        W(HPT_TENSOR_FINAL_NORM, -1), m->Nl, C, c->rms_norm_eps);
+    /* the last layer's residual add computed the final norm (lnf, rstdf) */
     sp_gather(m, m->lnf); /* all N tokens before the vocab-parallel head */
     be->matmul_forward(m->logits, m->lnf, W(HPT_TENSOR_LM_HEAD, -1), N, C, m->Vl);
     if (m->tp > 1)
@@ -728,7 +761,7 @@ void hpt_model_stage_backward(hpt_model *m, int k)
     size_t end = m->last ? hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset : m->nparams;
     for (int i = m->nl - 1; i >= 0; i--) {
         if (m->recompute == HPT_RECOMPUTE_FULL) /* the layer's activations from its input */
-            layer_forward(m, i, m->recompute_out);
+            layer_forward(m, i, m->recompute_out, 0);
         else if (m->recompute == HPT_RECOMPUTE_SELECTIVE)
             layer_recompute_selective(m, i);
         layer_backward(m, i);

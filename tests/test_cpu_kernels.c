@@ -19,8 +19,12 @@
  *    on [0,n) equals kernel on [0,k) then [k,n), bitwise, k = 7): what
  *    makes the backend's results independent of its work split.
  * Backend level (hpt_backend_cpu): SwiGLU, add, scale, AdamW, sumsq,
- * RMSNorm forward/backward, embedding backward and both cross-entropies
- * give bitwise the same results with 1, 2 and 3 OpenMP threads.
+ * RMSNorm forward/backward, the fused residual add + RMSNorm, embedding
+ * backward and both cross-entropies give bitwise the same results with 1,
+ * 2 and 3 OpenMP threads.
+ * Fused residual add + RMSNorm (add_rmsnorm_row, the backend's
+ * add_rmsnorm_forward): bitwise equal to add then RMSNorm, for every
+ * table, C = 1, 15, 16, 17, 384, 1000, N = 1 ... 33, in place too.
  * HPT_CPU_KERNELS: an unknown name is refused naming the choices.
  * Exit status 1 on any failure. */
 #include <math.h>
@@ -136,7 +140,7 @@ static void test_adamw(const hpt_cpu_kernels *K, int n)
     for (int i = 0; i < n; i++)
         v[i] = fabsf(v[i]);
     float *p0 = fcopy(p, n), *m0 = fcopy(m, n), *v0 = fcopy(v, n);
-    double *rp = malloc(sizeof(double) * (n + 1));
+    double *rp = malloc(sizeof(double) * (n + 1)), *mag = malloc(sizeof(double) * (n + 1));
     hpt_adamw_coef c = {.b1 = 0.9f, .b2 = 0.95f, .eps = 1e-8f, .grad_scale = 0.5f,
                         .decay = 1 - 6e-4f * 0.1f, .step = 6e-4f / (1 - 0.9f * 0.9f),
                         .bc2_sqrt = sqrtf(1 - 0.95f * 0.95f)};
@@ -145,10 +149,12 @@ static void test_adamw(const hpt_cpu_kernels *K, int n)
         double g = (double)gr[i] * c.grad_scale;
         double mi = c.b1 * (double)m0[i] + (1 - (double)c.b1) * g;
         double vi = c.b2 * (double)v0[i] + (1 - (double)c.b2) * g * g;
-        rp[i] = p0[i] * (double)c.decay - c.step * mi / (sqrt(vi) / c.bc2_sqrt + c.eps);
+        double upd = c.step * mi / (sqrt(vi) / c.bc2_sqrt + c.eps);
+        rp[i] = p0[i] * (double)c.decay - upd;
+        mag[i] = fabs(p0[i] * (double)c.decay) + fabs(upd); /* the difference may cancel */
     }
-    check_elems(K->name, "adamw", n, p, rp);
-    free(p), free(gr), free(m), free(v), free(p0), free(m0), free(v0), free(rp);
+    check_elems_mag(K->name, "adamw", n, p, rp, mag);
+    free(p), free(gr), free(m), free(v), free(p0), free(m0), free(v0), free(rp), free(mag);
 }
 
 static void test_sums(const hpt_cpu_kernels *K, int n)
@@ -267,6 +273,69 @@ static void test_vs_generic(const hpt_cpu_kernels *K, const hpt_cpu_kernels *G, 
     free(g), free(u), free(o), free(og), free(r);
 }
 
+/* ------------------------------------ residual add fused with RMSNorm */
+
+static const int fuse_cols[] = {1, 15, 16, 17, 384, 1000};
+#define NFUSE_COLS ((int)(sizeof(fuse_cols) / sizeof(fuse_cols[0])))
+
+/* add_rmsnorm_row against add then rmsnorm_row of the same table, bitwise
+ * (s, y and r), out of place and in place (s aliasing x), for one row of
+ * each width. */
+static void test_add_rmsnorm_row(const hpt_cpu_kernels *K)
+{
+    for (int ci = 0; ci < NFUSE_COLS; ci++) {
+        int C = fuse_cols[ci];
+        float *x = frand(C, 3), *d = frand(C, 1), *w = frand(C, 1);
+        float *s1 = frand(C, 1), *y1 = frand(C, 1), *s2 = frand(C, 1), *y2 = frand(C, 1);
+        float *s3 = fcopy(x, C), *y3 = frand(C, 1);
+        K->add(s1, x, d, C);
+        float r1 = K->rmsnorm_row(y1, s1, w, C, 1e-5f);
+        float r2 = K->add_rmsnorm_row(s2, y2, x, d, w, C, 1e-5f);
+        float r3 = K->add_rmsnorm_row(s3, y3, s3, d, w, C, 1e-5f); /* in place */
+        int same = !memcmp(&r1, &r2, sizeof r1) && !memcmp(&r1, &r3, sizeof r1) &&
+                   !memcmp(s1, s2, sizeof(float) * C) && !memcmp(y1, y2, sizeof(float) * C) &&
+                   !memcmp(s1, s3, sizeof(float) * C) && !memcmp(y1, y3, sizeof(float) * C);
+        EXPECT(same, "%s add_rmsnorm_row C=%d: not bitwise add + rmsnorm_row (r %.9g %.9g %.9g)",
+               K->name, C, r1, r2, r3);
+        free(x), free(d), free(w), free(s1), free(y1), free(s2), free(y2), free(s3), free(y3);
+    }
+}
+
+/* The backend's add_rmsnorm_forward against its add then rmsnorm_forward,
+ * bitwise (out, norm_out, rstd), with the process's kernel table, for
+ * rows 1..33 of each width and 1 and 3 threads; in place (out = x) too. */
+static void test_add_rmsnorm_backend(void)
+{
+    const hpt_backend *be = &hpt_backend_cpu;
+    EXPECT(be->add_rmsnorm_forward != NULL, "cpu backend has no add_rmsnorm_forward");
+    if (!be->add_rmsnorm_forward)
+        return;
+    for (int ci = 0; ci < NFUSE_COLS; ci++)
+        for (int N = 1; N <= 33; N++) {
+            int C = fuse_cols[ci];
+            size_t n = (size_t)N * C;
+            float *x = frand(n, 3), *d = frand(n, 1), *w = frand(C, 1);
+            float *o1 = frand(n, 1), *y1 = frand(n, 1), *r1 = frand(N, 1);
+            float *o2 = frand(n, 1), *y2 = frand(n, 1), *r2 = frand(N, 1);
+            float *o3 = fcopy(x, n), *y3 = frand(n, 1), *r3 = frand(N, 1);
+            omp_set_num_threads(1);
+            be->add(o1, x, d, n);
+            be->rmsnorm_forward(y1, r1, o1, w, N, C, 1e-5f);
+            be->add_rmsnorm_forward(o2, y2, r2, x, d, w, N, C, 1e-5f);
+            omp_set_num_threads(3);
+            be->add_rmsnorm_forward(o3, y3, r3, o3, d, w, N, C, 1e-5f);
+            int same = !memcmp(o1, o2, sizeof(float) * n) && !memcmp(y1, y2, sizeof(float) * n) &&
+                       !memcmp(r1, r2, sizeof(float) * N) && !memcmp(o1, o3, sizeof(float) * n) &&
+                       !memcmp(y1, y3, sizeof(float) * n) && !memcmp(r1, r3, sizeof(float) * N);
+            EXPECT(same, "%s backend add_rmsnorm_forward N=%d C=%d: not bitwise add + "
+                   "rmsnorm_forward", hpt_cpu_kernels_get()->name, N, C);
+            free(x), free(d), free(w), free(o1), free(y1), free(r1), free(o2), free(y2), free(r2);
+            free(o3), free(y3), free(r3);
+            if (!same)
+                return;
+        }
+}
+
 /* ------------------------------------------- backend, thread counts */
 
 typedef struct {
@@ -303,6 +372,8 @@ static void run_backend(int threads, outputs *out)
     tok[3] = tok[5] = tok[8]; /* repeated rows in the embedding backward */
     be->rmsnorm_forward(y, rstd, x, w, N, C, 1e-5f);
     be->rmsnorm_backward(dx, dw, y, x, w, rstd, N, C);
+    be->add_rmsnorm_forward(x, y, rstd, x, dx, w, N, C, 1e-5f); /* into dx below */
+    be->add(dx, dx, y, (size_t)N * C);
     be->embedding_backward(wte, dx, tok, N, C, 0, V);
     float *logits = frand((size_t)N * V, 5), *l2 = fcopy(logits, (size_t)N * V);
     out->d[1] = be->crossentropy_loss(logits, tok, N, V);
@@ -363,7 +434,16 @@ int main(void)
         }
         printf("%s %s: kernels vs double reference and generic, n = 0 ... 8193\n",
                failures == before ? "ok" : "FAIL", names[t]);
+        before = failures;
+        test_add_rmsnorm_row(K);
+        setenv("HPT_CPU_KERNELS", names[t], 1);
+        EXPECT(hpt_cpu_kernels_init() == HPT_OK, "HPT_CPU_KERNELS=%s refused", names[t]);
+        test_add_rmsnorm_backend();
+        printf("%s %s: add + RMSNorm fused bitwise equal to add then RMSNorm (row kernel; "
+               "backend, N = 1 ... 33, C = 1 ... 1000, 1 and 3 threads)\n",
+               failures == before ? "ok" : "FAIL", names[t]);
     }
+    unsetenv("HPT_CPU_KERNELS");
     int before = failures;
     EXPECT(hpt_cpu_kernels_init() == HPT_OK, "init without HPT_CPU_KERNELS failed");
     printf("kernel table in use: %s\n", hpt_cpu_kernels_get()->name);

@@ -1363,6 +1363,81 @@ static void test_model(int tied)
     free(params), free(grads), free(grads2);
 }
 
+/* Fused residual add + RMSNorm (backend slot add_rmsnorm_forward): the
+ * model's forward calls it where a residual add feeds a norm (both adds of
+ * every layer; the last one feeds the next layer's ln1 or the final norm).
+ * With the slot and with a copy of the backend that lacks it (so the model
+ * calls add and rmsnorm_forward), three training steps (forward, backward,
+ * AdamW) and an evaluation give bitwise the same losses, gradients and
+ * weights, with each recomputation mode (full and selective recompute
+ * layers without the chain, from the kept activations). */
+enum { FUSE_STEPS = 3, FUSE_MAX_PARAMS = 1 << 16 };
+
+static void fused_run(const hpt_backend *b, int recompute, double *loss, float *params,
+                      float *grads)
+{
+    enum { B = 2, T = 6, N = B * T };
+    hpt_config cfg = {.hidden_size = 40, .intermediate_size = 24, .num_hidden_layers = 3,
+                      .num_attention_heads = 4, .num_key_value_heads = 2, .vocab_size = 37,
+                      .max_position_embeddings = 16, .rms_norm_eps = 1e-5f,
+                      .rope_theta = 10000.0f};
+    hpt_model_opts mo = {.recompute = recompute};
+    hpt_model m;
+    const hpt_backend *saved = be;
+    be = b; /* model_randomize uploads through `be` */
+    rng_state = 77;
+    if (hpt_model_init_opts(&m, &cfg, b, &mo, B, T, 1234)) {
+        be = saved;
+        n_fail++;
+        printf("FAIL fused model init: %s\n", hpt_error_msg());
+        return;
+    }
+    if (m.nparams > FUSE_MAX_PARAMS)
+        HPT_FATAL("fused model: %zu parameters exceed FUSE_MAX_PARAMS", m.nparams);
+    model_randomize(&m);
+    int32_t in[N], tg[N];
+    for (int n = 0; n < N; n++)
+        in[n] = irand(cfg.vocab_size), tg[n] = irand(cfg.vocab_size);
+    float *mom = b->alloc(FB(m.nparams)), *var = b->alloc(FB(m.nparams));
+    for (int t = 1; t <= FUSE_STEPS; t++) {
+        hpt_model_zero_grad(&m);
+        loss[t - 1] = hpt_model_forward(&m, in, tg, 1.0f / N, 1);
+        hpt_model_backward(&m);
+        b->adamw(m.params, m.grads, mom, var, m.nparams, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, t);
+    }
+    loss[FUSE_STEPS] = hpt_model_forward(&m, in, tg, 0.0f, 0);
+    b->download(params, m.params, FB(m.nparams));
+    b->download(grads, m.grads, FB(m.nparams));
+    b->free(mom), b->free(var);
+    hpt_model_free(&m);
+    be = saved;
+}
+
+static void test_model_fused(void)
+{
+    static const char *const modes[] = {"none", "full", "selective"};
+    if (!be->add_rmsnorm_forward) {
+        printf("# skip model fused add + RMSNorm: backend %s has no add_rmsnorm_forward\n",
+               be->name);
+        return;
+    }
+    hpt_backend unfused = *be;
+    unfused.add_rmsnorm_forward = NULL;
+    size_t np = FUSE_MAX_PARAMS;
+    float *p1 = fnew(np), *g1 = fnew(np), *p2 = fnew(np), *g2 = fnew(np);
+    for (int r = 0; r < 3; r++) {
+        double l1[FUSE_STEPS + 1], l2[FUSE_STEPS + 1];
+        fused_run(be, r, l1, p1, g1);
+        fused_run(&unfused, r, l2, p2, g2);
+        char name[160];
+        snprintf(name, sizeof name, "model fused add + RMSNorm bitwise equal to add then "
+                 "RMSNorm (recompute %s, %d steps)", modes[r], FUSE_STEPS);
+        check_true(name, !memcmp(l1, l2, sizeof l1) && !memcmp(p1, p2, FB(np)) &&
+                   !memcmp(g1, g2, FB(np)), "losses, weights or gradients differ");
+    }
+    free(p1), free(g1), free(p2), free(g2);
+}
+
 /* ----------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -1389,6 +1464,7 @@ int main(int argc, char **argv)
     test_adamw();
     test_model(0);
     test_model(1);
+    test_model_fused();
     printf("# %d ok, %d failed; worst op FD rel err %.1e (tol %.0e), worst model FD rel err "
            "%.1e (tol %.0e)\n",
            n_ok, n_fail, worst_op_err, OP_TOL, worst_model_err, MODEL_TOL);
