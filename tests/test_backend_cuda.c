@@ -450,24 +450,33 @@ static void test_bf16_working_copy(void)
 /* A few training steps of a tiny model (GQA, untied head) with AdamW over
  * the whole parameter block: the GPU in bf16 mode against the CPU in fp32.
  * Per step the mean loss within 2e-2 relative; after the first backward
- * the gradients, after the last step the weights, within NMSE 2e-2. */
-static void test_bf16_training(void)
+ * the gradients, after the last step the weights, within NMSE 2e-2.
+ * `recompute` (hpt_recompute) for both models: selective recomputation
+ * refills the bf16 element-wise activations from the kept bf16 GEMM
+ * outputs. */
+static void test_bf16_training(int recompute, int STEPS)
 {
-    enum { B = 2, T = 12, N = B * T, STEPS = 4 };
+    enum { B = 2, T = 12, N = B * T };
+    hpt_model_opts mo = {.recompute = recompute};
+    const char *rc = recompute == HPT_RECOMPUTE_SELECTIVE ? " (selective recomputation)"
+                     : recompute == HPT_RECOMPUTE_FULL    ? " (full recomputation)" : "";
     hpt_config cfg = {.hidden_size = 64, .intermediate_size = 96, .num_hidden_layers = 2,
                       .num_attention_heads = 4, .num_key_value_heads = 2, .vocab_size = 67,
                       .max_position_embeddings = 16, .rms_norm_eps = 1e-5f,
                       .rope_theta = 10000.0f, .tie_word_embeddings = 0};
     hpt_model mc, mg;
-    if (hpt_config_validate(&cfg, "test_backend_cuda") || hpt_model_init(&mc, &cfg, cpu, B, T, 7) ||
-        hpt_model_init(&mg, &cfg, gpu, B, T, 7)) {
+    if (hpt_config_validate(&cfg, "test_backend_cuda") ||
+        hpt_model_init_opts(&mc, &cfg, cpu, &mo, B, T, 7) ||
+        hpt_model_init_opts(&mg, &cfg, gpu, &mo, B, T, 7)) {
         printf("FAIL bf16 training: model init: %s\n", hpt_error_msg());
         n_fail++;
         return;
     }
-    result("bf16 training: the model stores its activations in bf16 (act_elem 2, smaller block)",
-           mg.act == HPT_DTYPE_BF16 && mg.act_elem == 2 && mc.act_elem == 4 &&
-           mg.act_bytes < mc.act_bytes, "(%g MiB)", mg.act_bytes / 1048576.0);
+    char name[160];
+    snprintf(name, sizeof name, "bf16 training%s: the model stores its activations in bf16 "
+             "(act_elem 2, smaller block: %zu vs %zu bytes)", rc, mg.act_bytes, mc.act_bytes);
+    result(name, mg.act == HPT_DTYPE_BF16 && mg.act_elem == 2 && mc.act_elem == 4 &&
+           mg.act_bytes < mc.act_bytes, "(%g)", 0.0);
     size_t np = mc.nparams;
     float *sc = xmalloc(FB(2 * np)), *hg = xmalloc(FB(np)), *hp = xmalloc(FB(np));
     memset(sc, 0, FB(2 * np));
@@ -475,7 +484,6 @@ static void test_bf16_training(void)
     int32_t in[N], tg[N];
     for (int n = 0; n < N; n++) /* a learnable pattern: next token = token + 1 */
         in[n] = (n * 5) % cfg.vocab_size, tg[n] = (in[n] + 1) % cfg.vocab_size;
-    char name[160];
     for (int step = 1; step <= STEPS; step++) {
         hpt_model_zero_grad(&mc);
         hpt_model_zero_grad(&mg);
@@ -484,23 +492,26 @@ static void test_bf16_training(void)
         hpt_model_backward(&mc);
         hpt_model_backward(&mg);
         double e = fabs(lg - lc) / lc;
-        snprintf(name, sizeof name, "bf16 training step %d: loss gpu %.5f cpu %.5f", step, lg, lc);
+        snprintf(name, sizeof name, "bf16 training%s step %d: loss gpu %.5f cpu %.5f", rc, step, lg,
+                 lc);
         result(name, isfinite(lg) && e <= TOL_BF16, "rel err %.2e", e);
         if (step == 1) {
             gpu->download(hg, mg.grads, FB(np));
-            cmp_tol("bf16 training: gradients of step 1 (vs fp32 cpu)", hg, mc.grads, np, TOL_BF16);
+            snprintf(name, sizeof name, "bf16 training%s: gradients of step 1 (vs fp32 cpu)", rc);
+            cmp_tol(name, hg, mc.grads, np, TOL_BF16);
         }
         cpu->adamw(mc.params, mc.grads, sc, sc + np, np, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, step);
         gpu->adamw(mg.params, mg.grads, d_st, d_st + np, np, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f,
                    step);
     }
     gpu->download(hp, mg.params, FB(np));
-    cmp_tol("bf16 training: fp32 master weights after the steps (vs fp32 cpu)", hp, mc.params, np,
-            TOL_BF16);
+    snprintf(name, sizeof name, "bf16 training%s: fp32 master weights after the steps (vs fp32 "
+             "cpu)", rc);
+    cmp_tol(name, hp, mc.params, np, TOL_BF16);
     double l0 = hpt_model_forward(&mc, in, tg, 0.0f, 0) / N;
     double l1 = hpt_model_forward(&mg, in, tg, 0.0f, 0) / N;
-    snprintf(name, sizeof name, "bf16 training: eval loss after %d steps gpu %.5f cpu %.5f", STEPS,
-             l1, l0);
+    snprintf(name, sizeof name, "bf16 training%s: eval loss after %d steps gpu %.5f cpu %.5f", rc,
+             STEPS, l1, l0);
     result(name, fabs(l1 - l0) / l0 <= TOL_BF16, "rel err %.2e", fabs(l1 - l0) / l0);
     gpu->free(d_st);
     hpt_model_free(&mc);
@@ -655,7 +666,8 @@ static void test_bf16(void)
     test_bf16_matmul(130, 256, 301);
     test_bf16_working_copy();
     test_bf16_act_ops();
-    test_bf16_training();
+    test_bf16_training(HPT_RECOMPUTE_NONE, 4);
+    test_bf16_training(HPT_RECOMPUTE_SELECTIVE, 2);
     st = hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
     result("set_precision fp32 accepted after bf16", st == HPT_OK, "(%g)", 0.0);
     result("act_dtype is fp32 again", hpt_backend_act_dtype(gpu) == HPT_DTYPE_F32, "(%g)", 0.0);
