@@ -565,9 +565,10 @@ static void to_bf16(uint16_t *out, const float *in, size_t n)
     LAUNCHED("k_to_bf16");
 }
 
-/* Device scratch k (0 or 1) of at least n bf16 values for an activation
- * operand, grown on demand (internal; contents live until the next call
- * with the same k). */
+/* Device scratch k (0 or 1) of at least n bf16 values for a float operand
+ * of a product, grown on demand (internal; contents live until the next
+ * call with the same k). Since the activations are stored in bf16 only the
+ * gradient operand of matmul_backward uses one (k = 0). */
 static uint16_t *bf16_scratch(int k, size_t n)
 {
     static uint16_t *buf[2];
@@ -582,7 +583,7 @@ static uint16_t *bf16_scratch(int k, size_t n)
     return buf[k];
 }
 
-/* bf16(x) for n floats of an activation, in scratch k. */
+/* bf16(x) for n floats (an activation gradient), in scratch k. */
 static const uint16_t *act_bf16(int k, const float *x, size_t n)
 {
     uint16_t *b = bf16_scratch(k, n);

@@ -792,6 +792,26 @@ static void test_attention(int B, int T, int H, int KV, int hd)
     for (int i = 0; i < 3; i++) {
         snprintf(name, sizeof name, "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d", what[i], B,
                  T, H, KV, hd);
+        if (T == 1 && i < 2) { /* one key: the softmax has no gradient with respect to its only
+                                * score, so dq = dk = 0 up to rounding on both sides; the NMSE
+                                * of two rounding noises says nothing (it failed on main) */
+            size_t n = i ? nk : nq, bad = n;
+            double g2 = 0.0, r2 = 0.0, v2 = 0.0;
+            for (size_t j = 0; j < n; j++) {
+                if (!isfinite(got[i][j]) && bad == n)
+                    bad = j;
+                g2 += (double)got[i][j] * got[i][j], r2 += (double)ref[i][j] * ref[i][j];
+            }
+            for (size_t j = 0; j < nk; j++)
+                v2 += (double)dv[j] * dv[j];
+            double e = sqrt(fmax(g2, r2) / fmax(v2, 1e-300)); /* relative to dv = dout's scale */
+            if (bad < n)
+                printf("FAIL %s: element %zu is %g (unwritten or non-finite)\n", name, bad,
+                       got[i][bad]), n_fail++;
+            else
+                result(name, e <= 1e-4, "(zero up to rounding) rms / rms(dv) %.2e", e);
+            continue;
+        }
         cmp(name, got[i], ref[i], i ? nk : nq);
     }
     gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_out);
@@ -1012,7 +1032,8 @@ int main(int argc, char **argv)
     if (want(argc, argv, "bf16"))
         test_bf16();
     printf("# %d ok, %d failed (NMSE tolerance %.0e fp32, %.0e tf32, %.0e bf16, %.0e bf16 on "
-           "rounded operands)\n", n_ok, n_fail, TOL, TOL_TF32, TOL_BF16, TOL_BF16_EXACT);
+           "rounded operands, %.0e bf16 storage vs rounded cpu)\n", n_ok, n_fail, TOL, TOL_TF32,
+           TOL_BF16, TOL_BF16_EXACT, TOL_BF16_STORE);
     MPI_Finalize();
     return n_fail ? 1 : 0;
 }
