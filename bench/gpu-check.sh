@@ -19,7 +19,8 @@
 #          --with-cuda=/usr/local/cuda --with-cuda-arch=sm_90 (-j16);
 #       2. runs the GPU tests: tests/test_backend_cuda (every op against the
 #          CPU backend, its bf16 group included: bf16 products vs fp32 and vs
-#          bf16-rounded operands, working copies, a tiny bf16 training loop)
+#          bf16-rounded operands, working copies, every op on bf16-stored
+#          activations, tiny bf16 training loops)
 #          and the GPU training tests (tests/gpu-*.sh; gpu-train-bf16.sh:
 #          --precision bf16 vs the fp32 CPU run, 1 rank and DP 2 + ZeRO-1);
 #       3. times hpt (--backend cuda) against PyTorch (bench/torch_train_gpu.py:

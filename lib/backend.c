@@ -64,3 +64,8 @@ hpt_status hpt_backend_set_precision(const hpt_backend *be, hpt_precision p)
     return hpt_error_set(HPT_ERR_USAGE, "--precision %s: the %s backend computes in fp32 only",
                          hpt_precision_name(p), be->name);
 }
+
+hpt_dtype hpt_backend_act_dtype(const hpt_backend *be)
+{
+    return be->act_dtype ? be->act_dtype() : HPT_DTYPE_F32;
+}

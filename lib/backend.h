@@ -27,9 +27,10 @@ extern "C" {
  * fp32 products (the exactness mode; a GPU run equals a CPU run to float
  * rounding). TF32: products on tensor cores with 10-bit-mantissa inputs and
  * fp32 accumulation (NVIDIA Ampere and later). BF16: Megatron-style mixed
- * precision (cuda backend): products of bf16-rounded operands with fp32
- * accumulation and fp32 results; weights, gradients, AdamW state and the
- * stored activations stay fp32. The backend may keep bf16 working copies of
+ * precision (cuda backend): products of bf16 operands with fp32
+ * accumulation; weights, gradients, AdamW state, the residual stream, logits
+ * and the gradients of activations stay fp32; the other saved activations
+ * are stored in bf16 (act_dtype below). The backend may keep bf16 working copies of
  * buffers used as matmul weights: it refreshes them after its own writes
  * (upload, copy, memset0, add, scale) and after any adamw call, so a write
  * into the weights by another path (the communication backend) must come
@@ -39,6 +40,16 @@ typedef enum {
     HPT_PRECISION_TF32 = 1,
     HPT_PRECISION_BF16 = 2,
 } hpt_precision;
+
+/* Storage type of the activations that an op reads or writes through a
+ * `void *` (the "activation dtype", below). */
+typedef enum {
+    HPT_DTYPE_F32 = 0,  /* IEEE binary32, 4 bytes                         */
+    HPT_DTYPE_BF16 = 1, /* bfloat16 (lib/bf16.h), 2 bytes                 */
+} hpt_dtype;
+
+/* Bytes of one element of dtype t (4 or 2). */
+static inline size_t hpt_dtype_bytes(hpt_dtype t) { return t == HPT_DTYPE_BF16 ? 2 : 4; }
 
 typedef struct hpt_backend hpt_backend;
 
@@ -63,6 +74,19 @@ struct hpt_backend {
     /* Bytes of device memory held at the peak of this process (alloc minus
      * free, high-water mark). Optional (NULL: no device memory; the CPU). */
     size_t (*mem_peak)(void);
+    /* The activation dtype (bf16 activation storage, issue 12 stage 2):
+     * the storage type of every pointer declared `void *` in the ops below
+     * (marked "act"), which the caller carves with hpt_dtype_bytes of it
+     * and never reads itself. It depends on the precision (the CUDA
+     * backend: BF16 after set_precision(BF16), F32 otherwise), so a model
+     * asks for it after set_precision. Which tensors are activations and
+     * which stay float (the residual stream, the partial sums that are
+     * all-reduced, logits, the gradients of activations, rstd, the
+     * log-sum-exp, softmax statistics, weights, weight gradients, AdamW
+     * state): see lib/model.h. Ops that write into either class take an
+     * explicit hpt_dtype for that pointer. Optional (NULL: always F32, as
+     * on the CPU). */
+    hpt_dtype (*act_dtype)(void);
 
     /* ---- memory (bytes) ------------------------------------------------ */
     /* Allocate `bytes` of device memory, zero-filled; NULL on failure
@@ -91,11 +115,15 @@ struct hpt_backend {
     void (*copy)(void *dst_dev, const void *src_dev, size_t bytes);
 
     /* ---- linear layers --------------------------------------------------- */
-    /* out (N,O) = in (N,Ic) @ w (O,Ic)^T. */
-    void (*matmul_forward)(float *out, const float *in, const float *w, int N, int Ic, int O);
+    /* out (N,O) = in (N,Ic) @ w (O,Ic)^T. in: act; out: stored as
+     * out_dtype (the activation dtype or F32; a backend without act_dtype
+     * is only passed F32), products accumulated in fp32. */
+    void (*matmul_forward)(void *out, hpt_dtype out_dtype, const void *in, const float *w, int N,
+                           int Ic, int O);
     /* din (N,Ic) (+)= dout (N,O) @ w (O,Ic) — accumulated when accum_din;
-     * dw (O,Ic) += dout^T @ in. din may be NULL (not needed). */
-    void (*matmul_backward)(float *din, float *dw, const float *dout, const float *in,
+     * dw (O,Ic) += dout^T @ in. din may be NULL (not needed). in: act;
+     * din, dout float. */
+    void (*matmul_backward)(float *din, float *dw, const float *dout, const void *in,
                             const float *w, int N, int Ic, int O, int accum_din);
 
     /* ---- embedding ------------------------------------------------------ */
@@ -111,8 +139,8 @@ struct hpt_backend {
 
     /* ---- RMSNorm (Zhang & Sennrich 2019, eq. 4) ---------------------------
      * out = in * rstd * w, rstd = 1/sqrt(mean(in^2) + eps).
-     * out (N,C), rstd (N), in (N,C), w (C). */
-    void (*rmsnorm_forward)(float *out, float *rstd, const float *in, const float *w, int N, int C,
+     * out (N,C) act, rstd (N), in (N,C), w (C) float. */
+    void (*rmsnorm_forward)(void *out, float *rstd, const float *in, const float *w, int N, int C,
                             float eps);
     /* din (N,C) += d/din; dw (C) += d/dw. */
     void (*rmsnorm_backward)(float *din, float *dw, const float *dout, const float *in,
@@ -121,8 +149,9 @@ struct hpt_backend {
     /* ---- RoPE (Su et al. 2021, eq. 34), Hugging Face's pairing ---------------
      * x (B,T,nh,hd) rotated in place; dims (i, i+hd/2) form a pair rotated
      * by angle t * theta^(-2i/hd), t = position in [0,T). inverse=1 applies
-     * the transpose rotation (the backward pass). */
-    void (*rope)(float *x, int B, int T, int nh, int hd, float theta, int inverse);
+     * the transpose rotation (the backward pass). x stored as dtype (the
+     * activation dtype for q, k; F32 for their gradients). */
+    void (*rope)(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta, int inverse);
 
     /* ---- causal grouped-query attention (Vaswani et al. 2017, eq. 1;
      * Ainslie et al. 2023 for GQA: query head h reads kv head h/(H/KV)) ----
@@ -132,18 +161,19 @@ struct hpt_backend {
      * forward and read back unchanged by attention_backward of the same
      * backend. CPU and CUDA: the per-row log-sum-exp (B,H,T) of the scaled
      * scores (FlashAttention, Dao et al. 2022, algorithm 1), from which the
-     * backward recomputes P tile by tile; neither stores (B,H,T,T). */
-    void (*attention_forward)(float *out, float *saved, const float *q, const float *k,
-                              const float *v, int B, int T, int H, int KV, int hd);
+     * backward recomputes P tile by tile; neither stores (B,H,T,T).
+     * q, k, v, out: act; saved float. */
+    void (*attention_forward)(void *out, float *saved, const void *q, const void *k,
+                              const void *v, int B, int T, int H, int KV, int hd);
     /* Floats of `saved` for one call of attention_forward (H = local heads). */
     size_t (*attention_saved_floats)(int B, int T, int H);
     /* dq (B,T,H,hd) =, dk/dv (B,T,KV,hd) = (overwritten); dout (B,T,H,hd);
      * out (B,T,H,hd) the forward's output and `saved` its saved state (same
      * q, k, v); scratch: attention_scratch_floats(B,T,H) floats, contents
-     * undefined on entry and exit. */
+     * undefined on entry and exit. out, q, k, v: act; the gradients float. */
     void (*attention_backward)(float *dq, float *dk, float *dv, float *scratch, const float *dout,
-                               const float *out, const float *saved, const float *q,
-                               const float *k, const float *v, int B, int T, int H, int KV,
+                               const void *out, const float *saved, const void *q,
+                               const void *k, const void *v, int B, int T, int H, int KV,
                                int hd);
     /* Floats of attention_backward's scratch (CPU and CUDA: B*H*T for the
      * row sums D = rowsum(dout * out)). */
@@ -154,23 +184,24 @@ struct hpt_backend {
     /* RoPE as `rope` (forward, same angles, Hugging Face pairing) for n
      * tokens of one sequence at positions pos0 .. pos0+n-1: x (n,nh,hd)
      * rotated in place. rope_at(x, T, nh, hd, theta, 0) equals
-     * rope(x, 1, T, nh, hd, theta, 0). */
-    void (*rope_at)(float *x, int n, int nh, int hd, float theta, int pos0);
+     * rope(x, act, 1, T, nh, hd, theta, 0). x: act. */
+    void (*rope_at)(void *x, int n, int nh, int hd, float theta, int pos0);
     /* Causal grouped-query attention of n new queries against a cache
      * (Vaswani et al. 2017, eq. 1; GQA as attention_forward): q (n,H,hd) at
      * positions pos0 .. pos0+n-1, already rotated; kc, vc (pos0+n, KV, hd)
      * the keys (rotated) and values of positions 0 .. pos0+n-1, the n new
      * ones included; out (n,H,hd). Query i attends to positions [0, pos0+i]
      * with scale 1/sqrt(hd). With pos0 = 0 it equals attention_forward for
-     * B = 1, T = n (up to rounding). */
-    void (*attention_cached)(float *out, const float *q, const float *kc, const float *vc, int n,
+     * B = 1, T = n (up to rounding). All four: act. */
+    void (*attention_cached)(void *out, const void *q, const void *kc, const void *vc, int n,
                              int pos0, int H, int KV, int hd);
 
-    /* ---- SwiGLU (Shazeer 2020, eq. 6): out = silu(gate) * up, (N,I) ---- */
-    void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
-    /* dgate, dup (N,I) = (overwritten). */
-    void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate,
-                            const float *up, size_t n);
+    /* ---- SwiGLU (Shazeer 2020, eq. 6): out = silu(gate) * up, (N,I); all
+     * three act ---- */
+    void (*swiglu_forward)(void *out, const void *gate, const void *up, size_t n);
+    /* dgate, dup (N,I) = (overwritten); dgate, dup, dout float; gate, up act. */
+    void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const void *gate,
+                            const void *up, size_t n);
 
     /* ---- elementwise ------------------------------------------------------ */
     /* out = a + b, n elements (out may alias a). */
@@ -219,13 +250,14 @@ struct hpt_backend {
     /* ---- fused ops. Optional (NULL): the model then calls the unfused
      * slots named in each contract, which give bitwise the same result. -- */
     /* Residual add fused with the RMSNorm that reads its result, in one
-     * pass over the residual stream: out (N,C) = x + delta, then
-     * norm_out (N,C) = out * rstd * w and rstd (N) exactly as
-     * rmsnorm_forward(norm_out, rstd, out, w, N, C, eps). Bitwise equal to
-     * add(out, x, delta, N*C) followed by that rmsnorm_forward. out may
-     * alias x or delta; norm_out and rstd alias nothing. CPU: one sweep per
-     * row (lib/kernels_cpu.h add_rmsnorm_row); CUDA: NULL. */
-    void (*add_rmsnorm_forward)(float *out, float *norm_out, float *rstd, const float *x,
+     * pass over the residual stream: out (N,C, fp32) = x + delta, then
+     * norm_out (N,C, activation dtype) = out * rstd * w and rstd (N)
+     * exactly as rmsnorm_forward(norm_out, rstd, out, w, N, C, eps).
+     * Bitwise equal to add(out, x, delta, N*C) followed by that
+     * rmsnorm_forward. out may alias x or delta; norm_out and rstd alias
+     * nothing. CPU: one sweep per row (lib/kernels_cpu.h add_rmsnorm_row);
+     * CUDA: NULL. */
+    void (*add_rmsnorm_forward)(float *out, void *norm_out, float *rstd, const float *x,
                                 const float *delta, const float *w, int N, int C, float eps);
 };
 
@@ -247,6 +279,9 @@ const char *hpt_precision_name(hpt_precision p);
 /* be->set_precision(p), or for a backend without that slot accept FP32
  * only. Errors: HPT_ERR_USAGE from the backend, naming the precision. */
 hpt_status hpt_backend_set_precision(const hpt_backend *be, hpt_precision p);
+
+/* be->act_dtype(), or HPT_DTYPE_F32 for a backend without that slot. */
+hpt_dtype hpt_backend_act_dtype(const hpt_backend *be);
 
 /* The CPU backend (OpenBLAS + OpenMP), always present. */
 extern const hpt_backend hpt_backend_cpu;

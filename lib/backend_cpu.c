@@ -224,10 +224,11 @@ static void cpu_rmsnorm_forward(float *out, float *rstd, const float *in, const 
 
 /* The residual add and the RMSNorm of its result row by row (backend.h):
  * each row is read from memory once, normalised while in cache. */
-static void cpu_add_rmsnorm_forward(float *out, float *norm_out, float *rstd, const float *x,
+static void cpu_add_rmsnorm_forward(float *out, void *norm_act, float *rstd, const float *x,
                                     const float *delta, const float *w, int N, int C, float eps)
 {
     const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
+    float *norm_out = norm_act; /* the CPU's activations are fp32 */
     int rows = row_item(C);
 #pragma omp parallel for schedule(dynamic, rows)
     for (int n = 0; n < N; n++) {
@@ -551,6 +552,72 @@ static const char *cpu_describe(void)
                                                                           : "generic kernels";
 }
 
+/* The table's activation-typed signatures (backend.h: `void *` act
+ * pointers, act_dtype F32 on the CPU) over the float kernels above: the CPU
+ * stores every activation as float, so these only convert the pointer
+ * types (and refuse a non-F32 dtype, which the CPU never announces). */
+static void cpu_act_matmul_forward(void *out, hpt_dtype out_dtype, const void *in,
+                                   const float *w, int N, int Ic, int O)
+{
+    HPT_CHECK(out_dtype == HPT_DTYPE_F32);
+    cpu_matmul_forward(out, in, w, N, Ic, O);
+}
+
+static void cpu_act_matmul_backward(float *din, float *dw, const float *dout, const void *in,
+                                    const float *w, int N, int Ic, int O, int accum_din)
+{
+    cpu_matmul_backward(din, dw, dout, in, w, N, Ic, O, accum_din);
+}
+
+static void cpu_act_rmsnorm_forward(void *out, float *rstd, const float *in, const float *w,
+                                    int N, int C, float eps)
+{
+    cpu_rmsnorm_forward(out, rstd, in, w, N, C, eps);
+}
+
+static void cpu_act_rope(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
+                         int inverse)
+{
+    HPT_CHECK(dtype == HPT_DTYPE_F32);
+    cpu_rope(x, B, T, nh, hd, theta, inverse);
+}
+
+static void cpu_act_attention_forward(void *out, float *saved, const void *q, const void *k,
+                                      const void *v, int B, int T, int H, int KV, int hd)
+{
+    hpt_attn_cpu_forward(out, saved, q, k, v, B, T, H, KV, hd);
+}
+
+static void cpu_act_attention_backward(float *dq, float *dk, float *dv, float *scratch,
+                                       const float *dout, const void *out, const float *saved,
+                                       const void *q, const void *k, const void *v, int B, int T,
+                                       int H, int KV, int hd)
+{
+    hpt_attn_cpu_backward(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd);
+}
+
+static void cpu_act_rope_at(void *x, int n, int nh, int hd, float theta, int pos0)
+{
+    cpu_rope_at(x, n, nh, hd, theta, pos0);
+}
+
+static void cpu_act_attention_cached(void *out, const void *q, const void *kc, const void *vc,
+                                     int n, int pos0, int H, int KV, int hd)
+{
+    cpu_attention_cached(out, q, kc, vc, n, pos0, H, KV, hd);
+}
+
+static void cpu_act_swiglu_forward(void *out, const void *gate, const void *up, size_t n)
+{
+    cpu_swiglu_forward(out, gate, up, n);
+}
+
+static void cpu_act_swiglu_backward(float *dgate, float *dup, const float *dout, const void *gate,
+                                    const void *up, size_t n)
+{
+    cpu_swiglu_backward(dgate, dup, dout, gate, up, n);
+}
+
 const hpt_backend hpt_backend_cpu = {
     .name = "cpu",
     .describe = cpu_describe,
@@ -562,21 +629,21 @@ const hpt_backend hpt_backend_cpu = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .copy = cpu_copy,
-    .matmul_forward = cpu_matmul_forward,
-    .matmul_backward = cpu_matmul_backward,
+    .matmul_forward = cpu_act_matmul_forward,
+    .matmul_backward = cpu_act_matmul_backward,
     .embedding_forward = cpu_embedding_forward,
     .embedding_backward = cpu_embedding_backward,
-    .rmsnorm_forward = cpu_rmsnorm_forward,
+    .rmsnorm_forward = cpu_act_rmsnorm_forward,
     .rmsnorm_backward = cpu_rmsnorm_backward,
-    .rope = cpu_rope,
-    .attention_forward = hpt_attn_cpu_forward,
+    .rope = cpu_act_rope,
+    .attention_forward = cpu_act_attention_forward,
     .attention_saved_floats = hpt_attn_cpu_floats,
-    .attention_backward = hpt_attn_cpu_backward,
+    .attention_backward = cpu_act_attention_backward,
     .attention_scratch_floats = hpt_attn_cpu_floats,
-    .rope_at = cpu_rope_at,
-    .attention_cached = cpu_attention_cached,
-    .swiglu_forward = cpu_swiglu_forward,
-    .swiglu_backward = cpu_swiglu_backward,
+    .rope_at = cpu_act_rope_at,
+    .attention_cached = cpu_act_attention_cached,
+    .swiglu_forward = cpu_act_swiglu_forward,
+    .swiglu_backward = cpu_act_swiglu_backward,
     .add = cpu_add,
     .scale = cpu_scale,
     .sumsq = cpu_sumsq,

@@ -11,8 +11,14 @@
  *   accumulation and an fp32 result (CUBLAS_COMPUTE_32F). Weights stay fp32
  *   masters; a bf16 working copy of each buffer used as a weight is kept
  *   and refreshed lazily after any backend write into it (see "bf16 working
- *   copies" below). Activation storage stays fp32 (the seam's ops take
- *   float *); activations are rounded to bf16 where they enter a product.
+ *   copies" below). Activations (the seam's `void *` pointers, act_dtype)
+ *   are stored in bf16 in this mode: GEMMs read them as bf16 operands and
+ *   write q, k, v, gate, up in bf16 (CUDA_R_16BF C, fp32 accumulation);
+ *   norms, RoPE, attention and SwiGLU read and write them in bf16 and
+ *   compute in fp32 (ld_act/st_act). The float pointers (residual stream,
+ *   partial sums, logits, gradients of activations, statistics) stay fp32;
+ *   a float operand of a product (an activation gradient) is rounded to
+ *   bf16 in a scratch buffer.
  * - Attention: FlashAttention-2 style kernels (Dao et al. 2022; Dao 2023,
  *   algorithms 1 and 2): the forward keeps an online softmax per query row
  *   and saves only the row log-sum-exp (B,H,T); the backward recomputes
@@ -212,6 +218,9 @@ static hpt_status cuda_set_precision(hpt_precision p)
 }
 
 static size_t cuda_mem_peak(void) { return g_peak; }
+
+/* bf16 mode stores the activations in bf16 (backend.h, act_dtype). */
+static hpt_dtype cuda_act_dtype(void) { return g_bf16 ? HPT_DTYPE_BF16 : HPT_DTYPE_F32; }
 
 /* ------------------------------------------------------------- memory */
 
@@ -523,6 +532,25 @@ __device__ static uint16_t bf16_bits(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* bfloat16 bits -> float32, exact. */
+__device__ static inline float bf16_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* Element i of an activation stored as bf16 (bf != 0) or float, in fp32. */
+__device__ static inline float ld_act(const void *p, size_t i, int bf)
+{
+    return bf ? bf16_float(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+/* Store v as element i of an activation in bf16 (rounded to nearest even,
+ * as bf16_bits) or float. */
+__device__ static inline void st_act(void *p, size_t i, float v, int bf)
+{
+    if (bf)
+        ((uint16_t *)p)[i] = bf16_bits(v);
+    else
+        ((float *)p)[i] = v;
+}
+
 /* out (n) bf16 := in (n) float32. */
 __global__ static void k_to_bf16(uint16_t *out, const float *in, size_t n)
 {
@@ -537,9 +565,10 @@ static void to_bf16(uint16_t *out, const float *in, size_t n)
     LAUNCHED("k_to_bf16");
 }
 
-/* Device scratch k (0 or 1) of at least n bf16 values for an activation
- * operand, grown on demand (internal; contents live until the next call
- * with the same k). */
+/* Device scratch k (0 or 1) of at least n bf16 values for a float operand
+ * of a product, grown on demand (internal; contents live until the next
+ * call with the same k). Since the activations are stored in bf16 only the
+ * gradient operand of matmul_backward uses one (k = 0). */
 static uint16_t *bf16_scratch(int k, size_t n)
 {
     static uint16_t *buf[2];
@@ -554,7 +583,7 @@ static uint16_t *bf16_scratch(int k, size_t n)
     return buf[k];
 }
 
-/* bf16(x) for n floats of an activation, in scratch k. */
+/* bf16(x) for n floats (an activation gradient), in scratch k. */
 static const uint16_t *act_bf16(int k, const float *x, size_t n)
 {
     uint16_t *b = bf16_scratch(k, n);
@@ -590,51 +619,53 @@ static const uint16_t *weight_bf16(const float *w, size_t n)
     return it->second.bf + (w - (const float *)base);
 }
 
-/* As gemm with bf16 A and B (CUDA_R_16BF), fp32 C and accumulation. */
+/* As gemm with bf16 A and B (CUDA_R_16BF), fp32 accumulation and C of
+ * type ct (CUDA_R_32F, or CUDA_R_16BF: the fp32 result rounded by cuBLAS). */
 static void gemm_bf16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                      const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
-                      int ldc)
+                      const void *A, int lda, const void *B, int ldb, float beta, void *C,
+                      cudaDataType ct, int ldc)
 {
     if (m <= 0 || n <= 0)
         return;
     const float alpha = 1.0f;
     HPT_CUBLAS(g_cublas.gemm_ex(g_blas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, B,
-                                CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                                CUDA_R_16BF, ldb, &beta, C, ct, ldc, CUBLAS_COMPUTE_32F,
                                 CUBLAS_GEMM_DEFAULT));
 }
 
 /* out (N,O) = in (N,Ic) w (O,Ic)^T. Column-major view: out^T (O,N) =
  * w (as the Ic x O matrix w^T, transposed) times in^T (Ic x N). */
-static void cuda_matmul_forward(float *out, const float *in, const float *w, int N, int Ic, int O)
+static void cuda_matmul_forward(void *out, hpt_dtype out_dtype, const void *in, const float *w,
+                                int N, int Ic, int O)
 {
-    if (g_bf16) {
+    if (g_bf16) { /* in: bf16 activation; out: bf16 activation or fp32 */
         const uint16_t *wb = weight_bf16(w, (size_t)O * Ic);
-        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, O, N, Ic, wb, Ic, act_bf16(0, in, (size_t)N * Ic), Ic,
-                  0.0f, out, O);
+        gemm_bf16(CUBLAS_OP_T, CUBLAS_OP_N, O, N, Ic, wb, Ic, in, Ic, 0.0f, out,
+                  out_dtype == HPT_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F, O);
         return;
     }
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, O, N, Ic, w, Ic, in, Ic, 0.0f, out, O);
+    HPT_CHECK(out_dtype == HPT_DTYPE_F32); /* fp32 and tf32: float activations */
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, O, N, Ic, w, Ic, (const float *)in, Ic, 0.0f, (float *)out, O);
 }
 
 /* din (N,Ic) (+)= dout (N,O) w (O,Ic): din^T (Ic,N) = w^T (Ic,O) dout^T (O,N).
  * dw (O,Ic) += dout^T in: dw^T (Ic,O) = in^T (Ic,N) (dout^T (O,N))^T.
  * bf16 mode: dout, in and w enter as bf16; din and dw stay fp32 (dw is
  * accumulated in fp32 across micro-batches, Megatron's main_grad). */
-static void cuda_matmul_backward(float *din, float *dw, const float *dout, const float *in,
+static void cuda_matmul_backward(float *din, float *dw, const float *dout, const void *in,
                                  const float *w, int N, int Ic, int O, int accum_din)
 {
-    if (g_bf16) {
+    if (g_bf16) { /* in: bf16 activation; dout (fp32 gradient) rounded to bf16 */
         const uint16_t *db = act_bf16(0, dout, (size_t)N * O);
         if (din)
             gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, Ic, N, O, weight_bf16(w, (size_t)O * Ic), Ic, db, O,
-                      accum_din ? 1.0f : 0.0f, din, Ic);
-        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, act_bf16(1, in, (size_t)N * Ic), Ic, db, O,
-                  1.0f, dw, Ic);
+                      accum_din ? 1.0f : 0.0f, din, CUDA_R_32F, Ic);
+        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, in, Ic, db, O, 1.0f, dw, CUDA_R_32F, Ic);
         return;
     }
     if (din)
         gemm(CUBLAS_OP_N, CUBLAS_OP_N, Ic, N, O, w, Ic, dout, O, accum_din ? 1.0f : 0.0f, din, Ic);
-    gemm(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, in, Ic, dout, O, 1.0f, dw, Ic);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, (const float *)in, Ic, dout, O, 1.0f, dw, Ic);
 }
 
 /* ---------------------------------------------------------- embedding */
@@ -683,12 +714,11 @@ static void cuda_embedding_backward(float *dwte, const float *dout, const int32_
 /* ------------------------------------------------------------ RMSNorm */
 
 /* One block per row n. */
-__global__ static void k_rmsnorm_forward(float *out, float *rstd, const float *in, const float *w,
-                                         int C, float eps)
+__global__ static void k_rmsnorm_forward(void *out, int bf, float *rstd, const float *in,
+                                         const float *w, int C, float eps)
 {
     size_t n = blockIdx.x;
     const float *x = in + n * C;
-    float *y = out + n * C;
     float ss = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
         ss += x[c] * x[c];
@@ -697,7 +727,7 @@ __global__ static void k_rmsnorm_forward(float *out, float *rstd, const float *i
     if (threadIdx.x == 0)
         rstd[n] = r;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-        y[c] = x[c] * r * w[c];
+        st_act(out, n * C + c, x[c] * r * w[c], bf);
 }
 
 /* din += r w dy - r^3 x / C * sum_j dy_j w_j x_j; one block per row. */
@@ -737,12 +767,12 @@ __global__ static void k_rmsnorm_backward_dw(float *dw, const float *dout, const
     }
 }
 
-static void cuda_rmsnorm_forward(float *out, float *rstd, const float *in, const float *w, int N,
+static void cuda_rmsnorm_forward(void *out, float *rstd, const float *in, const float *w, int N,
                                  int C, float eps)
 {
     if (N <= 0)
         return;
-    k_rmsnorm_forward<<<N, ROW_THREADS>>>(out, rstd, in, w, C, eps);
+    k_rmsnorm_forward<<<N, ROW_THREADS>>>(out, g_bf16, rstd, in, w, C, eps);
     LAUNCHED("k_rmsnorm_forward");
 }
 
@@ -795,7 +825,7 @@ static const float *rope_table(int npos, int hd, float theta)
 }
 
 /* x (rows, nh, hd), row r at position pos0 + r % T; one thread per pair. */
-__global__ static void k_rope(float *x, const float *cs, int T, int nh, int hd, int pos0,
+__global__ static void k_rope(void *x, int bf, const float *cs, int T, int nh, int hd, int pos0,
                               int inverse, size_t pairs)
 {
     int half = hd / 2;
@@ -807,32 +837,33 @@ __global__ static void k_rope(float *x, const float *cs, int T, int nh, int hd, 
         float c = cs[((size_t)t * half + i) * 2], s = cs[((size_t)t * half + i) * 2 + 1];
         if (inverse)
             s = -s;
-        float *v = x + rest * hd;
-        float x1 = v[i], x2 = v[i + half];
-        v[i] = x1 * c - x2 * s;
-        v[i + half] = x2 * c + x1 * s;
+        size_t o = rest * hd;
+        float x1 = ld_act(x, o + i, bf), x2 = ld_act(x, o + i + half, bf);
+        st_act(x, o + i, x1 * c - x2 * s, bf);
+        st_act(x, o + i + half, x2 * c + x1 * s, bf);
     }
 }
 
-static void rope_rows(float *x, int rows, int T, int nh, int hd, float theta, int pos0,
+static void rope_rows(void *x, int bf, int rows, int T, int nh, int hd, float theta, int pos0,
                       int inverse)
 {
     size_t pairs = (size_t)rows * nh * (hd / 2);
     if (!pairs)
         return;
     const float *cs = rope_table(pos0 + T, hd, theta);
-    k_rope<<<ew_blocks(pairs), EW_THREADS>>>(x, cs, T, nh, hd, pos0, inverse, pairs);
+    k_rope<<<ew_blocks(pairs), EW_THREADS>>>(x, bf, cs, T, nh, hd, pos0, inverse, pairs);
     LAUNCHED("k_rope");
 }
 
-static void cuda_rope(float *x, int B, int T, int nh, int hd, float theta, int inverse)
+static void cuda_rope(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
+                      int inverse)
 {
-    rope_rows(x, B * T, T, nh, hd, theta, 0, inverse);
+    rope_rows(x, dtype == HPT_DTYPE_BF16, B * T, T, nh, hd, theta, 0, inverse);
 }
 
-static void cuda_rope_at(float *x, int n, int nh, int hd, float theta, int pos0)
+static void cuda_rope_at(void *x, int n, int nh, int hd, float theta, int pos0)
 {
-    rope_rows(x, n, n, nh, hd, theta, pos0, 0);
+    rope_rows(x, g_bf16, n, n, nh, hd, theta, pos0, 0);
 }
 
 /* ---------------------------------------------------------- attention */
@@ -859,7 +890,7 @@ static void cuda_rope_at(float *x, int n, int nh, int hd, float theta, int pos0)
  * memory (ATT_ROWS + 2*ATT_TILE) * (hd+1) floats. */
 template <int U>
 __global__ static void __launch_bounds__(ATT_WARPS * 32)
-    k_flash_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+    k_flash_forward(void *out, float *lse, const void *q, const void *k, const void *v, int bf,
                     int Tq, int Tk, int pos0, int H, int KV, int hd, float scale)
 {
     extern __shared__ float sm[];
@@ -868,12 +899,11 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
     const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * ATT_ROWS;
     const int kvh = h / (H / KV), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
-    const float *qb = q + (size_t)b * Tq * ldq + (size_t)h * hd;
-    const float *kb = k + (size_t)b * Tk * ldk + (size_t)kvh * hd;
-    const float *vb = v + (size_t)b * Tk * ldk + (size_t)kvh * hd;
+    const size_t qb = (size_t)b * Tq * ldq + (size_t)h * hd; /* element offsets */
+    const size_t kb = (size_t)b * Tk * ldk + (size_t)kvh * hd;
     for (int i = threadIdx.x; i < ATT_ROWS * hd; i += blockDim.x) {
         int r = i / hd, e = i % hd, t = q0 + r;
-        Qs[r * HDP + e] = t < Tq ? qb[(size_t)t * ldq + e] : 0.0f;
+        Qs[r * HDP + e] = t < Tq ? ld_act(q, qb + (size_t)t * ldq + e, bf) : 0.0f;
     }
     float m[ATT_RPW], l[ATT_RPW], acc[ATT_RPW][U];
 #pragma unroll
@@ -890,8 +920,8 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
         __syncthreads(); /* the previous tile is consumed (first: Qs is loaded) */
         for (int i = threadIdx.x; i < ATT_TILE * hd; i += blockDim.x) {
             int j = i / hd, e = i % hd, s = k0 + j;
-            Ks[j * HDP + e] = s < Tk ? kb[(size_t)s * ldk + e] : 0.0f;
-            Vs[j * HDP + e] = s < Tk ? vb[(size_t)s * ldk + e] : 0.0f;
+            Ks[j * HDP + e] = s < Tk ? ld_act(k, kb + (size_t)s * ldk + e, bf) : 0.0f;
+            Vs[j * HDP + e] = s < Tk ? ld_act(v, kb + (size_t)s * ldk + e, bf) : 0.0f;
         }
         __syncthreads();
 #pragma unroll
@@ -931,12 +961,12 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
         if (t >= Tq)
             continue;
         float inv = 1.0f / l[r];
-        float *o = out + ((size_t)b * Tq + t) * ldq + (size_t)h * hd;
+        size_t o = ((size_t)b * Tq + t) * ldq + (size_t)h * hd;
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int e = lane + 32 * u;
             if (e < hd)
-                o[e] = acc[r][u] * inv;
+                st_act(out, o + e, acc[r][u] * inv, bf);
         }
         if (lse && lane == 0)
             lse[((size_t)b * H + h) * Tq + t] = m[r] + logf(l[r]);
@@ -945,17 +975,17 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
 
 /* D (B,H,T) = rowsum(dout * out) = sum_s P dP (Dao 2023, algorithm 2,
  * line 4); one warp per (b, t, h) row. */
-__global__ static void k_attention_rowdot(float *D, const float *dout, const float *out, int T,
-                                          int H, int hd, size_t rows)
+__global__ static void k_attention_rowdot(float *D, const float *dout, const void *out, int bf,
+                                          int T, int H, int hd, size_t rows)
 {
     size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (row >= rows)
         return;
-    const float *a = dout + row * hd, *o = out + row * hd;
+    const float *a = dout + row * hd;
     float s = 0.0f;
     for (int e = lane; e < hd; e += 32)
-        s += a[e] * o[e];
+        s += a[e] * ld_act(out, row * hd + e, bf);
     s = warp_sum(s);
     int h = (int)(row % H);
     size_t bt = row / H;
@@ -973,7 +1003,7 @@ __global__ static void k_attention_rowdot(float *D, const float *dout, const flo
 template <int U>
 __global__ static void __launch_bounds__(ATT_WARPS * 32)
     k_flash_dkdv(float *dk, float *dv, const float *dout, const float *lse, const float *D,
-                 const float *q, const float *k, const float *v, int T, int H, int KV, int hd,
+                 const void *q, const void *k, const void *v, int bf, int T, int H, int KV, int hd,
                  float scale)
 {
     extern __shared__ float sm[];
@@ -983,12 +1013,11 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
     const int b = blockIdx.z, g = blockIdx.y, s0 = blockIdx.x * ATT_ROWS, group = H / KV;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
-    const float *kb = k + (size_t)b * T * ldk + (size_t)g * hd;
-    const float *vb = v + (size_t)b * T * ldk + (size_t)g * hd;
+    const size_t kb = (size_t)b * T * ldk + (size_t)g * hd; /* element offset */
     for (int i = threadIdx.x; i < ATT_ROWS * hd; i += blockDim.x) {
         int r = i / hd, e = i % hd, s = s0 + r;
-        Kr[r * HDP + e] = s < T ? kb[(size_t)s * ldk + e] : 0.0f;
-        Vr[r * HDP + e] = s < T ? vb[(size_t)s * ldk + e] : 0.0f;
+        Kr[r * HDP + e] = s < T ? ld_act(k, kb + (size_t)s * ldk + e, bf) : 0.0f;
+        Vr[r * HDP + e] = s < T ? ld_act(v, kb + (size_t)s * ldk + e, bf) : 0.0f;
     }
     float dka[ATT_RPW][U], dva[ATT_RPW][U];
 #pragma unroll
@@ -997,14 +1026,14 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
         for (int u = 0; u < U; u++)
             dka[r][u] = dva[r][u] = 0.0f;
     for (int h = g * group; h < (g + 1) * group; h++) {
-        const float *qb = q + (size_t)b * T * ldq + (size_t)h * hd;
-        const float *ob = dout + (size_t)b * T * ldq + (size_t)h * hd;
+        const size_t qb = (size_t)b * T * ldq + (size_t)h * hd;
+        const float *ob = dout + qb;
         const float *lb = lse + ((size_t)b * H + h) * T, *db = D + ((size_t)b * H + h) * T;
         for (int t0 = s0 / ATT_TILE * ATT_TILE; t0 < T; t0 += ATT_TILE) {
             __syncthreads(); /* the previous tile is consumed (first: Kr/Vr loaded) */
             for (int i = threadIdx.x; i < ATT_TILE * hd; i += blockDim.x) {
                 int j = i / hd, e = i % hd, t = t0 + j;
-                Qt[j * HDP + e] = t < T ? qb[(size_t)t * ldq + e] : 0.0f;
+                Qt[j * HDP + e] = t < T ? ld_act(q, qb + (size_t)t * ldq + e, bf) : 0.0f;
                 dOt[j * HDP + e] = t < T ? ob[(size_t)t * ldq + e] : 0.0f;
             }
             if (threadIdx.x < ATT_TILE) {
@@ -1065,8 +1094,8 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
  * (ceil(T/ATT_ROWS), H, B); shared (2*ATT_ROWS + 2*ATT_TILE)*(hd+1) floats. */
 template <int U>
 __global__ static void __launch_bounds__(ATT_WARPS * 32)
-    k_flash_dq(float *dq, const float *dout, const float *lse, const float *D, const float *q,
-               const float *k, const float *v, int T, int H, int KV, int hd, float scale)
+    k_flash_dq(float *dq, const float *dout, const float *lse, const float *D, const void *q,
+               const void *k, const void *v, int bf, int T, int H, int KV, int hd, float scale)
 {
     extern __shared__ float sm[];
     const int HDP = hd + 1;
@@ -1075,13 +1104,12 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
     const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_ROWS, kvh = h / (H / KV);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
-    const float *qb = q + (size_t)b * T * ldq + (size_t)h * hd;
-    const float *ob = dout + (size_t)b * T * ldq + (size_t)h * hd;
-    const float *kb = k + (size_t)b * T * ldk + (size_t)kvh * hd;
-    const float *vb = v + (size_t)b * T * ldk + (size_t)kvh * hd;
+    const size_t qb = (size_t)b * T * ldq + (size_t)h * hd; /* element offsets */
+    const float *ob = dout + qb;
+    const size_t kb = (size_t)b * T * ldk + (size_t)kvh * hd;
     for (int i = threadIdx.x; i < ATT_ROWS * hd; i += blockDim.x) {
         int r = i / hd, e = i % hd, t = t0 + r;
-        Qs[r * HDP + e] = t < T ? qb[(size_t)t * ldq + e] : 0.0f;
+        Qs[r * HDP + e] = t < T ? ld_act(q, qb + (size_t)t * ldq + e, bf) : 0.0f;
         dOs[r * HDP + e] = t < T ? ob[(size_t)t * ldq + e] : 0.0f;
     }
     float L[ATT_RPW], Dr[ATT_RPW], acc[ATT_RPW][U];
@@ -1099,8 +1127,8 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
         __syncthreads();
         for (int i = threadIdx.x; i < ATT_TILE * hd; i += blockDim.x) {
             int j = i / hd, e = i % hd, s = k0 + j;
-            Kt[j * HDP + e] = s < T ? kb[(size_t)s * ldk + e] : 0.0f;
-            Vt[j * HDP + e] = s < T ? vb[(size_t)s * ldk + e] : 0.0f;
+            Kt[j * HDP + e] = s < T ? ld_act(k, kb + (size_t)s * ldk + e, bf) : 0.0f;
+            Vt[j * HDP + e] = s < T ? ld_act(v, kb + (size_t)s * ldk + e, bf) : 0.0f;
         }
         __syncthreads();
 #pragma unroll
@@ -1161,18 +1189,18 @@ static void check_heads(int H, int KV, int hd)
 }
 
 template <int U>
-static void flash_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+static void flash_forward(void *out, float *lse, const void *q, const void *k, const void *v,
                           int B, int Tq, int Tk, int pos0, int H, int KV, int hd)
 {
     size_t smem = sizeof(float) * (ATT_ROWS + 2 * ATT_TILE) * (size_t)(hd + 1);
     smem_opt_in(k_flash_forward<U>, smem);
     dim3 grid((Tq + ATT_ROWS - 1) / ATT_ROWS, H, B);
-    k_flash_forward<U><<<grid, ATT_WARPS * 32, smem>>>(out, lse, q, k, v, Tq, Tk, pos0, H, KV, hd,
+    k_flash_forward<U><<<grid, ATT_WARPS * 32, smem>>>(out, lse, q, k, v, g_bf16, Tq, Tk, pos0, H, KV, hd,
                                                        1.0f / sqrtf((float)hd));
     LAUNCHED("k_flash_forward");
 }
 
-static void attention_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+static void attention_fwd(void *out, float *lse, const void *q, const void *k, const void *v,
                           int B, int Tq, int Tk, int pos0, int H, int KV, int hd)
 {
     check_heads(H, KV, hd);
@@ -1187,8 +1215,8 @@ static void attention_fwd(float *out, float *lse, const float *q, const float *k
 }
 
 /* saved = the row log-sum-exp (B,H,T). */
-static void cuda_attention_forward(float *out, float *saved, const float *q, const float *k,
-                                   const float *v, int B, int T, int H, int KV, int hd)
+static void cuda_attention_forward(void *out, float *saved, const void *q, const void *k,
+                                   const void *v, int B, int T, int H, int KV, int hd)
 {
     attention_fwd(out, saved, q, k, v, B, T, T, 0, H, KV, hd);
 }
@@ -1197,34 +1225,37 @@ static size_t cuda_attention_floats(int B, int T, int H) { return (size_t)B * H 
 
 template <int U>
 static void flash_backward(float *dq, float *dk, float *dv, const float *D, const float *dout,
-                           const float *lse, const float *q, const float *k, const float *v, int B,
+                           const float *lse, const void *q, const void *k, const void *v, int B,
                            int T, int H, int KV, int hd)
 {
     float scale = 1.0f / sqrtf((float)hd);
     size_t smem = sizeof(float) * ((2 * ATT_ROWS + 2 * ATT_TILE) * (size_t)(hd + 1) + 2 * ATT_TILE);
     smem_opt_in(k_flash_dkdv<U>, smem);
     dim3 gk((T + ATT_ROWS - 1) / ATT_ROWS, KV, B);
-    k_flash_dkdv<U><<<gk, ATT_WARPS * 32, smem>>>(dk, dv, dout, lse, D, q, k, v, T, H, KV, hd,
+    k_flash_dkdv<U><<<gk, ATT_WARPS * 32, smem>>>(dk, dv, dout, lse, D, q, k, v, g_bf16, T, H, KV,
+                                                  hd,
                                                   scale);
     LAUNCHED("k_flash_dkdv");
     smem = sizeof(float) * (2 * ATT_ROWS + 2 * ATT_TILE) * (size_t)(hd + 1);
     smem_opt_in(k_flash_dq<U>, smem);
     dim3 gq((T + ATT_ROWS - 1) / ATT_ROWS, H, B);
-    k_flash_dq<U><<<gq, ATT_WARPS * 32, smem>>>(dq, dout, lse, D, q, k, v, T, H, KV, hd, scale);
+    k_flash_dq<U><<<gq, ATT_WARPS * 32, smem>>>(dq, dout, lse, D, q, k, v, g_bf16, T, H, KV, hd,
+                                                scale);
     LAUNCHED("k_flash_dq");
 }
 
 /* scratch holds D (B,H,T). */
 static void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
-                                    const float *dout, const float *out, const float *saved,
-                                    const float *q, const float *k, const float *v, int B, int T,
+                                    const float *dout, const void *out, const float *saved,
+                                    const void *q, const void *k, const void *v, int B, int T,
                                     int H, int KV, int hd)
 {
     check_heads(H, KV, hd);
     if (B <= 0 || T <= 0 || H <= 0)
         return;
     size_t rows = (size_t)B * T * H;
-    k_attention_rowdot<<<(unsigned)((rows + 3) / 4), 128>>>(scratch, dout, out, T, H, hd, rows);
+    k_attention_rowdot<<<(unsigned)((rows + 3) / 4), 128>>>(scratch, dout, out, g_bf16, T, H, hd,
+                                                                   rows);
     LAUNCHED("k_attention_rowdot");
     switch ((hd + 31) / 32) {
     case 1: flash_backward<1>(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd); break;
@@ -1238,7 +1269,7 @@ static void cuda_attention_backward(float *dq, float *dk, float *dv, float *scra
 
 /* n new queries at positions pos0 .. pos0+n-1 against the cache (one
  * sequence): the forward kernel with B = 1, Tk = pos0 + n, no lse. */
-static void cuda_attention_cached(float *out, const float *q, const float *kc, const float *vc,
+static void cuda_attention_cached(void *out, const void *q, const void *kc, const void *vc,
                                   int n, int pos0, int H, int KV, int hd)
 {
     attention_fwd(out, NULL, q, kc, vc, 1, n, pos0 + n, pos0, H, KV, hd);
@@ -1246,41 +1277,42 @@ static void cuda_attention_cached(float *out, const float *q, const float *kc, c
 
 /* ------------------------------------------------------------- SwiGLU */
 
-__global__ static void k_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+__global__ static void k_swiglu_forward(void *out, const void *gate, const void *up, int bf,
+                                        size_t n)
 {
     GRID_STRIDE(i, n)
     {
-        float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+        float g = ld_act(gate, i, bf);
+        st_act(out, i, g / (1.0f + expf(-g)) * ld_act(up, i, bf), bf);
     }
 }
 
 __global__ static void k_swiglu_backward(float *dgate, float *dup, const float *dout,
-                                         const float *gate, const float *up, size_t n)
+                                         const void *gate, const void *up, int bf, size_t n)
 {
     GRID_STRIDE(i, n)
     {
-        float g = gate[i], sg = 1.0f / (1.0f + expf(-g));
+        float g = ld_act(gate, i, bf), sg = 1.0f / (1.0f + expf(-g));
         float silu = g * sg, d = dout[i];
         dup[i] = d * silu;
-        dgate[i] = d * up[i] * (sg + g * sg * (1.0f - sg));
+        dgate[i] = d * ld_act(up, i, bf) * (sg + g * sg * (1.0f - sg));
     }
 }
 
-static void cuda_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+static void cuda_swiglu_forward(void *out, const void *gate, const void *up, size_t n)
 {
     if (!n)
         return;
-    k_swiglu_forward<<<ew_blocks(n), EW_THREADS>>>(out, gate, up, n);
+    k_swiglu_forward<<<ew_blocks(n), EW_THREADS>>>(out, gate, up, g_bf16, n);
     LAUNCHED("k_swiglu_forward");
 }
 
-static void cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
-                                 const float *up, size_t n)
+static void cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const void *gate,
+                                 const void *up, size_t n)
 {
     if (!n)
         return;
-    k_swiglu_backward<<<ew_blocks(n), EW_THREADS>>>(dgate, dup, dout, gate, up, n);
+    k_swiglu_backward<<<ew_blocks(n), EW_THREADS>>>(dgate, dup, dout, gate, up, g_bf16, n);
     LAUNCHED("k_swiglu_backward");
 }
 
@@ -1529,6 +1561,7 @@ static hpt_backend make_table(void)
     b.init = cuda_init;
     b.set_precision = cuda_set_precision;
     b.mem_peak = cuda_mem_peak;
+    b.act_dtype = cuda_act_dtype;
     b.alloc = cuda_alloc;
     b.free = cuda_free;
     b.is_device = cuda_is_device;

@@ -257,20 +257,34 @@ hpt_status hpt_gen_init(hpt_gen_state *g, const hpt_model *m, int ctx)
     size_t I = c->intermediate_size, L = c->num_hidden_layers, T = ctx;
     size_t sizes[] = {L * T * KD, L * T * KD, T * C, T * C, T * QD, T * QD, T * C,
                       T * C, T * I, T * I, T * I, T, c->vocab_size, T};
-    float **ptrs[] = {&g->kcache, &g->vcache, &g->x, &g->ln, &g->q, &g->att, &g->tmp,
-                      &g->xmid, &g->gate, &g->up, &g->h, &g->rstd, &g->logits,
-                      (float **)&g->tokens};
+    void *ptrs[14];
+    size_t a = m->act_elem; /* activations in the model's act dtype, the rest float */
+    size_t elem[] = {a, a, 4, a, a, a, 4, 4, a, a, a, 4, 4, 4};
     size_t n = sizeof sizes / sizeof sizes[0], total = 0;
     for (size_t i = 0; i < n; i++)
-        total += (sizes[i] * 4 + 63) & ~(size_t)63; /* 64-byte aligned pieces */
+        total += (sizes[i] * elem[i] + 63) & ~(size_t)63; /* 64-byte aligned pieces */
     g->block = m->be->alloc(total);
     if (!g->block)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory: %.1f MiB for a key/value cache of "
                              "%d positions", total / 1048576.0, ctx);
     for (size_t i = 0, off = 0; i < n; i++) {
-        *ptrs[i] = (float *)((char *)g->block + off);
-        off += (sizes[i] * 4 + 63) & ~(size_t)63;
+        ptrs[i] = (char *)g->block + off;
+        off += (sizes[i] * elem[i] + 63) & ~(size_t)63;
     }
+    g->kcache = ptrs[0];
+    g->vcache = ptrs[1];
+    g->x = ptrs[2];
+    g->ln = ptrs[3];
+    g->q = ptrs[4];
+    g->att = ptrs[5];
+    g->tmp = ptrs[6];
+    g->xmid = ptrs[7];
+    g->gate = ptrs[8];
+    g->up = ptrs[9];
+    g->h = ptrs[10];
+    g->rstd = ptrs[11];
+    g->logits = ptrs[12];
+    g->tokens = ptrs[13];
     g->m = m;
     g->ctx = ctx;
     return HPT_OK;
@@ -295,24 +309,26 @@ static void layer_step(hpt_gen_state *g, hpt_model *m, int l, int n, int p0)
     const hpt_config *c = &m->cfg;
     int C = c->hidden_size, I = c->intermediate_size, hd = hpt_config_head_dim(c);
     int H = c->num_attention_heads, KV = c->num_key_value_heads;
-    size_t KD = (size_t)KV * hd;
-    float *kc = g->kcache + (size_t)l * g->ctx * KD, *vc = g->vcache + (size_t)l * g->ctx * KD;
-    float *knew = kc + (size_t)p0 * KD, *vnew = vc + (size_t)p0 * KD;
+    size_t KD = (size_t)KV * hd, ae = m->act_elem; /* cache rows: act dtype */
+    char *kc = (char *)g->kcache + (size_t)l * g->ctx * KD * ae;
+    char *vc = (char *)g->vcache + (size_t)l * g->ctx * KD * ae;
+    char *knew = kc + (size_t)p0 * KD * ae, *vnew = vc + (size_t)p0 * KD * ae;
+    hpt_dtype act = m->act, f32 = HPT_DTYPE_F32;
     be->rmsnorm_forward(g->ln, g->rstd, g->x, W(HPT_TENSOR_ATTN_NORM, l), n, C, c->rms_norm_eps);
-    be->matmul_forward(g->q, g->ln, W(HPT_TENSOR_Q, l), n, C, H * hd);
-    be->matmul_forward(knew, g->ln, W(HPT_TENSOR_K, l), n, C, KV * hd);
-    be->matmul_forward(vnew, g->ln, W(HPT_TENSOR_V, l), n, C, KV * hd);
+    be->matmul_forward(g->q, act, g->ln, W(HPT_TENSOR_Q, l), n, C, H * hd);
+    be->matmul_forward(knew, act, g->ln, W(HPT_TENSOR_K, l), n, C, KV * hd);
+    be->matmul_forward(vnew, act, g->ln, W(HPT_TENSOR_V, l), n, C, KV * hd);
     be->rope_at(g->q, n, H, hd, c->rope_theta, p0);
     be->rope_at(knew, n, KV, hd, c->rope_theta, p0);
     be->attention_cached(g->att, g->q, kc, vc, n, p0, H, KV, hd);
-    be->matmul_forward(g->tmp, g->att, W(HPT_TENSOR_O, l), n, H * hd, C);
+    be->matmul_forward(g->tmp, f32, g->att, W(HPT_TENSOR_O, l), n, H * hd, C);
     be->add(g->xmid, g->x, g->tmp, (size_t)n * C);
     be->rmsnorm_forward(g->ln, g->rstd, g->xmid, W(HPT_TENSOR_MLP_NORM, l), n, C,
                         c->rms_norm_eps);
-    be->matmul_forward(g->gate, g->ln, W(HPT_TENSOR_GATE, l), n, C, I);
-    be->matmul_forward(g->up, g->ln, W(HPT_TENSOR_UP, l), n, C, I);
+    be->matmul_forward(g->gate, act, g->ln, W(HPT_TENSOR_GATE, l), n, C, I);
+    be->matmul_forward(g->up, act, g->ln, W(HPT_TENSOR_UP, l), n, C, I);
     be->swiglu_forward(g->h, g->gate, g->up, (size_t)n * I);
-    be->matmul_forward(g->tmp, g->h, W(HPT_TENSOR_DOWN, l), n, I, C);
+    be->matmul_forward(g->tmp, f32, g->h, W(HPT_TENSOR_DOWN, l), n, I, C);
     be->add(g->x, g->xmid, g->tmp, (size_t)n * C);
 }
 
@@ -336,7 +352,7 @@ hpt_status hpt_gen_step(hpt_gen_state *g, const int32_t *tokens, int n, float *l
     /* only the last position's next-token distribution is needed */
     be->rmsnorm_forward(g->ln, g->rstd, g->x + (size_t)(n - 1) * C, W(HPT_TENSOR_FINAL_NORM, -1),
                         1, C, c->rms_norm_eps);
-    be->matmul_forward(g->logits, g->ln, W(HPT_TENSOR_LM_HEAD, -1), 1, C, V);
+    be->matmul_forward(g->logits, HPT_DTYPE_F32, g->ln, W(HPT_TENSOR_LM_HEAD, -1), 1, C, V);
     be->download(logits, g->logits, sizeof(float) * V);
     g->pos += n;
     return HPT_OK;

@@ -57,8 +57,10 @@ typedef struct {
     int ctx;                 /* positions the cache holds (<= max_position_embeddings) */
     int pos;                 /* positions filled                                        */
     void *block;             /* the one device allocation                               */
-    float *kcache, *vcache;  /* (L, ctx, KV*hd) rotated keys, values                    */
-    float *x, *ln, *q, *att, *tmp, *xmid, *gate, *up, *h; /* (ctx, width) of a step    */
+    /* act: the model's activation dtype (m->act_elem bytes an element) */
+    void *kcache, *vcache;   /* (L, ctx, KV*hd) rotated keys, values; act               */
+    void *ln, *q, *att, *gate, *up, *h; /* (ctx, width) of a step; act                  */
+    float *x, *tmp, *xmid;   /* (ctx, width) of a step: residual stream, partial sums   */
     float *rstd;             /* (ctx)                                                   */
     float *logits;           /* (V) the last position's logits                          */
     int32_t *tokens;         /* (ctx)                                                   */

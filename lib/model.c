@@ -197,6 +197,13 @@ static void *carve(char *base, size_t *off, size_t count, size_t elem)
     return p;
 }
 
+/* Element i of an activation (act dtype) buffer p: pointer arithmetic in
+ * bytes, the values never read here. */
+static void *act_at(const hpt_model *m, void *p, size_t i)
+{
+    return (char *)p + i * m->act_elem;
+}
+
 /* Which of a layer's activations carve_layer lays out: the GEMM outputs
  * and the residual (kept by selective recomputation), the element-wise
  * outputs (RMSNorm, attention core, SwiGLU: recomputed by it), or both. */
@@ -208,31 +215,32 @@ static void carve_layer(hpt_model *m, char *base, size_t *off, hpt_layer_acts *a
     const hpt_config *c = &m->cfg;
     size_t N = (size_t)m->B * m->T, Nl = m->Nl, C = c->hidden_size, I = m->Il;
     size_t QD = (size_t)m->Hl * hpt_config_head_dim(c), KD = (size_t)m->KVl * hpt_config_head_dim(c);
+    size_t ae = m->act_elem; /* the `void *` activations: act dtype */
     if (which & ACTS_ELEM) {
-        a->ln1 = carve(base, off, N * C, 4);
+        a->ln1 = carve(base, off, N * C, ae);
         a->rstd1 = carve(base, off, Nl, 4);
     }
     if (which & ACTS_GEMM) {
-        a->q = carve(base, off, N * QD, 4);
-        a->k = carve(base, off, N * KD, 4);
-        a->v = carve(base, off, N * KD, 4);
+        a->q = carve(base, off, N * QD, ae);
+        a->k = carve(base, off, N * KD, ae);
+        a->v = carve(base, off, N * KD, ae);
     }
     if (which & ACTS_ELEM) {
         a->att_saved = carve(base, off, m->be->attention_saved_floats(m->B, m->T, m->Hl), 4);
-        a->atty = carve(base, off, N * QD, 4);
+        a->atty = carve(base, off, N * QD, ae);
     }
     if (which & ACTS_GEMM)
         a->xmid = carve(base, off, Nl * C, 4);
     if (which & ACTS_ELEM) {
-        a->ln2 = carve(base, off, N * C, 4);
+        a->ln2 = carve(base, off, N * C, ae);
         a->rstd2 = carve(base, off, Nl, 4);
     }
     if (which & ACTS_GEMM) {
-        a->gate = carve(base, off, N * I, 4);
-        a->up = carve(base, off, N * I, 4);
+        a->gate = carve(base, off, N * I, ae);
+        a->up = carve(base, off, N * I, ae);
     }
     if (which & ACTS_ELEM)
-        a->h = carve(base, off, N * I, 4);
+        a->h = carve(base, off, N * I, ae);
 }
 
 /* Slot k's activations: per layer (all of them; only the layer inputs
@@ -251,7 +259,7 @@ static void carve_slot(hpt_model *m, char *base, size_t *off, hpt_slot *sl, hpt_
         a->x = carve(base, off, Nl * C, 4);
     }
     sl->x_final = carve(base, off, Nl * C, 4);
-    sl->lnf = carve(base, off, m->last ? N * C : 1, 4);
+    sl->lnf = carve(base, off, m->last ? N * C : 1, m->act_elem);
     sl->rstdf = carve(base, off, Nl, 4);
     sl->logits = carve(base, off, m->last ? N * m->Vl : 1, 4);
     sl->tokens = carve(base, off, N, 4);
@@ -331,10 +339,20 @@ static hpt_status set_sp(hpt_model *m, const hpt_model_opts *mo)
     if ((size_t)m->Nl * C > 2147483647u)
         return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel: a shard of %d x %d floats "
                              "exceeds 2^31", m->Nl, C);
-    if (!(m->sp_counts = malloc(sizeof(int) * (size_t)m->tp)))
+    /* The norm outputs (act dtype) are all-gathered as whole floats: C is
+     * even (RoPE pairs head dims), so Nl*C*act_elem is a multiple of 4. */
+    if ((size_t)m->Nl * C * m->act_elem % 4)
+        return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel: a shard of %d x %d activations "
+                             "of %zu bytes is not a whole number of floats", m->Nl, C,
+                             m->act_elem);
+    m->sp_counts = malloc(sizeof(int) * (size_t)m->tp);
+    m->sp_act_counts = malloc(sizeof(int) * (size_t)m->tp);
+    if (!m->sp_counts || !m->sp_act_counts)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    for (int r = 0; r < m->tp; r++)
+    for (int r = 0; r < m->tp; r++) {
         m->sp_counts[r] = m->Nl * C;
+        m->sp_act_counts[r] = (int)((size_t)m->Nl * C * m->act_elem / 4);
+    }
     for (int i = 0; i < m->ntensors; i++)
         if (m->tensors[i].split == 0)
             m->sp_norm_count += (size_t)(m->tensors[i].rows * m->tensors[i].cols);
@@ -407,6 +425,8 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
                              cfg->max_position_embeddings);
     m->cfg = *cfg;
     m->be = be;
+    m->act = hpt_backend_act_dtype(be); /* after the backend's set_precision */
+    m->act_elem = hpt_dtype_bytes(m->act);
     m->B = B;
     m->T = T;
     int per_layer = HPT_TENSOR_DOWN - HPT_TENSOR_ATTN_NORM + 1;
@@ -458,6 +478,7 @@ void hpt_model_free(hpt_model *m)
     }
     free(m->tensors);
     free(m->sp_counts);
+    free(m->sp_act_counts);
     for (int k = 0; m->slots && k < m->nslots; k++)
         free(m->slots[k].layers);
     free(m->slots);
@@ -494,13 +515,15 @@ static const float *tp_reduce(hpt_model *m, float *partial)
     return m->sp_tmp;
 }
 
-/* Sequence parallelism: `full` (N,C) holds this rank's rows [n0, n0+Nl);
- * all-gather the others' in place (before a column-parallel GEMM: the f
- * operator becomes f-bar). No-op otherwise. */
-static void sp_gather(hpt_model *m, float *full)
+/* Sequence parallelism: `full` (N,C), an activation (act dtype), holds
+ * this rank's rows [n0, n0+Nl); all-gather the others' in place (before a
+ * column-parallel GEMM: the f operator becomes f-bar). An all-gather only
+ * copies, so the act_elem-byte elements travel as Nl*C*act_elem/4 floats
+ * per rank (sp_act_counts). No-op otherwise. */
+static void sp_gather(hpt_model *m, void *full)
 {
     if (m->sp)
-        m->comm->be->allgather_inplace_f32(m->comm, HPT_GROUP_TP, full, m->sp_counts);
+        m->comm->be->allgather_inplace_f32(m->comm, HPT_GROUP_TP, full, m->sp_act_counts);
 }
 
 /* dL/d(this rank's residual rows) (Nl,C) -> dL/d(all N rows) (N,C) for
@@ -538,12 +561,13 @@ void hpt_model_sp_sum_grads(hpt_model *m)
     }
 }
 
-/* out (rows,C) = x + delta, the residual add, then, when norm_out is not
- * NULL, norm_out (rows,C) and rstd (rows) = the RMSNorm with weight w of
- * out: the backend's fused add_rmsnorm_forward (one pass over the residual
- * rows) when it has one, else add and rmsnorm_forward (bitwise the same). */
+/* out (rows,C) = x + delta, the residual add (fp32), then, when norm_out is
+ * not NULL, norm_out (rows,C, in the activation dtype) and rstd (rows) =
+ * the RMSNorm with weight w of out: the backend's fused add_rmsnorm_forward
+ * (one pass over the residual rows) when it has one, else add and
+ * rmsnorm_forward (bitwise the same). */
 static void residual_add_norm(hpt_model *m, float *out, const float *x, const float *delta,
-                              float *norm_out, float *rstd, const float *w, int rows)
+                              void *norm_out, float *rstd, const float *w, int rows)
 {
     const hpt_backend *be = m->be;
     int C = m->cfg.hidden_size;
@@ -574,33 +598,35 @@ static void layer_forward(hpt_model *m, int i, float *x_out, int chain)
     int N = m->B * m->T, C = c->hidden_size, I = m->Il, hd = hpt_config_head_dim(c);
     int H = m->Hl, KV = m->KVl, Nl = m->Nl;
     size_t o = (size_t)m->n0 * C; /* this rank's rows of a gathered (N,C) */
+    hpt_dtype act = m->act, f32 = HPT_DTYPE_F32;
     if (!chain || i == 0)
-        be->rmsnorm_forward(a->ln1 + o, a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), Nl, C,
-                            c->rms_norm_eps);
+        be->rmsnorm_forward(act_at(m, a->ln1, o), a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), Nl,
+                            C, c->rms_norm_eps);
     sp_gather(m, a->ln1);
-    be->matmul_forward(a->q, a->ln1, W(HPT_TENSOR_Q, l), N, C, H * hd);
-    be->matmul_forward(a->k, a->ln1, W(HPT_TENSOR_K, l), N, C, KV * hd);
-    be->matmul_forward(a->v, a->ln1, W(HPT_TENSOR_V, l), N, C, KV * hd);
-    be->rope(a->q, m->B, m->T, H, hd, c->rope_theta, 0);
-    be->rope(a->k, m->B, m->T, KV, hd, c->rope_theta, 0);
+    be->matmul_forward(a->q, act, a->ln1, W(HPT_TENSOR_Q, l), N, C, H * hd);
+    be->matmul_forward(a->k, act, a->ln1, W(HPT_TENSOR_K, l), N, C, KV * hd);
+    be->matmul_forward(a->v, act, a->ln1, W(HPT_TENSOR_V, l), N, C, KV * hd);
+    be->rope(a->q, act, m->B, m->T, H, hd, c->rope_theta, 0);
+    be->rope(a->k, act, m->B, m->T, KV, hd, c->rope_theta, 0);
     be->attention_forward(a->atty, a->att_saved, a->q, a->k, a->v, m->B, m->T, H, KV, hd);
-    be->matmul_forward(m->dtmp, a->atty, W(HPT_TENSOR_O, l), N, H * hd, C);
-    residual_add_norm(m, a->xmid, a->x, tp_reduce(m, m->dtmp), a->ln2 + o, a->rstd2,
+    be->matmul_forward(m->dtmp, f32, a->atty, W(HPT_TENSOR_O, l), N, H * hd, C);
+    residual_add_norm(m, a->xmid, a->x, tp_reduce(m, m->dtmp), act_at(m, a->ln2, o), a->rstd2,
                       W(HPT_TENSOR_MLP_NORM, l), Nl);
     sp_gather(m, a->ln2);
-    be->matmul_forward(a->gate, a->ln2, W(HPT_TENSOR_GATE, l), N, C, I);
-    be->matmul_forward(a->up, a->ln2, W(HPT_TENSOR_UP, l), N, C, I);
+    be->matmul_forward(a->gate, act, a->ln2, W(HPT_TENSOR_GATE, l), N, C, I);
+    be->matmul_forward(a->up, act, a->ln2, W(HPT_TENSOR_UP, l), N, C, I);
     be->swiglu_forward(a->h, a->gate, a->up, (size_t)N * I);
-    be->matmul_forward(m->dtmp, a->h, W(HPT_TENSOR_DOWN, l), N, I, C);
+    be->matmul_forward(m->dtmp, f32, a->h, W(HPT_TENSOR_DOWN, l), N, I, C);
     /* the norm that reads x_out: the next layer's ln1 or the final norm */
-    float *ln = NULL, *rstd = NULL;
+    void *ln = NULL;
+    float *rstd = NULL;
     const float *w = NULL;
     if (chain && i + 1 < m->nl) {
-        ln = m->layers[i + 1].ln1 + o;
+        ln = act_at(m, m->layers[i + 1].ln1, o);
         rstd = m->layers[i + 1].rstd1;
         w = W(HPT_TENSOR_ATTN_NORM, l + 1);
     } else if (chain && m->last) {
-        ln = m->lnf + o;
+        ln = act_at(m, m->lnf, o);
         rstd = m->rstdf;
         w = W(HPT_TENSOR_FINAL_NORM, -1);
     }
@@ -622,12 +648,12 @@ static void layer_recompute_selective(hpt_model *m, int i)
     int l = m->l0 + i;
     int N = m->B * m->T, C = c->hidden_size, hd = hpt_config_head_dim(c);
     size_t o = (size_t)m->n0 * C;
-    be->rmsnorm_forward(a->ln1 + o, a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), m->Nl, C,
-                        c->rms_norm_eps);
+    be->rmsnorm_forward(act_at(m, a->ln1, o), a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), m->Nl,
+                        C, c->rms_norm_eps);
     sp_gather(m, a->ln1);
     be->attention_forward(a->atty, a->att_saved, a->q, a->k, a->v, m->B, m->T, m->Hl, m->KVl, hd);
-    be->rmsnorm_forward(a->ln2 + o, a->rstd2, a->xmid, W(HPT_TENSOR_MLP_NORM, l), m->Nl, C,
-                        c->rms_norm_eps);
+    be->rmsnorm_forward(act_at(m, a->ln2, o), a->rstd2, a->xmid, W(HPT_TENSOR_MLP_NORM, l), m->Nl,
+                        C, c->rms_norm_eps);
     sp_gather(m, a->ln2);
     be->swiglu_forward(a->h, a->gate, a->up, (size_t)N * m->Il);
 }
@@ -674,7 +700,7 @@ double hpt_model_stage_forward(hpt_model *m, int k, const int32_t *inputs, const
     be->upload(m->targets, targets, sizeof(int32_t) * N);
     /* the last layer's residual add computed the final norm (lnf, rstdf) */
     sp_gather(m, m->lnf); /* all N tokens before the vocab-parallel head */
-    be->matmul_forward(m->logits, m->lnf, W(HPT_TENSOR_LM_HEAD, -1), N, C, m->Vl);
+    be->matmul_forward(m->logits, HPT_DTYPE_F32, m->lnf, W(HPT_TENSOR_LM_HEAD, -1), N, C, m->Vl);
     if (m->tp > 1)
         return vocab_parallel_ce(m, train ? grad_scale : 0.0f);
     if (train)
@@ -719,8 +745,8 @@ static void layer_backward(hpt_model *m, int i)
                         W(HPT_TENSOR_O, l), N, H * hd, C, 0);
     be->attention_backward(m->dq, m->dk, m->dv, m->dscores, m->datty, a->atty, a->att_saved, a->q,
                            a->k, a->v, m->B, m->T, H, KV, hd);
-    be->rope(m->dq, m->B, m->T, H, hd, c->rope_theta, 1);
-    be->rope(m->dk, m->B, m->T, KV, hd, c->rope_theta, 1);
+    be->rope(m->dq, HPT_DTYPE_F32, m->B, m->T, H, hd, c->rope_theta, 1);
+    be->rope(m->dk, HPT_DTYPE_F32, m->B, m->T, KV, hd, c->rope_theta, 1);
     be->matmul_backward(m->dtmp, G(HPT_TENSOR_Q, l), m->dq, a->ln1, W(HPT_TENSOR_Q, l), N, C,
                         H * hd, 0);
     be->matmul_backward(m->dtmp, G(HPT_TENSOR_K, l), m->dk, a->ln1, W(HPT_TENSOR_K, l), N, C,

@@ -55,19 +55,25 @@ typedef struct {
 } hpt_tensor;
 
 /* Activations saved for backward, for one layer (pointers into the
- * activation block). N = B*T. */
+ * activation block). N = B*T. Storage: `void *` members are in the model's
+ * activation dtype (m->act, the backend's act_dtype: bf16 under the CUDA
+ * backend's --precision bf16, else float; m->act_elem bytes each); the
+ * model only carves and passes them, never reads them. The residual
+ * stream (x, xmid) and the statistics (rstd, att_saved) stay float. */
 typedef struct {
     float *x;           /* (N,C)   layer input (residual stream)          */
-    float *ln1, *rstd1; /* (N,C), (N)                                     */
-    float *q, *k, *v;   /* (N,H*hd), (N,KV*hd), (N,KV*hd) after RoPE      */
+    void *ln1;          /* (N,C)   act                                    */
+    float *rstd1;       /* (N)                                            */
+    void *q, *k, *v;    /* (N,H*hd), (N,KV*hd), (N,KV*hd) after RoPE; act */
     float *att_saved;   /* attention state for backward, backend-private:
                          * attention_saved_floats(B,T,Hl) floats (CPU and
                          * CUDA: the (B,H,T) row log-sum-exp)            */
-    float *atty;        /* (N,H*hd) attention output before o_proj        */
+    void *atty;         /* (N,H*hd) attention output before o_proj; act   */
     float *xmid;        /* (N,C)   residual after attention               */
-    float *ln2, *rstd2; /* (N,C), (N)                                     */
-    float *gate, *up;   /* (N,I)                                          */
-    float *h;           /* (N,I)   silu(gate) * up                        */
+    void *ln2;          /* (N,C)   act                                    */
+    float *rstd2;       /* (N)                                            */
+    void *gate, *up;    /* (N,I)   act                                    */
+    void *h;            /* (N,I)   silu(gate) * up; act                   */
 } hpt_layer_acts;
 
 struct hpt_comm;
@@ -76,7 +82,8 @@ struct hpt_comm;
  * several: 1F1B up to PP - stage, GPipe all of them). */
 typedef struct {
     hpt_layer_acts *layers;   /* the stage's layers, local index           */
-    float *x_final, *lnf, *rstdf, *logits;
+    float *x_final, *rstdf, *logits;
+    void *lnf;                /* act                                       */
     int32_t *tokens, *targets;
     float *ce_mx, *ce_sum, *ce_tgt;
 } hpt_slot;
@@ -147,12 +154,21 @@ typedef struct {
     float *params;            /* device, nparams                          */
     float *grads;             /* device, nparams, same layout             */
 
-    /* Activations: one device block. */
+    /* Activations: one device block. act: the backend's activation dtype
+     * (hpt_backend_act_dtype at init), act_elem its bytes; the `void *`
+     * activations (hpt_layer_acts, lnf) are carved with act_elem bytes per
+     * element, everything else with 4. Under sequence parallelism the norm
+     * outputs are all-gathered as act_elem bytes per element
+     * (sp_act_counts). */
+    hpt_dtype act;
+    size_t act_elem;
+    int *sp_act_counts;       /* host, tp entries: Nl*C*act_elem/4 floats  */
     void *act_block;
     size_t act_bytes;
     hpt_layer_acts *layers;   /* nl pointer sets (current slot)           */
     float *x_final;           /* (N,C) residual after the last layer      */
-    float *lnf, *rstdf;       /* (N,C), (N)                               */
+    void *lnf;                /* (N,C) act                                */
+    float *rstdf;             /* (N)                                      */
     float *logits;            /* (N,V); holds dlogits after forward(train)*/
     int32_t *tokens, *targets;/* (N) device copies of the micro-batch     */
     /* backward scratch */

@@ -7,6 +7,10 @@
 #  - DP 2 with ZeRO-1 on one GPU (--comm mpi): the same losses within 2e-2
 #    (the bf16 working copies must follow the parameters the all-gather
 #    brings in after each step);
+#  - TP 2 with sequence parallelism on one GPU (--comm mpi): the same
+#    losses within 2e-2 (the bf16 norm outputs are all-gathered as bytes);
+#  - bf16 activation storage: the bf16 run's activation block (banner, "MiB
+#    of activations per rank") is smaller than the fp32 CPU run's;
 #  - the checkpoint format is unchanged (fp32 master weights): the bf16
 #    run's final checkpoint resumes on the CPU backend.
 # Skipped (77) when hpt was built without CUDA or no GPU is visible.
@@ -32,7 +36,15 @@ fi
   { cat "$WORK/cpu.out"; fail "the cpu run failed"; }
 timeout 600 "$MPIEXEC" -n 2 "$TRAIN" $A --backend cuda --comm mpi --precision bf16 --dp 2 --zero1 \
   --run-dir "$WORK/dp2" > "$WORK/dp2.out" 2>&1 || { cat "$WORK/dp2.out"; fail "cuda bf16 DP 2 + ZeRO-1"; }
-"$PYTHON" - "$WORK/cpu/log.tsv" "$WORK/bf16/log.tsv" "$WORK/dp2/log.tsv" <<'PY' ||
+timeout 600 "$MPIEXEC" -n 2 "$TRAIN" $A --grad-accum 2 --backend cuda --comm mpi --precision bf16 \
+  --tp 2 --sequence-parallel --run-dir "$WORK/sp2" > "$WORK/sp2.out" 2>&1 ||
+  { cat "$WORK/sp2.out"; fail "cuda bf16 TP 2 + sequence parallelism"; }
+mib() { sed -n 's/.*; \([0-9.]*\) MiB of activations per rank/\1/p' "$1" | head -n 1; }
+ab=$(mib "$WORK/bf16.out") ac=$(mib "$WORK/cpu.out")
+echo "activations per rank: $ab MiB bf16 (cuda), $ac MiB fp32 (cpu)"
+awk -v b="$ab" -v c="$ac" 'BEGIN { exit !(b != "" && c != "" && b + 0 < c + 0) }' ||
+  fail "bf16 activation block ($ab MiB) not smaller than fp32 ($ac MiB)"
+"$PYTHON" - "$WORK/cpu/log.tsv" "$WORK/bf16/log.tsv" "$WORK/dp2/log.tsv" "$WORK/sp2/log.tsv" <<'PY' ||
 import sys
 TOL = 2e-2
 def rows(path):
@@ -41,7 +53,8 @@ def rows(path):
         return head, [l.rstrip("\n").split("\t") for l in f]
 hc, c = rows(sys.argv[1])
 i = hc.index("loss")
-for label, path in (("bf16 1 rank", sys.argv[2]), ("bf16 DP2 ZeRO-1", sys.argv[3])):
+for label, path in (("bf16 1 rank", sys.argv[2]), ("bf16 DP2 ZeRO-1", sys.argv[3]),
+                    ("bf16 TP2 SP", sys.argv[4])):
     hg, g = rows(path)
     assert len(g) == len(c) == 20, (label, len(g), len(c))
     worst = 0.0

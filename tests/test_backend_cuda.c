@@ -24,7 +24,14 @@
  * those operands and accumulates in fp32; the working copies of the
  * weights follow every write to the fp32 masters (upload at an offset,
  * AdamW); a few training steps of a tiny model stay within 2e-2 of the
- * CPU's fp32 steps (losses relative, gradients and weights NMSE).
+ * CPU's fp32 steps (losses relative, gradients and weights NMSE). bf16
+ * activation storage (test_bf16_act_ops): in bf16 mode every `void *`
+ * activation is bf16 (act_dtype); each op that reads or writes one (RMSNorm,
+ * RoPE, attention and its cached form, SwiGLU, a product into bf16) is
+ * checked against the fp32 CPU within 2e-2 with its bf16 outputs poisoned
+ * with NaN, and an fp32 computation stored in bf16 against the CPU's result
+ * rounded on the host within 1e-6 (round to nearest even, not truncation);
+ * the tiny model's activation block is carved with 2-byte elements.
  *
  * Arguments: optional group names (memory matmul embedding rmsnorm rope
  * attention elementwise crossentropy adamw bf16) run only those groups.
@@ -54,6 +61,11 @@
  * the fp32 summation order differs (~1e-14 seen); operands left in fp32
  * or rounded otherwise (e.g. truncated) give ~1e-6 */
 #define TOL_BF16_EXACT 1e-10
+/* NMSE of a result stored in bf16 against the CPU's fp32 result on the
+ * same inputs, rounded to bf16 on the host: equal up to the rare element
+ * whose last-bit fp32 difference flips the rounding (one bf16 ulp, 2^-8
+ * relative); truncation instead of rounding to nearest gives ~1e-5 */
+#define TOL_BF16_STORE 1e-6
 
 static const hpt_backend *cpu, *gpu;
 static int n_fail, n_ok;
@@ -184,6 +196,39 @@ static void cmp_scalar(const char *name, double got, double ref)
 
 #define FB(n) (sizeof(float) * (size_t)(n))
 
+/* bf16 activations on the GPU (bf16 mode stores `void *` activations as
+ * bf16): a device copy of x rounded to bf16; a device buffer of n bf16
+ * NaNs; the host floats of n device bf16 values (buffer freed). */
+static void *dput_bf16(const float *x, size_t n)
+{
+    hpt_bf16 *h = xmalloc(sizeof(hpt_bf16) * (n ? n : 1));
+    hpt_bf16_from_f32_n(h, x, n);
+    void *d = dput(h, sizeof(hpt_bf16) * n);
+    free(h);
+    return d;
+}
+
+static void *dnan_bf16(size_t n)
+{
+    hpt_bf16 *h = xmalloc(sizeof(hpt_bf16) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++)
+        h[i] = 0x7fc0; /* quiet NaN */
+    void *d = dput(h, sizeof(hpt_bf16) * n);
+    free(h);
+    return d;
+}
+
+static float *dtake_bf16(void *d, size_t n)
+{
+    hpt_bf16 *h = xmalloc(sizeof(hpt_bf16) * (n ? n : 1));
+    float *f = xmalloc(FB(n ? n : 1));
+    gpu->download(h, d, sizeof(hpt_bf16) * n);
+    gpu->free(d);
+    hpt_bf16_to_f32_n(f, h, n);
+    free(h);
+    return f;
+}
+
 /* ------------------------------------------------------------- memory */
 
 static void test_memory(void)
@@ -246,11 +291,11 @@ static void test_matmul_shape(int N, int Ic, int O, double tol, const char *tag)
     float *dout = hrand((size_t)N * O, 1.0), *dw0 = hrand((size_t)O * Ic, 1.0);
     float *din0 = hrand((size_t)N * Ic, 1.0);
     float *out = xmalloc(FB((size_t)N * O));
-    cpu->matmul_forward(out, in, w, N, Ic, O);
+    cpu->matmul_forward(out, HPT_DTYPE_F32, in, w, N, Ic, O);
     float *d_in = dput(in, FB((size_t)N * Ic)), *d_w = dput(w, FB((size_t)O * Ic));
     float *d_dout = dput(dout, FB((size_t)N * O));
     float *d_out = dnan((size_t)N * O);
-    gpu->matmul_forward(d_out, d_in, d_w, N, Ic, O);
+    gpu->matmul_forward(d_out, HPT_DTYPE_F32, d_in, d_w, N, Ic, O);
     float *g = dtake(d_out, (size_t)N * O);
     snprintf(name, sizeof name, "matmul_forward%s N=%d Ic=%d O=%d", tag, N, Ic, O);
     cmp_tol(name, g, out, (size_t)N * O, tol);
@@ -319,14 +364,27 @@ static void test_bf16_matmul(int N, int Ic, int O)
     float *din0 = hrand(ni, 1.0);
     float *inb = bf16_copy(in, ni), *wb = bf16_copy(w, nw), *doutb = bf16_copy(dout, no);
     float *out = xmalloc(FB(no)), *outb = xmalloc(FB(no));
-    cpu->matmul_forward(out, in, w, N, Ic, O);
-    cpu->matmul_forward(outb, inb, wb, N, Ic, O);
-    float *d_in = dput(in, FB(ni)), *d_w = dput(w, FB(nw)), *d_dout = dput(dout, FB(no));
+    cpu->matmul_forward(out, HPT_DTYPE_F32, in, w, N, Ic, O);
+    cpu->matmul_forward(outb, HPT_DTYPE_F32, inb, wb, N, Ic, O);
+    /* the input is an activation: stored in bf16 in this mode */
+    void *d_in = dput_bf16(in, ni);
+    float *d_w = dput(w, FB(nw)), *d_dout = dput(dout, FB(no));
     float *d_out = dnan(no);
-    gpu->matmul_forward(d_out, d_in, d_w, N, Ic, O);
+    gpu->matmul_forward(d_out, HPT_DTYPE_F32, d_in, d_w, N, Ic, O);
     float *g = dtake(d_out, no);
     snprintf(name, sizeof name, "matmul_forward bf16 N=%d Ic=%d O=%d", N, Ic, O);
     bf16_pair(name, g, out, outb, no);
+    void *d_outb = dnan_bf16(no); /* a bf16 activation output (q, k, v, gate, up) */
+    gpu->matmul_forward(d_outb, HPT_DTYPE_BF16, d_in, d_w, N, Ic, O);
+    float *gb = dtake_bf16(d_outb, no), *outbr = hdup(outb, no);
+    hpt_bf16_round(outbr, no);
+    snprintf(name, sizeof name, "matmul_forward bf16 into bf16 storage N=%d Ic=%d O=%d (vs fp32 "
+             "cpu)", N, Ic, O);
+    cmp_tol(name, gb, out, no, TOL_BF16);
+    snprintf(name, sizeof name, "matmul_forward bf16 into bf16 storage N=%d Ic=%d O=%d (vs cpu on "
+             "bf16 operands, result rounded)", N, Ic, O);
+    cmp_tol(name, gb, outbr, no, TOL_BF16_STORE);
+    free(gb), free(outbr);
     float *din = hdup(din0, ni), *dw = hdup(dw0, nw), *dinb = hdup(din0, ni), *dwb = hdup(dw0, nw);
     cpu->matmul_backward(din, dw, dout, in, w, N, Ic, O, 1);
     cpu->matmul_backward(dinb, dwb, doutb, inb, wb, N, Ic, O, 1);
@@ -357,7 +415,8 @@ static void test_bf16_working_copy(void)
     size_t nblk = off + nw;
     float *blk = hrand(nblk, 1.0), *in = hrand((size_t)N * Ic, 1.0);
     float *inb = bf16_copy(in, (size_t)N * Ic), *out = xmalloc(FB(N * O));
-    float *d_blk = dput(blk, FB(nblk)), *d_in = dput(in, FB((size_t)N * Ic));
+    float *d_blk = dput(blk, FB(nblk));
+    void *d_in = dput_bf16(in, (size_t)N * Ic); /* an activation: bf16 */
     const char *what[3] = {"first use", "after an upload into the block",
                            "after an AdamW step on the block"};
     for (int phase = 0; phase < 3; phase++) {
@@ -376,8 +435,8 @@ static void test_bf16_working_copy(void)
             free(gr), free(st);
         }
         float *wb = bf16_copy(blk + off, nw), *d_out = dnan((size_t)N * O);
-        cpu->matmul_forward(out, inb, wb, N, Ic, O);
-        gpu->matmul_forward(d_out, d_in, d_blk + off, N, Ic, O);
+        cpu->matmul_forward(out, HPT_DTYPE_F32, inb, wb, N, Ic, O);
+        gpu->matmul_forward(d_out, HPT_DTYPE_F32, d_in, d_blk + off, N, Ic, O);
         float *g = dtake(d_out, (size_t)N * O);
         char name[160];
         snprintf(name, sizeof name, "bf16 working copy of a weight at an offset: %s", what[phase]);
@@ -391,21 +450,33 @@ static void test_bf16_working_copy(void)
 /* A few training steps of a tiny model (GQA, untied head) with AdamW over
  * the whole parameter block: the GPU in bf16 mode against the CPU in fp32.
  * Per step the mean loss within 2e-2 relative; after the first backward
- * the gradients, after the last step the weights, within NMSE 2e-2. */
-static void test_bf16_training(void)
+ * the gradients, after the last step the weights, within NMSE 2e-2.
+ * `recompute` (hpt_recompute) for both models: selective recomputation
+ * refills the bf16 element-wise activations from the kept bf16 GEMM
+ * outputs. */
+static void test_bf16_training(int recompute, int STEPS)
 {
-    enum { B = 2, T = 12, N = B * T, STEPS = 4 };
+    enum { B = 2, T = 12, N = B * T };
+    hpt_model_opts mo = {.recompute = recompute};
+    const char *rc = recompute == HPT_RECOMPUTE_SELECTIVE ? " (selective recomputation)"
+                     : recompute == HPT_RECOMPUTE_FULL    ? " (full recomputation)" : "";
     hpt_config cfg = {.hidden_size = 64, .intermediate_size = 96, .num_hidden_layers = 2,
                       .num_attention_heads = 4, .num_key_value_heads = 2, .vocab_size = 67,
                       .max_position_embeddings = 16, .rms_norm_eps = 1e-5f,
                       .rope_theta = 10000.0f, .tie_word_embeddings = 0};
     hpt_model mc, mg;
-    if (hpt_config_validate(&cfg, "test_backend_cuda") || hpt_model_init(&mc, &cfg, cpu, B, T, 7) ||
-        hpt_model_init(&mg, &cfg, gpu, B, T, 7)) {
+    if (hpt_config_validate(&cfg, "test_backend_cuda") ||
+        hpt_model_init_opts(&mc, &cfg, cpu, &mo, B, T, 7) ||
+        hpt_model_init_opts(&mg, &cfg, gpu, &mo, B, T, 7)) {
         printf("FAIL bf16 training: model init: %s\n", hpt_error_msg());
         n_fail++;
         return;
     }
+    char name[160];
+    snprintf(name, sizeof name, "bf16 training%s: the model stores its activations in bf16 "
+             "(act_elem 2, smaller block: %zu vs %zu bytes)", rc, mg.act_bytes, mc.act_bytes);
+    result(name, mg.act == HPT_DTYPE_BF16 && mg.act_elem == 2 && mc.act_elem == 4 &&
+           mg.act_bytes < mc.act_bytes, "(%g)", 0.0);
     size_t np = mc.nparams;
     float *sc = xmalloc(FB(2 * np)), *hg = xmalloc(FB(np)), *hp = xmalloc(FB(np));
     memset(sc, 0, FB(2 * np));
@@ -413,7 +484,6 @@ static void test_bf16_training(void)
     int32_t in[N], tg[N];
     for (int n = 0; n < N; n++) /* a learnable pattern: next token = token + 1 */
         in[n] = (n * 5) % cfg.vocab_size, tg[n] = (in[n] + 1) % cfg.vocab_size;
-    char name[160];
     for (int step = 1; step <= STEPS; step++) {
         hpt_model_zero_grad(&mc);
         hpt_model_zero_grad(&mg);
@@ -422,28 +492,170 @@ static void test_bf16_training(void)
         hpt_model_backward(&mc);
         hpt_model_backward(&mg);
         double e = fabs(lg - lc) / lc;
-        snprintf(name, sizeof name, "bf16 training step %d: loss gpu %.5f cpu %.5f", step, lg, lc);
+        snprintf(name, sizeof name, "bf16 training%s step %d: loss gpu %.5f cpu %.5f", rc, step, lg,
+                 lc);
         result(name, isfinite(lg) && e <= TOL_BF16, "rel err %.2e", e);
         if (step == 1) {
             gpu->download(hg, mg.grads, FB(np));
-            cmp_tol("bf16 training: gradients of step 1 (vs fp32 cpu)", hg, mc.grads, np, TOL_BF16);
+            snprintf(name, sizeof name, "bf16 training%s: gradients of step 1 (vs fp32 cpu)", rc);
+            cmp_tol(name, hg, mc.grads, np, TOL_BF16);
         }
         cpu->adamw(mc.params, mc.grads, sc, sc + np, np, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, step);
         gpu->adamw(mg.params, mg.grads, d_st, d_st + np, np, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f,
                    step);
     }
     gpu->download(hp, mg.params, FB(np));
-    cmp_tol("bf16 training: fp32 master weights after the steps (vs fp32 cpu)", hp, mc.params, np,
-            TOL_BF16);
+    snprintf(name, sizeof name, "bf16 training%s: fp32 master weights after the steps (vs fp32 "
+             "cpu)", rc);
+    cmp_tol(name, hp, mc.params, np, TOL_BF16);
     double l0 = hpt_model_forward(&mc, in, tg, 0.0f, 0) / N;
     double l1 = hpt_model_forward(&mg, in, tg, 0.0f, 0) / N;
-    snprintf(name, sizeof name, "bf16 training: eval loss after %d steps gpu %.5f cpu %.5f", STEPS,
-             l1, l0);
+    snprintf(name, sizeof name, "bf16 training%s: eval loss after %d steps gpu %.5f cpu %.5f", rc,
+             STEPS, l1, l0);
     result(name, fabs(l1 - l0) / l0 <= TOL_BF16, "rel err %.2e", fabs(l1 - l0) / l0);
     gpu->free(d_st);
     hpt_model_free(&mc);
     hpt_model_free(&mg);
     free(sc), free(hg), free(hp);
+}
+
+/* bf16 activation storage (issue 12 stage 2): every op with `void *`
+ * activations, in bf16 mode, reads and writes them as bf16 and computes in
+ * fp32: against the CPU on the fp32 inputs (NMSE <= 2e-2), bf16 outputs
+ * poisoned with NaN before the call; a bf16 output of an fp32 computation
+ * also against the CPU's result rounded to bf16 (NMSE <= 1e-4). */
+static void test_bf16_act_ops(void)
+{
+    char name[200];
+    result("act_dtype is bf16 in bf16 mode", hpt_backend_act_dtype(gpu) == HPT_DTYPE_BF16,
+           "(%g)", 0.0);
+    { /* RMSNorm: float input (the residual stream), bf16 output */
+        enum { N = 33, C = 96 };
+        float *in = hrand(N * C, 2.0), *w = hrand(C, 1.0), *out = xmalloc(FB(N * C));
+        float *rstd = xmalloc(FB(N)), *d_in = dput(in, FB(N * C)), *d_w = dput(w, FB(C));
+        float *d_rstd = dnan(N);
+        void *d_out = dnan_bf16(N * C);
+        cpu->rmsnorm_forward(out, rstd, in, w, N, C, 1e-5f);
+        gpu->rmsnorm_forward(d_out, d_rstd, d_in, d_w, N, C, 1e-5f);
+        float *g = dtake_bf16(d_out, N * C), *gr = dtake(d_rstd, N);
+        cmp_tol("bf16 act: rmsnorm_forward out (bf16) vs fp32 cpu", g, out, N * C, TOL_BF16);
+        hpt_bf16_round(out, N * C);
+        cmp_tol("bf16 act: rmsnorm_forward out (bf16) vs cpu rounded", g, out, N * C,
+                TOL_BF16_STORE);
+        cmp_tol("bf16 act: rmsnorm_forward rstd (fp32)", gr, rstd, N, TOL);
+        gpu->free(d_in), gpu->free(d_w);
+        free(in), free(w), free(out), free(rstd), free(g), free(gr);
+    }
+    { /* RoPE on a bf16 activation (q, k) and on an fp32 gradient (dq, dk) */
+        enum { B = 2, T = 37, NH = 3, HD = 64 };
+        size_t n = (size_t)B * T * NH * HD;
+        for (int inverse = 0; inverse <= 1; inverse++) {
+            float *x = hrand(n, 1.0);
+            void *d_x = dput_bf16(x, n);
+            float *d_xf = dput(x, FB(n));
+            float *xr = hdup(x, n);
+            cpu->rope(x, HPT_DTYPE_F32, B, T, NH, HD, 10000.0f, inverse);
+            gpu->rope(d_x, HPT_DTYPE_BF16, B, T, NH, HD, 10000.0f, inverse);
+            gpu->rope(d_xf, HPT_DTYPE_F32, B, T, NH, HD, 10000.0f, inverse);
+            float *g = dtake_bf16(d_x, n), *gf = dtake(d_xf, n);
+            snprintf(name, sizeof name, "bf16 act: rope%s on bf16", inverse ? " (inverse)" : "");
+            cmp_tol(name, g, x, n, TOL_BF16);
+            snprintf(name, sizeof name, "bf16 act: rope%s on fp32 (gradient)",
+                     inverse ? " (inverse)" : "");
+            cmp_tol(name, gf, x, n, TOL);
+            free(x), free(xr), free(g), free(gf);
+        }
+        int pos0 = 11, cnt = 5;
+        size_t m = (size_t)cnt * NH * HD;
+        float *x = hrand(m, 1.0);
+        void *d_x = dput_bf16(x, m);
+        cpu->rope_at(x, cnt, NH, HD, 500000.0f, pos0);
+        gpu->rope_at(d_x, cnt, NH, HD, 500000.0f, pos0);
+        float *g = dtake_bf16(d_x, m);
+        cmp_tol("bf16 act: rope_at on bf16", g, x, m, TOL_BF16);
+        free(x), free(g);
+    }
+    /* attention: q, k, v, out bf16; lse, D and the gradients fp32 */
+    const int shapes[3][5] = {{2, 37, 4, 2, 64}, {1, 19, 8, 1, 128}, {1, 33, 2, 1, 80}};
+    for (int sh = 0; sh < 3; sh++) {
+        int B = shapes[sh][0], T = shapes[sh][1], H = shapes[sh][2], KV = shapes[sh][3];
+        int hd = shapes[sh][4];
+        size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+        size_t np = cpu->attention_saved_floats(B, T, H), ns = cpu->attention_scratch_floats(B, T, H);
+        size_t gp = gpu->attention_saved_floats(B, T, H), gs = gpu->attention_scratch_floats(B, T, H);
+        float *q = hrand(nq, 2.0), *k = hrand(nk, 2.0), *v = hrand(nk, 1.0), *dout = hrand(nq, 1.0);
+        float *out = xmalloc(FB(nq)), *sv = xmalloc(FB(np)), *scr = xmalloc(FB(ns));
+        float *dq = xmalloc(FB(nq)), *dk = xmalloc(FB(nk)), *dv = xmalloc(FB(nk));
+        cpu->attention_forward(out, sv, q, k, v, B, T, H, KV, hd);
+        cpu->attention_backward(dq, dk, dv, scr, dout, out, sv, q, k, v, B, T, H, KV, hd);
+        void *d_q = dput_bf16(q, nq), *d_k = dput_bf16(k, nk), *d_v = dput_bf16(v, nk);
+        void *d_out = dnan_bf16(nq);
+        float *d_dout = dput(dout, FB(nq)), *d_saved = dnan(gp);
+        gpu->attention_forward(d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
+        float *g = xmalloc(FB(nq));
+        {
+            hpt_bf16 *hb = xmalloc(sizeof(hpt_bf16) * nq);
+            gpu->download(hb, d_out, sizeof(hpt_bf16) * nq);
+            hpt_bf16_to_f32_n(g, hb, nq);
+            free(hb);
+        }
+        snprintf(name, sizeof name, "bf16 act: attention_forward out (bf16) B=%d T=%d H=%d KV=%d "
+                 "hd=%d", B, T, H, KV, hd);
+        cmp_tol(name, g, out, nq, TOL_BF16);
+        float *d_scr = dnan(gs), *d_dq = dnan(nq), *d_dk = dnan(nk), *d_dv = dnan(nk);
+        gpu->attention_backward(d_dq, d_dk, d_dv, d_scr, d_dout, d_out, d_saved, d_q, d_k, d_v, B,
+                                T, H, KV, hd);
+        float *gq = dtake(d_dq, nq), *gk = dtake(d_dk, nk), *gv = dtake(d_dv, nk);
+        const char *what[3] = {"dq", "dk", "dv"};
+        const float *got[3] = {gq, gk, gv}, *ref[3] = {dq, dk, dv};
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "bf16 act: attention_backward %s (fp32) B=%d T=%d H=%d "
+                     "KV=%d hd=%d", what[i], B, T, H, KV, hd);
+            cmp_tol(name, got[i], ref[i], i ? nk : nq, TOL_BF16);
+        }
+        gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_out);
+        gpu->free(d_saved), gpu->free(d_scr);
+        free(q), free(k), free(v), free(dout), free(out), free(sv), free(scr), free(dq);
+        free(dk), free(dv), free(g), free(gq), free(gk), free(gv);
+    }
+    { /* attention against a bf16 key/value cache */
+        int n = 5, pos0 = 13, H = 4, KV = 2, hd = 64, S = pos0 + n;
+        size_t nq = (size_t)n * H * hd, nk = (size_t)S * KV * hd;
+        float *q = hrand(nq, 2.0), *kc = hrand(nk, 2.0), *vc = hrand(nk, 1.0);
+        float *out = xmalloc(FB(nq));
+        cpu->attention_cached(out, q, kc, vc, n, pos0, H, KV, hd);
+        void *d_q = dput_bf16(q, nq), *d_k = dput_bf16(kc, nk), *d_v = dput_bf16(vc, nk);
+        void *d_out = dnan_bf16(nq);
+        gpu->attention_cached(d_out, d_q, d_k, d_v, n, pos0, H, KV, hd);
+        float *g = dtake_bf16(d_out, nq);
+        cmp_tol("bf16 act: attention_cached (bf16 cache)", g, out, nq, TOL_BF16);
+        gpu->free(d_q), gpu->free(d_k), gpu->free(d_v);
+        free(q), free(kc), free(vc), free(out), free(g);
+    }
+    { /* SwiGLU: gate, up, h bf16; dout, dgate, dup fp32 */
+        size_t n = 100003;
+        float *gate = hrand(n, 4.0), *up = hrand(n, 1.0), *dout = hrand(n, 1.0);
+        float *out = xmalloc(FB(n)), *dg = xmalloc(FB(n)), *du = xmalloc(FB(n));
+        float *gateb = bf16_copy(gate, n), *upb = bf16_copy(up, n), *outb = xmalloc(FB(n));
+        void *d_gate = dput_bf16(gate, n), *d_up = dput_bf16(up, n), *d_out = dnan_bf16(n);
+        float *d_dout = dput(dout, FB(n)), *d_dg = dnan(n), *d_du = dnan(n);
+        cpu->swiglu_forward(out, gate, up, n);
+        cpu->swiglu_forward(outb, gateb, upb, n);
+        hpt_bf16_round(outb, n);
+        gpu->swiglu_forward(d_out, d_gate, d_up, n);
+        float *g = dtake_bf16(d_out, n);
+        cmp_tol("bf16 act: swiglu_forward (bf16) vs fp32 cpu", g, out, n, TOL_BF16);
+        cmp_tol("bf16 act: swiglu_forward (bf16) vs cpu on bf16 inputs, rounded", g, outb, n,
+                TOL_BF16_STORE);
+        cpu->swiglu_backward(dg, du, dout, gate, up, n);
+        gpu->swiglu_backward(d_dg, d_du, d_dout, d_gate, d_up, n);
+        float *gdg = dtake(d_dg, n), *gdu = dtake(d_du, n);
+        cmp_tol("bf16 act: swiglu_backward dgate (fp32)", gdg, dg, n, TOL_BF16);
+        cmp_tol("bf16 act: swiglu_backward dup (fp32)", gdu, du, n, TOL_BF16);
+        gpu->free(d_gate), gpu->free(d_up), gpu->free(d_dout);
+        free(gate), free(up), free(dout), free(out), free(dg), free(du), free(gateb), free(upb);
+        free(outb), free(g), free(gdg), free(gdu);
+    }
 }
 
 static void test_bf16(void)
@@ -453,9 +665,12 @@ static void test_bf16(void)
     test_bf16_matmul(7, 33, 17);
     test_bf16_matmul(130, 256, 301);
     test_bf16_working_copy();
-    test_bf16_training();
+    test_bf16_act_ops();
+    test_bf16_training(HPT_RECOMPUTE_NONE, 4);
+    test_bf16_training(HPT_RECOMPUTE_SELECTIVE, 2);
     st = hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
     result("set_precision fp32 accepted after bf16", st == HPT_OK, "(%g)", 0.0);
+    result("act_dtype is fp32 again", hpt_backend_act_dtype(gpu) == HPT_DTYPE_F32, "(%g)", 0.0);
     test_matmul_shape(7, 33, 17, TOL, " (fp32 again after bf16)");
 }
 
@@ -527,8 +742,8 @@ static void test_rope(int B, int T, int nh, int hd)
     size_t n = (size_t)B * T * nh * hd;
     for (int inverse = 0; inverse <= 1; inverse++) {
         float *x = hrand(n, 1.0), *d_x = dput(x, FB(n));
-        cpu->rope(x, B, T, nh, hd, 10000.0f, inverse);
-        gpu->rope(d_x, B, T, nh, hd, 10000.0f, inverse);
+        cpu->rope(x, HPT_DTYPE_F32, B, T, nh, hd, 10000.0f, inverse);
+        gpu->rope(d_x, HPT_DTYPE_F32, B, T, nh, hd, 10000.0f, inverse);
         float *g = dtake(d_x, n);
         snprintf(name, sizeof name, "rope%s B=%d T=%d nh=%d hd=%d", inverse ? " (inverse)" : "", B,
                  T, nh, hd);
@@ -577,6 +792,26 @@ static void test_attention(int B, int T, int H, int KV, int hd)
     for (int i = 0; i < 3; i++) {
         snprintf(name, sizeof name, "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d", what[i], B,
                  T, H, KV, hd);
+        if (T == 1 && i < 2) { /* one key: the softmax has no gradient with respect to its only
+                                * score, so dq = dk = 0 up to rounding on both sides; the NMSE
+                                * of two rounding noises says nothing (it failed on main) */
+            size_t n = i ? nk : nq, bad = n;
+            double g2 = 0.0, r2 = 0.0, v2 = 0.0;
+            for (size_t j = 0; j < n; j++) {
+                if (!isfinite(got[i][j]) && bad == n)
+                    bad = j;
+                g2 += (double)got[i][j] * got[i][j], r2 += (double)ref[i][j] * ref[i][j];
+            }
+            for (size_t j = 0; j < nk; j++)
+                v2 += (double)dv[j] * dv[j];
+            double e = sqrt(fmax(g2, r2) / fmax(v2, 1e-300)); /* relative to dv = dout's scale */
+            if (bad < n)
+                printf("FAIL %s: element %zu is %g (unwritten or non-finite)\n", name, bad,
+                       got[i][bad]), n_fail++;
+            else
+                result(name, e <= 1e-4, "(zero up to rounding) rms / rms(dv) %.2e", e);
+            continue;
+        }
         cmp(name, got[i], ref[i], i ? nk : nq);
     }
     gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_out);
@@ -797,7 +1032,8 @@ int main(int argc, char **argv)
     if (want(argc, argv, "bf16"))
         test_bf16();
     printf("# %d ok, %d failed (NMSE tolerance %.0e fp32, %.0e tf32, %.0e bf16, %.0e bf16 on "
-           "rounded operands)\n", n_ok, n_fail, TOL, TOL_TF32, TOL_BF16, TOL_BF16_EXACT);
+           "rounded operands, %.0e bf16 storage vs rounded cpu)\n", n_ok, n_fail, TOL, TOL_TF32,
+           TOL_BF16, TOL_BF16_EXACT, TOL_BF16_STORE);
     MPI_Finalize();
     return n_fail ? 1 : 0;
 }

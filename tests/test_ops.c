@@ -280,7 +280,7 @@ static void check_fd(const char *name, objective_fn f, void *ctx, float *x, size
 static void op_matmul_forward(float *out, const float *in, const float *w, int N, int Ic, int O)
 {
     float *d_out = dput(out, FB(N * O)), *d_in = dput(in, FB(N * Ic)), *d_w = dput(w, FB(O * Ic));
-    be->matmul_forward(d_out, d_in, d_w, N, Ic, O);
+    be->matmul_forward(d_out, HPT_DTYPE_F32, d_in, d_w, N, Ic, O);
     dtake(out, d_out, FB(N * O));
     be->free(d_in);
     be->free(d_w);
@@ -351,7 +351,7 @@ static void op_rope(float *x, int B, int T, int nh, int hd, float theta, int inv
 {
     size_t n = (size_t)B * T * nh * hd;
     float *d_x = dput(x, FB(n));
-    be->rope(d_x, B, T, nh, hd, theta, inverse);
+    be->rope(d_x, HPT_DTYPE_F32, B, T, nh, hd, theta, inverse);
     dtake(x, d_x, FB(n));
 }
 

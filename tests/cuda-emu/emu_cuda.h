@@ -11,7 +11,8 @@
  * column-major triple loop with cuBLAS's argument conventions (leading
  * dimensions checked): fp32 operands accumulate in double; bf16 operands
  * (CUDA_R_16BF, uint16 bits widened exactly as lib/bf16.h) accumulate in
- * float with an fp32 C, as cublasGemmEx with CUBLAS_COMPUTE_32F (the
+ * float with an fp32 C or a bf16 C (alpha*acc + beta*C in fp32, rounded to
+ * nearest even), as cublasGemmEx with CUBLAS_COMPUTE_32F (the
  * summation order of the real library differs; other type combinations
  * abort). What it cannot show: races between
  * threads that a real GPU would expose (atomics are a mutex), timing,
@@ -61,6 +62,7 @@ template <class T> T __shfl_sync(unsigned, T v, int src)
 }
 template <class T> T __shfl_xor_sync(unsigned m, T v, int x) { return __shfl_sync(m, v, (emu_tid & 31) ^ x); }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, sizeof u); return u; }
+inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, sizeof f); return f; }
 inline std::mutex emu_atomic;
 inline float atomicAdd(float *p, float v) { std::lock_guard<std::mutex> g(emu_atomic); float o = *p; *p = o + v; return o; }
 /* Run f as kernel grid g x block b: nt = |b| threads, reused for every block
@@ -154,10 +156,10 @@ inline cublasStatus_t emu_gemm(cublasHandle_t, cublasOperation_t ta, cublasOpera
                                const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
                                int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t comp, cublasGemmAlgo_t)
 {
-    float *c = (float *)C, al = *(const float *)alpha, be = *(const float *)beta;
+    float al = *(const float *)alpha, be = *(const float *)beta;
     if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m) { fprintf(stderr, "emu gemm: bad ld\n"); abort(); }
     int bf = at == CUDA_R_16BF;
-    if (bt != at || ct != CUDA_R_32F || (bf && comp != CUBLAS_COMPUTE_32F)) { fprintf(stderr, "emu gemm: unsupported types\n"); abort(); }
+    if (bt != at || (ct != CUDA_R_32F && !(bf && ct == CUDA_R_16BF)) || (bf && comp != CUBLAS_COMPUTE_32F)) { fprintf(stderr, "emu gemm: unsupported types\n"); abort(); }
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             double s = 0;
@@ -171,7 +173,14 @@ inline cublasStatus_t emu_gemm(cublasHandle_t, cublasOperation_t ta, cublasOpera
             }
             if (bf)
                 s = sf;
-            float *cc = c + i + (size_t)j * ldc;
+            size_t ci = i + (size_t)j * ldc;
+            if (ct == CUDA_R_16BF) { /* fp32 result, then rounded */
+                hpt_bf16 *cb = (hpt_bf16 *)C;
+                float r = al * (float)s + (be != 0.0f ? be * hpt_bf16_to_f32(cb[ci]) : 0.0f);
+                cb[ci] = hpt_bf16_from_f32(r);
+                continue;
+            }
+            float *cc = (float *)C + ci;
             *cc = (float)(al * s + (be != 0.0f ? be * *cc : 0.0));
         }
     return 0;

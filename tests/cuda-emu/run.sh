@@ -1,7 +1,7 @@
 #!/bin/sh
 # Run lib/backend_cuda.cu's kernels and host code on a CPU emulation of the
 # CUDA runtime and cuBLAS (emu_cuda.h): tests/test_backend_cuda (every op
-# against the CPU backend, NaN-poisoned outputs; ~8 minutes on 2 busy
+# against the CPU backend, NaN-poisoned outputs; ~11 minutes on 2 busy
 # cores) and, with HPT_CUDA_EMU_TEST_OPS=1, `test_ops cuda` (finite
 # differences per op and of the whole model's gradient; the model part
 # takes hours under emulation). It starts hundreds of threads per kernel,
