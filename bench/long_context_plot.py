@@ -14,7 +14,7 @@ quiet rounds (others <= busy-cores), of all rounds when none was quiet (marked
 *); tokens/s = batch·T / that median; peak = the largest over the rounds.
 
 Prints a Markdown table and writes a PNG with two panels (tokens/s and peak
-memory against T, log-2 x axis; hpt-plan's prediction dashed, PyTorch's
+memory against T, log-2 x axis, log y axis for memory; hpt-plan's prediction dashed, PyTorch's
 estimate dotted where it was not run) to OUT.png and, with --copy, to PATH.
 """
 import argparse
@@ -27,6 +27,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 NAMES = {"hpt": "hpt", "torch": "PyTorch+"}
 
@@ -125,18 +126,21 @@ def plot(ts, res, batch, cap_gib, path):
             a2.plot(xs, ys, ls=":", color="tab:red", marker="x",
                     label="PyTorch+, estimated (not run)")
     a2.axhline(cap_gib, color="grey", lw=0.8)
-    a2.text(ts[0], cap_gib * 1.08, f"cap {cap_gib:g} GiB", color="grey", fontsize=8)
+    a2.text(ts[0], cap_gib * 0.8, f"cap per run, {cap_gib:g} GiB", color="grey", fontsize=8)
     for a in (a1, a2):
         a.set_xscale("log", base=2)
-        a.set_yscale("log")
         a.set_xticks(ts)
         a.set_xticklabels([str(T) for T in ts])
         a.set_xlabel("sequence length T (batch 1)" if batch == 1 else f"T (batch {batch})")
         a.grid(True, which="both", alpha=0.3)
+    a2.set_yscale("log")
+    a2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    a2.yaxis.set_minor_formatter(NullFormatter())
+    a1.set_ylim(bottom=0)
     a1.set_ylabel("tokens/s (median step)")
-    a1.set_title("training speed, small, 2 threads", fontsize=10)
+    a1.set_title("training speed, small preset", fontsize=10)
     a2.set_ylabel("peak RSS (GiB)")
-    a2.set_title("peak memory", fontsize=10)
+    a2.set_title("peak memory (RSS) per process", fontsize=10)
     a1.legend(fontsize=8)
     a2.legend(fontsize=7)
     fig.tight_layout()
