@@ -13,7 +13,8 @@
 # alike):
 #   hpt-train             --seq-len T --batch BATCH, hpt's defaults otherwise
 #                         (tiled attention that keeps B·H·T floats per layer,
-#                         --recompute full)
+#                         --recompute full), --collective-timeout 0 (a long
+#                         step on a loaded machine is no hang)
 #   bench/torch_train.py  the same model, shapes, optimizer and data in
 #                         PyTorch (tests/torch_ref.py: stores the full
 #                         (B,H,T,T) softmax of every layer for backward), with
@@ -273,7 +274,7 @@ run_hpt() { # T ROUND STEPS SKIP
   # shellcheck disable=SC2086
   if ! measured "$tag" env OMP_NUM_THREADS="$THREADS" $HPT_ENV "$TRAIN" --model "$CFG" \
     --data "$CORPUS" --batch "$BATCH" --seq-len "$T" --steps "$steps" --warmup 100 \
-    --eval-interval 0 --eval-batches 1 --metrics none --seed "$r"; then
+    --eval-interval 0 --eval-batches 1 --metrics none --collective-timeout 0 --seed "$r"; then
     if capped "$tag"; then
       echo "   hpt:      over the $MEM_CAP_GIB GiB cap (stopped there; hpt-plan predicts $pred MiB)"
       record "$T" hpt "$r" stopped "$(stopped_mib "$tag")" "$pred" "" ""; return
