@@ -65,6 +65,8 @@
 #   THREADS     threads for both programs [2]
 #   BATCH       sequences per micro-batch [1]
 #   MEM_CAP_GIB cap per run, GiB (see above) [10]
+#   RUN_LIMIT_S stop a run after this many seconds; its peak RSS so far
+#               (VmHWM) is reported as a lower bound, without a time [0 = none]
 #   HPT_ENV     extra environment for hpt-train, e.g. "OMP_WAIT_POLICY=passive"
 #   TORCH_ENV   environment of the PyTorch runs [OMP_WAIT_POLICY=passive]
 #   BUSY_CORES  a run is "busy" when other processes used more cores than
@@ -77,8 +79,8 @@
 #               [none]
 # The caller's environment applies to every run alike (e.g.
 # OPENBLAS_CORETYPE; the header prints the OMP/OPENBLAS variables set).
-# Exit status: 0 done (runs over the cap are reported, not failures); 1 a run
-# failed for another reason; 2 bad setup.
+# Exit status: 0 done (runs over the cap or stopped by RUN_LIMIT_S are
+# reported, not failures); 1 a run failed for another reason; 2 bad setup.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -110,12 +112,13 @@ ROUNDS=${ROUNDS:-1}
 THREADS=${THREADS:-2}
 BATCH=${BATCH:-1}
 MEM_CAP_GIB=${MEM_CAP_GIB:-10}
+RUN_LIMIT_S=${RUN_LIMIT_S:-0}
 HPT_ENV=${HPT_ENV:-}
 TORCH_ENV=${TORCH_ENV-OMP_WAIT_POLICY=passive}
 BUSY_CORES=${BUSY_CORES:-0.3}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PLOT=${PLOT:-}
-for v in SKIP LONG_SKIP; do
+for v in SKIP LONG_SKIP RUN_LIMIT_S; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be an integer >= 0 (got '${!v}')"
 done
 for v in STEPS LONG_T LONG_STEPS ROUNDS THREADS BATCH MEM_CAP_GIB; do
@@ -168,15 +171,23 @@ child_cpu() {
 avail_mib() { awk '/^MemAvailable:/{print int($2 / 1024); exit}' /proc/meminfo; }
 
 # rss_guard PID TAG: while PID (/usr/bin/time) runs, every 0.5 s sum the RSS of
-# its children; above the cap, mark $out/TAG.capped and kill them.
+# its children; above the cap, mark $out/TAG.capped and kill them. After
+# RUN_LIMIT_S seconds, write their peak RSS so far (VmHWM, KiB) to
+# $out/TAG.partial and kill them.
 rss_guard() {
-  local pid=$1 tag=$2 kids rss
+  local pid=$1 tag=$2 kids rss t0=$SECONDS
   while kill -0 "$pid" 2>/dev/null; do
     mapfile -t kids < <(ps -o pid= --ppid "$pid" | tr -d ' ')
     if [ ${#kids[@]} -gt 0 ]; then
       rss=$(ps -o rss= -p "$(IFS=,; echo "${kids[*]}")" | awk '{s += $1} END {print s + 0}')
       if [ "$rss" -gt $((MEM_CAP_GIB * 1024 * 1024)) ]; then
         echo "$rss" >"$out/$tag.capped"
+        kill -KILL "${kids[@]}" 2>/dev/null || true
+        return
+      fi
+      if [ "$RUN_LIMIT_S" -gt 0 ] && [ $((SECONDS - t0)) -gt "$RUN_LIMIT_S" ]; then
+        for k in "${kids[@]}"; do cat "/proc/$k/status"; done 2>/dev/null |
+          awk '/^VmHWM:/ {s += $2} END {print s + 0}' >"$out/$tag.partial"
         kill -KILL "${kids[@]}" 2>/dev/null || true
         return
       fi
@@ -192,7 +203,7 @@ rss_guard() {
 measured() {
   local tag=$1 b0 c0 w0 b1 c1 w1 pid rc=0
   shift
-  rm -f "$out/$tag.capped"
+  rm -f "$out/$tag.capped" "$out/$tag.partial"
   times >"$out/times"; c0=$(child_cpu "$out/times"); b0=$(cpu_busy); w0=$(date +%s.%N)
   /usr/bin/time -f '%M' -o "$out/$tag.rss" prlimit --as="$AS_BYTES" "$@" >"$out/$tag" 2>&1 &
   pid=$!
@@ -275,6 +286,10 @@ run_hpt() { # T ROUND STEPS SKIP
   if ! measured "$tag" env OMP_NUM_THREADS="$THREADS" $HPT_ENV "$TRAIN" --model "$CFG" \
     --data "$CORPUS" --batch "$BATCH" --seq-len "$T" --steps "$steps" --warmup 100 \
     --eval-interval 0 --eval-batches 1 --metrics none --collective-timeout 0 --seed "$r"; then
+    if [ -f "$out/$tag.partial" ]; then
+      echo "   hpt:      stopped after RUN_LIMIT_S = $RUN_LIMIT_S s; peak RSS so far $(awk '{printf "%.0f", $1 / 1024}' "$out/$tag.partial") MiB"
+      record "$T" hpt "$r" partial "$(awk '{printf "%.1f", $1 / 1024}' "$out/$tag.partial")" "$pred" "" ""; return
+    fi
     if capped "$tag"; then
       echo "   hpt:      over the $MEM_CAP_GIB GiB cap (stopped there; hpt-plan predicts $pred MiB)"
       record "$T" hpt "$r" stopped "$(stopped_mib "$tag")" "$pred" "" ""; return
@@ -300,6 +315,10 @@ run_torch() { # T ROUND STEPS SKIP
   if ! measured "$tag" env OPENBLAS_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" $TORCH_ENV \
     "$PYTHON" "$here/torch_train.py" "$CFG" "$SHARD" --batch "$BATCH" --seq-len "$T" \
     --threads "$THREADS" --warmup-steps "$skip" --steps "$((steps - skip))" --seed "$r"; then
+    if [ -f "$out/$tag.partial" ]; then
+      echo "   PyTorch+: stopped after RUN_LIMIT_S = $RUN_LIMIT_S s; peak RSS so far $(awk '{printf "%.0f", $1 / 1024}' "$out/$tag.partial") MiB"
+      record "$T" torch "$r" partial "$(awk '{printf "%.1f", $1 / 1024}' "$out/$tag.partial")" "$est" "" ""; return
+    fi
     if capped "$tag"; then
       echo "   PyTorch+: over the $MEM_CAP_GIB GiB cap (stopped there; estimated ≈ $est MiB)"
       record "$T" torch "$r" stopped "$(stopped_mib "$tag")" "$est" "" ""; return

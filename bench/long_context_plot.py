@@ -8,7 +8,8 @@ RESULTS.tsv (written by bench/long-context.sh), one row per run:
     T  program(hpt|torch)  round  status  peak_mib
     predicted_mib  others  ms_per_step(comma-separated timed steps)
 status: ok; over-cap (not run: the prediction exceeds the cap); stopped (run,
-stopped at the cap: peak_mib is where); failed. predicted_mib is hpt-plan's
+stopped at the cap: peak_mib is where); partial (stopped after RUN_LIMIT_S:
+peak_mib is the peak so far, a lower bound, no time); failed. predicted_mib is hpt-plan's
 prediction for hpt and the script's estimate for PyTorch. ms/step per T and program is the median over the timed steps of the
 quiet rounds (others <= busy-cores), of all rounds when none was quiet (marked
 *); tokens/s = batch·T / that median; peak = the largest over the rounds.
@@ -46,7 +47,9 @@ def summarise(runs, busy_cores):
     ok = [r for r in runs if r["status"] == "ok"]
     if not ok:
         stop = [float(r["peak_mib"]) for r in runs if r["status"] == "stopped" and r["peak_mib"]]
-        return {"status": runs[0]["status"], "pred": pred, "stopped_at": max(stop, default=None)}
+        part = [float(r["peak_mib"]) for r in runs if r["status"] == "partial" and r["peak_mib"]]
+        return {"status": "partial" if part else runs[0]["status"], "pred": pred,
+                "stopped_at": max(stop, default=None), "at_least": max(part, default=None)}
     quiet = [r for r in ok if float(r["others"]) <= busy_cores]
     use = quiet or ok
     steps = lambda r: [float(x) for x in r["ms_per_step"].split(",") if x]
@@ -84,10 +87,14 @@ def table(ts, res, batch, busy_cores):
             cells.append(f"{h['peak']:,.0f}")
             cells.append(f"{h['pred']:,.0f} ({100 * (h['pred'] - h['peak']) / h['peak']:+.1f} %)"
                          if h["pred"] else "–")
+        elif h and h.get("at_least"):
+            cells += [f"≥ {h['at_least']:,.0f} (stopped for time)", f"{h['pred']:,.0f}"]
         else:
             cells += ["–", f"{h['pred']:,.0f} (not run: {h['status']})" if h and h["pred"] else "–"]
         if t and t["status"] == "ok":
             cells.append(f"{t['peak']:,.0f} ({t['pred']:,.0f})")
+        elif t and t.get("at_least"):
+            cells.append(f"≥ {t['at_least']:,.0f} (stopped for time; estimate {t['pred']:,.0f})")
         elif t and t.get("stopped_at"):
             cells.append(f"stopped at the cap (> {t['stopped_at']:,.0f}; estimate {t['pred']:,.0f})")
         elif t:
@@ -97,6 +104,8 @@ def table(ts, res, batch, busy_cores):
         if h and t and h["status"] == "ok":
             if t["status"] == "ok":
                 cells.append(f"{t['peak'] / h['peak']:.2f}×")
+            elif t.get("at_least"):
+                cells.append(f"≥ {t['at_least'] / h['peak']:.1f}×")
             else:
                 cells.append(f"≈ {t['pred'] / h['peak']:.1f}× (estimated)")
         else:
@@ -114,11 +123,16 @@ def plot(ts, res, batch, cap_gib, path):
                 label=NAMES[prog], **style[prog])
         a2.plot([T for T, _ in ok], [s["peak"] / 1024 for _, s in ok],
                 label=f"{NAMES[prog]}, measured", **style[prog])
+        part = [(T, s["at_least"]) for T, s in pts if s.get("at_least")]
+        if part:
+            a2.plot([T for T, _ in part], [p / 1024 for _, p in part], ls="none", marker="^",
+                    mfc="none", color=style[prog]["color"],
+                    label=f"{NAMES[prog]}, peak so far (stopped for time)")
         if prog == "hpt":
             pr = [(T, s["pred"]) for T, s in pts if s["pred"]]
             a2.plot([T for T, _ in pr], [p / 1024 for _, p in pr], ls="--", color="tab:blue",
                     label="hpt-plan prediction")
-        est = [(T, s["pred"]) for T, s in pts if s["status"] != "ok" and s["pred"]]
+        est = [(T, s["pred"]) for T, s in pts if s["status"] not in ("ok", "partial") and s["pred"]]
         if prog == "torch" and est:
             last = [(T, s["peak"]) for T, s in ok[-1:]]
             xs = [T for T, _ in last] + [T for T, _ in est]
@@ -142,7 +156,7 @@ def plot(ts, res, batch, cap_gib, path):
     a2.set_ylabel("peak RSS (GiB)")
     a2.set_title("peak memory (RSS) per process", fontsize=10)
     a1.legend(fontsize=8)
-    a2.legend(fontsize=7)
+    a2.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
 
