@@ -140,7 +140,7 @@ def plot(ts, res, batch, cap_gib, path):
             a2.plot(xs, ys, ls=":", color="tab:red", marker="x",
                     label="PyTorch+, estimated (not run)")
     a2.axhline(cap_gib, color="grey", lw=0.8)
-    a2.text(ts[0], cap_gib * 0.8, f"cap per run, {cap_gib:g} GiB", color="grey", fontsize=8)
+    a2.text(ts[-1], cap_gib * 0.8, f"cap per run, {cap_gib:g} GiB", color="grey", fontsize=8, ha="right")
     for a in (a1, a2):
         a.set_xscale("log", base=2)
         a.set_xticks(ts)
@@ -156,7 +156,7 @@ def plot(ts, res, batch, cap_gib, path):
     a2.set_ylabel("peak RSS (GiB)")
     a2.set_title("peak memory (RSS) per process", fontsize=10)
     a1.legend(fontsize=8)
-    a2.legend(fontsize=7, loc="lower right")
+    a2.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path)
 
