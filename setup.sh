@@ -16,6 +16,8 @@ PKGS=(
   # the real corpus and the reference / analysis stack
   dict-gcide
   python3 python3-torch python3-numpy python3-h5py python3-matplotlib
+  # bench/long-context.sh: peak RSS of each run (/usr/bin/time), its memory guard (ps)
+  time procps
   # a local Slurm cluster for the job suite (slurm/cluster.sh; PMI2 for MPICH)
   slurmctld slurmd slurm-client munge libpmi2-0-dev
   # the live page (share/live): node for `npm ci` below, chromium for its browser tests
