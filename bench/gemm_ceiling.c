@@ -126,7 +126,7 @@ int main(int argc, char **argv)
         double med[4];
         for (int r = -1; r < reps; r++) {
             double t0 = now_s();
-            be->matmul_forward(out, in, w, N, Ic, O);
+            be->matmul_forward(out, HPT_DTYPE_F32, in, w, N, Ic, O);
             double t1 = now_s();
             static_forward(out, in, w, N, Ic, O);
             double t2 = now_s();

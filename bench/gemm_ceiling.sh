@@ -8,6 +8,7 @@
 #
 # BUILD_DIR: the configured build directory (for hpt_config.h).
 # Environment: THREADS [2]; N tokens per product [1024 = 4 x 256];
+# GEMM_ITEMS tiles per thread of the tiled split [the backend's, 3];
 # COMPETITOR busy loops (one core each) running meanwhile [0];
 # CC an MPI C compiler [mpicc.mpich, else mpicc] (io/error.c uses MPI).
 # Exit status: 0 done; 2 bad setup.
@@ -31,7 +32,8 @@ pids=()
 cleanup() { [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null; rm -rf "$out"; }
 trap cleanup EXIT
 # the flags of the automake build (Makefile.am AM_CFLAGS, configure's -O3)
-"$cc" -std=gnu11 -g -O3 -fopenmp -fno-math-errno -I"$src/lib" -I"$src/io" -I"$build" \
+# shellcheck disable=SC2086
+"$cc" -std=gnu11 -g -O3 -fopenmp -fno-math-errno ${GEMM_ITEMS:+-DGEMM_ITEMS_PER_THREAD=$GEMM_ITEMS} -I"$src/lib" -I"$src/io" -I"$build" \
   -o "$out/gemm_ceiling" "$here/gemm_ceiling.c" "$src/lib/backend_cpu.c" \
   "$src/lib/attention_cpu.c" "$src/lib/kernels_cpu.c" "$src/io/error.c" \
   -lopenblas -lm 2>"$out/cc.log" || { cat "$out/cc.log" >&2; die "cannot build bench/gemm_ceiling.c with $cc"; }

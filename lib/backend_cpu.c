@@ -86,7 +86,9 @@ static hpt_status cpu_set_precision(hpt_precision p)
  * count only, so results are bitwise reproducible for a given thread
  * count (OpenBLAS's bits for an element can depend on the tile it falls
  * in, so not across thread counts). */
+#ifndef GEMM_ITEMS_PER_THREAD /* bench/gemm_ceiling.sh may set it to compare */
 #define GEMM_ITEMS_PER_THREAD 3
+#endif
 #define GEMM_MIN_ROWS 64
 #define GEMM_MIN_COLS 256
 
