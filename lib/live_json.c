@@ -262,9 +262,10 @@ static void mark_extremes(const double *col, const size_t *idx, size_t a, size_t
 
 /* The kept rows of the history's columns (docs/LIVE.md): all when n <=
  * points, else first, last, every event and alert step, and per bucket
- * (points/8 buckets, none when points < 8) the min and max of loss,
- * grad_norm, tokens_per_s and mfu: at most points + 2 rows besides the
- * event and alert steps. *idx malloc'd [*k]. */
+ * (points/8 buckets, one when points < 8: the extremes are always kept)
+ * the min and max of loss, grad_norm, tokens_per_s and mfu: at most
+ * max(points, 8) + 2 rows besides the event and alert steps. *idx
+ * malloc'd [*k]. */
 static int select_rows(const hpt_live_run *r, size_t points, size_t **idx, size_t *k)
 {
     size_t n = r->n;
@@ -278,7 +279,7 @@ static int select_rows(const hpt_live_run *r, size_t points, size_t **idx, size_
         memset(mark, 1, n);
     else {
         static const int cols[] = {HPT_LC_LOSS, HPT_LC_NORM, HPT_LC_TOK_S, HPT_LC_MFU};
-        size_t nb = points / 8; /* 8 rows per bucket at most: none below 8 points */
+        size_t nb = points / 8 ? points / 8 : 1; /* 8 rows per bucket at most */
         for (size_t b = 0; b < nb; b++)
             for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
                 mark_extremes(r->col[cols[c]], NULL, b * n / nb, (b + 1) * n / nb, mark);
