@@ -108,17 +108,15 @@ static gemm_grid gemm_grid_for(int M, int Nc, int nt)
     int want = GEMM_ITEMS_PER_THREAD * nt;
     int max_r = M / GEMM_MIN_ROWS > 1 ? M / GEMM_MIN_ROWS : 1;
     int max_c = Nc / GEMM_MIN_COLS > 1 ? Nc / GEMM_MIN_COLS : 1;
-    int best_r = 1, best_c = 1;
-    double best = -1;
+    int best_r = 1, best_c = 1, best_short = want;
+    double best_pack = 0;
     for (int nr = 1; nr <= max_r && nr <= want; nr++) {
-        int nc = ceil_div(want, nr);
-        if (nc > max_c)
-            nc = max_c;
+        int nc = ceil_div(want, nr) < max_c ? ceil_div(want, nr) : max_c;
         /* fewest tiles short of `want` first, then least packing */
-        int shortfall = want - nr * nc > 0 ? want - nr * nc : 0;
-        double cost = shortfall * 1e18 + (double)nr * Nc + (double)nc * M;
-        if (best < 0 || cost < best)
-            best = cost, best_r = nr, best_c = nc;
+        int shortfall = nr * nc < want ? want - nr * nc : 0;
+        double pack = (double)nr * Nc + (double)nc * M;
+        if (nr == 1 || shortfall < best_short || (shortfall == best_short && pack < best_pack))
+            best_short = shortfall, best_pack = pack, best_r = nr, best_c = nc;
     }
     g.rows = (ceil_div(M, best_r) + 15) / 16 * 16;
     g.nr = ceil_div(M, g.rows);
@@ -137,8 +135,12 @@ static void gemm_tile(const gemm_grid *g, int M, int Nc, int t, int *r0, int *rn
     *cn = Nc - *c0 < g->cols ? Nc - *c0 : g->cols;
 }
 
-static void cpu_matmul_forward(float *out, const float *in, const float *w, int N, int Ic, int O)
+static void cpu_matmul_forward(void *out_act, hpt_dtype out_dtype, const void *in_act,
+                               const float *w, int N, int Ic, int O)
 {
+    HPT_CHECK(out_dtype == HPT_DTYPE_F32); /* the CPU's activations are fp32 */
+    float *out = out_act;
+    const float *in = in_act;
     /* out (N, O) = in (N, Ic) · wᵀ, w (O, Ic) */
     gemm_grid g = gemm_grid_for(N, O, omp_get_max_threads());
     int items = g.nr * g.nc;
@@ -152,9 +154,10 @@ static void cpu_matmul_forward(float *out, const float *in, const float *w, int 
     }
 }
 
-static void cpu_matmul_backward(float *din, float *dw, const float *dout, const float *in,
+static void cpu_matmul_backward(float *din, float *dw, const float *dout, const void *in_act,
                                 const float *w, int N, int Ic, int O, int accum_din)
 {
+    const float *in = in_act;
     /* din (N, Ic) (+)= dout (N, O) · w (O, Ic);  dw (O, Ic) += doutᵀ · in (N, Ic).
      * The tiles of both products form one list, so no barrier between them. */
     int nt = omp_get_max_threads();
@@ -214,9 +217,10 @@ static void cpu_embedding_backward(float *dwte, const float *dout, const int32_t
 
 /* ------------------------------------------------------------ RMSNorm */
 
-static void cpu_rmsnorm_forward(float *out, float *rstd, const float *in, const float *w, int N,
-                                int C, float eps)
+static void cpu_rmsnorm_forward(void *out_act, float *rstd, const float *in, const float *w,
+                                int N, int C, float eps)
 {
+    float *out = out_act;
     const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
     int rows = row_item(C);
 #pragma omp parallel for schedule(dynamic, rows)
@@ -265,8 +269,11 @@ static void cpu_rmsnorm_backward(float *din, float *dw, const float *dout, const
 
 /* --------------------------------------------------------------- RoPE */
 
-static void cpu_rope(float *x, int B, int T, int nh, int hd, float theta, int inverse)
+static void cpu_rope(void *x_act, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
+                     int inverse)
 {
+    HPT_CHECK(dtype == HPT_DTYPE_F32);
+    float *x = x_act;
     int half = hd / 2;
     const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
     /* cos (T,half) then sin (T,half) */
@@ -300,8 +307,9 @@ static void cpu_rope(float *x, int B, int T, int nh, int hd, float theta, int in
 
 /* ------------------------------------------- key/value-cache inference */
 
-static void cpu_rope_at(float *x, int n, int nh, int hd, float theta, int pos0)
+static void cpu_rope_at(void *x_act, int n, int nh, int hd, float theta, int pos0)
 {
+    float *x = x_act;
     int half = hd / 2;
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < n; t++)
@@ -318,9 +326,11 @@ static void cpu_rope_at(float *x, int n, int nh, int hd, float theta, int pos0)
         }
 }
 
-static void cpu_attention_cached(float *out, const float *q, const float *kc, const float *vc,
-                                 int n, int pos0, int H, int KV, int hd)
+static void cpu_attention_cached(void *out_act, const void *q_act, const void *kc_act,
+                                 const void *vc_act, int n, int pos0, int H, int KV, int hd)
 {
+    float *out = out_act;
+    const float *q = q_act, *kc = kc_act, *vc = vc_act;
     float scale = 1.0f / sqrtf((float)hd);
     int group = H / KV, ldq = H * hd, ldk = KV * hd, S = pos0 + n;
 #pragma omp parallel
@@ -364,8 +374,10 @@ static void cpu_attention_cached(float *out, const float *q, const float *kc, co
 #define FLAT_ITEMS(n) (((n) + FLAT_ITEM - 1) / FLAT_ITEM)
 #define FLAT_LEN(n, b) ((n) - (b) * FLAT_ITEM < FLAT_ITEM ? (n) - (b) * FLAT_ITEM : FLAT_ITEM)
 
-static void cpu_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+static void cpu_swiglu_forward(void *out_act, const void *gate_act, const void *up_act, size_t n)
 {
+    float *out = out_act;
+    const float *gate = gate_act, *up = up_act;
     const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
     size_t nb = FLAT_ITEMS(n);
 #pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
@@ -375,9 +387,10 @@ static void cpu_swiglu_forward(float *out, const float *gate, const float *up, s
     }
 }
 
-static void cpu_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
-                                const float *up, size_t n)
+static void cpu_swiglu_backward(float *dgate, float *dup, const float *dout, const void *gate_act,
+                                const void *up_act, size_t n)
 {
+    const float *gate = gate_act, *up = up_act;
     const hpt_cpu_kernels *K = hpt_cpu_kernels_get();
     size_t nb = FLAT_ITEMS(n);
 #pragma omp parallel for schedule(dynamic, 1) if (nb > 1)
@@ -554,36 +567,9 @@ static const char *cpu_describe(void)
                                                                           : "generic kernels";
 }
 
-/* The table's activation-typed signatures (backend.h: `void *` act
- * pointers, act_dtype F32 on the CPU) over the float kernels above: the CPU
- * stores every activation as float, so these only convert the pointer
- * types (and refuse a non-F32 dtype, which the CPU never announces). */
-static void cpu_act_matmul_forward(void *out, hpt_dtype out_dtype, const void *in,
-                                   const float *w, int N, int Ic, int O)
-{
-    HPT_CHECK(out_dtype == HPT_DTYPE_F32);
-    cpu_matmul_forward(out, in, w, N, Ic, O);
-}
-
-static void cpu_act_matmul_backward(float *din, float *dw, const float *dout, const void *in,
-                                    const float *w, int N, int Ic, int O, int accum_din)
-{
-    cpu_matmul_backward(din, dw, dout, in, w, N, Ic, O, accum_din);
-}
-
-static void cpu_act_rmsnorm_forward(void *out, float *rstd, const float *in, const float *w,
-                                    int N, int C, float eps)
-{
-    cpu_rmsnorm_forward(out, rstd, in, w, N, C, eps);
-}
-
-static void cpu_act_rope(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
-                         int inverse)
-{
-    HPT_CHECK(dtype == HPT_DTYPE_F32);
-    cpu_rope(x, B, T, nh, hd, theta, inverse);
-}
-
+/* The attention library's float signatures (lib/attention_cpu.h) under the
+ * table's activation-typed ones (backend.h: `void *` act pointers, fp32 on
+ * the CPU). The other ops take the table's types directly. */
 static void cpu_act_attention_forward(void *out, float *saved, const void *q, const void *k,
                                       const void *v, int B, int T, int H, int KV, int hd)
 {
@@ -598,28 +584,6 @@ static void cpu_act_attention_backward(float *dq, float *dk, float *dv, float *s
     hpt_attn_cpu_backward(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd);
 }
 
-static void cpu_act_rope_at(void *x, int n, int nh, int hd, float theta, int pos0)
-{
-    cpu_rope_at(x, n, nh, hd, theta, pos0);
-}
-
-static void cpu_act_attention_cached(void *out, const void *q, const void *kc, const void *vc,
-                                     int n, int pos0, int H, int KV, int hd)
-{
-    cpu_attention_cached(out, q, kc, vc, n, pos0, H, KV, hd);
-}
-
-static void cpu_act_swiglu_forward(void *out, const void *gate, const void *up, size_t n)
-{
-    cpu_swiglu_forward(out, gate, up, n);
-}
-
-static void cpu_act_swiglu_backward(float *dgate, float *dup, const float *dout, const void *gate,
-                                    const void *up, size_t n)
-{
-    cpu_swiglu_backward(dgate, dup, dout, gate, up, n);
-}
-
 const hpt_backend hpt_backend_cpu = {
     .name = "cpu",
     .describe = cpu_describe,
@@ -631,21 +595,21 @@ const hpt_backend hpt_backend_cpu = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .copy = cpu_copy,
-    .matmul_forward = cpu_act_matmul_forward,
-    .matmul_backward = cpu_act_matmul_backward,
+    .matmul_forward = cpu_matmul_forward,
+    .matmul_backward = cpu_matmul_backward,
     .embedding_forward = cpu_embedding_forward,
     .embedding_backward = cpu_embedding_backward,
-    .rmsnorm_forward = cpu_act_rmsnorm_forward,
+    .rmsnorm_forward = cpu_rmsnorm_forward,
     .rmsnorm_backward = cpu_rmsnorm_backward,
-    .rope = cpu_act_rope,
+    .rope = cpu_rope,
     .attention_forward = cpu_act_attention_forward,
     .attention_saved_floats = hpt_attn_cpu_floats,
     .attention_backward = cpu_act_attention_backward,
     .attention_scratch_floats = hpt_attn_cpu_floats,
-    .rope_at = cpu_act_rope_at,
-    .attention_cached = cpu_act_attention_cached,
-    .swiglu_forward = cpu_act_swiglu_forward,
-    .swiglu_backward = cpu_act_swiglu_backward,
+    .rope_at = cpu_rope_at,
+    .attention_cached = cpu_attention_cached,
+    .swiglu_forward = cpu_swiglu_forward,
+    .swiglu_backward = cpu_swiglu_backward,
     .add = cpu_add,
     .scale = cpu_scale,
     .sumsq = cpu_sumsq,
