@@ -29,7 +29,9 @@
 #          prints tokens/s, MFU (989 TFLOP/s dense bf16 / 494 tf32 / 67 fp32 H200
 #          peaks, SXM datasheet) and peak device memory, and the ratios;
 #          with bf16 (the default) also hpt's ~1B run in tf32, for the
-#          bf16/tf32 speed-up and the memory the working copies add.
+#          bf16/tf32 speed-up and the memory the working copies add, and in
+#          bf16 with HPT_CUDA_ATTENTION=flash (the fp32 attention kernels
+#          instead of the cuBLAS chunked path), for that path's speed-up.
 #
 #   bash bench/gpu-check.sh --nccl                   (there: only the NCCL checks)
 #       run(command="bash bench/gpu-check.sh --nccl", carry=[".gpudeps"], timeout_s=590)
@@ -326,6 +328,25 @@ def med(path, n):
     return statistics.median(ms) if ms else float("nan")
 b, t = med(sys.argv[1], sys.argv[3]), med(sys.argv[2], sys.argv[3])
 print(f"1b hpt bf16 {b:.1f} ms/step vs tf32 {t:.1f} ms/step: bf16 speed-up {t / b:.2f}x")
+EOF
+fi
+# bf16 attention: the cuBLAS chunked path (default) against the fp32 flash
+# kernels (HPT_CUDA_ATTENTION=flash), same ~1B run
+att_flash() {
+  HPT_CUDA_ATTENTION=flash $bld/src/hpt-train --backend cuda --precision bf16 \
+    --model "$src/bench/llama-1b.json" --data $data --batch 4 --seq-len 2048 \
+    --steps $((steps + skip)) --warmup 2 --eval-interval 0 --eval-batches 1 --peak-flops 989e12 \
+    --run-dir /tmp/run-1b-flash
+}
+if [ "$prec" = bf16 ] && stage hpt-1b-flash-attention att_flash; then
+  python3 - "$out/hpt-1b.log" "$out/hpt-1b-flash-attention.log" $steps <<'EOF' | tee -a "$summary"
+import re, statistics, sys
+def med(path, n):
+    ms = [float(m) for m in re.findall(r"([0-9.]+) ms/step", open(path).read())][-int(n):]
+    return statistics.median(ms) if ms else float("nan")
+b, f = med(sys.argv[1], sys.argv[3]), med(sys.argv[2], sys.argv[3])
+print(f"1b hpt bf16 attention via cuBLAS {b:.1f} ms/step vs fp32 flash kernels {f:.1f} ms/step: "
+      f"speed-up {f / b:.2f}x")
 EOF
 fi
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >>"$summary" 2>&1

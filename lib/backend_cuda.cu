@@ -24,8 +24,10 @@
  *   and saves only the row log-sum-exp (B,H,T); the backward recomputes
  *   the probabilities from it, one kernel for dK/dV (a block owns a tile
  *   of keys of one kv head and loops over the query heads of its GQA
- *   group, so no atomics) and one for dQ. The (B,H,T,T) matrix is never
- *   stored.
+ *   group, so no atomics) and one for dQ. In bf16 mode the same maths runs
+ *   in query chunks through cuBLAS's batched bf16 products on the tensor
+ *   cores ("attention through cuBLAS"), with the same saved log-sum-exp.
+ *   The (B,H,T,T) matrix is never stored.
  * - Reductions whose result goes to the host (sum of squares, losses) are
  *   accumulated in double, per block then in a fixed order, so they are
  *   deterministic.
@@ -69,11 +71,19 @@ typedef cublasStatus_t (*gemm_ex_fn)(cublasHandle_t, cublasOperation_t, cublasOp
                                      const void *, cudaDataType, int, const void *, void *,
                                      cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
 
+/* cublasGemmBatchedEx: arrays of device pointers to A_i, B_i, C_i. */
+typedef cublasStatus_t (*gemm_batched_ex_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                             int, int, int, const void *, const void *const *,
+                                             cudaDataType, int, const void *const *, cudaDataType,
+                                             int, const void *, void *const *, cudaDataType, int,
+                                             int, cublasComputeType_t, cublasGemmAlgo_t);
+
 /* The cuBLAS entry points used, resolved by load_cublas. */
 static struct {
     decltype(&cublasCreate_v2) create;
     decltype(&cublasSetMathMode) set_math_mode;
     gemm_ex_fn gemm_ex;
+    gemm_batched_ex_fn gemm_batched_ex;
     decltype(&cublasGetStatusString) status_string;
 } g_cublas;
 
@@ -107,6 +117,7 @@ static hpt_status load_cublas(char *why, size_t n)
     } syms[] = {{(void **)&g_cublas.create, "cublasCreate_v2"},
                 {(void **)&g_cublas.set_math_mode, "cublasSetMathMode"},
                 {(void **)&g_cublas.gemm_ex, "cublasGemmEx"},
+                {(void **)&g_cublas.gemm_batched_ex, "cublasGemmBatchedEx"},
                 {(void **)&g_cublas.status_string, "cublasGetStatusString"}};
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
         if (!(*syms[i].slot = dlsym(h, syms[i].sym))) {
@@ -1214,10 +1225,360 @@ static void attention_fwd(void *out, float *lse, const void *q, const void *k, c
     }
 }
 
+/* ------------------------------- attention through cuBLAS (bf16 mode)
+ *
+ * In bf16 mode the attention core runs on the tensor cores through
+ * cuBLAS's batched bf16 products instead of the fp32 kernels above (which
+ * use the CUDA cores: at T = 2048 they would cost more than all the
+ * model's GEMMs together). The queries are cut into chunks of Tc rows; for
+ * a chunk [t0, t1) and every (b, h) at once (cublasGemmBatchedEx, one
+ * entry per head, GQA by pointing the entries of a group at one kv head):
+ *   forward   S = scale Q_c K^T over keys [0, t1)          (fp32, scratch)
+ *             P = softmax(S) with the causal mask, lse      (P bf16, as FA2)
+ *             O_c = P V                                     (bf16 out)
+ *   backward  S again, P = exp(S - lse), dP = dO_c V^T,
+ *             dS = P (dP - D) scale                         (Dao 2023, alg. 2)
+ *             dV += P^T dO_c, dK += dS^T Q_c  (per query head of a group,
+ *             so no two entries of one call write the same dK/dV rows),
+ *             dQ_c = dS K.
+ * Operands enter as bf16 (q, k, v, out are bf16 activations; dO is rounded
+ * to bf16 once per call), accumulation and S, dP, lse, D, dQ, dK, dV are
+ * fp32. Only the chunk's scores are held: a scratch of 12 B H Tc T bytes
+ * (S, dP fp32; P, dS bf16) plus dO in bf16 (2 B T H hd bytes), grown on
+ * demand and kept (counted in mem_peak); Tc is the largest multiple of 16
+ * (at least 16, at most T) whose scratch fits ATT_CHUNK_BYTES. The saved
+ * state is the same row log-sum-exp as the kernels', so attention_saved
+ * and attention_scratch_floats do not change. HPT_CUDA_ATT_CHUNK=R forces
+ * R query rows per chunk (tests); HPT_CUDA_ATTENTION=flash keeps the fp32
+ * kernels in bf16 mode (for comparison). */
+
+#define ATT_CHUNK_BYTES ((size_t)512 << 20)
+
+/* Query rows per chunk for B sequences of T tokens and H (local) heads. */
+static int att_chunk_rows(int B, int T, int H)
+{
+    const char *e = getenv("HPT_CUDA_ATT_CHUNK");
+    long r = e && *e ? strtol(e, NULL, 10) : 0;
+    if (r <= 0) {
+        size_t per_row = (size_t)12 * B * H * (size_t)((T + 15) / 16 * 16);
+        r = (long)(ATT_CHUNK_BYTES / per_row) / 16 * 16;
+        if (r < 16)
+            r = 16;
+    }
+    return r > T ? T : (int)r;
+}
+
+/* bf16 mode uses the cuBLAS path unless HPT_CUDA_ATTENTION=flash. */
+static int att_use_blas(void)
+{
+    const char *e = getenv("HPT_CUDA_ATTENTION");
+    return g_bf16 && !(e && !strcmp(e, "flash"));
+}
+
+/* One operand of a batched product: entry i = b * nj + j points at
+ * base + (b * bstride + ((j * mul + add) / div) * hstride) * esize bytes. */
+struct bat_operand {
+    const char *base;
+    size_t bstride, hstride; /* elements */
+    int mul, add, div, esize;
+};
+
+static bat_operand bat(const void *base, size_t bstride, size_t hstride, int mul, int add, int div,
+                       int esize)
+{
+    bat_operand o = {(const char *)base, bstride, hstride, mul, add, div, esize};
+    return o;
+}
+
+__device__ static const void *bat_ptr(const bat_operand &o, int b, int j)
+{
+    return o.base + ((size_t)b * o.bstride + (size_t)((j * o.mul + o.add) / o.div) * o.hstride) *
+                        (size_t)o.esize;
+}
+
+/* ptrs[0..n), [n..2n), [2n..3n) = the entries of A, B, C; n = nb * nj. */
+__global__ static void k_batch_ptrs(const void **ptrs, bat_operand a, bat_operand b, bat_operand c,
+                                    int nb, int nj)
+{
+    int n = nb * nj;
+    GRID_STRIDE(i, (size_t)n)
+    {
+        int bi = (int)(i / nj), j = (int)(i % nj);
+        ptrs[i] = bat_ptr(a, bi, j);
+        ptrs[n + i] = bat_ptr(b, bi, j);
+        ptrs[2 * n + i] = bat_ptr(c, bi, j);
+    }
+}
+
+/* The attention path's device scratch, grown on demand and kept: `bytes`
+ * of it, at least 16-byte aligned pieces carved by the caller. */
+static char *att_scratch(size_t bytes)
+{
+    static char *buf;
+    static size_t cap;
+    if (bytes > cap) {
+        cuda_free(buf);
+        buf = (char *)cuda_alloc(bytes);
+        if (!buf)
+            hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "attention scratch: %s", hpt_error_msg());
+        cap = bytes;
+    }
+    return buf;
+}
+
+/* Pointer arrays for up to n entries (3n pointers), grown on demand. Safe to
+ * reuse call after call: everything runs on the legacy default stream. */
+static const void **att_ptrs(size_t n)
+{
+    static const void **buf;
+    static size_t cap;
+    if (n > cap) {
+        cuda_free(buf);
+        buf = (const void **)cuda_alloc(3 * n * sizeof(void *));
+        if (!buf)
+            hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "attention pointers: %s", hpt_error_msg());
+        cap = n;
+    }
+    return buf;
+}
+
+/* C_i (m,n; ldc) = alpha op(A_i) op(B_i) + beta C_i for the nb * nj entries
+ * (cuBLAS's column-major terms), A and B bf16, C of type ct, fp32
+ * accumulation. */
+static void gemm_bat(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+                     bat_operand A, int lda, bat_operand B, int ldb, float beta, bat_operand C,
+                     cudaDataType ct, int ldc, int nb, int nj)
+{
+    int cnt = nb * nj;
+    if (m <= 0 || n <= 0 || cnt <= 0)
+        return;
+    const void **p = att_ptrs((size_t)cnt);
+    k_batch_ptrs<<<(cnt + 127) / 128, 128>>>(p, A, B, C, nb, nj);
+    LAUNCHED("k_batch_ptrs");
+    HPT_CUBLAS(g_cublas.gemm_batched_ex(g_blas, ta, tb, m, n, k, &alpha, p, CUDA_R_16BF, lda,
+                                        p + cnt, CUDA_R_16BF, ldb, &beta, (void *const *)(p + 2 * cnt),
+                                        ct, ldc, cnt, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+#define ATT_ROW_THREADS 128
+
+/* Forward softmax of one chunk: block (r, bh) takes score row r (query
+ * position tp = t0 + r) of entry bh: S[bh*per + r*ld + s], s < nk. Writes
+ * P = exp(S - m) / l for s <= tp and 0 for tp < s < nk (bf16, same
+ * layout) and lse[bh*T + tp] = m + log l. */
+__global__ static void k_chunk_softmax(uint16_t *P, float *lse, const float *S, int nk, int ld,
+                                       int t0, size_t per, int T)
+{
+    const size_t row = (size_t)blockIdx.y * per + (size_t)blockIdx.x * ld;
+    const int tp = t0 + blockIdx.x;
+    const float *s = S + row;
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j <= tp; j += blockDim.x)
+        mx = fmaxf(mx, s[j]);
+    mx = block_max(mx);
+    float l = 0.0f;
+    for (int j = threadIdx.x; j <= tp; j += blockDim.x)
+        l += expf(s[j] - mx);
+    l = block_sum(l);
+    float inv = 1.0f / l;
+    for (int j = threadIdx.x; j < nk; j += blockDim.x)
+        P[row + j] = bf16_bits(j <= tp ? expf(s[j] - mx) * inv : 0.0f);
+    if (threadIdx.x == 0)
+        lse[(size_t)blockIdx.y * T + tp] = mx + logf(l);
+}
+
+/* Backward of one chunk's softmax, same layout: P = exp(S - lse) (0 past
+ * the causal edge), dS = P (dP - D) scale; both written as bf16. */
+__global__ static void k_chunk_dsoftmax(uint16_t *P, uint16_t *dS, const float *S, const float *dP,
+                                        const float *lse, const float *D, int nk, int ld, int t0,
+                                        size_t per, int T, float scale)
+{
+    const size_t row = (size_t)blockIdx.y * per + (size_t)blockIdx.x * ld;
+    const int tp = t0 + blockIdx.x;
+    const float L = lse[(size_t)blockIdx.y * T + tp], Dr = D[(size_t)blockIdx.y * T + tp];
+    for (int j = threadIdx.x; j < nk; j += blockDim.x) {
+        float p = j <= tp ? expf(S[row + j] - L) : 0.0f;
+        P[row + j] = bf16_bits(p);
+        dS[row + j] = bf16_bits(p * (dP[row + j] - Dr) * scale);
+    }
+}
+
+/* Geometry of one call: chunk rows Tc, the padded score row Tp (ld of a
+ * chunk's rows is nk rounded up to 8, at most Tp) and the per-entry
+ * stride per = Tc * Tp elements. */
+struct att_geom {
+    int Tc, Tp;
+    size_t per;
+};
+
+static att_geom att_geometry(int B, int T, int H)
+{
+    att_geom g;
+    g.Tc = att_chunk_rows(B, T, H);
+    g.Tp = (T + 15) / 16 * 16;
+    g.per = (size_t)g.Tc * g.Tp;
+    return g;
+}
+
+/* S (per entry (b, h), rows [0, nq), ld) = scale Q[t0..t0+nq) K[0..nk)^T:
+ * column-major S^T (nk, nq) = Kc^T (nk, hd) Qc (hd, nq). */
+static void att_scores(float *S, const void *q, const void *k, int B, int T, int H, int KV, int hd,
+                       int t0, int nq, int nk, int ld, size_t per)
+{
+    size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    gemm_bat(CUBLAS_OP_T, CUBLAS_OP_N, nk, nq, hd, 1.0f / sqrtf((float)hd),
+             bat(k, T * ldk, hd, 1, 0, H / KV, 2), (int)ldk,
+             bat((const uint16_t *)q + t0 * ldq, T * ldq, hd, 1, 0, 1, 2), (int)ldq, 0.0f,
+             bat(S, H * per, per, 1, 0, 1, 4), CUDA_R_32F, ld, B, H);
+}
+
+/* dk, dv (B,T,KV,hd) = the sums over each group of grp query heads of
+ * dKh, dVh (B,T,H,hd), H = KV grp; n = B T KV hd. */
+__global__ static void k_group_sum(float *dk, float *dv, const float *dKh, const float *dVh,
+                                   size_t n, int grp, int hd)
+{
+    GRID_STRIDE(i, n)
+    {
+        size_t row = i / hd, e = i % hd, j = row * grp * hd + e;
+        float a = 0.0f, c = 0.0f;
+        for (int r = 0; r < grp; r++, j += hd)
+            a += dKh[j], c += dVh[j];
+        dk[i] = a;
+        dv[i] = c;
+    }
+}
+
+static size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/* The next piece of `bytes` bytes at *at in buf, 256-byte aligned. */
+static char *carve_bytes(char *buf, size_t *at, size_t bytes)
+{
+    char *p = buf + *at;
+    *at += round256(bytes);
+    return p;
+}
+
+/* Scratch bytes of blas_attention_backward (the forward needs less): the
+ * chunk's S, dP (fp32), P, dS (bf16) for every (b, h), dO in bf16 and,
+ * with GQA, dK and dV per query head (fp32); pieces 256-byte aligned. */
+static size_t att_backward_bytes(int B, int T, int H, int KV, int hd)
+{
+    att_geom g = att_geometry(B, T, H);
+    size_t n = (size_t)B * H * g.per, nqe = (size_t)B * T * H * hd, at = 0;
+    size_t sizes[7] = {n * 4, n * 4, n * 2, n * 2, nqe * 2, H > KV ? nqe * 4 : 0, H > KV ? nqe * 4 : 0};
+    for (int i = 0; i < 7; i++)
+        at += round256(sizes[i]);
+    return at;
+}
+
+static void blas_attention_forward(void *out, float *lse, const void *q, const void *k,
+                                   const void *v, int B, int T, int H, int KV, int hd)
+{
+    att_geom g = att_geometry(B, T, H);
+    size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd, n = (size_t)B * H * g.per;
+    char *scr = att_scratch(att_backward_bytes(B, T, H, KV, hd)); /* one size: no regrowth */
+    size_t at = 0;
+    float *S = (float *)carve_bytes(scr, &at, n * 4);
+    uint16_t *P = (uint16_t *)carve_bytes(scr, &at, n * 2);
+    for (int t0 = 0; t0 < T; t0 += g.Tc) {
+        int nq = min(g.Tc, T - t0), nk = t0 + nq, ld = (nk + 7) / 8 * 8;
+        att_scores(S, q, k, B, T, H, KV, hd, t0, nq, nk, ld, g.per);
+        k_chunk_softmax<<<dim3(nq, B * H), ATT_ROW_THREADS>>>(P, lse, S, nk, ld, t0, g.per, T);
+        LAUNCHED("k_chunk_softmax");
+        /* O_c: column-major Oc (hd, nq) = Vc (hd, nk) Pc (nk, nq) */
+        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, nk, 1.0f, bat(v, T * ldk, hd, 1, 0, H / KV, 2),
+                 (int)ldk, bat(P, H * g.per, g.per, 1, 0, 1, 2), ld, 0.0f,
+                 bat((uint16_t *)out + t0 * ldq, T * ldq, hd, 1, 0, 1, 2), CUDA_R_16BF, (int)ldq, B,
+                 H);
+    }
+}
+
+/* D (B,H,T) = rowsum(dO out) from dO in bf16, one warp per (b, t, h). */
+__global__ static void k_attention_rowdot_bf(float *D, const uint16_t *dout, const uint16_t *out,
+                                             int T, int H, int hd, size_t rows)
+{
+    size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (row >= rows)
+        return;
+    float s = 0.0f;
+    for (int e = lane; e < hd; e += 32)
+        s += bf16_float(dout[row * hd + e]) * bf16_float(out[row * hd + e]);
+    s = warp_sum(s);
+    int h = (int)(row % H);
+    size_t bt = row / H;
+    int t = (int)(bt % T), b = (int)(bt / T);
+    if (lane == 0)
+        D[((size_t)b * H + h) * T + t] = s;
+}
+
+static void blas_attention_backward(float *dq, float *dk, float *dv, float *D, const float *dout,
+                                    const void *out, const float *lse, const void *q,
+                                    const void *k, const void *v, int B, int T, int H, int KV,
+                                    int hd)
+{
+    att_geom g = att_geometry(B, T, H);
+    const int grp = H / KV;
+    const float scale = 1.0f / sqrtf((float)hd);
+    size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd, n = (size_t)B * H * g.per;
+    size_t nqe = (size_t)B * T * ldq;
+    char *scr = att_scratch(att_backward_bytes(B, T, H, KV, hd));
+    size_t at = 0;
+    float *S = (float *)carve_bytes(scr, &at, n * 4), *dP = (float *)carve_bytes(scr, &at, n * 4);
+    uint16_t *P = (uint16_t *)carve_bytes(scr, &at, n * 2);
+    uint16_t *dS = (uint16_t *)carve_bytes(scr, &at, n * 2);
+    uint16_t *dOb = (uint16_t *)carve_bytes(scr, &at, nqe * 2);
+    /* dK, dV per query head (B,T,H,hd), summed over each group at the end;
+     * without GQA the outputs themselves */
+    float *dKh = grp > 1 ? (float *)carve_bytes(scr, &at, nqe * 4) : dk;
+    float *dVh = grp > 1 ? (float *)carve_bytes(scr, &at, nqe * 4) : dv;
+    to_bf16(dOb, dout, nqe);
+    size_t rows = (size_t)B * T * H;
+    k_attention_rowdot_bf<<<(unsigned)((rows + 3) / 4), 128>>>(D, dOb, (const uint16_t *)out, T, H,
+                                                               hd, rows);
+    LAUNCHED("k_attention_rowdot_bf");
+    cuda_memset0(dKh, sizeof(float) * nqe);
+    cuda_memset0(dVh, sizeof(float) * nqe);
+    for (int t0 = 0; t0 < T; t0 += g.Tc) {
+        int nq = min(g.Tc, T - t0), nk = t0 + nq, ld = (nk + 7) / 8 * 8;
+        const uint16_t *qc = (const uint16_t *)q + t0 * ldq, *dOc = dOb + t0 * ldq;
+        att_scores(S, q, k, B, T, H, KV, hd, t0, nq, nk, ld, g.per);
+        /* dP^T (nk, nq) = Vc^T (nk, hd) dOc (hd, nq) */
+        gemm_bat(CUBLAS_OP_T, CUBLAS_OP_N, nk, nq, hd, 1.0f, bat(v, T * ldk, hd, 1, 0, grp, 2),
+                 (int)ldk, bat(dOc, T * ldq, hd, 1, 0, 1, 2), (int)ldq, 0.0f,
+                 bat(dP, H * g.per, g.per, 1, 0, 1, 4), CUDA_R_32F, ld, B, H);
+        k_chunk_dsoftmax<<<dim3(nq, B * H), ATT_ROW_THREADS>>>(P, dS, S, dP, lse, D, nk, ld, t0,
+                                                               g.per, T, scale);
+        LAUNCHED("k_chunk_dsoftmax");
+        /* per query head: dVh, dKh (hd, nk) += dOc / Qc (hd, nq) (Pc / dSc (nk, nq))^T */
+        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_T, hd, nk, nq, 1.0f, bat(dOc, T * ldq, hd, 1, 0, 1, 2),
+                 (int)ldq, bat(P, H * g.per, g.per, 1, 0, 1, 2), ld, 1.0f,
+                 bat(dVh, T * ldq, hd, 1, 0, 1, 4), CUDA_R_32F, (int)ldq, B, H);
+        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_T, hd, nk, nq, 1.0f, bat(qc, T * ldq, hd, 1, 0, 1, 2),
+                 (int)ldq, bat(dS, H * g.per, g.per, 1, 0, 1, 2), ld, 1.0f,
+                 bat(dKh, T * ldq, hd, 1, 0, 1, 4), CUDA_R_32F, (int)ldq, B, H);
+        /* dQ_c: column-major dQc (hd, nq) = Kc (hd, nk) dSc (nk, nq) */
+        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, nk, 1.0f, bat(k, T * ldk, hd, 1, 0, grp, 2),
+                 (int)ldk, bat(dS, H * g.per, g.per, 1, 0, 1, 2), ld, 0.0f,
+                 bat(dq + t0 * ldq, T * ldq, hd, 1, 0, 1, 4), CUDA_R_32F, (int)ldq, B, H);
+    }
+    if (grp > 1) {
+        size_t nke = (size_t)B * T * ldk;
+        k_group_sum<<<ew_blocks(nke), EW_THREADS>>>(dk, dv, dKh, dVh, nke, grp, hd);
+        LAUNCHED("k_group_sum");
+    }
+}
+
 /* saved = the row log-sum-exp (B,H,T). */
 static void cuda_attention_forward(void *out, float *saved, const void *q, const void *k,
                                    const void *v, int B, int T, int H, int KV, int hd)
 {
+    if (att_use_blas()) {
+        check_heads(H, KV, hd);
+        if (B > 0 && T > 0 && H > 0)
+            blas_attention_forward(out, saved, q, k, v, B, T, H, KV, hd);
+        return;
+    }
     attention_fwd(out, saved, q, k, v, B, T, T, 0, H, KV, hd);
 }
 
@@ -1253,6 +1614,10 @@ static void cuda_attention_backward(float *dq, float *dk, float *dv, float *scra
     check_heads(H, KV, hd);
     if (B <= 0 || T <= 0 || H <= 0)
         return;
+    if (att_use_blas()) {
+        blas_attention_backward(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd);
+        return;
+    }
     size_t rows = (size_t)B * T * H;
     k_attention_rowdot<<<(unsigned)((rows + 3) / 4), 128>>>(scratch, dout, out, g_bf16, T, H, hd,
                                                                    rows);

@@ -185,6 +185,19 @@ inline cublasStatus_t emu_gemm(cublasHandle_t, cublasOperation_t ta, cublasOpera
         }
     return 0;
 }
+/* cublasGemmBatchedEx: emu_gemm on each (A_i, B_i, C_i) of the pointer
+ * arrays (device memory is host memory here). */
+inline cublasStatus_t emu_gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                       int k, const void *alpha, const void *const A[], cudaDataType at, int lda,
+                                       const void *const B[], cudaDataType bt, int ldb, const void *beta,
+                                       void *const C[], cudaDataType ct, int ldc, int count,
+                                       cublasComputeType_t comp, cublasGemmAlgo_t algo)
+{
+    if (count < 0) { fprintf(stderr, "emu gemm batched: bad count\n"); abort(); }
+    for (int i = 0; i < count; i++)
+        emu_gemm(h, ta, tb, m, n, k, alpha, A[i], at, lda, B[i], bt, ldb, beta, C[i], ct, ldc, comp, algo);
+    return 0;
+}
 #define RTLD_NOW 2
 #define RTLD_LOCAL 0
 inline void *dlopen(const char *, int) { return (void *)1; }
@@ -194,6 +207,7 @@ inline void *dlsym(void *, const char *s)
     if (!strcmp(s, "cublasCreate_v2")) return (void *)&cublasCreate_v2;
     if (!strcmp(s, "cublasSetMathMode")) return (void *)&cublasSetMathMode;
     if (!strcmp(s, "cublasGemmEx")) return (void *)&emu_gemm;
+    if (!strcmp(s, "cublasGemmBatchedEx")) return (void *)&emu_gemm_batched;
     if (!strcmp(s, "cublasGetStatusString")) return (void *)&cublasGetStatusString;
     return nullptr;
 }
