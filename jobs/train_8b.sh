@@ -18,10 +18,11 @@
 #   parameters per rank   8.03e9 / TP 8                     = 1.00e9
 #   weights + gradients   1.00e9 x (2 + 4) B                =  6.0 GB
 #   optimizer, ZeRO-1     1.00e9 x 12 B / DP 4              =  3.0 GB  (12.0 GB without ZeRO-1)
-#   activations (Korthikanti et al. 2022 adapted to SwiGLU and GQA, bf16, TP 8;
+#   activations (hpt's CUDA allocations in bf16 mode: residual stream, statistics
+#     and activation gradients fp32, the rest bf16 (docs/PLAN.md); TP 8;
 #     `bash jobs/train_8b.sh --dry-run` runs hpt-plan), 32 layers, no recomputation:
-#     FlashAttention-style (no T x T scores)                  =  5.7 GiB -> 16.2 GiB in all
-#     with the softmax scores (hpt's current attention kernels) = 9.7 GiB -> 20.2 GiB in all
+#     FlashAttention-style (no T x T scores)                  =  8.5 GiB -> 19.0 GiB in all
+#     with the softmax scores (hpt-plan --store-scores)       = 12.5 GiB -> 23.0 GiB in all
 #   logits and their gradient, vocab / TP: 2 x 4096 x 16032 x 4 B = 0.5 GB
 #   (hpt-plan, GiB: weights 1.87, gradients 3.74, optimizer 2.81, CUDA context 1.86)
 #   micro-batch 1 x grad-accum 256 x DP 4 = 1024 sequences; larger micro-batches fit too.
