@@ -398,20 +398,33 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         if (s->dp > 1)
             m.comm_buffers += s->zero1 ? 4 * own : 0.5 * 4 * P;
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
-    } else { /* mixed precision: 2 (bf16) + 4 (fp32 grad) + 12 (master, m, v) */
-        double w = s->fp32 ? 4 : 2, opt = s->fp32 ? 8 : 12;
-        m.weights = w * P;
+    } else if (s->fp32) { /* fp32: 4 (weights) + 4 (grad) + 8 (m, v) */
+        m.weights = 4 * P;
         m.grads = 4 * P;
-        m.optimizer = opt * (s->zero1 ? ceil(P / s->dp) : P);
+        m.optimizer = 8 * (s->zero1 ? ceil(P / s->dp) : P);
         m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
         m.activations = analytic_acts(s, stage, k);
-        /* PP: fp32: the send buffers of one micro-batch's output and input
-         * gradient (a = 4); bf16 (hpt's CUDA backend): the fp32 gradient
-         * send slots, one per micro-batch in flight (lib/schedule.c
-         * setup_pipeline; the output is sent from the slot's x_final) */
-        m.comm_buffers = s->pp <= 1 ? 0
-                         : s->fp32  ? 2 * act_elem_bytes(s) * local_tokens(s) * C
-                                    : 4 * local_tokens(s) * C * k;
+        /* PP: the send buffers of one micro-batch's output and input gradient */
+        m.comm_buffers = s->pp > 1 ? 2 * act_elem_bytes(s) * local_tokens(s) * C : 0;
+        m.baseline = s->cl.baseline_bytes + s->data_bytes;
+    } else {
+        /* bf16, hpt's CUDA backend: the fp32 weights (the master copy the
+         * optimizer updates, on every DP rank also with ZeRO-1: lib/train.c
+         * shards only the moments) and their bf16 working copy
+         * (lib/backend_cuda.cu weight_bf16), 4 + 2; fp32 gradients 4; AdamW
+         * m and v 8, over DP with ZeRO-1 (lib/optim.c), plus then the fp32
+         * reduce-scatter target of the own gradient shard (lib/train.c
+         * setup_zero1): 18 bytes per parameter without ZeRO-1 */
+        double own = s->zero1 ? ceil(P / s->dp) : P;
+        m.weights = (4 + 2) * P;
+        m.grads = 4 * P;
+        m.optimizer = 8 * own;
+        m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
+        m.activations = analytic_acts(s, stage, k);
+        /* PP: the fp32 gradient send slots, one per micro-batch in flight
+         * (lib/schedule.c setup_pipeline; the output is sent from the
+         * slot's x_final, counted in the activations) */
+        m.comm_buffers = (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0) + (s->zero1 ? 4 * own : 0);
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
     }
     /* --async-save (lib/checkpoint.c): each rank stages the fp32 weights and

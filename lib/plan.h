@@ -10,9 +10,10 @@
  *    lib/train.c, lib/comm_mpi.c), so predictions can be checked against
  *    `hpt-train --comm-stats` (comm.tsv) byte for byte and against the
  *    measured peak RSS;
- *  - analytic (GPU clusters): mixed precision (bf16 weights, fp32
- *    gradients, fp32 master weights and AdamW moments: 18 bytes per
- *    parameter) and the activations hpt's CUDA backend allocates in bf16
+ *  - analytic (GPU clusters): mixed precision as hpt's CUDA backend
+ *    allocates it (fp32 weights and their bf16 working copy, fp32
+ *    gradients, AdamW moments: 18 bytes per parameter; ZeRO-1 shards the
+ *    moments only) and the activations hpt's CUDA backend allocates in bf16
  *    mode (residual stream, statistics and gradients in fp32, the rest in
  *    bf16, lib/model.c layout_acts) — with --precision fp32 the activation
  *    memory of Korthikanti et al. 2022 adapted to SwiGLU and grouped-query

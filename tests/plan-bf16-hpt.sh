@@ -11,8 +11,11 @@
 # does), lib/schedule.c's grad_send and lib/backend_cuda.cu's attention
 # scratch, for every stage of several layouts (no recomputation, selective,
 # full; sequence parallelism; 1F1B and GPipe; T below and above the query
-# chunk), and must equal hpt-plan's JSON byte for byte. --precision fp32
-# keeps Korthikanti's count with a = 4 (checked for one layout).
+# chunk; ZeRO-1), and must equal hpt-plan's JSON byte for byte; so must the
+# weights (fp32 + the bf16 working copy, on every DP rank), gradients and
+# AdamW moments (ZeRO-1: the shard, plus the gradient shard's buffer).
+# --precision fp32 keeps Korthikanti's count with a = 4 (checked for one
+# layout).
 . "$HPT_SRC/tests/lib.sh"
 PLAN="$HPT_BUILD/src/hpt-plan"
 cat > "$WORK/small.json" <<'JSON'
@@ -36,6 +39,8 @@ run $S --gpus-per-node 4 --tp 2 --pp 2 --micro-batch 2 --recompute=none --sequen
 run $S --gpus-per-node 4 --tp 2 --pp 2 --micro-batch 2 --recompute=selective --sequence-parallel
 run $S --gpus-per-node 4 --tp 2 --pp 2 --micro-batch 1 --recompute=full --sequence-parallel --pp-schedule gpipe
 run $S --gpus-per-node 6 --tp 2 --pp 3 --micro-batch 1 --recompute=none
+run $S --gpus-per-node 8 --tp 2 --pp 2 --dp 2 --micro-batch 1 --recompute=selective --zero1
+run $S --gpus-per-node 8 --tp 1 --pp 2 --dp 4 --micro-batch 2 --recompute=none --zero1
 # T = 8192, 4 heads per TP rank: the query chunk Tc = 1360 < T
 run --model llama3-8b --nodes 1 --gpus-per-node 8 --tp 8 --pp 1 --seq-len 8192 --global-batch 8 \
   --micro-batch 1 --recompute=selective --sequence-parallel
@@ -95,7 +100,19 @@ for i in range(1, n + 1):
             tc = min(s, max(16, tc - tc % 16))
             attn = 12 * b * Hl * tc * s + 2 * b * s * Hl * hd
             want = k * (nl * per + end) + shared + scratch + attn
-            comm = 4 * Nl * h * k if p > 1 else 0   # lib/schedule.c grad_send
+            # lib/schedule.c grad_send; ZeRO-1: lib/train.c setup_zero1's
+            # gradient shard of ceil(P/DP) floats (DP rank 0's, the largest)
+            P, dp = st["params"], lay["dp"]
+            own = -(-P // dp) if tr["zero1"] else P
+            comm = (4 * Nl * h * k if p > 1 else 0) + (4 * own if tr["zero1"] else 0)
+            # fp32 weights (all of them, also with ZeRO-1) + their bf16
+            # working copy, fp32 gradients, AdamW m and v (ZeRO-1: the shard)
+            mem = st["memory"]
+            if (mem["weights"], mem["grads"], mem["optimizer"]) != (6 * P, 4 * P, 8 * own):
+                bad += 1
+                print("FAIL %s | stage %d: weights/grads/optimizer %s, expected %s" % (
+                    args.replace(work + "/", ""), st["stage"],
+                    (mem["weights"], mem["grads"], mem["optimizer"]), (6 * P, 4 * P, 8 * own)))
         got = st["memory"]["activations"]
         gotc = st["memory"]["comm_buffers"]
         ok = got == round(want) and gotc == round(comm)

@@ -88,10 +88,11 @@ static void test_hand_values(void)
     expect("stage 0 in flight", r.stage[0].in_flight, 2, 0);
     expect("stage 1 in flight", r.stage[1].in_flight, 1, 0);
     double P0 = 26368;
-    /* mixed precision: 2 + 4 + 12 bytes per parameter */
-    expect("stage 0 weights (bf16)", r.stage[0].mem.weights, 2 * P0, 0);
+    /* bf16 on hpt's CUDA backend: fp32 weights + bf16 working copy, fp32
+     * gradients, AdamW m + v: 6 + 4 + 8 = 18 bytes per parameter */
+    expect("stage 0 weights (fp32 + bf16 copy)", r.stage[0].mem.weights, 6 * P0, 0);
     expect("stage 0 grads (fp32)", r.stage[0].mem.grads, 4 * P0, 0);
-    expect("stage 0 optimizer (fp32 master + m + v)", r.stage[0].mem.optimizer, 12 * P0, 0);
+    expect("stage 0 optimizer (m + v)", r.stage[0].mem.optimizer, 8 * P0, 0);
     /* hpt's bf16 allocations (lib/model.c layout_acts): per slot the layer
      * (24064) and the stage end: x_final 4*16*64 = 4096, rstdf 4*16,
      * tokens, targets, ce_mx, ce_sum + ce_tgt 4*5*16 = 320, on the last
@@ -117,7 +118,12 @@ static void test_hand_values(void)
     expect("stage 0 DP bytes", r.stage[0].comm[HPT_PLAN_DP].bytes, 4 * P0 + 8, 0);
     s.zero1 = 1;
     hpt_plan_eval(&s, &r);
-    expect("stage 0 optimizer, ZeRO-1 over DP 2", r.stage[0].mem.optimizer, 12 * P0 / 2, 0);
+    expect("stage 0 optimizer, ZeRO-1 over DP 2", r.stage[0].mem.optimizer, 8 * P0 / 2, 0);
+    expect("stage 0 weights, ZeRO-1 (all of them on every DP rank)", r.stage[0].mem.weights,
+           6 * P0, 0);
+    /* + the gradient shard (4 P/2) beside the 2 fp32 gradient send slots */
+    expect("stage 0 comm buffers, ZeRO-1", r.stage[0].mem.comm_buffers,
+           4 * P0 / 2 + 2 * 4 * 16 * 64, 0);
     /* reduce-scatter of 4P, all-gather of the own bf16 shard, two f64 */
     expect("stage 0 DP bytes, ZeRO-1", r.stage[0].comm[HPT_PLAN_DP].bytes,
            4 * P0 + 2 * P0 / 2 + 16, 0);
