@@ -607,8 +607,13 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
     int M = micro_batches(s), first = stage == 0, last = stage == s->pp - 1, l0, l1;
     hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
     int nl = l1 - l0;
-    double a = s->cl.exact ? 4 : act_elem_bytes(s), gb = 4; /* activation, gradient bytes */
-    double wb = s->cl.exact || s->fp32 ? 4 : 2;              /* parameter bytes */
+    /* bytes per element of what travels: the residual stream, partial sums
+     * and gradients (r; hpt keeps them fp32 in bf16 mode too, docs/
+     * ARCHITECTURE.md "bf16 activations (stage 2)"), the norm outputs that
+     * sequence parallelism all-gathers in forward (a: the activation dtype),
+     * weight gradients (gb) and the weights ZeRO-1 all-gathers (wb: hpt's
+     * fp32 weights) */
+    double a = s->cl.exact ? 4 : act_elem_bytes(s), r = 4, gb = 4, wb = 4;
     double N = (double)s->micro_batch * s->seq_len, NC = N * c->hidden_size;
     double P = hpt_plan_stage_params(s, stage);
     switch (g) {
@@ -618,14 +623,22 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
         if (s->sequence_parallel) { /* lib/model.c: sp_gather, sp_gather_grad, tp_reduce */
             double rs = 4 + 2 * (s->recompute == 1), ag = rs + 2 * (s->recompute == 2);
             add_op(&pc, s, g, HPT_COLL_REDUCE_SCATTER, s->tp, (double)M * (first + rs * nl + last),
-                   NC * a, NC * a);
-            add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->tp, (double)M * (first + ag * nl + last),
-                   NC * a, NC * a / s->tp);
+                   NC * r, NC * r);
+            if (a == r) {
+                add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->tp, (double)M * (first + ag * nl + last),
+                       NC * a, NC * a / s->tp);
+            } else { /* forward (sp_gather: ln1, ln2, again when recomputed; lnf) in the
+                      * activation dtype, backward (sp_gather_grad) in fp32 */
+                add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->tp, (double)M * ((ag - 2) * nl + last),
+                       NC * a, NC * a / s->tp);
+                add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->tp, (double)M * (2 * nl + first),
+                       NC * r, NC * r / s->tp);
+            }
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, 1, gb * (2.0 * nl + last) * c->hidden_size,
                    gb * (2.0 * nl + last) * c->hidden_size); /* norm weight gradients */
         } else
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp,
-                   (double)M * (first + (4 + 2 * (s->recompute == 1)) * nl + last), NC * a, NC * a);
+                   (double)M * (first + (4 + 2 * (s->recompute == 1)) * nl + last), NC * r, NC * r);
         if (last) { /* cross-entropy: row max (N), then sum-exp and target logit (2N) */
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, M, 4 * N, 4 * N);
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, M, 8 * N, 8 * N);
@@ -636,7 +649,7 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
             break;
         int ends = !last + !first;
         double sh = s->sequence_parallel && s->tp > 1 ? NC / s->tp : NC; /* the local shard */
-        add_op(&pc, s, g, HPT_COLL_P2P, 2, (double)M * ends, sh * a, sh * a);
+        add_op(&pc, s, g, HPT_COLL_P2P, 2, (double)M * ends, sh * r, sh * r);
         pc.calls += (double)M * ends; /* the matching receives */
         add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->pp, 1, 8, 8); /* loss (f64) */
         break;

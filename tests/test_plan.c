@@ -107,13 +107,27 @@ static void test_hand_values(void)
            r.stage[1].mem.comm_buffers, 4 * 16 * 64, 0);
     expect("stage 0 comm buffers (2 slots)", r.stage[0].mem.comm_buffers, 2 * 4 * 16 * 64, 0);
     /* TP bytes, stage 1: m x (4 all-reduces per layer + the head's) of
-     * N*C*2 bytes, + cross-entropy stats 3N floats per micro-batch */
+     * N*C*4 bytes (hpt's bf16 mode sums fp32 partial sums and gradients),
+     * + cross-entropy stats 3N floats per micro-batch */
     expect("stage 1 TP bytes", r.stage[1].comm[HPT_PLAN_TP].bytes,
-           2 * (4 + 1) * 16 * 64 * 2 + 2 * 12 * 16, 0);
+           2 * (4 + 1) * 16 * 64 * 4 + 2 * 12 * 16, 0);
     expect("stage 0 TP bytes (embedding + 4 per layer)", r.stage[0].comm[HPT_PLAN_TP].bytes,
-           2 * (1 + 4) * 16 * 64 * 2, 0);
-    /* PP: 2 micro-batches x one send of N*C*2 bytes + the loss (8 bytes) */
-    expect("stage 0 PP bytes", r.stage[0].comm[HPT_PLAN_PP].bytes, 2 * 2048 + 8, 0);
+           2 * (1 + 4) * 16 * 64 * 4, 0);
+    /* PP: 2 micro-batches x one send of N*C*4 bytes (fp32 residual) + the loss */
+    expect("stage 0 PP bytes", r.stage[0].comm[HPT_PLAN_PP].bytes, 2 * 4096 + 8, 0);
+    /* sequence parallelism, stage 0: reduce-scatters of fp32 partial sums
+     * m x (embedding + 4 per layer) x N*C*4; all-gathers (counted as the
+     * rank's own part, N*C/2 elements) of the norm outputs in bf16, m x 2 per
+     * layer x N*C/2*2, and of gradients in fp32, m x (2 per layer + the
+     * embedding's) x N*C/2*4; the norm-weight gradients 4*2*64 */
+    s.sequence_parallel = 1;
+    hpt_plan_eval(&s, &r);
+    expect("stage 0 TP bytes, sequence parallel", r.stage[0].comm[HPT_PLAN_TP].bytes,
+           2 * 5 * 1024 * 4 + 2 * 2 * 512 * 2 + 2 * 3 * 512 * 4 + 4 * 2 * 64, 0);
+    expect("stage 0 TP calls, sequence parallel", r.stage[0].comm[HPT_PLAN_TP].calls,
+           2 * 5 + 2 * 2 + 2 * 3 + 1, 0);
+    s.sequence_parallel = 0;
+    hpt_plan_eval(&s, &r);
     /* DP all-reduce of the fp32 gradients + the loss */
     expect("stage 0 DP bytes", r.stage[0].comm[HPT_PLAN_DP].bytes, 4 * P0 + 8, 0);
     s.zero1 = 1;
@@ -124,9 +138,10 @@ static void test_hand_values(void)
     /* + the gradient shard (4 P/2) beside the 2 fp32 gradient send slots */
     expect("stage 0 comm buffers, ZeRO-1", r.stage[0].mem.comm_buffers,
            4 * P0 / 2 + 2 * 4 * 16 * 64, 0);
-    /* reduce-scatter of 4P, all-gather of the own bf16 shard, two f64 */
+    /* reduce-scatter of 4P, all-gather of the own shard of the fp32
+     * weights, two f64 */
     expect("stage 0 DP bytes, ZeRO-1", r.stage[0].comm[HPT_PLAN_DP].bytes,
-           4 * P0 + 2 * P0 / 2 + 16, 0);
+           4 * P0 + 4 * P0 / 2 + 16, 0);
     s.zero1 = 0;
     s.gpipe = 1; /* GPipe: every stage holds all m = 2 micro-batches */
     hpt_plan_eval(&s, &r);
@@ -140,7 +155,7 @@ static void test_hand_values(void)
     s.recompute = 1; /* 2 more TP all-reduces per layer; layer input only */
     hpt_plan_eval(&s, &r);
     expect("stage 0 TP bytes, recompute", r.stage[0].comm[HPT_PLAN_TP].bytes,
-           2 * (1 + 6) * 16 * 64 * 2, 0);
+           2 * (1 + 6) * 16 * 64 * 4, 0);
     /* per slot the fp32 input 4*16*64 and the stage end; one layer shared */
     expect("stage 0 activations, recompute (2 x input + one layer)",
            r.stage[0].mem.activations, 2 * (4 * 16 * 64 + 4480) + 24064 + 31360 + 4096, 0);
