@@ -11,19 +11,21 @@
 # 1e-5, weight decay 0.1, clipping 1.0, 2000 warm-up steps, cosine decay to 10 %
 # of the peak lr 1.5e-4; 2 T tokens = 500 000 steps.
 #
-# Memory per GPU (bf16 weights 2 B + fp32 gradients 4 B + fp32 master weights
-# and AdamW moments 12 B = 18 B per parameter, the accounting of hpt-plan):
+# Memory per GPU (fp32 weights 4 B + their bf16 copy 2 B + fp32 gradients 4 B +
+# AdamW moments 8 B = 18 B per parameter, as hpt's CUDA backend allocates them
+# and hpt-plan counts; ZeRO-1 shards the moments and adds a 4 B gradient shard):
 #   parameters per rank   69.0e9 / (TP 8 x PP 4)           = 2.16e9
-#   weights + gradients   2.16e9 x (2 + 4) B               = 12.9 GB
-#   optimizer, ZeRO-1     2.16e9 x 12 B / DP 4             =  6.5 GB  (25.9 GB without ZeRO-1)
-#   (hpt-plan, GiB: weights 4.05, gradients 8.09, optimizer 6.07)
-#   activations (Korthikanti et al. 2022 adapted to SwiGLU and GQA, bf16, TP 8,
+#   weights + gradients   2.16e9 x (4 + 2 + 4) B           = 21.6 GB
+#   optimizer, ZeRO-1     2.16e9 x (8 + 4) B / DP 4        =  6.5 GB  (17.3 GB without ZeRO-1)
+#   (hpt-plan, GiB: weights 12.14, gradients 8.09, optimizer 4.05)
+#   activations (hpt's CUDA allocations in bf16 mode: residual stream, statistics
+#     and activation gradients fp32, the rest bf16 (docs/PLAN.md); TP 8,
 #     no sequence parallelism; `bash jobs/train_70b.sh --dry-run` runs hpt-plan):
 #     1F1B keeps PP = 4 micro-batches in flight on stage 0 over 80/4 = 20 layers:
-#     stored in full, FlashAttention-style (no T x T scores)  = 28.0 GiB -> 48.2 GiB in all
-#     stored in full with the softmax scores (hpt's current
-#       attention kernels, hpt-plan --store-scores)           = 48.0 GiB -> 68.2 GiB in all
-#     with --recompute (layer inputs kept, one layer redone)  =  5.4 GiB -> 25.5 GiB in all
+#     stored in full, FlashAttention-style (no T x T scores)  = 39.4 GiB -> 68.1 GiB in all
+#     stored in full with the softmax scores (hpt-plan
+#       --store-scores)                                       = 59.4 GiB -> 88.1 GiB in all
+#     with --recompute (layer inputs kept, one layer redone)  = 11.9 GiB -> 40.6 GiB in all
 #   Recompute is on by default: it leaves room for micro-batch 2 or a longer
 #   sequence and for the allocator's fragmentation, at ~33 % more FLOPs; set
 #   HPT_RECOMPUTE=0 when the attention kernels do not store the scores.

@@ -13,17 +13,19 @@
 # 1.0, 2000 warm-up steps, cosine decay to 10 % of the peak lr 3e-4; 2 T tokens
 # = 500 000 steps.
 #
-# Memory per GPU (18 B per parameter: bf16 weights, fp32 gradients, fp32 master
-# weights and AdamW moments, as hpt-plan counts):
+# Memory per GPU (18 B per parameter: fp32 weights, their bf16 copy, fp32
+# gradients and AdamW moments, as hpt's CUDA backend allocates them and hpt-plan
+# counts; ZeRO-1 shards the moments and adds a 4 B gradient shard):
 #   parameters per rank   8.03e9 / TP 8                     = 1.00e9
-#   weights + gradients   1.00e9 x (2 + 4) B                =  6.0 GB
-#   optimizer, ZeRO-1     1.00e9 x 12 B / DP 4              =  3.0 GB  (12.0 GB without ZeRO-1)
-#   activations (Korthikanti et al. 2022 adapted to SwiGLU and GQA, bf16, TP 8;
+#   weights + gradients   1.00e9 x (4 + 2 + 4) B            = 10.0 GB
+#   optimizer, ZeRO-1     1.00e9 x (8 + 4) B / DP 4         =  3.0 GB  (8.0 GB without ZeRO-1)
+#   activations (hpt's CUDA allocations in bf16 mode: residual stream, statistics
+#     and activation gradients fp32, the rest bf16 (docs/PLAN.md); TP 8;
 #     `bash jobs/train_8b.sh --dry-run` runs hpt-plan), 32 layers, no recomputation:
-#     FlashAttention-style (no T x T scores)                  =  5.7 GiB -> 16.2 GiB in all
-#     with the softmax scores (hpt's current attention kernels) = 9.7 GiB -> 20.2 GiB in all
+#     FlashAttention-style (no T x T scores)                  =  8.5 GiB -> 22.7 GiB in all
+#     with the softmax scores (hpt-plan --store-scores)       = 12.5 GiB -> 26.7 GiB in all
 #   logits and their gradient, vocab / TP: 2 x 4096 x 16032 x 4 B = 0.5 GB
-#   (hpt-plan, GiB: weights 1.87, gradients 3.74, optimizer 2.81, CUDA context 1.86)
+#   (hpt-plan, GiB: weights 5.61, gradients 3.74, optimizer 1.87, CUDA context 1.86)
 #   micro-batch 1 x grad-accum 256 x DP 4 = 1024 sequences; larger micro-batches fit too.
 #SBATCH --job-name=hpt-8b
 #SBATCH --nodes=4

@@ -71,6 +71,9 @@ typedef struct {
     int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
     double start_time, flops_per_token, peak_flops_per_rank;
     char hpt_version[33], slurm_job_id[33], host[65];
+    /* hpt-train --sequence-parallel (0/1) and --recompute (0 none, 1 full,
+     * 2 selective); -1 where the file's /segments predates the field */
+    int32_t sequence_parallel, recompute;
 } hpt_live_seg;
 
 typedef struct {

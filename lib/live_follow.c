@@ -58,7 +58,10 @@ static void run_name(hpt_live_run *r)
     snprintf(r->name, sizeof r->name, "%.255s", base);
 }
 
-static hid_t seg_mem_type(void)
+/* The memory type of a /segments row; the newer members
+ * (sequence_parallel, recompute) only where the file's type `ft` has them
+ * (ft < 0: none), as io/metrics_read.c reads them. */
+static hid_t seg_mem_type(hid_t ft)
 {
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_live_seg));
     hid_t s33 = H5Tcopy(H5T_C_S1), s65 = H5Tcopy(H5T_C_S1);
@@ -72,6 +75,10 @@ static hid_t seg_mem_type(void)
     F(start_time, H5T_NATIVE_DOUBLE); F(flops_per_token, H5T_NATIVE_DOUBLE);
     F(peak_flops_per_rank, H5T_NATIVE_DOUBLE); F(hpt_version, s33); F(slurm_job_id, s33);
     F(host, s65);
+    if (ft >= 0 && H5Tget_member_index(ft, "sequence_parallel") >= 0)
+        F(sequence_parallel, H5T_NATIVE_INT32);
+    if (ft >= 0 && H5Tget_member_index(ft, "recompute") >= 0)
+        F(recompute, H5T_NATIVE_INT32);
 #undef F
     H5Tclose(s33);
     H5Tclose(s65);
@@ -108,7 +115,7 @@ void hpt_live_run_init(hpt_live_run *r, int id, const char *path, const hpt_aler
     if (r->nrules) /* memcpy from NULL is undefined even for 0 bytes */
         memcpy(r->rules, rules, sizeof *rules * (size_t)r->nrules);
     r->flops_per_token = r->peak_flops = NAN;
-    r->seg_t = seg_mem_type();
+    r->seg_t = seg_mem_type(-1);
     r->ev_t = ev_mem_type();
 }
 
@@ -326,6 +333,14 @@ static hpt_status open_file(hpt_live_run *r)
     }
     if (!st && (r->seg_ds = H5Dopen2(r->file, "/segments", H5P_DEFAULT)) < 0)
         st = HPT_ERR_DATA, snprintf(p, sizeof p, "/segments");
+    if (!st) { /* this file's /segments members decide what is read */
+        hid_t ft = H5Dget_type(r->seg_ds), t = seg_mem_type(ft);
+        if (ft >= 0)
+            H5Tclose(ft);
+        if (r->seg_t > 0)
+            H5Tclose(r->seg_t);
+        r->seg_t = t;
+    }
     if (!st && (r->ev_ds = H5Dopen2(r->file, "/events", H5P_DEFAULT)) < 0)
         st = HPT_ERR_DATA, snprintf(p, sizeof p, "/events");
     if (st && !strstr(hpt_error_msg(), r->path))
@@ -519,8 +534,18 @@ static hpt_status read_new(hpt_live_run *r, hpt_live_news *news)
     hpt_status st;
     H5E_BEGIN_TRY
     {
+        size_t seg0 = r->nseg;
         st = read_table(r, r->seg_ds, r->seg_t, sizeof(hpt_live_seg), "/segments",
                         (void **)&r->seg, &r->nseg);
+        /* fields the file does not record: -1 (null in the JSON) */
+        int has_sp = H5Tget_member_index(r->seg_t, "sequence_parallel") >= 0;
+        int has_rc = H5Tget_member_index(r->seg_t, "recompute") >= 0;
+        for (size_t i = seg0; !st && i < r->nseg; i++) {
+            if (!has_sp)
+                r->seg[i].sequence_parallel = -1;
+            if (!has_rc)
+                r->seg[i].recompute = -1;
+        }
         if (!st)
             st = read_rows(r, news);
         if (!st)

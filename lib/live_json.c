@@ -160,6 +160,14 @@ static void segment_json(const hpt_live_seg *s, hpt_sbuf *out)
     hpt_sbuf_json_str(out, s->host);
     hpt_sbuf_printf(out, ",\"slurm_job_id\":");
     hpt_sbuf_json_str(out, s->slurm_job_id);
+    /* as hpt-train's options name them; null where the file predates them */
+    static const char *const rc[] = {"none", "full", "selective"};
+    hpt_sbuf_printf(out, ",\"sequence_parallel\":%s,\"recompute\":",
+                    s->sequence_parallel < 0 ? "null" : s->sequence_parallel ? "true" : "false");
+    if (s->recompute >= 0 && s->recompute <= 2)
+        hpt_sbuf_printf(out, "\"%s\"", rc[s->recompute]);
+    else
+        hpt_sbuf_put(out, "null", 4);
     hpt_sbuf_put(out, "}", 1);
 }
 

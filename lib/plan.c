@@ -239,35 +239,104 @@ double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, 
 
 static double act_elem_bytes(const hpt_plan_setup *s) { return s->fp32 ? 4.0 : 2.0; }
 
-double hpt_plan_layer_act_bytes(const hpt_plan_setup *s)
+/* Korthikanti et al. 2022's per-layer term for the scores: the stored
+ * softmax (a bytes per element) or only its row statistics (fp32). */
+static double scores_bytes(const hpt_plan_setup *s, double a)
+{
+    double t = s->tp, b = s->micro_batch, sq = s->seq_len, H = s->cfg.num_attention_heads;
+    return s->store_scores ? a * b * (H / t) * sq * sq : 4.0 * b * (H / t) * sq;
+}
+
+double hpt_plan_megatron_layer_act_bytes(const hpt_plan_setup *s)
 {
     const hpt_config *c = &s->cfg;
     double a = act_elem_bytes(s), t = s->tp, b = s->micro_batch, sq = s->seq_len;
     double h = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads;
     double g = (double)c->num_key_value_heads / H;
-    double scores = s->store_scores ? a * b * (H / t) * sq * sq : 4.0 * b * (H / t) * sq;
-    return a * sq * b * h * (4.0 + (2.0 + 2.0 * g) / t) + a * 3.0 * sq * b * I / t + scores;
+    return a * sq * b * h * (4.0 + (2.0 + 2.0 * g) / t) + a * 3.0 * sq * b * I / t +
+           scores_bytes(s, a);
+}
+
+/* hpt's CUDA backend in bf16 mode (lib/model.c carve_layer with act_elem =
+ * 2, docs/ARCHITECTURE.md "bf16 activations (stage 2)"): one layer's saved
+ * bytes for one micro-batch on one TP rank, without the 64-byte rounding
+ * of each piece, split as carve_layer splits them. *elem: what selective
+ * recomputation recomputes — ln1, ln2 (bf16, N x h), rstd1, rstd2 (fp32,
+ * N_l), the attention state (fp32 log-sum-exp B x H/t x T, or the stored
+ * softmax in bf16 with store_scores), the attention output (bf16, N x h/t),
+ * SwiGLU's h (bf16, N x I/t); *gemm: what it keeps — q (bf16, N x h/t), k,
+ * v (bf16, N x g h/t), xmid (fp32, N_l x h), gate, up (bf16, N x I/t);
+ * *x: the layer input (fp32, N_l x h). N_l = N/t under sequence
+ * parallelism (local_tokens). */
+static void hpt_bf16_layer(const hpt_plan_setup *s, double *elem, double *gemm, double *x)
+{
+    const hpt_config *c = &s->cfg;
+    double t = s->tp, N = (double)s->micro_batch * s->seq_len, Nl = local_tokens(s);
+    double h = c->hidden_size, hd = hpt_config_head_dim(c);
+    double QD = c->num_attention_heads / t * hd, KD = c->num_key_value_heads / t * hd;
+    double Il = c->intermediate_size / t;
+    *elem = 2 * (2 * N * h) + 2 * (4 * Nl) + scores_bytes(s, 2.0) + 2 * N * QD + 2 * N * Il;
+    *gemm = 2 * N * QD + 2 * (2 * N * KD) + 4 * Nl * h + 2 * (2 * N * Il);
+    *x = 4 * Nl * h;
+}
+
+double hpt_plan_layer_act_bytes(const hpt_plan_setup *s)
+{
+    if (s->fp32)
+        return hpt_plan_megatron_layer_act_bytes(s);
+    double elem, gemm, x;
+    hpt_bf16_layer(s, &elem, &gemm, &x);
+    return elem + gemm + x;
 }
 
 /* The part of hpt_plan_layer_act_bytes that selective recomputation
  * recomputes instead of keeping (lib/model.c layer_recompute_selective):
  * the two RMSNorm outputs (2sbh), the attention core's output (sbh/t) and
- * state, SwiGLU's output (sbI/t). */
+ * state, SwiGLU's output (sbI/t); in bf16 mode also the norms' rstd, each
+ * tensor at the width hpt's CUDA backend stores it (hpt_bf16_layer). */
 static double selective_recomputed_bytes(const hpt_plan_setup *s)
 {
+    if (!s->fp32) {
+        double elem, gemm, x;
+        hpt_bf16_layer(s, &elem, &gemm, &x);
+        return elem;
+    }
     const hpt_config *c = &s->cfg;
     double a = act_elem_bytes(s), t = s->tp, b = s->micro_batch, sq = s->seq_len;
-    double h = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads;
-    double scores = s->store_scores ? a * b * (H / t) * sq * sq : 4.0 * b * (H / t) * sq;
-    return a * sq * b * h * (2.0 + 1.0 / t) + a * sq * b * I / t + scores;
+    double h = c->hidden_size, I = c->intermediate_size;
+    return a * sq * b * h * (2.0 + 1.0 / t) + a * sq * b * I / t + scores_bytes(s, a);
+}
+
+double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s)
+{
+    if (s->fp32)
+        return 0;
+    const hpt_config *c = &s->cfg;
+    double B = s->micro_batch, T = s->seq_len, Hl = c->num_attention_heads / s->tp;
+    double hd = hpt_config_head_dim(c);
+    double tc = floor(536870912.0 / (12.0 * B * Hl * T));
+    tc = fmin(T, fmax(16.0, tc - fmod(tc, 16.0)));
+    return 12.0 * B * Hl * tc * T + 2.0 * B * T * Hl * hd;
 }
 
 /* ------------------------------------------------------------ memory */
 
-/* Analytic (GPU) activations of one rank of `stage`, bytes: per layer and
- * micro-batch in flight the layer's saved activations, or with full
- * recomputation only its input (s*b*h) plus one layer's working set; the
- * last stage also keeps the final norm's input and output. */
+/* Analytic (GPU) activations of one rank of `stage` holding k micro-batches.
+ * fp32: Korthikanti's count with a = 4 — per layer and micro-batch in
+ * flight the layer's saved activations, or with full recomputation only
+ * its input (s*b*h) plus one layer's working set; the last stage also
+ * keeps the final norm's input and output. bf16: hpt's CUDA allocations
+ * (lib/model.c layout_acts, act_elem = 2, without the 64-byte rounding):
+ * per layer and slot hpt_bf16_layer's pieces (all; x + the GEMM outputs
+ * with selective recomputation; x only with full), one shared set (full:
+ * a whole layer + recompute_out, N_l x h fp32; selective: the recomputed
+ * pieces), per slot the stage end (x_final N_l x h fp32, lnf N x h bf16 on
+ * the last stage, rstdf N_l, tokens, targets, ce_mx N and ce_sum + ce_tgt
+ * 2N, fp32), the fp32 backward scratch (dx, dtmp N x h; dq, datty N x h/t;
+ * dk, dv N x g h/t; dh, dgate, dup N x I/t; dscores B x H/t x T; under
+ * sequence parallelism sp_tmp N_l x h, dfull N x h and the packed norm-weight
+ * gradients (2 layers + last) x h) and the bf16 attention's chunk scratch
+ * (hpt_plan_attention_scratch_bytes). */
 static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
 {
     const hpt_config *c = &s->cfg;
@@ -275,11 +344,27 @@ static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
     int l0, l1, last = stage == s->pp - 1;
     hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
     double layer = hpt_plan_layer_act_bytes(s), rec = selective_recomputed_bytes(s);
-    double Nl = local_tokens(s), sp = (N - Nl) * a * h; /* SP: x and xmid hold Nl tokens */
-    double per_layer = s->recompute == 1 ? a * Nl * h
-                       : s->recompute == 2 ? layer - rec - 2 * sp : layer - 2 * sp;
-    double acts = k * ((l1 - l0) * per_layer + (last ? a * (N + Nl) * h : 0));
-    return acts + (s->recompute == 1 ? layer : s->recompute == 2 ? rec : 0);
+    double Nl = local_tokens(s);
+    if (s->fp32) {
+        double sp = (N - Nl) * a * h; /* SP: x and xmid hold Nl tokens */
+        double per_layer = s->recompute == 1 ? a * Nl * h
+                           : s->recompute == 2 ? layer - rec - 2 * sp : layer - 2 * sp;
+        double acts = k * ((l1 - l0) * per_layer + (last ? a * (N + Nl) * h : 0));
+        return acts + (s->recompute == 1 ? layer : s->recompute == 2 ? rec : 0);
+    }
+    double elem, gemm, x;
+    hpt_bf16_layer(s, &elem, &gemm, &x);
+    double t = s->tp, hd = hpt_config_head_dim(c), B = s->micro_batch, T = s->seq_len;
+    double QD = c->num_attention_heads / t * hd, KD = c->num_key_value_heads / t * hd;
+    double Il = c->intermediate_size / t, Hl = c->num_attention_heads / t;
+    double per_layer = s->recompute == 1 ? x : s->recompute == 2 ? gemm + x : layer;
+    double shared = s->recompute == 1 ? layer : s->recompute == 2 ? rec : 0;
+    double end = 4 * Nl * h + (last ? 2 * N * h : 0) + 4 * Nl + 4 * 5 * N;
+    double scratch = 4 * (2 * N * h + 2 * N * QD + 2 * N * KD + 3 * N * Il + B * Hl * T);
+    if (Nl < N)
+        scratch += 4 * (Nl * h + N * h + (2.0 * (l1 - l0) + last) * h);
+    return k * ((l1 - l0) * per_layer + end) + shared + scratch +
+           hpt_plan_attention_scratch_bytes(s);
 }
 
 /* ZeRO-1 shard of DP rank d: contiguous blocks of ceil(P/DP) elements
@@ -313,14 +398,33 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         if (s->dp > 1)
             m.comm_buffers += s->zero1 ? 4 * own : 0.5 * 4 * P;
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
-    } else { /* mixed precision: 2 (bf16) + 4 (fp32 grad) + 12 (master, m, v) */
-        double w = s->fp32 ? 4 : 2, opt = s->fp32 ? 8 : 12;
-        m.weights = w * P;
+    } else if (s->fp32) { /* fp32: 4 (weights) + 4 (grad) + 8 (m, v) */
+        m.weights = 4 * P;
         m.grads = 4 * P;
-        m.optimizer = opt * (s->zero1 ? ceil(P / s->dp) : P);
+        m.optimizer = 8 * (s->zero1 ? ceil(P / s->dp) : P);
         m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
         m.activations = analytic_acts(s, stage, k);
+        /* PP: the send buffers of one micro-batch's output and input gradient */
         m.comm_buffers = s->pp > 1 ? 2 * act_elem_bytes(s) * local_tokens(s) * C : 0;
+        m.baseline = s->cl.baseline_bytes + s->data_bytes;
+    } else {
+        /* bf16, hpt's CUDA backend: the fp32 weights (the master copy the
+         * optimizer updates, on every DP rank also with ZeRO-1: lib/train.c
+         * shards only the moments) and their bf16 working copy
+         * (lib/backend_cuda.cu weight_bf16), 4 + 2; fp32 gradients 4; AdamW
+         * m and v 8, over DP with ZeRO-1 (lib/optim.c), plus then the fp32
+         * reduce-scatter target of the own gradient shard (lib/train.c
+         * setup_zero1): 18 bytes per parameter without ZeRO-1 */
+        double own = s->zero1 ? ceil(P / s->dp) : P;
+        m.weights = (4 + 2) * P;
+        m.grads = 4 * P;
+        m.optimizer = 8 * own;
+        m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
+        m.activations = analytic_acts(s, stage, k);
+        /* PP: the fp32 gradient send slots, one per micro-batch in flight
+         * (lib/schedule.c setup_pipeline; the output is sent from the
+         * slot's x_final, counted in the activations) */
+        m.comm_buffers = (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0) + (s->zero1 ? 4 * own : 0);
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
     }
     /* --async-save (lib/checkpoint.c): each rank stages the fp32 weights and
@@ -503,8 +607,13 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
     int M = micro_batches(s), first = stage == 0, last = stage == s->pp - 1, l0, l1;
     hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
     int nl = l1 - l0;
-    double a = s->cl.exact ? 4 : act_elem_bytes(s), gb = 4; /* activation, gradient bytes */
-    double wb = s->cl.exact || s->fp32 ? 4 : 2;              /* parameter bytes */
+    /* bytes per element of what travels: the residual stream, partial sums
+     * and gradients (r; hpt keeps them fp32 in bf16 mode too, docs/
+     * ARCHITECTURE.md "bf16 activations (stage 2)"), the norm outputs that
+     * sequence parallelism all-gathers in forward (a: the activation dtype),
+     * weight gradients (gb) and the weights ZeRO-1 all-gathers (wb: hpt's
+     * fp32 weights) */
+    double a = s->cl.exact ? 4 : act_elem_bytes(s), r = 4, gb = 4, wb = 4;
     double N = (double)s->micro_batch * s->seq_len, NC = N * c->hidden_size;
     double P = hpt_plan_stage_params(s, stage);
     switch (g) {
@@ -514,14 +623,22 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
         if (s->sequence_parallel) { /* lib/model.c: sp_gather, sp_gather_grad, tp_reduce */
             double rs = 4 + 2 * (s->recompute == 1), ag = rs + 2 * (s->recompute == 2);
             add_op(&pc, s, g, HPT_COLL_REDUCE_SCATTER, s->tp, (double)M * (first + rs * nl + last),
-                   NC * a, NC * a);
-            add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->tp, (double)M * (first + ag * nl + last),
-                   NC * a, NC * a / s->tp);
+                   NC * r, NC * r);
+            if (a == r) {
+                add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->tp, (double)M * (first + ag * nl + last),
+                       NC * a, NC * a / s->tp);
+            } else { /* forward (sp_gather: ln1, ln2, again when recomputed; lnf) in the
+                      * activation dtype, backward (sp_gather_grad) in fp32 */
+                add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->tp, (double)M * ((ag - 2) * nl + last),
+                       NC * a, NC * a / s->tp);
+                add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->tp, (double)M * (2 * nl + first),
+                       NC * r, NC * r / s->tp);
+            }
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, 1, gb * (2.0 * nl + last) * c->hidden_size,
                    gb * (2.0 * nl + last) * c->hidden_size); /* norm weight gradients */
         } else
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp,
-                   (double)M * (first + (4 + 2 * (s->recompute == 1)) * nl + last), NC * a, NC * a);
+                   (double)M * (first + (4 + 2 * (s->recompute == 1)) * nl + last), NC * r, NC * r);
         if (last) { /* cross-entropy: row max (N), then sum-exp and target logit (2N) */
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, M, 4 * N, 4 * N);
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp, M, 8 * N, 8 * N);
@@ -532,7 +649,7 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
             break;
         int ends = !last + !first;
         double sh = s->sequence_parallel && s->tp > 1 ? NC / s->tp : NC; /* the local shard */
-        add_op(&pc, s, g, HPT_COLL_P2P, 2, (double)M * ends, sh * a, sh * a);
+        add_op(&pc, s, g, HPT_COLL_P2P, 2, (double)M * ends, sh * r, sh * r);
         pc.calls += (double)M * ends; /* the matching receives */
         add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->pp, 1, 8, 8); /* loss (f64) */
         break;

@@ -10,10 +10,14 @@
  *    lib/train.c, lib/comm_mpi.c), so predictions can be checked against
  *    `hpt-train --comm-stats` (comm.tsv) byte for byte and against the
  *    measured peak RSS;
- *  - analytic (GPU clusters): mixed precision (bf16 weights and
- *    activations, fp32 gradients, fp32 master weights and AdamW moments:
- *    18 bytes per parameter) and the activation memory of Korthikanti et al.
- *    2022 adapted to SwiGLU and grouped-query attention.
+ *  - analytic (GPU clusters): mixed precision as hpt's CUDA backend
+ *    allocates it (fp32 weights and their bf16 working copy, fp32
+ *    gradients, AdamW moments: 18 bytes per parameter; ZeRO-1 shards the
+ *    moments only) and the activations hpt's CUDA backend allocates in bf16
+ *    mode (residual stream, statistics and gradients in fp32, the rest in
+ *    bf16, lib/model.c layout_acts) — with --precision fp32 the activation
+ *    memory of Korthikanti et al. 2022 adapted to SwiGLU and grouped-query
+ *    attention, a = 4.
  *
  * Units: bytes, seconds, FLOPs (floating-point operations, a multiply-add
  * counts 2), FLOP/s, bytes/s. Sizes are doubles so 405B-parameter models
@@ -164,15 +168,42 @@ void hpt_plan_stage_layers(int L, int pp, int stage, int *l0, int *l1);
  * Exact model: every tensor padded to 16 elements (lib/model.c). */
 double hpt_plan_stage_params(const hpt_plan_setup *s, int stage);
 
-/* Activation bytes of one layer for one micro-batch of b sequences of s
- * tokens on one TP rank, without recomputation (analytic model):
+/* Megatron's count: activation bytes of one layer for one micro-batch of b
+ * sequences of s tokens on one TP rank, without recomputation, every saved
+ * tensor (the residual stream too) in a bytes:
  *   a * s*b*h * (4 + (2 + 2g)/t) + a * 3*s*b*I/t      (a = 2 bf16, 4 fp32)
  *   + store_scores ? a * b*(H/t)*s^2 : 4 * b*(H/t)*s  (softmax or its stats)
  * g = KV/H. Korthikanti et al. 2022, eq. 2 (34 + 5as/h, per layer, no
  * parallelism) with Llama's terms: RMSNorm inputs, no dropout masks, GQA's
  * smaller K and V, SwiGLU's three I-wide tensors; docs/PLAN.md derives it
- * term by term and reduces it to Korthikanti's for GPT. */
+ * term by term and reduces it to Korthikanti's for GPT. a = 2 is
+ * Megatron-LM's default bf16 residual; the residual stream is counted on all
+ * N = s*b tokens (analytic_acts takes sequence parallelism's saving off).
+ * The fp32 analytic model uses it with a = 4. */
+double hpt_plan_megatron_layer_act_bytes(const hpt_plan_setup *s);
+
+/* Activation bytes of one layer for one micro-batch on one TP rank, without
+ * recomputation, as hpt's GPU backend keeps them. fp32:
+ * hpt_plan_megatron_layer_act_bytes (a = 4). bf16 (hpt's CUDA backend,
+ * lib/model.c carve_layer with 2-byte activations, without its 64-byte
+ * rounding): the residual stream in fp32, the rest in bf16,
+ *   4 * 2*N_l*h                  x, xmid (fp32)
+ *   + 2 * N*h * (2 + (2 + 2g)/t) ln1, ln2; q, attention output; k, v (bf16)
+ *   + 2 * 3*N*I/t                gate, up, h (bf16)
+ *   + 4 * 2*N_l                  rstd of the two RMSNorms (fp32)
+ *   + store_scores ? 2 * b*(H/t)*s^2 : 4 * b*(H/t)*s   (log-sum-exp, fp32)
+ * N = s*b, N_l = N/t under sequence parallelism, else N. Against
+ * Megatron's a = 2 count this adds 2*2*N_l*h + 8*N_l bytes. */
 double hpt_plan_layer_act_bytes(const hpt_plan_setup *s);
+
+/* Persistent device scratch of the bf16 attention of hpt's CUDA backend
+ * (lib/backend_cuda.cu: causal attention in query chunks through cuBLAS),
+ * bytes, one per rank: 12*B*Hl*Tc*T + 2*B*T*Hl*hd with B the micro-batch,
+ * T the sequence length, Hl = H/t, hd = h/H and the chunk
+ * Tc = min(T, max(16, floor(2^29 / (12*B*Hl*T)) rounded down to a multiple
+ * of 16)). 0 with fp32 (its kernels' B*Hl*T floats of scratch are
+ * lib/model.c's dscores). */
+double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s);
 
 /* hpt's activation block (lib/model.c layout_acts) in bytes for one rank
  * of `stage` holding `nslots` micro-batch slots; *logits gets the part that

@@ -53,12 +53,31 @@ static void test_hand_values(void)
            23168 + 64 + 3200, 0);
     /* activations, bf16 (a = 2), s = 8, b = 2, h = 64, I = 176, t = 2:
      * 2*8*2*64*(4 + (2 + 2*0.5)/2) = 2048*5.5 = 11264; 2*3*8*2*176/2 = 8448;
-     * softmax statistics 4 * b * H/t * s = 4*2*2*8 = 128 */
-    expect("layer activations, bf16, flash", hpt_plan_layer_act_bytes(&s), 11264 + 8448 + 128, 0);
+     * softmax statistics 4 * b * H/t * s = 4*2*2*8 = 128 (Megatron's
+     * count, Korthikanti et al. 2022 adapted: every tensor in a bytes) */
+    expect("Megatron layer activations, bf16, flash", hpt_plan_megatron_layer_act_bytes(&s),
+           11264 + 8448 + 128, 0);
     s.store_scores = 1; /* + 2 * b * H/t * s^2 = 2*2*2*64 = 512 instead of 128 */
-    expect("layer activations, bf16, softmax stored", hpt_plan_layer_act_bytes(&s),
-           11264 + 8448 + 512, 0);
+    expect("Megatron layer activations, bf16, softmax stored",
+           hpt_plan_megatron_layer_act_bytes(&s), 11264 + 8448 + 512, 0);
     s.store_scores = 0;
+    /* hpt's CUDA backend in bf16 mode, N = 16 tokens: x, xmid fp32
+     * 4*2*16*64 = 8192; ln1, ln2 2*2*16*64 = 4096; q, attention output
+     * 2*2*16*32 = 2048; k, v 2*2*16*16 = 1024; gate, up, h 2*3*16*88 = 8448;
+     * rstd1, rstd2 4*2*16 = 128; log-sum-exp 128: 24064 = 19840 + 2*2*16*64
+     * (x, xmid in 4 bytes, not 2) + 128 (rstd) */
+    expect("hpt layer activations, bf16", hpt_plan_layer_act_bytes(&s), 24064, 0);
+    s.store_scores = 1;
+    expect("hpt layer activations, bf16, softmax stored", hpt_plan_layer_act_bytes(&s),
+           24064 - 128 + 512, 0);
+    s.store_scores = 0;
+    /* bf16 attention scratch: Tc = min(8, ...) = 8; 12*2*2*8*8 + 2*2*8*2*16 */
+    expect("bf16 attention chunk scratch", hpt_plan_attention_scratch_bytes(&s), 3072 + 1024, 0);
+    s.fp32 = 1;
+    expect("fp32: Megatron's count with a = 4", hpt_plan_layer_act_bytes(&s),
+           2 * (11264 + 8448) + 128, 0);
+    expect("fp32: no bf16 attention scratch", hpt_plan_attention_scratch_bytes(&s), 0, 0);
+    s.fp32 = 0;
 
     hpt_plan_result r;
     hpt_status st = hpt_plan_eval(&s, &r);
@@ -69,47 +88,77 @@ static void test_hand_values(void)
     expect("stage 0 in flight", r.stage[0].in_flight, 2, 0);
     expect("stage 1 in flight", r.stage[1].in_flight, 1, 0);
     double P0 = 26368;
-    /* mixed precision: 2 + 4 + 12 bytes per parameter */
-    expect("stage 0 weights (bf16)", r.stage[0].mem.weights, 2 * P0, 0);
+    /* bf16 on hpt's CUDA backend: fp32 weights + bf16 working copy, fp32
+     * gradients, AdamW m + v: 6 + 4 + 8 = 18 bytes per parameter */
+    expect("stage 0 weights (fp32 + bf16 copy)", r.stage[0].mem.weights, 6 * P0, 0);
     expect("stage 0 grads (fp32)", r.stage[0].mem.grads, 4 * P0, 0);
-    expect("stage 0 optimizer (fp32 master + m + v)", r.stage[0].mem.optimizer, 12 * P0, 0);
-    /* stage 0 activations: 2 in flight x 1 layer x 19840 */
-    expect("stage 0 activations", r.stage[0].mem.activations, 2 * 19840, 0);
-    /* stage 1: 1 x (19840 + final norm in/out 2 * 2*16*64 = 4096); logits fp32 4*16*50 */
-    expect("stage 1 activations", r.stage[1].mem.activations, 19840 + 4096, 0);
+    expect("stage 0 optimizer (m + v)", r.stage[0].mem.optimizer, 8 * P0, 0);
+    /* hpt's bf16 allocations (lib/model.c layout_acts): per slot the layer
+     * (24064) and the stage end: x_final 4*16*64 = 4096, rstdf 4*16,
+     * tokens, targets, ce_mx, ce_sum + ce_tgt 4*5*16 = 320, on the last
+     * stage lnf 2*16*64 = 2048: 4480 / 6528; once the fp32 backward scratch
+     * 4*(2*16*64 + 2*16*32 + 2*16*16 + 3*16*88 + 2*2*8) = 31360 and the
+     * attention scratch 4096. Stage 0: 2 in flight, 1 layer. */
+    expect("stage 0 activations", r.stage[0].mem.activations,
+           2 * (24064 + 4480) + 31360 + 4096, 0);
+    expect("stage 1 activations", r.stage[1].mem.activations, 24064 + 6528 + 31360 + 4096, 0);
     expect("stage 1 logits", r.stage[1].mem.logits, 4 * 16 * 50, 0);
-    expect("stage 1 comm buffers (p2p send, 2 x N x C x 2 bytes)", r.stage[1].mem.comm_buffers,
-           2 * 2 * 16 * 64, 0);
+    expect("stage 1 comm buffers (fp32 gradient send slot, 1 x N x C x 4 bytes)",
+           r.stage[1].mem.comm_buffers, 4 * 16 * 64, 0);
+    expect("stage 0 comm buffers (2 slots)", r.stage[0].mem.comm_buffers, 2 * 4 * 16 * 64, 0);
     /* TP bytes, stage 1: m x (4 all-reduces per layer + the head's) of
-     * N*C*2 bytes, + cross-entropy stats 3N floats per micro-batch */
+     * N*C*4 bytes (hpt's bf16 mode sums fp32 partial sums and gradients),
+     * + cross-entropy stats 3N floats per micro-batch */
     expect("stage 1 TP bytes", r.stage[1].comm[HPT_PLAN_TP].bytes,
-           2 * (4 + 1) * 16 * 64 * 2 + 2 * 12 * 16, 0);
+           2 * (4 + 1) * 16 * 64 * 4 + 2 * 12 * 16, 0);
     expect("stage 0 TP bytes (embedding + 4 per layer)", r.stage[0].comm[HPT_PLAN_TP].bytes,
-           2 * (1 + 4) * 16 * 64 * 2, 0);
-    /* PP: 2 micro-batches x one send of N*C*2 bytes + the loss (8 bytes) */
-    expect("stage 0 PP bytes", r.stage[0].comm[HPT_PLAN_PP].bytes, 2 * 2048 + 8, 0);
+           2 * (1 + 4) * 16 * 64 * 4, 0);
+    /* PP: 2 micro-batches x one send of N*C*4 bytes (fp32 residual) + the loss */
+    expect("stage 0 PP bytes", r.stage[0].comm[HPT_PLAN_PP].bytes, 2 * 4096 + 8, 0);
+    /* sequence parallelism, stage 0: reduce-scatters of fp32 partial sums
+     * m x (embedding + 4 per layer) x N*C*4; all-gathers (counted as the
+     * rank's own part, N*C/2 elements) of the norm outputs in bf16, m x 2 per
+     * layer x N*C/2*2, and of gradients in fp32, m x (2 per layer + the
+     * embedding's) x N*C/2*4; the norm-weight gradients 4*2*64 */
+    s.sequence_parallel = 1;
+    hpt_plan_eval(&s, &r);
+    expect("stage 0 TP bytes, sequence parallel", r.stage[0].comm[HPT_PLAN_TP].bytes,
+           2 * 5 * 1024 * 4 + 2 * 2 * 512 * 2 + 2 * 3 * 512 * 4 + 4 * 2 * 64, 0);
+    expect("stage 0 TP calls, sequence parallel", r.stage[0].comm[HPT_PLAN_TP].calls,
+           2 * 5 + 2 * 2 + 2 * 3 + 1, 0);
+    s.sequence_parallel = 0;
+    hpt_plan_eval(&s, &r);
     /* DP all-reduce of the fp32 gradients + the loss */
     expect("stage 0 DP bytes", r.stage[0].comm[HPT_PLAN_DP].bytes, 4 * P0 + 8, 0);
     s.zero1 = 1;
     hpt_plan_eval(&s, &r);
-    expect("stage 0 optimizer, ZeRO-1 over DP 2", r.stage[0].mem.optimizer, 12 * P0 / 2, 0);
-    /* reduce-scatter of 4P, all-gather of the own bf16 shard, two f64 */
+    expect("stage 0 optimizer, ZeRO-1 over DP 2", r.stage[0].mem.optimizer, 8 * P0 / 2, 0);
+    expect("stage 0 weights, ZeRO-1 (all of them on every DP rank)", r.stage[0].mem.weights,
+           6 * P0, 0);
+    /* + the gradient shard (4 P/2) beside the 2 fp32 gradient send slots */
+    expect("stage 0 comm buffers, ZeRO-1", r.stage[0].mem.comm_buffers,
+           4 * P0 / 2 + 2 * 4 * 16 * 64, 0);
+    /* reduce-scatter of 4P, all-gather of the own shard of the fp32
+     * weights, two f64 */
     expect("stage 0 DP bytes, ZeRO-1", r.stage[0].comm[HPT_PLAN_DP].bytes,
-           4 * P0 + 2 * P0 / 2 + 16, 0);
+           4 * P0 + 4 * P0 / 2 + 16, 0);
     s.zero1 = 0;
     s.gpipe = 1; /* GPipe: every stage holds all m = 2 micro-batches */
     hpt_plan_eval(&s, &r);
     expect("GPipe stage 1 in flight", r.stage[1].in_flight, 2, 0);
-    expect("GPipe stage 1 activations", r.stage[1].mem.activations, 2 * (19840 + 4096), 0);
-    expect("GPipe stage 0 activations", r.stage[0].mem.activations, 2 * 19840, 0);
+    expect("GPipe stage 1 activations", r.stage[1].mem.activations,
+           2 * (24064 + 6528) + 31360 + 4096, 0);
+    expect("GPipe stage 0 activations", r.stage[0].mem.activations,
+           2 * (24064 + 4480) + 31360 + 4096, 0);
     expect("GPipe bubble (p-1)/(m+p-1) = 1/3", r.bubble, 1.0 / 3.0, 1e-15);
     s.gpipe = 0;
     s.recompute = 1; /* 2 more TP all-reduces per layer; layer input only */
     hpt_plan_eval(&s, &r);
     expect("stage 0 TP bytes, recompute", r.stage[0].comm[HPT_PLAN_TP].bytes,
-           2 * (1 + 6) * 16 * 64 * 2, 0);
+           2 * (1 + 6) * 16 * 64 * 4, 0);
+    /* per slot the fp32 input 4*16*64 and the stage end; one layer shared */
     expect("stage 0 activations, recompute (2 x input + one layer)",
-           r.stage[0].mem.activations, 2 * 2 * 16 * 64 + 19840, 0);
+           r.stage[0].mem.activations, 2 * (4 * 16 * 64 + 4480) + 24064 + 31360 + 4096, 0);
 }
 
 static void test_alpha_beta(void)
