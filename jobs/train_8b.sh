@@ -50,7 +50,7 @@ export HPT_MODEL=${HPT_MODEL:-llama3-8b}
 export HPT_DATA=${HPT_DATA:-${HPT_ROOT:+$HPT_ROOT/}data/llama3}             # token shards of a 128256-token vocabulary
 export HPT_BACKEND=${HPT_BACKEND:-cuda}
 export HPT_COMM=${HPT_COMM:-auto}              # nccl (one GPU per rank) when built with NCCL, else MPI
-export HPT_PRECISION=${HPT_PRECISION:-tf32}     # tensor cores; bf16 mixed precision once the CUDA backend has it
+export HPT_PRECISION=${HPT_PRECISION:-tf32}     # tensor cores; bf16 (mixed precision) exists but has not yet run on a GPU
 export HPT_TASKS_PER_NODE=${HPT_TASKS_PER_NODE:-${SLURM_NTASKS_PER_NODE:-8}} HPT_GPUS_PER_NODE=${HPT_GPUS_PER_NODE:-8}
 export HPT_TP=${HPT_TP:-8} HPT_PP=${HPT_PP:-1}        # DP = 4 x 8 / 8 = 4
 export HPT_SEQ_LEN=${HPT_SEQ_LEN:-4096}

@@ -307,16 +307,37 @@ static double selective_recomputed_bytes(const hpt_plan_setup *s)
     return a * sq * b * h * (2.0 + 1.0 / t) + a * sq * b * I / t + scores_bytes(s, a);
 }
 
+static double round256(double bytes) { return ceil(bytes / 256.0) * 256.0; }
+
 double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s)
 {
     if (s->fp32)
         return 0;
     const hpt_config *c = &s->cfg;
     double B = s->micro_batch, T = s->seq_len, Hl = c->num_attention_heads / s->tp;
-    double hd = hpt_config_head_dim(c);
-    double tc = floor(536870912.0 / (12.0 * B * Hl * T));
+    double hd = hpt_config_head_dim(c), Tp = ceil(T / 16.0) * 16.0;
+    double tc = floor(536870912.0 / (12.0 * B * Hl * Tp));
     tc = fmin(T, fmax(16.0, tc - fmod(tc, 16.0)));
-    return 12.0 * B * Hl * tc * T + 2.0 * B * T * Hl * hd;
+    double n = B * Hl * tc * Tp, nq = B * T * Hl * hd;
+    int gqa = c->num_key_value_heads < c->num_attention_heads;
+    return round256(4 * n) * 2 + round256(2 * n) * 2 + round256(2 * nq) +
+           (gqa ? 2 * round256(4 * nq) : 0);
+}
+
+/* Persistent bf16 operand scratch of hpt's CUDA backend in bf16 mode
+ * (lib/backend_cuda.cu bf16_scratch(0): matmul_backward rounds the fp32
+ * output gradient (N, O) to bf16 there), bytes: 2 * max(4096, N * O) for
+ * the widest O a stage's products have (h, I/t, H/t*hd; the LM head's
+ * vocabulary shard on the last stage). */
+static double bf16_operand_scratch(const hpt_plan_setup *s, int last)
+{
+    const hpt_config *c = &s->cfg;
+    double N = (double)s->micro_batch * s->seq_len, t = s->tp;
+    double O = fmax(fmax(c->hidden_size, c->intermediate_size / t),
+                    c->num_attention_heads / t * hpt_config_head_dim(c));
+    if (last)
+        O = fmax(O, vocab_local(s));
+    return 2.0 * fmax(4096.0, N * O);
 }
 
 /* ------------------------------------------------------------ memory */
@@ -364,7 +385,7 @@ static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
     if (Nl < N)
         scratch += 4 * (Nl * h + N * h + (2.0 * (l1 - l0) + last) * h);
     return k * ((l1 - l0) * per_layer + end) + shared + scratch +
-           hpt_plan_attention_scratch_bytes(s);
+           hpt_plan_attention_scratch_bytes(s) + bf16_operand_scratch(s, last);
 }
 
 /* ZeRO-1 shard of DP rank d: contiguous blocks of ceil(P/DP) elements

@@ -197,12 +197,15 @@ double hpt_plan_megatron_layer_act_bytes(const hpt_plan_setup *s);
 double hpt_plan_layer_act_bytes(const hpt_plan_setup *s);
 
 /* Persistent device scratch of the bf16 attention of hpt's CUDA backend
- * (lib/backend_cuda.cu: causal attention in query chunks through cuBLAS),
- * bytes, one per rank: 12*B*Hl*Tc*T + 2*B*T*Hl*hd with B the micro-batch,
- * T the sequence length, Hl = H/t, hd = h/H and the chunk
- * Tc = min(T, max(16, floor(2^29 / (12*B*Hl*T)) rounded down to a multiple
- * of 16)). 0 with fp32 (its kernels' B*Hl*T floats of scratch are
- * lib/model.c's dscores). */
+ * (lib/backend_cuda.cu att_backward_bytes: causal attention in query
+ * chunks through cuBLAS), bytes, one per rank: with Tp = T rounded up to a
+ * multiple of 16, the chunk Tc = min(T, max(16, floor(2^29 / (12*B*Hl*Tp))
+ * rounded down to a multiple of 16)) and n = B*Hl*Tc*Tp scores, the pieces
+ * 4n (S), 4n (dP), 2n (P), 2n (dS), 2*B*T*Hl*hd (dO in bf16) and, with GQA
+ * (KV/t < Hl), 2 x 4*B*T*Hl*hd (dK, dV per query head), each rounded up to
+ * 256 bytes; B the micro-batch, T the sequence length, Hl = H/t, hd = h/H.
+ * 0 with fp32 (its kernels' B*Hl*T floats of scratch are lib/model.c's
+ * dscores). */
 double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s);
 
 /* hpt's activation block (lib/model.c layout_acts) in bytes for one rank

@@ -96,9 +96,19 @@ for i in range(1, n + 1):
             if sp:
                 scratch += 4 * (Nl * h + N * h + (2 * nl + (1 if last else 0)) * h)
             # lib/backend_cuda.cu bf16 attention: query chunks of Tc rows
-            tc = 536870912 // (12 * b * Hl * s)
+            # (att_backward_bytes): score rows padded to Tp, pieces rounded
+            # up to 256 bytes, per-head dK/dV with GQA
+            r256 = lambda x: -(-x // 256) * 256
+            Tp = -(-s // 16) * 16
+            tc = 536870912 // (12 * b * Hl * Tp)
             tc = min(s, max(16, tc - tc % 16))
-            attn = 12 * b * Hl * tc * s + 2 * b * s * Hl * hd
+            ns, nq = b * Hl * tc * Tp, b * s * Hl * hd
+            attn = 2 * r256(4 * ns) + 2 * r256(2 * ns) + r256(2 * nq) + \
+                (2 * r256(4 * nq) if KV < H else 0)
+            # bf16_scratch(0): the output gradient of the widest product in
+            # bf16 (the LM head's vocabulary shard on the last stage)
+            O = max(h, Il, QD, -(-m["vocab_size"] // t) if last else 0)
+            attn += 2 * max(4096, N * O)
             want = k * (nl * per + end) + shared + scratch + attn
             # lib/schedule.c grad_send; ZeRO-1: lib/train.c setup_zero1's
             # gradient shard of ceil(P/DP) floats (DP rank 0's, the largest)

@@ -71,8 +71,12 @@ static void test_hand_values(void)
     expect("hpt layer activations, bf16, softmax stored", hpt_plan_layer_act_bytes(&s),
            24064 - 128 + 512, 0);
     s.store_scores = 0;
-    /* bf16 attention scratch: Tc = min(8, ...) = 8; 12*2*2*8*8 + 2*2*8*2*16 */
-    expect("bf16 attention chunk scratch", hpt_plan_attention_scratch_bytes(&s), 3072 + 1024, 0);
+    /* bf16 attention scratch: T = 8 padded to Tp = 16, Tc = 8, n = 2*2*8*16
+     * = 512 scores: S, dP 4n = 2048 each, P, dS 2n = 1024 each, dO in bf16
+     * 2*2*8*2*16 = 1024, GQA (1 kv head per rank for 2 heads): dK, dV per
+     * query head 4*2*8*2*16 = 2048 each (all multiples of 256) */
+    expect("bf16 attention chunk scratch", hpt_plan_attention_scratch_bytes(&s),
+           2 * 2048 + 2 * 1024 + 1024 + 2 * 2048, 0);
     s.fp32 = 1;
     expect("fp32: Megatron's count with a = 4", hpt_plan_layer_act_bytes(&s),
            2 * (11264 + 8448) + 128, 0);
@@ -98,10 +102,13 @@ static void test_hand_values(void)
      * tokens, targets, ce_mx, ce_sum + ce_tgt 4*5*16 = 320, on the last
      * stage lnf 2*16*64 = 2048: 4480 / 6528; once the fp32 backward scratch
      * 4*(2*16*64 + 2*16*32 + 2*16*16 + 3*16*88 + 2*2*8) = 31360 and the
-     * attention scratch 4096. Stage 0: 2 in flight, 1 layer. */
+     * attention scratch 11264 (above) and the bf16 operand scratch of the
+     * products' output gradients 2 * max(4096, 16 * 88) = 8192 (the
+     * widest product is gate/up, I/t = 88; the head's 25 columns are
+     * fewer). Stage 0: 2 in flight, 1 layer. */
     expect("stage 0 activations", r.stage[0].mem.activations,
-           2 * (24064 + 4480) + 31360 + 4096, 0);
-    expect("stage 1 activations", r.stage[1].mem.activations, 24064 + 6528 + 31360 + 4096, 0);
+           2 * (24064 + 4480) + 31360 + 11264 + 8192, 0);
+    expect("stage 1 activations", r.stage[1].mem.activations, 24064 + 6528 + 31360 + 11264 + 8192, 0);
     expect("stage 1 logits", r.stage[1].mem.logits, 4 * 16 * 50, 0);
     expect("stage 1 comm buffers (fp32 gradient send slot, 1 x N x C x 4 bytes)",
            r.stage[1].mem.comm_buffers, 4 * 16 * 64, 0);
@@ -147,9 +154,9 @@ static void test_hand_values(void)
     hpt_plan_eval(&s, &r);
     expect("GPipe stage 1 in flight", r.stage[1].in_flight, 2, 0);
     expect("GPipe stage 1 activations", r.stage[1].mem.activations,
-           2 * (24064 + 6528) + 31360 + 4096, 0);
+           2 * (24064 + 6528) + 31360 + 11264 + 8192, 0);
     expect("GPipe stage 0 activations", r.stage[0].mem.activations,
-           2 * (24064 + 4480) + 31360 + 4096, 0);
+           2 * (24064 + 4480) + 31360 + 11264 + 8192, 0);
     expect("GPipe bubble (p-1)/(m+p-1) = 1/3", r.bubble, 1.0 / 3.0, 1e-15);
     s.gpipe = 0;
     s.recompute = 1; /* 2 more TP all-reduces per layer; layer input only */
@@ -158,7 +165,7 @@ static void test_hand_values(void)
            2 * (1 + 6) * 16 * 64 * 4, 0);
     /* per slot the fp32 input 4*16*64 and the stage end; one layer shared */
     expect("stage 0 activations, recompute (2 x input + one layer)",
-           r.stage[0].mem.activations, 2 * (4 * 16 * 64 + 4480) + 24064 + 31360 + 4096, 0);
+           r.stage[0].mem.activations, 2 * (4 * 16 * 64 + 4480) + 24064 + 31360 + 11264 + 8192, 0);
 }
 
 static void test_alpha_beta(void)
