@@ -24,9 +24,10 @@
  *   and saves only the row log-sum-exp (B,H,T); the backward recomputes
  *   the probabilities from it, one kernel for dK/dV (a block owns a tile
  *   of keys of one kv head and loops over the query heads of its GQA
- *   group, so no atomics) and one for dQ. In bf16 mode the same maths runs
- *   in query chunks through cuBLAS's batched bf16 products on the tensor
- *   cores ("attention through cuBLAS"), with the same saved log-sum-exp.
+ *   group, so no atomics) and one for dQ. In bf16 and tf32 modes the same
+ *   maths runs in query chunks through cuBLAS's batched products on the
+ *   tensor cores ("attention through cuBLAS"), with the same saved
+ *   log-sum-exp; fp32 mode (no tensor cores) keeps the kernels.
  *   The (B,H,T,T) matrix is never stored.
  * - Reductions whose result goes to the host (sum of squares, losses) are
  *   accumulated in double, per block then in a fixed order, so they are
@@ -985,18 +986,18 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
 }
 
 /* D (B,H,T) = rowsum(dout * out) = sum_s P dP (Dao 2023, algorithm 2,
- * line 4); one warp per (b, t, h) row. */
-__global__ static void k_attention_rowdot(float *D, const float *dout, const void *out, int bf,
-                                          int T, int H, int hd, size_t rows)
+ * line 4); one warp per (b, t, h) row. dout in bf16 (dbf) or float, out
+ * an activation (bf16 when bf). */
+__global__ static void k_attention_rowdot(float *D, const void *dout, int dbf, const void *out,
+                                          int bf, int T, int H, int hd, size_t rows)
 {
     size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (row >= rows)
         return;
-    const float *a = dout + row * hd;
     float s = 0.0f;
     for (int e = lane; e < hd; e += 32)
-        s += a[e] * ld_act(out, row * hd + e, bf);
+        s += ld_act(dout, row * hd + e, dbf) * ld_act(out, row * hd + e, bf);
     s = warp_sum(s);
     int h = (int)(row % H);
     size_t bt = row / H;
@@ -1225,12 +1226,13 @@ static void attention_fwd(void *out, float *lse, const void *q, const void *k, c
     }
 }
 
-/* ------------------------------- attention through cuBLAS (bf16 mode)
+/* ------------------------ attention through cuBLAS (bf16 and tf32 modes)
  *
- * In bf16 mode the attention core runs on the tensor cores through
- * cuBLAS's batched bf16 products instead of the fp32 kernels above (which
- * use the CUDA cores: at T = 2048 they would cost more than all the
- * model's GEMMs together). The queries are cut into chunks of Tc rows; for
+ * In bf16 and tf32 modes the attention core runs on the tensor cores
+ * through cuBLAS's batched products instead of the fp32 kernels above
+ * (which use the CUDA cores: at T = 2048 they would cost more than all the
+ * model's GEMMs together); fp32 mode (the exactness mode, no tensor cores)
+ * keeps the kernels. The queries are cut into chunks of Tc rows; for
  * a chunk [t0, t1) and every (b, h) at once (cublasGemmBatchedEx, one
  * entry per head, GQA by pointing the entries of a group at one kv head):
  *   forward   S = scale Q_c K^T over keys [0, t1)          (fp32, scratch)
@@ -1241,18 +1243,26 @@ static void attention_fwd(void *out, float *lse, const void *q, const void *k, c
  *             dV += P^T dO_c, dK += dS^T Q_c  (per query head of a group,
  *             so no two entries of one call write the same dK/dV rows),
  *             dQ_c = dS K.
- * Operands enter as bf16 (q, k, v, out are bf16 activations; dO is rounded
- * to bf16 once per call), accumulation and S, dP, lse, D, dQ, dK, dV are
- * fp32. Only the chunk's scores are held: a scratch of 12 B H Tc T bytes
- * (S, dP fp32; P, dS bf16) plus dO in bf16 (2 B T H hd bytes), grown on
- * demand and kept (counted in mem_peak); Tc is the largest multiple of 16
- * (at least 16, at most T) whose scratch fits ATT_CHUNK_BYTES. The saved
- * state is the same row log-sum-exp as the kernels', so attention_saved
- * and attention_scratch_floats do not change. HPT_CUDA_ATT_CHUNK=R forces
- * R query rows per chunk (tests); HPT_CUDA_ATTENTION=flash keeps the fp32
- * kernels in bf16 mode (for comparison). */
+ * bf16 mode: operands enter as bf16 (q, k, v, out are bf16 activations; dO
+ * is rounded to bf16 once per call; P and dS are stored in bf16), fp32
+ * accumulation. tf32 mode: every operand is fp32 (CUBLAS_COMPUTE_32F_FAST
+ * _TF32, as the model's products), P overwrites S and dS overwrites dP. In
+ * both S, dP, lse, D, dQ, dK, dV are fp32. Only the chunk's scores are
+ * held: a scratch of 12 (bf16) or 8 (tf32) bytes per score, B H Tc Tp
+ * scores (Tp = T rounded up to 16), plus dO in bf16 (2 B T H hd bytes,
+ * bf16 only) and with GQA per-head dK, dV (8 B T H hd), grown on demand
+ * and kept (counted in mem_peak); Tc is the largest multiple of 16 (at
+ * least 16, at most T) whose scores fit ATT_CHUNK_BYTES. The saved state
+ * is the same row log-sum-exp as the kernels', so attention_saved and
+ * attention_scratch_floats do not change. HPT_CUDA_ATT_CHUNK=R forces R
+ * query rows per chunk (tests); HPT_CUDA_ATTENTION=flash keeps the fp32
+ * kernels (for comparison). */
 
 #define ATT_CHUNK_BYTES ((size_t)512 << 20)
+
+/* Bytes of scratch per score: S, dP fp32 and P, dS bf16 (bf16 mode), or
+ * S/P and dP/dS fp32 in place (tf32). */
+static int att_score_bytes(void) { return g_bf16 ? 12 : 8; }
 
 /* Query rows per chunk for B sequences of T tokens and H (local) heads. */
 static int att_chunk_rows(int B, int T, int H)
@@ -1260,7 +1270,7 @@ static int att_chunk_rows(int B, int T, int H)
     const char *e = getenv("HPT_CUDA_ATT_CHUNK");
     long r = e && *e ? strtol(e, NULL, 10) : 0;
     if (r <= 0) {
-        size_t per_row = (size_t)12 * B * H * (size_t)((T + 15) / 16 * 16);
+        size_t per_row = (size_t)att_score_bytes() * B * H * (size_t)((T + 15) / 16 * 16);
         r = (long)(ATT_CHUNK_BYTES / per_row) / 16 * 16;
         if (r < 16)
             r = 16;
@@ -1268,12 +1278,17 @@ static int att_chunk_rows(int B, int T, int H)
     return r > T ? T : (int)r;
 }
 
-/* bf16 mode uses the cuBLAS path unless HPT_CUDA_ATTENTION=flash. */
+/* bf16 and tf32 modes use the cuBLAS path unless HPT_CUDA_ATTENTION=flash. */
 static int att_use_blas(void)
 {
     const char *e = getenv("HPT_CUDA_ATTENTION");
-    return g_bf16 && !(e && !strcmp(e, "flash"));
+    return (g_bf16 || g_compute == CUBLAS_COMPUTE_32F_FAST_TF32) && !(e && !strcmp(e, "flash"));
 }
+
+/* Operand type and compute type of the attention's products: bf16 with
+ * fp32 compute (bf16 mode), fp32 with tf32 compute (tf32 mode). */
+static cudaDataType att_et(void) { return g_bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+static int att_esz(void) { return g_bf16 ? 2 : 4; }
 
 /* One operand of a batched product: entry i = b * nj + j points at
  * base + (b * bstride + ((j * mul + add) / div) * hstride) * esize bytes. */
@@ -1343,8 +1358,8 @@ static const void **att_ptrs(size_t n)
 }
 
 /* C_i (m,n; ldc) = alpha op(A_i) op(B_i) + beta C_i for the nb * nj entries
- * (cuBLAS's column-major terms), A and B bf16, C of type ct, fp32
- * accumulation. */
+ * (cuBLAS's column-major terms), A and B of the attention's operand type
+ * (att_et: bf16, or fp32 in tf32 mode), C of type ct, fp32 accumulation. */
 static void gemm_bat(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
                      bat_operand A, int lda, bat_operand B, int ldb, float beta, bat_operand C,
                      cudaDataType ct, int ldc, int nb, int nj)
@@ -1355,18 +1370,19 @@ static void gemm_bat(cublasOperation_t ta, cublasOperation_t tb, int m, int n, i
     const void **p = att_ptrs((size_t)cnt);
     k_batch_ptrs<<<(cnt + 127) / 128, 128>>>(p, A, B, C, nb, nj);
     LAUNCHED("k_batch_ptrs");
-    HPT_CUBLAS(g_cublas.gemm_batched_ex(g_blas, ta, tb, m, n, k, &alpha, p, CUDA_R_16BF, lda,
-                                        p + cnt, CUDA_R_16BF, ldb, &beta, (void *const *)(p + 2 * cnt),
-                                        ct, ldc, cnt, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    HPT_CUBLAS(g_cublas.gemm_batched_ex(g_blas, ta, tb, m, n, k, &alpha, p, att_et(), lda, p + cnt,
+                                        att_et(), ldb, &beta, (void *const *)(p + 2 * cnt), ct,
+                                        ldc, cnt, g_compute, CUBLAS_GEMM_DEFAULT));
 }
 
 #define ATT_ROW_THREADS 128
 
 /* Forward softmax of one chunk: block (r, bh) takes score row r (query
  * position tp = t0 + r) of entry bh: S[bh*per + r*ld + s], s < nk. Writes
- * P = exp(S - m) / l for s <= tp and 0 for tp < s < nk (bf16, same
- * layout) and lse[bh*T + tp] = m + log l. */
-__global__ static void k_chunk_softmax(uint16_t *P, float *lse, const float *S, int nk, int ld,
+ * P = exp(S - m) / l for s <= tp and 0 for tp < s < nk (bf16 when bf, else
+ * fp32, possibly over S itself: each element is read, then written, by one
+ * thread after the reductions; same layout) and lse[bh*T + tp] = m + log l. */
+__global__ static void k_chunk_softmax(void *P, int bf, float *lse, const float *S, int nk, int ld,
                                        int t0, size_t per, int T)
 {
     const size_t row = (size_t)blockIdx.y * per + (size_t)blockIdx.x * ld;
@@ -1382,14 +1398,16 @@ __global__ static void k_chunk_softmax(uint16_t *P, float *lse, const float *S, 
     l = block_sum(l);
     float inv = 1.0f / l;
     for (int j = threadIdx.x; j < nk; j += blockDim.x)
-        P[row + j] = bf16_bits(j <= tp ? expf(s[j] - mx) * inv : 0.0f);
+        st_act(P, row + j, j <= tp ? expf(s[j] - mx) * inv : 0.0f, bf);
     if (threadIdx.x == 0)
         lse[(size_t)blockIdx.y * T + tp] = mx + logf(l);
 }
 
 /* Backward of one chunk's softmax, same layout: P = exp(S - lse) (0 past
- * the causal edge), dS = P (dP - D) scale; both written as bf16. */
-__global__ static void k_chunk_dsoftmax(uint16_t *P, uint16_t *dS, const float *S, const float *dP,
+ * the causal edge), dS = P (dP - D) scale; both written as bf16 when bf,
+ * else fp32 (P may be S and dS may be dP: each element is read, then
+ * written, by one thread). */
+__global__ static void k_chunk_dsoftmax(void *P, void *dS, int bf, const float *S, const float *dP,
                                         const float *lse, const float *D, int nk, int ld, int t0,
                                         size_t per, int T, float scale)
 {
@@ -1397,9 +1415,9 @@ __global__ static void k_chunk_dsoftmax(uint16_t *P, uint16_t *dS, const float *
     const int tp = t0 + blockIdx.x;
     const float L = lse[(size_t)blockIdx.y * T + tp], Dr = D[(size_t)blockIdx.y * T + tp];
     for (int j = threadIdx.x; j < nk; j += blockDim.x) {
-        float p = j <= tp ? expf(S[row + j] - L) : 0.0f;
-        P[row + j] = bf16_bits(p);
-        dS[row + j] = bf16_bits(p * (dP[row + j] - Dr) * scale);
+        float p = j <= tp ? expf(S[row + j] - L) : 0.0f, ds = p * (dP[row + j] - Dr) * scale;
+        st_act(P, row + j, p, bf);
+        st_act(dS, row + j, ds, bf);
     }
 }
 
@@ -1418,18 +1436,6 @@ static att_geom att_geometry(int B, int T, int H)
     g.Tp = (T + 15) / 16 * 16;
     g.per = (size_t)g.Tc * g.Tp;
     return g;
-}
-
-/* S (per entry (b, h), rows [0, nq), ld) = scale Q[t0..t0+nq) K[0..nk)^T:
- * column-major S^T (nk, nq) = Kc^T (nk, hd) Qc (hd, nq). */
-static void att_scores(float *S, const void *q, const void *k, int B, int T, int H, int KV, int hd,
-                       int t0, int nq, int nk, int ld, size_t per)
-{
-    size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
-    gemm_bat(CUBLAS_OP_T, CUBLAS_OP_N, nk, nq, hd, 1.0f / sqrtf((float)hd),
-             bat(k, T * ldk, hd, 1, 0, H / KV, 2), (int)ldk,
-             bat((const uint16_t *)q + t0 * ldq, T * ldq, hd, 1, 0, 1, 2), (int)ldq, 0.0f,
-             bat(S, H * per, per, 1, 0, 1, 4), CUDA_R_32F, ld, B, H);
 }
 
 /* dk, dv (B,T,KV,hd) = the sums over each group of grp query heads of
@@ -1458,58 +1464,67 @@ static char *carve_bytes(char *buf, size_t *at, size_t bytes)
     return p;
 }
 
-/* Scratch bytes of blas_attention_backward (the forward needs less): the
- * chunk's S, dP (fp32), P, dS (bf16) for every (b, h), dO in bf16 and,
- * with GQA, dK and dV per query head (fp32); pieces 256-byte aligned. */
-static size_t att_backward_bytes(int B, int T, int H, int KV, int hd)
+/* The pieces of the attention scratch for one call, bytes, in carving
+ * order: the chunk's S and dP (fp32) for every (b, h); P and dS (bf16 in
+ * bf16 mode; 0 in tf32 mode, where they overwrite S and dP); dO in bf16
+ * (bf16 mode); with GQA dK and dV per query head (fp32). */
+static void att_pieces(size_t sz[7], int B, int T, int H, int KV, int hd)
 {
     att_geom g = att_geometry(B, T, H);
-    size_t n = (size_t)B * H * g.per, nqe = (size_t)B * T * H * hd, at = 0;
-    size_t sizes[7] = {n * 4, n * 4, n * 2, n * 2, nqe * 2, H > KV ? nqe * 4 : 0, H > KV ? nqe * 4 : 0};
+    size_t n = (size_t)B * H * g.per, nqe = (size_t)B * T * H * hd;
+    sz[0] = sz[1] = n * 4;
+    sz[2] = sz[3] = g_bf16 ? n * 2 : 0;
+    sz[4] = g_bf16 ? nqe * 2 : 0;
+    sz[5] = sz[6] = H > KV ? nqe * 4 : 0;
+}
+
+/* Scratch bytes of blas_attention_backward (the forward uses its first
+ * pieces), each piece 256-byte aligned. */
+static size_t att_backward_bytes(int B, int T, int H, int KV, int hd)
+{
+    size_t sz[7], at = 0;
+    att_pieces(sz, B, T, H, KV, hd);
     for (int i = 0; i < 7; i++)
-        at += round256(sizes[i]);
+        at += round256(sz[i]);
     return at;
+}
+
+/* S (per entry (b, h), rows [0, nq), ld) = scale Q[t0..t0+nq) K[0..nk)^T:
+ * column-major S^T (nk, nq) = Kc^T (nk, hd) Qc (hd, nq). */
+static void att_scores(float *S, const void *q, const void *k, int B, int T, int H, int KV, int hd,
+                       int t0, int nq, int nk, int ld, size_t per)
+{
+    size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    int es = att_esz();
+    gemm_bat(CUBLAS_OP_T, CUBLAS_OP_N, nk, nq, hd, 1.0f / sqrtf((float)hd),
+             bat(k, T * ldk, hd, 1, 0, H / KV, es), (int)ldk,
+             bat((const char *)q + t0 * ldq * es, T * ldq, hd, 1, 0, 1, es), (int)ldq, 0.0f,
+             bat(S, H * per, per, 1, 0, 1, 4), CUDA_R_32F, ld, B, H);
 }
 
 static void blas_attention_forward(void *out, float *lse, const void *q, const void *k,
                                    const void *v, int B, int T, int H, int KV, int hd)
 {
     att_geom g = att_geometry(B, T, H);
-    size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd, n = (size_t)B * H * g.per;
+    size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd, sz[7], at = 0;
+    att_pieces(sz, B, T, H, KV, hd);
     char *scr = att_scratch(att_backward_bytes(B, T, H, KV, hd)); /* one size: no regrowth */
-    size_t at = 0;
-    float *S = (float *)carve_bytes(scr, &at, n * 4);
-    uint16_t *P = (uint16_t *)carve_bytes(scr, &at, n * 2);
+    float *S = (float *)carve_bytes(scr, &at, sz[0]);
+    carve_bytes(scr, &at, sz[1]);
+    void *P = g_bf16 ? (void *)carve_bytes(scr, &at, sz[2]) : (void *)S; /* tf32: over S */
+    int es = att_esz();
     for (int t0 = 0; t0 < T; t0 += g.Tc) {
         int nq = min(g.Tc, T - t0), nk = t0 + nq, ld = (nk + 7) / 8 * 8;
         att_scores(S, q, k, B, T, H, KV, hd, t0, nq, nk, ld, g.per);
-        k_chunk_softmax<<<dim3(nq, B * H), ATT_ROW_THREADS>>>(P, lse, S, nk, ld, t0, g.per, T);
+        k_chunk_softmax<<<dim3(nq, B * H), ATT_ROW_THREADS>>>(P, g_bf16, lse, S, nk, ld, t0, g.per,
+                                                              T);
         LAUNCHED("k_chunk_softmax");
         /* O_c: column-major Oc (hd, nq) = Vc (hd, nk) Pc (nk, nq) */
-        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, nk, 1.0f, bat(v, T * ldk, hd, 1, 0, H / KV, 2),
-                 (int)ldk, bat(P, H * g.per, g.per, 1, 0, 1, 2), ld, 0.0f,
-                 bat((uint16_t *)out + t0 * ldq, T * ldq, hd, 1, 0, 1, 2), CUDA_R_16BF, (int)ldq, B,
+        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, nk, 1.0f, bat(v, T * ldk, hd, 1, 0, H / KV, es),
+                 (int)ldk, bat(P, H * g.per, g.per, 1, 0, 1, es), ld, 0.0f,
+                 bat((char *)out + t0 * ldq * es, T * ldq, hd, 1, 0, 1, es), att_et(), (int)ldq, B,
                  H);
     }
-}
-
-/* D (B,H,T) = rowsum(dO out) from dO in bf16, one warp per (b, t, h). */
-__global__ static void k_attention_rowdot_bf(float *D, const uint16_t *dout, const uint16_t *out,
-                                             int T, int H, int hd, size_t rows)
-{
-    size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int lane = threadIdx.x & 31;
-    if (row >= rows)
-        return;
-    float s = 0.0f;
-    for (int e = lane; e < hd; e += 32)
-        s += bf16_float(dout[row * hd + e]) * bf16_float(out[row * hd + e]);
-    s = warp_sum(s);
-    int h = (int)(row % H);
-    size_t bt = row / H;
-    int t = (int)(bt % T), b = (int)(bt / T);
-    if (lane == 0)
-        D[((size_t)b * H + h) * T + t] = s;
 }
 
 static void blas_attention_backward(float *dq, float *dk, float *dv, float *D, const float *dout,
@@ -1518,48 +1533,53 @@ static void blas_attention_backward(float *dq, float *dk, float *dv, float *D, c
                                     int hd)
 {
     att_geom g = att_geometry(B, T, H);
-    const int grp = H / KV;
+    const int grp = H / KV, es = att_esz();
     const float scale = 1.0f / sqrtf((float)hd);
-    size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd, n = (size_t)B * H * g.per;
-    size_t nqe = (size_t)B * T * ldq;
+    size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd, nqe = (size_t)B * T * ldq, sz[7], at = 0;
+    att_pieces(sz, B, T, H, KV, hd);
     char *scr = att_scratch(att_backward_bytes(B, T, H, KV, hd));
-    size_t at = 0;
-    float *S = (float *)carve_bytes(scr, &at, n * 4), *dP = (float *)carve_bytes(scr, &at, n * 4);
-    uint16_t *P = (uint16_t *)carve_bytes(scr, &at, n * 2);
-    uint16_t *dS = (uint16_t *)carve_bytes(scr, &at, n * 2);
-    uint16_t *dOb = (uint16_t *)carve_bytes(scr, &at, nqe * 2);
+    float *S = (float *)carve_bytes(scr, &at, sz[0]), *dP = (float *)carve_bytes(scr, &at, sz[1]);
+    /* bf16: P, dS and dO rounded to bf16 in their own pieces; tf32: P over
+     * S, dS over dP, dO as given */
+    void *P = g_bf16 ? (void *)carve_bytes(scr, &at, sz[2]) : (void *)S;
+    void *dS = g_bf16 ? (void *)carve_bytes(scr, &at, sz[3]) : (void *)dP;
+    const void *dO = dout;
+    if (g_bf16) {
+        uint16_t *dOb = (uint16_t *)carve_bytes(scr, &at, sz[4]);
+        to_bf16(dOb, dout, nqe);
+        dO = dOb;
+    }
     /* dK, dV per query head (B,T,H,hd), summed over each group at the end;
      * without GQA the outputs themselves */
-    float *dKh = grp > 1 ? (float *)carve_bytes(scr, &at, nqe * 4) : dk;
-    float *dVh = grp > 1 ? (float *)carve_bytes(scr, &at, nqe * 4) : dv;
-    to_bf16(dOb, dout, nqe);
+    float *dKh = grp > 1 ? (float *)carve_bytes(scr, &at, sz[5]) : dk;
+    float *dVh = grp > 1 ? (float *)carve_bytes(scr, &at, sz[6]) : dv;
     size_t rows = (size_t)B * T * H;
-    k_attention_rowdot_bf<<<(unsigned)((rows + 3) / 4), 128>>>(D, dOb, (const uint16_t *)out, T, H,
-                                                               hd, rows);
-    LAUNCHED("k_attention_rowdot_bf");
+    k_attention_rowdot<<<(unsigned)((rows + 3) / 4), 128>>>(D, dO, g_bf16, out, g_bf16, T, H, hd,
+                                                            rows);
+    LAUNCHED("k_attention_rowdot");
     cuda_memset0(dKh, sizeof(float) * nqe);
     cuda_memset0(dVh, sizeof(float) * nqe);
     for (int t0 = 0; t0 < T; t0 += g.Tc) {
         int nq = min(g.Tc, T - t0), nk = t0 + nq, ld = (nk + 7) / 8 * 8;
-        const uint16_t *qc = (const uint16_t *)q + t0 * ldq, *dOc = dOb + t0 * ldq;
+        const char *qc = (const char *)q + t0 * ldq * es, *dOc = (const char *)dO + t0 * ldq * es;
         att_scores(S, q, k, B, T, H, KV, hd, t0, nq, nk, ld, g.per);
         /* dP^T (nk, nq) = Vc^T (nk, hd) dOc (hd, nq) */
-        gemm_bat(CUBLAS_OP_T, CUBLAS_OP_N, nk, nq, hd, 1.0f, bat(v, T * ldk, hd, 1, 0, grp, 2),
-                 (int)ldk, bat(dOc, T * ldq, hd, 1, 0, 1, 2), (int)ldq, 0.0f,
+        gemm_bat(CUBLAS_OP_T, CUBLAS_OP_N, nk, nq, hd, 1.0f, bat(v, T * ldk, hd, 1, 0, grp, es),
+                 (int)ldk, bat(dOc, T * ldq, hd, 1, 0, 1, es), (int)ldq, 0.0f,
                  bat(dP, H * g.per, g.per, 1, 0, 1, 4), CUDA_R_32F, ld, B, H);
-        k_chunk_dsoftmax<<<dim3(nq, B * H), ATT_ROW_THREADS>>>(P, dS, S, dP, lse, D, nk, ld, t0,
-                                                               g.per, T, scale);
+        k_chunk_dsoftmax<<<dim3(nq, B * H), ATT_ROW_THREADS>>>(P, dS, g_bf16, S, dP, lse, D, nk, ld,
+                                                               t0, g.per, T, scale);
         LAUNCHED("k_chunk_dsoftmax");
         /* per query head: dVh, dKh (hd, nk) += dOc / Qc (hd, nq) (Pc / dSc (nk, nq))^T */
-        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_T, hd, nk, nq, 1.0f, bat(dOc, T * ldq, hd, 1, 0, 1, 2),
-                 (int)ldq, bat(P, H * g.per, g.per, 1, 0, 1, 2), ld, 1.0f,
+        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_T, hd, nk, nq, 1.0f, bat(dOc, T * ldq, hd, 1, 0, 1, es),
+                 (int)ldq, bat(P, H * g.per, g.per, 1, 0, 1, es), ld, 1.0f,
                  bat(dVh, T * ldq, hd, 1, 0, 1, 4), CUDA_R_32F, (int)ldq, B, H);
-        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_T, hd, nk, nq, 1.0f, bat(qc, T * ldq, hd, 1, 0, 1, 2),
-                 (int)ldq, bat(dS, H * g.per, g.per, 1, 0, 1, 2), ld, 1.0f,
+        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_T, hd, nk, nq, 1.0f, bat(qc, T * ldq, hd, 1, 0, 1, es),
+                 (int)ldq, bat(dS, H * g.per, g.per, 1, 0, 1, es), ld, 1.0f,
                  bat(dKh, T * ldq, hd, 1, 0, 1, 4), CUDA_R_32F, (int)ldq, B, H);
         /* dQ_c: column-major dQc (hd, nq) = Kc (hd, nk) dSc (nk, nq) */
-        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, nk, 1.0f, bat(k, T * ldk, hd, 1, 0, grp, 2),
-                 (int)ldk, bat(dS, H * g.per, g.per, 1, 0, 1, 2), ld, 0.0f,
+        gemm_bat(CUBLAS_OP_N, CUBLAS_OP_N, hd, nq, nk, 1.0f, bat(k, T * ldk, hd, 1, 0, grp, es),
+                 (int)ldk, bat(dS, H * g.per, g.per, 1, 0, 1, es), ld, 0.0f,
                  bat(dq + t0 * ldq, T * ldq, hd, 1, 0, 1, 4), CUDA_R_32F, (int)ldq, B, H);
     }
     if (grp > 1) {
@@ -1619,8 +1639,8 @@ static void cuda_attention_backward(float *dq, float *dk, float *dv, float *scra
         return;
     }
     size_t rows = (size_t)B * T * H;
-    k_attention_rowdot<<<(unsigned)((rows + 3) / 4), 128>>>(scratch, dout, out, g_bf16, T, H, hd,
-                                                                   rows);
+    k_attention_rowdot<<<(unsigned)((rows + 3) / 4), 128>>>(scratch, dout, 0, out, g_bf16, T, H,
+                                                                   hd, rows);
     LAUNCHED("k_attention_rowdot");
     switch ((hd + 31) / 32) {
     case 1: flash_backward<1>(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd); break;

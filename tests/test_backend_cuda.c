@@ -32,9 +32,11 @@
  * with NaN, and an fp32 computation stored in bf16 against the CPU's result
  * rounded on the host within 1e-6 (round to nearest even, not truncation);
  * the tiny model's activation block is carved with 2-byte elements. bf16
- * attention goes through cuBLAS in query chunks (test_bf16_attention_blas):
+ * attention goes through cuBLAS in query chunks (test_attention_blas):
  * at one chunk and at 16-, 7- and 5-row chunks against the CPU on the same
- * bf16-rounded operands and against the fp32 flash kernels, NMSE 2e-4.
+ * bf16-rounded operands and against the fp32 flash kernels, NMSE 2e-4; the
+ * attention group runs the same path in tf32 mode (fp32 operands, NMSE
+ * 1e-4).
  *
  * Arguments: optional group names (memory matmul embedding rmsnorm rope
  * attention elementwise crossentropy adamw bf16) run only those groups.
@@ -661,28 +663,36 @@ static void test_bf16_act_ops(void)
     }
 }
 
-/* bf16 attention through cuBLAS (backend_cuda.cu, "attention through
- * cuBLAS"): query chunks of R rows (HPT_CUDA_ATT_CHUNK; 0 = the automatic
- * size, one chunk at these T), every (b, h) in one batched product, P and
- * dO rounded to bf16. Against the CPU on the same bf16-rounded q, k, v and
- * dout (NMSE <= TOL_ATT_BLAS: only the rounding of P, dS and the stored
- * output remain), and against the fp32 kernels of the same backend
- * (HPT_CUDA_ATTENTION=flash) on the same inputs; the two paths must not be
- * bitwise equal (the cuBLAS path ran). */
+/* Attention through cuBLAS (backend_cuda.cu, "attention through cuBLAS"),
+ * in bf16 mode (bf = 1: q, k, v, out bf16) or tf32 mode (bf = 0: fp32,
+ * tf32 products): query chunks of R rows (HPT_CUDA_ATT_CHUNK; 0 = the
+ * automatic size, one chunk at these T), every (b, h) in one batched
+ * product. Against the CPU on the same (bf16: bf16-rounded) q, k, v and
+ * dout (NMSE <= TOL_ATT_BLAS in bf16: only the rounding of P, dS and the
+ * stored output remain; TOL_TF32 in tf32) and against the fp32 kernels of
+ * the same backend (HPT_CUDA_ATTENTION=flash) on the same inputs; the two
+ * paths must not be bitwise equal (the cuBLAS path ran). The caller sets
+ * the precision. */
 #define TOL_ATT_BLAS 2e-4
-static void test_bf16_attention_blas(int B, int T, int H, int KV, int hd, int rows)
+static void test_attention_blas(int bf, int B, int T, int H, int KV, int hd, int rows)
 {
     char name[200], env[32];
+    const char *mode = bf ? "bf16" : "tf32";
+    double tol = bf ? TOL_ATT_BLAS : TOL_TF32;
     size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
     size_t np = cpu->attention_saved_floats(B, T, H), ns = cpu->attention_scratch_floats(B, T, H);
     size_t gp = gpu->attention_saved_floats(B, T, H), gs = gpu->attention_scratch_floats(B, T, H);
     float *q = hrand(nq, 2.0), *k = hrand(nk, 2.0), *v = hrand(nk, 1.0), *dout = hrand(nq, 1.0);
-    hpt_bf16_round(q, nq), hpt_bf16_round(k, nk), hpt_bf16_round(v, nk), hpt_bf16_round(dout, nq);
+    if (bf)
+        hpt_bf16_round(q, nq), hpt_bf16_round(k, nk), hpt_bf16_round(v, nk),
+            hpt_bf16_round(dout, nq);
     float *out = xmalloc(FB(nq)), *sv = xmalloc(FB(np)), *scr = xmalloc(FB(ns));
     float *dq = xmalloc(FB(nq)), *dk = xmalloc(FB(nk)), *dv = xmalloc(FB(nk));
     cpu->attention_forward(out, sv, q, k, v, B, T, H, KV, hd);
     cpu->attention_backward(dq, dk, dv, scr, dout, out, sv, q, k, v, B, T, H, KV, hd);
-    void *d_q = dput_bf16(q, nq), *d_k = dput_bf16(k, nk), *d_v = dput_bf16(v, nk);
+    void *d_q = bf ? dput_bf16(q, nq) : dput(q, FB(nq));
+    void *d_k = bf ? dput_bf16(k, nk) : dput(k, FB(nk));
+    void *d_v = bf ? dput_bf16(v, nk) : dput(v, FB(nk));
     float *d_dout = dput(dout, FB(nq));
     float *got[2][4]; /* [cublas, flash][out, dq, dk, dv] */
     for (int path = 0; path < 2; path++) {
@@ -690,7 +700,7 @@ static void test_bf16_attention_blas(int B, int T, int H, int KV, int hd, int ro
         setenv("HPT_CUDA_ATT_CHUNK", env, 1);
         if (path)
             setenv("HPT_CUDA_ATTENTION", "flash", 1);
-        void *d_out = dnan_bf16(nq);
+        void *d_out = bf ? dnan_bf16(nq) : (void *)dnan(nq);
         float *d_saved = dnan(gp), *d_scr = dnan(gs), *d_dq = dnan(nq), *d_dk = dnan(nk);
         float *d_dv = dnan(nk);
         gpu->attention_forward(d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
@@ -698,7 +708,7 @@ static void test_bf16_attention_blas(int B, int T, int H, int KV, int hd, int ro
                                 T, H, KV, hd);
         unsetenv("HPT_CUDA_ATT_CHUNK");
         unsetenv("HPT_CUDA_ATTENTION");
-        got[path][0] = dtake_bf16(d_out, nq);
+        got[path][0] = bf ? dtake_bf16(d_out, nq) : dtake(d_out, nq);
         got[path][1] = dtake(d_dq, nq), got[path][2] = dtake(d_dk, nk), got[path][3] = dtake(d_dv, nk);
         gpu->free(d_saved), gpu->free(d_scr);
     }
@@ -707,16 +717,17 @@ static void test_bf16_attention_blas(int B, int T, int H, int KV, int hd, int ro
     size_t cnt[4] = {nq, nq, nk, nk};
     int differs = 0;
     for (int i = 0; i < 4; i++) {
-        snprintf(name, sizeof name, "bf16 attention via cuBLAS, %d-row chunks: %s B=%d T=%d H=%d "
-                 "KV=%d hd=%d (vs cpu on bf16 operands)", rows, what[i], B, T, H, KV, hd);
-        cmp_tol(name, got[0][i], ref[i], cnt[i], TOL_ATT_BLAS);
-        snprintf(name, sizeof name, "bf16 attention via cuBLAS, %d-row chunks: %s B=%d T=%d H=%d "
-                 "KV=%d hd=%d (vs the flash kernels)", rows, what[i], B, T, H, KV, hd);
-        cmp_tol(name, got[0][i], got[1][i], cnt[i], TOL_ATT_BLAS);
+        snprintf(name, sizeof name, "%s attention via cuBLAS, %d-row chunks: %s B=%d T=%d H=%d "
+                 "KV=%d hd=%d (vs cpu%s)", mode, rows, what[i], B, T, H, KV, hd,
+                 bf ? " on bf16 operands" : "");
+        cmp_tol(name, got[0][i], ref[i], cnt[i], tol);
+        snprintf(name, sizeof name, "%s attention via cuBLAS, %d-row chunks: %s B=%d T=%d H=%d "
+                 "KV=%d hd=%d (vs the flash kernels)", mode, rows, what[i], B, T, H, KV, hd);
+        cmp_tol(name, got[0][i], got[1][i], cnt[i], tol);
         differs |= memcmp(got[0][i], got[1][i], FB(cnt[i])) != 0;
     }
-    snprintf(name, sizeof name, "bf16 attention via cuBLAS, %d-row chunks: not the flash kernels' "
-             "result bit for bit (the cuBLAS path ran) B=%d T=%d", rows, B, T);
+    snprintf(name, sizeof name, "%s attention via cuBLAS, %d-row chunks: not the flash kernels' "
+             "result bit for bit (the cuBLAS path ran) B=%d T=%d", mode, rows, B, T);
     result(name, differs, "(%g)", 0.0);
     gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout);
     for (int p = 0; p < 2; p++)
@@ -734,10 +745,10 @@ static void test_bf16(void)
     test_bf16_matmul(130, 256, 301);
     test_bf16_working_copy();
     test_bf16_act_ops();
-    test_bf16_attention_blas(2, 37, 4, 2, 64, 0);  /* one chunk */
-    test_bf16_attention_blas(2, 37, 4, 2, 64, 16); /* chunks of 16, 16, 5 */
-    test_bf16_attention_blas(1, 40, 8, 1, 128, 7); /* GQA 8, ragged chunks */
-    test_bf16_attention_blas(2, 21, 3, 3, 64, 5);  /* MHA */
+    test_attention_blas(1, 2, 37, 4, 2, 64, 0);  /* one chunk */
+    test_attention_blas(1, 2, 37, 4, 2, 64, 16); /* chunks of 16, 16, 5 */
+    test_attention_blas(1, 1, 40, 8, 1, 128, 7); /* GQA 8, ragged chunks */
+    test_attention_blas(1, 2, 21, 3, 3, 64, 5);  /* MHA */
     test_bf16_training(HPT_RECOMPUTE_NONE, 4);
     setenv("HPT_CUDA_ATT_CHUNK", "5", 1); /* T = 12: attention in chunks of 5, 5, 2 rows */
     test_bf16_training(HPT_RECOMPUTE_SELECTIVE, 2);
@@ -1088,6 +1099,13 @@ int main(int argc, char **argv)
         test_attention(1, 70, 16, 2, 128); /* ratio 8    */
         test_attention(1, 33, 2, 1, 80);  /* head_dim not a multiple of 32 */
         test_attention(1, 1, 2, 2, 64);   /* one token   */
+        /* tf32 mode: attention through cuBLAS (fp32 operands, tf32 products) */
+        hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_TF32);
+        result("set_precision tf32 accepted (attention)", st == HPT_OK, "(%g)", 0.0);
+        test_attention_blas(0, 2, 37, 4, 2, 64, 0);  /* one chunk */
+        test_attention_blas(0, 1, 40, 8, 1, 128, 7); /* GQA 8, ragged chunks */
+        test_attention_blas(0, 2, 21, 3, 3, 64, 5);  /* MHA */
+        hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
         test_attention_cached(5, 13, 4, 2, 64);
         test_attention_cached(37, 0, 8, 1, 128);
         test_attention_cached(1, 40, 4, 4, 128);
