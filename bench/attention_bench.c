@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "attention_cpu.h"
+#include "bench_util.h"
 #include "error.h"
 
 /* attention_cpu.c's only dependency on libhpt. */
@@ -132,25 +133,6 @@ static float *buf(size_t n, unsigned *seed, float a)
     return p;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 /* max |a - b| / max |b| */
 static double rel_diff(const float *a, const float *b, size_t n)
 {
@@ -186,7 +168,7 @@ int main(int argc, char **argv)
     double *t[2] = {malloc(sizeof(double) * reps), malloc(sizeof(double) * reps)};
     for (int r = -1; r < reps; r++) /* r = -1: warm-up */
         for (int w = 0; w < 2; w++) {
-            double t0 = now_ms();
+            double t0 = now_s() * 1e3;
             if (w == 0) {
                 old_forward(o[0], sv[0], q, k, v, B, T, H, KV, hd);
                 old_backward(dq[0], dk[0], dv[0], sc[0], dout, sv[0], q, k, v, B, T, H, KV, hd);
@@ -196,7 +178,7 @@ int main(int argc, char **argv)
                                       T, H, KV, hd);
             }
             if (r >= 0)
-                t[w][r] = now_ms() - t0;
+                t[w][r] = now_s() * 1e3 - t0;
         }
     double mo = median(t[0], reps), mn = median(t[1], reps);
     double diff = fmax(fmax(rel_diff(o[1], o[0], nq), rel_diff(dq[1], dq[0], nq)),

@@ -23,19 +23,7 @@
 #include <time.h>
 
 #include "backend.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_util.h"
 
 /* The split before issue 18: rows [lo, hi) of n for the calling thread. */
 static void thread_rows(int n, int *lo, int *hi)

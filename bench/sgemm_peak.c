@@ -18,18 +18,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_util.h"
 
 int main(int argc, char **argv)
 {
@@ -69,8 +58,7 @@ int main(int argc, char **argv)
             double dt = now_s() - t0;
             g[r] = 2.0 * n * (double)n * n / dt / 1e9;
         }
-        qsort(g, reps, sizeof *g, cmp_double);
-        double med = reps % 2 ? g[reps / 2] : 0.5 * (g[reps / 2 - 1] + g[reps / 2]);
+        double med = median(g, reps); /* sorts g */
         printf("n=%d median %.1f GFLOP/s (%d reps, min %.1f, max %.1f)\n", n, med, reps, g[0],
                g[reps - 1]);
         fflush(stdout);
