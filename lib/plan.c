@@ -211,12 +211,33 @@ static double exact_layer_bytes(const hpt_plan_setup *s, int which)
     return (which & 1 ? gemm : 0) + (which & 2 ? elem : 0);
 }
 
+/* Four bytes per element, unrounded (the analytic model's size of an fp32
+ * piece; carve is the exact model's). */
+static double f32_bytes(double count) { return 4.0 * count; }
+
+/* lib/model.c's fp32 backward scratch of one rank whose stage has nl
+ * layers (layout_acts: dx, dtmp N x h; dq, datty N x h/t; dk, dv N x g h/t;
+ * dh, dgate, dup N x I/t; the attention's row sums B x H/t x T; under
+ * sequence parallelism sp_tmp N_l x h, dfull N x h and the packed
+ * norm-weight gradients (2 nl + last) x h), bytes, each piece sized by
+ * f32 (carve or f32_bytes). The same on both backends. */
+static double backward_scratch(const hpt_plan_setup *s, int nl, int last, double (*f32)(double))
+{
+    const hpt_config *c = &s->cfg;
+    double B = s->micro_batch, T = s->seq_len, N = B * T, C = c->hidden_size, Nl = local_tokens(s);
+    double hd = hpt_config_head_dim(c), Hl = c->num_attention_heads / s->tp;
+    double QD = Hl * hd, KD = c->num_key_value_heads / s->tp * hd, I = c->intermediate_size / s->tp;
+    double scratch = 2 * f32(N * C) + 2 * f32(N * QD) + 2 * f32(N * KD) + 3 * f32(N * I) +
+                     f32((double)hpt_backend_cpu.attention_scratch_floats((int)B, (int)T, (int)Hl));
+    if (Nl < N) /* sequence parallelism: sp_tmp, dfull, packed norm gradients */
+        scratch += f32(Nl * C) + f32(N * C) + f32((2.0 * nl + last) * C);
+    return scratch;
+}
+
 double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, double *logits)
 {
     const hpt_config *c = &s->cfg;
-    double B = s->micro_batch, T = s->seq_len, N = B * T, C = c->hidden_size;
-    double hd = hpt_config_head_dim(c), Hl = c->num_attention_heads / s->tp;
-    double QD = Hl * hd, KD = c->num_key_value_heads / s->tp * hd, I = c->intermediate_size / s->tp;
+    double N = (double)s->micro_batch * s->seq_len, C = c->hidden_size;
     int l0, l1, last = stage == s->pp - 1;
     hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
     double layer = exact_layer_bytes(s, 3), lg = carve(last ? N * vocab_local(s) : 1);
@@ -228,13 +249,9 @@ double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, 
                     : s->recompute == 2 ? exact_layer_bytes(s, 2) : 0;
     double slot = (l1 - l0) * (kept + carve(Nl * C)) + carve(Nl * C) +
                   carve(last ? N * C : 1) + carve(Nl) + lg + 3 * carve(N) + carve(2 * N);
-    double scratch = 2 * carve(N * C) + 2 * carve(N * QD) + 2 * carve(N * KD) + 3 * carve(N * I) +
-                     carve((double)hpt_backend_cpu.attention_scratch_floats((int)B, (int)T, (int)Hl));
-    if (Nl < N) /* sequence parallelism: sp_tmp, dfull, packed norm gradients */
-        scratch += carve(Nl * C) + carve(N * C) + carve((2.0 * (l1 - l0) + last) * C);
     if (logits)
         *logits = nslots * lg;
-    return shared + nslots * slot + scratch;
+    return shared + nslots * slot + backward_scratch(s, l1 - l0, last, carve);
 }
 
 static double act_elem_bytes(const hpt_plan_setup *s) { return s->fp32 ? 4.0 : 2.0; }
@@ -373,18 +390,12 @@ static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
         double acts = k * ((l1 - l0) * per_layer + (last ? a * (N + Nl) * h : 0));
         return acts + (s->recompute == 1 ? layer : s->recompute == 2 ? rec : 0);
     }
-    double elem, gemm, x;
+    double elem, gemm, x; /* layer = elem + gemm + x, rec = elem */
     hpt_bf16_layer(s, &elem, &gemm, &x);
-    double t = s->tp, hd = hpt_config_head_dim(c), B = s->micro_batch, T = s->seq_len;
-    double QD = c->num_attention_heads / t * hd, KD = c->num_key_value_heads / t * hd;
-    double Il = c->intermediate_size / t, Hl = c->num_attention_heads / t;
     double per_layer = s->recompute == 1 ? x : s->recompute == 2 ? gemm + x : layer;
     double shared = s->recompute == 1 ? layer : s->recompute == 2 ? rec : 0;
     double end = 4 * Nl * h + (last ? 2 * N * h : 0) + 4 * Nl + 4 * 5 * N;
-    double scratch = 4 * (2 * N * h + 2 * N * QD + 2 * N * KD + 3 * N * Il + B * Hl * T);
-    if (Nl < N)
-        scratch += 4 * (Nl * h + N * h + (2.0 * (l1 - l0) + last) * h);
-    return k * ((l1 - l0) * per_layer + end) + shared + scratch +
+    return k * ((l1 - l0) * per_layer + end) + shared + backward_scratch(s, l1 - l0, last, f32_bytes) +
            hpt_plan_attention_scratch_bytes(s) + bf16_operand_scratch(s, last);
 }
 
