@@ -339,6 +339,69 @@ static void test_matmul(void)
     result("set_precision fp32 accepted", st == HPT_OK, "(%g)", 0.0);
 }
 
+/* ------------------------------------------------- attention cases */
+
+/* One attention case: random q (B,T,H,hd), k, v (B,T,KV,hd) and dout
+ * (B,T,H,hd), rounded to bf16 when round_bf16, and the CPU backend's out,
+ * dq, dk, dv on them (the reference). Owned: att_case_free. */
+typedef struct {
+    int B, T, H, KV, hd;
+    size_t nq, nk; /* elements of q (and out, dout, dq) and of k (v, dk, dv) */
+    float *q, *k, *v, *dout, *out, *dq, *dk, *dv;
+} att_case;
+
+static att_case att_case_new(int B, int T, int H, int KV, int hd, int round_bf16)
+{
+    att_case c;
+    memset(&c, 0, sizeof c);
+    c.B = B, c.T = T, c.H = H, c.KV = KV, c.hd = hd;
+    c.nq = (size_t)B * T * H * hd, c.nk = (size_t)B * T * KV * hd;
+    c.q = hrand(c.nq, 2.0), c.k = hrand(c.nk, 2.0), c.v = hrand(c.nk, 1.0);
+    c.dout = hrand(c.nq, 1.0);
+    if (round_bf16)
+        hpt_bf16_round(c.q, c.nq), hpt_bf16_round(c.k, c.nk), hpt_bf16_round(c.v, c.nk),
+            hpt_bf16_round(c.dout, c.nq);
+    size_t np = cpu->attention_saved_floats(B, T, H), ns = cpu->attention_scratch_floats(B, T, H);
+    float *sv = xmalloc(FB(np)), *scr = xmalloc(FB(ns));
+    c.out = xmalloc(FB(c.nq)), c.dq = xmalloc(FB(c.nq)), c.dk = xmalloc(FB(c.nk));
+    c.dv = xmalloc(FB(c.nk));
+    cpu->attention_forward(c.out, sv, c.q, c.k, c.v, B, T, H, KV, hd);
+    cpu->attention_backward(c.dq, c.dk, c.dv, scr, c.dout, c.out, sv, c.q, c.k, c.v, B, T, H, KV,
+                            hd);
+    free(sv), free(scr);
+    return c;
+}
+
+static void att_case_free(att_case *c)
+{
+    free(c->q), free(c->k), free(c->v), free(c->dout), free(c->out), free(c->dq), free(c->dk);
+    free(c->dv);
+}
+
+/* The GPU backend's forward and backward on c's inputs: q, k, v and out in
+ * the activation dtype (bf16 when bf, else fp32), dout fp32; every output
+ * poisoned with NaN before the call. got[0..4) = out (as floats), dq, dk,
+ * dv, host copies owned by the caller. */
+static void att_gpu_run(const att_case *c, int bf, float *got[4])
+{
+    int B = c->B, T = c->T, H = c->H, KV = c->KV, hd = c->hd;
+    size_t nq = c->nq, nk = c->nk;
+    size_t gp = gpu->attention_saved_floats(B, T, H), gs = gpu->attention_scratch_floats(B, T, H);
+    void *d_q = bf ? dput_bf16(c->q, nq) : dput(c->q, FB(nq));
+    void *d_k = bf ? dput_bf16(c->k, nk) : dput(c->k, FB(nk));
+    void *d_v = bf ? dput_bf16(c->v, nk) : dput(c->v, FB(nk));
+    void *d_out = bf ? dnan_bf16(nq) : (void *)dnan(nq);
+    float *d_dout = dput(c->dout, FB(nq)), *d_saved = dnan(gp), *d_scr = dnan(gs);
+    float *d_dq = dnan(nq), *d_dk = dnan(nk), *d_dv = dnan(nk);
+    gpu->attention_forward(d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
+    gpu->attention_backward(d_dq, d_dk, d_dv, d_scr, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T,
+                            H, KV, hd);
+    got[0] = bf ? dtake_bf16(d_out, nq) : dtake((float *)d_out, nq);
+    got[1] = dtake(d_dq, nq), got[2] = dtake(d_dk, nk), got[3] = dtake(d_dv, nk);
+    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_saved);
+    gpu->free(d_scr);
+}
+
 /* ----------------------------------------------------------- bf16 mode */
 
 static float *bf16_copy(const float *x, size_t n)
@@ -583,45 +646,20 @@ static void test_bf16_act_ops(void)
     /* attention: q, k, v, out bf16; lse, D and the gradients fp32 */
     const int shapes[3][5] = {{2, 37, 4, 2, 64}, {1, 19, 8, 1, 128}, {1, 33, 2, 1, 80}};
     for (int sh = 0; sh < 3; sh++) {
-        int B = shapes[sh][0], T = shapes[sh][1], H = shapes[sh][2], KV = shapes[sh][3];
-        int hd = shapes[sh][4];
-        size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
-        size_t np = cpu->attention_saved_floats(B, T, H), ns = cpu->attention_scratch_floats(B, T, H);
-        size_t gp = gpu->attention_saved_floats(B, T, H), gs = gpu->attention_scratch_floats(B, T, H);
-        float *q = hrand(nq, 2.0), *k = hrand(nk, 2.0), *v = hrand(nk, 1.0), *dout = hrand(nq, 1.0);
-        float *out = xmalloc(FB(nq)), *sv = xmalloc(FB(np)), *scr = xmalloc(FB(ns));
-        float *dq = xmalloc(FB(nq)), *dk = xmalloc(FB(nk)), *dv = xmalloc(FB(nk));
-        cpu->attention_forward(out, sv, q, k, v, B, T, H, KV, hd);
-        cpu->attention_backward(dq, dk, dv, scr, dout, out, sv, q, k, v, B, T, H, KV, hd);
-        void *d_q = dput_bf16(q, nq), *d_k = dput_bf16(k, nk), *d_v = dput_bf16(v, nk);
-        void *d_out = dnan_bf16(nq);
-        float *d_dout = dput(dout, FB(nq)), *d_saved = dnan(gp);
-        gpu->attention_forward(d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
-        float *g = xmalloc(FB(nq));
-        {
-            hpt_bf16 *hb = xmalloc(sizeof(hpt_bf16) * nq);
-            gpu->download(hb, d_out, sizeof(hpt_bf16) * nq);
-            hpt_bf16_to_f32_n(g, hb, nq);
-            free(hb);
+        att_case c = att_case_new(shapes[sh][0], shapes[sh][1], shapes[sh][2], shapes[sh][3],
+                                  shapes[sh][4], 0);
+        float *got[4];
+        att_gpu_run(&c, 1, got);
+        const char *what[4] = {"attention_forward out (bf16)", "attention_backward dq (fp32)",
+                               "attention_backward dk (fp32)", "attention_backward dv (fp32)"};
+        const float *ref[4] = {c.out, c.dq, c.dk, c.dv};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "bf16 act: %s B=%d T=%d H=%d KV=%d hd=%d", what[i], c.B,
+                     c.T, c.H, c.KV, c.hd);
+            cmp_tol(name, got[i], ref[i], i < 2 ? c.nq : c.nk, TOL_BF16);
+            free(got[i]);
         }
-        snprintf(name, sizeof name, "bf16 act: attention_forward out (bf16) B=%d T=%d H=%d KV=%d "
-                 "hd=%d", B, T, H, KV, hd);
-        cmp_tol(name, g, out, nq, TOL_BF16);
-        float *d_scr = dnan(gs), *d_dq = dnan(nq), *d_dk = dnan(nk), *d_dv = dnan(nk);
-        gpu->attention_backward(d_dq, d_dk, d_dv, d_scr, d_dout, d_out, d_saved, d_q, d_k, d_v, B,
-                                T, H, KV, hd);
-        float *gq = dtake(d_dq, nq), *gk = dtake(d_dk, nk), *gv = dtake(d_dv, nk);
-        const char *what[3] = {"dq", "dk", "dv"};
-        const float *got[3] = {gq, gk, gv}, *ref[3] = {dq, dk, dv};
-        for (int i = 0; i < 3; i++) {
-            snprintf(name, sizeof name, "bf16 act: attention_backward %s (fp32) B=%d T=%d H=%d "
-                     "KV=%d hd=%d", what[i], B, T, H, KV, hd);
-            cmp_tol(name, got[i], ref[i], i ? nk : nq, TOL_BF16);
-        }
-        gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_out);
-        gpu->free(d_saved), gpu->free(d_scr);
-        free(q), free(k), free(v), free(dout), free(out), free(sv), free(scr), free(dq);
-        free(dk), free(dv), free(g), free(gq), free(gk), free(gv);
+        att_case_free(&c);
     }
     { /* attention against a bf16 key/value cache */
         int n = 5, pos0 = 13, H = 4, KV = 2, hd = 64, S = pos0 + n;
@@ -679,42 +717,20 @@ static void test_attention_blas(int bf, int B, int T, int H, int KV, int hd, int
     char name[200], env[32];
     const char *mode = bf ? "bf16" : "tf32";
     double tol = bf ? TOL_ATT_BLAS : TOL_TF32;
-    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
-    size_t np = cpu->attention_saved_floats(B, T, H), ns = cpu->attention_scratch_floats(B, T, H);
-    size_t gp = gpu->attention_saved_floats(B, T, H), gs = gpu->attention_scratch_floats(B, T, H);
-    float *q = hrand(nq, 2.0), *k = hrand(nk, 2.0), *v = hrand(nk, 1.0), *dout = hrand(nq, 1.0);
-    if (bf)
-        hpt_bf16_round(q, nq), hpt_bf16_round(k, nk), hpt_bf16_round(v, nk),
-            hpt_bf16_round(dout, nq);
-    float *out = xmalloc(FB(nq)), *sv = xmalloc(FB(np)), *scr = xmalloc(FB(ns));
-    float *dq = xmalloc(FB(nq)), *dk = xmalloc(FB(nk)), *dv = xmalloc(FB(nk));
-    cpu->attention_forward(out, sv, q, k, v, B, T, H, KV, hd);
-    cpu->attention_backward(dq, dk, dv, scr, dout, out, sv, q, k, v, B, T, H, KV, hd);
-    void *d_q = bf ? dput_bf16(q, nq) : dput(q, FB(nq));
-    void *d_k = bf ? dput_bf16(k, nk) : dput(k, FB(nk));
-    void *d_v = bf ? dput_bf16(v, nk) : dput(v, FB(nk));
-    float *d_dout = dput(dout, FB(nq));
+    att_case c = att_case_new(B, T, H, KV, hd, bf);
     float *got[2][4]; /* [cublas, flash][out, dq, dk, dv] */
     for (int path = 0; path < 2; path++) {
         snprintf(env, sizeof env, "%d", rows);
         setenv("HPT_CUDA_ATT_CHUNK", env, 1);
         if (path)
             setenv("HPT_CUDA_ATTENTION", "flash", 1);
-        void *d_out = bf ? dnan_bf16(nq) : (void *)dnan(nq);
-        float *d_saved = dnan(gp), *d_scr = dnan(gs), *d_dq = dnan(nq), *d_dk = dnan(nk);
-        float *d_dv = dnan(nk);
-        gpu->attention_forward(d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
-        gpu->attention_backward(d_dq, d_dk, d_dv, d_scr, d_dout, d_out, d_saved, d_q, d_k, d_v, B,
-                                T, H, KV, hd);
+        att_gpu_run(&c, bf, got[path]);
         unsetenv("HPT_CUDA_ATT_CHUNK");
         unsetenv("HPT_CUDA_ATTENTION");
-        got[path][0] = bf ? dtake_bf16(d_out, nq) : dtake(d_out, nq);
-        got[path][1] = dtake(d_dq, nq), got[path][2] = dtake(d_dk, nk), got[path][3] = dtake(d_dv, nk);
-        gpu->free(d_saved), gpu->free(d_scr);
     }
     const char *what[4] = {"out", "dq", "dk", "dv"};
-    const float *ref[4] = {out, dq, dk, dv};
-    size_t cnt[4] = {nq, nq, nk, nk};
+    const float *ref[4] = {c.out, c.dq, c.dk, c.dv};
+    size_t cnt[4] = {c.nq, c.nq, c.nk, c.nk};
     int differs = 0;
     for (int i = 0; i < 4; i++) {
         snprintf(name, sizeof name, "%s attention via cuBLAS, %d-row chunks: %s B=%d T=%d H=%d "
@@ -729,12 +745,10 @@ static void test_attention_blas(int bf, int B, int T, int H, int KV, int hd, int
     snprintf(name, sizeof name, "%s attention via cuBLAS, %d-row chunks: not the flash kernels' "
              "result bit for bit (the cuBLAS path ran) B=%d T=%d", mode, rows, B, T);
     result(name, differs, "(%g)", 0.0);
-    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout);
     for (int p = 0; p < 2; p++)
         for (int i = 0; i < 4; i++)
             free(got[p][i]);
-    free(q), free(k), free(v), free(dout), free(out), free(sv), free(scr), free(dq), free(dk);
-    free(dv);
+    att_case_free(&c);
 }
 
 static void test_bf16(void)
@@ -851,29 +865,16 @@ static void test_rope(int B, int T, int nh, int hd)
 static void test_attention(int B, int T, int H, int KV, int hd)
 {
     char name[200];
-    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
-    size_t np = cpu->attention_saved_floats(B, T, H), ns = cpu->attention_scratch_floats(B, T, H);
-    size_t gp = gpu->attention_saved_floats(B, T, H), gs = gpu->attention_scratch_floats(B, T, H);
-    float *q = hrand(nq, 2.0), *k = hrand(nk, 2.0), *v = hrand(nk, 1.0), *dout = hrand(nq, 1.0);
-    float *out = xmalloc(FB(nq)), *probs = xmalloc(FB(np)), *scr = xmalloc(FB(ns));
-    float *dq = xmalloc(FB(nq)), *dk = xmalloc(FB(nk)), *dv = xmalloc(FB(nk));
-    cpu->attention_forward(out, probs, q, k, v, B, T, H, KV, hd);
-    cpu->attention_backward(dq, dk, dv, scr, dout, out, probs, q, k, v, B, T, H, KV, hd);
-
-    float *d_q = dput(q, FB(nq)), *d_k = dput(k, FB(nk)), *d_v = dput(v, FB(nk));
-    float *d_dout = dput(dout, FB(nq)), *d_out = dnan(nq), *d_saved = dnan(gp);
-    gpu->attention_forward(d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
-    float *g = xmalloc(FB(nq));
-    gpu->download(g, d_out, FB(nq));
+    att_case c = att_case_new(B, T, H, KV, hd, 0);
+    size_t nq = c.nq, nk = c.nk;
+    float *gt[4];
+    att_gpu_run(&c, 0, gt);
     snprintf(name, sizeof name, "attention_forward B=%d T=%d H=%d KV=%d (GQA %d) hd=%d", B, T, H,
              KV, H / KV, hd);
-    cmp(name, g, out, nq);
-    float *d_scr = dnan(gs), *d_dq = dnan(nq), *d_dk = dnan(nk), *d_dv = dnan(nk);
-    gpu->attention_backward(d_dq, d_dk, d_dv, d_scr, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T,
-                            H, KV, hd);
-    float *gq = dtake(d_dq, nq), *gk = dtake(d_dk, nk), *gv = dtake(d_dv, nk);
+    cmp(name, gt[0], c.out, nq);
     const char *what[3] = {"dq", "dk", "dv"};
-    const float *got[3] = {gq, gk, gv}, *ref[3] = {dq, dk, dv};
+    const float *got[3] = {gt[1], gt[2], gt[3]}, *ref[3] = {c.dq, c.dk, c.dv};
+    const float *dv = c.dv;
     for (int i = 0; i < 3; i++) {
         snprintf(name, sizeof name, "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d", what[i], B,
                  T, H, KV, hd);
@@ -899,10 +900,9 @@ static void test_attention(int B, int T, int H, int KV, int hd)
         }
         cmp(name, got[i], ref[i], i ? nk : nq);
     }
-    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_out);
-    gpu->free(d_saved), gpu->free(d_scr);
-    free(q), free(k), free(v), free(dout), free(out), free(probs), free(scr), free(dq), free(dk);
-    free(dv), free(g), free(gq), free(gk), free(gv);
+    for (int i = 0; i < 4; i++)
+        free(gt[i]);
+    att_case_free(&c);
 }
 
 static void test_attention_cached(int n, int pos0, int H, int KV, int hd)
