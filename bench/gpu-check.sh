@@ -44,23 +44,35 @@
 #                     is touched (exit 2, naming rank 1, its host and the GPU it
 #                     shares with rank 0); --comm auto falls back to MPI with host
 #                     staging and trains (the probe's duplicate-GPU check);
-#       nccl-small-3min  `small` for 3 minutes (--max-runtime 180) with --comm
-#                     nccl: median tokens/s of the progress lines.
+#       nccl-small-timed  `small` for 3 minutes (--max-runtime 180; 60 s when
+#                     the NCCL checks run at the end of the whole check) with
+#                     --comm nccl: median tokens/s of the progress lines.
 #       Multi-GPU NCCL (TP/DP/PP over several GPUs, the overlap of the DP
 #       buckets) cannot run on one GPU: NCCL refuses two ranks on one device.
 #
-#   bash bench/gpu-check.sh --nccl-selftest BUILD_DIR   (here, no GPU)
-#       The NCCL section's own logic (runs, log comparison, banner and loss
-#       checks, tokens/s parsing) on --backend cpu with --comm mpi in place of
-#       nccl, tiny model, a 30-second timed run: what can be checked here.
+#   bash bench/gpu-check.sh --selftest BUILD_DIR   (here, no GPU; make check
+#                                                   runs it: tests/gpu-check-selftest.sh)
+#       The script's own logic that needs no GPU: the NCCL section's checks
+#       (runs, log comparison, banner and loss checks, tokens/s parsing) on
+#       --backend cpu with --comm mpi in place of nccl, tiny model, a
+#       30-second timed run; and stage()'s time budget (a hung stage killed
+#       with its children, the next one skipped). (--nccl-selftest: the same.)
 #
+#       The whole check runs: build, GPU tests, the ~1B and `small` timings,
+#       the tf32 and flash comparisons, then the NCCL section (with its timed
+#       run cut to 60 s), most important first. Every stage runs under
+#       `timeout` with what is left of HPT_GPU_BUDGET (default 570 s, inside
+#       the device call's 590): a hung stage is killed and reported, a stage
+#       with under 20 s left is skipped with "SKIP NAME (time budget ...)".
 #       Every stage logs to $OUT (the device tool returns that folder) or to
 #       ./gpu-check-out; a failing stage is reported and the next one runs.
 #       Exit 0 when every stage passed, 1 otherwise, 77 when no GPU is visible.
 #
 # Environment: HPT_GPU_STEPS (timed steps per run, default 20), HPT_GPU_SKIP
 # (warm-up steps, default 5), HPT_GPU_PRECISION (default bf16; tf32 or fp32
-# for the comparison in those), HPT_GPU_ARCH (default sm_90).
+# for the comparison in those), HPT_GPU_ARCH (default sm_90), HPT_GPU_BUDGET
+# (seconds for the whole check, default 570), HPT_GPU_NCCL_SECONDS (the NCCL
+# timed run; default 180 with --nccl, 60 otherwise).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -122,7 +134,7 @@ nccl_vs_mpi() {  # world 1, every group of size 1: NCCL == MPI, bit for bit
   a="--model tiny --steps 20 --seq-len 64 --batch 4 --tp 1 --pp 1 --dp 1 $(nccl_common)"
   rm -rf "$tmp/run-nccl" "$tmp/run-mpi"
   $TRAIN $a --comm "$NCCL" --run-dir "$tmp/run-nccl" >"$tmp/nccl.out" 2>&1 || { cat "$tmp/nccl.out"; return 1; }
-  grep -q "backend $BE, comm $NCCL\$" "$tmp/nccl.out" || { echo "banner does not say comm $NCCL:"; head -3 "$tmp/nccl.out"; return 1; }
+  grep -Eq "backend $BE( \([^)]*\))?, comm $NCCL\$" "$tmp/nccl.out" || { echo "banner does not say comm $NCCL:"; head -3 "$tmp/nccl.out"; return 1; }
   $TRAIN $a --comm mpi --run-dir "$tmp/run-mpi" >"$tmp/mpi.out" 2>&1 || { cat "$tmp/mpi.out"; return 1; }
   [ "$(wc -l <"$tmp/run-nccl/log.tsv")" -eq 21 ] || { echo "log.tsv: want 20 rows"; return 1; }
   cmp "$tmp/run-nccl/log.tsv" "$tmp/run-mpi/log.tsv" || { diff "$tmp/run-nccl/log.tsv" "$tmp/run-mpi/log.tsv" | head; return 1; }
@@ -170,8 +182,31 @@ nccl_small_timed() {  # MODEL3 for RUNTIME3 seconds with --comm NCCL: tokens/s
   echo "$MODEL3 --comm $NCCL, $RUNTIME3 s, B=${BATCH3:-16} T=${SEQ3:-1024} $prec: median $tok tokens/s over $(grep -c ' tok/s ' "$tmp/timed.out") steps"
 }
 
-if [ "${1:-}" = --nccl-selftest ]; then
-  bld=${2:?usage: gpu-check.sh --nccl-selftest BUILD_DIR}
+# ------------------------------------------------------------ stages
+# The device call is killed at its timeout (590 s) and the machine's time is
+# scarce, so every stage runs under `timeout` with what is left of
+# HPT_GPU_BUDGET (seconds from the script's start, default 570): a stage that
+# hangs is killed with its process group and reported, the next ones still
+# run, and a stage with less than 20 s left is skipped and says so. The
+# stages run in order of importance: build, the GPU tests, the ~1B timing
+# against PyTorch (the issue's targets), `small`, the tf32 and flash
+# comparisons, then the NCCL checks. Reads out, summary, failed, budget.
+stage() {  # stage NAME CMD...: run, log to $out/NAME.log, record pass/fail
+  local name=$1; shift
+  local t0=$SECONDS left=$((budget - SECONDS - 5))
+  if [ "$left" -lt 20 ]; then
+    say "SKIP $name (time budget: ${SECONDS} of $budget s used)"; failed=1; return 124
+  fi
+  # functions of this script and exported variables reach the command
+  if timeout -k 5 "$left" bash -c "$(declare -f); \"\$@\"" "$name" "$@" >"$out/$name.log" 2>&1
+  then say "PASS $name ($((SECONDS - t0)) s)"
+  else local rc=$?; say "FAIL $name (exit $rc$([ $rc = 124 ] && echo ': killed at the time budget'), $((SECONDS - t0)) s; last lines:)"
+       tail -n 15 "$out/$name.log" | sed 's/^/    /' | tee -a "$summary"; failed=1; return $rc; fi
+}
+say() { echo "$*" | tee -a "$summary"; }
+
+if [ "${1:-}" = --selftest ] || [ "${1:-}" = --nccl-selftest ]; then
+  bld=${2:?usage: gpu-check.sh --selftest BUILD_DIR}
   TRAIN=$bld/src/hpt-train BE=cpu NCCL=mpi prec=fp32 MODEL_TRAIN=tiny MODEL3=tiny RUNTIME3=30 PY=/usr/bin/python3
   SEQ3=64 BATCH3=4
   tmp=$(mktemp -d); data=$tmp/data; mkdir -p "$data"
@@ -191,6 +226,21 @@ EOF
        --run-dir "$tmp/run-seed" >/dev/null 2>&1 && ! cmp -s "$tmp/run-seed/log.tsv" "$tmp/run-mpi/log.tsv"; then
     echo "PASS another seed's log.tsv differs (the comparison can fail)"
   else echo "FAIL the log comparison cannot tell runs apart"; rc=1; fi
+  # stage(): a passing stage, one killed at the time budget with its
+  # children, then one skipped for want of time; the summary says each
+  out=$tmp/stages summary=$tmp/stages/summary.txt failed=0 budget=$((SECONDS + 30))
+  mkdir -p "$out" && : >"$summary"
+  export BUDGET_PROBE=seen  # exported variables and functions reach the stage
+  probe() { echo "probe $BUDGET_PROBE"; }
+  stage passing probe >/dev/null
+  stage hanging bash -c 'sleep 2931 & sleep 2931' >/dev/null
+  stage skipped true >/dev/null
+  if grep -q "^PASS passing" "$summary" && grep -q "^probe seen" "$out/passing.log" &&
+     grep -q "^FAIL hanging (exit 124: killed at the time budget" "$summary" &&
+     grep -q "^SKIP skipped (time budget" "$summary" && [ "$failed" = 1 ] &&
+     ! pgrep -f "sleep 2931" >/dev/null; then
+    echo "PASS stage(): passes, kills a hung stage at the budget (children too), then skips"
+  else echo "FAIL stage():"; cat "$summary"; pgrep -af "sleep 2931"; rc=1; fi
   printf 'step 1 | 10 tok/s |\n' >"$tmp/few.out"
   if ! median_tok_s "$tmp/few.out" >/dev/null; then echo "PASS median_tok_s refuses a log without steady steps"
   else echo "FAIL median_tok_s"; rc=1; fi
@@ -201,19 +251,13 @@ fi
 # ------------------------------------------------------------------ device
 NCCL_ONLY=0
 [ "${1:-}" = --nccl ] && NCCL_ONLY=1
+set -a  # every variable from here on reaches the stages' commands (bash -c)
 out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
 summary=$out/summary.txt
 : >"$summary"
-say() { echo "$*" | tee -a "$summary"; }
 failed=0
-stage() {  # stage NAME CMD...: run, log to $out/NAME.log, record pass/fail
-  local name=$1; shift
-  local t0=$SECONDS
-  if "$@" >"$out/$name.log" 2>&1; then say "PASS $name ($((SECONDS - t0)) s)"
-  else local rc=$?; say "FAIL $name (exit $rc, $((SECONDS - t0)) s; last lines:)"
-       tail -n 15 "$out/$name.log" | sed 's/^/    /' | tee -a "$summary"; failed=1; return $rc; fi
-}
+budget=${HPT_GPU_BUDGET:-570}
 
 if ! nvidia-smi -L >"$out/gpu.txt" 2>&1; then
   say "gpu-check: no GPU visible (nvidia-smi -L failed): $(head -1 "$out/gpu.txt")"; exit 77
@@ -299,21 +343,10 @@ print(f"{name} {prec} B={B} T={T}: hpt {h:,.0f} tok/s (MFU {h * fpt / peak:.1%},
 EOF
   fi
 }
-# ---- NCCL (issue 16): the functions of the "NCCL section" above
-TRAIN=$bld/src/hpt-train BE=cuda NCCL=nccl MODEL3=small RUNTIME3=${HPT_GPU_NCCL_SECONDS:-180}
-MPIEXEC_BIN=$P/bin/mpiexec tmp=/tmp/nccl-check; mkdir -p $tmp
-grep -q "define HAVE_NCCL 1" $bld/hpt_config.h && say "NCCL: found by configure" ||
-  say "FAIL configure did not find NCCL (the NCCL stages will fail)"
-stage nccl-vs-mpi nccl_vs_mpi
-stage nccl-train nccl_train
-stage nccl-shared nccl_shared
-stage nccl-small-3min nccl_small_timed && grep ' tokens/s' "$out/nccl-small-3min.log" | tee -a "$summary"
-if [ "$NCCL_ONLY" = 1 ]; then
-  say "gpu-check --nccl: done, $([ $failed = 0 ] && echo 'all stages passed' || echo 'some stages FAILED')"
-  exit $failed
-fi
-bench_one small small 16 1024
+if [ "$NCCL_ONLY" = 0 ]; then
+# the ~1B run first: it carries the issue's targets
 bench_one 1b "$src/bench/llama-1b.json" 4 2048
+bench_one small small 16 1024
 # bf16 against tf32 on hpt alone (same ~1B run): speed-up and memory
 tf32_vs_bf16() {
   $bld/src/hpt-train --backend cuda --precision tf32 --model "$src/bench/llama-1b.json" \
@@ -349,6 +382,16 @@ print(f"1b hpt bf16 attention via cuBLAS {b:.1f} ms/step vs fp32 flash kernels {
       f"speed-up {f / b:.2f}x")
 EOF
 fi
+fi
+# ---- NCCL (issue 16): the functions of the "NCCL section" above
+TRAIN=$bld/src/hpt-train BE=cuda NCCL=nccl MODEL3=small RUNTIME3=${HPT_GPU_NCCL_SECONDS:-$([ "$NCCL_ONLY" = 1 ] && echo 180 || echo 60)}
+MPIEXEC_BIN=$P/bin/mpiexec tmp=/tmp/nccl-check; mkdir -p $tmp
+grep -q "define HAVE_NCCL 1" $bld/hpt_config.h && say "NCCL: found by configure" ||
+  say "FAIL configure did not find NCCL (the NCCL stages will fail)"
+stage nccl-vs-mpi nccl_vs_mpi
+stage nccl-train nccl_train
+stage nccl-shared nccl_shared
+stage nccl-small-timed nccl_small_timed && grep ' tokens/s' "$out/nccl-small-timed.log" | tee -a "$summary"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >>"$summary" 2>&1
 say "gpu-check: done, $([ $failed = 0 ] && echo 'all stages passed' || echo 'some stages FAILED')"
 exit $failed
