@@ -14,17 +14,19 @@
 
 /* Sources in docs/PLAN.md ("Cluster presets"). Bandwidths are per device
  * and direction: NVLink 3 600 GB/s and NVLink 4 900 GB/s bidirectional;
- * one 200 Gb/s (HDR) or 400 Gb/s (NDR) InfiniBand NIC per GPU. */
+ * one 200 Gb/s (HDR) or 400 Gb/s (NDR) InfiniBand NIC per GPU. Peaks:
+ * dense bf16, tf32 and fp32 (CUDA cores) tensor FLOP/s from the SXM
+ * datasheets (A100: 312, 156, 19.5 T; H100 and H200: 989, 494, 67 T). */
 static const hpt_cluster cluster_presets[] = {
-    {"a100-80gb", 8, 312e12, 80e9, 300e9, 25e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0},
-    {"h100-80gb", 8, 989e12, 80e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0},
-    {"h200-141gb", 8, 989e12, 141e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0},
+    {"a100-80gb", 8, 312e12, 80e9, 300e9, 25e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 156e12, 19.5e12},
+    {"h100-80gb", 8, 989e12, 80e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 494e12, 67e12},
+    {"h200-141gb", 8, 989e12, 141e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 494e12, 67e12},
     /* this machine: 2 cores, OpenBLAS SGEMM peak 233.3 GFLOP/s
      * (docs/PERFORMANCE.md), hpt reaches 82 % of it; 24 GiB; MPI over
      * shared memory (docs/ENVIRONMENT: 1 MB all-reduce in 1.3 ms, a small
      * one in 1.2 us); baseline: measured process RSS outside the tensors */
     {"cpu-local", 1, 233.3e9, 24 * GIB, 0.77e9, 0.77e9, 0.6e-6, 0.6e-6, 0.82, 31.4 * 1048576.0, 1,
-     1},
+     1, 0, 0},
 };
 
 hpt_status hpt_cluster_preset(const char *name, hpt_cluster *c)
@@ -36,6 +38,26 @@ hpt_status hpt_cluster_preset(const char *name, hpt_cluster *c)
         }
     return hpt_error_set(HPT_ERR_USAGE, "--cluster '%s': unknown preset (presets: a100-80gb, "
                          "h100-80gb, h200-141gb, cpu-local)", name);
+}
+
+hpt_status hpt_plan_set_precision(hpt_plan_setup *s, const char *precision, int keep_peak)
+{
+    if (!precision)
+        precision = s->cl.fp32_only ? "fp32" : "bf16";
+    if (strcmp(precision, "fp32") && strcmp(precision, "tf32") && strcmp(precision, "bf16"))
+        return hpt_error_set(HPT_ERR_USAGE, "--precision '%s': expected fp32, tf32 or bf16",
+                             precision);
+    s->fp32 = strcmp(precision, "bf16") != 0;
+    s->tf32 = !strcmp(precision, "tf32");
+    double peak = s->tf32 ? s->cl.peak_tf32 : s->fp32 ? s->cl.peak_fp32 : 0;
+    if (!keep_peak && peak > 0)
+        s->cl.peak_flops = peak;
+    return HPT_OK;
+}
+
+const char *hpt_plan_precision_name(const hpt_plan_setup *s)
+{
+    return s->tf32 ? "tf32" : s->fp32 ? "fp32" : "bf16";
 }
 
 const char *hpt_plan_group_name(hpt_plan_group g)
@@ -94,9 +116,9 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s)
         return hpt_error_set(HPT_ERR_USAGE, "--seq-len %d exceeds the model's "
                              "max_position_embeddings = %d", s->seq_len,
                              c->max_position_embeddings);
-    if (s->cl.fp32_only && !s->fp32)
-        return hpt_error_set(HPT_ERR_USAGE, "--precision bf16: cluster %s trains in fp32 only "
-                             "(hpt's CPU backend)", s->cl.name);
+    if (s->cl.fp32_only && (!s->fp32 || s->tf32))
+        return hpt_error_set(HPT_ERR_USAGE, "--precision %s: cluster %s trains in fp32 only "
+                             "(hpt's CPU backend)", hpt_plan_precision_name(s), s->cl.name);
     if (s->sequence_parallel && s->tp > 1 && ((long)s->micro_batch * s->seq_len) % s->tp)
         return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel: a micro-batch of --micro-batch "
                              "%d x --seq-len %d = %ld tokens does not split into --tp %d equal "
@@ -274,71 +296,54 @@ double hpt_plan_megatron_layer_act_bytes(const hpt_plan_setup *s)
            scores_bytes(s, a);
 }
 
-/* hpt's CUDA backend in bf16 mode (lib/model.c carve_layer with act_elem =
- * 2, docs/ARCHITECTURE.md "bf16 activations (stage 2)"): one layer's saved
- * bytes for one micro-batch on one TP rank, without the 64-byte rounding
- * of each piece, split as carve_layer splits them. *elem: what selective
- * recomputation recomputes — ln1, ln2 (bf16, N x h), rstd1, rstd2 (fp32,
- * N_l), the attention state (fp32 log-sum-exp B x H/t x T, or the stored
- * softmax in bf16 with store_scores), the attention output (bf16, N x h/t),
- * SwiGLU's h (bf16, N x I/t); *gemm: what it keeps — q (bf16, N x h/t), k,
- * v (bf16, N x g h/t), xmid (fp32, N_l x h), gate, up (bf16, N x I/t);
- * *x: the layer input (fp32, N_l x h). N_l = N/t under sequence
- * parallelism (local_tokens). */
-static void hpt_bf16_layer(const hpt_plan_setup *s, double *elem, double *gemm, double *x)
+/* hpt's CUDA backend (lib/model.c carve_layer; act_elem = 2 in bf16 mode,
+ * docs/ARCHITECTURE.md "bf16 activations (stage 2)", 4 in fp32 and tf32
+ * modes): one layer's saved bytes for one micro-batch on one TP rank,
+ * without the 64-byte rounding of each piece, split as carve_layer splits
+ * them; a = act_elem_bytes. *elem: what selective recomputation recomputes —
+ * ln1, ln2 (a, N x h), rstd1, rstd2 (fp32, N_l), the attention state (fp32
+ * log-sum-exp B x H/t x T, or the stored softmax in a bytes with
+ * store_scores), the attention output (a, N x h/t), SwiGLU's h (a, N x
+ * I/t); *gemm: what it keeps — q (a, N x h/t), k, v (a, N x g h/t), xmid
+ * (fp32, N_l x h), gate, up (a, N x I/t); *x: the layer input (fp32, N_l x
+ * h). N_l = N/t under sequence parallelism (local_tokens). */
+static void hpt_gpu_layer(const hpt_plan_setup *s, double *elem, double *gemm, double *x)
 {
     const hpt_config *c = &s->cfg;
-    double t = s->tp, N = (double)s->micro_batch * s->seq_len, Nl = local_tokens(s);
-    double h = c->hidden_size, hd = hpt_config_head_dim(c);
+    double a = act_elem_bytes(s), t = s->tp, N = (double)s->micro_batch * s->seq_len;
+    double Nl = local_tokens(s), h = c->hidden_size, hd = hpt_config_head_dim(c);
     double QD = c->num_attention_heads / t * hd, KD = c->num_key_value_heads / t * hd;
     double Il = c->intermediate_size / t;
-    *elem = 2 * (2 * N * h) + 2 * (4 * Nl) + scores_bytes(s, 2.0) + 2 * N * QD + 2 * N * Il;
-    *gemm = 2 * N * QD + 2 * (2 * N * KD) + 4 * Nl * h + 2 * (2 * N * Il);
+    *elem = a * (2 * N * h) + 2 * (4 * Nl) + scores_bytes(s, a) + a * N * QD + a * N * Il;
+    *gemm = a * N * QD + a * (2 * N * KD) + 4 * Nl * h + a * (2 * N * Il);
     *x = 4 * Nl * h;
 }
 
 double hpt_plan_layer_act_bytes(const hpt_plan_setup *s)
 {
-    if (s->fp32)
-        return hpt_plan_megatron_layer_act_bytes(s);
     double elem, gemm, x;
-    hpt_bf16_layer(s, &elem, &gemm, &x);
+    hpt_gpu_layer(s, &elem, &gemm, &x);
     return elem + gemm + x;
-}
-
-/* The part of hpt_plan_layer_act_bytes that selective recomputation
- * recomputes instead of keeping (lib/model.c layer_recompute_selective):
- * the two RMSNorm outputs (2sbh), the attention core's output (sbh/t) and
- * state, SwiGLU's output (sbI/t); in bf16 mode also the norms' rstd, each
- * tensor at the width hpt's CUDA backend stores it (hpt_bf16_layer). */
-static double selective_recomputed_bytes(const hpt_plan_setup *s)
-{
-    if (!s->fp32) {
-        double elem, gemm, x;
-        hpt_bf16_layer(s, &elem, &gemm, &x);
-        return elem;
-    }
-    const hpt_config *c = &s->cfg;
-    double a = act_elem_bytes(s), t = s->tp, b = s->micro_batch, sq = s->seq_len;
-    double h = c->hidden_size, I = c->intermediate_size;
-    return a * sq * b * h * (2.0 + 1.0 / t) + a * sq * b * I / t + scores_bytes(s, a);
 }
 
 static double round256(double bytes) { return ceil(bytes / 256.0) * 256.0; }
 
 double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s)
 {
-    if (s->fp32)
+    if (s->fp32 && !s->tf32) /* fp32: the flash kernels, no scratch of their own */
         return 0;
     const hpt_config *c = &s->cfg;
     double B = s->micro_batch, T = s->seq_len, Hl = c->num_attention_heads / s->tp;
     double hd = hpt_config_head_dim(c), Tp = ceil(T / 16.0) * 16.0;
-    double tc = floor(536870912.0 / (12.0 * B * Hl * Tp));
+    double per = s->tf32 ? 8.0 : 12.0; /* bytes per score (att_score_bytes) */
+    double tc = floor(536870912.0 / (per * B * Hl * Tp));
     tc = fmin(T, fmax(16.0, tc - fmod(tc, 16.0)));
     double n = B * Hl * tc * Tp, nq = B * T * Hl * hd;
     int gqa = c->num_key_value_heads < c->num_attention_heads;
-    return round256(4 * n) * 2 + round256(2 * n) * 2 + round256(2 * nq) +
-           (gqa ? 2 * round256(4 * nq) : 0);
+    /* S, dP fp32; bf16 only: P, dS and dO in bf16 (tf32 writes P and dS
+     * over S and dP and reads dO as it is); GQA: dK, dV per query head */
+    double bf = s->tf32 ? 0 : round256(2 * n) * 2 + round256(2 * nq);
+    return round256(4 * n) * 2 + bf + (gqa ? 2 * round256(4 * nq) : 0);
 }
 
 /* Persistent bf16 operand scratch of hpt's CUDA backend in bf16 mode
@@ -348,6 +353,8 @@ double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s)
  * vocabulary shard on the last stage). */
 static double bf16_operand_scratch(const hpt_plan_setup *s, int last)
 {
+    if (s->fp32) /* fp32 and tf32 modes: every operand is fp32 */
+        return 0;
     const hpt_config *c = &s->cfg;
     double N = (double)s->micro_batch * s->seq_len, t = s->tp;
     double O = fmax(fmax(c->hidden_size, c->intermediate_size / t),
@@ -359,42 +366,33 @@ static double bf16_operand_scratch(const hpt_plan_setup *s, int last)
 
 /* ------------------------------------------------------------ memory */
 
-/* Analytic (GPU) activations of one rank of `stage` holding k micro-batches.
- * fp32: Korthikanti's count with a = 4 — per layer and micro-batch in
- * flight the layer's saved activations, or with full recomputation only
- * its input (s*b*h) plus one layer's working set; the last stage also
- * keeps the final norm's input and output. bf16: hpt's CUDA allocations
- * (lib/model.c layout_acts, act_elem = 2, without the 64-byte rounding):
- * per layer and slot hpt_bf16_layer's pieces (all; x + the GEMM outputs
- * with selective recomputation; x only with full), one shared set (full:
- * a whole layer + recompute_out, N_l x h fp32; selective: the recomputed
- * pieces), per slot the stage end (x_final N_l x h fp32, lnf N x h bf16 on
+/* Analytic (GPU) activations of one rank of `stage` holding k micro-batches:
+ * hpt's CUDA allocations (lib/model.c layout_acts, act_elem 2 in bf16 mode
+ * and 4 in fp32 and tf32 modes, without the 64-byte rounding): per layer
+ * and slot hpt_gpu_layer's pieces (all; x + the GEMM outputs with selective
+ * recomputation; x only with full), one shared set (full: a whole layer +
+ * recompute_out, N_l x h fp32; selective: the recomputed pieces), per slot
+ * the stage end (x_final N_l x h fp32, lnf N x h in the activation dtype on
  * the last stage, rstdf N_l, tokens, targets, ce_mx N and ce_sum + ce_tgt
  * 2N, fp32), the fp32 backward scratch (dx, dtmp N x h; dq, datty N x h/t;
  * dk, dv N x g h/t; dh, dgate, dup N x I/t; dscores B x H/t x T; under
- * sequence parallelism sp_tmp N_l x h, dfull N x h and the packed norm-weight
- * gradients (2 layers + last) x h) and the bf16 attention's chunk scratch
- * (hpt_plan_attention_scratch_bytes). */
+ * sequence parallelism sp_tmp N_l x h, dfull N x h and the packed
+ * norm-weight gradients (2 layers + last) x h), the bf16 and tf32
+ * attention's chunk scratch (hpt_plan_attention_scratch_bytes) and in bf16
+ * the operand scratch (bf16_operand_scratch). */
 static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
 {
     const hpt_config *c = &s->cfg;
     double a = act_elem_bytes(s), N = (double)s->micro_batch * s->seq_len, h = c->hidden_size;
     int l0, l1, last = stage == s->pp - 1;
     hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
-    double layer = hpt_plan_layer_act_bytes(s), rec = selective_recomputed_bytes(s);
     double Nl = local_tokens(s);
-    if (s->fp32) {
-        double sp = (N - Nl) * a * h; /* SP: x and xmid hold Nl tokens */
-        double per_layer = s->recompute == 1 ? a * Nl * h
-                           : s->recompute == 2 ? layer - rec - 2 * sp : layer - 2 * sp;
-        double acts = k * ((l1 - l0) * per_layer + (last ? a * (N + Nl) * h : 0));
-        return acts + (s->recompute == 1 ? layer : s->recompute == 2 ? rec : 0);
-    }
-    double elem, gemm, x; /* layer = elem + gemm + x, rec = elem */
-    hpt_bf16_layer(s, &elem, &gemm, &x);
+    double elem, gemm, x; /* layer = elem + gemm + x; selective recomputes elem */
+    hpt_gpu_layer(s, &elem, &gemm, &x);
+    double layer = elem + gemm + x;
     double per_layer = s->recompute == 1 ? x : s->recompute == 2 ? gemm + x : layer;
-    double shared = s->recompute == 1 ? layer : s->recompute == 2 ? rec : 0;
-    double end = 4 * Nl * h + (last ? 2 * N * h : 0) + 4 * Nl + 4 * 5 * N;
+    double shared = s->recompute == 1 ? layer : s->recompute == 2 ? elem : 0;
+    double end = 4 * Nl * h + (last ? a * N * h : 0) + 4 * Nl + 4 * 5 * N;
     return k * ((l1 - l0) * per_layer + end) + shared + backward_scratch(s, l1 - l0, last, f32_bytes) +
            hpt_plan_attention_scratch_bytes(s) + bf16_operand_scratch(s, last);
 }
@@ -430,25 +428,17 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         if (s->dp > 1)
             m.comm_buffers += s->zero1 ? 4 * own : 0.5 * 4 * P;
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
-    } else if (s->fp32) { /* fp32: 4 (weights) + 4 (grad) + 8 (m, v) */
-        m.weights = 4 * P;
-        m.grads = 4 * P;
-        m.optimizer = 8 * (s->zero1 ? ceil(P / s->dp) : P);
-        m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
-        m.activations = analytic_acts(s, stage, k);
-        /* PP: the send buffers of one micro-batch's output and input gradient */
-        m.comm_buffers = s->pp > 1 ? 2 * act_elem_bytes(s) * local_tokens(s) * C : 0;
-        m.baseline = s->cl.baseline_bytes + s->data_bytes;
     } else {
-        /* bf16, hpt's CUDA backend: the fp32 weights (the master copy the
+        /* hpt's CUDA backend: the fp32 weights (the master copy the
          * optimizer updates, on every DP rank also with ZeRO-1: lib/train.c
-         * shards only the moments) and their bf16 working copy
-         * (lib/backend_cuda.cu weight_bf16), 4 + 2; fp32 gradients 4; AdamW
+         * shards only the moments) and in bf16 mode their bf16 working copy
+         * (lib/backend_cuda.cu weight_bf16), 4 (+ 2); fp32 gradients 4; AdamW
          * m and v 8, over DP with ZeRO-1 (lib/optim.c), plus then the fp32
          * reduce-scatter target of the own gradient shard (lib/train.c
-         * setup_zero1): 18 bytes per parameter without ZeRO-1 */
+         * setup_zero1): 16 (fp32, tf32) or 18 (bf16) bytes per parameter
+         * without ZeRO-1 */
         double own = s->zero1 ? ceil(P / s->dp) : P;
-        m.weights = (4 + 2) * P;
+        m.weights = (s->fp32 ? 4 : 4 + 2) * P;
         m.grads = 4 * P;
         m.optimizer = 8 * own;
         m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
@@ -906,7 +896,7 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
             s->recompute ? "true" : "false", rc_mode(s->recompute),
             s->zero1 ? "true" : "false", sp_on(s) ? "true" : "false",
-            s->gpipe ? "gpipe" : "1f1b", s->fp32 ? "fp32" : "bf16",
+            s->gpipe ? "gpipe" : "1f1b", hpt_plan_precision_name(s),
             json_z(&b[0], (double)s->global_batch * s->seq_len));
     fprintf(f, "  \"memory\": {\"worst_stage\": %d, \"worst\": ", r->worst_stage);
     json_mem(f, &r->worst);
@@ -976,7 +966,7 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
     fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
             "micro-batches x DP %d; %s%s%s%s\n\n",
             s->tp, s->pp, s->dp, s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
-            s->dp, s->fp32 ? "fp32" : "bf16 mixed precision", rc_label(s->recompute),
+            s->dp, s->fp32 ? hpt_plan_precision_name(s) : "bf16 mixed precision", rc_label(s->recompute),
             sp_label(s), s->zero1 ? ", ZeRO-1" : "");
     fprintf(f, "memory per rank (%s)  weights     grads optimizer      acts    logits      comm  "
             "baseline     total\n", un);
@@ -1041,13 +1031,16 @@ static int by_speed(const void *a, const void *b)
 }
 
 /* The hpt-train options of layout s (what to paste on its command line
- * beside --model and --data). */
+ * beside --model and --data); on a GPU preset also the backend and the
+ * precision the plan modelled. */
 static void train_flags(const hpt_plan_setup *s, char *buf, size_t len)
 {
     snprintf(buf, len, "--tp %d --pp %d --dp %d --seq-len %d --batch %d --grad-accum %d "
-             "--recompute %s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
+             "--recompute %s%s%s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
              micro_batches(s), rc_mode(s->recompute), sp_on(s) ? " --sequence-parallel" : "",
-             s->zero1 ? " --zero1" : "", s->pp > 1 && s->gpipe ? " --pp-schedule gpipe" : "");
+             s->zero1 ? " --zero1" : "", s->pp > 1 && s->gpipe ? " --pp-schedule gpipe" : "",
+             s->cl.exact ? "" : " --backend cuda --precision ",
+             s->cl.exact ? "" : hpt_plan_precision_name(s));
 }
 
 /* Why the first layout wins, in words, from its numbers. */

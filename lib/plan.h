@@ -10,14 +10,15 @@
  *    lib/train.c, lib/comm_mpi.c), so predictions can be checked against
  *    `hpt-train --comm-stats` (comm.tsv) byte for byte and against the
  *    measured peak RSS;
- *  - analytic (GPU clusters): mixed precision as hpt's CUDA backend
- *    allocates it (fp32 weights and their bf16 working copy, fp32
- *    gradients, AdamW moments: 18 bytes per parameter; ZeRO-1 shards the
- *    moments only) and the activations hpt's CUDA backend allocates in bf16
- *    mode (residual stream, statistics and gradients in fp32, the rest in
- *    bf16, lib/model.c layout_acts) — with --precision fp32 the activation
- *    memory of Korthikanti et al. 2022 adapted to SwiGLU and grouped-query
- *    attention, a = 4.
+ *  - analytic (GPU clusters): what hpt's CUDA backend allocates in the
+ *    run's precision — bf16: fp32 weights and their bf16 working copy, fp32
+ *    gradients, AdamW moments (18 bytes per parameter; ZeRO-1 shards the
+ *    moments only), activations with the residual stream, statistics and
+ *    gradients in fp32 and the rest in bf16; fp32 and tf32: 16 bytes per
+ *    parameter and every activation in fp32 (lib/model.c layout_acts) —
+ *    plus the backend's scratch (the bf16/tf32 attention's chunk scores,
+ *    bf16 operands). Megatron's count (Korthikanti et al. 2022 adapted to
+ *    SwiGLU and grouped-query attention) stays available for comparison.
  *
  * Units: bytes, seconds, FLOPs (floating-point operations, a multiply-add
  * counts 2), FLOP/s, bytes/s. Sizes are doubles so 405B-parameter models
@@ -37,7 +38,9 @@
 typedef struct {
     char name[32];
     int gpus_per_node;
-    double peak_flops;    /* dense FLOP/s per device at the default precision */
+    double peak_flops;    /* dense FLOP/s per device at the run's precision
+                           * (a preset's: bf16; hpt_plan_set_precision
+                           * switches to peak_tf32 or peak_fp32)            */
     double mem_bytes;     /* usable memory per device                         */
     double intra_bw;      /* bytes/s per device, one direction, inside a node */
     double inter_bw;      /* bytes/s per device, one direction, between nodes */
@@ -48,6 +51,8 @@ typedef struct {
                            * (runtime, libraries, communication library)     */
     int exact;            /* 1: model hpt's own fp32 CPU allocations         */
     int fp32_only;        /* 1: the device trains in fp32 only (cpu-local)   */
+    double peak_tf32;     /* dense tf32 tensor-core FLOP/s (0: peak_flops)   */
+    double peak_fp32;     /* dense fp32 FLOP/s, CUDA cores (0: peak_flops)   */
 } hpt_cluster;
 
 /* Fill *c from a preset: a100-80gb, h100-80gb, h200-141gb (8 devices per
@@ -71,7 +76,12 @@ typedef struct {
     int zero1;                 /* AdamW state sharded over DP (ZeRO-1)  */
     int gpipe;                 /* pipeline schedule: 0 = 1F1B, 1 = GPipe
                                 * (every stage holds all m micro-batches) */
-    int fp32;                  /* 1: fp32 training, 0: bf16 mixed precision */
+    int fp32;                  /* 1: fp32 storage (--precision fp32 or tf32),
+                                * 0: bf16 mixed precision               */
+    int tf32;                  /* with fp32: products on the tensor cores in
+                                * tf32 (hpt-train --precision tf32): the
+                                * attention's cuBLAS chunk scratch, the
+                                * tf32 peak                              */
     int store_scores;          /* analytic model: keep the (B,H,T,T)
                                 * softmax for backward (0 = FlashAttention-
                                 * style, only the row statistics, as both
@@ -147,6 +157,19 @@ typedef struct {
     double step_time_s, tokens_per_s, mfu;
 } hpt_plan_result;
 
+/* Set the run's precision from hpt-train's --precision name: "fp32" (fp32
+ * storage, no tensor cores), "tf32" (fp32 storage, tf32 products) or
+ * "bf16" (mixed precision); NULL: the cluster's default (cpu-local fp32,
+ * else bf16). Sets s->fp32 and s->tf32 and, unless keep_peak (the user gave
+ * --peak-flops), the cluster's peak for that precision (cl.peak_tf32 or
+ * cl.peak_fp32 where the preset has one). Call after the cluster is set.
+ * Errors: HPT_ERR_USAGE for another name (hpt_plan_validate refuses tf32 and
+ * bf16 on an fp32-only cluster). */
+hpt_status hpt_plan_set_precision(hpt_plan_setup *s, const char *precision, int keep_peak);
+
+/* "fp32", "tf32" or "bf16": the precision of s, as hpt-train names it. */
+const char *hpt_plan_precision_name(const hpt_plan_setup *s);
+
 /* Check the setup (sizes > 0, layout = nodes x gpus_per_node, TP divides
  * heads, kv heads and intermediate_size, PP <= layers, global batch a
  * multiple of micro-batch x DP, precision available on the cluster).
@@ -179,33 +202,34 @@ double hpt_plan_stage_params(const hpt_plan_setup *s, int stage);
  * term by term and reduces it to Korthikanti's for GPT. a = 2 is
  * Megatron-LM's default bf16 residual; the residual stream is counted on all
  * N = s*b tokens (analytic_acts takes sequence parallelism's saving off).
- * The fp32 analytic model uses it with a = 4. */
+ * For comparison: hpt's own count is hpt_plan_layer_act_bytes. */
 double hpt_plan_megatron_layer_act_bytes(const hpt_plan_setup *s);
 
 /* Activation bytes of one layer for one micro-batch on one TP rank, without
- * recomputation, as hpt's GPU backend keeps them. fp32:
- * hpt_plan_megatron_layer_act_bytes (a = 4). bf16 (hpt's CUDA backend,
- * lib/model.c carve_layer with 2-byte activations, without its 64-byte
- * rounding): the residual stream in fp32, the rest in bf16,
+ * recomputation, as hpt's CUDA backend keeps them (lib/model.c carve_layer,
+ * without its 64-byte rounding): the residual stream in fp32, the rest in
+ * a = 2 bytes (bf16) or 4 (fp32, tf32),
  *   4 * 2*N_l*h                  x, xmid (fp32)
- *   + 2 * N*h * (2 + (2 + 2g)/t) ln1, ln2; q, attention output; k, v (bf16)
- *   + 2 * 3*N*I/t                gate, up, h (bf16)
+ *   + a * N*h * (2 + (2 + 2g)/t) ln1, ln2; q, attention output; k, v
+ *   + a * 3*N*I/t                gate, up, h
  *   + 4 * 2*N_l                  rstd of the two RMSNorms (fp32)
- *   + store_scores ? 2 * b*(H/t)*s^2 : 4 * b*(H/t)*s   (log-sum-exp, fp32)
+ *   + store_scores ? a * b*(H/t)*s^2 : 4 * b*(H/t)*s   (log-sum-exp, fp32)
  * N = s*b, N_l = N/t under sequence parallelism, else N. Against
- * Megatron's a = 2 count this adds 2*2*N_l*h + 8*N_l bytes. */
+ * Megatron's count with the same a this adds (4 - a)*2*N_l*h + 8*N_l
+ * bytes (fp32: the rstd only). */
 double hpt_plan_layer_act_bytes(const hpt_plan_setup *s);
 
-/* Persistent device scratch of the bf16 attention of hpt's CUDA backend
- * (lib/backend_cuda.cu att_backward_bytes: causal attention in query
- * chunks through cuBLAS), bytes, one per rank: with Tp = T rounded up to a
- * multiple of 16, the chunk Tc = min(T, max(16, floor(2^29 / (12*B*Hl*Tp))
- * rounded down to a multiple of 16)) and n = B*Hl*Tc*Tp scores, the pieces
- * 4n (S), 4n (dP), 2n (P), 2n (dS), 2*B*T*Hl*hd (dO in bf16) and, with GQA
- * (KV/t < Hl), 2 x 4*B*T*Hl*hd (dK, dV per query head), each rounded up to
- * 256 bytes; B the micro-batch, T the sequence length, Hl = H/t, hd = h/H.
- * 0 with fp32 (its kernels' B*Hl*T floats of scratch are lib/model.c's
- * dscores). */
+/* Persistent device scratch of the bf16 and tf32 attention of hpt's CUDA
+ * backend (lib/backend_cuda.cu att_backward_bytes: causal attention in
+ * query chunks through cuBLAS), bytes, one per rank: with Tp = T rounded up
+ * to a multiple of 16, e = 12 bytes per score (bf16) or 8 (tf32), the chunk
+ * Tc = min(T, max(16, floor(2^29 / (e*B*Hl*Tp)) rounded down to a multiple
+ * of 16)) and n = B*Hl*Tc*Tp scores, the pieces 4n (S), 4n (dP), in bf16
+ * also 2n (P), 2n (dS) and 2*B*T*Hl*hd (dO in bf16) (tf32 writes P and dS
+ * over S and dP), and with GQA (KV/t < Hl) 2 x 4*B*T*Hl*hd (dK, dV per
+ * query head), each rounded up to 256 bytes; B the micro-batch, T the
+ * sequence length, Hl = H/t, hd = h/H. 0 with fp32 (its flash kernels'
+ * B*Hl*T floats of scratch are lib/model.c's dscores). */
 double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s);
 
 /* hpt's activation block (lib/model.c layout_acts) in bytes for one rank

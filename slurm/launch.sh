@@ -247,10 +247,8 @@ dry_run() {
   [ "$HPT_ASYNC_SAVE" = 1 ] && args+=(--async-save)
   # hpt-plan models NCCL on GPU presets; a GPU job told to use MPI is planned with MPI
   [ "$HPT_BACKEND" != cpu ] && [ "$HPT_COMM" = mpi ] && args+=(--comm mpi)
-  # the job's precision: bf16 mixed, or fp32 storage (fp32 and tf32 alike)
-  if [ "$HPT_BACKEND" != cpu ]; then
-    args+=(--precision "$([ "$HPT_PRECISION" = bf16 ] && echo bf16 || echo fp32)")
-  fi
+  # the job's precision (its memory, attention scratch and peak FLOP/s)
+  [ "$HPT_BACKEND" != cpu ] && args+=(--precision "$HPT_PRECISION")
   echo "$plan ${args[*]}"
   "$plan" "${args[@]}"
 }

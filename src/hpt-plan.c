@@ -36,7 +36,9 @@ static void usage(FILE *f)
             "  --gpus-per-node G     [cluster's: 8; cpu-local: the layout's ranks]\n"
             "  --gpus N              GPUs in all: DP = N / (TP x PP) when --dp is not given;\n"
             "                        with --nodes it must equal nodes x GPUs per node\n"
-            "  --peak-flops X        peak FLOP/s per GPU (cpu-local: per machine), 1e6..1e21\n"
+            "  --peak-flops X        peak FLOP/s per GPU (cpu-local: per machine) at the run's\n"
+            "                        --precision, 1e6..1e21 [the preset's bf16, tf32 or fp32\n"
+            "                        peak]\n"
             "  --mem-gb X            memory per GPU, GB = 1e9 bytes (cpu-local: per machine),\n"
             "                        0.001..1e9\n"
             "  --intra-bw X, --inter-bw X   link bandwidth per GPU and direction, GB/s,\n"
@@ -61,11 +63,13 @@ static void usage(FILE *f)
             "  --async-save          count hpt-train --async-save's host staging buffer\n"
             "  --pp-schedule S       1f1b or gpipe, as hpt-train's [1f1b]: under GPipe every\n"
             "                        stage holds all m micro-batches' activations\n"
-            "  --precision P         bf16 (mixed, 18 bytes/parameter; activations as hpt's\n"
-            "                        CUDA backend allocates them: residual stream, statistics\n"
-            "                        and gradients fp32, layer tensors bf16, plus its attention\n"
-            "                        scratch) or fp32 (Korthikanti's count, 4 bytes) [bf16;\n"
-            "                        cpu-local fp32]\n"
+            "  --precision P         as hpt-train's, memory as hpt's CUDA backend allocates\n"
+            "                        it: bf16 (mixed, 18 bytes/parameter; residual stream,\n"
+            "                        statistics and gradients fp32, layer tensors bf16, plus\n"
+            "                        the attention's chunk scratch), tf32 (16 bytes/parameter,\n"
+            "                        activations fp32, attention chunk scratch; tf32 peak) or\n"
+            "                        fp32 (as tf32 without the scratch; fp32 CUDA-core peak)\n"
+            "                        [bf16; cpu-local fp32]\n"
             "  --comm L              the collectives' library: nccl (hpt-train --backend cuda\n"
             "                        --comm nccl: NCCL's ring/tree cost model), mpi, or auto\n"
             "                        as hpt-train's: nccl with --backend cuda on a build with\n"
@@ -363,10 +367,8 @@ static hpt_status setup(const cli *o, hpt_plan_setup *s)
         return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe",
                              o->schedule);
     s->gpipe = o->schedule && !strcmp(o->schedule, "gpipe");
-    if (o->precision && strcmp(o->precision, "bf16") && strcmp(o->precision, "fp32"))
-        return hpt_error_set(HPT_ERR_USAGE, "--precision '%s': expected bf16 or fp32",
-                             o->precision);
-    s->fp32 = o->precision ? !strcmp(o->precision, "fp32") : s->cl.fp32_only;
+    if ((st = hpt_plan_set_precision(s, o->precision, !isnan(o->peak))))
+        return st;
     if ((st = setup_comm(o, s)))
         return st;
     return setup_grid(o, s);

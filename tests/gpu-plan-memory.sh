@@ -4,13 +4,14 @@
 # metrics.h5, the bytes held at the peak by the backend's allocations,
 # bf16 working copies and scratch included). The `small` model, one rank,
 # micro-batch 8 x 256 tokens, 3 steps, --comm mpi (host staging: no device
-# communication buffers), in three modes: bf16 without recomputation, bf16
-# with selective recomputation, fp32. hpt-plan runs the same layout on the
+# communication buffers), in four modes: bf16 without recomputation, bf16
+# with selective recomputation, fp32, tf32. hpt-plan runs the same layout on the
 # h200-141gb preset with --baseline-mib 0 (the CUDA context and cuBLAS's
 # workspace are not allocations of the backend) and --precision as the run.
 # Asserts per mode: the predicted total within 25 % of the measured peak;
-# and that selective recomputation lowers the peak both measured and
-# predicted. Skipped (77) when hpt was built without CUDA or no GPU is
+# that selective recomputation lowers the peak both measured and
+# predicted; and that tf32's attention chunk scratch raises it above fp32's
+# (the flash kernels') both measured and predicted. Skipped (77) when hpt was built without CUDA or no GPU is
 # visible.
 . "$HPT_SRC/tests/lib.sh"
 need_corpus
@@ -34,12 +35,13 @@ run() {  # run NAME PRECISION RECOMPUTE
 run bf16 bf16 none
 run bf16sel bf16 selective
 run fp32 fp32 none
+run tf32 tf32 none
 "$PYTHON" - "$WORK" <<'PY' || fail "hpt-plan's memory estimate against the measured device peak (above)"
 import json, sys
 import h5py, numpy as np
 w = sys.argv[1]
 bad, got = [], {}
-for name in ("bf16", "bf16sel", "fp32"):
+for name in ("bf16", "bf16sel", "fp32", "tf32"):
     with h5py.File(f"{w}/{name}/metrics.h5", "r") as f:
         meas = float(np.nanmax(f["ranks/device_mem"][...]))
     pred = float(json.load(open(f"{w}/{name}.plan.json"))["memory"]["worst"]["total"])
@@ -53,6 +55,9 @@ for i, what in ((0, "measured"), (1, "hpt-plan")):
     if not got["bf16sel"][i] < got["bf16"][i]:
         bad.append(f"selective recomputation does not lower the {what} peak: "
                    f"{got['bf16sel'][i]:.0f} vs {got['bf16'][i]:.0f} bytes")
+    if not got["tf32"][i] > got["fp32"][i]:
+        bad.append(f"tf32's attention scratch does not raise the {what} peak over fp32's: "
+                   f"{got['tf32'][i]:.0f} vs {got['fp32'][i]:.0f} bytes")
 for b in bad:
     print("FAIL", b)
 sys.exit(1 if bad else 0)

@@ -11,7 +11,8 @@
 #             all-reduces move fp32 partial sums;
 #   74.1 GB (69.0 GiB): only selective with sequence parallelism (or full) fits;
 #   83.0 GB (77.3 GiB) with --recompute none kept: only sequence parallelism fits.
-# The chosen layout's hpt-train options are printed for pasting, and the
+# The chosen layout's hpt-train options are printed for pasting (with the
+# backend and precision the plan modelled), and the
 # explanation under sequence parallelism names its reduce-scatters and
 # all-gathers, not all-reduces. --recompute none keeps none (it was not a
 # fixed choice before).
@@ -34,7 +35,8 @@ opts = best["train_options"].split()
 assert opts[opts.index("--recompute") + 1] == rc and ("--sequence-parallel" in opts) is sp, opts
 print("best: %s (%d of %d layouts fit)" % (best["train_options"], d["fitting"], d["candidates"]))
 PY
-  grep -q "^hpt-train options: .*--recompute $rc" "$WORK/$name.txt" || fail "$name: no options line"
+  grep -q "^hpt-train options: .*--recompute $rc.* --backend cuda --precision bf16\$" "$WORK/$name.txt" ||
+    fail "$name: no options line with --recompute $rc, --backend cuda and --precision bf16"
 }
 check sel selective yes --mem-gb 78.4
 "$PYTHON" - "$WORK/sel.json" <<'PY' || fail "a layout without recomputation fits in 78.4 GB"

@@ -40,9 +40,11 @@ grep -q -- "hpt-plan .* --comm mpi" "$WORK/mpi" && grep -q "^communication per s
 # the CPU template shows no GPU section
 bash "$HPT_SRC/jobs/train_tiny.sh" --dry-run > "$WORK/tiny" 2>&1 || fail "tiny dry run: $(cat "$WORK/tiny")"
 grep -q "== GPUs" "$WORK/tiny" && fail "the cpu template printed a GPU section"
-# hpt-plan is given the job's precision: tf32 stores fp32, bf16 is bf16 mixed
-grep -q -- "hpt-plan .* --precision fp32" "$WORK/n2" && grep -q "^layout: .*; fp32[,]*" "$WORK/n2" ||
-  fail "tf32 job: hpt-plan not run with --precision fp32: $(grep 'hpt-plan' "$WORK/n2")"
+# hpt-plan is given the job's precision: tf32 (fp32 storage at the tf32
+# tensor-core peak), bf16 mixed
+grep -q -- "hpt-plan .* --precision tf32" "$WORK/n2" && grep -q "^layout: .*; tf32[,]*" "$WORK/n2" &&
+  grep -q "^cluster: .* 4.94e+05 GFLOP/s" "$WORK/n2" ||
+  fail "tf32 job: hpt-plan not run with --precision tf32 at the tf32 peak: $(grep 'hpt-plan\|^cluster' "$WORK/n2")"
 HPT_PRECISION=bf16 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/bf16" 2>&1 ||
   { cat "$WORK/bf16"; fail "HPT_PRECISION=bf16 dry run failed"; }
 grep -q -- "hpt-plan .* --precision bf16" "$WORK/bf16" && grep -q "bf16 mixed precision" "$WORK/bf16" ||

@@ -78,10 +78,21 @@ static void test_hand_values(void)
     expect("bf16 attention chunk scratch", hpt_plan_attention_scratch_bytes(&s),
            2 * 2048 + 2 * 1024 + 1024 + 2 * 2048, 0);
     s.fp32 = 1;
-    expect("fp32: Megatron's count with a = 4", hpt_plan_layer_act_bytes(&s),
+    /* fp32 (and tf32): every tensor in 4 bytes — x, xmid 8192; ln1, ln2
+     * 8192; q, attention output 4096; k, v 2048; gate, up, h 4*3*16*88 =
+     * 16896; rstd 128; log-sum-exp 128: 39680 = Megatron's a = 4 count
+     * 2*(11264 + 8448) + 128 plus the rstd, 128 */
+    expect("fp32: hpt's layer activations", hpt_plan_layer_act_bytes(&s), 39680, 0);
+    expect("fp32: Megatron's count with a = 4", hpt_plan_megatron_layer_act_bytes(&s),
            2 * (11264 + 8448) + 128, 0);
-    expect("fp32: no bf16 attention scratch", hpt_plan_attention_scratch_bytes(&s), 0, 0);
-    s.fp32 = 0;
+    expect("fp32: no attention scratch (flash kernels)", hpt_plan_attention_scratch_bytes(&s), 0,
+           0);
+    /* tf32: 8 bytes per score, Tc = 8, n = 512: S, dP 2048 each (P and dS
+     * overwrite them, dO stays fp32), GQA dK, dV per query head 2048 each */
+    s.tf32 = 1;
+    expect("tf32 attention chunk scratch", hpt_plan_attention_scratch_bytes(&s), 4 * 2048, 0);
+    expect("tf32: layer activations as fp32", hpt_plan_layer_act_bytes(&s), 39680, 0);
+    s.fp32 = 0, s.tf32 = 0;
 
     hpt_plan_result r;
     hpt_status st = hpt_plan_eval(&s, &r);
@@ -166,6 +177,92 @@ static void test_hand_values(void)
     /* per slot the fp32 input 4*16*64 and the stage end; one layer shared */
     expect("stage 0 activations, recompute (2 x input + one layer)",
            r.stage[0].mem.activations, 2 * (4 * 16 * 64 + 4480) + 24064 + 31360 + 11264 + 8192, 0);
+}
+
+/* --precision: the flags, the peak of the precision (unless --peak-flops
+ * was given) and the refusals. */
+static void test_precision(void)
+{
+    const struct {
+        const char *cluster, *prec;
+        int keep, fp32, tf32;
+        double peak;
+    } c[] = {{"h100-80gb", "bf16", 0, 0, 0, 989e12}, {"h100-80gb", "tf32", 0, 1, 1, 494e12},
+             {"h100-80gb", "fp32", 0, 1, 0, 67e12},  {"a100-80gb", "tf32", 0, 1, 1, 156e12},
+             {"a100-80gb", "fp32", 0, 1, 0, 19.5e12}, {"h200-141gb", NULL, 0, 0, 0, 989e12},
+             {"h100-80gb", "fp32", 1, 1, 0, 989e12},  {"cpu-local", NULL, 0, 1, 0, 233.3e9},
+             {"cpu-local", "fp32", 0, 1, 0, 233.3e9}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        hpt_plan_setup s = hand_setup();
+        hpt_cluster_preset(c[i].cluster, &s.cl);
+        char what[128];
+        snprintf(what, sizeof what, "%s --precision %s%s", c[i].cluster,
+                 c[i].prec ? c[i].prec : "(default)", c[i].keep ? " --peak-flops" : "");
+        if (hpt_plan_set_precision(&s, c[i].prec, c[i].keep)) {
+            printf("FAIL %s: %s\n", what, hpt_error_msg());
+            failures++;
+            continue;
+        }
+        char w2[160];
+        snprintf(w2, sizeof w2, "%s: 2 fp32 + tf32", what);
+        expect(w2, s.fp32 * 2 + s.tf32, c[i].fp32 * 2 + c[i].tf32, 0);
+        snprintf(w2, sizeof w2, "%s: peak FLOP/s", what);
+        expect(w2, s.cl.peak_flops, c[i].peak, 0);
+    }
+    hpt_plan_setup s = hand_setup();
+    int st = hpt_plan_set_precision(&s, "fp16", 0);
+    int ok = st == HPT_ERR_USAGE &&
+             !strcmp(hpt_error_msg(), "--precision 'fp16': expected fp32, tf32 or bf16");
+    printf("%s --precision fp16 refused: %s\n", ok ? "ok  " : "FAIL", hpt_error_msg());
+    failures += !ok;
+    for (int k = 0; k < 2; k++) { /* cpu-local trains fp32 only */
+        hpt_cluster_preset("cpu-local", &s.cl);
+        s.gpus_per_node = 8;
+        hpt_plan_set_precision(&s, k ? "tf32" : "bf16", 0);
+        st = hpt_plan_validate(&s);
+        char want[128];
+        snprintf(want, sizeof want, "--precision %s: cluster cpu-local trains in fp32 only (hpt's "
+                 "CPU backend)", k ? "tf32" : "bf16");
+        ok = st == HPT_ERR_USAGE && !strcmp(hpt_error_msg(), want);
+        printf("%s cpu-local --precision %s refused: %s\n", ok ? "ok  " : "FAIL",
+               k ? "tf32" : "bf16", hpt_error_msg());
+        failures += !ok;
+    }
+}
+
+/* The GPU model in fp32 mode is hpt's own carving without the 64-byte
+ * rounding (lib/model.c layout_acts, fp32 on both backends): with every
+ * piece a multiple of 16 floats it equals the exact model's activation
+ * block (checked against hpt_model_init_opts in test_exact_sizes) byte for
+ * byte, up to the two one-element placeholders a non-last stage carves per
+ * slot (lnf and the logits, 64 bytes each). */
+static void test_fp32_gpu_is_hpt_carving(void)
+{
+    for (int tp = 1; tp <= 2; tp++)
+        for (int pp = 1; pp <= 2; pp++)
+            for (int rs = 0; rs < 6; rs++) {
+                hpt_plan_setup s = hand_setup();
+                s.cfg = (hpt_config){64, 176, 4, 4, 2, 8192, 256, 1e-5f, 1e4f, 0};
+                s.tp = tp, s.pp = pp, s.dp = 1, s.gpus_per_node = tp * pp;
+                s.seq_len = 16, s.micro_batch = 2, s.global_batch = 6;
+                s.recompute = rs % 3, s.sequence_parallel = rs / 3;
+                hpt_plan_set_precision(&s, "fp32", 0);
+                hpt_plan_result r;
+                if (hpt_plan_eval(&s, &r)) {
+                    printf("FAIL eval: %s\n", hpt_error_msg());
+                    failures++;
+                    continue;
+                }
+                for (int st = 0; st < pp; st++) {
+                    int k = r.stage[st].in_flight, last = st == pp - 1;
+                    double exact = hpt_plan_exact_act_bytes(&s, st, k, NULL);
+                    char what[128];
+                    snprintf(what, sizeof what, "fp32 GPU acts = hpt's carving: tp %d pp %d "
+                             "stage %d rc %d sp %d", tp, pp, st, rs % 3, rs / 3);
+                    expect(what, r.stage[st].mem.activations + r.stage[st].mem.logits +
+                                     (last ? 0 : 128.0 * k), exact, 0);
+                }
+            }
 }
 
 static void test_alpha_beta(void)
@@ -384,6 +481,8 @@ int main(void)
 {
     test_param_count_range();
     test_hand_values();
+    test_precision();
+    test_fp32_gpu_is_hpt_carving();
     test_alpha_beta();
     test_nccl_model();
     test_megatron_flops();
