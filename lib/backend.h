@@ -210,6 +210,12 @@ struct hpt_backend {
     void (*scale)(float *x, float s, size_t n);
     /* Sum of squares of x in double precision (gradient norm). */
     double (*sumsq)(const float *x, size_t n);
+    /* Optional (NULL: the caller calls sumsq k times): acc + sumsq(x[0],
+     * n[0]) + ... + sumsq(x[k-1], n[k-1]), the k sums added to acc in order
+     * in double — the same value as the loop, in one round trip to a device
+     * instead of k (the gradient norm visits every tensor). x, n: k entries,
+     * read during the call only. */
+    double (*sumsq_list)(double acc, const float *const *x, const size_t *n, int k);
 
     /* ---- cross-entropy over a full vocabulary ------------------------------
      * logits (N,V) are turned in place into dloss/dlogits scaled by

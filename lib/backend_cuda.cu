@@ -190,8 +190,26 @@ static hpt_status cuda_init(void)
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n <= 0) {
         (void)cudaGetLastError(); /* not sticky: clear it */
-        snprintf(why, sizeof why, "--backend cuda: no CUDA device visible (cudaGetDeviceCount: %s)",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        /* An NVIDIA kernel driver that this CUDA runtime cannot use (too old,
+         * or broken) is not "no GPU": say so, so that the GPU tests fail
+         * instead of skipping. Without the driver, or with no device in
+         * CUDA_VISIBLE_DEVICES, there is no GPU to use. */
+        char drv[160] = "";
+        FILE *f = e != cudaSuccess && e != cudaErrorNoDevice ? fopen("/proc/driver/nvidia/version", "r")
+                                                             : NULL;
+        if (f) {
+            if (!fgets(drv, sizeof drv, f))
+                drv[0] = 0;
+            fclose(f);
+            drv[strcspn(drv, "\n")] = 0;
+        }
+        if (f)
+            snprintf(why, sizeof why, "--backend cuda: the CUDA runtime (%d) cannot use this "
+                     "machine's NVIDIA driver (cudaGetDeviceCount: %s; /proc/driver/nvidia/version: "
+                     "%s)", CUDART_VERSION, cudaGetErrorString(e), drv);
+        else
+            snprintf(why, sizeof why, "--backend cuda: no CUDA device visible (cudaGetDeviceCount: %s)",
+                     e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         verdict = HPT_ERR_USAGE;
         return hpt_error_set(verdict, "%s", why);
     }
@@ -692,15 +710,51 @@ __global__ static void k_embedding_forward(float *out, const int32_t *tokens, co
     }
 }
 
-__global__ static void k_embedding_backward(float *dwte, const float *dout, const int32_t *tokens,
-                                            int C, int v0, int Vl, size_t total)
+/* Repeated tokens without atomics (whose order, and so whose rounding,
+ * changes from run to run): for each position n (one thread each) nxt[n] =
+ * the next position m > n with the same token (-1: none) and head[n] = 1
+ * when no earlier position has it. The tokens pass through shared memory a
+ * tile at a time; O(N^2 / blockDim) loads, N^2 compares (N = 8192: ~0.1 ms
+ * on an H100-class GPU). */
+__global__ static void k_embed_chain(int *nxt, int *head, const int32_t *tokens, int N)
 {
-    GRID_STRIDE(i, total)
-    {
-        int n = (int)(i / C), c = (int)(i % C), r = tokens[n] - v0;
-        if (r >= 0 && r < Vl) /* rows may repeat: atomic (order not fixed) */
-            atomicAdd(dwte + (size_t)r * C + c, dout[i]);
+    __shared__ int32_t tile[EW_THREADS];
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    int32_t t = n < N ? tokens[n] : 0;
+    int nx = -1, first = 1;
+    for (int m0 = 0; m0 < N; m0 += blockDim.x) {
+        __syncthreads(); /* the previous tile is read */
+        if (m0 + (int)threadIdx.x < N)
+            tile[threadIdx.x] = tokens[m0 + threadIdx.x];
+        __syncthreads();
+        int lim = N - m0 < (int)blockDim.x ? N - m0 : (int)blockDim.x;
+        for (int j = 0; j < lim; j++)
+            if (tile[j] == t) {
+                int m = m0 + j;
+                if (m < n)
+                    first = 0;
+                else if (m > n && nx < 0)
+                    nx = m;
+            }
     }
+    if (n < N)
+        nxt[n] = nx, head[n] = first;
+}
+
+/* Block (n, column chunk): for the first position n of each token in the
+ * shard, dwte[row, c] += dout[n, c], then the next position's, ... in
+ * position order — the CPU backend's order and rounding, the same every
+ * run. Other positions' blocks return at once. */
+__global__ static void k_embedding_backward(float *dwte, const float *dout, const int32_t *tokens,
+                                            const int *nxt, const int *head, int C, int v0, int Vl)
+{
+    int n = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x, r = tokens[n] - v0;
+    if (!head[n] || r < 0 || r >= Vl || c >= C)
+        return;
+    float v = dwte[(size_t)r * C + c];
+    for (int m = n; m >= 0; m = nxt[m])
+        v += dout[(size_t)m * C + c];
+    dwte[(size_t)r * C + c] = v;
 }
 
 static void cuda_embedding_forward(float *out, const int32_t *tokens, const float *wte, int N,
@@ -716,10 +770,13 @@ static void cuda_embedding_forward(float *out, const int32_t *tokens, const floa
 static void cuda_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int N,
                                     int C, int v0, int Vl)
 {
-    size_t total = (size_t)N * C;
-    if (!total)
+    if (N <= 0 || C <= 0)
         return;
-    k_embedding_backward<<<ew_blocks(total), EW_THREADS>>>(dwte, dout, tokens, C, v0, Vl, total);
+    int *nxt = (int *)dscratch((size_t)N), *head = nxt + N; /* 2N ints in N doubles */
+    k_embed_chain<<<(N + EW_THREADS - 1) / EW_THREADS, EW_THREADS>>>(nxt, head, tokens, N);
+    LAUNCHED("k_embed_chain");
+    k_embedding_backward<<<dim3(N, (C + EW_THREADS - 1) / EW_THREADS), EW_THREADS>>>(
+        dwte, dout, tokens, nxt, head, C, v0, Vl);
     LAUNCHED("k_embedding_backward");
 }
 
@@ -758,25 +815,52 @@ __global__ static void k_rmsnorm_backward_din(float *din, const float *dout, con
         dx[c] += r * w[c] * dy[c] - k * x[c];
 }
 
-/* dw (C) += sum_n dy x r: block (32, 8) owns 32 columns; the 8 rows of
- * threads split n, then sum their parts in order. */
-__global__ static void k_rmsnorm_backward_dw(float *dw, const float *dout, const float *in,
-                                             const float *rstd, int N, int C)
+/* dw (C) += sum_n dy x r over S slices of the rows: block (32, 8) of grid
+ * (ceil(C/32), S) owns 32 columns of slice y; its 8 rows of threads split
+ * the slice's n, then sum their parts in order into part[y][c] — or, with
+ * one slice, into dw. A grid of ceil(C/32) blocks alone would leave most
+ * of a GPU idle (12 blocks for C = 384) while each thread walked N/8 rows. */
+__global__ static void k_rmsnorm_backward_dw(float *dw, float *part, const float *dout,
+                                             const float *in, const float *rstd, int N, int C)
 {
-    __shared__ float part[8][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
+    __shared__ float sp[8][33];
+    int c = blockIdx.x * 32 + threadIdx.x, S = gridDim.y, y = blockIdx.y;
+    int n0 = (int)((long)N * y / S), n1 = (int)((long)N * (y + 1) / S);
     float acc = 0.0f;
     if (c < C)
-        for (int n = threadIdx.y; n < N; n += 8)
+        for (int n = n0 + threadIdx.y; n < n1; n += 8)
             acc += dout[(size_t)n * C + c] * in[(size_t)n * C + c] * rstd[n];
-    part[threadIdx.y][threadIdx.x] = acc;
+    sp[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && c < C) {
         float s = 0.0f;
-        for (int y = 0; y < 8; y++)
-            s += part[y][threadIdx.x];
-        dw[c] += s;
+        for (int j = 0; j < 8; j++)
+            s += sp[j][threadIdx.x];
+        if (S == 1)
+            dw[c] += s;
+        else
+            part[(size_t)y * C + c] = s;
     }
+}
+
+/* dw[c] += the S slices' parts, in slice order (deterministic). */
+__global__ static void k_rmsnorm_dw_sum(float *dw, const float *part, int S, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    float s = 0.0f;
+    for (int y = 0; y < S; y++)
+        s += part[(size_t)y * C + c];
+    dw[c] += s;
+}
+
+/* Row slices of the dw reduction: one per 128 rows, at most 64 (a function
+ * of N alone, so the order of the sums, and the result, never changes). */
+static int rmsnorm_dw_slices(int N)
+{
+    int S = (N + 127) / 128;
+    return S < 1 ? 1 : S > 64 ? 64 : S;
 }
 
 static void cuda_rmsnorm_forward(void *out, float *rstd, const float *in, const float *w, int N,
@@ -795,8 +879,14 @@ static void cuda_rmsnorm_backward(float *din, float *dw, const float *dout, cons
         return;
     k_rmsnorm_backward_din<<<N, ROW_THREADS>>>(din, dout, in, w, rstd, C);
     LAUNCHED("k_rmsnorm_backward_din");
-    k_rmsnorm_backward_dw<<<(C + 31) / 32, dim3(32, 8)>>>(dw, dout, in, rstd, N, C);
+    int S = rmsnorm_dw_slices(N);
+    float *part = S > 1 ? (float *)dscratch(((size_t)S * C + 1) / 2) : NULL;
+    k_rmsnorm_backward_dw<<<dim3((C + 31) / 32, S), dim3(32, 8)>>>(dw, part, dout, in, rstd, N, C);
     LAUNCHED("k_rmsnorm_backward_dw");
+    if (S > 1) {
+        k_rmsnorm_dw_sum<<<(C + EW_THREADS - 1) / EW_THREADS, EW_THREADS>>>(dw, part, S, C);
+        LAUNCHED("k_rmsnorm_dw_sum");
+    }
 }
 
 /* --------------------------------------------------------------- RoPE */
@@ -1278,11 +1368,18 @@ static int att_chunk_rows(int B, int T, int H)
     return r > T ? T : (int)r;
 }
 
-/* bf16 and tf32 modes use the cuBLAS path unless HPT_CUDA_ATTENTION=flash. */
-static int att_use_blas(void)
+/* bf16 and tf32 modes use the cuBLAS path unless HPT_CUDA_ATTENTION=flash,
+ * or unless a head's row is not a multiple of 16 bytes (hd * 2 in bf16, hd
+ * * 4 in tf32): cublasGemmBatchedEx cannot see the pointers it is given
+ * (they live in device memory) and may read bf16/tf32 operands with 16-byte
+ * loads, so every per-head pointer must be 16-byte aligned (cuBLAS
+ * documentation, cublasGemmBatchedEx); the flash kernels have no such need. */
+static int att_use_blas(int hd)
 {
     const char *e = getenv("HPT_CUDA_ATTENTION");
-    return (g_bf16 || g_compute == CUBLAS_COMPUTE_32F_FAST_TF32) && !(e && !strcmp(e, "flash"));
+    int esz = g_bf16 ? 2 : 4;
+    return (g_bf16 || g_compute == CUBLAS_COMPUTE_32F_FAST_TF32) && !(e && !strcmp(e, "flash")) &&
+           (size_t)hd * esz % 16 == 0;
 }
 
 /* Operand type and compute type of the attention's products: bf16 with
@@ -1593,7 +1690,7 @@ static void blas_attention_backward(float *dq, float *dk, float *dv, float *D, c
 static void cuda_attention_forward(void *out, float *saved, const void *q, const void *k,
                                    const void *v, int B, int T, int H, int KV, int hd)
 {
-    if (att_use_blas()) {
+    if (att_use_blas(hd)) {
         check_heads(H, KV, hd);
         if (B > 0 && T > 0 && H > 0)
             blas_attention_forward(out, saved, q, k, v, B, T, H, KV, hd);
@@ -1634,7 +1731,7 @@ static void cuda_attention_backward(float *dq, float *dk, float *dv, float *scra
     check_heads(H, KV, hd);
     if (B <= 0 || T <= 0 || H <= 0)
         return;
-    if (att_use_blas()) {
+    if (att_use_blas(hd)) {
         blas_attention_backward(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd);
         return;
     }
@@ -1752,6 +1849,82 @@ static double cuda_sumsq(const float *x, size_t n)
     k_sumsq<<<nb, EW_THREADS>>>(part, x, n);
     LAUNCHED("k_sumsq");
     return sum_to_host(part, nb, part + SUMSQ_BLOCKS);
+}
+
+/* Up to SUMSQ_LIST ranges by value (a kernel parameter: ~1.3 KiB, no
+ * upload); range i owns blocks [first[i], first[i + 1]) of the launch. */
+#define SUMSQ_LIST 64
+typedef struct {
+    const float *x[SUMSQ_LIST];
+    size_t n[SUMSQ_LIST];
+    unsigned first[SUMSQ_LIST + 1];
+} sumsq_ranges;
+
+/* Block b of grid (first[m]): k_sumsq's block b - first[i] of the range i
+ * that owns b, into part[b] — the same partial sums as cuda_sumsq's. */
+__global__ static void k_sumsq_list(double *part, sumsq_ranges r, int m)
+{
+    unsigned b = blockIdx.x;
+    int lo = 0, hi = m - 1; /* the last i with first[i] <= b */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (r.first[mid] <= b)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const float *x = r.x[lo];
+    size_t n = r.n[lo], nb = r.first[lo + 1] - r.first[lo];
+    double acc = 0.0;
+    for (size_t j = (size_t)(b - r.first[lo]) * blockDim.x + threadIdx.x; j < n;
+         j += nb * blockDim.x)
+        acc += (double)x[j] * x[j];
+    acc = block_sum_d(acc);
+    if (threadIdx.x == 0)
+        part[b] = acc;
+}
+
+/* Block i (1024 threads): k_sum_d over range i's partials, into out[i]. */
+__global__ static void k_sum_list(double *out, const double *part, sumsq_ranges r)
+{
+    int i = blockIdx.x;
+    double acc = 0.0;
+    for (unsigned j = r.first[i] + threadIdx.x; j < r.first[i + 1]; j += blockDim.x)
+        acc += part[j];
+    acc = block_sum_d(acc);
+    if (threadIdx.x == 0)
+        out[i] = acc;
+}
+
+/* acc + the k ranges' sums of squares, added in order on the host: each
+ * range's value is cuda_sumsq's (same blocks, same partial sums, same final
+ * block sum), with one download per SUMSQ_LIST ranges instead of one each. */
+static double cuda_sumsq_list(double acc, const float *const *x, const size_t *n, int k)
+{
+    double *part = dscratch((size_t)SUMSQ_LIST * SUMSQ_BLOCKS + SUMSQ_LIST);
+    double *res = part + (size_t)SUMSQ_LIST * SUMSQ_BLOCKS, h[SUMSQ_LIST];
+    for (int i0 = 0; i0 < k; i0 += SUMSQ_LIST) {
+        int kk = k - i0 < SUMSQ_LIST ? k - i0 : SUMSQ_LIST, m = 0;
+        sumsq_ranges r;
+        memset(&r, 0, sizeof r);
+        for (int i = 0; i < kk; i++)
+            if (n[i0 + i]) { /* empty ranges add 0.0, as cuda_sumsq's */
+                unsigned nb = ew_blocks(n[i0 + i]);
+                r.x[m] = x[i0 + i], r.n[m] = n[i0 + i];
+                r.first[m + 1] = r.first[m] + (nb > SUMSQ_BLOCKS ? SUMSQ_BLOCKS : nb);
+                m++;
+            }
+        if (!m)
+            continue;
+        k_sumsq_list<<<r.first[m], EW_THREADS>>>(part, r, m);
+        LAUNCHED("k_sumsq_list");
+        k_sum_list<<<m, 1024>>>(res, part, r);
+        LAUNCHED("k_sum_list");
+        HPT_CUDA(cudaMemcpy(h, res, sizeof(double) * m, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < m; i++)
+            acc += h[i];
+    }
+    return acc;
 }
 
 /* ------------------------------------------------------- cross-entropy */
@@ -1974,6 +2147,7 @@ static hpt_backend make_table(void)
     b.add = cuda_add;
     b.scale = cuda_scale;
     b.sumsq = cuda_sumsq;
+    b.sumsq_list = cuda_sumsq_list;
     b.crossentropy_fused = cuda_crossentropy_fused;
     b.crossentropy_loss = cuda_crossentropy_loss;
     b.vocab_max = cuda_vocab_max;

@@ -811,6 +811,10 @@ void hpt_model_backward(hpt_model *m)
 
 double hpt_model_grad_sumsq(const hpt_model *m, const float *grads, size_t lo, size_t hi)
 {
+    enum { LIST = 64 }; /* ranges per sumsq_list call */
+    const float *x[LIST];
+    size_t n[LIST];
+    int k = 0;
     double ss = 0.0;
     for (int i = 0; i < m->ntensors; i++) {
         const hpt_tensor *t = &m->tensors[i];
@@ -819,10 +823,17 @@ double hpt_model_grad_sumsq(const hpt_model *m, const float *grads, size_t lo, s
         size_t a = t->offset, b = t->offset + (size_t)(t->rows * t->cols);
         a = a > lo ? a : lo;
         b = b < hi ? b : hi;
-        if (a < b)
+        if (a >= b)
+            continue;
+        if (!m->be->sumsq_list) {
             ss += m->be->sumsq(grads + (a - lo), b - a); /* padding rows have zero grads */
+            continue;
+        }
+        x[k] = grads + (a - lo), n[k++] = b - a;
+        if (k == LIST)
+            ss = m->be->sumsq_list(ss, x, n, k), k = 0;
     }
-    return ss;
+    return k ? m->be->sumsq_list(ss, x, n, k) : ss;
 }
 
 double hpt_model_flops_per_token(const hpt_config *c, int T)

@@ -335,6 +335,8 @@ double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s)
     const hpt_config *c = &s->cfg;
     double B = s->micro_batch, T = s->seq_len, Hl = c->num_attention_heads / s->tp;
     double hd = hpt_config_head_dim(c), Tp = ceil(T / 16.0) * 16.0;
+    if (fmod(hd * (s->tf32 ? 4.0 : 2.0), 16.0) != 0) /* the flash kernels instead (att_use_blas) */
+        return 0;
     double per = s->tf32 ? 8.0 : 12.0; /* bytes per score (att_score_bytes) */
     double tc = floor(536870912.0 / (per * B * Hl * Tp));
     tc = fmin(T, fmax(16.0, tc - fmod(tc, 16.0)));

@@ -229,7 +229,9 @@ double hpt_plan_layer_act_bytes(const hpt_plan_setup *s);
  * over S and dP), and with GQA (KV/t < Hl) 2 x 4*B*T*Hl*hd (dK, dV per
  * query head), each rounded up to 256 bytes; B the micro-batch, T the
  * sequence length, Hl = H/t, hd = h/H. 0 with fp32 (its flash kernels'
- * B*Hl*T floats of scratch are lib/model.c's dscores). */
+ * B*Hl*T floats of scratch are lib/model.c's dscores) and where a head's
+ * row is not a multiple of 16 bytes (hd*2 in bf16, hd*4 in tf32: the
+ * backend runs the flash kernels there, cuBLAS's alignment rule). */
 double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s);
 
 /* hpt's activation block (lib/model.c layout_acts) in bytes for one rank

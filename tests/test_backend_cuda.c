@@ -751,6 +751,40 @@ static void test_attention_blas(int bf, int B, int T, int H, int KV, int hd, int
     att_case_free(&c);
 }
 
+/* A head whose row is not a multiple of 16 bytes (hd * 2 in bf16): the
+ * backend keeps the flash kernels there (cublasGemmBatchedEx's pointer
+ * alignment), so the default path gives the flash kernels' result bit for
+ * bit, and the CPU's within the bf16 tolerance. */
+static void test_attention_unaligned(int B, int T, int H, int KV, int hd)
+{
+    char name[200];
+    att_case c = att_case_new(B, T, H, KV, hd, 1);
+    float *got[2][4]; /* [default, flash][out, dq, dk, dv] */
+    for (int path = 0; path < 2; path++) {
+        if (path)
+            setenv("HPT_CUDA_ATTENTION", "flash", 1);
+        att_gpu_run(&c, 1, got[path]);
+        unsetenv("HPT_CUDA_ATTENTION");
+    }
+    const char *what[4] = {"out", "dq", "dk", "dv"};
+    const float *ref[4] = {c.out, c.dq, c.dk, c.dv};
+    size_t cnt[4] = {c.nq, c.nq, c.nk, c.nk};
+    int differs = 0;
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "bf16 attention, hd=%d (%d-byte rows): %s B=%d T=%d H=%d KV=%d "
+                 "(vs cpu on bf16 operands)", hd, 2 * hd, what[i], B, T, H, KV);
+        cmp_tol(name, got[0][i], ref[i], cnt[i], TOL_ATT_BLAS);
+        differs |= memcmp(got[0][i], got[1][i], FB(cnt[i])) != 0;
+    }
+    snprintf(name, sizeof name, "bf16 attention, hd=%d: the flash kernels ran (their result bit for "
+             "bit), not cuBLAS with 8-byte-aligned pointers", hd);
+    result(name, !differs, "(%g)", 0.0);
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < 4; i++)
+            free(got[p][i]);
+    att_case_free(&c);
+}
+
 static void test_bf16(void)
 {
     hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_BF16);
@@ -763,6 +797,7 @@ static void test_bf16(void)
     test_attention_blas(1, 2, 37, 4, 2, 64, 16); /* chunks of 16, 16, 5 */
     test_attention_blas(1, 1, 40, 8, 1, 128, 7); /* GQA 8, ragged chunks */
     test_attention_blas(1, 2, 21, 3, 3, 64, 5);  /* MHA */
+    test_attention_unaligned(1, 21, 2, 1, 12); /* 24-byte bf16 rows */
     test_bf16_training(HPT_RECOMPUTE_NONE, 4);
     setenv("HPT_CUDA_ATT_CHUNK", "5", 1); /* T = 12: attention in chunks of 5, 5, 2 rows */
     test_bf16_training(HPT_RECOMPUTE_SELECTIVE, 2);
@@ -796,6 +831,14 @@ static void test_embedding(int N, int C, int V, int v0, int Vl)
     float *gd = dtake(d_dwte, (size_t)Vl * C);
     snprintf(name, sizeof name, "embedding_backward dwte += N=%d C=%d (repeated tokens)", N, C);
     cmp(name, gd, dwte, (size_t)Vl * C);
+    /* no atomics: a repeated row sums its positions in order, as the CPU
+     * does, so the result is the CPU's bit for bit and every run's */
+    size_t diff = 0;
+    for (size_t i = 0; i < (size_t)Vl * C; i++)
+        diff += memcmp(&gd[i], &dwte[i], sizeof(float)) != 0;
+    snprintf(name, sizeof name, "embedding_backward N=%d C=%d bit-identical to the CPU "
+             "(elements that differ:", N, C);
+    result(name, diff == 0, " %g)", (double)diff);
     gpu->free(d_tok), gpu->free(d_wte), gpu->free(d_dout);
     free(tok), free(wte), free(dout), free(dwte), free(out), free(g), free(gd);
 }
@@ -962,6 +1005,34 @@ static void test_elementwise(size_t n)
     free(gs), free(ga);
 }
 
+/* sumsq_list (the gradient norm's one round trip): 70 ranges (two calls'
+ * worth of the 64-range launches), empty, tiny and multi-block ones, equal
+ * to the loop of sumsq calls bit for bit, and to the CPU's within the
+ * tolerance. */
+static void test_sumsq_list(void)
+{
+    enum { K = 70 };
+    size_t total = 70000, off[K], len[K];
+    float *h = hrand(total, 1.0), *d = dput(h, FB(total));
+    const float *gx[K], *cx[K];
+    for (int i = 0; i < K; i++) {
+        len[i] = i == 3 ? 0 : i == 10 ? 40000 : (size_t)(i * 37 % 700) + 1;
+        off[i] = (size_t)i * 331 % (total - len[i]);
+        gx[i] = d + off[i], cx[i] = h + off[i];
+    }
+    double loop = 0.25, cref = 0.25;
+    for (int i = 0; i < K; i++)
+        loop += gpu->sumsq(gx[i], len[i]), cref += cpu->sumsq(cx[i], len[i]);
+    double got = gpu->sumsq_list(0.25, gx, len, K);
+    result("sumsq_list of 70 ranges = the loop of sumsq calls bit for bit", got == loop,
+           "(difference %g)", got - loop);
+    cmp_scalar("sumsq_list of 70 ranges (vs cpu)", got, cref);
+    result("sumsq_list of no ranges returns acc", gpu->sumsq_list(1.5, gx, len, 0) == 1.5, "(%g)",
+           0.0);
+    gpu->free(d);
+    free(h);
+}
+
 /* ------------------------------------------------------- cross-entropy */
 
 static void test_crossentropy(int N, int V)
@@ -1082,10 +1153,14 @@ int main(int argc, char **argv)
     if (want(argc, argv, "embedding")) {
         test_embedding(37, 48, 50, 10, 20);
         test_embedding(64, 130, 1001, 0, 1001);
+        /* 600 positions (3 tiles of the chain kernel) over 30 tokens: chains of
+         * ~20 positions, a shard [5, 25) of them; C over two column blocks */
+        test_embedding(600, 300, 30, 5, 20);
     }
     if (want(argc, argv, "rmsnorm")) {
         test_rmsnorm(33, 96);
         test_rmsnorm(5, 1000);
+        test_rmsnorm(700, 40); /* 6 row slices of the dw reduction */
     }
     if (want(argc, argv, "rope")) {
         test_rope(2, 37, 3, 64);
@@ -1110,8 +1185,10 @@ int main(int argc, char **argv)
         test_attention_cached(37, 0, 8, 1, 128);
         test_attention_cached(1, 40, 4, 4, 128);
     }
-    if (want(argc, argv, "elementwise"))
+    if (want(argc, argv, "elementwise")) {
         test_elementwise(100003);
+        test_sumsq_list();
+    }
     if (want(argc, argv, "crossentropy")) {
         test_crossentropy(13, 1001); /* V not a multiple of 8 */
         test_crossentropy(3, 50257);

@@ -92,6 +92,15 @@ static void test_hand_values(void)
     s.tf32 = 1;
     expect("tf32 attention chunk scratch", hpt_plan_attention_scratch_bytes(&s), 4 * 2048, 0);
     expect("tf32: layer activations as fp32", hpt_plan_layer_act_bytes(&s), 39680, 0);
+    /* hd 12: a head's row is 48 bytes in tf32 (16-byte aligned: cuBLAS path)
+     * but 24 in bf16, where the backend runs the flash kernels (no scratch) */
+    hpt_plan_setup s12 = s;
+    s12.cfg.hidden_size = 48;
+    expect("tf32, hd 12: cuBLAS path, chunk scratch", hpt_plan_attention_scratch_bytes(&s12) > 0,
+           1, 0);
+    s12.fp32 = 0, s12.tf32 = 0;
+    expect("bf16, hd 12: flash kernels, no chunk scratch", hpt_plan_attention_scratch_bytes(&s12),
+           0, 0);
     s.fp32 = 0, s.tf32 = 0;
 
     hpt_plan_result r;

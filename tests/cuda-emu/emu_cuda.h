@@ -103,7 +103,9 @@ struct emu_cfg {
 };
 /* ---- runtime */
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorInvalidValue = 1,
+       cudaErrorInsufficientDriver = 35, cudaErrorNoDevice = 100 };
+#define CUDART_VERSION 13000 /* the toolkit CI compiles with */
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum cudaMemoryType { cudaMemoryTypeUnregistered, cudaMemoryTypeHost, cudaMemoryTypeDevice, cudaMemoryTypeManaged };
 struct cudaPointerAttributes { cudaMemoryType type; };
