@@ -53,6 +53,20 @@ static inline size_t hpt_dtype_bytes(hpt_dtype t) { return t == HPT_DTYPE_BF16 ?
 
 typedef struct hpt_backend hpt_backend;
 
+/* The shapes one rank's model runs (hpt_backend.reserve). */
+typedef struct {
+    int B, T;         /* micro-batch (sequences), sequence length (tokens)     */
+    int H, KV, hd;    /* this rank's query heads, kv heads; head size          */
+    int C;            /* hidden size                                           */
+    size_t widest;    /* widest output O of the stage's matrix products (q, k,
+                       * v, o, gate, up, down; the LM head's vocabulary shard
+                       * on the last stage): matmul_backward's gradient
+                       * operand is (B*T, O)                                   */
+    float theta;      /* RoPE base                                             */
+    const float *weights; /* the parameter block (from alloc), whose bf16
+                       * working copy a bf16 mode keeps; NULL: none            */
+} hpt_backend_shapes;
+
 struct hpt_backend {
     const char *name;
     /* Prepare the backend once per process (threads, device); called by
@@ -74,6 +88,15 @@ struct hpt_backend {
     /* Bytes of device memory held at the peak of this process (alloc minus
      * free, high-water mark). Optional (NULL: no device memory; the CPU). */
     size_t (*mem_peak)(void);
+    /* Allocate now the scratch the ops will need for these shapes (and the
+     * current precision), which would otherwise be allocated on first use,
+     * inside a step: there an allocation failure could only abort, and
+     * freeing and growing device memory synchronises the device, collectives
+     * in flight included. Called by the model at initialisation, after its
+     * own blocks; grow-only (a later call with smaller shapes keeps what it
+     * has). Errors: HPT_ERR_USAGE with the bytes asked for and free when the
+     * device memory is short. Optional (NULL: nothing to reserve; the CPU). */
+    hpt_status (*reserve)(const hpt_backend_shapes *s);
     /* The activation dtype (bf16 activation storage, issue 12 stage 2):
      * the storage type of every pointer declared `void *` in the ops below
      * (marked "act"), which the caller carves with hpt_dtype_bytes of it

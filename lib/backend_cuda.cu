@@ -398,19 +398,44 @@ static void cuda_copy(void *dst, const void *src, size_t bytes)
     HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
 }
 
+/* A device scratch buffer that grows on demand and is kept: the ops'
+ * (below) and cuda_reserve's, which sizes them all at start-up so that no
+ * step allocates or frees device memory. */
+typedef struct {
+    void *p;
+    size_t cap; /* bytes */
+} scratch;
+
+/* Grow s to at least `bytes`: 0, or -1 with the reason (the bytes asked
+ * for and free) in hpt_error_msg(), s then empty. */
+static int scratch_grow(scratch *s, size_t bytes)
+{
+    if (bytes <= s->cap)
+        return 0;
+    cuda_free(s->p);
+    s->p = cuda_alloc(bytes);
+    s->cap = s->p ? bytes : 0;
+    return s->p ? 0 : -1;
+}
+
+/* scratch_grow for an op: a failure mid-step aborts (cuda_reserve makes it
+ * a start-up error instead). */
+static void *scratch_need(scratch *s, size_t bytes, const char *what)
+{
+    if (scratch_grow(s, bytes))
+        hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "%s: %s", what, hpt_error_msg());
+    return s->p;
+}
+
+static scratch g_dscratch; /* doubles: reductions, losses, small tables */
+
+/* Bytes of a dscratch of n doubles (at least 4096). */
+static size_t dscratch_bytes(size_t n) { return sizeof(double) * (n < 4096 ? 4096 : n); }
+
 /* Device scratch of at least n doubles (grown on demand; internal). */
 static double *dscratch(size_t n)
 {
-    static double *buf;
-    static size_t cap;
-    if (n > cap) {
-        cuda_free(buf);
-        cap = n < 4096 ? 4096 : n;
-        buf = (double *)cuda_alloc(sizeof(double) * cap);
-        if (!buf)
-            hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "%s", hpt_error_msg());
-    }
-    return buf;
+    return (double *)scratch_need(&g_dscratch, dscratch_bytes(n), "device scratch");
 }
 
 /* ------------------------------------------------- launch geometry */
@@ -599,18 +624,14 @@ static void to_bf16(uint16_t *out, const float *in, size_t n)
  * of a product, grown on demand (internal; contents live until the next
  * call with the same k). Since the activations are stored in bf16 only the
  * gradient operand of matmul_backward uses one (k = 0). */
+static scratch g_bf16_scratch[2];
+
+/* Bytes of a bf16 scratch of n values (at least 4096). */
+static size_t bf16_scratch_bytes(size_t n) { return sizeof(uint16_t) * (n < 4096 ? 4096 : n); }
+
 static uint16_t *bf16_scratch(int k, size_t n)
 {
-    static uint16_t *buf[2];
-    static size_t cap[2];
-    if (n > cap[k]) {
-        cuda_free(buf[k]);
-        cap[k] = n < 4096 ? 4096 : n;
-        buf[k] = (uint16_t *)cuda_alloc(sizeof(uint16_t) * cap[k]);
-        if (!buf[k])
-            hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "%s", hpt_error_msg());
-    }
-    return buf[k];
+    return (uint16_t *)scratch_need(&g_bf16_scratch[k], bf16_scratch_bytes(n), "bf16 scratch");
 }
 
 /* bf16(x) for n floats (an activation gradient), in scratch k. */
@@ -626,27 +647,47 @@ static const uint16_t *act_bf16(int k, const float *x, size_t n)
  * again only when a backend write marked it dirty (after an optimizer
  * step: once per step, not once per micro-batch). Returns the twin's
  * element matching w. A weight outside any allocation is a caller bug. */
+/* The working copy of the allocation at `base` (`bytes` of fp32), created
+ * (stale) when missing; NULL with the bytes asked for and free in
+ * hpt_error_msg() when the device memory is short. */
+static working_copy *work_of(uintptr_t base, size_t bytes)
+{
+    auto it = g_work->find(base);
+    if (it != g_work->end())
+        return &it->second;
+    working_copy c = {NULL, bytes / sizeof(float) * sizeof(uint16_t), 1};
+    cudaError_t e = cudaMalloc((void **)&c.bf, c.bytes ? c.bytes : 64);
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        hpt_error_set(HPT_ERR_USAGE, "cudaMalloc of %zu bytes (%.1f MiB) for the bf16 working copy "
+                      "of the weights on CUDA device %d: out of device memory (%.1f MiB free of "
+                      "%.1f MiB)", c.bytes, c.bytes / 1048576.0, g_device, fr / 1048576.0,
+                      tot / 1048576.0);
+        return NULL;
+    }
+    if (e != cudaSuccess)
+        hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, "cudaMalloc of %zu bytes for the bf16 "
+                  "working copy of the weights: %s", c.bytes, cudaGetErrorString(e));
+    g_cur += c.bytes;
+    g_peak = g_cur > g_peak ? g_cur : g_peak;
+    return &g_work->emplace(base, c).first->second;
+}
+
 static const uint16_t *weight_bf16(const float *w, size_t n)
 {
     size_t bytes = 0;
     uintptr_t base = alloc_of(w, &bytes);
     HPT_CHECK(base != 0 && (uintptr_t)(w + n) <= base + bytes);
-    auto it = g_work->find(base);
-    if (it == g_work->end()) {
-        working_copy c = {NULL, bytes / sizeof(float) * sizeof(uint16_t), 1};
-        cudaError_t e = cudaMalloc((void **)&c.bf, c.bytes ? c.bytes : 64);
-        if (e != cudaSuccess)
-            hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "cudaMalloc of %zu bytes for the bf16 "
-                      "working copy of the weights: %s", c.bytes, cudaGetErrorString(e));
-        g_cur += c.bytes;
-        g_peak = g_cur > g_peak ? g_cur : g_peak;
-        it = g_work->emplace(base, c).first;
+    working_copy *c = work_of(base, bytes);
+    if (!c)
+        hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "%s", hpt_error_msg());
+    if (c->dirty) {
+        to_bf16(c->bf, (const float *)base, bytes / sizeof(float));
+        c->dirty = 0;
     }
-    if (it->second.dirty) {
-        to_bf16(it->second.bf, (const float *)base, bytes / sizeof(float));
-        it->second.dirty = 0;
-    }
-    return it->second.bf + (w - (const float *)base);
+    return c->bf + (w - (const float *)base);
 }
 
 /* As gemm with bf16 A and B (CUDA_R_16BF), fp32 accumulation and C of
@@ -1424,34 +1465,18 @@ __global__ static void k_batch_ptrs(const void **ptrs, bat_operand a, bat_operan
 
 /* The attention path's device scratch, grown on demand and kept: `bytes`
  * of it, at least 16-byte aligned pieces carved by the caller. */
+static scratch g_att_scratch, g_att_ptrs;
+
 static char *att_scratch(size_t bytes)
 {
-    static char *buf;
-    static size_t cap;
-    if (bytes > cap) {
-        cuda_free(buf);
-        buf = (char *)cuda_alloc(bytes);
-        if (!buf)
-            hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "attention scratch: %s", hpt_error_msg());
-        cap = bytes;
-    }
-    return buf;
+    return (char *)scratch_need(&g_att_scratch, bytes, "attention scratch");
 }
 
 /* Pointer arrays for up to n entries (3n pointers), grown on demand. Safe to
  * reuse call after call: everything runs on the legacy default stream. */
 static const void **att_ptrs(size_t n)
 {
-    static const void **buf;
-    static size_t cap;
-    if (n > cap) {
-        cuda_free(buf);
-        buf = (const void **)cuda_alloc(3 * n * sizeof(void *));
-        if (!buf)
-            hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "attention pointers: %s", hpt_error_msg());
-        cap = n;
-    }
-    return buf;
+    return (const void **)scratch_need(&g_att_ptrs, 3 * n * sizeof(void *), "attention pointers");
 }
 
 /* C_i (m,n; ldc) = alpha op(A_i) op(B_i) + beta C_i for the nb * nj entries
@@ -2111,6 +2136,43 @@ static void cuda_adamw(float *p, const float *grad, float *m, float *v, size_t n
 
 /* ---------------------------------------------------------------- table */
 
+/* ------------------------------------------------------------ reserve */
+
+/* Every scratch the ops will ask for with these shapes, at its final size:
+ * dscratch (the cross-entropy losses N + 1, the embedding's 2N ints, the
+ * RMSNorm dw slices, sumsq_list's partials), in bf16 mode the working copy
+ * of the weights and the gradient operand of matmul_backward (N x widest),
+ * on the cuBLAS attention path its chunk scratch and pointer arrays, and
+ * the RoPE table of T positions. */
+static hpt_status cuda_reserve(const hpt_backend_shapes *s)
+{
+    size_t N = (size_t)s->B * s->T;
+    if (!N)
+        return HPT_OK;
+    size_t d = N + 1, S = (size_t)rmsnorm_dw_slices((int)N);
+    d = d > (S * s->C + 1) / 2 ? d : (S * s->C + 1) / 2;
+    d = d > (size_t)SUMSQ_LIST * SUMSQ_BLOCKS + SUMSQ_LIST ? d
+                                                          : (size_t)SUMSQ_LIST * SUMSQ_BLOCKS + SUMSQ_LIST;
+    int bad = scratch_grow(&g_dscratch, dscratch_bytes(d));
+    if (!bad && g_bf16)
+        bad = scratch_grow(&g_bf16_scratch[0], bf16_scratch_bytes(N * s->widest));
+    size_t wbytes = 0;
+    uintptr_t wbase = s->weights ? alloc_of(s->weights, &wbytes) : 0;
+    if (!bad && g_bf16 && wbase)
+        bad = !work_of(wbase, wbytes);
+    if (!bad && s->H > 0 && att_use_blas(s->hd)) {
+        bad = scratch_grow(&g_att_scratch, att_backward_bytes(s->B, s->T, s->H, s->KV, s->hd));
+        if (!bad)
+            bad = scratch_grow(&g_att_ptrs, 3 * (size_t)s->B * s->H * sizeof(void *));
+    }
+    if (bad)
+        return hpt_error_set(HPT_ERR_USAGE, "the cuda backend's scratch for micro-batch %d x %d: %s",
+                             s->B, s->T, hpt_error_msg());
+    if (s->hd > 0)
+        rope_table(s->T, s->hd, s->theta);
+    return HPT_OK;
+}
+
 static hpt_backend make_table(void)
 {
     hpt_backend b;
@@ -2119,6 +2181,7 @@ static hpt_backend make_table(void)
     b.init = cuda_init;
     b.set_precision = cuda_set_precision;
     b.mem_peak = cuda_mem_peak;
+    b.reserve = cuda_reserve;
     b.act_dtype = cuda_act_dtype;
     b.alloc = cuda_alloc;
     b.free = cuda_free;

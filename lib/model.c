@@ -460,6 +460,22 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
                              "activations (micro-batch %d x %d)%s%s",
                              want / 1048576.0, B, T, why[0] ? ": " : "", why);
     }
+    if (be->reserve) { /* the backend's scratch now: a shortage is a start-up error */
+        int hd = hpt_config_head_dim(cfg);
+        size_t widest = (size_t)cfg->hidden_size; /* o, down */
+        size_t w[4] = {(size_t)m->Hl * hd, (size_t)m->KVl * hd, (size_t)m->Il,
+                       m->last ? (size_t)m->Vl : 0}; /* q; k, v; gate, up; the LM head */
+        for (int i = 0; i < 4; i++)
+            widest = w[i] > widest ? w[i] : widest;
+        hpt_backend_shapes sh = {B, T, m->Hl, m->KVl, hd, cfg->hidden_size, widest,
+                                 cfg->rope_theta, m->params};
+        if ((st = be->reserve(&sh))) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", hpt_error_msg());
+            hpt_model_free(m);
+            return hpt_error_set(st, "out of memory: %s", why);
+        }
+    }
     layout_acts(m, m->act_block);
     hpt_model_use_slot(m, 0);
     if (!(mo && mo->skip_init))

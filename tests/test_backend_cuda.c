@@ -193,10 +193,16 @@ static void cmp(const char *name, const float *got, const float *ref, size_t n)
     cmp_tol(name, got, ref, n, TOL);
 }
 
-static void cmp_scalar(const char *name, double got, double ref)
+/* Relative error of a scalar against the CPU's within tol. */
+static void cmp_tol_scalar(const char *name, double got, double ref, double tol)
 {
     double e = fabs(got - ref) / fmax(fabs(ref), 1e-30);
-    result(name, isfinite(got) && e <= SCALAR_TOL, "rel err %.2e", e);
+    result(name, isfinite(got) && e <= tol, "rel err %.2e", e);
+}
+
+static void cmp_scalar(const char *name, double got, double ref)
+{
+    cmp_tol_scalar(name, got, ref, SCALAR_TOL);
 }
 
 #define FB(n) (sizeof(float) * (size_t)(n))
@@ -522,6 +528,52 @@ static void test_bf16_working_copy(void)
  * `recompute` (hpt_recompute) for both models: selective recomputation
  * refills the bf16 element-wise activations from the kept bf16 GEMM
  * outputs. */
+/* The model reserves the backend's scratch at initialisation
+ * (hpt_backend.reserve): training steps then allocate no device memory —
+ * the peak held after init is the peak after two bf16 steps (forward with
+ * the fused cross-entropy, backward through the cuBLAS attention, the bf16
+ * gradient operands, the embedding chains and the RMSNorm slices, the
+ * gradient norm, AdamW). Run first (its own group, "reserve"), before any
+ * other test has grown a scratch, so that a missing reservation shows. */
+static void test_reserve(void)
+{
+    enum { B = 2, T = 40, N = B * T }; /* N * 300 bf16 values > the 4096 minimum */
+    hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_BF16);
+    hpt_config cfg = {.hidden_size = 64, .intermediate_size = 176, .num_hidden_layers = 2,
+                      .num_attention_heads = 4, .num_key_value_heads = 2, .vocab_size = 300,
+                      .max_position_embeddings = 64, .rms_norm_eps = 1e-5f,
+                      .rope_theta = 10000.0f, .tie_word_embeddings = 0};
+    hpt_model_opts mo = {0};
+    hpt_model mg;
+    if (st || hpt_model_init_opts(&mg, &cfg, gpu, &mo, B, T, 7)) {
+        printf("FAIL reserve: model init: %s\n", hpt_error_msg());
+        n_fail++;
+        return;
+    }
+    size_t np = mg.nparams;
+    float *d_st = (float *)gpu->alloc(FB(2 * np));
+    int32_t in[N], tg[N];
+    for (int n = 0; n < N; n++) /* repeated tokens: the embedding chains have work */
+        in[n] = (n * 7) % 23, tg[n] = (in[n] + 1) % cfg.vocab_size;
+    size_t peak0 = gpu->mem_peak();
+    double ss = 0;
+    for (int step = 1; step <= 2; step++) {
+        hpt_model_zero_grad(&mg);
+        hpt_model_forward(&mg, in, tg, 1.0f / N, 1);
+        hpt_model_backward(&mg);
+        ss = hpt_model_grad_sumsq(&mg, mg.grads, 0, np);
+        gpu->adamw(mg.params, mg.grads, d_st, d_st + np, np, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f,
+                   step);
+    }
+    size_t peak1 = gpu->mem_peak();
+    result("reserve: two bf16 training steps allocate no device memory (the scratch was reserved "
+           "at model init; bytes the peak grew by:", peak1 == peak0 && isfinite(ss) && ss > 0,
+           " %g)", (double)peak1 - (double)peak0);
+    gpu->free(d_st);
+    hpt_model_free(&mg);
+    hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
+}
+
 static void test_bf16_training(int recompute, int STEPS)
 {
     enum { B = 2, T = 12, N = B * T };
@@ -567,6 +619,12 @@ static void test_bf16_training(int recompute, int STEPS)
             gpu->download(hg, mg.grads, FB(np));
             snprintf(name, sizeof name, "bf16 training%s: gradients of step 1 (vs fp32 cpu)", rc);
             cmp_tol(name, hg, mc.grads, np, TOL_BF16);
+            /* the gradient norm's sum of squares through the model: one
+             * sumsq_list round trip on the GPU, the sumsq loop on the CPU */
+            snprintf(name, sizeof name, "bf16 training%s: gradient sum of squares of step 1 "
+                     "(hpt_model_grad_sumsq, vs fp32 cpu)", rc);
+            cmp_tol_scalar(name, hpt_model_grad_sumsq(&mg, mg.grads, 0, np),
+                           hpt_model_grad_sumsq(&mc, mc.grads, 0, np), TOL_BF16);
         }
         cpu->adamw(mc.params, mc.grads, sc, sc + np, np, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, step);
         gpu->adamw(mg.params, mg.grads, d_st, d_st + np, np, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f,
@@ -1146,6 +1204,8 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return skip ? 77 : 1;
     }
+    if (want(argc, argv, "reserve"))
+        test_reserve(); /* first: before any other test grows a scratch */
     if (want(argc, argv, "memory"))
         test_memory();
     if (want(argc, argv, "matmul"))
