@@ -11,26 +11,29 @@
 # 1e-5, weight decay 0.1, clipping 1.0, 2000 warm-up steps, cosine decay to 10 %
 # of the peak lr 1.5e-4; 2 T tokens = 500 000 steps.
 #
-# Memory per GPU (fp32 weights 4 B + their bf16 copy 2 B + fp32 gradients 4 B +
-# AdamW moments 8 B = 18 B per parameter, as hpt's CUDA backend allocates them
-# and hpt-plan counts; ZeRO-1 shards the moments and adds a 4 B gradient shard):
+# Memory per GPU in the default tf32 mode (fp32 weights 4 B + fp32 gradients 4 B +
+# AdamW moments 8 B = 16 B per parameter, as hpt's CUDA backend allocates them
+# and hpt-plan counts; bf16 mode adds a 2 B bf16 working copy of the weights;
+# ZeRO-1 shards the moments and adds a 4 B gradient shard):
 #   parameters per rank   69.0e9 / (TP 8 x PP 4)           = 2.16e9
-#   weights + gradients   2.16e9 x (4 + 2 + 4) B           = 21.6 GB
+#   weights + gradients   2.16e9 x (4 + 4) B               = 17.3 GB  (bf16: + 4.3 GB)
 #   optimizer, ZeRO-1     2.16e9 x (8 + 4) B / DP 4        =  6.5 GB  (17.3 GB without ZeRO-1)
-#   (hpt-plan, GiB: weights 12.14, gradients 8.09, optimizer 4.05)
-#   activations (hpt's CUDA allocations in bf16 mode: residual stream, statistics
-#     and activation gradients fp32, the rest bf16 (docs/PLAN.md); TP 8,
-#     no sequence parallelism; `bash jobs/train_70b.sh --dry-run` runs hpt-plan):
+#   (hpt-plan, GiB: weights 8.09 (bf16 12.14), gradients 8.09, optimizer 4.05)
+#   activations (hpt's CUDA allocations: all fp32 in tf32 mode, plus the
+#     attention's chunk scratch; in bf16 mode the residual stream, statistics and
+#     activation gradients fp32, the rest bf16 (docs/PLAN.md); TP 8, no sequence
+#     parallelism; `bash jobs/train_70b.sh --dry-run` runs hpt-plan):
 #     1F1B keeps PP = 4 micro-batches in flight on stage 0 over 80/4 = 20 layers:
-#     stored in full, FlashAttention-style (no T x T scores)  = 39.4 GiB -> 68.1 GiB in all
-#     stored in full with the softmax scores (hpt-plan
-#       --store-scores)                                       = 59.4 GiB -> 88.1 GiB in all
-#     with --recompute (layer inputs kept, one layer redone)  = 11.9 GiB -> 40.6 GiB in all
-#   Recompute is on by default: it leaves room for micro-batch 2 or a longer
-#   sequence and for the allocator's fragmentation, at ~33 % more FLOPs; set
-#   HPT_RECOMPUTE=0 when the attention kernels do not store the scores.
+#     with --recompute (layer inputs kept, one layer redone)  = 12.2 GiB -> 36.8 GiB in all
+#                                                     (bf16: 12.0 GiB -> 40.7 GiB)
+#     stored in full, FlashAttention-style (no T x T scores)  = 57.4 GiB -> 82.1 GiB: does not
+#       fit                                           (bf16: 39.5 GiB -> 68.2 GiB, fits)
+#   Recompute is on by default: tf32 does not fit without it. In bf16 mode it
+#   would fit (HPT_PRECISION=bf16 HPT_RECOMPUTE=0, ~25 % fewer FLOPs per step),
+#   with little room for the allocator's fragmentation.
 #   logits and their gradient, vocab / TP: 2 x 4096 x 4000 x 4 B = 0.1 GB
-#   plus communication buffers and a 1.9 GiB CUDA context (hpt-plan's baseline).
+#   plus communication buffers (2.5 GiB: PP gradient send slots, the ZeRO-1
+#   gradient shard) and a 1.9 GiB CUDA context (hpt-plan's baseline).
 #   micro-batch 1 x grad-accum 256 x DP 4 = 1024 sequences; pipeline bubble
 #   (PP - 1) / (accum + PP - 1) = 1.2 %.
 # The warning signal comes 10 min before the time limit: the checkpoint

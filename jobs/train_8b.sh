@@ -13,19 +13,21 @@
 # 1.0, 2000 warm-up steps, cosine decay to 10 % of the peak lr 3e-4; 2 T tokens
 # = 500 000 steps.
 #
-# Memory per GPU (18 B per parameter: fp32 weights, their bf16 copy, fp32
-# gradients and AdamW moments, as hpt's CUDA backend allocates them and hpt-plan
-# counts; ZeRO-1 shards the moments and adds a 4 B gradient shard):
+# Memory per GPU in the default tf32 mode (16 B per parameter: fp32 weights,
+# fp32 gradients and AdamW moments, as hpt's CUDA backend allocates them and
+# hpt-plan counts; bf16 mode adds a 2 B bf16 working copy of the weights;
+# ZeRO-1 shards the moments and adds a 4 B gradient shard):
 #   parameters per rank   8.03e9 / TP 8                     = 1.00e9
-#   weights + gradients   1.00e9 x (4 + 2 + 4) B            = 10.0 GB
+#   weights + gradients   1.00e9 x (4 + 4) B                =  8.0 GB  (bf16: + 2.0 GB)
 #   optimizer, ZeRO-1     1.00e9 x (8 + 4) B / DP 4         =  3.0 GB  (8.0 GB without ZeRO-1)
-#   activations (hpt's CUDA allocations in bf16 mode: residual stream, statistics
-#     and activation gradients fp32, the rest bf16 (docs/PLAN.md); TP 8;
-#     `bash jobs/train_8b.sh --dry-run` runs hpt-plan), 32 layers, no recomputation:
-#     FlashAttention-style (no T x T scores)                  =  8.5 GiB -> 22.7 GiB in all
-#     with the softmax scores (hpt-plan --store-scores)       = 12.5 GiB -> 26.7 GiB in all
+#   activations (hpt's CUDA allocations: all fp32 in tf32 mode, plus the
+#     attention's chunk scratch; in bf16 mode the residual stream, statistics and
+#     activation gradients fp32, the rest bf16 (docs/PLAN.md); TP 8;
+#     `bash jobs/train_8b.sh --dry-run` runs hpt-plan), 32 layers, no recomputation,
+#     FlashAttention-style (no T x T scores)                  = 12.1 GiB -> 24.5 GiB in all
+#                                                     (bf16:  8.6 GiB -> 22.9 GiB)
 #   logits and their gradient, vocab / TP: 2 x 4096 x 16032 x 4 B = 0.5 GB
-#   (hpt-plan, GiB: weights 5.61, gradients 3.74, optimizer 1.87, CUDA context 1.86)
+#   (hpt-plan, GiB: weights 3.74 (bf16 5.61), gradients 3.74, optimizer 1.87, CUDA context 1.86)
 #   micro-batch 1 x grad-accum 256 x DP 4 = 1024 sequences; larger micro-batches fit too.
 #SBATCH --job-name=hpt-8b
 #SBATCH --nodes=4

@@ -47,6 +47,9 @@ hpt_status hpt_plan_set_precision(hpt_plan_setup *s, const char *precision, int 
     if (strcmp(precision, "fp32") && strcmp(precision, "tf32") && strcmp(precision, "bf16"))
         return hpt_error_set(HPT_ERR_USAGE, "--precision '%s': expected fp32, tf32 or bf16",
                              precision);
+    if (s->cl.fp32_only && strcmp(precision, "fp32"))
+        return hpt_error_set(HPT_ERR_USAGE, "--precision %s: cluster %s trains in fp32 only "
+                             "(hpt's CPU backend)", precision, s->cl.name);
     s->fp32 = strcmp(precision, "bf16") != 0;
     s->tf32 = !strcmp(precision, "tf32");
     double peak = s->tf32 ? s->cl.peak_tf32 : s->fp32 ? s->cl.peak_fp32 : 0;
@@ -962,8 +965,9 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             np >= 1e9 ? np / 1e9 : np / 1e6, np >= 1e9 ? "B" : "M", c->num_hidden_layers,
             c->hidden_size, c->num_attention_heads, c->num_key_value_heads, c->vocab_size,
             c->tie_word_embeddings ? ", tied" : "");
-    fprintf(f, "cluster: %s, %d nodes x %d GPUs, %.4g GFLOP/s x %.2f efficiency, %.1f %s per GPU\n",
-            s->cl.name, s->nodes, s->gpus_per_node, device_peak(s) / 1e9, s->cl.efficiency,
+    fprintf(f, "cluster: %s, %d nodes x %d GPUs, %.4g GFLOP/s (%s) x %.2f efficiency, %.1f %s per "
+            "GPU\n", s->cl.name, s->nodes, s->gpus_per_node, device_peak(s) / 1e9,
+            s->cl.exact ? "measured SGEMM" : hpt_plan_precision_name(s), s->cl.efficiency,
             capacity(s) / u, un);
     fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
             "micro-batches x DP %d; %s%s%s%s\n\n",
@@ -1033,16 +1037,19 @@ static int by_speed(const void *a, const void *b)
 }
 
 /* The hpt-train options of layout s (what to paste on its command line
- * beside --model and --data); on a GPU preset also the backend and the
- * precision the plan modelled. */
+ * beside --model and --data), with what the plan modelled: --async-save, and
+ * on a GPU preset the backend, the precision and --comm mpi when planned
+ * with MPI (hpt-train's auto would pick NCCL). */
 static void train_flags(const hpt_plan_setup *s, char *buf, size_t len)
 {
+    int gpu = !s->cl.exact;
     snprintf(buf, len, "--tp %d --pp %d --dp %d --seq-len %d --batch %d --grad-accum %d "
-             "--recompute %s%s%s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
+             "--recompute %s%s%s%s%s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
              micro_batches(s), rc_mode(s->recompute), sp_on(s) ? " --sequence-parallel" : "",
              s->zero1 ? " --zero1" : "", s->pp > 1 && s->gpipe ? " --pp-schedule gpipe" : "",
-             s->cl.exact ? "" : " --backend cuda --precision ",
-             s->cl.exact ? "" : hpt_plan_precision_name(s));
+             s->async_save ? " --async-save" : "", gpu ? " --backend cuda --precision " : "",
+             gpu ? hpt_plan_precision_name(s) : "",
+             gpu && s->comm_lib == HPT_PLAN_COMM_MPI ? " --comm mpi" : "");
 }
 
 /* Why the first layout wins, in words, from its numbers. */

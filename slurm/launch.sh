@@ -232,6 +232,10 @@ dry_run() {
     echo "ranks share GPUs ($TPN tasks on $HPT_GPUS_PER_NODE GPUs per node): no memory plan (hpt-plan models one rank per GPU)"
     return 0
   fi
+  if [ "$HPT_BACKEND" != cpu ] && [ "$HPT_CLUSTER" = cpu-local ]; then
+    echo "HPT_CLUSTER=cpu-local models hpt's CPU backend: no memory plan for a $HPT_BACKEND job (set HPT_CLUSTER to a100-80gb, h100-80gb or h200-141gb)"
+    return 0
+  fi
   local plan
   plan=$(find_prog hpt-plan src)
   if [ -z "$plan" ]; then
@@ -247,8 +251,9 @@ dry_run() {
   [ "$HPT_ASYNC_SAVE" = 1 ] && args+=(--async-save)
   # hpt-plan models NCCL on GPU presets; a GPU job told to use MPI is planned with MPI
   [ "$HPT_BACKEND" != cpu ] && [ "$HPT_COMM" = mpi ] && args+=(--comm mpi)
-  # the job's precision (its memory, attention scratch and peak FLOP/s)
-  [ "$HPT_BACKEND" != cpu ] && args+=(--precision "$HPT_PRECISION")
+  # the job's precision (its memory, attention scratch and peak FLOP/s); the
+  # CPU backend trains in fp32 whatever HPT_PRECISION says
+  args+=(--precision "$([ "$HPT_BACKEND" = cpu ] && echo fp32 || echo "$HPT_PRECISION")")
   echo "$plan ${args[*]}"
   "$plan" "${args[@]}"
 }

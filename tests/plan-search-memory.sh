@@ -62,4 +62,9 @@ PY
 grep -q "^  - TP 2 with sequence parallelism stays inside a node: .*reduce-scatters and all-gathers" \
   "$WORK/sp.txt" || fail "the explanation does not describe sequence parallelism's collectives"
 if grep -q "all-reduces per step" "$WORK/sp.txt"; then fail "sequence parallelism explained as all-reduces"; fi
+# the pasted options carry what the plan modelled: --async-save, tf32, MPI
+"$P" $M --mem-gb 200 --recompute none --async-save --comm mpi --precision tf32 > "$WORK/opts.txt" ||
+  fail "search with --async-save --comm mpi --precision tf32"
+grep -q "^hpt-train options: .* --async-save --backend cuda --precision tf32 --comm mpi\$" "$WORK/opts.txt" ||
+  fail "options line lacks --async-save/tf32/--comm mpi: $(grep '^hpt-train options' "$WORK/opts.txt")"
 pass "hpt-plan --search picks selective recomputation and sequence parallelism where only they fit"

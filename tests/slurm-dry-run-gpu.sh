@@ -49,4 +49,15 @@ HPT_PRECISION=bf16 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/bf16" 2>&
   { cat "$WORK/bf16"; fail "HPT_PRECISION=bf16 dry run failed"; }
 grep -q -- "hpt-plan .* --precision bf16" "$WORK/bf16" && grep -q "bf16 mixed precision" "$WORK/bf16" ||
   fail "bf16 job: hpt-plan not run with --precision bf16: $(grep 'hpt-plan\|precision' "$WORK/bf16")"
-pass "GPU binding in the dry run for 1, 2 and 16 nodes; shared GPUs fall back to MPI; bad HPT_COMM/HPT_PRECISION refused; the plan's comm model follows HPT_COMM and its precision HPT_PRECISION"
+# a GPU job on the default cluster (cpu-local models the CPU backend): no
+# plan, and the hint to name a GPU preset, not a precision error
+HPT_BACKEND=cuda HPT_PRECISION=tf32 bash "$HPT_SRC/jobs/train_tiny.sh" --dry-run > "$WORK/cudalocal" 2>&1 ||
+  fail "cuda job on cpu-local: dry run failed: $(cat "$WORK/cudalocal")"
+grep -q "HPT_CLUSTER=cpu-local models hpt's CPU backend: no memory plan for a cuda job (set HPT_CLUSTER to a100-80gb, h100-80gb or h200-141gb)" "$WORK/cudalocal" ||
+  fail "cuda job on cpu-local: no hint: $(tail -3 "$WORK/cudalocal")"
+# a CPU job on a GPU preset is planned in fp32, what the CPU backend trains in
+HPT_BACKEND=cpu bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/cpu8b" 2>&1 ||
+  fail "cpu 8B dry run: $(cat "$WORK/cpu8b")"
+grep -q -- "hpt-plan .* --precision fp32" "$WORK/cpu8b" && grep -q "^layout: .*; fp32[,]*" "$WORK/cpu8b" ||
+  fail "cpu job: hpt-plan not run with --precision fp32: $(grep 'hpt-plan\|^layout' "$WORK/cpu8b")"
+pass "GPU binding in the dry run for 1, 2 and 16 nodes; shared GPUs fall back to MPI; bad HPT_COMM/HPT_PRECISION refused; the plan's comm model follows HPT_COMM and its precision HPT_PRECISION (fp32 for the CPU backend); no plan for a GPU job on cpu-local"

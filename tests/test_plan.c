@@ -224,17 +224,22 @@ static void test_precision(void)
              !strcmp(hpt_error_msg(), "--precision 'fp16': expected fp32, tf32 or bf16");
     printf("%s --precision fp16 refused: %s\n", ok ? "ok  " : "FAIL", hpt_error_msg());
     failures += !ok;
-    for (int k = 0; k < 2; k++) { /* cpu-local trains fp32 only */
+    for (int k = 0; k < 4; k++) { /* cpu-local trains fp32 only: set_precision and, for
+                                    * a setup filled by hand, validate refuse the others */
         hpt_cluster_preset("cpu-local", &s.cl);
         s.gpus_per_node = 8;
-        hpt_plan_set_precision(&s, k ? "tf32" : "bf16", 0);
-        st = hpt_plan_validate(&s);
+        if (k < 2) {
+            st = hpt_plan_set_precision(&s, k ? "tf32" : "bf16", 0);
+        } else {
+            s.fp32 = k == 3, s.tf32 = k == 3;
+            st = hpt_plan_validate(&s);
+        }
         char want[128];
         snprintf(want, sizeof want, "--precision %s: cluster cpu-local trains in fp32 only (hpt's "
-                 "CPU backend)", k ? "tf32" : "bf16");
+                 "CPU backend)", k % 2 ? "tf32" : "bf16");
         ok = st == HPT_ERR_USAGE && !strcmp(hpt_error_msg(), want);
-        printf("%s cpu-local --precision %s refused: %s\n", ok ? "ok  " : "FAIL",
-               k ? "tf32" : "bf16", hpt_error_msg());
+        printf("%s cpu-local --precision %s refused by %s: %s\n", ok ? "ok  " : "FAIL",
+               k % 2 ? "tf32" : "bf16", k < 2 ? "set_precision" : "validate", hpt_error_msg());
         failures += !ok;
     }
 }
