@@ -1192,6 +1192,8 @@ int main(int argc, char **argv)
         /* 600 positions (3 tiles of the chain kernel) over 30 tokens: chains of
          * ~20 positions, a shard [5, 25) of them; C over two column blocks */
         test_embedding(600, 300, 30, 5, 20);
+        /* 4500 positions: the backward's 4096 blocks stride over them */
+        test_embedding(4500, 8, 40, 3, 30);
     }
     if (want(argc, argv, "rmsnorm")) {
         test_rmsnorm(33, 96);

@@ -204,6 +204,7 @@ inline cublasStatus_t emu_gemm_batched(cublasHandle_t h, cublasOperation_t ta, c
 #define RTLD_LOCAL 0
 inline void *dlopen(const char *, int) { return (void *)1; }
 inline const char *dlerror(void) { return "emu"; }
+inline int dlclose(void *) { return 0; }
 inline void *dlsym(void *, const char *s)
 {
     if (!strcmp(s, "cublasCreate_v2")) return (void *)&cublasCreate_v2;
