@@ -1886,28 +1886,7 @@ static void cuda_scale(float *x, float s, size_t n)
     LAUNCHED("k_scale");
 }
 
-#define SUMSQ_BLOCKS 1024
-__global__ static void k_sumsq(double *part, const float *x, size_t n)
-{
-    double acc = 0.0;
-    GRID_STRIDE(i, n) acc += (double)x[i] * x[i];
-    acc = block_sum_d(acc);
-    if (threadIdx.x == 0)
-        part[blockIdx.x] = acc;
-}
-
-/* Per-block double partial sums, then one block sums them in order. */
-static double cuda_sumsq(const float *x, size_t n)
-{
-    if (!n)
-        return 0.0;
-    unsigned nb = ew_blocks(n);
-    nb = nb > SUMSQ_BLOCKS ? SUMSQ_BLOCKS : nb;
-    double *part = dscratch(SUMSQ_BLOCKS + 1);
-    k_sumsq<<<nb, EW_THREADS>>>(part, x, n);
-    LAUNCHED("k_sumsq");
-    return sum_to_host(part, nb, part + SUMSQ_BLOCKS);
-}
+#define SUMSQ_BLOCKS 1024 /* partial sums per range, at most */
 
 /* Up to SUMSQ_LIST ranges by value (a kernel parameter: ~1.3 KiB, no
  * upload); range i owns blocks [first[i], first[i + 1]) of the launch. */
@@ -1918,8 +1897,10 @@ typedef struct {
     unsigned first[SUMSQ_LIST + 1];
 } sumsq_ranges;
 
-/* Block b of grid (first[m]): k_sumsq's block b - first[i] of the range i
- * that owns b, into part[b] — the same partial sums as cuda_sumsq's. */
+/* Block b of grid (first[m]): block b - first[i] of the range i that owns
+ * b, a grid-stride loop over that range's nb = first[i + 1] - first[i]
+ * blocks (min(ew_blocks(n), SUMSQ_BLOCKS)): per-block double partial sums,
+ * into part[b]. */
 __global__ static void k_sumsq_list(double *part, sumsq_ranges r, int m)
 {
     unsigned b = blockIdx.x;
@@ -1954,9 +1935,11 @@ __global__ static void k_sum_list(double *out, const double *part, sumsq_ranges 
         out[i] = acc;
 }
 
-/* acc + the k ranges' sums of squares, added in order on the host: each
- * range's value is cuda_sumsq's (same blocks, same partial sums, same final
- * block sum), with one download per SUMSQ_LIST ranges instead of one each. */
+/* acc + the k ranges' sums of squares, added in order on the host: per
+ * range, per-block double partial sums, then one block sums them in order;
+ * one download per SUMSQ_LIST ranges. A range's value depends on its length
+ * only, not on the other ranges of the call (cuda_sumsq is the one-range
+ * case). */
 static double cuda_sumsq_list(double acc, const float *const *x, const size_t *n, int k)
 {
     double *part = dscratch((size_t)SUMSQ_LIST * SUMSQ_BLOCKS + SUMSQ_LIST);
@@ -1966,7 +1949,7 @@ static double cuda_sumsq_list(double acc, const float *const *x, const size_t *n
         sumsq_ranges r;
         memset(&r, 0, sizeof r);
         for (int i = 0; i < kk; i++)
-            if (n[i0 + i]) { /* empty ranges add 0.0, as cuda_sumsq's */
+            if (n[i0 + i]) { /* empty ranges add 0.0 */
                 unsigned nb = ew_blocks(n[i0 + i]);
                 r.x[m] = x[i0 + i], r.n[m] = n[i0 + i];
                 r.first[m + 1] = r.first[m] + (nb > SUMSQ_BLOCKS ? SUMSQ_BLOCKS : nb);
@@ -1984,6 +1967,8 @@ static double cuda_sumsq_list(double acc, const float *const *x, const size_t *n
     }
     return acc;
 }
+
+static double cuda_sumsq(const float *x, size_t n) { return cuda_sumsq_list(0.0, &x, &n, 1); }
 
 /* ------------------------------------------------------- cross-entropy */
 

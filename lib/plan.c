@@ -40,6 +40,15 @@ hpt_status hpt_cluster_preset(const char *name, hpt_cluster *c)
                          "h100-80gb, h200-141gb, cpu-local)", name);
 }
 
+/* An fp32-only cluster (cpu-local) refuses tf32 and bf16. */
+static hpt_status check_precision(const hpt_plan_setup *s)
+{
+    if (s->cl.fp32_only && (!s->fp32 || s->tf32))
+        return hpt_error_set(HPT_ERR_USAGE, "--precision %s: cluster %s trains in fp32 only "
+                             "(hpt's CPU backend)", hpt_plan_precision_name(s), s->cl.name);
+    return HPT_OK;
+}
+
 hpt_status hpt_plan_set_precision(hpt_plan_setup *s, const char *precision, int keep_peak)
 {
     if (!precision)
@@ -47,11 +56,11 @@ hpt_status hpt_plan_set_precision(hpt_plan_setup *s, const char *precision, int 
     if (strcmp(precision, "fp32") && strcmp(precision, "tf32") && strcmp(precision, "bf16"))
         return hpt_error_set(HPT_ERR_USAGE, "--precision '%s': expected fp32, tf32 or bf16",
                              precision);
-    if (s->cl.fp32_only && strcmp(precision, "fp32"))
-        return hpt_error_set(HPT_ERR_USAGE, "--precision %s: cluster %s trains in fp32 only "
-                             "(hpt's CPU backend)", precision, s->cl.name);
     s->fp32 = strcmp(precision, "bf16") != 0;
     s->tf32 = !strcmp(precision, "tf32");
+    hpt_status st = check_precision(s); /* at once: --search would only see no layout */
+    if (st)
+        return st;
     double peak = s->tf32 ? s->cl.peak_tf32 : s->fp32 ? s->cl.peak_fp32 : 0;
     if (!keep_peak && peak > 0)
         s->cl.peak_flops = peak;
@@ -119,9 +128,8 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s)
         return hpt_error_set(HPT_ERR_USAGE, "--seq-len %d exceeds the model's "
                              "max_position_embeddings = %d", s->seq_len,
                              c->max_position_embeddings);
-    if (s->cl.fp32_only && (!s->fp32 || s->tf32))
-        return hpt_error_set(HPT_ERR_USAGE, "--precision %s: cluster %s trains in fp32 only "
-                             "(hpt's CPU backend)", hpt_plan_precision_name(s), s->cl.name);
+    if ((st = check_precision(s)))
+        return st;
     if (s->sequence_parallel && s->tp > 1 && ((long)s->micro_batch * s->seq_len) % s->tp)
         return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel: a micro-batch of --micro-batch "
                              "%d x --seq-len %d = %ld tokens does not split into --tp %d equal "
