@@ -35,7 +35,8 @@
 #
 # Variables (defaults in brackets; every template sets its own): see
 # docs/SLURM.md. Exit status: 0 done or requeued; 2 bad variable, layout or
-# PMI mismatch; otherwise hpt-train's status (75: checkpointed, not requeued).
+# PMI mismatch (and, in a dry run, a layout the memory plan says does not
+# fit); otherwise hpt-train's status (75: checkpointed, not requeued).
 set -uo pipefail
 # The whole script is one compound command, parsed before it runs: a job
 # keeps working when the file is edited or updated (git pull) under it.
@@ -255,7 +256,17 @@ dry_run() {
   # CPU backend trains in fp32 whatever HPT_PRECISION says
   args+=(--precision "$([ "$HPT_BACKEND" = cpu ] && echo fp32 || echo "$HPT_PRECISION")")
   echo "$plan ${args[*]}"
-  "$plan" "${args[@]}"
+  local out st
+  out=$("$plan" "${args[@]}")
+  st=$?
+  [ -z "$out" ] || printf '%s\n' "$out"
+  [ $st = 0 ] || return $st
+  # hpt-plan exits 0 whatever its verdict; the dry run answers "can I submit
+  # this?", so a layout that does not fit is its failure (scripts can run
+  # `jobs/X.sh --dry-run && sbatch jobs/X.sh`)
+  if printf '%s\n' "$out" | grep -q '^worst: .*: DOES NOT FIT$'; then
+    die "the plan says this layout does not fit in $HPT_CLUSTER's device memory (line 'worst:' above): raise HPT_TP or HPT_PP, set HPT_RECOMPUTE=1 or HPT_ZERO1=1, lower HPT_MICRO_BATCH, or plan another cluster with HPT_CLUSTER"
+  fi
 }
 
 if [ "$DRY_RUN" = 1 ]; then

@@ -18,6 +18,12 @@ expect_error 2 "HPT_SIGNAL='KILL': expected USR1, USR2, TERM, INT or HUP" env HP
 expect_error 2 "HPT_TASKS_PER_NODE='0': expected a positive integer" env HPT_TASKS_PER_NODE=0 bash "$T" --dry-run
 expect_error 2 "HPT_INIT_FROM='$WORK/none.safetensors': no such file or directory" \
   env HPT_INIT_FROM="$WORK/none.safetensors" bash "$T" --dry-run
+# a layout whose memory plan does not fit: the dry run prints the plan, then
+# fails (so `--dry-run && sbatch` submits nothing that would run out of memory)
+[ -x "$HPT_BUILD/src/hpt-plan" ] || fail "hpt-plan not built in $HPT_BUILD/src"
+expect_error 2 "the plan says this layout does not fit in h100-80gb's device memory \(line 'worst:' above\)" \
+  env HPT_RECOMPUTE=0 HPT_ZERO1=0 HPT_MICRO_BATCH=4 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
+grep -q "^worst: stage 0, .*: DOES NOT FIT$" "$WORK/out.$$" || fail "the misfit dry run did not print the plan"
 expect_error 2 "unknown argument '--fast'" bash "$T" --fast
 expect_error 2 "not inside a Slurm job: submit with sbatch" bash "$T"
 expect_error 2 "cluster.sh: --nodes '0': expected a positive integer" \
