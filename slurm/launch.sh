@@ -237,6 +237,10 @@ dry_run() {
     echo "HPT_CLUSTER=cpu-local models hpt's CPU backend: no memory plan for a $HPT_BACKEND job (set HPT_CLUSTER to a100-80gb, h100-80gb or h200-141gb)"
     return 0
   fi
+  if [ "$HPT_BACKEND" = cpu ] && [ "$HPT_CLUSTER" != cpu-local ]; then
+    echo "HPT_CLUSTER=$HPT_CLUSTER models GPUs: no memory plan for a cpu job (set HPT_CLUSTER=cpu-local, which models hpt's CPU backend on a machine like this one)"
+    return 0
+  fi
   local plan
   plan=$(find_prog hpt-plan src)
   if [ -z "$plan" ]; then
@@ -255,6 +259,27 @@ dry_run() {
   # the job's precision (its memory, attention scratch and peak FLOP/s); the
   # CPU backend trains in fp32 whatever HPT_PRECISION says
   args+=(--precision "$([ "$HPT_BACKEND" = cpu ] && echo fp32 || echo "$HPT_PRECISION")")
+  # the hpt-train options of the template and the user (HPT_RECIPE_ARGS,
+  # HPT_TRAIN_ARGS, -- ARGS) that change memory or time go to the plan as
+  # well, later ones winning as in hpt-train; those it cannot model are named
+  local -a words unmodelled=()
+  # shellcheck disable=SC2206  # word lists by design, as for hpt-train below
+  words=($HPT_RECIPE_ARGS $HPT_TRAIN_ARGS "${EXTRA[@]}")
+  local i w
+  for ((i = 0; i < ${#words[@]}; i++)); do
+    w=${words[$i]}
+    case $w in
+      --sequence-parallel|--zero1|--async-save|--recompute|--recompute=*|--pp-schedule=*) args+=("$w") ;;
+      --precision=*|--comm=*) [ "$HPT_BACKEND" = cpu ] || args+=("$w") ;;
+      --pp-schedule) args+=("$w" "${words[$((i + 1))]:-}"); i=$((i + 1)) ;;
+      --precision|--comm)
+        [ "$HPT_BACKEND" = cpu ] || args+=("$w" "${words[$((i + 1))]:-}"); i=$((i + 1)) ;;
+      --pp-split|--pp-split=*|--batch|--batch=*|--grad-accum|--grad-accum=*|--seq-len|--seq-len=*|--tp|--tp=*|--pp|--pp=*|--dp|--dp=*|--model|--model=*|--backend|--backend=*)
+        unmodelled+=("$w") ;;
+    esac
+  done
+  [ ${#unmodelled[@]} = 0 ] ||
+    echo "note: the plan models the HPT_* layout, not these hpt-train options of the job: ${unmodelled[*]}"
   echo "$plan ${args[*]}"
   local out st
   out=$("$plan" "${args[@]}")

@@ -55,9 +55,25 @@ HPT_BACKEND=cuda HPT_PRECISION=tf32 bash "$HPT_SRC/jobs/train_tiny.sh" --dry-run
   fail "cuda job on cpu-local: dry run failed: $(cat "$WORK/cudalocal")"
 grep -q "HPT_CLUSTER=cpu-local models hpt's CPU backend: no memory plan for a cuda job (set HPT_CLUSTER to a100-80gb, h100-80gb or h200-141gb)" "$WORK/cudalocal" ||
   fail "cuda job on cpu-local: no hint: $(tail -3 "$WORK/cudalocal")"
-# a CPU job on a GPU preset is planned in fp32, what the CPU backend trains in
+# a CPU job on a GPU preset: no plan (the preset models GPUs), the hint to
+# plan cpu-local
 HPT_BACKEND=cpu bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/cpu8b" 2>&1 ||
   fail "cpu 8B dry run: $(cat "$WORK/cpu8b")"
-grep -q -- "hpt-plan .* --precision fp32" "$WORK/cpu8b" && grep -q "^layout: .*; fp32[,]*" "$WORK/cpu8b" ||
-  fail "cpu job: hpt-plan not run with --precision fp32: $(grep 'hpt-plan\|^layout' "$WORK/cpu8b")"
+grep -q "^HPT_CLUSTER=h100-80gb models GPUs: no memory plan for a cpu job (set HPT_CLUSTER=cpu-local" "$WORK/cpu8b" &&
+  ! grep -q "hpt-plan " "$WORK/cpu8b" || fail "cpu job on h100-80gb: $(tail -3 "$WORK/cpu8b")"
+# a CPU job is planned in fp32, what the CPU backend trains in, whatever
+# HPT_PRECISION says
+HPT_PRECISION=bf16 bash "$HPT_SRC/jobs/train_tiny.sh" --dry-run > "$WORK/cpubf16" 2>&1 ||
+  fail "cpu tiny dry run with HPT_PRECISION=bf16: $(cat "$WORK/cpubf16")"
+grep -q -- "hpt-plan .* --precision fp32" "$WORK/cpubf16" && grep -q "^layout: .*; fp32[,]*" "$WORK/cpubf16" ||
+  fail "cpu job: hpt-plan not run with --precision fp32: $(grep 'hpt-plan\|^layout' "$WORK/cpubf16")"
+# the job's own hpt-train options that change memory or time reach the
+# plan (later ones winning, as in hpt-train); those it cannot model are named
+HPT_TRAIN_ARGS="--lr 1e-4 --pp-schedule 1f1b" bash "$HPT_SRC/jobs/train_8b.sh" --dry-run -- \
+  --recompute=selective --sequence-parallel --pp-split 16,16 > "$WORK/args" 2>&1 ||
+  fail "8B dry run with hpt-train options: $(cat "$WORK/args")"
+grep -q -- "hpt-plan .* --zero1 --async-save --precision tf32 --pp-schedule 1f1b --recompute=selective --sequence-parallel$" "$WORK/args" &&
+  grep -q "^layout: .*, selective recomputation, sequence parallel, ZeRO-1$" "$WORK/args" &&
+  grep -q "^note: the plan models the HPT_\* layout, not these hpt-train options of the job: --pp-split$" "$WORK/args" ||
+  fail "the job's hpt-train options did not reach the plan: $(grep 'hpt-plan\|^layout\|^note' "$WORK/args")"
 pass "GPU binding in the dry run for 1, 2 and 16 nodes; shared GPUs fall back to MPI; bad HPT_COMM/HPT_PRECISION refused; the plan's comm model follows HPT_COMM and its precision HPT_PRECISION (fp32 for the CPU backend); no plan for a GPU job on cpu-local"

@@ -24,6 +24,11 @@ expect_error 2 "HPT_INIT_FROM='$WORK/none.safetensors': no such file or director
 expect_error 2 "the plan says this layout does not fit in h100-80gb's device memory \(line 'worst:' above\)" \
   env HPT_RECOMPUTE=0 HPT_ZERO1=0 HPT_MICRO_BATCH=4 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
 grep -q "^worst: stage 0, .*: DOES NOT FIT$" "$WORK/out.$$" || fail "the misfit dry run did not print the plan"
+# ... also when the misfit comes from the job's own hpt-train options (GPipe
+# keeps every micro-batch's activations), which the plan is given
+expect_error 2 "the plan says this layout does not fit in h100-80gb's device memory" \
+  env HPT_TRAIN_ARGS="--pp-schedule gpipe" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
+grep -q "hpt-plan .* --pp-schedule gpipe$" "$WORK/out.$$" || fail "the plan was not given --pp-schedule gpipe"
 expect_error 2 "unknown argument '--fast'" bash "$T" --fast
 expect_error 2 "not inside a Slurm job: submit with sbatch" bash "$T"
 expect_error 2 "cluster.sh: --nodes '0': expected a positive integer" \
