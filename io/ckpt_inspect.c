@@ -505,7 +505,7 @@ hpt_status hpt_ckpt_inspect_verify(const char *path, const hpt_ckpt_model *mdl, 
  * bytes. Errors: HPT_ERR_DATA. */
 static hpt_status resolve_file(const char *path, char *file)
 {
-    char dir[PATH_MAX], name[32], p[PATH_MAX];
+    char dir[PATH_MAX], name[32], skipped[1200];
     int64_t newest;
     struct stat sb;
     if (stat(path, &sb))
@@ -518,12 +518,18 @@ static hpt_status resolve_file(const char *path, char *file)
     if (st || hpt_ckpt_is_file(file))
         return st;
     ckpt_dir_of(path, dir);
-    if (hpt_ckpt_list(dir, &newest, 1) < 1)
+    int found = hpt_ckpt_newest_readable(dir, &newest, file, skipped, sizeof skipped);
+    if (found < 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: no complete checkpoint opens: %s", path,
+                             hpt_error_msg());
+    if (!found)
         return hpt_error_set(HPT_ERR_DATA, "%s: not a checkpoint (no %s) and no complete "
                              "step_NNNNNNNN checkpoint in it", path, HPT_CKPT_FILE);
-    hpt_ckpt_dirname(newest, name);
-    if ((st = hpt_ckpt_join(p, dir, name)) || (st = hpt_ckpt_join(file, p, HPT_CKPT_FILE)))
-        return st;
+    if (skipped[0]) {
+        hpt_ckpt_dirname(newest, name);
+        fprintf(stderr, "hpt-ckpt: note: skipped the newer %s: using %s, the checkpoint a "
+                "resume starts from\n", skipped, name);
+    }
     return HPT_OK;
 }
 

@@ -89,6 +89,46 @@ hpt_status hpt_ckpt_open(const char *path, hid_t *f, hpt_ckpt_meta *meta)
     return st;
 }
 
+int hpt_ckpt_newest_readable(const char *dir, int64_t *step, char *file, char *skipped,
+                             size_t n)
+{
+    enum { MAX = 4096 };
+    int64_t *steps = malloc(sizeof(int64_t) * MAX);
+    int count = steps ? hpt_ckpt_list(dir, steps, MAX) : 0, found = 0;
+    char first[1024] = "";
+    skipped[0] = 0;
+    for (int i = 0; i < count && !found; i++) {
+        char name[32], p[PATH_MAX];
+        hpt_ckpt_meta m;
+        hid_t f;
+        hpt_ckpt_dirname(steps[i], name);
+        m.format_version = 0;
+        if (hpt_ckpt_join(p, dir, name) || hpt_ckpt_join(file, p, HPT_CKPT_FILE) ||
+            hpt_ckpt_open(file, &f, &m)) {
+            if (m.format_version > HPT_CKPT_VERSION) { /* a newer hpt's: never go past it */
+                free(steps);
+                return -1;
+            }
+            if (!first[0]) {
+                snprintf(first, sizeof first, "%s", hpt_error_msg());
+                snprintf(skipped, n, "%s (%s)", name, first);
+            }
+            continue;
+        }
+        H5Fclose(f);
+        *step = steps[i];
+        found = 1;
+    }
+    free(steps);
+    if (found)
+        return 1;
+    if (first[0]) {
+        hpt_error_set(HPT_ERR_DATA, "%s", first);
+        return -1;
+    }
+    return 0;
+}
+
 int hpt_ckpt_shape_eq(const hpt_ckpt_shape *a, const hpt_ckpt_shape *b)
 {
     return a->rank == b->rank && a->dims[0] == b->dims[0] && a->dims[1] == b->dims[1];

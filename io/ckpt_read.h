@@ -40,6 +40,20 @@ hpt_status hpt_ckpt_path_error(const char *path, int err);
  * HPT_ERR_IO (not readable). */
 hpt_status hpt_ckpt_open(const char *path, hid_t *f, hpt_ckpt_meta *meta);
 
+/* The checkpoint a resume of checkpoints directory `dir` starts from, as
+ * the tools (hpt-ckpt info/export DIR, hpt-generate RUN_DIR) take it: the
+ * newest complete step_NNNNNNNN whose checkpoint.h5 opens and whose root
+ * attributes read (hpt_ckpt_open; lib/resume.c probe_resume skips the same
+ * ones). Sets *step and `file` (PATH_MAX bytes) to its checkpoint.h5, and
+ * `skipped` (n bytes) to "step_NNNNNNNN (why)" for the newest newer one that
+ * does not open ("" when none), for the caller's note. Returns 1 found;
+ * 0 none complete (message unset); -1 none opens (message: the newest
+ * one's failure), or one of a newer format version comes first (message:
+ * that; as a resume, the tools never go past a newer hpt's work). Serial
+ * HDF5. */
+int hpt_ckpt_newest_readable(const char *dir, int64_t *step, char *file, char *skipped,
+                             size_t n);
+
 /* A dataset's shape: rank 1 or 2; dims[1] == 1 when rank is 1. */
 typedef struct {
     int rank;

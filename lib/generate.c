@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "ckpt_read.h"
 #include "h5util.h"
 #include "philox.h"
 #include "spm.h"
@@ -67,7 +68,12 @@ static hpt_status resolve_file(const char *path, char *file)
         return st;
     if (!is_dir(dir))
         snprintf(dir, sizeof dir, "%s", path);
-    if (hpt_ckpt_list(dir, &newest, 1) < 1) { /* say where weights may be instead */
+    char skipped[1200];
+    int found = hpt_ckpt_newest_readable(dir, &newest, file, skipped, sizeof skipped);
+    if (found < 0)
+        return hpt_error_set(HPT_ERR_DATA, "weights %s: no complete checkpoint in %s opens: %s",
+                             path, dir, hpt_error_msg());
+    if (!found) { /* say where weights may be instead */
         int model_h5 = join(p, path, "model.h5") == HPT_OK && is_file(p);
         return hpt_error_set(HPT_ERR_DATA, "weights %s: a directory without %s and without a "
                              "complete step_NNNNNNNN checkpoint in %s%s%s%s", path, HPT_CKPT_FILE,
@@ -76,9 +82,11 @@ static hpt_status resolve_file(const char *path, char *file)
                              model_h5 ? "" : " (hpt-train checkpoints with --save-every N or on a "
                                              "stop signal; or give an --export file)");
     }
-    hpt_ckpt_dirname(newest, name);
-    if ((st = join(p, dir, name)) || (st = join(file, p, HPT_CKPT_FILE)))
-        return st;
+    if (skipped[0]) {
+        hpt_ckpt_dirname(newest, name);
+        fprintf(stderr, "hpt-generate: note: skipped the newer %s: using %s, the checkpoint a "
+                "resume starts from\n", skipped, name);
+    }
     return HPT_OK;
 }
 

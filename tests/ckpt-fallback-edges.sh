@@ -4,6 +4,7 @@
 #   warns and resumes from the previous one, continuing like an
 #   uninterrupted run; --resume strict refuses (exit 3); log.tsv then has
 #   every step once — also after a fallback at load time (a damaged tensor);
+#   hpt-ckpt info/export DIR and hpt-generate RUN_DIR take step 2 as well;
 # - the newest is damaged and the previous one has another global batch:
 #   exit 3 naming why, nothing trained (was: "resumed" with weights never
 #   loaded);
@@ -34,6 +35,20 @@ st=0; "$TRAIN" $B --batch 2 --steps 6 --save-every 2 --stop-at 4 --run-dir "$WOR
 truncate -s -4 "$WORK/t/checkpoints/step_00000004/checkpoint.h5"
 expect_error 3 "step_00000004/checkpoint.h5: cannot open \(truncated or not HDF5: truncated file: eof = [0-9]+.*\) \(--resume strict: not falling back\)" \
   "$TRAIN" $B --batch 2 --steps 6 --resume strict --run-dir "$WORK/t"
+# the tools take a directory's checkpoint as a resume does: past the
+# truncated newest, with a note naming it
+for tool in "$CKPT info" "$CKPT export" "$HPT_BUILD/src/hpt-generate"; do
+  case $tool in
+    *export) set -- "$WORK/t" "$WORK/t-export.h5" ;;
+    *generate) set -- "$WORK/t" --tokenizer "$CORPUS" --prompt "The" --max-new-tokens 2 --ids ;;
+    *) set -- "$WORK/t" ;;
+  esac
+  $tool "$@" > "$WORK/tool.out" 2> "$WORK/tool.err" ||
+    { cat "$WORK/tool.out" "$WORK/tool.err"; fail "$tool on a directory whose newest checkpoint is truncated: exit $?"; }
+  grep -q "note: skipped the newer step_00000004 (.*step_00000004/checkpoint.h5: .*truncated.*): using step_00000002, the checkpoint a resume starts from$" "$WORK/tool.err" ||
+    { cat "$WORK/tool.err"; fail "$tool: no note naming the skipped step_00000004"; }
+done
+"$CKPT" info "$WORK/t" 2> /dev/null | grep -q "^step  *2$" || fail "hpt-ckpt info did not show step 2"
 "$TRAIN" $B --batch 2 --steps 6 --run-dir "$WORK/t" > "$WORK/t.out" 2>&1 || { cat "$WORK/t.out"; fail "auto resume past a truncated checkpoint"; }
 grep -q "warning: .*step_00000004/checkpoint.h5: cannot open (truncated or not HDF5: truncated file: .*); falling back" "$WORK/t.out" ||
   { cat "$WORK/t.out"; fail "no fallback warning"; }
