@@ -30,6 +30,11 @@ hpt_status hpt_backend_get(const char *name, const hpt_backend **out)
         strncat(names, names[0] ? ", " : "", sizeof names - strlen(names) - 1);
         strncat(names, (*b)->name, sizeof names - strlen(names) - 1);
     }
+    if (strcmp(name, "cuda") == 0) /* hpt has one, this build lacks it */
+        return hpt_error_set(HPT_ERR_USAGE, "--backend cuda: this hpt was built without the CUDA "
+                             "backend (compiled in: %s): configure found no CUDA toolkit or was "
+                             "given --with-cuda=no; rebuild with ./configure --with-cuda=yes "
+                             "(or --with-cuda=DIR)", names);
     return hpt_error_set(HPT_ERR_USAGE, "--backend %s: unknown compute backend (compiled in: %s)",
                          name, names);
 }

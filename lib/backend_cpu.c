@@ -65,8 +65,14 @@ static hpt_status cpu_set_precision(hpt_precision p)
 {
     if (p == HPT_PRECISION_FP32)
         return HPT_OK;
+    const hpt_backend *const *b = hpt_backend_list();
+    int cuda = 0;
+    for (; *b; b++)
+        cuda |= strcmp((*b)->name, "cuda") == 0;
     return hpt_error_set(HPT_ERR_USAGE, "--precision %s: the cpu backend computes in fp32 only; "
-                         "use --backend cuda", hpt_precision_name(p));
+                         "use --backend cuda%s", hpt_precision_name(p),
+                         cuda ? "" : " (this hpt was built without it: ./configure "
+                                     "--with-cuda=yes)");
 }
 
 /* Work items of one product C (M x Nc) = A·B: a grid of nr x nc tiles of at

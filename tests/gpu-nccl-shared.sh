@@ -15,7 +15,7 @@ st=0
 timeout 600 "$MPIEXEC" -n 2 "$TRAIN" $A --comm nccl > "$WORK/nccl.out" 2>&1 || st=$?
 cat "$WORK/nccl.out"
 if grep -q "no CUDA device visible" "$WORK/nccl.out"; then echo "SKIP: no CUDA device visible"; exit 77; fi
-if grep -q "unknown compute backend" "$WORK/nccl.out"; then echo "SKIP: hpt built without CUDA"; exit 77; fi
+if grep -q "built without the CUDA backend" "$WORK/nccl.out"; then echo "SKIP: hpt built without CUDA"; exit 77; fi
 [ "$st" -eq 2 ] || fail "--comm nccl with two ranks on one GPU: exit $st, expected 2"
 pat="NCCL needs a distinct GPU per rank, but rank 1 on [^ ]+ shares GPU [0-9a-fA-F:.]+ with rank 0"
 [ "$(grep -cE "$pat" "$WORK/nccl.out")" -eq 1 ] || fail "message missing or printed more than once: /$pat/"

@@ -18,7 +18,7 @@ st=0
 if [ "$st" -ne 0 ]; then
   cat "$WORK/probe.out"
   grep -q "no CUDA device visible" "$WORK/probe.out" && { echo "SKIP: no CUDA device visible"; exit 77; }
-  grep -q "unknown compute backend" "$WORK/probe.out" && { echo "SKIP: hpt built without CUDA"; exit 77; }
+  grep -q "built without the CUDA backend" "$WORK/probe.out" && { echo "SKIP: hpt built without CUDA"; exit 77; }
   fail "the one-step cuda probe failed (exit $st)"
 fi
 "$TRAIN" $A $G2 --backend cpu --run-dir "$WORK/ref" > "$WORK/ref.out" 2>&1 || { cat "$WORK/ref.out"; fail "cpu reference"; }

@@ -24,7 +24,7 @@ run() {  # run NAME PRECISION RECOMPUTE
   if [ "$st" -ne 0 ]; then
     cat "$WORK/$1.out"
     grep -q "no CUDA device visible" "$WORK/$1.out" && { echo "SKIP: no CUDA device visible"; exit 77; }
-    grep -q "unknown compute backend" "$WORK/$1.out" &&
+    grep -q "built without the CUDA backend" "$WORK/$1.out" &&
       { echo "SKIP: hpt built without CUDA (configure --with-cuda)"; exit 77; }
     fail "$1: hpt-train --backend cuda --precision $2 --recompute $3 failed (exit $st)"
   fi

@@ -27,7 +27,7 @@ if [ "$st" -ne 0 ]; then
   if grep -q "no CUDA device visible" "$WORK/bf16.out"; then
     echo "SKIP: no CUDA device visible"; exit 77
   fi
-  if grep -q "unknown compute backend" "$WORK/bf16.out"; then
+  if grep -q "built without the CUDA backend" "$WORK/bf16.out"; then
     echo "SKIP: hpt built without CUDA (configure --with-cuda)"; exit 77
   fi
   fail "the cuda bf16 run failed (exit $st)"

@@ -16,7 +16,7 @@ if [ "$st" -ne 0 ]; then
   if grep -q "no CUDA device visible" "$WORK/gpu.out"; then
     echo "SKIP: no CUDA device visible"; exit 77
   fi
-  if grep -q "unknown compute backend" "$WORK/gpu.out"; then
+  if grep -q "built without the CUDA backend" "$WORK/gpu.out"; then
     echo "SKIP: hpt built without CUDA (configure --with-cuda)"; exit 77
   fi
   fail "the cuda run failed (exit $st)"
