@@ -40,6 +40,7 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->seed = 1234;
     o->eval_interval = 100;
     o->eval_batches = 8;
+    o->eval_batches_default = 1;
     o->max_skips = 5;
     o->tie_embeddings = -1;
     o->tp = 1;
@@ -318,12 +319,21 @@ static hpt_status check_epoch(const run_state *r, const hpt_train_opts *o)
  * batches fit in the validation shards (a single batch may wrap around a
  * set smaller than it). Without this bound 2^31 batches were accepted and
  * the final validation never ended. */
-static hpt_status check_eval(const run_state *r, const hpt_train_opts *o)
+static hpt_status check_eval(const run_state *r, hpt_train_opts *o)
 {
     if (!r->val)
         return HPT_OK;
     long long G = (long long)o->batch * o->grad_accum * r->comm.dp;
     long long S = (long long)hpt_loader_num_samples(r->val);
+    if (o->eval_batches_default && o->eval_batches > 1 && o->eval_batches > S / G) {
+        int fit = S / G > 1 ? (int)(S / G) : 1; /* the default, not the user's: fit it */
+        if (r->root)
+            fprintf(stderr, "hpt-train: note: validating on %d global batch%s of %lld sequences, "
+                    "not the default %d: the validation set holds %lld samples of %d+1 tokens "
+                    "(--eval-batches N to choose)\n", fit, fit > 1 ? "es" : "", G,
+                    o->eval_batches, S, o->seq_len);
+        o->eval_batches = fit;
+    }
     if (o->eval_batches > 1 && o->eval_batches > S / G)
         return hpt_error_set(HPT_ERR_USAGE,
                              "--eval-batches %d: %d global batches of %lld sequences exceed the "
@@ -493,7 +503,7 @@ static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_b
 }
 
 /* Setup, part 3 (after the resume probe): run files, model, optimizer. */
-static hpt_status setup_model(run_state *r, const hpt_train_opts *o, const hpt_backend *be)
+static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend *be)
 {
     hpt_status st;
     if ((st = check_epoch(r, o)) || (st = check_eval(r, o)))

@@ -25,7 +25,9 @@ typedef struct {
     hpt_optim_opts optim;  /* lr, min_lr, warmup, betas, eps, wd, max_norm  */
     uint64_t seed;         /* initialisation and data order                 */
     int eval_interval;     /* steps between validations; 0 = only at end    */
-    int eval_batches;      /* micro-batches per validation                  */
+    int eval_batches;      /* global batches per validation                 */
+    int eval_batches_default; /* 1: eval_batches is the default, lowered (with
+                            * a note) to what a small validation set holds */
     int max_skips;         /* consecutive non-finite steps before stopping  */
     int tie_embeddings;    /* -1 = config's value, 0/1 override             */
     const char *nan_steps; /* fault injection for tests: "3,4" poison grads  */

@@ -82,7 +82,7 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "Evaluation and output:\n"
             "  --eval-interval N     validate every N steps (0 = only at the end) [%d]\n"
             "  --eval-batches N      global batches per validation, at most one pass over\n"
-            "                        the validation shards [%d]\n"
+            "                        the validation shards [%d, or fewer to fit them]\n"
             "  --run-dir DIR         write config.json and log.tsv (per-step loss, lr,\n"
             "                        grad norm, val loss) there; created if missing [none]\n"
             "  --max-skips N         stop after N consecutive non-finite steps [%d]\n"
@@ -222,7 +222,7 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_CLIP: return hpt_cli_parse_float(name, arg, &o->optim.max_norm);
     case OPT_SEED: return hpt_cli_parse_u64(name, arg, &o->seed);
     case OPT_EVAL_INT: return hpt_cli_parse_int(name, arg, &o->eval_interval);
-    case OPT_EVAL_BATCHES: return hpt_cli_parse_int(name, arg, &o->eval_batches);
+    case OPT_EVAL_BATCHES: o->eval_batches_default = 0; return hpt_cli_parse_int(name, arg, &o->eval_batches);
     case OPT_MAX_SKIPS: return hpt_cli_parse_int(name, arg, &o->max_skips);
     case OPT_TIE: o->tie_embeddings = 1; return HPT_OK;
     case OPT_UNTIE: o->tie_embeddings = 0; return HPT_OK;

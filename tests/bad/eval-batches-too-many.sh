@@ -6,3 +6,11 @@
 need_corpus
 expect_error 2 "\-\-eval-batches 2147483647: .* exceed the [0-9]+ validation samples .*use at most [0-9]+" \
   "$TRAIN" --model tiny --data "$CORPUS" --seq-len 32 --batch 2 --steps 1 --eval-batches 2147483647
+# ... but the default (8) is not the user's choice: with global batches too
+# large for 8 of them, it is lowered to what the validation set holds, with
+# a note, and the run trains (was: refused with "--eval-batches 8")
+"$TRAIN" --model tiny --data "$CORPUS" --seq-len 64 --batch 256 --steps 1 --eval-interval 0 \
+  --run-dir "$WORK/r" > "$WORK/def.out" 2>&1 || { cat "$WORK/def.out"; fail "default --eval-batches refused"; }
+grep -q "^hpt-train: note: validating on [1-7] global batch\(es\)\? of 256 sequences, not the default 8: the validation set holds [0-9]* samples of 64+1 tokens (--eval-batches N to choose)$" "$WORK/def.out" ||
+  { cat "$WORK/def.out"; fail "no note lowering the default --eval-batches"; }
+[ "$(grep -c "note: validating on" "$WORK/def.out")" = 1 ] || fail "the note printed more than once"
