@@ -1,6 +1,7 @@
 /* flight.c — the collective flight recorder; see flight.h. */
 #include "flight.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,16 +31,31 @@ int64_t hpt_flight_now_ns(void)
 
 double hpt_flight_now(void) { return 1e-9 * (double)hpt_flight_now_ns(); }
 
-size_t hpt_flight_size_from_env(void)
+/* HPT_FLIGHT_RECORDER as a slot count: -1 when set but not 0..2^20. */
+static long env_slots(void)
 {
     const char *s = getenv("HPT_FLIGHT_RECORDER");
     if (!s || !*s)
         return HPT_FLIGHT_DEFAULT;
     char *end;
+    errno = 0;
     long v = strtol(s, &end, 10);
-    if (*end || v < 0)
-        return HPT_FLIGHT_DEFAULT;
-    return v > (1L << 20) ? (size_t)1 << 20 : (size_t)v;
+    return *end || errno || v < 0 || v > HPT_FLIGHT_MAX ? -1 : v;
+}
+
+size_t hpt_flight_size_from_env(void)
+{
+    long v = env_slots();
+    return v < 0 ? HPT_FLIGHT_DEFAULT : (size_t)v;
+}
+
+hpt_status hpt_flight_check_env(void)
+{
+    if (env_slots() >= 0)
+        return HPT_OK;
+    return hpt_error_set(HPT_ERR_USAGE, "HPT_FLIGHT_RECORDER=%s: expected the number of "
+                         "operations the flight recorder keeps, 0 (off) to %d",
+                         getenv("HPT_FLIGHT_RECORDER"), HPT_FLIGHT_MAX);
 }
 
 hpt_flight *hpt_flight_new(size_t n)

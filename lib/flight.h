@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "error.h"
+
 #define HPT_FLIGHT_GROUPS 6  /* = HPT_GROUP_COUNT (lib/comm.h); checked there */
 #define HPT_FLIGHT_DEFAULT 256
 
@@ -75,6 +77,13 @@ int64_t hpt_flight_now_ns(void);
  * HPT_FLIGHT_RECORDER (unset: 256; 0: off, returns 0; N: N slots). */
 hpt_flight *hpt_flight_new(size_t n);
 size_t hpt_flight_size_from_env(void);
+
+/* HPT_FLIGHT_RECORDER's value checked: HPT_OK when unset or 0..
+ * HPT_FLIGHT_MAX; else HPT_ERR_USAGE naming the value (hpt_flight_size_from
+ * _env then falls back to the default, so a program must call this to
+ * refuse it). */
+#define HPT_FLIGHT_MAX (1 << 20)
+hpt_status hpt_flight_check_env(void);
 /* Free; accepts NULL. No reader may still use it. */
 void hpt_flight_free(hpt_flight *f);
 

@@ -484,7 +484,8 @@ static hpt_status choose_comm(run_state *r, const hpt_train_opts *o, const hpt_b
 static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_backend **be)
 {
     hpt_status st;
-    if ((st = hpt_train_opts_validate(o)) || (st = hpt_config_resolve(o->model, &r->cfg)))
+    if ((st = hpt_train_opts_validate(o)) || (st = hpt_flight_check_env()) ||
+        (st = hpt_config_resolve(o->model, &r->cfg)))
         return st;
     if (o->tie_embeddings >= 0)
         r->cfg.tie_word_embeddings = o->tie_embeddings;
