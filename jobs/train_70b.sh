@@ -31,7 +31,7 @@
 #   Recompute is on by default: tf32 does not fit without it. In bf16 mode it
 #   would fit (HPT_PRECISION=bf16 HPT_RECOMPUTE=0, ~25 % fewer FLOPs per step),
 #   with little room for the allocator's fragmentation.
-#   logits and their gradient, vocab / TP: 2 x 4096 x 4000 x 4 B = 0.1 GB
+#   logits, vocab / TP (their gradient overwrites them): 4096 x 4000 x 4 B = 0.07 GB
 #   plus communication buffers (2.5 GiB: PP gradient send slots, the ZeRO-1
 #   gradient shard) and a 1.9 GiB CUDA context (hpt-plan's baseline).
 #   micro-batch 1 x grad-accum 256 x DP 4 = 1024 sequences; pipeline bubble

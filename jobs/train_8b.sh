@@ -26,7 +26,7 @@
 #     `bash jobs/train_8b.sh --dry-run` runs hpt-plan), 32 layers, no recomputation,
 #     FlashAttention-style (no T x T scores)                  = 12.1 GiB -> 24.5 GiB in all
 #                                                     (bf16:  8.6 GiB -> 22.9 GiB)
-#   logits and their gradient, vocab / TP: 2 x 4096 x 16032 x 4 B = 0.5 GB
+#   logits, vocab / TP (their gradient overwrites them): 4096 x 16032 x 4 B = 0.26 GB
 #   (hpt-plan, GiB: weights 3.74 (bf16 5.61), gradients 3.74, optimizer 1.87, CUDA context 1.86)
 #   micro-batch 1 x grad-accum 256 x DP 4 = 1024 sequences; larger micro-batches fit too.
 #SBATCH --job-name=hpt-8b
