@@ -82,7 +82,8 @@ static void usage(FILE *f)
             "                        --comm nccl\n"
             "  --store-scores        attention keeps the softmax (B,H,T,T) for backward instead\n"
             "                        of FlashAttention's statistics (hpt's CPU and CUDA backends\n"
-            "                        keep only the statistics; analytic presets only)\n\n"
+            "                        keep only the statistics; analytic presets only:\n"
+            "                        refused with cpu-local)\n\n"
             "Output:\n"
             "  --json                JSON instead of tables\n"
             "  --ranks-tsv FILE      predicted comm.tsv rows (rank, group, calls, bytes, seconds,\n"
@@ -363,6 +364,11 @@ static hpt_status setup(const cli *o, hpt_plan_setup *s)
     s->zero1 = o->zero1;
     s->async_save = o->async_save;
     s->store_scores = o->scores;
+    if (o->scores && s->cl.exact) /* the exact model carves hpt-train's own buffers */
+        return hpt_error_set(HPT_ERR_USAGE, "--store-scores is only used with the analytic "
+                             "presets (a100-80gb, h100-80gb, h200-141gb): cluster cpu-local "
+                             "models hpt-train's own allocations, and its attention keeps only "
+                             "the softmax statistics");
     s->data_bytes = isnan(o->data_bytes) ? 0 : o->data_bytes;
     if (o->schedule && strcmp(o->schedule, "1f1b") && strcmp(o->schedule, "gpipe"))
         return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe",
