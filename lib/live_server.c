@@ -314,6 +314,23 @@ static const char *const assets[][2] = {
     {"echarts.min.js", "text/javascript; charset=utf-8"},
 };
 
+/* A warning on err for each asset missing from dir: the page is served
+ * anyway (the API works), but without its charts or at all. */
+static void check_assets(const char *dir, FILE *err)
+{
+    for (size_t i = 0; i < sizeof assets / sizeof assets[0]; i++) {
+        char path[4200];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, assets[i][0]);
+        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+            continue;
+        fprintf(err, "hpt-live: warning: %s is missing: the page will %s (build hpt after "
+                "`npm ci` in its source tree, which setup.sh runs; or pass --assets DIR / "
+                "HPT_LIVE_ASSETS)\n", path,
+                strcmp(assets[i][0], "echarts.min.js") ? "not work" : "draw no charts");
+    }
+}
+
 static enum MHD_Result send_asset(server *s, struct MHD_Connection *conn, const char *name)
 {
     int a = -1;
@@ -709,6 +726,7 @@ hpt_status hpt_live_serve(const hpt_live_opts *o, FILE *out, FILE *err)
         server_free(&s);
         return st;
     }
+    check_assets(o->assets, err);
     signal(SIGPIPE, SIG_IGN);
     g_stop = 0;
     signal(SIGINT, on_signal);
