@@ -973,8 +973,9 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             np >= 1e9 ? np / 1e9 : np / 1e6, np >= 1e9 ? "B" : "M", c->num_hidden_layers,
             c->hidden_size, c->num_attention_heads, c->num_key_value_heads, c->vocab_size,
             c->tie_word_embeddings ? ", tied" : "");
-    fprintf(f, "cluster: %s, %d nodes x %d GPUs, %.4g GFLOP/s (%s) x %.2f efficiency, %.1f %s per "
-            "GPU\n", s->cl.name, s->nodes, s->gpus_per_node, device_peak(s) / 1e9,
+    fprintf(f, "cluster: %s, %d node%s x %d GPU%s, %.4g GFLOP/s (%s) x %.2f efficiency, %.1f %s "
+            "per GPU\n", s->cl.name, s->nodes, s->nodes == 1 ? "" : "s", s->gpus_per_node,
+            s->gpus_per_node == 1 ? "" : "s", device_peak(s) / 1e9,
             s->cl.exact ? "measured SGEMM" : hpt_plan_precision_name(s), s->cl.efficiency,
             capacity(s) / u, un);
     fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "

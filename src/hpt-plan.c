@@ -288,7 +288,7 @@ static hpt_status setup_grid(const cli *o, hpt_plan_setup *s)
     } else if (s->cl.exact && o->gpn == NOTSET) { /* cpu-local: every rank on this machine */
         s->nodes = 1;
         s->gpus_per_node = (int)world;
-    } else if (world <= s->gpus_per_node && o->gpn == NOTSET) { /* part of one node */
+    } else if (world <= s->gpus_per_node) { /* part of one node (as --search's) */
         s->nodes = 1;
         s->gpus_per_node = (int)world;
     } else if (world % s->gpus_per_node) {

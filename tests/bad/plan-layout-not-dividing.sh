@@ -12,6 +12,14 @@ expect_error 2 "layout \-\-tp 4 x \-\-pp 1 x \-\-dp 3 = 12 GPUs is not a whole n
 expect_error 2 "layout \-\-tp 8 x \-\-pp 2 x \-\-dp 3 = 48 GPUs does not match the cluster: \-\-nodes 4 x \-\-gpus-per-node 8 = 32 GPUs" \
   "$HPT_BUILD/src/hpt-plan" $M --tp 8 --pp 2 --dp 3 --nodes 4
 expect_error 2 "\-\-gpus 12 is not a whole number of 8-GPU nodes" "$HPT_BUILD/src/hpt-plan" $M --search --gpus 12
+# ... but a layout inside one node may use part of it, whether the node's
+# size is the preset's or --gpus-per-node's (as --search's --gpus 2)
+for g in "" "--gpus-per-node 4"; do
+  "$HPT_BUILD/src/hpt-plan" $M --tp 2 $g > "$WORK/part.out" 2>&1 ||
+    { cat "$WORK/part.out"; fail "--tp 2 $g: a layout on part of one node refused"; }
+  grep -q "^cluster: h100-80gb, 1 node x 2 GPUs," "$WORK/part.out" ||
+    fail "--tp 2 $g: $(grep '^cluster' "$WORK/part.out")"
+done
 expect_error 2 "\-\-tp 8 x \-\-pp 3 = 24 does not divide the 128 GPUs of \-\-gpus" \
   "$HPT_BUILD/src/hpt-plan" $M --tp 8 --pp 3 --gpus 128
 expect_error 2 "layout \-\-tp 8 x \-\-pp 4 x \-\-dp 2 = 64 GPUs does not match the 128 GPUs of \-\-gpus" \
