@@ -1224,10 +1224,15 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
         }
         fprintf(f, "}\n");
     } else {
-        fprintf(f, "%d layouts for %d GPUs, %d fit in %.1f GiB; fastest first:\n", n, gpus,
-                fitting, capacity(&v[0].s) / GIB);
-        fprintf(f, "   TP   PP     DP  mb  recompute  sp  zero1   mem GiB   step s     tokens/s   "
-                "MFU %%  bubble\n");
+        if (fitting) {
+            fprintf(f, "%d layouts for %d GPUs, %d fit in %.1f GiB; fastest first:\n", n, gpus,
+                    fitting, capacity(&v[0].s) / GIB);
+            fprintf(f, "   TP   PP     DP  mb  recompute  sp  zero1   mem GiB   step s     "
+                    "tokens/s   MFU %%  bubble\n");
+        } else {
+            fprintf(f, "%d layouts for %d GPUs, none fits in %.1f GiB\n", n, gpus,
+                    capacity(&v[0].s) / GIB);
+        }
         for (int i = 0; i < shown; i++)
             fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-5s %9.2f %8.4g %12.5g %6.1f  %6.3f\n",
                     v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,

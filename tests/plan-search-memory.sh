@@ -67,4 +67,10 @@ if grep -q "all-reduces per step" "$WORK/sp.txt"; then fail "sequence parallelis
   fail "search with --async-save --comm mpi --precision tf32"
 grep -q "^hpt-train options: .* --async-save --backend cuda --precision tf32 --comm mpi\$" "$WORK/opts.txt" ||
   fail "options line lacks --async-save/tf32/--comm mpi: $(grep '^hpt-train options' "$WORK/opts.txt")"
+# nothing fits: the count and the smallest need, no empty table
+"$P" --model llama2-70b --cluster h100-80gb --seq-len 4096 --global-batch 8 --search --gpus 2 \
+  > "$WORK/none.txt" || fail "search where nothing fits: exit status"
+grep -q "^[0-9]* layouts for 2 GPUs, none fits in 74.5 GiB$" "$WORK/none.txt" &&
+  grep -q "^no layout fits: the smallest needs [0-9.]* GiB per GPU$" "$WORK/none.txt" &&
+  ! grep -q "TP   PP" "$WORK/none.txt" || { cat "$WORK/none.txt"; fail "search where nothing fits"; }
 pass "hpt-plan --search picks selective recomputation and sequence parallelism where only they fit"
