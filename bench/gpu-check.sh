@@ -7,7 +7,12 @@
 #   bash bench/gpu-check.sh --pack [BUILD_DIR]     (here, on the build machine)
 #       Downloads the Debian 12 packages of those libraries (apt-get download,
 #       no install), unpacks them into a prefix, drops static libraries and
-#       docs, and writes .gpudeps/deps.tar.xz (~36 MB); then `make dist` in
+#       docs, and writes .gpudeps/deps.tar.xz (~36 MB); .gpudeps/corpus.tar.xz
+#       (~1.7 MB: 2 M tokens of the prepared corpus, HPT_CORPUS or
+#       tests/corpus, for the GPU tests: the device has no dict-gcide to
+#       prepare it, so tests/prepare-corpus.sh skips there) and
+#       .gpudeps/echarts/echarts.min.js (the live page's, from node_modules:
+#       the tarball carries package.json only); then `make dist` in
 #       BUILD_DIR (default: a fresh out-of-tree build of this checkout) and
 #       copies the tarball to .gpudeps/hpt.tar.gz. .gpudeps/ is ignored by git
 #       (add `/.gpudeps/` to .git/info/exclude); carry it to the device.
@@ -49,6 +54,13 @@
 #                     --comm nccl: median tokens/s of the progress lines.
 #       Multi-GPU NCCL (TP/DP/PP over several GPUs, the overlap of the DP
 #       buckets) cannot run on one GPU: NCCL refuses two ranks on one device.
+#
+#   bash bench/gpu-check.sh --rehearse               (here, after --pack; no GPU)
+#       The device half up to the GPU tests, as it will run there: unpack
+#       .gpudeps into /tmp/deps, build against that prefix (ECharts and the
+#       corpus from .gpudeps), the GPU tests (which skip here), and a 2-rank
+#       run through the prefix's mpiexec. About 2 minutes; it found three
+#       faults that would each have cost the one device call (docs/PERFORMANCE.md).
 #
 #   bash bench/gpu-check.sh --selftest BUILD_DIR   (here, no GPU; make check
 #                                                   runs it: tests/gpu-check-selftest.sh)
@@ -102,6 +114,38 @@ if [ "${1:-}" = --pack ]; then
          "$pre"/usr/lib/x86_64-linux-gnu/libhdf5_mpich*fortran* "$pre"/usr/lib/x86_64-linux-gnu/libhdf5_mpich*cpp*
   tar -C "$pre" -cJf "$out/deps.tar.xz" .
   rm -rf "$pre" "$out/debs"
+  # the GPU tests' corpus: the device has no dict-gcide to prepare it from
+  # (tests/prepare-corpus.sh skips there): the first 2 M training tokens of
+  # the prepared corpus (the tests read ~10 K), its validation shard and
+  # tokenizer, ~1.7 MB compressed
+  corpus=${HPT_CORPUS:-$here/tests/corpus}
+  [ -f "$corpus/train_000000.bin" ] && [ -f "$corpus/val_000000.bin" ] || {
+    echo "gpu-check: --pack needs the prepared corpus: $corpus/train_000000.bin missing (set HPT_CORPUS=DIR; tests/prepare-corpus.sh makes one)" >&2; exit 2; }
+  pre=$(mktemp -d)
+  /usr/bin/python3 - "$corpus/train_000000.bin" "$pre/train_000000.bin" 2000000 <<'EOF'
+import struct, sys
+src, dst, keep = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(src, "rb") as f:
+    head = bytearray(f.read(1024))
+    magic, version, ntok = struct.unpack_from("<3i", head)
+    assert (magic, version) == (20240520, 1), (src, magic, version)
+    n = min(ntok, keep)
+    struct.pack_into("<i", head, 8, n)
+    body = f.read(2 * n)
+with open(dst, "wb") as f:
+    f.write(head + body)
+EOF
+  cp "$corpus/val_000000.bin" "$corpus/tokenizer.model" "$pre/"
+  tar -C "$pre" -cJf "$out/corpus.tar.xz" .
+  rm -rf "$pre"
+  # the live page's ECharts: the dist tarball has package.json, not
+  # node_modules, and the device has no npm registry (configure ECHARTS_DIR)
+  mkdir -p "$out/echarts"
+  for d in "${ECHARTS_DIR:-}" "$here/node_modules/echarts/dist" /usr/share/nodejs/echarts/dist; do
+    [ -n "$d" ] && [ -f "$d/echarts.min.js" ] && { cp "$d/echarts.min.js" "$out/echarts/"; break; }
+  done
+  [ -f "$out/echarts/echarts.min.js" ] ||
+    { echo "gpu-check: --pack needs echarts.min.js: run 'npm ci' here (setup.sh does)" >&2; exit 2; }
   build=${2:-}
   if [ -z "$build" ]; then
     build=$(mktemp -d)
@@ -249,9 +293,11 @@ EOF
 fi
 
 # ------------------------------------------------------------------ device
-NCCL_ONLY=0
+NCCL_ONLY=0 REHEARSE=0
 [ "${1:-}" = --nccl ] && NCCL_ONLY=1
+[ "${1:-}" = --rehearse ] && REHEARSE=1
 set -a  # every variable from here on reaches the stages' commands (bash -c)
+export here
 out=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$out"
 summary=$out/summary.txt
@@ -259,12 +305,16 @@ summary=$out/summary.txt
 failed=0
 budget=${HPT_GPU_BUDGET:-570}
 
-if ! nvidia-smi -L >"$out/gpu.txt" 2>&1; then
+if [ "$REHEARSE" = 1 ]; then
+  echo "rehearsal on a machine without a GPU" >"$out/gpu.txt"
+elif ! nvidia-smi -L >"$out/gpu.txt" 2>&1; then
   say "gpu-check: no GPU visible (nvidia-smi -L failed): $(head -1 "$out/gpu.txt")"; exit 77
 fi
 say "gpu-check: $(head -1 "$out/gpu.txt"); $(nvcc --version | tail -1)"
-[ -f "$here/.gpudeps/deps.tar.xz" ] && [ -f "$here/.gpudeps/hpt.tar.gz" ] ||
-  { say "gpu-check: .gpudeps/deps.tar.xz or hpt.tar.gz missing: run 'bash bench/gpu-check.sh --pack' here and carry .gpudeps"; exit 2; }
+for f in deps.tar.xz hpt.tar.gz corpus.tar.xz echarts/echarts.min.js; do
+  [ -f "$here/.gpudeps/$f" ] ||
+    { say "gpu-check: .gpudeps/$f missing: run 'bash bench/gpu-check.sh --pack' here and carry .gpudeps"; exit 2; }
+done
 
 P=/tmp/deps
 L=$P/usr/lib/x86_64-linux-gnu
@@ -274,12 +324,18 @@ cat >$P/bin/mpicc <<EOF
 exec gcc -I$P/usr/include/x86_64-linux-gnu/mpich "\$@" -L$L -Wl,-rpath,$L -lmpich
 EOF
 chmod +x $P/bin/mpicc
-ln -sf $P/usr/bin/mpiexec.hydra $P/bin/mpiexec
+# (hydra looks for hydra_pmi_proxy beside the mpiexec it was started as: a
+# link in $P/bin would send it to $P/bin/hydra_pmi_proxy, which is not there)
+ln -sf $P/usr/bin/mpiexec.hydra $P/usr/bin/mpiexec
 export PATH=$P/bin:$P/usr/bin:/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=$L:$L/openblas-pthread:$L/hdf5/mpich:$P/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CPATH=$P/usr/include:$P/usr/include/x86_64-linux-gnu:$P/usr/include/x86_64-linux-gnu/openblas-pthread
 export LIBRARY_PATH=$L:$L/openblas-pthread
 export HYDRA_LAUNCHER=fork
+
+# the GPU tests' corpus, packed from the prepared one (no dict-gcide here)
+export HPT_CORPUS=/tmp/hpt-corpus
+rm -rf $HPT_CORPUS && mkdir -p $HPT_CORPUS && tar -C $HPT_CORPUS -xJf "$here/.gpudeps/corpus.tar.xz"
 
 src=/tmp/hpt-src; bld=/tmp/hpt-build
 rm -rf $src $bld && mkdir -p $src $bld
@@ -289,18 +345,28 @@ cfg() {
     HDF5_CFLAGS="-I$P/usr/include/hdf5/mpich" HDF5_LIBS="-L$L/hdf5/mpich -Wl,-rpath,$L/hdf5/mpich -lhdf5" \
     JSONC_CFLAGS="-I$P/usr/include/json-c" JSONC_LIBS="-ljson-c" \
     BLAS_LIBS="-L$L/openblas-pthread -Wl,-rpath,$L/openblas-pthread -lopenblas" \
-    PYTHON=python3 --with-cuda=/usr/local/cuda --with-cuda-arch="${HPT_GPU_ARCH:-sm_90}"
+    PYTHON=python3 ECHARTS_DIR="$here/.gpudeps/echarts" --with-cuda=/usr/local/cuda --with-cuda-arch="${HPT_GPU_ARCH:-sm_90}"
 }
 stage configure cfg || { say "gpu-check: configure failed, see configure.log"; exit 1; }
 stage build make -C $bld -j16 all || exit 1
 grep -q "define HAVE_CUDA 1" $bld/hpt_config.h || { say "FAIL configure did not enable CUDA"; exit 1; }
 
 # ---- GPU tests (each exits 77 without a GPU; here they must pass)
-gpu_tests="tests/test_backend_cuda $(cd $src && ls tests/gpu-*.sh 2>/dev/null | tr '\n' ' ')"
+# (gpu-check-selftest.sh is this script's GPU-free self-test: not here)
+gpu_tests="tests/test_backend_cuda $(cd $src && ls tests/gpu-*.sh 2>/dev/null | grep -v gpu-check-selftest | tr '\n' ' ')"
 [ "$NCCL_ONLY" = 1 ] || stage gpu-tests make -C $bld check TESTS="$gpu_tests"
 for t in $gpu_tests; do
   [ -f "$bld/${t%.sh}.log" ] && cp "$bld/${t%.sh}.log" "$out/$(basename "${t%.sh}").log"
 done
+if [ "$REHEARSE" = 1 ]; then
+  # what the device call needs besides the GPU: the tests ran (skipping at
+  # "no CUDA device visible"), and MPICH's mpiexec from the prefix starts
+  # two ranks (hydra_pmi_proxy found) on the carried corpus
+  stage mpiexec-2-ranks $P/usr/bin/mpiexec -n 2 $bld/src/hpt-train --model tiny --data $HPT_CORPUS \
+    --steps 2 --dp 2 --seq-len 32 --batch 2 --eval-batches 1 --run-dir /tmp/run-rehearse
+  say "gpu-check: rehearsal done$([ "$failed" = 0 ] || echo ', some stages FAILED')"
+  exit $failed
+fi
 
 # ---- speed: hpt (cuda) vs PyTorch, same model, shapes, precision
 prec=${HPT_GPU_PRECISION:-bf16}
@@ -385,7 +451,7 @@ fi
 fi
 # ---- NCCL (issue 16): the functions of the "NCCL section" above
 TRAIN=$bld/src/hpt-train BE=cuda NCCL=nccl MODEL3=small RUNTIME3=${HPT_GPU_NCCL_SECONDS:-$([ "$NCCL_ONLY" = 1 ] && echo 180 || echo 60)}
-MPIEXEC_BIN=$P/bin/mpiexec tmp=/tmp/nccl-check; mkdir -p $tmp
+MPIEXEC_BIN=$P/usr/bin/mpiexec tmp=/tmp/nccl-check; mkdir -p $tmp
 grep -q "define HAVE_NCCL 1" $bld/hpt_config.h && say "NCCL: found by configure" ||
   say "FAIL configure did not find NCCL (the NCCL stages will fail)"
 stage nccl-vs-mpi nccl_vs_mpi
