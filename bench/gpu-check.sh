@@ -391,7 +391,9 @@ bench_one() {  # bench_one NAME MODEL BATCH SEQ
   ms=$(grep -o '[0-9.]* ms/step' "$out/hpt-$name.log" | tail -n $steps | awk '{print $1}' | sort -g |
        awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
   local hmem
-  hmem=$(python3 -c "import h5py,numpy as n; f=h5py.File('/tmp/run-$name/metrics.h5','r'); print(int(n.nanmax(f['ranks/device_mem'][...])) if 'ranks/device_mem' in f else 'n/a')" 2>/dev/null || echo n/a)
+  # (hpt-train's own line; the device image may have no h5py)
+  hmem=$(sed -n 's/^peak device memory: .* (\([0-9]*\) bytes;.*/\1/p' "$out/hpt-$name.log" | tail -1)
+  hmem=${hmem:-n/a}
   stage "torch-$name" python3 "$src/bench/torch_train_gpu.py" "$cfgjson" --batch $B --seq-len $T \
     --precision "$prec" --compile --warmup-steps $skip --steps $steps
   local tms tmem fpt

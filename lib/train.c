@@ -775,10 +775,15 @@ static hpt_status step_boundary(run_state *r, const hpt_train_opts *o, int step,
     return HPT_OK;
 }
 
-/* The "done" line (rank 0); val: the last validation loss. */
+/* The "done" line (rank 0); val: the last validation loss; dev_peak: the
+ * largest peak device memory of any rank, bytes (NaN: a backend without
+ * device memory), printed on a line of its own. */
 static void print_done(const run_state *r, const hpt_train_opts *o, FILE *out, double t_start,
-                       double val)
+                       double val, double dev_peak)
 {
+    if (isfinite(dev_peak))
+        fprintf(out, "peak device memory: %.3f GiB (%.0f bytes; the most of any rank, each "
+                "rank's in metrics.h5 /ranks/device_mem)\n", dev_peak / 1073741824.0, dev_peak);
     fprintf(out, "done: %d steps, %d skipped, %.1f s", o->steps, r->skipped_total,
             now_s() - t_start);
     if (r->start_step > o->steps)
@@ -818,8 +823,14 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         if (st)
             return st;
     }
+    /* every rank is here (each exit above is agreed) with the same backend */
+    double dev_peak = NAN;
+    if (r->model.be->mem_peak) {
+        double mine = (double)r->model.be->mem_peak();
+        MPI_Allreduce(&mine, &dev_peak, 1, MPI_DOUBLE, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD]);
+    }
     if (r->root)
-        print_done(r, o, out, t_start, s.val);
+        print_done(r, o, out, t_start, s.val, dev_peak);
     return HPT_OK;
 }
 

@@ -58,4 +58,17 @@ with h5py.File(sys.argv[3], "r") as fg, h5py.File(sys.argv[4], "r") as fc:
 print("worst relative differences:", ", ".join("%s %.1e" % kv for kv in worst.items()))
 PY
   fail "the cuda run differs from the cpu run"
-pass "20 steps on the GPU equal the CPU run within 1e-5"
+# the peak device memory is printed, the bytes metrics.h5 records; the CPU
+# backend has no device memory and prints no such line
+grep -q "^peak device memory: [0-9.]* GiB ([0-9]* bytes; the most of any rank" "$WORK/gpu.out" ||
+  { cat "$WORK/gpu.out"; fail "the cuda run printed no peak device memory"; }
+! grep -q "^peak device memory" "$WORK/cpu.out" || fail "the cpu run printed a peak device memory"
+"$PYTHON" - "$WORK/gpu.out" "$WORK/gpu/metrics.h5" <<'PY' || fail "printed peak device memory != /ranks/device_mem"
+import re, sys, h5py, numpy as np
+printed = int(re.search(r"^peak device memory: .* \((\d+) bytes", open(sys.argv[1]).read(), re.M).group(1))
+with h5py.File(sys.argv[2], "r") as f:
+    recorded = int(np.nanmax(f["ranks/device_mem"][...]))
+assert printed == recorded, (printed, recorded)
+print("peak device memory", printed, "bytes, printed and recorded")
+PY
+pass "20 steps on the GPU equal the CPU run within 1e-5; the peak device memory printed is the one recorded"
