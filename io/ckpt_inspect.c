@@ -519,6 +519,8 @@ static hpt_status resolve_file(const char *path, char *file)
         return st;
     ckpt_dir_of(path, dir);
     int found = hpt_ckpt_newest_readable(dir, &newest, file, skipped, sizeof skipped);
+    if (found == -2) /* a newer format's: its message as it is */
+        return HPT_ERR_DATA;
     if (found < 0)
         return hpt_error_set(HPT_ERR_DATA, "%s: no complete checkpoint opens: %s", path,
                              hpt_error_msg());

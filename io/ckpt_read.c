@@ -107,7 +107,7 @@ int hpt_ckpt_newest_readable(const char *dir, int64_t *step, char *file, char *s
             hpt_ckpt_open(file, &f, &m)) {
             if (m.format_version > HPT_CKPT_VERSION) { /* a newer hpt's: never go past it */
                 free(steps);
-                return -1;
+                return -2;
             }
             if (!first[0]) {
                 snprintf(first, sizeof first, "%s", hpt_error_msg());

@@ -48,7 +48,7 @@ hpt_status hpt_ckpt_open(const char *path, hid_t *f, hpt_ckpt_meta *meta);
  * `skipped` (n bytes) to "step_NNNNNNNN (why)" for the newest newer one that
  * does not open ("" when none), for the caller's note. Returns 1 found;
  * 0 none complete (message unset); -1 none opens (message: the newest
- * one's failure), or one of a newer format version comes first (message:
+ * one's failure); -2 one of a newer format version comes first (message:
  * that; as a resume, the tools never go past a newer hpt's work). Serial
  * HDF5. */
 int hpt_ckpt_newest_readable(const char *dir, int64_t *step, char *file, char *skipped,

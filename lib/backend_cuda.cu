@@ -1416,19 +1416,23 @@ static void attention_fwd(void *out, float *lse, const void *q, const void *k, c
  * scores (Tp = T rounded up to 16), plus dO in bf16 (2 B T H hd bytes,
  * bf16 only) and with GQA per-head dK, dV (8 B T H hd), grown on demand
  * and kept (counted in mem_peak); Tc is the largest multiple of 16 (at
- * least ATT_MIN_ROWS = 128, at most T) whose scores fit ATT_CHUNK_BYTES. The saved state
+ * least 128 rows while they fit 2 GiB, at least 16, at most T) whose scores
+ * fit ATT_CHUNK_BYTES. The saved state
  * is the same row log-sum-exp as the kernels', so attention_saved and
  * attention_scratch_floats do not change. HPT_CUDA_ATT_CHUNK=R forces R
  * query rows per chunk (tests); HPT_CUDA_ATTENTION=flash keeps the fp32
  * kernels (for comparison). */
 
 #define ATT_CHUNK_BYTES ((size_t)512 << 20)
-/* ... but never fewer rows than this (nor than T): a chunk is the m of its
- * batched products, and 16-row chunks (B 8 x H 32 x T 8192 would give them)
- * run the tensor cores at a fraction of their rate, in 512 launches per
- * call; 128 rows there is 3 GiB of scratch, beside ~16 GiB per layer of
- * activations, and hpt-plan counts it. */
+/* ... but never fewer rows than ATT_MIN_ROWS (nor than T) while that fits
+ * ATT_MIN_ROWS_BYTES: a chunk is the m of its batched products, and 16-row
+ * chunks (B 8 x H 32 x T 8192 would give them) run the tensor cores at a
+ * fraction of their rate, in 512 launches per call (there: 80 rows, 1.9 GiB,
+ * beside ~16 GiB per layer of activations); the bound keeps a very long
+ * sequence (B 1 x H 32 x T 128K: 32 rows) from a scratch that would not fit.
+ * hpt-plan counts the same. */
 #define ATT_MIN_ROWS 128
+#define ATT_MIN_ROWS_BYTES (4 * ATT_CHUNK_BYTES)
 
 /* Bytes of scratch per score: S, dP fp32 and P, dS bf16 (bf16 mode), or
  * S/P and dP/dS fp32 in place (tf32). */
@@ -1442,8 +1446,12 @@ static int att_chunk_rows(int B, int T, int H)
     if (r <= 0) {
         size_t per_row = (size_t)att_score_bytes() * B * H * (size_t)((T + 15) / 16 * 16);
         r = (long)(ATT_CHUNK_BYTES / per_row) / 16 * 16;
-        if (r < ATT_MIN_ROWS)
-            r = ATT_MIN_ROWS;
+        if (r < ATT_MIN_ROWS) {
+            long most = (long)(ATT_MIN_ROWS_BYTES / per_row) / 16 * 16;
+            r = most < ATT_MIN_ROWS ? most : ATT_MIN_ROWS;
+        }
+        if (r < 16)
+            r = 16;
     }
     return r > T ? T : (int)r;
 }

@@ -70,6 +70,8 @@ static hpt_status resolve_file(const char *path, char *file)
         snprintf(dir, sizeof dir, "%s", path);
     char skipped[1200];
     int found = hpt_ckpt_newest_readable(dir, &newest, file, skipped, sizeof skipped);
+    if (found == -2) /* a newer format's: its message as it is */
+        return HPT_ERR_DATA;
     if (found < 0)
         return hpt_error_set(HPT_ERR_DATA, "weights %s: no complete checkpoint in %s opens: %s",
                              path, dir, hpt_error_msg());

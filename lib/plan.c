@@ -350,7 +350,12 @@ double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s)
         return 0;
     double per = s->tf32 ? 8.0 : 12.0; /* bytes per score (att_score_bytes) */
     double tc = floor(536870912.0 / (per * B * Hl * Tp));
-    tc = fmin(T, fmax(128.0, tc - fmod(tc, 16.0))); /* at least ATT_MIN_ROWS */
+    tc -= fmod(tc, 16.0);
+    if (tc < 128) { /* ATT_MIN_ROWS while they fit ATT_MIN_ROWS_BYTES (4 x 512 MiB) */
+        double most = floor(4.0 * 536870912.0 / (per * B * Hl * Tp));
+        tc = fmin(128.0, most - fmod(most, 16.0));
+    }
+    tc = fmin(T, fmax(16.0, tc));
     double n = B * Hl * tc * Tp, nq = B * T * Hl * hd;
     int gqa = c->num_key_value_heads < c->num_attention_heads;
     /* S, dP fp32; bf16 only: P, dS and dO in bf16 (tf32 writes P and dS

@@ -107,11 +107,12 @@ static hpt_status keep_global_batch(run_state *r, hpt_train_opts *o, const hpt_c
 /* How checkpoint metadata m differs from this run: 0 not; 1 another model
  * (what: the first differing config field); 2 another sequence length or
  * seed (what: "--seq-len A, not B", "--seed A, not B": the seed keys the
- * data order, lib/data.h, so another one would not continue the run); -1 its
- * config does not parse (*st: the parser's status, message set; what: that
+ * data order, lib/data.h, so another one would not continue the run; with
+ * advise, how to continue: the run's newest checkpoint only); -1 its config
+ * does not parse (*st: the parser's status, message set; what: that
  * message). */
 static int meta_differs(const run_state *r, const hpt_ckpt_meta *m, int seq_len, uint64_t seed,
-                        char *what, size_t n, hpt_status *st)
+                        int advise, char *what, size_t n, hpt_status *st)
 {
     hpt_config saved;
     if ((*st = hpt_config_parse(m->config_json, r->ckpt_dir, &saved))) {
@@ -125,10 +126,14 @@ static int meta_differs(const run_state *r, const hpt_ckpt_meta *m, int seq_len,
         return 2;
     }
     if (m->seed != seed) {
-        snprintf(what, n, "--seed %llu, not %llu (the seed keys the data order: pass --seed %llu "
-                 "to continue this run, or a new run directory to start another)",
-                 (unsigned long long)m->seed, (unsigned long long)seed,
-                 (unsigned long long)m->seed);
+        if (advise)
+            snprintf(what, n, "--seed %llu, not %llu (the seed keys the data order: pass --seed "
+                     "%llu to continue this run, or a new run directory to start another)",
+                     (unsigned long long)m->seed, (unsigned long long)seed,
+                     (unsigned long long)m->seed);
+        else
+            snprintf(what, n, "--seed %llu, not %llu", (unsigned long long)m->seed,
+                     (unsigned long long)seed);
         return 2;
     }
     return 0;
@@ -182,7 +187,7 @@ hpt_status probe_resume(run_state *r, hpt_train_opts *o, hpt_ckpt_meta *meta)
     if (st)
         return hpt_error_set(st, "%s: no loadable checkpoint (%s)", r->ckpt_dir, hpt_error_msg());
     char what[512];
-    int d = meta_differs(r, meta, o->seq_len, o->seed, what, sizeof what, &st);
+    int d = meta_differs(r, meta, o->seq_len, o->seed, 1, what, sizeof what, &st);
     if (d < 0)
         return st; /* the parser's message */
     if (d == 1)
@@ -261,7 +266,7 @@ hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *met
                 fall_back(r, o, st); /* (strict stopped at the first failure) */
                 continue;
             }
-            int d = meta_differs(r, &mi, meta->seq_len, meta->seed, diff, sizeof diff, &perr);
+            int d = meta_differs(r, &mi, meta->seq_len, meta->seed, 0, diff, sizeof diff, &perr);
             if (d)
                 snprintf(what, sizeof what, "%s%s%s",
                          d < 0 ? "an unreadable model config (" : d == 1 ? "another model: " : "",

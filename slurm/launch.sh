@@ -262,18 +262,23 @@ dry_run() {
   # the hpt-train options of the template and the user (HPT_RECIPE_ARGS,
   # HPT_TRAIN_ARGS, -- ARGS) that change memory or time go to the plan as
   # well, later ones winning as in hpt-train; those it cannot model are named
+  # (options are matched as written in full, as the docs spell them)
   local -a words unmodelled=()
   # shellcheck disable=SC2206  # word lists by design, as for hpt-train below
   words=($HPT_RECIPE_ARGS $HPT_TRAIN_ARGS "${EXTRA[@]}")
-  local i w
+  local i w next
   for ((i = 0; i < ${#words[@]}; i++)); do
-    w=${words[$i]}
+    w=${words[$i]} next=${words[$((i + 1))]:-}
     case $w in
-      --sequence-parallel|--zero1|--async-save|--recompute|--recompute=*|--pp-schedule=*) args+=("$w") ;;
+      --recompute) # optional value: the next word when it is not an option (lib/cli.c)
+        args+=("$w")
+        if [ -n "$next" ] && [ "${next#-}" = "$next" ]; then args+=("$next"); i=$((i + 1)); fi ;;
+      --sequence-parallel|--zero1|--async-save|--recompute=*|--pp-schedule=*|--tie-embeddings|--untie-embeddings)
+        args+=("$w") ;;
       --precision=*|--comm=*) [ "$HPT_BACKEND" = cpu ] || args+=("$w") ;;
-      --pp-schedule) args+=("$w" "${words[$((i + 1))]:-}"); i=$((i + 1)) ;;
+      --pp-schedule) args+=("$w" "$next"); i=$((i + 1)) ;;
       --precision|--comm)
-        [ "$HPT_BACKEND" = cpu ] || args+=("$w" "${words[$((i + 1))]:-}"); i=$((i + 1)) ;;
+        [ "$HPT_BACKEND" = cpu ] || args+=("$w" "$next"); i=$((i + 1)) ;;
       --pp-split|--pp-split=*|--batch|--batch=*|--grad-accum|--grad-accum=*|--seq-len|--seq-len=*|--tp|--tp=*|--pp|--pp=*|--dp|--dp=*|--model|--model=*|--backend|--backend=*)
         unmodelled+=("$w") ;;
     esac
@@ -290,7 +295,7 @@ dry_run() {
   # this?", so a layout that does not fit is its failure (scripts can run
   # `jobs/X.sh --dry-run && sbatch jobs/X.sh`)
   if printf '%s\n' "$out" | grep -q '^worst: .*: DOES NOT FIT$'; then
-    die "the plan says this layout does not fit in $HPT_CLUSTER's device memory (line 'worst:' above): raise HPT_TP or HPT_PP, set HPT_RECOMPUTE=1 or HPT_ZERO1=1, lower HPT_MICRO_BATCH, or plan another cluster with HPT_CLUSTER"
+    die "the plan says this layout does not fit in $HPT_CLUSTER's $([ "$HPT_CLUSTER" = cpu-local ] && echo "memory" || echo "device memory") (line 'worst:' above): raise HPT_TP or HPT_PP, set HPT_RECOMPUTE=1 or HPT_ZERO1=1, lower HPT_MICRO_BATCH, drop the hpt-train options given to the plan above that raise it (they win over HPT_*), or plan another cluster with HPT_CLUSTER"
   fi
 }
 

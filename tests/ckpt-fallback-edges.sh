@@ -43,8 +43,9 @@ for tool in "$CKPT info" "$CKPT export" "$HPT_BUILD/src/hpt-generate"; do
     *generate) set -- "$WORK/t" --tokenizer "$CORPUS" --prompt "The" --max-new-tokens 2 --ids ;;
     *) set -- "$WORK/t" ;;
   esac
-  $tool "$@" > "$WORK/tool.out" 2> "$WORK/tool.err" ||
-    { cat "$WORK/tool.out" "$WORK/tool.err"; fail "$tool on a directory whose newest checkpoint is truncated: exit $?"; }
+  st=0; $tool "$@" > "$WORK/tool.out" 2> "$WORK/tool.err" || st=$?
+  [ $st = 0 ] ||
+    { cat "$WORK/tool.out" "$WORK/tool.err"; fail "$tool on a directory whose newest checkpoint is truncated: exit $st"; }
   grep -q "note: skipped the newer step_00000004 (.*step_00000004/checkpoint.h5: .*truncated.*): using step_00000002, the checkpoint a resume starts from$" "$WORK/tool.err" ||
     { cat "$WORK/tool.err"; fail "$tool: no note naming the skipped step_00000004"; }
 done

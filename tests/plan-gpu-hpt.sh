@@ -47,9 +47,12 @@ run --model llama3-8b --nodes 1 --gpus-per-node 8 --tp 8 --pp 1 --seq-len 8192 -
   --micro-batch 1 --recompute=selective --sequence-parallel
 run --model llama3-8b --nodes 1 --gpus-per-node 8 --tp 8 --pp 1 --seq-len 8192 --global-batch 8 \
   --micro-batch 1 --recompute=none
-# B 8 x 32 heads x T 8192: 512 MiB holds 16 query rows; the chunk is 128 rows
+# B 8 x 32 heads x T 8192: 512 MiB holds 16 query rows; the chunk is 80 rows
+# (128 would pass the 2 GiB bound); B 2 x T 8192: 80 -> 128 rows
 run --model llama3-8b --nodes 1 --gpus-per-node 8 --tp 1 --pp 1 --dp 8 --seq-len 8192 \
   --global-batch 64 --micro-batch 8 --recompute=full --zero1
+run --model llama3-8b --nodes 1 --gpus-per-node 8 --tp 1 --pp 1 --dp 8 --seq-len 8192 \
+  --global-batch 64 --micro-batch 2 --recompute=full --zero1
 # fp32 and tf32: every activation in 4 bytes; tf32's attention scratch
 for prec in fp32 tf32; do
   run $S --gpus-per-node 4 --tp 2 --pp 2 --micro-batch 2 --recompute=none --precision $prec
@@ -115,7 +118,11 @@ for i in range(1, n + 1):
         if prec != "fp32":
             per_score = 12 if prec == "bf16" else 8
             tc = 536870912 // (per_score * b * Hl * Tp)
-            tc = min(s, max(128, tc - tc % 16))
+            tc -= tc % 16
+            if tc < 128:  # ATT_MIN_ROWS while they fit 4 x 512 MiB
+                most = 4 * 536870912 // (per_score * b * Hl * Tp)
+                tc = min(128, most - most % 16)
+            tc = min(s, max(16, tc))
             ns, nq = b * Hl * tc * Tp, b * s * Hl * hd
             attn = 2 * r256(4 * ns) + (2 * r256(2 * ns) + r256(2 * nq) if prec == "bf16" else 0) + \
                 (2 * r256(4 * nq) if KV < H else 0)

@@ -22,3 +22,7 @@ expect_error 2 "checkpoint was trained with --seed 1234, not 7 \(the seed keys t
   "$WORK/r/checkpoints/step_00000004/checkpoint.h5" || fail "h5py"
 expect_error 3 "unknown checkpoint format version 99 \(this hpt reads 1 to 2\)" \
   "$TRAIN" --model tiny $B --steps 6 --run-dir "$WORK/r"
+# the tools never go past a newer format's checkpoint either, and say why
+expect_error 3 "step_00000004/checkpoint.h5: unknown checkpoint format version 99 \(this hpt reads 1 to 2\)" \
+  "$HPT_BUILD/src/hpt-ckpt" info "$WORK/r"
+! grep -q "no complete checkpoint opens" "$WORK/out.$$" || fail "hpt-ckpt info: 'no complete checkpoint opens' for a newer format"

@@ -29,6 +29,12 @@ grep -q "^worst: stage 0, .*: DOES NOT FIT$" "$WORK/out.$$" || fail "the misfit 
 expect_error 2 "the plan says this layout does not fit in h100-80gb's device memory" \
   env HPT_TRAIN_ARGS="--pp-schedule gpipe" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
 grep -q "hpt-plan .* --pp-schedule gpipe$" "$WORK/out.$$" || fail "the plan was not given --pp-schedule gpipe"
+# --recompute's optional value written as the next word reaches the plan too
+# (was: dropped, so "--recompute none" was planned as full recomputation)
+expect_error 2 "the plan says this layout does not fit in h100-80gb's device memory" \
+  env HPT_TRAIN_ARGS="--recompute none" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
+grep -q "hpt-plan .* --recompute --zero1 --async-save --precision tf32 --recompute none$" "$WORK/out.$$" ||
+  fail "the plan was not given --recompute none"
 expect_error 2 "unknown argument '--fast'" bash "$T" --fast
 expect_error 2 "not inside a Slurm job: submit with sbatch" bash "$T"
 expect_error 2 "cluster.sh: --nodes '0': expected a positive integer" \
