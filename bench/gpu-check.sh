@@ -357,7 +357,10 @@ cfg() {
     PYTHON=python3 ECHARTS_DIR="$here/.gpudeps/echarts" --with-cuda=/usr/local/cuda --with-cuda-arch="${HPT_GPU_ARCH:-sm_90}"
 }
 stage configure cfg || { say "gpu-check: configure failed, see configure.log"; exit 1; }
-stage build make -C $bld -j16 all || exit 1
+# (the test programs too, in parallel: `make check` alone would build them
+# one at a time inside the GPU tests' stage)
+build() { make -C $bld -j16 all && make -C $bld -j16 check TESTS=; }
+stage build build || exit 1
 grep -q "define HAVE_CUDA 1" $bld/hpt_config.h || { say "FAIL configure did not enable CUDA"; exit 1; }
 
 # ---- GPU tests (each exits 77 without a GPU; here they must pass)
