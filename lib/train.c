@@ -947,6 +947,8 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
         finish_async_save(&r, r.start_step + r.train_steps, out); /* an exit mid-save (agreed) */
         hpt_watchdog_stop(r.watchdog);
         r.watchdog = NULL;
+        if (r.root && o->run_dir && o->collective_timeout != 0)
+            hpt_watchdog_tidy(o->run_dir); /* the empty RUN_DIR/hang prepare made */
         hpt_metrics_event(r.metrics, r.start_step + r.train_steps, 0, "run_end", "%s",
                           st == HPT_OK ? "done" : hpt_error_msg());
         hpt_metrics_close(r.metrics, 1, r.root ? out : NULL); /* every exit of the loop is agreed */

@@ -120,6 +120,13 @@ hpt_status hpt_watchdog_prepare(const char *run_dir, char *prev, size_t n)
     return HPT_OK;
 }
 
+void hpt_watchdog_tidy(const char *run_dir)
+{
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s/hang", run_dir) < (int)sizeof dir)
+        rmdir(dir); /* fails, leaving it, unless empty */
+}
+
 /* ------------------------------------------------------------ state */
 
 /* This rank's state as the watchdog sees it. */

@@ -31,6 +31,10 @@ typedef struct hpt_watchdog hpt_watchdog;
  * HPT_ERR_IO naming RUN_DIR/hang and the cause. */
 hpt_status hpt_watchdog_prepare(const char *run_dir, char *prev, size_t n);
 
+/* Rank 0, after a run that did not hang: remove RUN_DIR/hang if it is empty
+ * (prepare made it to check it is writable; a hang's files stay). */
+void hpt_watchdog_tidy(const char *run_dir);
+
 /* Start the watchdog of this rank on c's flight recorder. timeout: > 0
  * seconds; < 0 automatic (max(300 s, 10 x running median step time)); 0
  * off. run_dir: heartbeats and dumps go to RUN_DIR/hang (prepared by rank

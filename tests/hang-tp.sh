@@ -16,6 +16,9 @@ grep -q "waiting .* in allreduce on group tp .* group members: 0 1" "$WORK/repor
   --eval-interval 0 --run-dir "$WORK/run" --tp 2 --pp 2 --quiet > "$WORK/out2" 2>&1 ||
   { cat "$WORK/out2"; fail "the run after the hang failed"; }
 [ -s "$WORK/run/hang.1/summary.txt" ] || fail "the previous hang's dumps were not kept in hang.1"
+# the clean run leaves no empty hang/ of its own (the watchdog's, made to
+# check it is writable, is removed when the run ends without a hang)
+[ ! -e "$WORK/run/hang" ] || fail "the clean run left $(ls -la "$WORK/run/hang")"
 "$HM" summary "$WORK/run/metrics.h5" > "$WORK/sum" 2>&1 || { cat "$WORK/sum"; fail "summary failed"; }
 grep -E "hang.*previous run hung: hang: .*suspect: rank 1 on $HOST" "$WORK/sum" ||
   { cat "$WORK/sum"; fail "no hang event naming rank 1 in metrics.h5"; }
