@@ -169,7 +169,9 @@ if [ "$HPT_BACKEND" != cpu ] && [ "$HPT_GPUS_PER_NODE" -gt 0 ] && [ "$TPN" -gt "
     die "HPT_COMM=nccl: $TPN tasks per node share $HPT_GPUS_PER_NODE GPUs, and NCCL needs a distinct GPU per rank (use HPT_COMM=mpi, or HPT_TASKS_PER_NODE=$HPT_GPUS_PER_NODE)"
   [ "$HPT_COMM" = auto ] && HPT_COMM=mpi
 fi
-say "$NODES nodes x $TPN tasks = $WORLD ranks = TP $HPT_TP x PP $HPT_PP x DP $DP (rank = tp + dp*$HPT_TP + pp*$((HPT_TP * DP)))"
+# plural COUNT NOUN: "1 node", "2 nodes"
+plural() { if [ "$1" = 1 ]; then echo "$1 $2"; else echo "$1 ${2}s"; fi; }
+say "$(plural "$NODES" node) x $(plural "$TPN" task) = $(plural "$WORLD" rank) = TP $HPT_TP x PP $HPT_PP x DP $DP (rank = tp + dp*$HPT_TP + pp*$((HPT_TP * DP)))"
 say "global batch $HPT_GLOBAL_BATCH sequences x $HPT_SEQ_LEN tokens = $((HPT_GLOBAL_BATCH * HPT_SEQ_LEN)) tokens/step = micro-batch $HPT_MICRO_BATCH x grad-accum $ACCUM x DP $DP"
 
 # find_prog NAME SUBDIR: the program in the build tree, else on PATH.
