@@ -13,6 +13,13 @@ HM="$HPT_BUILD/src/hpt-metrics"
 : > "$WORK/empty.h5"
 expect_error 3 "empty.h5: not a readable HDF5 file: empty file \(0 bytes\)" "$HM" summary "$WORK/empty.h5"
 expect_error 3 "empty.h5: not a readable HDF5 file: empty file \(0 bytes\)" "$PYTHON" "$HPT_SRC/analysis/plot_metrics.py" "$WORK/empty.h5" -o "$WORK/o"
+# hpt-metrics close writes nothing into what is not HDF5 (it wrote a
+# 195-byte superblock into the empty file, which hpt-train then refused)
+expect_error 3 "empty.h5: not an HDF5 file \(empty, 0 bytes\): nothing to clear, left untouched" "$HM" close "$WORK/empty.h5"
+[ ! -s "$WORK/empty.h5" ] || fail "hpt-metrics close wrote $(stat -c %s "$WORK/empty.h5") bytes into the empty file"
+printf 'not hdf5 at all\n' > "$WORK/text.h5"
+expect_error 3 "text.h5: not an HDF5 file \(no HDF5 signature\): nothing to clear, left untouched" "$HM" close "$WORK/text.h5"
+[ "$(cat "$WORK/text.h5")" = "not hdf5 at all" ] || fail "hpt-metrics close changed the text file"
 B="--model tiny --data $CORPUS --steps 2 --batch 1 --seq-len 32 --eval-batches 1 --quiet"
 "$TRAIN" $B --metrics "$WORK/good.h5" > /dev/null 2>&1 || fail "first run"
 head -c 3000 "$WORK/good.h5" > "$WORK/trunc.h5"
