@@ -237,7 +237,14 @@ def load(path, label=None):
     """Read a metrics file into a Run with the dedup rule applied. A file
     being written may have some columns a few rows longer than others; only
     the rows every column holds are read. Raises MetricsError (a damaged
-    file: naming the dataset)."""
+    file: naming the dataset). A run directory stands for its metrics.h5, as
+    for hpt-metrics and hpt-live."""
+    if os.path.isdir(path):
+        inner = os.path.join(path, "metrics.h5")
+        if not os.path.exists(inner):
+            raise MetricsError("%s: a directory with no metrics.h5 (give a run directory or "
+                               "a metrics file)" % path)
+        path = inner
     if label is None:
         parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
         label = parent or os.path.basename(path)

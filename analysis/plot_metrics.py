@@ -250,7 +250,7 @@ def _safe(label):
 def parse_args(argv):
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("files", nargs="+", metavar="FILE", help="metrics files (RUN_DIR/metrics.h5)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="metrics files (RUN_DIR/metrics.h5), or run directories")
     p.add_argument("-o", "--outdir", required=True, help="output directory (created)")
     p.add_argument("--format", default="png,svg", help="comma list of png, svg, pdf [png,svg]")
     p.add_argument("--smooth", type=float, default=0.8,

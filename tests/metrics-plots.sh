@@ -19,7 +19,7 @@ A="--model tiny --data $CORPUS --steps 8 --batch 2 --seq-len 64 --eval-interval 
 "$MPIEXEC" -n 4 "$TRAIN" $A --tp 2 --dp 2 --run-dir "$WORK/a" > "$WORK/a.out" 2>&1 || { cat "$WORK/a.out"; fail "run a"; }
 "$MPIEXEC" -n 2 "$TRAIN" $A --lr 2e-3 --fault-nan-steps 3 --fault-nan-rank 1 --run-dir "$WORK/b" > "$WORK/b.out" 2>&1 || { cat "$WORK/b.out"; fail "run b"; }
 
-"$PYTHON" "$PLOT" "$WORK/a/metrics.h5" -o "$WORK/one" > "$WORK/one.out" 2>&1 || { cat "$WORK/one.out"; fail "plot one run"; }
+"$PYTHON" "$PLOT" "$WORK/a" -o "$WORK/one" > "$WORK/one.out" 2>&1 || { cat "$WORK/one.out"; fail "plot one run"; }
 "$PYTHON" "$PLOT" "$WORK/a/metrics.h5" "$WORK/b/metrics.h5" -o "$WORK/two" --labels tp2dp2 dp2 \
   --format png,svg --smooth 0.5 --dpi 80 > "$WORK/two.out" 2>&1 || { cat "$WORK/two.out"; fail "plot two runs"; }
 cmp "$WORK/one.out" "$WORK/one/summary.txt" || fail "the printed summary differs from summary.txt"
