@@ -413,6 +413,11 @@ probe() {
   done
   say "probe: MPI sees $WORLD ranks; every TP group is on one node"
 }
+# the data, once, before the probe and srun (not in a dry run, which plans a
+# job on a machine that may not hold its data): a missing path would
+# otherwise fail on every rank after the allocation's set-up
+[ -e "$HPT_DATA" ] ||
+  die "HPT_DATA='$HPT_DATA': no such file or directory (token shards: a directory of train_*.bin, as hpt-data prepares, or one shard)"
 probe
 
 # ----------------------------------------------------------------- train

@@ -89,4 +89,9 @@ fi
 : > "$WORK/root/runs/hpt-tiny-7/checkpoints/step_00000003/checkpoint.h5"
 expect_error 2 "run directory $WORK/root/runs/hpt-tiny-7 already holds another run \(job id 7 reused\?\)" \
   env SLURM_JOB_ID=7 SLURM_JOB_NUM_NODES=2 SLURM_JOB_NAME=hpt-tiny HPT_ROOT="$WORK/root" bash "$T"
+# missing token shards: refused once by the launcher, before the probe and
+# srun (was: on every rank, after the allocation's set-up)
+expect_error 2 "HPT_DATA='$WORK/nodata': no such file or directory \(token shards" \
+  env SLURM_JOB_ID=9 SLURM_JOB_NUM_NODES=2 SLURM_JOB_NAME=hpt-tiny HPT_RUN_DIR="$WORK/r9" \
+  HPT_DATA="$WORK/nodata" bash "$T"
 pass "launcher and cluster script refuse bad inputs"
