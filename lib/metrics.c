@@ -497,7 +497,10 @@ static void alerts(hpt_metrics *m, FILE *log, int i, double *cols[HPT_SC_COUNT])
 
 /* Slow ranks over windows of >= 3 steps of the gathered rows (kept across
  * flushes when the interval is shorter): each rank's median busy time
- * against the median of the other ranks' (robust to one noisy step).
+ * against the median of the other ranks' of its pipeline stage (robust to
+ * one noisy step; stages differ by design — the last holds the LM head —, so
+ * a rank alone in its stage, TP = DP = 1, is not judged). World rank w is in
+ * stage w / (TP DP) (rank = tp + dp TP + pp TP DP, lib/comm.h).
  * busy: [world] scratch (rank 0). */
 static void slow_ranks(hpt_metrics *m, FILE *log, int n, double *busy)
 {
@@ -520,16 +523,19 @@ static void slow_ranks(hpt_metrics *m, FILE *log, int n, double *busy)
                 col[j] = m->slow_buf[(size_t)j * W + w];
             busy[w] = median(col, k, col);
         }
+        int per_stage = m->info.tp * m->info.dp > 0 ? m->info.tp * m->info.dp : W;
         for (int w = 0; w < W; w++) {
             int q = 0;
             for (int x = 0; x < W; x++)
-                if (x != w)
+                if (x != w && x / per_stage == w / per_stage)
                     col[q++] = busy[x];
+            if (!q)
+                continue;
             double med = median(col, q, col);
             if (busy[w] > m->info.slow_factor * med && busy[w] - med > 0.02)
                 anomaly(m, log, m->steps[i].step, w, "slow_rank",
                         "rank %d computes %.3f s/step, %.1fx the median %.3f s of the other "
-                        "ranks (steps %lld-%lld)",
+                        "ranks of its pipeline stage (steps %lld-%lld)",
                         w, busy[w], med > 0 ? busy[w] / med : INFINITY, med,
                         (long long)m->slow_first, (long long)m->steps[i].step);
         }
