@@ -943,8 +943,12 @@ hpt_status hpt_prep_run(const hpt_prep_opts *o, MPI_Comm comm, FILE *log)
     MPI_Comm_rank(comm, &rank);
     if (rank == 0) {
         prep r = {.o = o, .log = log, .out_fd = -1};
+        struct stat sb;
+        int existed = o->out_dir && stat(o->out_dir, &sb) == 0;
         code = prep_rank0(&r);
         prep_free(&r);
+        if (code != HPT_OK && !existed && o->out_dir)
+            rmdir(o->out_dir); /* a failed first run leaves no empty output directory */
         snprintf(msg, sizeof msg, "%s", code == HPT_OK ? "" : hpt_error_msg());
     }
     barrier_sleeping(comm);

@@ -162,7 +162,8 @@ int prep_up_to_date(const prep *r)
     } else {
         json_object *t = NULL;
         json_object_object_get_ex(m, "tokens", &t);
-        prep_say(r->log, "%s is up to date (input, tokenizer and shards match prep.json): "
+        prep_say(r->log, "%s is up to date (the input's path, size and modification time, the "
+                    "tokenizer's hash and the shards match prep.json): "
                     "vocab %lld, train %lld tokens, val %lld tokens; skipping (use --force to redo)",
             r->o->out_dir, (long long)jint(m, "vocab_size"), (long long)jint(t, "train"),
             (long long)jint(t, "val"));

@@ -100,4 +100,9 @@ run --input "$TEXT" --out "$D" --tokenizer "$D/tokenizer.model" > "$WORK/log3" 2
 cmp -s "$WORK/h1" "$WORK/h2" || fail "-h and --help differ"
 grep -q "corpus.txt .*written only when a tokenizer is" "$WORK/h1" || fail "--help does not list corpus.txt"
 grep -q "real text needs more" "$WORK/h1" || fail "--help does not say real text needs a larger vocabulary"
+# a failed first run (an empty input) leaves no empty output directory;
+# a failed rerun keeps an existing one (above)
+: > "$WORK/empty.txt"
+expect_error 3 "empty.txt: no non-empty line of text" run --input "$WORK/empty.txt" --out "$WORK/new-out"
+[ ! -e "$WORK/new-out" ] || fail "the failed first run left $(ls -la "$WORK/new-out")"
 pass "hpt-data keeps its input and the previous dataset on failure; messages name the file and the fix"
