@@ -824,10 +824,42 @@ static void prep_free(prep *r)
 }
 
 /* Read and index the input text. */
+/* Bytes of text[0, n) that are NUL or not part of valid UTF-8 (RFC 3629:
+ * no overlong forms, surrogates or code points past U+10FFFF). */
+static size_t not_text_bytes(const unsigned char *t, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned c = t[i];
+        int len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        int ok = len > 0 && i + (size_t)len <= n && c != 0;
+        for (int k = 1; ok && k < len; k++)
+            ok = (t[i + k] & 0xC0) == 0x80;
+        if (ok && len == 3)
+            ok = !(c == 0xE0 && t[i + 1] < 0xA0) && !(c == 0xED && t[i + 1] >= 0xA0);
+        if (ok && len == 4)
+            ok = !(c == 0xF0 && t[i + 1] < 0x90) && !(c == 0xF4 && t[i + 1] >= 0x90);
+        if (ok)
+            i += (size_t)len;
+        else
+            bad++, i++;
+    }
+    return bad;
+}
+
 static hpt_status stage_read(prep *r)
 {
     double t0 = now_s();
     hpt_status st = text_read(r);
+    if (st == HPT_OK) {
+        size_t bad = not_text_bytes((const unsigned char *)r->text, r->text_bytes);
+        if (bad > r->text_bytes / 1000) /* more than 0.1 %: binary, or another encoding */
+            prep_say(r->log, "warning: %s does not look like UTF-8 text: %zu of its %zu bytes "
+                     "are NUL or invalid UTF-8 (%.1f %%); the tokenizer will learn pieces of "
+                     "them (convert it to UTF-8 first, e.g. iconv)", r->o->input, bad,
+                     r->text_bytes, 100.0 * (double)bad / (double)r->text_bytes);
+    }
     if (st == HPT_OK)
         st = text_split_lines(r);
     if (st == HPT_OK)

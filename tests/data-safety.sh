@@ -105,4 +105,11 @@ grep -q "real text needs more" "$WORK/h1" || fail "--help does not say real text
 : > "$WORK/empty.txt"
 expect_error 3 "empty.txt: no non-empty line of text" run --input "$WORK/empty.txt" --out "$WORK/new-out"
 [ ! -e "$WORK/new-out" ] || fail "the failed first run left $(ls -la "$WORK/new-out")"
+# binary input is prepared (SentencePiece takes bytes) but named as not text
+"$PYTHON" -c "import random, sys; random.seed(1); sys.stdout.buffer.write(bytes(random.randrange(256) for _ in range(200000)))" > "$WORK/g.bin"
+run --input "$WORK/g.bin" --out "$WORK/g-out" --vocab-size 3000 > "$WORK/g.log" 2>&1 ||
+  { cat "$WORK/g.log"; fail "hpt-data on binary input"; }
+grep -q "warning: .*g.bin does not look like UTF-8 text: [0-9]* of its 200000 bytes are NUL or invalid UTF-8" "$WORK/g.log" ||
+  { cat "$WORK/g.log"; fail "no warning for binary input"; }
+! grep -q "does not look like UTF-8" "$WORK/log0" || fail "a warning for the real text"
 pass "hpt-data keeps its input and the previous dataset on failure; messages name the file and the fix"
