@@ -81,3 +81,14 @@ char *hpt_h5_read_str_attr(hid_t obj, const char *name)
     H5Aclose(a);
     return out;
 }
+
+int hpt_h5_has_signature(const char *path)
+{
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    unsigned char b[8];
+    FILE *f = fopen(path, "rb");
+    int yes = f && fread(b, 1, 8, f) == 8 && !memcmp(b, sig, 8);
+    if (f)
+        fclose(f);
+    return yes;
+}

@@ -30,4 +30,9 @@ const char *hpt_h5_cause_line(void);
  * out of memory. */
 char *hpt_h5_read_str_attr(hid_t obj, const char *name);
 
+/* 1 when the file at path starts with HDF5's 8-byte format signature (HDF5
+ * file format spec, "Format Signature"; hpt's files have no user block, so
+ * it is at byte 0), else 0 (also when it cannot be read). */
+int hpt_h5_has_signature(const char *path);
+
 #endif

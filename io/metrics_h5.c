@@ -690,19 +690,6 @@ static hpt_status clear_lock(const char *path, FILE *log, int *fd)
     return HPT_OK;
 }
 
-/* Whether path starts with HDF5's 8-byte signature (hpt's metrics files
- * have no user block, so it is at byte 0; HDF5 spec, "Format Signature"). */
-static int has_h5_signature(const char *path)
-{
-    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-    unsigned char b[8];
-    FILE *f = fopen(path, "rb");
-    int ok = f && fread(b, 1, 8, f) == 8 && !memcmp(b, sig, 8);
-    if (f)
-        fclose(f);
-    return ok;
-}
-
 static long long file_size(const char *path)
 {
     struct stat sb;
@@ -721,7 +708,7 @@ hpt_status hpt_metrics_h5_clear(const char *path, FILE *log, int *cleared)
     hid_t fapl = hpt_metrics_h5_fapl(), f;
     H5E_BEGIN_TRY { f = H5Fopen(path, H5F_ACC_RDONLY, fapl); }
     H5E_END_TRY;
-    if (f < 0 && !has_h5_signature(path)) /* never write into what is not HDF5 */
+    if (f < 0 && !hpt_h5_has_signature(path)) /* never write into what is not HDF5 */
         st = hpt_error_set(HPT_ERR_DATA, "%s: not an HDF5 file (%s): nothing to clear, left "
                            "untouched", path, file_size(path) == 0 ? "empty, 0 bytes"
                                                                    : "no HDF5 signature");

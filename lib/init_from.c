@@ -29,17 +29,6 @@ typedef struct {
 
 /* ------------------------------------------------------------ opening */
 
-static int is_hdf5(const char *path)
-{
-    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-    unsigned char b[8];
-    FILE *f = fopen(path, "rb");
-    int yes = f && fread(b, 1, 8, f) == 8 && !memcmp(b, sig, 8);
-    if (f)
-        fclose(f);
-    return yes;
-}
-
 /* A directory: its index, else its single file. Errors: HPT_ERR_DATA when a
  * directory holds neither (naming a checkpoint when it is one). */
 static hpt_status resolve_dir(const char *path, char *out, size_t n)
@@ -80,7 +69,7 @@ static hpt_status source_open(source *s, const char *path)
                              strerror(errno));
     if (!S_ISREG(sb.st_mode)) /* a FIFO would block the first read */
         return hpt_error_set(HPT_ERR_DATA, "--init-from %s: not a regular file", s->path);
-    if (!is_hdf5(s->path))
+    if (!hpt_h5_has_signature(s->path))
         return hpt_st_set_open(s->path, &s->st);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if ((s->h5 = H5Fopen(s->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
