@@ -16,6 +16,14 @@ static const hpt_backend *const registry[] = {
 
 const hpt_backend *const *hpt_backend_list(void) { return registry; }
 
+int hpt_backend_compiled(const char *name)
+{
+    for (const hpt_backend *const *b = registry; *b; b++)
+        if (strcmp((*b)->name, name) == 0)
+            return 1;
+    return 0;
+}
+
 hpt_status hpt_backend_get(const char *name, const hpt_backend **out)
 {
     char names[256] = "";

@@ -293,6 +293,9 @@ struct hpt_backend {
 /* NULL-terminated registry of the backends compiled in ("cpu" first). */
 const hpt_backend *const *hpt_backend_list(void);
 
+/* 1 when a backend of this name is compiled in (without initialising it). */
+int hpt_backend_compiled(const char *name);
+
 /* Look up a backend by name and run its init. Errors: HPT_ERR_USAGE
  * listing the compiled-in backends when `name` is unknown; init's error
  * (e.g. "--backend cuda: no CUDA device visible (...)") when it fails. */

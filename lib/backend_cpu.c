@@ -65,13 +65,9 @@ static hpt_status cpu_set_precision(hpt_precision p)
 {
     if (p == HPT_PRECISION_FP32)
         return HPT_OK;
-    const hpt_backend *const *b = hpt_backend_list();
-    int cuda = 0;
-    for (; *b; b++)
-        cuda |= strcmp((*b)->name, "cuda") == 0;
     return hpt_error_set(HPT_ERR_USAGE, "--precision %s: the cpu backend computes in fp32 only; "
                          "use --backend cuda%s", hpt_precision_name(p),
-                         cuda ? "" : " (this hpt was built without it: ./configure "
+                         hpt_backend_compiled("cuda") ? "" : " (this hpt was built without it: ./configure "
                                      "--with-cuda=yes)");
 }
 
