@@ -505,7 +505,7 @@ hpt_status hpt_ckpt_inspect_verify(const char *path, const hpt_ckpt_model *mdl, 
  * bytes. Errors: HPT_ERR_DATA. */
 static hpt_status resolve_file(const char *path, char *file)
 {
-    char dir[PATH_MAX], name[32], skipped[1200];
+    char dir[PATH_MAX], skipped[1200];
     int64_t newest;
     struct stat sb;
     if (stat(path, &sb))
@@ -527,11 +527,8 @@ static hpt_status resolve_file(const char *path, char *file)
     if (!found)
         return hpt_error_set(HPT_ERR_DATA, "%s: not a checkpoint (no %s) and no complete "
                              "step_NNNNNNNN checkpoint in it", path, HPT_CKPT_FILE);
-    if (skipped[0]) {
-        hpt_ckpt_dirname(newest, name);
-        fprintf(stderr, "hpt-ckpt: note: skipped the newer %s: using %s, the checkpoint a "
-                "resume starts from\n", skipped, name);
-    }
+    if (skipped[0])
+        fprintf(stderr, "hpt-ckpt: note: %s\n", skipped);
     return HPT_OK;
 }
 

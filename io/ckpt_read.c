@@ -120,6 +120,13 @@ int hpt_ckpt_newest_readable(const char *dir, int64_t *step, char *file, char *s
         found = 1;
     }
     free(steps);
+    if (found && skipped[0]) { /* the whole note, for the caller to print */
+        char name[32], why[1200];
+        hpt_ckpt_dirname(*step, name);
+        snprintf(why, sizeof why, "%s", skipped);
+        snprintf(skipped, n, "skipped the newer %s: using %s, the checkpoint a resume starts "
+                 "from", why, name);
+    }
     if (found)
         return 1;
     if (first[0]) {

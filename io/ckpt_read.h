@@ -45,8 +45,9 @@ hpt_status hpt_ckpt_open(const char *path, hid_t *f, hpt_ckpt_meta *meta);
  * newest complete step_NNNNNNNN whose checkpoint.h5 opens and whose root
  * attributes read (hpt_ckpt_open; lib/resume.c probe_resume skips the same
  * ones). Sets *step and `file` (PATH_MAX bytes) to its checkpoint.h5, and
- * `skipped` (n bytes) to "step_NNNNNNNN (why)" for the newest newer one that
- * does not open ("" when none), for the caller's note. Returns 1 found;
+ * `skipped` (n bytes) to the note a tool prints when a newer one did not
+ * open ("skipped the newer step_NNNNNNNN (why): using step_MMMMMMMM, the
+ * checkpoint a resume starts from"; "" when none). Returns 1 found;
  * 0 none complete (message unset); -1 none opens (message: the newest
  * one's failure); -2 one of a newer format version comes first (message:
  * that; as a resume, the tools never go past a newer hpt's work). Serial

@@ -52,7 +52,7 @@ static hpt_status join(char *out, const char *dir, const char *name)
  * checkpoints/ subdirectory (a run directory). */
 static hpt_status resolve_file(const char *path, char *file)
 {
-    char dir[PATH_MAX], name[32], p[PATH_MAX];
+    char dir[PATH_MAX], p[PATH_MAX];
     int64_t newest;
     struct stat sb;
     if (stat(path, &sb))
@@ -84,11 +84,8 @@ static hpt_status resolve_file(const char *path, char *file)
                              model_h5 ? "" : " (hpt-train checkpoints with --save-every N or on a "
                                              "stop signal; or give an --export file)");
     }
-    if (skipped[0]) {
-        hpt_ckpt_dirname(newest, name);
-        fprintf(stderr, "hpt-generate: note: skipped the newer %s: using %s, the checkpoint a "
-                "resume starts from\n", skipped, name);
-    }
+    if (skipped[0])
+        fprintf(stderr, "hpt-generate: note: %s\n", skipped);
     return HPT_OK;
 }
 
