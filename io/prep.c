@@ -473,6 +473,11 @@ static hpt_status lines_split(prep *r)
                              "%s: %lld non-empty lines; val_fraction %.9g leaves none for training "
                              "(use a smaller --val-fraction or more text)",
                              r->o->input, (long long)r->nlines, f);
+    if (nval > r->nlines - nval) /* legal, but most likely a slip (0.9 for 0.09) */
+        prep_say(r->log, "warning: --val-fraction %.9g leaves %lld of the %lld lines (%.2g %%) "
+                 "for training and %lld for validation; usual values are 0.001 to 0.05",
+                 f, (long long)(r->nlines - nval), (long long)r->nlines,
+                 100.0 * (double)(r->nlines - nval) / (double)r->nlines, (long long)nval);
     r->sp_train = (split){.name = "train", .line0 = 0, .nlines = r->nlines - nval};
     r->sp_val = (split){.name = "val", .line0 = r->nlines - nval, .nlines = nval};
     return HPT_OK;

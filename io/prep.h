@@ -71,4 +71,9 @@ void hpt_prep_opts_default(hpt_prep_opts *o);
  * for a failure during the final renames, see above). */
 hpt_status hpt_prep_run(const hpt_prep_opts *o, MPI_Comm comm, FILE *log);
 
+/* The tokenizer vocabulary (pieces) recorded in dir/prep.json by hpt-data,
+ * or -1 when dir has no readable prep.json with a positive "vocab_size"
+ * (a dataset made by other tools). Reads one small file; no errors set. */
+int hpt_prep_vocab_size(const char *dir);
+
 #endif

@@ -172,3 +172,15 @@ int prep_up_to_date(const prep *r)
     return why == NULL;
 }
 
+int hpt_prep_vocab_size(const char *dir)
+{
+    char path[PATH_MAX + 16];
+    struct stat sb;
+    if (snprintf(path, sizeof path, "%s/prep.json", dir) >= (int)sizeof path || stat(path, &sb) ||
+        !S_ISREG(sb.st_mode) || sb.st_size > (1 << 20))
+        return -1;
+    json_object *m = json_object_from_file(path);
+    int64_t v = m ? jint(m, "vocab_size") : -1;
+    json_object_put(m);
+    return v > 0 && v <= INT32_MAX ? (int)v : -1;
+}

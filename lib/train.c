@@ -20,6 +20,7 @@
 #include "hpt_config.h"
 #include "fsutil.h"
 #include "init_from.h"
+#include "prep.h"
 #include "train_internal.h"
 #include "watchdog.h"
 
@@ -348,6 +349,17 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
     hpt_status st;
     struct stat sb;
     int is_dir = stat(o->data, &sb) == 0 && S_ISDIR(sb.st_mode);
+    int tok_vocab = is_dir ? hpt_prep_vocab_size(o->data) : -1, V = r->cfg.vocab_size;
+    if (tok_vocab > V) /* the shards' ids would be refused one by one: say why */
+        return hpt_error_set(HPT_ERR_DATA, "%s: its tokenizer has %d pieces (prep.json) but the "
+                             "model's vocabulary is %d: give --model a config.json with \"vocab_size\": %d or "
+                             "more", o->data,
+                             tok_vocab, V, tok_vocab);
+    if (tok_vocab > 0 && V > (tok_vocab + 127) / 128 * 128 && r->root)
+        fprintf(stderr, "hpt-train: note: the model's vocabulary (%d) is larger than %s's "
+                "tokenizer (%d pieces, prep.json): ids %d..%d never occur and only take memory "
+                "and compute (a --model config.json with \"vocab_size\": %d would do)\n", V, o->data, tok_vocab, tok_vocab,
+                V - 1, (tok_vocab + 127) / 128 * 128);
     if ((st = hpt_loader_open(&r->train, o->data, is_dir ? "train" : NULL, o->seq_len,
                               r->cfg.vocab_size, o->seed, 1)))
         return st;

@@ -112,4 +112,10 @@ run --input "$WORK/g.bin" --out "$WORK/g-out" --vocab-size 3000 > "$WORK/g.log" 
 grep -q "warning: .*g.bin does not look like UTF-8 text: [0-9]* of its 200000 bytes are NUL or invalid UTF-8" "$WORK/g.log" ||
   { cat "$WORK/g.log"; fail "no warning for binary input"; }
 ! grep -q "does not look like UTF-8" "$WORK/log0" || fail "a warning for the real text"
+# a --val-fraction that sends most of the text to validation is done, with a warning
+run --input "$TEXT" --out "$WORK/v-out" --vocab-size 400 --val-fraction 0.9 > "$WORK/v.log" 2>&1 ||
+  { cat "$WORK/v.log"; fail "hpt-data --val-fraction 0.9"; }
+grep -q "warning: --val-fraction 0.9 leaves 300 of the 3000 lines (10 %) for training and 2700 for validation" "$WORK/v.log" ||
+  { cat "$WORK/v.log"; fail "no warning for --val-fraction 0.9"; }
+! grep -q "val-fraction" "$WORK/log0" || fail "a --val-fraction warning for the default"
 pass "hpt-data keeps its input and the previous dataset on failure; messages name the file and the fix"
