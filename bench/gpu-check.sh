@@ -59,11 +59,13 @@
 #       The device half up to the GPU tests, as it will run there: unpack
 #       .gpudeps into /tmp/deps, build against that prefix (ECharts and the
 #       corpus from .gpudeps), the GPU tests (which skip here), and a 2-rank
-#       run through the prefix's mpiexec, with PKG_CONFIG=/bin/false. It
-#       cannot hide this machine's /usr/include and /usr/lib: a header or
-#       library the prefix lacks but this machine has goes unseen. About 2
-#       minutes; it found three faults that would each have cost the one
-#       device call (docs/PERFORMANCE.md).
+#       run through the prefix's mpiexec, with PKG_CONFIG=/bin/false. As
+#       root, in a private mount namespace, every file this machine's
+#       MPICH, HDF5, OpenBLAS, json-c, SentencePiece and libmicrohttpd
+#       packages installed is whited out (an overlay), so a header or
+#       library the prefix lacks fails here as there (not root: a warning,
+#       and they stay visible). About 2 minutes; it found three faults that
+#       would each have cost the one device call (docs/PERFORMANCE.md).
 #
 #   bash bench/gpu-check.sh --selftest BUILD_DIR   (here, no GPU; make check
 #                                                   runs it: tests/gpu-check-selftest.sh)
@@ -300,6 +302,44 @@ fi
 NCCL_ONLY=0 REHEARSE=0
 [ "${1:-}" = --nccl ] && NCCL_ONLY=1
 [ "${1:-}" = --rehearse ] && REHEARSE=1
+# The rehearsal hides this machine's copies of what the GPU machine lacks
+# (MPICH, HDF5, OpenBLAS, json-c, SentencePiece, libmicrohttpd: every file
+# their Debian packages installed under /usr and /lib is made absent, in a
+# private mount namespace that ends with the script), so a header
+# or library the prefix lacks fails here as it would there.
+hide_pkgs="libmpich12 mpich libmpich-dev libhwloc15 libhwloc-dev libucx0 libhdf5-mpich-103-1
+  libhdf5-mpich-dev libhdf5-dev libhdf5-103-1 libsz2 libaec0 libaec-dev libopenblas0-pthread libopenblas-dev libopenblas-pthread-dev libopenblas0 libjson-c5 libjson-c-dev libsentencepiece0 libsentencepiece-dev libmicrohttpd12 libmicrohttpd-dev"
+if [ "$REHEARSE" = 1 ] && [ -z "${HPT_REHEARSE_NS:-}" ]; then
+  if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
+    HPT_REHEARSE_NS=1 exec unshare -m --propagation private bash "$0" "$@"
+  fi
+  echo "gpu-check: warning: cannot make a private mount namespace (needs root and unshare):" \
+       "this machine's MPICH, HDF5, OpenBLAS, json-c and SentencePiece stay visible" >&2
+fi
+if [ "${HPT_REHEARSE_NS:-}" = 1 ]; then
+  # absent, not empty (an empty libfoo.so is an empty linker script to ld,
+  # found before the prefix's: the system directories come before
+  # LIBRARY_PATH's): /usr/include, /usr/lib and /usr/bin each get an
+  # overlay whose upper layer (tmpfs) has a whiteout for each such file
+  # (one overlay per tree: overlays do not stack on an overlay's subtree)
+  hide=$(mktemp -d) && mount -t tmpfs hpt-hide "$hide" || exit 1
+  hidden=0
+  for f in $(dpkg -L $hide_pkgs 2>/dev/null | sed -E 's,^/(lib|lib64|bin|sbin)/,/usr/\1/,' |
+             grep -E '^/usr/(include|lib|lib64|bin|sbin)/' | sort -u); do
+    [ ! -d "$f" ] && { [ -e "$f" ] || [ -L "$f" ]; } || continue
+    r=${f#/usr/}; r=${r%%/*}; rel=${f#/usr/$r/}
+    mkdir -p "$hide/$r/up/$(dirname "$rel")" "$hide/$r/work" &&
+      mknod "$hide/$r/up/$rel" c 0 0 && hidden=$((hidden + 1))
+  done
+  for r in $(ls "$hide"); do
+    mount -t overlay hpt-hide -o "lowerdir=/usr/$r,upperdir=$hide/$r/up,workdir=$hide/$r/work" "/usr/$r" ||
+      exit 1
+  done
+  seen=$(for f in $(dpkg -L $hide_pkgs 2>/dev/null | grep -E '^/usr/(include|lib|bin)/'); do
+           [ -d "$f" ] || [ ! -e "$f" ] || echo "$f"; done)
+  [ -z "$seen" ] || { echo "gpu-check: rehearsal: still visible after hiding: $seen" >&2; exit 1; }
+  echo "gpu-check: rehearsal: $hidden files of this machine's $(echo $hide_pkgs | wc -w) packages hidden (what the GPU machine lacks)"
+fi
 set -a  # every variable from here on reaches the stages' commands (bash -c)
 export here
 out=${OUT:-$PWD/gpu-check-out}
@@ -323,10 +363,8 @@ done
 P=/tmp/deps
 L=$P/usr/lib/x86_64-linux-gnu
 rm -rf $P && mkdir -p $P/bin && tar -C $P -xJf "$here/.gpudeps/deps.tar.xz"
-# a rehearsal sees this machine's packages too; without pkg-config's view of
-# them, configure at least takes HDF5, json-c and libmicrohttpd as the GPU
-# machine will (headers and libraries found outside the prefix through the
-# compiler's default paths still go unseen: /usr/include is not hidden)
+# a rehearsal: pkg-config would still list the hidden packages' .pc files
+# (their /usr/share/pkgconfig copies, and any other package's)
 [ "$REHEARSE" = 1 ] && export PKG_CONFIG=/bin/false
 cat >$P/bin/mpicc <<EOF
 #!/bin/sh
