@@ -721,6 +721,10 @@ hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
         if (!hpt_ckpt_is_dir(dir))
             return hpt_error_set(HPT_ERR_IO, "%s: directory %s does not exist", out_path, dir);
     }
+    if (hpt_ckpt_file_is_checkpoint(out_path)) /* the input itself, or another one */
+        return hpt_error_set(HPT_ERR_USAGE, "export: OUT %s is an hpt checkpoint: the export "
+                             "(weights only) would replace it; give another file name",
+                             out_path);
     hpt_status st = resolve_file(path, file);
     if (st || (st = hpt_ckpt_open(file, &f, &m)))
         return st;

@@ -78,7 +78,8 @@ hpt_status hpt_ckpt_inspect_info(const char *path, const hpt_ckpt_model *mdl, FI
  * HPT_ERR_DATA (damaged checkpoint, tensors not those config_json
  * implies), HPT_ERR_IO (OUT is a directory or another non-regular file,
  * its directory does not exist or it cannot be written, with the cause),
- * HPT_ERR_USAGE (OUT empty). */
+ * HPT_ERR_USAGE (OUT empty, or OUT an existing checkpoint: the input
+ * itself or another, left untouched). */
 hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
                                    const hpt_ckpt_model *mdl, FILE *out);
 

@@ -136,6 +136,25 @@ int hpt_ckpt_newest_readable(const char *dir, int64_t *step, char *file, char *s
     return 0;
 }
 
+int hpt_ckpt_file_is_checkpoint(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) || !S_ISREG(sb.st_mode) || !hpt_h5_has_signature(path))
+        return 0;
+    hid_t f;
+    H5E_BEGIN_TRY { f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT); }
+    H5E_END_TRY;
+    if (f < 0)
+        return 0;
+    char *fmt;
+    H5E_BEGIN_TRY { fmt = hpt_h5_read_str_attr(f, "format"); }
+    H5E_END_TRY;
+    int yes = fmt && !strcmp(fmt, HPT_CKPT_FORMAT);
+    free(fmt);
+    H5Fclose(f);
+    return yes;
+}
+
 int hpt_ckpt_shape_eq(const hpt_ckpt_shape *a, const hpt_ckpt_shape *b)
 {
     return a->rank == b->rank && a->dims[0] == b->dims[0] && a->dims[1] == b->dims[1];

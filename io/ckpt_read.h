@@ -55,6 +55,12 @@ hpt_status hpt_ckpt_open(const char *path, hid_t *f, hpt_ckpt_meta *meta);
 int hpt_ckpt_newest_readable(const char *dir, int64_t *step, char *file, char *skipped,
                              size_t n);
 
+/* 1 when path is an existing HDF5 file whose root attribute "format" is
+ * HPT_CKPT_FORMAT (a checkpoint, damaged or not), else 0. For the tools
+ * that write weights-only files: never over a checkpoint. Serial HDF5, its
+ * error printing off for the probe; sets no error. */
+int hpt_ckpt_file_is_checkpoint(const char *path);
+
 /* A dataset's shape: rank 1 or 2; dims[1] == 1 when rank is 1. */
 typedef struct {
     int rank;

@@ -21,6 +21,7 @@
 #include "fsutil.h"
 #include "init_from.h"
 #include "prep.h"
+#include "ckpt_read.h"
 #include "train_internal.h"
 #include "watchdog.h"
 
@@ -439,6 +440,10 @@ static hpt_status check_export(const hpt_train_opts *o)
     hpt_status st = hpt_check_output_file("--export", o->export_path);
     if (st)
         return st;
+    if (hpt_ckpt_file_is_checkpoint(o->export_path))
+        return hpt_error_set(HPT_ERR_USAGE, "--export %s: is an hpt checkpoint: the export "
+                             "(weights only) would replace it; give another file name",
+                             o->export_path);
     /* The export is written to PATH.tmp and renamed (io/h5out.h): create
      * and remove that name now, so a place no file can be created in
      * (root's access() says yes to /proc, a read-only mount) is refused
