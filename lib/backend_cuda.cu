@@ -230,7 +230,11 @@ static hpt_status cuda_init(void)
     g_device = lr % n;
     HPT_CUDA(cudaSetDevice(g_device));
     HPT_CUBLAS(g_cublas.create(&g_blas));
-    HPT_CUBLAS(g_cublas.set_math_mode(g_blas, CUBLAS_DEFAULT_MATH));
+    /* bf16-output products reduce in fp32 too: without the flag cuBLAS may
+     * add split-K partial sums in the output type (cublas_api.h,
+     * CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) */
+    HPT_CUBLAS(g_cublas.set_math_mode(
+        g_blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     g_sizes = new std::map<uintptr_t, size_t>();
     g_work = new std::unordered_map<uintptr_t, working_copy>();
     g_ready = 1;
@@ -343,14 +347,21 @@ static void work_mark_all_dirty(void)
 }
 
 /* A host pointer is not an error for cudaPointerGetAttributes since CUDA
- * 11 (type "unregistered"); older runtimes fail: clear that error. */
+ * 11 (type "unregistered"); older runtimes fail with cudaErrorInvalidValue:
+ * clear that one. Any other error (a kernel's earlier fault, sticky) is
+ * fatal here: taken for a host pointer, a device buffer would be handed to
+ * MPI and crash there instead of naming the fault. */
 static int cuda_is_device(const void *p)
 {
     cudaPointerAttributes a;
-    if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    if (!p)
+        return 0;
+    cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e == cudaErrorInvalidValue) {
         (void)cudaGetLastError();
         return 0;
     }
+    HPT_CUDA(e);
     return a.type == cudaMemoryTypeDevice;
 }
 
@@ -1072,7 +1083,10 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
     extern __shared__ float sm[];
     const int HDP = hd + 1;
     float *Qs = sm, *Ks = Qs + ATT_ROWS * HDP, *Vs = Ks + ATT_TILE * HDP;
-    const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * ATT_ROWS;
+    /* grid (tiles * B, H): B folded into x, whose limit is 2^31 - 1, not
+     * 65535 as for y and z */
+    const int tiles = (Tq + ATT_ROWS - 1) / ATT_ROWS;
+    const int b = blockIdx.x / tiles, h = blockIdx.y, q0 = (blockIdx.x % tiles) * ATT_ROWS;
     const int kvh = h / (H / KV), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t qb = (size_t)b * Tq * ldq + (size_t)h * hd; /* element offsets */
@@ -1186,7 +1200,9 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
     const int HDP = hd + 1;
     float *Kr = sm, *Vr = Kr + ATT_ROWS * HDP, *Qt = Vr + ATT_ROWS * HDP;
     float *dOt = Qt + ATT_TILE * HDP, *Lt = dOt + ATT_TILE * HDP, *Dt = Lt + ATT_TILE;
-    const int b = blockIdx.z, g = blockIdx.y, s0 = blockIdx.x * ATT_ROWS, group = H / KV;
+    const int tiles = (T + ATT_ROWS - 1) / ATT_ROWS; /* grid (tiles * B, KV) */
+    const int b = blockIdx.x / tiles, g = blockIdx.y, s0 = (blockIdx.x % tiles) * ATT_ROWS;
+    const int group = H / KV;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t kb = (size_t)b * T * ldk + (size_t)g * hd; /* element offset */
@@ -1233,6 +1249,9 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
                 }
                 float p = valid ? expf(sc * scale - Lt[lane]) : 0.0f;
                 float ds = valid ? p * (dp - Dt[lane]) * scale : 0.0f;
+                /* unrolled in full (U = 1), this loop spilled 156 bytes of
+                 * registers (ptxas -v, sm_90) */
+#pragma unroll 8
                 for (int j = 0; j < ATT_TILE; j++) {
                     float pj = __shfl_sync(FULL_MASK, p, j);
                     float dsj = __shfl_sync(FULL_MASK, ds, j);
@@ -1277,7 +1296,9 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
     const int HDP = hd + 1;
     float *Qs = sm, *dOs = Qs + ATT_ROWS * HDP, *Kt = dOs + ATT_ROWS * HDP;
     float *Vt = Kt + ATT_TILE * HDP;
-    const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_ROWS, kvh = h / (H / KV);
+    const int tiles = (T + ATT_ROWS - 1) / ATT_ROWS; /* grid (tiles * B, H) */
+    const int b = blockIdx.x / tiles, h = blockIdx.y, t0 = (blockIdx.x % tiles) * ATT_ROWS;
+    const int kvh = h / (H / KV);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
     const size_t qb = (size_t)b * T * ldq + (size_t)h * hd; /* element offsets */
@@ -1370,7 +1391,7 @@ static void flash_forward(void *out, float *lse, const void *q, const void *k, c
 {
     size_t smem = sizeof(float) * (ATT_ROWS + 2 * ATT_TILE) * (size_t)(hd + 1);
     smem_opt_in(k_flash_forward<U>, smem);
-    dim3 grid((Tq + ATT_ROWS - 1) / ATT_ROWS, H, B);
+    dim3 grid((unsigned)((Tq + ATT_ROWS - 1) / ATT_ROWS) * (unsigned)B, H);
     k_flash_forward<U><<<grid, ATT_WARPS * 32, smem>>>(out, lse, q, k, v, g_bf16, Tq, Tk, pos0, H, KV, hd,
                                                        1.0f / sqrtf((float)hd));
     LAUNCHED("k_flash_forward");
@@ -1453,6 +1474,8 @@ static int att_chunk_rows(int B, int T, int H)
         if (r < 16)
             r = 16;
     }
+    if (r > 65535) /* the chunk kernels' grid.y (rows; B * H is in x) */
+        r = 65535;
     return r > T ? T : (int)r;
 }
 
@@ -1546,7 +1569,7 @@ static void gemm_bat(cublasOperation_t ta, cublasOperation_t tb, int m, int n, i
 
 #define ATT_ROW_THREADS 128
 
-/* Forward softmax of one chunk: block (r, bh) takes score row r (query
+/* Forward softmax of one chunk: block (bh, r) takes score row r (query
  * position tp = t0 + r) of entry bh: S[bh*per + r*ld + s], s < nk. Writes
  * P = exp(S - m) / l for s <= tp and 0 for tp < s < nk (bf16 when bf, else
  * fp32, possibly over S itself: each element is read, then written, by one
@@ -1554,8 +1577,8 @@ static void gemm_bat(cublasOperation_t ta, cublasOperation_t tb, int m, int n, i
 __global__ static void k_chunk_softmax(void *P, int bf, float *lse, const float *S, int nk, int ld,
                                        int t0, size_t per, int T)
 {
-    const size_t row = (size_t)blockIdx.y * per + (size_t)blockIdx.x * ld;
-    const int tp = t0 + blockIdx.x;
+    const size_t row = (size_t)blockIdx.x * per + (size_t)blockIdx.y * ld;
+    const int tp = t0 + blockIdx.y;
     const float *s = S + row;
     float mx = -INFINITY;
     for (int j = threadIdx.x; j <= tp; j += blockDim.x)
@@ -1569,7 +1592,7 @@ __global__ static void k_chunk_softmax(void *P, int bf, float *lse, const float 
     for (int j = threadIdx.x; j < nk; j += blockDim.x)
         st_act(P, row + j, j <= tp ? expf(s[j] - mx) * inv : 0.0f, bf);
     if (threadIdx.x == 0)
-        lse[(size_t)blockIdx.y * T + tp] = mx + logf(l);
+        lse[(size_t)blockIdx.x * T + tp] = mx + logf(l);
 }
 
 /* Backward of one chunk's softmax, same layout: P = exp(S - lse) (0 past
@@ -1580,9 +1603,9 @@ __global__ static void k_chunk_dsoftmax(void *P, void *dS, int bf, const float *
                                         const float *lse, const float *D, int nk, int ld, int t0,
                                         size_t per, int T, float scale)
 {
-    const size_t row = (size_t)blockIdx.y * per + (size_t)blockIdx.x * ld;
-    const int tp = t0 + blockIdx.x;
-    const float L = lse[(size_t)blockIdx.y * T + tp], Dr = D[(size_t)blockIdx.y * T + tp];
+    const size_t row = (size_t)blockIdx.x * per + (size_t)blockIdx.y * ld;
+    const int tp = t0 + blockIdx.y;
+    const float L = lse[(size_t)blockIdx.x * T + tp], Dr = D[(size_t)blockIdx.x * T + tp];
     for (int j = threadIdx.x; j < nk; j += blockDim.x) {
         float p = j <= tp ? expf(S[row + j] - L) : 0.0f, ds = p * (dP[row + j] - Dr) * scale;
         st_act(P, row + j, p, bf);
@@ -1685,7 +1708,7 @@ static void blas_attention_forward(void *out, float *lse, const void *q, const v
     for (int t0 = 0; t0 < T; t0 += g.Tc) {
         int nq = min(g.Tc, T - t0), nk = t0 + nq, ld = (nk + 7) / 8 * 8;
         att_scores(S, q, k, B, T, H, KV, hd, t0, nq, nk, ld, g.per);
-        k_chunk_softmax<<<dim3(nq, B * H), ATT_ROW_THREADS>>>(P, g_bf16, lse, S, nk, ld, t0, g.per,
+        k_chunk_softmax<<<dim3(B * H, nq), ATT_ROW_THREADS>>>(P, g_bf16, lse, S, nk, ld, t0, g.per,
                                                               T);
         LAUNCHED("k_chunk_softmax");
         /* O_c: column-major Oc (hd, nq) = Vc (hd, nk) Pc (nk, nq) */
@@ -1736,7 +1759,7 @@ static void blas_attention_backward(float *dq, float *dk, float *dv, float *D, c
         gemm_bat(CUBLAS_OP_T, CUBLAS_OP_N, nk, nq, hd, 1.0f, bat(v, T * ldk, hd, 1, 0, grp, es),
                  (int)ldk, bat(dOc, T * ldq, hd, 1, 0, 1, es), (int)ldq, 0.0f,
                  bat(dP, H * g.per, g.per, 1, 0, 1, 4), CUDA_R_32F, ld, B, H);
-        k_chunk_dsoftmax<<<dim3(nq, B * H), ATT_ROW_THREADS>>>(P, dS, g_bf16, S, dP, lse, D, nk, ld,
+        k_chunk_dsoftmax<<<dim3(B * H, nq), ATT_ROW_THREADS>>>(P, dS, g_bf16, S, dP, lse, D, nk, ld,
                                                                t0, g.per, T, scale);
         LAUNCHED("k_chunk_dsoftmax");
         /* per query head: dVh, dKh (hd, nk) += dOc / Qc (hd, nq) (Pc / dSc (nk, nq))^T */
@@ -1781,14 +1804,14 @@ static void flash_backward(float *dq, float *dk, float *dv, const float *D, cons
     float scale = 1.0f / sqrtf((float)hd);
     size_t smem = sizeof(float) * ((2 * ATT_ROWS + 2 * ATT_TILE) * (size_t)(hd + 1) + 2 * ATT_TILE);
     smem_opt_in(k_flash_dkdv<U>, smem);
-    dim3 gk((T + ATT_ROWS - 1) / ATT_ROWS, KV, B);
+    dim3 gk((unsigned)((T + ATT_ROWS - 1) / ATT_ROWS) * (unsigned)B, KV);
     k_flash_dkdv<U><<<gk, ATT_WARPS * 32, smem>>>(dk, dv, dout, lse, D, q, k, v, g_bf16, T, H, KV,
                                                   hd,
                                                   scale);
     LAUNCHED("k_flash_dkdv");
     smem = sizeof(float) * (2 * ATT_ROWS + 2 * ATT_TILE) * (size_t)(hd + 1);
     smem_opt_in(k_flash_dq<U>, smem);
-    dim3 gq((T + ATT_ROWS - 1) / ATT_ROWS, H, B);
+    dim3 gq((unsigned)((T + ATT_ROWS - 1) / ATT_ROWS) * (unsigned)B, H);
     k_flash_dq<U><<<gq, ATT_WARPS * 32, smem>>>(dq, dout, lse, D, q, k, v, g_bf16, T, H, KV, hd,
                                                 scale);
     LAUNCHED("k_flash_dq");

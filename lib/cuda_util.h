@@ -39,8 +39,9 @@
 static inline void hpt_cuda_launched(const char *name, int sync, const char *file, int line)
 {
     cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess && sync)
-        e = cudaDeviceSynchronize();
+    if (e == cudaSuccess && sync) /* the kernels' (legacy) stream, not the device: NCCL's
+                                   * non-blocking streams may wait on other ranks */
+        e = cudaStreamSynchronize(0);
     if (e != cudaSuccess)
         hpt_fatal(file, line, HPT_ERR_INTERNAL, "kernel %s: %s (%s)", name, cudaGetErrorString(e),
                   cudaGetErrorName(e));

@@ -71,7 +71,7 @@ inline void emu_run(dim3 g, dim3 b, size_t smem, const std::function<void()> &f)
 {
     gridDim = g; blockDim = b;
     int nt = b.x * b.y * b.z;
-    if (nt % 32 || nt > 1024 || !g.x || !g.y || !g.z) { fprintf(stderr, "emu: bad launch %u %u %u x %d\n", g.x, g.y, g.z, nt); abort(); }
+    if (nt % 32 || nt > 1024 || !g.x || !g.y || !g.z || g.y > 65535 || g.z > 65535) { fprintf(stderr, "emu: bad launch %u %u %u x %d\n", g.x, g.y, g.z, nt); abort(); }
     std::vector<float> sm(smem / 4 + 4);
     emu_smem = sm.data();
     std::barrier<> bar(nt);
@@ -115,6 +115,8 @@ inline const char *cudaGetErrorString(cudaError_t e) { return e ? "emu error" : 
 inline const char *cudaGetErrorName(cudaError_t e) { return e ? "emuError" : "cudaSuccess"; }
 inline cudaError_t cudaGetLastError(void) { return 0; }
 inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
+typedef struct emu_stream *cudaStream_t;
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }
 inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return 0; }
 inline cudaError_t cudaSetDevice(int) { return 0; }
 inline cudaError_t cudaMalloc(void **p, size_t n) { *p = aligned_alloc(256, (n + 255) / 256 * 256); memset(*p, 0xff, n); emu_allocs[(uintptr_t)*p] = n; return 0; }
@@ -143,7 +145,7 @@ typedef enum { CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32 } cublasComputeT
 typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
 typedef enum { CUDA_R_32F, CUDA_R_16BF } cudaDataType;
 typedef enum { CUBLAS_GEMM_DEFAULT } cublasGemmAlgo_t;
-typedef enum { CUBLAS_DEFAULT_MATH } cublasMath_t;
+typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16 } cublasMath_t;
 #define CUBLAS_VER_MAJOR 13
 inline cublasStatus_t cublasCreate_v2(cublasHandle_t *h) { *h = (void *)1; return 0; }
 inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return 0; }
