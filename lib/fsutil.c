@@ -2,7 +2,9 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,5 +42,31 @@ hpt_status hpt_check_output_file(const char *label, const char *path)
     if (access(dir, W_OK) != 0)
         return hpt_error_set(HPT_ERR_IO, "%s %s: directory %s is not writable: %s", label, path,
                              dir, strerror(errno));
+    return HPT_OK;
+}
+
+hpt_status hpt_check_output_dir(const char *label, const char *path)
+{
+    char at[PATH_MAX], probe[PATH_MAX + 32];
+    struct stat sb;
+    if (snprintf(at, sizeof at, "%s", path) >= (int)sizeof at)
+        return hpt_error_set(HPT_ERR_IO, "%s %s: path too long", label, path);
+    while (stat(at, &sb) != 0) { /* the nearest existing directory above */
+        if (errno != ENOENT)
+            return hpt_error_set(HPT_ERR_IO, "%s %s: %s: %s", label, path, at, strerror(errno));
+        char up[PATH_MAX];
+        hpt_path_dir(at, up, sizeof up);
+        if (!strcmp(up, at))
+            break;
+        snprintf(at, sizeof at, "%s", up);
+    }
+    if (stat(at, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return hpt_error_set(HPT_ERR_IO, "%s %s: %s is not a directory", label, path, at);
+    /* access() says yes to root on a read-only mount: create and remove */
+    snprintf(probe, sizeof probe, "%s/.hpt-probe-XXXXXX", at);
+    if (!mkdtemp(probe))
+        return hpt_error_set(HPT_ERR_IO, "%s %s: cannot create anything in %s: %s", label, path,
+                             at, strerror(errno));
+    rmdir(probe);
     return HPT_OK;
 }

@@ -517,6 +517,21 @@ static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_b
         return st;
     if (r->root && o->export_path && (st = check_export(o)))
         return st;
+    /* where checkpoints go, checked before any step (a save's failure would
+     * come after --save-every steps of work); only a stop signal's save
+     * would use it when --save-every is 0: a warning then */
+    if (r->root && r->ckpt_dir[0] &&
+        (st = hpt_check_output_dir(o->ckpt_dir ? "--checkpoint-dir" : "checkpoint directory",
+                                   r->ckpt_dir))) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", hpt_error_msg());
+        if (o->save_every > 0)
+            return hpt_error_set(st, "%s (checkpoints are saved there: --save-every %d)", why,
+                                 o->save_every);
+        if (o->ckpt_dir) /* (a --run-dir's own is refused when the run files are written) */
+            fprintf(stderr, "hpt-train: warning: %s: a stop signal's checkpoint would fail\n",
+                    why);
+    }
     return HPT_OK;
 }
 
