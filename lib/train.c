@@ -327,6 +327,15 @@ static hpt_status check_eval(const run_state *r, hpt_train_opts *o)
         return HPT_OK;
     long long G = (long long)o->batch * o->grad_accum * r->comm.dp;
     long long S = (long long)hpt_loader_num_samples(r->val);
+    if (S < G && (o->eval_batches <= 1 || o->eval_batches_default)) { /* said, not refused */
+        if (r->root)
+            fprintf(stderr, "hpt-train: warning: the validation set holds %lld sample%s of %d+1 "
+                    "tokens, fewer than one global batch of %lld sequences: every validation "
+                    "repeats %s (more validation text, or --eval-interval 0 for none)\n", S,
+                    S == 1 ? "" : "s", o->seq_len, G, S == 1 ? "it" : "some of them");
+        o->eval_batches = 1;
+        return HPT_OK;
+    }
     if (o->eval_batches_default && o->eval_batches > 1 && o->eval_batches > S / G) {
         int fit = S / G > 1 ? (int)(S / G) : 1; /* the default, not the user's: fit it */
         if (r->root)
