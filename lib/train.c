@@ -385,6 +385,43 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
+/* A fresh start in a run directory whose log.tsv has rows (an earlier run
+ * without a checkpoint to resume from): that log is kept as log.tsv.N (the
+ * first free N), with a note, not truncated. Errors: HPT_ERR_IO. */
+static hpt_status keep_earlier_log(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return HPT_OK;
+    long long rows = -1; /* the header is not a row */
+    int c, last = '\n';
+    while ((c = getc(f)) != EOF) {
+        if (last == '\n')
+            rows++;
+        last = c;
+    }
+    fclose(f);
+    if (rows <= 0)
+        return HPT_OK;
+    char kept[4200];
+    for (int n = 1;; n++) {
+        struct stat sb;
+        snprintf(kept, sizeof kept, "%s.%d", path, n);
+        if (lstat(kept, &sb) != 0 && errno == ENOENT)
+            break;
+        if (n == 9999)
+            return hpt_error_set(HPT_ERR_IO, "%s: cannot keep the earlier log: %s.1 to .9999 "
+                                 "exist", path, path);
+    }
+    if (rename(path, kept))
+        return hpt_error_set(HPT_ERR_IO, "%s: cannot keep the earlier log as %s: %s", path, kept,
+                             strerror(errno));
+    fprintf(stderr, "hpt-train: note: %s held an earlier run's %lld step%s and there is no "
+            "checkpoint to resume from: this run starts at step 0, the earlier log is kept as "
+            "%s\n", path, rows, rows == 1 ? "" : "s", kept);
+    return HPT_OK;
+}
+
 static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
 {
     FILE *f;
@@ -405,7 +442,7 @@ static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
             fprintf(r->log, "step\tloss\tlr\tgrad_norm\tval_loss\tskipped\n");
         return HPT_OK;
     }
-    if ((st = open_in_run_dir(o->run_dir, "log.tsv", &r->log)))
+    if ((st = keep_earlier_log(path)) || (st = open_in_run_dir(o->run_dir, "log.tsv", &r->log)))
         return st;
     fprintf(r->log, "step\tloss\tlr\tgrad_norm\tval_loss\tskipped\n");
     return HPT_OK;
