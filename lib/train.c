@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <limits.h>
 #include <signal.h>
 #include <math.h>
 #include <stdlib.h>
@@ -939,6 +940,114 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
 
 /* Layout checks that need no communication: every rank reaches the same
  * verdict, so no rank is left waiting in a collective. */
+/* v as the shortest %g that reads back as v (as a float when is_float). */
+static const char *shortest_g(double v, int is_float, char *buf, size_t n)
+{
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        double back = strtod(buf, NULL);
+        if (is_float ? (float)back == (float)v : back == v)
+            break;
+    }
+    return buf;
+}
+
+/* The options as "--name value" lines (the names of hpt-train --help),
+ * every one that the ranks must share, into buf[n]. */
+static void opts_lines(const hpt_train_opts *o, char *buf, size_t n)
+{
+    size_t at = 0;
+#define L(...)                                                                                 \
+    do {                                                                                       \
+        int k_ = snprintf(buf + at, at < n ? n - at : 0, __VA_ARGS__);                         \
+        at += k_ > 0 ? (size_t)k_ : 0;                                                         \
+    } while (0)
+#define S(name, v) L("--" name " %s\n", (v) ? (v) : "(not given)")
+#define I(name, v) L("--" name " %lld\n", (long long)(v))
+#define D(name, v) L("--" name " %s\n", shortest_g((double)(v), 0, g, sizeof g))
+#define F(name, v) L("--" name " %s\n", shortest_g((double)(v), 1, g, sizeof g))
+    char g[40];
+    S("model", o->model); S("data", o->data); S("val-data", o->val_data);
+    S("run-dir", o->run_dir); S("backend", o->backend); S("precision", hpt_precision_name(o->precision));
+    S("comm", o->comm); I("batch", o->batch); I("seq-len", o->seq_len);
+    I("grad-accum", o->grad_accum); I("steps", o->steps); F("lr", o->optim.lr);
+    F("min-lr", o->optim.min_lr); I("warmup", o->optim.warmup); F("beta1", o->optim.beta1);
+    F("beta2", o->optim.beta2); F("eps", o->optim.eps); F("weight-decay", o->optim.weight_decay);
+    F("max-norm", o->optim.max_norm); I("seed", o->seed); I("eval-interval", o->eval_interval);
+    I("eval-batches", o->eval_batches); I("max-skips", o->max_skips);
+    I("tie-embeddings", o->tie_embeddings); S("fault-nan-steps", o->nan_steps);
+    S("export", o->export_path); S("init-from", o->init_from); I("tp", o->tp); I("pp", o->pp);
+    I("dp", o->dp); I("zero1", o->zero1); S("recompute", o->recompute == 0 ? "none" : o->recompute == 1 ? "full" : "selective");
+    I("sequence-parallel", o->sequence_parallel); S("pp-schedule", o->gpipe ? "gpipe" : "1f1b");
+    I("comm-stats", o->comm_stats); S("checkpoint-dir", o->ckpt_dir);
+    I("save-every", o->save_every); I("keep", o->keep); I("async-save", o->async_save);
+    S("resume", o->resume == 0 ? "none" : o->resume == 1 ? "auto" : "strict"); D("max-runtime", o->max_runtime); S("signals", o->signals);
+    I("log-samples", o->log_samples); I("stop-at", o->stop_at); S("pp-split", o->pp_split);
+    S("metrics", o->metrics); I("metrics-interval", o->metrics_interval);
+    D("peak-flops", o->peak_flops); D("slow-factor", o->slow_factor);
+    D("spike-factor", o->spike_factor); I("fault-nan-rank", o->fault_nan_rank);
+    I("fault-slow-rank", o->fault_slow_rank); D("fault-slow-ms", o->fault_slow_ms);
+    for (int i = 0; i < o->nalerts; i++)
+        L("--alert %s\n", o->alerts[i].text);
+    D("collective-timeout", o->collective_timeout); I("fault-stall-rank", o->fault_stall_rank);
+    I("fault-stall-step", o->fault_stall_step);
+#undef L
+#undef S
+#undef I
+#undef D
+#undef F
+}
+
+/* Every rank must have been given the same options (a launcher that builds
+ * them per node, an MPMD command line): otherwise DP replicas train apart
+ * silently (another --lr), or ranks hang or crash in a collective (another
+ * --steps, --seq-len). Compares a hash over the world (FNV-1a 64 of
+ * opts_lines) before anything else is collective; on a difference rank 0
+ * names the first rank and option that differ. Collective over comm; the
+ * same status everywhere. Errors: HPT_ERR_USAGE. */
+static hpt_status check_same_options(MPI_Comm comm, const hpt_train_opts *o)
+{
+    enum { N = 16384 };
+    char mine[N], theirs[N];
+    uint64_t h = 1469598103934665603ull, lo, hi;
+    int rank, bad, first = INT_MAX;
+    opts_lines(o, mine, N);
+    for (const char *p = mine; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, comm);
+    MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, comm);
+    if (lo == hi)
+        return HPT_OK;
+    uint64_t h0 = h;
+    MPI_Bcast(&h0, 1, MPI_UINT64_T, 0, comm);
+    int me = h != h0 ? rank : INT_MAX;
+    MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm);
+    bad = first;
+    char msg[1024] = "";
+    if (rank == bad)
+        MPI_Send(mine, N, MPI_CHAR, 0, 0, comm);
+    if (rank == 0) {
+        const char *a = "", *b = "", *p = mine, *q = theirs;
+        MPI_Recv(theirs, N, MPI_CHAR, bad, 0, comm, MPI_STATUS_IGNORE);
+        theirs[N - 1] = 0;
+        while (*p && *q) { /* the first line that differs */
+            size_t lp = strcspn(p, "\n"), lq = strcspn(q, "\n");
+            if (lp != lq || memcmp(p, q, lp)) {
+                a = p, b = q;
+                break;
+            }
+            p += lp + (p[lp] == '\n');
+            q += lq + (q[lq] == '\n');
+        }
+        snprintf(msg, sizeof msg, "rank %d was given other options than rank 0 (every rank must run "
+                 "the same hpt-train command): %.*s on rank 0, %.*s on rank %d", bad,
+                 (int)strcspn(a, "\n"), a, (int)strcspn(b, "\n"), b, bad);
+    }
+    MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, comm);
+    return hpt_error_set(HPT_ERR_USAGE, "%s", msg);
+}
+
 static hpt_status check_layout(MPI_Comm comm, const hpt_train_opts *o, int *dp)
 {
     int world;
@@ -969,8 +1078,8 @@ static hpt_status check_layout(MPI_Comm comm, const hpt_train_opts *o, int *dp)
 hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
 {
     int dp;
-    hpt_status st = check_layout(comm, opts, &dp);
-    if (st)
+    hpt_status st = check_same_options(comm, opts);
+    if (st || (st = check_layout(comm, opts, &dp)))
         return st;
     hpt_train_opts copy = *opts, *o = &copy; /* a resume may change grad_accum */
     run_state r;

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Bad input: ranks given different options (an MPMD command line, a
+# launcher that builds them per node). Before, another --lr on one DP rank
+# trained the two replicas apart and exited 0; another --steps under TP 2
+# hung; another --seq-len under PP 2 crashed in MPI_Recv ("Message
+# truncated"). Now refused before any collective of the run (exit 2), rank 0
+# naming the first rank and option that differ.
+. "$HPT_SRC/tests/lib.sh"
+write_shard "$WORK/s.bin" 20240520 1 400 $(seq 1 400)
+A="$TRAIN --model tiny --data $WORK/s.bin --steps 2 --batch 2 --seq-len 16 --metrics none"
+expect_error 2 "^hpt-train: rank 1 was given other options than rank 0 \(every rank must run the same hpt-train command\): \-\-lr 0.0006 on rank 0, \-\-lr 0.001 on rank 1$" \
+  timeout 120 "$MPIEXEC" -n 1 $A --dp 2 : -n 1 $A --dp 2 --lr 0.001
+expect_error 2 "rank 1 was given other options than rank 0 .*: \-\-steps 2 on rank 0, \-\-steps 3 on rank 1$" \
+  timeout 120 "$MPIEXEC" -n 1 $A --tp 2 : -n 1 $A --tp 2 --steps 3
+expect_error 2 "rank 2 was given other options than rank 0 .*: \-\-seq-len 16 on rank 0, \-\-seq-len 32 on rank 2$" \
+  timeout 120 "$MPIEXEC" -n 2 $A --pp 2 --dp 2 : -n 2 $A --pp 2 --dp 2 --seq-len 32
+# the same options in another order are the same options
+st=0
+timeout 120 "$MPIEXEC" -n 1 $A --dp 2 --lr 0.001 --seed 7 : -n 1 $A --seed 7 --lr 0.001 --dp 2 > "$WORK/o" 2>&1 || st=$?
+[ $st = 0 ] || { cat "$WORK/o"; fail "the same options in another order: exit $st"; }
+pass "ranks with different options are refused, naming the rank and the option"
