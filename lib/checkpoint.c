@@ -501,6 +501,15 @@ static int direct_wanted(void)
     return !e || strcmp(e, "0");
 }
 
+hpt_status hpt_ckpt_check_env(void)
+{
+    const char *e = getenv("HPT_CKPT_DIRECT");
+    if (!e || !strcmp(e, "0") || !strcmp(e, "1"))
+        return HPT_OK;
+    return hpt_error_set(HPT_ERR_USAGE, "HPT_CKPT_DIRECT=%s: expected 1 (checkpoint data written "
+                         "with direct I/O, the default) or 0 (through the page cache)", e);
+}
+
 /* Open `file` for raw data writes; -1 (errno set) when it cannot be opened
  * at all. A file system without O_DIRECT (tmpfs on older kernels) gets
  * buffered writes. */

@@ -29,6 +29,11 @@ hpt_status hpt_checkpoint_save(const char *dir, const hpt_ckpt_state *s, const h
 /* Remove stale DIR/step_*.tmp directories left by a crash (rank 0, agreed). */
 hpt_status hpt_checkpoint_clean(const char *dir, MPI_Comm world);
 
+/* HPT_CKPT_DIRECT, when set, must be 1 (data written with direct I/O, the
+ * default) or 0 (through the page cache). Errors: HPT_ERR_USAGE naming the
+ * value (checked at start-up, not at the first save). */
+hpt_status hpt_ckpt_check_env(void);
+
 /* Find the checkpoints to resume from: every complete step_* (the rename
  * is the commit point), newest first — so a crash between the rename and
  * the move of `latest` loses nothing, and a deleted `latest` is recovered.

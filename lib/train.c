@@ -549,6 +549,7 @@ static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_b
 {
     hpt_status st;
     if ((st = hpt_train_opts_validate(o)) || (st = hpt_flight_check_env()) ||
+        (st = hpt_ckpt_check_env()) ||
         (st = hpt_config_resolve(o->model, &r->cfg)))
         return st;
     if (o->tie_embeddings >= 0)
