@@ -43,6 +43,17 @@ expect_error() {
   echo "PASS: exit $st, message matches /$pat/"
 }
 
+# tiny_ckpts DIR ARG... : checkpoints of the tiny model written by
+# tests/make_ckpt.py (h5py; its config in $WORK/tiny.json) into the
+# checkpoints directory DIR; ARG... are make_ckpt.py's (e.g. --steps 10 20).
+tiny_ckpts() {
+  local dir=$1; shift
+  "$PYTHON" -c "import h5py, numpy" || fail "python3-h5py missing (setup.sh installs it)"
+  [ -f "$WORK/tiny.json" ] || "$TRAIN" --model tiny --print-config > "$WORK/tiny.json" || fail "--print-config"
+  "$PYTHON" "$HPT_SRC/tests/make_ckpt.py" --config "$WORK/tiny.json" --dir "$dir" "$@" ||
+    fail "make_ckpt.py $*"
+}
+
 # write_shard PATH MAGIC VERSION NTOK_HEADER TOKEN... : an llm.c-style shard
 # with an arbitrary header (uint16 tokens unless MAGIC is 20240801).
 write_shard() {

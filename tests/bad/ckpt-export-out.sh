@@ -6,11 +6,8 @@
 # OUT that is a FIFO is left untouched (exit 5; was replaced by the export).
 . "$HPT_SRC/tests/lib.sh"
 CKPT="$HPT_BUILD/src/hpt-ckpt"
-"$PYTHON" -c "import h5py, numpy" || fail "python3-h5py missing (setup.sh installs it)"
-"$TRAIN" --model tiny --print-config > "$WORK/tiny.json" || fail "--print-config"
 DIR="$WORK/run/checkpoints"
-"$PYTHON" "$HPT_SRC/tests/make_ckpt.py" --config "$WORK/tiny.json" --dir "$DIR" --steps 10 ||
-  fail "make_ckpt.py"
+tiny_ckpts "$DIR" --steps 10
 cd "$WORK" || fail "cd"
 expect_error 2 "^hpt-ckpt: export: OUT.h5 is empty: give a file name$" "$CKPT" export "$DIR" ""
 [ ! -e "$WORK/.tmp" ] || fail "a .tmp file was left in the working directory"

@@ -5,11 +5,8 @@
 # an export says it is one (exit 3; was only "not an hpt checkpoint").
 . "$HPT_SRC/tests/lib.sh"
 CKPT="$HPT_BUILD/src/hpt-ckpt"
-"$PYTHON" -c "import h5py, numpy" || fail "python3-h5py missing (setup.sh installs it)"
-"$TRAIN" --model tiny --print-config > "$WORK/tiny.json" || fail "--print-config"
 DIR="$WORK/run/checkpoints"
-"$PYTHON" "$HPT_SRC/tests/make_ckpt.py" --config "$WORK/tiny.json" --dir "$DIR" --steps 10 ||
-  fail "make_ckpt.py"
+tiny_ckpts "$DIR" --steps 10
 F="$DIR/step_00000010/checkpoint.h5"
 expect_error 3 "^hpt-ckpt: $F: a file, not a directory: list takes a run directory or its checkpoints directory" \
   "$CKPT" list "$F"
