@@ -48,6 +48,10 @@ typedef struct {
      * 1 full, 2 selective); optional attributes: -1 when the checkpoint
      * does not record them (written before they existed) */
     int32_t sequence_parallel, recompute;
+    /* the writing run's optimizer options as hpt-train options ("--lr 0.0006
+     * --min-lr 6e-05 --warmup 100 --steps 1000 ..."); optional attribute
+     * "optimizer": "" when not recorded */
+    char optimizer[256];
 } hpt_ckpt_meta;
 
 /* Write the root attributes of an open checkpoint file (collective when the

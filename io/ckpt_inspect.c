@@ -542,7 +542,8 @@ static void info_meta(const char *file, const hpt_ckpt_meta *m, FILE *out)
     fprintf(out, "step           %lld\n", (long long)m->step);
     fprintf(out, "samples        %lld (sequences consumed in the global data order)\n",
             (long long)m->samples);
-    fprintf(out, "optimizer      AdamW, t = %lld\n", (long long)m->adam_t);
+    fprintf(out, "optimizer      AdamW, t = %lld%s%s\n", (long long)m->adam_t,
+            m->optimizer[0] ? "; " : "", m->optimizer);
     fprintf(out, "skipped steps  %lld in total, %lld consecutive at the end\n",
             (long long)m->skipped_total, (long long)m->consecutive_skips);
     fprintf(out, "seed           %llu\n", (unsigned long long)m->seed);

@@ -234,6 +234,48 @@ static void retrim_logs(run_state *r, const hpt_train_opts *o, int64_t step)
  * when a tensor is damaged — only to one of the same model, sequence
  * length and global batch (the run was set up for the probed one).
  * Collective. */
+/* The run's optimizer options as hpt-train options, for the checkpoint's
+ * "optimizer" attribute and the resume's comparison: buf[n]. */
+static void optimizer_words(const hpt_train_opts *o, char *buf, size_t n)
+{
+    const hpt_optim_opts *p = &o->optim;
+    snprintf(buf, n, "--lr %g --min-lr %g --warmup %d --steps %d --weight-decay %g --beta1 %g "
+             "--beta2 %g --eps %g --max-norm %g", p->lr, p->min_lr, p->warmup, o->steps,
+             p->weight_decay, p->beta1, p->beta2, p->eps, p->max_norm);
+}
+
+/* On a resume with other optimizer options than the checkpoint's run
+ * (meta->optimizer, when recorded): a note naming each, then the lr of the
+ * next step. Not refused: extending --steps is how a run is lengthened. */
+static void note_optimizer_change(const hpt_train_opts *o, const hpt_ckpt_meta *meta)
+{
+    char now[256], diff[512] = "";
+    optimizer_words(o, now, sizeof now);
+    if (!meta->optimizer[0] || !strcmp(now, meta->optimizer))
+        return;
+    /* "--name value" pairs in the same order: name the ones that differ */
+    char a[256], b[256], *sa, *sb;
+    snprintf(a, sizeof a, "%s", now);
+    snprintf(b, sizeof b, "%s", meta->optimizer);
+    char *na = strtok_r(a, " ", &sa), *nb = strtok_r(b, " ", &sb);
+    while (na && nb) {
+        char *va = strtok_r(NULL, " ", &sa), *vb = strtok_r(NULL, " ", &sb);
+        if (!va || !vb)
+            break;
+        if (!strcmp(na, nb) && strcmp(va, vb))
+            snprintf(diff + strlen(diff), sizeof diff - strlen(diff), "%s%s %s (was %s)",
+                     diff[0] ? ", " : "", na, va, vb);
+        na = strtok_r(NULL, " ", &sa);
+        nb = strtok_r(NULL, " ", &sb);
+    }
+    hpt_optim_opts oo = o->optim;
+    oo.total_steps = o->steps;
+    fprintf(stderr, "hpt-train: note: resuming with other optimizer options than the "
+            "checkpoint's run: %s; the schedule continues from step %lld with them (lr of the "
+            "next step %g)\n", diff[0] ? diff : now, (long long)meta->step,
+            hpt_lr_at(&oo, (int)meta->step));
+}
+
 /* ", full recomputation", ", selective recomputation" or "" (none, or not
  * recorded: -1) for the resume line. */
 static const char *recompute_words(int recompute)
@@ -319,6 +361,8 @@ hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *met
                 recompute_words(meta->recompute), now_s() - t0, r->comm.tp, r->comm.pp, r->comm.dp,
                 o->zero1 ? " ZeRO-1" : "", o->sequence_parallel && r->comm.tp > 1
                 ? ", sequence parallel" : "", recompute_words(o->recompute));
+    if (r->root)
+        note_optimizer_change(o, meta);
     return HPT_OK;
 }
 
@@ -348,6 +392,7 @@ static void fill_meta(run_state *r, const hpt_train_opts *o, int step, hpt_ckpt_
     m->seed = o->seed;
     m->sequence_parallel = o->sequence_parallel && r->comm.tp > 1;
     m->recompute = o->recompute;
+    optimizer_words(o, m->optimizer, sizeof m->optimizer);
 }
 
 hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int step, FILE *out)
