@@ -953,39 +953,48 @@ static const char *shortest_g(double v, int is_float, char *buf, size_t n)
     return buf;
 }
 
-/* The options as "--name value" lines (the names of hpt-train --help),
- * every one that the ranks must share, into buf[n]. */
-static void opts_lines(const hpt_train_opts *o, char *buf, size_t n)
+/* The options as lines in hpt-train's own words ("--lr 0.0006", "--zero1
+ * (given)"), every one that the ranks must share, into buf[n] (n may be
+ * 0: nothing written). Returns the length the whole text needs. */
+static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
 {
     size_t at = 0;
+    char g[40];
 #define L(...)                                                                                 \
     do {                                                                                       \
-        int k_ = snprintf(buf + at, at < n ? n - at : 0, __VA_ARGS__);                         \
+        int k_ = snprintf(at < n ? buf + at : NULL, at < n ? n - at : 0, __VA_ARGS__);         \
         at += k_ > 0 ? (size_t)k_ : 0;                                                         \
     } while (0)
 #define S(name, v) L("--" name " %s\n", (v) ? (v) : "(not given)")
 #define I(name, v) L("--" name " %lld\n", (long long)(v))
+#define B(name, v) L("--" name " %s\n", (v) ? "(given)" : "(not given)")
 #define D(name, v) L("--" name " %s\n", shortest_g((double)(v), 0, g, sizeof g))
 #define F(name, v) L("--" name " %s\n", shortest_g((double)(v), 1, g, sizeof g))
-    char g[40];
     S("model", o->model); S("data", o->data); S("val-data", o->val_data);
-    S("run-dir", o->run_dir); S("backend", o->backend); S("precision", hpt_precision_name(o->precision));
-    S("comm", o->comm); I("batch", o->batch); I("seq-len", o->seq_len);
-    I("grad-accum", o->grad_accum); I("steps", o->steps); F("lr", o->optim.lr);
-    F("min-lr", o->optim.min_lr); I("warmup", o->optim.warmup); F("beta1", o->optim.beta1);
-    F("beta2", o->optim.beta2); F("eps", o->optim.eps); F("weight-decay", o->optim.weight_decay);
-    F("max-norm", o->optim.max_norm); I("seed", o->seed); I("eval-interval", o->eval_interval);
-    I("eval-batches", o->eval_batches); I("max-skips", o->max_skips);
-    I("tie-embeddings", o->tie_embeddings); S("fault-nan-steps", o->nan_steps);
-    S("export", o->export_path); S("init-from", o->init_from); I("tp", o->tp); I("pp", o->pp);
-    I("dp", o->dp); I("zero1", o->zero1); S("recompute", o->recompute == 0 ? "none" : o->recompute == 1 ? "full" : "selective");
-    I("sequence-parallel", o->sequence_parallel); S("pp-schedule", o->gpipe ? "gpipe" : "1f1b");
-    I("comm-stats", o->comm_stats); S("checkpoint-dir", o->ckpt_dir);
-    I("save-every", o->save_every); I("keep", o->keep); I("async-save", o->async_save);
-    S("resume", o->resume == 0 ? "none" : o->resume == 1 ? "auto" : "strict"); D("max-runtime", o->max_runtime); S("signals", o->signals);
-    I("log-samples", o->log_samples); I("stop-at", o->stop_at); S("pp-split", o->pp_split);
+    S("run-dir", o->run_dir); S("backend", o->backend);
+    S("precision", hpt_precision_name(o->precision)); S("comm", o->comm);
+    I("batch", o->batch); I("seq-len", o->seq_len); I("grad-accum", o->grad_accum);
+    I("steps", o->steps); F("lr", o->optim.lr); F("min-lr", o->optim.min_lr);
+    I("warmup", o->optim.warmup); F("beta1", o->optim.beta1); F("beta2", o->optim.beta2);
+    F("adam-eps", o->optim.eps); F("weight-decay", o->optim.weight_decay);
+    F("clip", o->optim.max_norm); I("seed", o->seed); I("eval-interval", o->eval_interval);
+    L("--eval-batches %d%s\n", o->eval_batches, o->eval_batches_default ? " (the default)" : "");
+    I("max-skips", o->max_skips);
+    L("%s\n", o->tie_embeddings < 0 ? "--tie-embeddings/--untie-embeddings (not given)"
+              : o->tie_embeddings ? "--tie-embeddings (given)" : "--untie-embeddings (given)");
+    S("fault-nan-steps", o->nan_steps); S("export", o->export_path);
+    S("init-from", o->init_from); I("tp", o->tp); I("pp", o->pp); I("dp", o->dp);
+    B("zero1", o->zero1);
+    S("recompute", o->recompute == 0 ? "none" : o->recompute == 1 ? "full" : "selective");
+    B("sequence-parallel", o->sequence_parallel);
+    S("pp-schedule", o->gpipe ? "gpipe" : "1f1b"); S("pp-split", o->pp_split);
+    B("comm-stats", o->comm_stats); S("checkpoint-dir", o->ckpt_dir);
+    I("save-every", o->save_every); I("keep", o->keep); B("async-save", o->async_save);
+    S("resume", o->resume == 0 ? "none" : o->resume == 1 ? "auto" : "strict");
+    D("max-runtime", o->max_runtime); B("no-signal-save", !o->save_signals);
+    S("signals", o->signals); B("log-samples", o->log_samples); I("stop-at", o->stop_at);
     S("metrics", o->metrics); I("metrics-interval", o->metrics_interval);
-    D("peak-flops", o->peak_flops); D("slow-factor", o->slow_factor);
+    D("peak-flops", o->peak_flops); D("slow-rank-factor", o->slow_factor);
     D("spike-factor", o->spike_factor); I("fault-nan-rank", o->fault_nan_rank);
     I("fault-slow-rank", o->fault_slow_rank); D("fault-slow-ms", o->fault_slow_ms);
     for (int i = 0; i < o->nalerts; i++)
@@ -995,43 +1004,57 @@ static void opts_lines(const hpt_train_opts *o, char *buf, size_t n)
 #undef L
 #undef S
 #undef I
+#undef B
 #undef D
 #undef F
+    return at;
 }
 
 /* Every rank must have been given the same options (a launcher that builds
  * them per node, an MPMD command line): otherwise DP replicas train apart
  * silently (another --lr), or ranks hang or crash in a collective (another
  * --steps, --seq-len). Compares a hash over the world (FNV-1a 64 of
- * opts_lines) before anything else is collective; on a difference rank 0
- * names the first rank and option that differ. Collective over comm; the
- * same status everywhere. Errors: HPT_ERR_USAGE. */
+ * opts_lines) before anything else is collective; on a difference the
+ * lowest differing rank sends its lines and rank 0 names the first option
+ * that differs. Collective over comm; the same status everywhere. Errors:
+ * HPT_ERR_USAGE (HPT_ERR_INTERNAL: out of memory, agreed). */
 static hpt_status check_same_options(MPI_Comm comm, const hpt_train_opts *o)
 {
-    enum { N = 16384 };
-    char mine[N], theirs[N];
-    uint64_t h = 1469598103934665603ull, lo, hi;
-    int rank, bad, first = INT_MAX;
-    opts_lines(o, mine, N);
+    size_t len = opts_lines(o, NULL, 0);
+    char *mine = calloc(1, len + 1);
+    int rank, ok = mine != NULL, all_ok;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    if (!all_ok) {
+        free(mine);
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory comparing the ranks' options");
+    }
+    opts_lines(o, mine, len + 1);
+    uint64_t h = 1469598103934665603ull, lo, hi, h0;
     for (const char *p = mine; *p; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ull;
     MPI_Comm_rank(comm, &rank);
     MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, comm);
     MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, comm);
-    if (lo == hi)
+    if (lo == hi) {
+        free(mine);
         return HPT_OK;
-    uint64_t h0 = h;
+    }
+    h0 = h;
     MPI_Bcast(&h0, 1, MPI_UINT64_T, 0, comm);
-    int me = h != h0 ? rank : INT_MAX;
-    MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, comm);
-    bad = first;
+    int me = h != h0 ? rank : INT_MAX, bad;
+    MPI_Allreduce(&me, &bad, 1, MPI_INT, MPI_MIN, comm); /* never 0, never INT_MAX */
     char msg[1024] = "";
     if (rank == bad)
-        MPI_Send(mine, N, MPI_CHAR, 0, 0, comm);
+        MPI_Send(mine, (int)(len + 1), MPI_CHAR, 0, 0, comm);
     if (rank == 0) {
-        const char *a = "", *b = "", *p = mine, *q = theirs;
-        MPI_Recv(theirs, N, MPI_CHAR, bad, 0, comm, MPI_STATUS_IGNORE);
-        theirs[N - 1] = 0;
+        MPI_Status ms;
+        int count = 0;
+        MPI_Probe(bad, 0, comm, &ms);
+        MPI_Get_count(&ms, MPI_CHAR, &count);
+        char *theirs = calloc(1, (size_t)count + 1);
+        MPI_Recv(theirs ? theirs : msg, theirs ? count : 0, MPI_CHAR, bad, 0, comm,
+                 MPI_STATUS_IGNORE);
+        const char *a = "", *b = "", *p = mine, *q = theirs ? theirs : "";
         while (*p && *q) { /* the first line that differs */
             size_t lp = strcspn(p, "\n"), lq = strcspn(q, "\n");
             if (lp != lq || memcmp(p, q, lp)) {
@@ -1041,11 +1064,13 @@ static hpt_status check_same_options(MPI_Comm comm, const hpt_train_opts *o)
             p += lp + (p[lp] == '\n');
             q += lq + (q[lq] == '\n');
         }
-        snprintf(msg, sizeof msg, "rank %d was given other options than rank 0 (every rank must run "
-                 "the same hpt-train command): %.*s on rank 0, %.*s on rank %d", bad,
+        snprintf(msg, sizeof msg, "rank %d was given other options than rank 0 (every rank must "
+                 "run the same hpt-train command): %.*s on rank 0, %.*s on rank %d", bad,
                  (int)strcspn(a, "\n"), a, (int)strcspn(b, "\n"), b, bad);
+        free(theirs);
     }
     MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, comm);
+    free(mine);
     return hpt_error_set(HPT_ERR_USAGE, "%s", msg);
 }
 

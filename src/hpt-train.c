@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "comm.h"
 #include "hpt_config.h"
 #include "train.h"
 
@@ -337,8 +338,20 @@ int main(int argc, char **argv)
     hpt_train_opts_default(&o);
     defaults = o;
     hpt_status st = parse_args(argc, argv, &o, &action);
+    /* every rank must have parsed the same arguments: a rank whose own fail
+     * to parse, or that alone was given --help, would otherwise leave the
+     * others waiting in the run's first collective (the run compares the
+     * options themselves: lib/train.c check_same_options) */
+    st = hpt_comm_agree(MPI_COMM_WORLD, st);
+    int lo = action, hi = action;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!st && lo != hi)
+        st = hpt_error_set(HPT_ERR_USAGE, "the ranks were given other options (--help, --version "
+                           "or --print-config on some ranks only): every rank must run the same "
+                           "hpt-train command");
     /* --help, --version and --print-config print on rank 0 and never train
-     * on any rank (every rank parses the same arguments). */
+     * on any rank. */
     if (!st && action == 1) {
         if (rank == 0)
             usage(stdout, &defaults);
