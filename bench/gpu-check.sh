@@ -307,22 +307,36 @@ NCCL_ONLY=0 REHEARSE=0
 # their Debian packages installed under /usr and /lib is made absent, in a
 # private mount namespace that ends with the script), so a header
 # or library the prefix lacks fails here as it would there.
-hide_pkgs="libmpich12 mpich libmpich-dev libhwloc15 libhwloc-dev libucx0 libhdf5-mpich-103-1
-  libhdf5-mpich-dev libhdf5-dev libhdf5-103-1 libsz2 libaec0 libaec-dev libopenblas0-pthread libopenblas-dev libopenblas-pthread-dev libopenblas0 libjson-c5 libjson-c-dev libsentencepiece0 libsentencepiece-dev libmicrohttpd12 libmicrohttpd-dev"
+hide_pkgs="libmpich12 mpich libmpich-dev libhwloc15 libhwloc-dev hwloc-nox libucx0 libucx-dev
+  libhdf5-mpich-103-1 libhdf5-mpich-dev libhdf5-mpich-hl-100 libhdf5-mpich-cpp-103-1 libhdf5-dev
+  libhdf5-103-1 libhdf5-hl-100 hdf5-tools libsz2 libaec0 libaec-dev libopenblas0-pthread
+  libopenblas-dev libopenblas-pthread-dev libopenblas0 libjson-c5 libjson-c-dev libsentencepiece0
+  libsentencepiece-dev sentencepiece libmicrohttpd12 libmicrohttpd-dev"
 if [ "$REHEARSE" = 1 ] && [ -z "${HPT_REHEARSE_NS:-}" ]; then
   if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
     HPT_REHEARSE_NS=1 exec unshare -m --propagation private bash "$0" "$@"
   fi
   echo "gpu-check: warning: cannot make a private mount namespace (needs root and unshare):" \
-       "this machine's MPICH, HDF5, OpenBLAS, json-c and SentencePiece stay visible" >&2
+       "this machine's MPICH, HDF5, OpenBLAS, json-c, SentencePiece and libmicrohttpd stay" \
+       "visible" >&2
 fi
-if [ "${HPT_REHEARSE_NS:-}" = 1 ]; then
+if [ "$REHEARSE" = 1 ] && [ "${HPT_REHEARSE_NS:-}" = 1 ]; then
+  # only inside the namespace unshare made: never over the machine's own /usr
+  [ "$(readlink /proc/self/ns/mnt)" != "$(readlink /proc/1/ns/mnt)" ] ||
+    { echo "gpu-check: HPT_REHEARSE_NS=1 outside a private mount namespace: refusing to hide" \
+           "this machine's libraries (unset it)" >&2; exit 2; }
+  # the libraries must be installed here to be hidden (a renamed package,
+  # e.g. Debian 13's t64 names, would be neither hidden nor checked)
+  missing=$(for p in libmpich-dev libhdf5-mpich-dev libopenblas-dev libjson-c-dev libsentencepiece-dev; do
+              dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
+  [ -z "$missing" ] || { echo "gpu-check: rehearsal: not installed here, so not hidden:" $missing >&2; exit 2; }
   # absent, not empty (an empty libfoo.so is an empty linker script to ld,
   # found before the prefix's: the system directories come before
   # LIBRARY_PATH's): /usr/include, /usr/lib and /usr/bin each get an
   # overlay whose upper layer (tmpfs) has a whiteout for each such file
   # (one overlay per tree: overlays do not stack on an overlay's subtree)
   hide=$(mktemp -d) && mount -t tmpfs hpt-hide "$hide" || exit 1
+  trap 'umount -l "$hide" 2>/dev/null; rmdir "$hide" 2>/dev/null' EXIT
   hidden=0
   for f in $(dpkg -L $hide_pkgs 2>/dev/null | sed -E 's,^/(lib|lib64|bin|sbin)/,/usr/\1/,' |
              grep -E '^/usr/(include|lib|lib64|bin|sbin)/' | sort -u); do
@@ -338,6 +352,21 @@ if [ "${HPT_REHEARSE_NS:-}" = 1 ]; then
   seen=$(for f in $(dpkg -L $hide_pkgs 2>/dev/null | grep -E '^/usr/(include|lib|bin)/'); do
            [ -d "$f" ] || [ ! -e "$f" ] || echo "$f"; done)
   [ -z "$seen" ] || { echo "gpu-check: rehearsal: still visible after hiding: $seen" >&2; exit 1; }
+  # and as the compiler sees it: none of them found any more
+  probe=$(mktemp -d)
+  for h in hdf5.h cblas.h json-c/json.h sentencepiece_processor.h mpi.h microhttpd.h; do
+    printf '#include <%s>\n' "$h" >"$probe/p.c"
+    ! gcc -E "$probe/p.c" -o /dev/null 2>/dev/null ||
+      { echo "gpu-check: rehearsal: <$h> still found after hiding" >&2; exit 1; }
+  done
+  for l in mpich hdf5_mpich openblas json-c sentencepiece; do
+    printf 'int main(void){return 0;}\n' >"$probe/p.c"
+    ! gcc "$probe/p.c" -o "$probe/p" -l$l 2>/dev/null ||
+      { echo "gpu-check: rehearsal: -l$l still links after hiding" >&2; exit 1; }
+  done
+  ! command -v mpiexec >/dev/null || { echo "gpu-check: rehearsal: mpiexec still on PATH: $(command -v mpiexec)" >&2; exit 1; }
+  rm -rf "$probe"
+  [ "$hidden" -gt 0 ] || { echo "gpu-check: rehearsal: nothing hidden" >&2; exit 1; }
   echo "gpu-check: rehearsal: $hidden files of this machine's $(echo $hide_pkgs | wc -w) packages hidden (what the GPU machine lacks)"
 fi
 set -a  # every variable from here on reaches the stages' commands (bash -c)

@@ -139,7 +139,19 @@ int hpt_ckpt_newest_readable(const char *dir, int64_t *step, char *file, char *s
 int hpt_ckpt_file_is_checkpoint(const char *path)
 {
     struct stat sb;
-    if (stat(path, &sb) || !S_ISREG(sb.st_mode) || !hpt_h5_has_signature(path))
+    if (stat(path, &sb) || !S_ISREG(sb.st_mode))
+        return 0;
+    /* by its place: .../step_NNNNNNNN[.tmp|.unloadable]/checkpoint.h5, even
+     * when damaged past reading */
+    char dir[PATH_MAX];
+    const char *base = strrchr(path, '/');
+    if (base && !strcmp(base + 1, HPT_CKPT_FILE)) {
+        snprintf(dir, sizeof dir, "%.*s", (int)(base - path), path);
+        const char *d = strrchr(dir, '/');
+        if (!strncmp(d ? d + 1 : dir, "step_", 5))
+            return 1;
+    }
+    if (!hpt_h5_has_signature(path))
         return 0;
     hid_t f;
     H5E_BEGIN_TRY { f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT); }

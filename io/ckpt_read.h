@@ -55,8 +55,9 @@ hpt_status hpt_ckpt_open(const char *path, hid_t *f, hpt_ckpt_meta *meta);
 int hpt_ckpt_newest_readable(const char *dir, int64_t *step, char *file, char *skipped,
                              size_t n);
 
-/* 1 when path is an existing HDF5 file whose root attribute "format" is
- * HPT_CKPT_FORMAT (a checkpoint, damaged or not), else 0. For the tools
+/* 1 when path is an existing file that is a checkpoint: named
+ * step_NNNNNNNN/checkpoint.h5 (damaged or not), or an HDF5 file whose root
+ * attribute "format" is HPT_CKPT_FORMAT (a copy elsewhere), else 0. For the tools
  * that write weights-only files: never over a checkpoint. Serial HDF5, its
  * error printing off for the probe; sets no error. */
 int hpt_ckpt_file_is_checkpoint(const char *path);

@@ -1073,7 +1073,7 @@ static void cuda_rope_at(void *x, int n, int nh, int hd, float theta, int pos0)
  * keys/values (B,Tk,KV,hd) at positions 0 .. Tk-1, Tk >= pos0 + Tq; query
  * at position p attends to keys [0, p]. out (B,Tq,H,hd) overwritten; lse
  * (B,H,Tq) = log sum_s exp(score) of the scaled scores, if not NULL.
- * Grid (ceil(Tq/ATT_ROWS), H, B), ATT_WARPS*32 threads, dynamic shared
+ * Grid (ceil(Tq/ATT_ROWS) * B, H), ATT_WARPS*32 threads, dynamic shared
  * memory (ATT_ROWS + 2*ATT_TILE) * (hd+1) floats. */
 template <int U>
 __global__ static void __launch_bounds__(ATT_WARPS * 32)
@@ -1188,7 +1188,7 @@ __global__ static void k_attention_rowdot(float *D, const void *dout, int dbf, c
  * g and streams, for each query head of g's group, the query tiles at or
  * after its first key: P = exp(scale q.k - lse), dP = dout.v,
  * dS = P (dP - D) scale; dV += P^T dout, dK += dS^T Q. Grid
- * (ceil(T/ATT_ROWS), KV, B); shared (2*ATT_ROWS + 2*ATT_TILE)*(hd+1) + 64
+ * (ceil(T/ATT_ROWS) * B, KV); shared (2*ATT_ROWS + 2*ATT_TILE)*(hd+1) + 64
  * floats. */
 template <int U>
 __global__ static void __launch_bounds__(ATT_WARPS * 32)
@@ -1286,7 +1286,7 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
 
 /* dQ (B,T,H,hd), overwritten: dQ = dS K over keys 0..t. A block owns
  * ATT_ROWS query rows of head h and streams key tiles. Grid
- * (ceil(T/ATT_ROWS), H, B); shared (2*ATT_ROWS + 2*ATT_TILE)*(hd+1) floats. */
+ * (ceil(T/ATT_ROWS) * B, H); shared (2*ATT_ROWS + 2*ATT_TILE)*(hd+1) floats. */
 template <int U>
 __global__ static void __launch_bounds__(ATT_WARPS * 32)
     k_flash_dq(float *dq, const float *dout, const float *lse, const float *D, const void *q,

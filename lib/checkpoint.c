@@ -504,7 +504,7 @@ static int direct_wanted(void)
 hpt_status hpt_ckpt_check_env(void)
 {
     const char *e = getenv("HPT_CKPT_DIRECT");
-    if (!e || !strcmp(e, "0") || !strcmp(e, "1"))
+    if (!e || !*e || !strcmp(e, "0") || !strcmp(e, "1")) /* empty: as unset */
         return HPT_OK;
     return hpt_error_set(HPT_ERR_USAGE, "HPT_CKPT_DIRECT=%s: expected 1 (checkpoint data written "
                          "with direct I/O, the default) or 0 (through the page cache)", e);

@@ -51,6 +51,8 @@ hpt_status hpt_check_output_dir(const char *label, const char *path)
     struct stat sb;
     if (snprintf(at, sizeof at, "%s", path) >= (int)sizeof at)
         return hpt_error_set(HPT_ERR_IO, "%s %s: path too long", label, path);
+    if (lstat(at, &sb) == 0 && stat(at, &sb) != 0)
+        return hpt_error_set(HPT_ERR_IO, "%s %s: a symbolic link to nothing", label, path);
     while (stat(at, &sb) != 0) { /* the nearest existing directory above */
         if (errno != ENOENT)
             return hpt_error_set(HPT_ERR_IO, "%s %s: %s: %s", label, path, at, strerror(errno));

@@ -332,7 +332,7 @@ static hpt_status check_eval(const run_state *r, hpt_train_opts *o)
         if (r->root)
             fprintf(stderr, "hpt-train: warning: the validation set holds %lld sample%s of %d+1 "
                     "tokens, fewer than one global batch of %lld sequences: every validation "
-                    "repeats %s (more validation text, or --eval-interval 0 for none)\n", S,
+                    "repeats %s (more validation text avoids that)\n", S,
                     S == 1 ? "" : "s", o->seq_len, G, S == 1 ? "it" : "some of them");
         o->eval_batches = 1;
         return HPT_OK;
@@ -387,9 +387,10 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
 }
 
 /* A fresh start in a run directory whose log.tsv has rows (an earlier run
- * without a checkpoint to resume from): that log is kept as log.tsv.N (the
- * first free N), with a note, not truncated. Errors: HPT_ERR_IO. */
-static hpt_status keep_earlier_log(const char *path)
+ * without a checkpoint to resume from, or --resume none): that log is kept
+ * as log.tsv.N (the first free N), with a note saying `why` the run starts
+ * afresh, not truncated. Errors: HPT_ERR_IO. */
+static hpt_status keep_earlier_log(const char *path, const char *why)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -417,9 +418,9 @@ static hpt_status keep_earlier_log(const char *path)
     if (rename(path, kept))
         return hpt_error_set(HPT_ERR_IO, "%s: cannot keep the earlier log as %s: %s", path, kept,
                              strerror(errno));
-    fprintf(stderr, "hpt-train: note: %s held an earlier run's %lld step%s and there is no "
-            "checkpoint to resume from: this run starts at step 0, the earlier log is kept as "
-            "%s\n", path, rows, rows == 1 ? "" : "s", kept);
+    fprintf(stderr, "hpt-train: note: %s held an earlier run's %lld step%s and this run starts "
+            "at step 0 (%s): the earlier log is kept as %s\n", path, rows, rows == 1 ? "" : "s",
+            why, kept);
     return HPT_OK;
 }
 
@@ -443,7 +444,9 @@ static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
             fprintf(r->log, "step\tloss\tlr\tgrad_norm\tval_loss\tskipped\n");
         return HPT_OK;
     }
-    if ((st = keep_earlier_log(path)) || (st = open_in_run_dir(o->run_dir, "log.tsv", &r->log)))
+    if ((st = keep_earlier_log(path, o->resume == 0 ? "--resume none"
+                                                    : "no checkpoint to resume from")) ||
+        (st = open_in_run_dir(o->run_dir, "log.tsv", &r->log)))
         return st;
     fprintf(r->log, "step\tloss\tlr\tgrad_norm\tval_loss\tskipped\n");
     return HPT_OK;
@@ -566,17 +569,24 @@ static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_b
     if (r->root && o->export_path && (st = check_export(o)))
         return st;
     /* where checkpoints go, checked before any step (a save's failure would
-     * come after --save-every steps of work); only a stop signal's save
-     * would use it when --save-every is 0: a warning then */
+     * come after the steps it was to keep); when only a stop signal's save
+     * would use it, a warning */
     if (r->root && r->ckpt_dir[0] &&
         (st = hpt_check_output_dir(o->ckpt_dir ? "--checkpoint-dir" : "checkpoint directory",
                                    r->ckpt_dir))) {
-        char why[1024];
+        char why[1024], due[64] = "";
         snprintf(why, sizeof why, "%s", hpt_error_msg());
         if (o->save_every > 0)
-            return hpt_error_set(st, "%s (checkpoints are saved there: --save-every %d)", why,
-                                 o->save_every);
-        if (o->ckpt_dir) /* (a --run-dir's own is refused when the run files are written) */
+            snprintf(due, sizeof due, "--save-every %d", o->save_every);
+        else if (o->stop_at > 0)
+            snprintf(due, sizeof due, "--stop-at %d", o->stop_at);
+        else if (o->max_runtime > 0)
+            snprintf(due, sizeof due, "--max-runtime %g", o->max_runtime);
+        if (due[0])
+            return hpt_error_set(st, "%s (checkpoints are saved there: %s)", why, due);
+        /* a --run-dir that cannot be made is refused with the run files */
+        struct stat sb;
+        if (o->ckpt_dir || (o->run_dir && stat(o->run_dir, &sb) == 0))
             fprintf(stderr, "hpt-train: warning: %s: a stop signal's checkpoint would fail\n",
                     why);
     }

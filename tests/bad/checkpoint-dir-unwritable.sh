@@ -13,7 +13,18 @@ grep -q "^step" "$WORK/out.$$" && fail "training ran before the checkpoint direc
 : > "$WORK/file"
 expect_error 5 "^hpt-train: \-\-checkpoint-dir $WORK/file/ck: $WORK/file/ck: Not a directory \(checkpoints are saved there" \
   $T --steps 10 --save-every 5 --checkpoint-dir "$WORK/file/ck"
+# --stop-at and --max-runtime save too
+expect_error 5 "\-\-checkpoint-dir /proc/hpt-ck: cannot create anything in /proc: .* \(checkpoints are saved there: \-\-stop-at 3\)$" \
+  $T --steps 10 --stop-at 3 --checkpoint-dir /proc/hpt-ck
+expect_error 5 "\-\-checkpoint-dir /proc/hpt-ck: .* \(checkpoints are saved there: \-\-max-runtime 600\)$" \
+  $T --steps 10 --max-runtime 600 --checkpoint-dir /proc/hpt-ck
+ln -s "$WORK/nowhere" "$WORK/dangling"
+expect_error 5 "\-\-checkpoint-dir $WORK/dangling: a symbolic link to nothing \(checkpoints are saved there: \-\-save-every 5\)$" \
+  $T --steps 10 --save-every 5 --checkpoint-dir "$WORK/dangling"
 # a new directory below a writable one is fine, and is not created early
+# (a run refused for another reason leaves nothing there)
+expect_error 2 "\-\-batch" $T --steps 2 --save-every 2 --batch 0 --checkpoint-dir "$WORK/early/ck"
+[ ! -e "$WORK/early" ] || fail "the checkpoint directory was created by a refused run"
 st=0
 $T --steps 2 --save-every 2 --checkpoint-dir "$WORK/new/a/ck" > "$WORK/o" 2>&1 || st=$?
 [ $st = 0 ] || { cat "$WORK/o"; fail "--checkpoint-dir in a new directory: exit $st"; }

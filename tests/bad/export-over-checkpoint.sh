@@ -18,6 +18,11 @@ expect_error 2 "^hpt-ckpt: export: OUT $C is an hpt checkpoint: the export \(wei
 expect_error 2 "export: OUT $C is an hpt checkpoint" "$CKPT" export "$C" "$C"
 cp "$C" "$WORK/other.h5"
 expect_error 2 "export: OUT $WORK/other.h5 is an hpt checkpoint" "$CKPT" export "$C" "$WORK/other.h5"
+# a checkpoint damaged past reading is still known by its place
+mkdir -p "$WORK/d/step_00000030" && head -c 3000 "$C" > "$WORK/d/step_00000030/checkpoint.h5"
+expect_error 2 "export: OUT $WORK/d/step_00000030/checkpoint.h5 is an hpt checkpoint" \
+  "$CKPT" export "$C" "$WORK/d/step_00000030/checkpoint.h5"
+[ "$(wc -c < "$WORK/d/step_00000030/checkpoint.h5")" = 3000 ] || fail "the damaged checkpoint was replaced"
 [ "$(md5sum < "$C")" = "$md5" ] || fail "the checkpoint changed"
 [ ! -e "$C.tmp" ] || fail "a $C.tmp was left"
 "$CKPT" verify "$C" > /dev/null 2>&1 || fail "the checkpoint no longer verifies"
