@@ -759,12 +759,38 @@ static double stage_flops(const hpt_plan_setup *s, int stage)
     return per_tok * T * s->micro_batch / s->tp;
 }
 
+/* The attention core's share of stage_flops (QK^T and PV, causal half, and
+ * their recomputation). */
+static double stage_attention_flops(const hpt_plan_setup *s, int stage)
+{
+    const hpt_config *c = &s->cfg;
+    double C = c->hidden_size, T = s->seq_len;
+    int l0, l1;
+    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
+    double per_layer = 6 * T * C + (s->recompute ? 2 * T * C : 0);
+    return (l1 - l0) * per_layer * T * s->micro_batch / s->tp;
+}
+
 /* ------------------------------------------------------------ evaluation */
 
 static double device_peak(const hpt_plan_setup *s)
 {
     /* cpu-local: the ranks of a node share its cores */
     return s->cl.exact ? s->cl.peak_flops / s->gpus_per_node : s->cl.peak_flops;
+}
+
+/* The attention core's FLOP/s peak: the matrix products' where hpt runs it
+ * through cuBLAS (bf16 and tf32 with 16-byte head rows: att_use_blas in
+ * lib/backend_cuda.cu) or in fp32 anyway; the CUDA cores' fp32 peak where
+ * its own flash kernels run instead (bf16 and tf32 with a head row not a
+ * multiple of 16 bytes, e.g. hd 12 in bf16). */
+double hpt_plan_attention_peak(const hpt_plan_setup *s)
+{
+    double hd = hpt_config_head_dim(&s->cfg);
+    int flash = !(s->fp32 && !s->tf32) && fmod(hd * (s->tf32 ? 4.0 : 2.0), 16.0) != 0;
+    if (!flash || s->cl.exact || s->cl.peak_fp32 <= 0)
+        return device_peak(s);
+    return s->cl.peak_fp32;
 }
 
 /* Memory capacity a rank may use: the device's, or on cpu-local the
@@ -792,7 +818,9 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
         sg->params = hpt_plan_stage_params(s, st_);
         sg->mem = mem_of(s, st_, 0);
         sg->flops_per_mb = stage_flops(s, st_);
-        sg->compute_s = sg->flops_per_mb / rate;
+        double att = stage_attention_flops(s, st_);
+        sg->compute_s = (sg->flops_per_mb - att) / rate +
+                        att / (hpt_plan_attention_peak(s) * s->cl.efficiency);
         double all = 0;
         for (int g = 0; g < HPT_PLAN_GROUPS; g++) {
             sg->comm[g] = comm_of(s, st_, 0, (hpt_plan_group)g);

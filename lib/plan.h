@@ -234,6 +234,14 @@ double hpt_plan_layer_act_bytes(const hpt_plan_setup *s);
  * backend runs the flash kernels there, cuBLAS's alignment rule). */
 double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s);
 
+/* FLOP/s per device (at peak) that the plan charges the attention core
+ * (QK^T, PV) at: the run's precision peak where hpt runs it through cuBLAS,
+ * or in fp32 mode; the fp32 CUDA-core peak (cl.peak_fp32) where bf16 or
+ * tf32 runs fall back to the flash kernels (a head row not a multiple of
+ * 16 bytes). The stage's compute time is its other FLOPs at the precision
+ * peak plus these at this one, both times cl.efficiency. */
+double hpt_plan_attention_peak(const hpt_plan_setup *s);
+
 /* hpt's activation block (lib/model.c layout_acts) in bytes for one rank
  * of `stage` holding `nslots` micro-batch slots; *logits gets the part that
  * holds the logits (N x V_l floats per slot on the last stage). */

@@ -491,6 +491,46 @@ static void test_param_count_range(void)
     expect("its saturated count", (double)hpt_config_num_params(&big), (double)INT64_MAX, 0);
 }
 
+/* The attention core is charged at the CUDA cores' fp32 peak where bf16 or
+ * tf32 fall back to the flash kernels (head row not a multiple of 16
+ * bytes), else at the precision's peak; the stage time adds the two. */
+static void test_attention_peak(void)
+{
+    const struct {
+        const char *prec;
+        int hd;
+        double peak;
+    } c[] = {{"bf16", 16, 989e12}, {"bf16", 12, 67e12}, {"tf32", 12, 494e12},
+             {"tf32", 6, 67e12},   {"fp32", 12, 67e12}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        hpt_plan_setup s = hand_setup();
+        s.cfg.hidden_size = 4 * c[i].hd; /* H 4 */
+        hpt_plan_set_precision(&s, c[i].prec, 0);
+        char what[96];
+        snprintf(what, sizeof what, "attention peak, h100 %s, hd %d", c[i].prec, c[i].hd);
+        expect(what, hpt_plan_attention_peak(&s), c[i].peak, 0);
+        hpt_plan_result r;
+        if (hpt_plan_eval(&s, &r)) {
+            printf("FAIL %s: hpt_plan_eval: %s\n", what, hpt_error_msg());
+            failures++;
+            continue;
+        }
+        /* stage 0: layer 0 of 2; attention 6 T C per token, T b / tp tokens */
+        double C = s.cfg.hidden_size, T = s.seq_len;
+        double att = 6 * T * C * T * s.micro_batch / s.tp, eff = s.cl.efficiency;
+        double want = (r.stage[0].flops_per_mb - att) / (s.cl.peak_flops * eff) +
+                      att / (c[i].peak * eff);
+        snprintf(what, sizeof what, "stage 0 compute s, h100 %s, hd %d", c[i].prec, c[i].hd);
+        expect(what, r.stage[0].compute_s, want, 1e-12);
+    }
+    hpt_plan_setup s = hand_setup();
+    hpt_cluster_preset("cpu-local", &s.cl);
+    hpt_plan_set_precision(&s, NULL, 0);
+    s.cfg.hidden_size = 48;
+    expect("attention peak, cpu-local (fp32: the ranks' share)", hpt_plan_attention_peak(&s),
+           s.cl.peak_flops / s.gpus_per_node, 0);
+}
+
 int main(void)
 {
     test_param_count_range();
@@ -501,6 +541,7 @@ int main(void)
     test_nccl_model();
     test_megatron_flops();
     test_exact_sizes();
+    test_attention_peak();
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
 }
