@@ -377,8 +377,16 @@ say "job $JOB_REF restart $RESTART on ${SLURM_JOB_NODELIST:-?}; run dir $HPT_RUN
 STEP_PID=
 forward() { # SIG
   if [ -n "$STEP_PID" ]; then
-    say "got SIG$1: forwarding to the training step (it checkpoints at the next step boundary)"
-    kill -s "$1" "$STEP_PID" 2>/dev/null
+    kill -s "$1" "$STEP_PID" 2>/dev/null # first: the message may wait on scontrol
+    if [ "$1" = TERM ]; then
+      local kw
+      kw=$(scontrol show config 2>/dev/null | awk '$1 == "KillWait" {print $3, $4; exit}')
+      say "got SIGTERM: forwarding to the training step (it checkpoints at the next step" \
+          "boundary; saved only if that and the save end before Slurm's SIGKILL, KillWait =" \
+          "${kw:-?} after the SIGTERM)"
+    else
+      say "got SIG$1: forwarding to the training step (it checkpoints at the next step boundary)"
+    fi
   else
     say "got SIG$1 before the training step started"
   fi
