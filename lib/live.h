@@ -127,6 +127,7 @@ typedef struct {
     double last_growth;       /* time (Unix s) the file last grew           */
     double usual;             /* usual seconds between growths              */
     unsigned long long dev, ino; /* the open file's identity                 */
+    long long size;              /* its size at the last poll (bytes; -1 none) */
 } hpt_live_run;
 
 /* Set up run `id` for `path` (a metrics file, or a run directory: its

@@ -279,6 +279,18 @@ static int replaced(const hpt_live_run *r)
                            (unsigned long long)sb.st_ino != r->ino);
 }
 
+/* 1 when the open file got shorter since the last poll: HDF5 files only
+ * grow, so something cut it (a truncation, a full disk's partial rewrite):
+ * it is opened afresh, which reports the damage, instead of being read
+ * through the stale handle as still whole. Updates r->size. */
+static int shrunk(hpt_live_run *r)
+{
+    struct stat sb;
+    long long was = r->size;
+    r->size = stat(r->path, &sb) == 0 ? (long long)sb.st_size : -1;
+    return r->file > 0 && was >= 0 && r->size >= 0 && r->size < was;
+}
+
 static int lock_held_here(const char *path);
 
 #define YOUNG_S 10 /* a short file this recent is being created, not damaged */
@@ -650,6 +662,8 @@ int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news)
             news->rows_from = news->events_from = news->segs_from = news->alerts_from = 0;
         }
     }
+    if (shrunk(r))
+        close_file(r);
     for (int attempt = 0; attempt < 2; attempt++) {
         if (r->file <= 0) {
             H5E_BEGIN_TRY { st = open_file(r); }

@@ -3,7 +3,8 @@
 # HDF5 superblock, which records a larger end of file) and recently
 # modified -> state "waiting" ("being created"), never "error"; the whole
 # file in its place -> its steps. The same 48 bytes last modified a minute
-# ago (a writer gone) -> "error" naming HDF5's "truncated file".
+# ago (a writer gone) -> "error" naming HDF5's "truncated file"; so is a
+# whole file that was read and is then cut short (it kept its old state).
 . "$HPT_SRC/tests/lib.sh"
 LIVE="$HPT_BUILD/src/hpt-live"
 [ -x "$LIVE" ] || { echo "SKIP: hpt-live not built (no libmicrohttpd)"; exit 77; }
@@ -12,7 +13,8 @@ LIVE="$HPT_BUILD/src/hpt-live"
 head -c 48 "$WORK/full.h5" > "$WORK/m.h5"
 head -c 48 "$WORK/full.h5" > "$WORK/old.h5"
 touch -d '-60 seconds' "$WORK/old.h5"
-"$LIVE" --port 0 "$WORK/m.h5" "$WORK/old.h5" > "$WORK/live.out" 2> "$WORK/live.err" &
+cp "$WORK/full.h5" "$WORK/cut.h5"
+"$LIVE" --port 0 "$WORK/m.h5" "$WORK/old.h5" "$WORK/cut.h5" > "$WORK/live.out" 2> "$WORK/live.err" &
 PID=$!
 trap 'kill $PID 2>/dev/null; rm -rf "$WORK"' EXIT
 for i in $(seq 1 150); do grep -q "token=" "$WORK/live.out" && break; sleep 0.2; done
@@ -43,6 +45,17 @@ for _ in range(10):  # several polls: it stays waiting while the writer is at wo
 o = wait(1, lambda r: r["state"] == "error", "the old truncated file: error")
 assert "truncated file" in o["error"], o
 print("48 bytes, a minute old:", o["state"], o["error"])
+# a whole file, read, then cut short under the reader (its handle open):
+# an error, not its old state (it used to stay "finished"/"stopped")
+c = wait(2, lambda r: r["state"] not in ("waiting", "error") and r["attrs"].get("steps"),
+         "the whole file read")
+print("whole file:", c["state"])
+os.truncate(work + "/cut.h5", os.path.getsize(work + "/cut.h5") // 2)
+past = time.time() - 60
+os.utime(work + "/cut.h5", (past, past))
+c = wait(2, lambda r: r["state"] == "error", "the file cut short: error")
+assert "truncated file" in c["error"], c
+print("cut short:", c["state"], c["error"])
 os.rename(work + "/full.h5", work + "/m.h5")
 r = wait(0, lambda r: r["state"] not in ("waiting", "error") and r["attrs"].get("steps"),
          "the whole file's steps")
@@ -50,4 +63,4 @@ print("whole file:", r["state"], r["attrs"]["steps"], "steps")
 PY
 kill $PID
 wait $PID || fail "hpt-live exit status $? after SIGTERM"
-pass "hpt-live: a file being created is waited for, a truncated one that stays so is an error"
+pass "hpt-live: a file being created is waited for, a truncated one that stays so is an error, and so is one cut short under the reader"
