@@ -287,11 +287,35 @@ static int waits_for(const hpt_hang_analysis *a, int x, double stale, int *out)
     return k ? k : -1; /* everyone posted it: stuck inside the network */
 }
 
+/* A member of x's group that has gone two collectives past the one x's
+ * heartbeat says it waits in (seq + 2 or later posted: it completed seq + 1,
+ * which needed x), so that heartbeat is stale although recent enough (the
+ * process stopped, its watchdog thread too, between two writes); -1 none.
+ * Collectives only: point-to-point counts need not match across ranks. */
+static int overtaken_by(const hpt_hang_analysis *a, int x)
+{
+    const hpt_hang_hb *p = &a->hb[x];
+    if (!p->ok || !p->blocked || p->peer >= 0 || p->color[p->group] < 0)
+        return -1;
+    for (int y = 0; y < a->n; y++)
+        if (y != x && a->hb[y].ok && a->hb[y].color[p->group] == p->color[p->group] &&
+            a->hb[y].posted[p->group] > p->seq + 1)
+            return y;
+    return -1;
+}
+
 static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *buf, size_t n)
 {
     const hpt_hang_hb *p = &a->hb[x];
     double age = a->now - p->time;
-    if (!p->ok)
+    int y = overtaken_by(a, x);
+    if (y >= 0)
+        snprintf(buf, n, "heartbeat %.0f s old and stale: rank %d has since reached %s seq %lld, "
+                 "past this rank's last record (%s seq %lld at step %lld); process stopped or "
+                 "node unreachable", age, y, hpt_flight_group_name(p->group),
+                 (long long)a->hb[y].posted[p->group], hpt_flight_op_name(p->op),
+                 (long long)p->seq, (long long)p->step);
+    else if (!p->ok)
         snprintf(buf, n, "no heartbeat file (never started the watchdog, or its file system "
                          "is unreachable)");
     else if (age > stale)

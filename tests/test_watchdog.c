@@ -96,6 +96,30 @@ int main(void)
            a.why[1] ? a.why[1] : "(null)");
     hpt_hang_analysis_free(&a);
 
+    /* a heartbeat recent enough but overtaken: rank 0 (stopped) last wrote
+     * that it waits in TP seq 1960, rank 1 has reached seq 3115 since (it
+     * completed 1961..3114 with rank 0): named stale, not "waiting" */
+    reset(2);
+    blocked(1, TP, 3115, -1);
+    blocked(0, TP, 1960, -1);
+    hb[0].time = NOW - 10;
+    hb[0].step = 164;
+    m = analyse(2, 1, &a);
+    EXPECT(m == 1 && a.why[0] &&
+               strstr(a.why[0], "heartbeat 10 s old and stale: rank 1 has since reached tp seq "
+                                "3115, past this rank's last record (allreduce seq 1960 at step "
+                                "164)"),
+           "overtaken: %#x %s", m, a.why[0] ? a.why[0] : "(null)");
+    hpt_hang_analysis_free(&a);
+    /* one collective apart is not evidence (rank 1 may have left seq 1960 first) */
+    reset(2);
+    blocked(1, TP, 1961, -1);
+    blocked(0, TP, 1960, -1);
+    m = analyse(2, 1, &a);
+    EXPECT(a.why[0] ? !strstr(a.why[0], "stale") : 1, "one apart: %#x %s", m,
+           a.why[0] ? a.why[0] : "(null)");
+    hpt_hang_analysis_free(&a);
+
     /* everyone of the DP group posted seq 4: the waiting rank is an end */
     reset(2);
     blocked(0, DP, 4, -1);
