@@ -528,6 +528,17 @@ if [ "$RC" = 6 ]; then
     EXC=$(scontrol show hostnames "${OLD_EXC:+$OLD_EXC,}$SUSPECTS" 2>/dev/null | sort -u | paste -sd, -)
     EXC=${EXC:-${OLD_EXC:+$OLD_EXC,}$SUSPECTS}
     say "the requeued job excludes the suspect node(s) $SUSPECTS: ExcNodeList=$EXC"
+    # a job as large as what is left of its partition would wait for ever
+    # (squeue: BadConstraints); Slurm does not show an elastic job's
+    # minimum, so this compares with this run's allocation: said, not undone
+    PART_NODES=$(sinfo -h -N -p "${SLURM_JOB_PARTITION:-}" -o %N 2>/dev/null | sort -u)
+    if [ -n "$PART_NODES" ]; then
+      LEFT=$(tr , '\n' <<<"$EXC" | sort -u | comm -23 <(echo "$PART_NODES") - | wc -l)
+      [ "$LEFT" -ge "${SLURM_JOB_NUM_NODES:-1}" ] ||
+        say "warning: partition ${SLURM_JOB_PARTITION:-?} has $LEFT node(s) besides $EXC; this run" \
+            "had ${SLURM_JOB_NUM_NODES:-?}: a job that needs as many waits until an exclusion is" \
+            "lifted (scontrol update JobId=$SLURM_JOB_ID ExcNodeList=${OLD_EXC})"
+    fi
   else
     say "hang (exit 6) without a named suspect node: the requeued job may use the same nodes"
   fi

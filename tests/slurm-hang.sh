@@ -40,6 +40,8 @@ grep -q "^launch: step ended with exit 6;" "$WORK/H.out" || fail "H: the first s
 bad=$(sed -n 's/^launch: the requeued job excludes the suspect node(s) \([^:]*\): ExcNodeList=.*/\1/p' "$WORK/H.out" | head -1)
 [ -n "$bad" ] || fail "H: the launcher did not exclude a suspect node"
 grep -q "^launch: excluded node(s) $bad from job $h\$" "$WORK/H.out" || fail "H: ExcNodeList not updated"
+# 5 nodes, 1 excluded, 2 needed: no warning that the job cannot fit
+! grep -q "^launch: warning: partition .* node(s) besides" "$WORK/H.out" || fail "H: a warning that the job cannot fit, though 4 nodes are left"
 grep -q "^launch: hang (exit 6): hang: .*suspect: rank 1 on $bad " "$WORK/H.out" ||
   fail "H: the job log does not name rank 1 on $bad"
 nodes1=$(sed -n "s/^launch: job $h restart 1 on \([^ ;]*\);.*/\1/p" "$WORK/H.out")
