@@ -95,6 +95,17 @@ hpt_status hpt_cli_parse_float(const char *opt, const char *s, float *out)
     return HPT_OK;
 }
 
+const char *hpt_cli_format_g(double v, int is_float, char *buf, size_t n)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        double back = strtod(buf, NULL);
+        if (is_float ? (float)back == (float)v : back == v)
+            break;
+    }
+    return buf;
+}
+
 int hpt_cli_main_rank0(int argc, char **argv, const char *prog, hpt_cli_run run)
 {
     int rank, code = 0;

@@ -41,6 +41,12 @@ hpt_status hpt_cli_parse_u64(const char *opt, const char *s, uint64_t *out);
 hpt_status hpt_cli_parse_double(const char *opt, const char *s, double *out);
 hpt_status hpt_cli_parse_float(const char *opt, const char *s, float *out);
 
+/* The shortest %g text of v that reads back (strtod) as v — as a float
+ * when is_float — e.g. "0.0006", not "0.00060000002849847078": how option
+ * values and configs are written so that parsing them again gives the same
+ * value. Into buf[n] (n >= 16 for a float, 32 for a double); returns buf. */
+const char *hpt_cli_format_g(double v, int is_float, char *buf, size_t n);
+
 /* The --help / --version part of a program's run(): with `help` set prints
  * usage(out), with `version` set prints the printf-style version line (e.g.
  * "hpt-ckpt (hpt) 0.1; reads checkpoint format version 2\n"), and returns

@@ -1,5 +1,6 @@
 /* config.c — Hugging Face-style config.json (via json-c) and presets. */
 #include "config.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -380,12 +381,7 @@ static const char *float_str(float x, char *buf)
         snprintf(buf, 32, "%.1f", x);
         return buf;
     }
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, 32, "%.*g", prec, x);
-        if (strtof(buf, NULL) == x)
-            break;
-    }
-    return buf;
+    return hpt_cli_format_g(x, 1, buf, 32);
 }
 
 hpt_status hpt_config_write(const hpt_config *c, FILE *f)

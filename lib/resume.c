@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "hpt_config.h"
+#include "cli.h"
 #include "train_internal.h"
 
 /* Keep only the rows of a per-step log (log.tsv, samples.*.tsv: step in
@@ -239,9 +240,13 @@ static void retrim_logs(run_state *r, const hpt_train_opts *o, int64_t step)
 static void optimizer_words(const hpt_train_opts *o, char *buf, size_t n)
 {
     const hpt_optim_opts *p = &o->optim;
-    snprintf(buf, n, "--lr %g --min-lr %g --warmup %d --steps %d --weight-decay %g --beta1 %g "
-             "--beta2 %g --eps %g --max-norm %g", p->lr, p->min_lr, p->warmup, o->steps,
-             p->weight_decay, p->beta1, p->beta2, p->eps, p->max_norm);
+    char v[7][16]; /* a float's shortest text: at most 15 characters */
+    const float f[7] = {p->lr, p->min_lr, p->weight_decay, p->beta1, p->beta2, p->eps, p->max_norm};
+    for (int i = 0; i < 7; i++)
+        hpt_cli_format_g(f[i], 1, v[i], sizeof v[i]);
+    snprintf(buf, n, "--lr %s --min-lr %s --warmup %d --steps %d --weight-decay %s --beta1 %s "
+             "--beta2 %s --eps %s --max-norm %s", v[0], v[1], p->warmup, o->steps, v[2], v[3],
+             v[4], v[5], v[6]);
 }
 
 /* On a resume with other optimizer options than the checkpoint's run

@@ -23,6 +23,7 @@
 #include "init_from.h"
 #include "prep.h"
 #include "ckpt_read.h"
+#include "cli.h"
 #include "train_internal.h"
 #include "watchdog.h"
 
@@ -951,18 +952,6 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
 
 /* Layout checks that need no communication: every rank reaches the same
  * verdict, so no rank is left waiting in a collective. */
-/* v as the shortest %g that reads back as v (as a float when is_float). */
-static const char *shortest_g(double v, int is_float, char *buf, size_t n)
-{
-    for (int prec = 6; prec <= 17; prec++) {
-        snprintf(buf, n, "%.*g", prec, v);
-        double back = strtod(buf, NULL);
-        if (is_float ? (float)back == (float)v : back == v)
-            break;
-    }
-    return buf;
-}
-
 /* The options as lines in hpt-train's own words ("--lr 0.0006", "--zero1
  * (given)"), every one that the ranks must share, into buf[n] (n may be
  * 0: nothing written). Returns the length the whole text needs. */
@@ -978,8 +967,8 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
 #define S(name, v) L("--" name " %s\n", (v) ? (v) : "(not given)")
 #define I(name, v) L("--" name " %lld\n", (long long)(v))
 #define B(name, v) L("--" name " %s\n", (v) ? "(given)" : "(not given)")
-#define D(name, v) L("--" name " %s\n", shortest_g((double)(v), 0, g, sizeof g))
-#define F(name, v) L("--" name " %s\n", shortest_g((double)(v), 1, g, sizeof g))
+#define D(name, v) L("--" name " %s\n", hpt_cli_format_g((double)(v), 0, g, sizeof g))
+#define F(name, v) L("--" name " %s\n", hpt_cli_format_g((double)(v), 1, g, sizeof g))
     S("model", o->model); S("data", o->data); S("val-data", o->val_data);
     S("run-dir", o->run_dir); S("backend", o->backend);
     S("precision", hpt_precision_name(o->precision)); S("comm", o->comm);
