@@ -245,7 +245,7 @@ static void optimizer_words(const hpt_train_opts *o, char *buf, size_t n)
     for (int i = 0; i < 7; i++)
         hpt_cli_format_g(f[i], 1, v[i], sizeof v[i]);
     snprintf(buf, n, "--lr %s --min-lr %s --warmup %d --steps %d --weight-decay %s --beta1 %s "
-             "--beta2 %s --eps %s --max-norm %s", v[0], v[1], p->warmup, o->steps, v[2], v[3],
+             "--beta2 %s --adam-eps %s --clip %s", v[0], v[1], p->warmup, o->steps, v[2], v[3],
              v[4], v[5], v[6]);
 }
 

@@ -8,7 +8,7 @@ need_corpus
 T="$TRAIN --model tiny --data $CORPUS --batch 2 --seq-len 16 --save-every 2 --warmup 2 --run-dir $WORK/r --quiet"
 $T --steps 2 > "$WORK/o1" 2>&1 || { cat "$WORK/o1"; fail "first run"; }
 "$HPT_BUILD/src/hpt-ckpt" info "$WORK/r" > "$WORK/info" 2>&1 || { cat "$WORK/info"; fail "hpt-ckpt info"; }
-grep -q "^optimizer      AdamW, t = 2; --lr 0.0006 --min-lr 6e-05 --warmup 2 --steps 2 --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-08 --max-norm 1$" "$WORK/info" ||
+grep -q "^optimizer      AdamW, t = 2; --lr 0.0006 --min-lr 6e-05 --warmup 2 --steps 2 --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --adam-eps 1e-08 --clip 1$" "$WORK/info" ||
   { cat "$WORK/info"; fail "hpt-ckpt info shows no optimizer options"; }
 $T --steps 4 --lr 0.001 > "$WORK/o2" 2>&1 || { cat "$WORK/o2"; fail "resume with --lr 0.001 --steps 4"; }
 grep -q "resumed from .*step_00000002" "$WORK/o2" || { cat "$WORK/o2"; fail "did not resume"; }
