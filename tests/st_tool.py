@@ -5,13 +5,17 @@ header padded with spaces to a multiple of 8, raw little-endian data).
 
   st_tool.py write CONFIG OUT --dtype D[,D2...] --expect EXPECT.h5 [--seed N]
         [--shards N] [--drop NAME] [--shape NAME=R,C] [--as-dtype NAME=DT]
-        [--offsets NAME=B,E] [--header-len N] [--truncate N]
+        [--offsets NAME=B,E] [--header-len N] [--header-delta N] [--truncate N]
+        [--extra NAME=R[,C]] [--nonfinite NAME=I,VALUE]
       Random weights for the model of CONFIG (Hugging Face names and
       shapes); OUT is a .safetensors file, or with --shards N a directory
       of N shards plus model.safetensors.index.json (shard k in the k-th
       dtype of --dtype). EXPECT.h5 gets the exact float32 values hpt must
       load (after BF16/F16 rounding). The other options damage the output
-      for the bad-input tests.
+      for the bad-input tests (--header-delta: the length field off by N
+      from the header, padded by 8 more spaces so the JSON still parses;
+      --extra: one more tensor, also in EXPECT.h5; --nonfinite: flat
+      element I of NAME set to VALUE (nan, inf, -inf), also in EXPECT.h5).
   st_tool.py compare A.h5 B.h5
       Exit 1 unless both files hold the same datasets with bitwise equal
       values.
@@ -68,7 +72,7 @@ def encode(x, dtype):
     raise SystemExit("unknown dtype " + dtype)
 
 
-def write_file(path, items, header_len=None, truncate=None, offsets=None):
+def write_file(path, items, header_len=None, truncate=None, offsets=None, header_delta=0):
     """items: [(name, dtype, shape, raw bytes)]."""
     header, data = {"__metadata__": {"format": "pt"}}, b""
     for name, dt, shape, raw in items:
@@ -78,8 +82,9 @@ def write_file(path, items, header_len=None, truncate=None, offsets=None):
     for name, (b, e) in (offsets or {}).items():
         header[name]["data_offsets"] = [b, e]
     text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    blob = struct.pack("<Q", len(text) if header_len is None else header_len) + text + data
+    text += b" " * (-len(text) % 8 + (8 if header_delta else 0))
+    n = len(text) + header_delta if header_len is None else header_len
+    blob = struct.pack("<Q", n) + text + data
     with open(path, "wb") as f:
         f.write(blob[:truncate] if truncate is not None else blob)
 
@@ -102,6 +107,10 @@ def cmd_write(args):
     offs = {k: tuple(map(int, v.split(","))) for k, v in
             (s.split("=") for s in opt(args, "--offsets", True))}
     names = [t for t in tensors(cfg) if t[0] not in drop]
+    names += [(k, tuple(map(int, v.split(",")))) for k, v in
+              (e.split("=") for e in opt(args, "--extra", True))]
+    bad = {k: (int(v.split(",")[0]), float(v.split(",")[1])) for k, v in
+           (e.split("=") for e in opt(args, "--nonfinite", True))}
     nfiles = max(shards, 1)
     per = -(-len(names) // nfiles)
     files = [names[k * per:(k + 1) * per] for k in range(nfiles)]
@@ -114,6 +123,8 @@ def cmd_write(args):
                     shape = tuple(map(int, shapes[name].split(",")))
                 norm = len(shape) == 1
                 x = (1 + 0.1 * rng.standard_normal(shape)) if norm else 0.05 * rng.standard_normal(shape)
+                if name in bad:
+                    x.reshape(-1)[bad[name][0]] = bad[name][1]
                 dt = as_dt.get(name, dtypes[k % len(dtypes)])
                 raw, val = encode(x, dt)
                 exp[name] = val
@@ -121,7 +132,8 @@ def cmd_write(args):
             written.append(items)
     hl = opt(args, "--header-len")
     tr = opt(args, "--truncate")
-    kw = dict(header_len=int(hl) if hl else None, truncate=int(tr) if tr else None, offsets=offs)
+    kw = dict(header_len=int(hl) if hl else None, truncate=int(tr) if tr else None, offsets=offs,
+              header_delta=int(opt(args, "--header-delta") or 0))
     if not shards:
         write_file(out, written[0], **kw)
         return 0

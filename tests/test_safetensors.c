@@ -141,6 +141,27 @@ static void test_bad_headers(void)
     bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
         "\"u\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[6,10]}}", -1, 16,
         "tensors t [0, 8) and u [6, 10) overlap");
+    /* the data_offsets must tile the data region: no gap, nothing after the last tensor */
+    bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", -1, 12,
+        "the first tensor t begins at byte 4 of the data region: bytes [0, 4) belong to no tensor");
+    bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"u\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", -1, 12,
+        "tensor u begins at byte 8 of the data region, but the tensor before it, t, ends at byte 4");
+    bad(ok, -1, 12, "the last tensor t ends at byte 8 of the 12-byte data region: its last 4 bytes");
+    bad("{}", -1, 4, "no tensors, but a data region of 4 bytes");
+    /* a length field 4 bytes short of a space-padded header: the JSON still
+     * parses, the tensors would read 4 bytes early (was: accepted) */
+    char padded[128];
+    snprintf(padded, sizeof padded, "%s        ", ok);
+    bad(padded, (long long)strlen(padded) - 4, 8, "the last tensor t ends at byte 8 of the "
+        "12-byte data region: its last 4 bytes belong to no tensor");
+    /* an empty tensor needs no bytes */
+    const char *e = write_st("empty.safetensors", -1,
+                             "{\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]},"
+                             "\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+                             "\0\0\0\0\0\0\0\0", 8);
+    if (EXPECT(hpt_st_open(e, &f) == HPT_OK, "empty tensor at the end: %s", hpt_error_msg()))
+        hpt_st_close(&f);
     /* an unsupported but known dtype opens; reading it is refused */
     const char *p = write_st("i32.safetensors", -1,
                              "{\"t\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
