@@ -66,7 +66,10 @@ uint16_t hpt_st_f32_to_bf16(float x)
     return (uint16_t)(u >> 16);
 }
 
-static const char *dtype_name(hpt_st_out_dtype dt) { return dt == HPT_ST_OUT_BF16 ? "BF16" : "F32"; }
+static const char *dtype_name(hpt_st_out_dtype dt)
+{
+    return dt == HPT_ST_OUT_BF16 ? "BF16" : "F32";
+}
 
 /* A growing text buffer; on out of memory `bad` is set and text dropped. */
 typedef struct {
@@ -143,7 +146,8 @@ static hpt_status shard_header(const hpt_st_writer *w, int s, text *h)
         if (w->shard_of[i] != s)
             continue;
         const hpt_st_out_tensor *t = &w->t[i];
-        uint64_t b = w->begin[i], e = b + (uint64_t)t->rows * (uint64_t)t->cols * (uint64_t)w->elsize;
+        uint64_t b = w->begin[i];
+        uint64_t e = b + (uint64_t)t->rows * (uint64_t)t->cols * (uint64_t)w->elsize;
         if (t->ndim == 1)
             text_add(h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%llu,%llu]}",
                      t->name, dtype_name(w->dt), (long long)t->rows, (unsigned long long)b,

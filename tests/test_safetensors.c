@@ -147,8 +147,10 @@ static void test_bad_headers(void)
         "the first tensor t begins at byte 4 of the data region: bytes [0, 4) belong to no tensor");
     bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
         "\"u\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", -1, 12,
-        "tensor u begins at byte 8 of the data region, but the tensor before it, t, ends at byte 4");
-    bad(ok, -1, 12, "the last tensor t ends at byte 8 of the 12-byte data region: its last 4 bytes");
+        "tensor u begins at byte 8 of the data region, but the tensor before it, t, ends at "
+        "byte 4");
+    bad(ok, -1, 12,
+        "the last tensor t ends at byte 8 of the 12-byte data region: its last 4 bytes");
     bad("{}", -1, 4, "no tensors, but a data region of 4 bytes");
     /* a length field 4 bytes short of a space-padded header: the JSON still
      * parses, the tensors would read 4 bytes early (was: accepted) */
@@ -300,7 +302,8 @@ static void test_writer(void)
         hpt_st_set_close(&s);
         FILE *c = fopen(tpath("config.json"), "r");
         char line[64] = "";
-        EXPECT(c && fgets(line, sizeof line, c) && strstr(line, "llama"), "config.json: '%s'", line);
+        EXPECT(c && fgets(line, sizeof line, c) && strstr(line, "llama"), "config.json: '%s'",
+               line);
         if (c)
             fclose(c);
     }
