@@ -13,6 +13,7 @@
 #     update is skipped, then exported again), and PyTorch's loss
 #     (tests/torch_ref.py) on the exported weights equals hpt's step-1 loss;
 #   - an export from TP = 2 (sharded, BF16) equals the 1-rank weights;
+#   - a tied model's export has no lm_head.weight and says tie_word_embeddings;
 #   - exporting one file over an earlier sharded export removes the stale
 #     index (and vice versa), so a loader finds the new weights.
 . "$HPT_SRC/tests/lib.sh"
@@ -58,6 +59,14 @@ run tp 2 --tp 2 --steps 1 --fault-nan-steps 1 --init-from "$WORK/ck.h5" --export
   --export-dtype bf16 --export-shard-size 1000000
 $CHECK "$WORK/tp/model.safetensors" "$WORK/config.json" BF16 --shards 3 || fail "TP=2 export: format"
 $ST compare "$WORK/ck.h5" "$WORK/tp" --bf16 || fail "TP=2 bf16 export differs"
+# 4b. tied embeddings: no lm_head.weight, tie_word_embeddings true in config.json; loads back
+sed 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$WORK/config.json" > "$WORK/tied.json"
+grep -q '"tie_word_embeddings": true' "$WORK/tied.json" || fail "no tied config"
+mkdir "$WORK/tied"
+run t 1 --steps 1 --tie-embeddings --export "$WORK/tied/model.safetensors"
+$CHECK "$WORK/tied/model.safetensors" "$WORK/tied.json" F32 || fail "tied export: format"
+run t2 1 --steps 1 --fault-nan-steps 1 --tie-embeddings --init-from "$WORK/tied" --export "$WORK/t2.h5"
+$ST compare "$WORK/tied/model.safetensors" "$WORK/t2.h5" || fail "tied: --init-from the export → export differs"
 # 5. one file over an earlier sharded export: the stale index goes (and back)
 "$CKPT" export "$WORK/r" "$WORK/sh/model.safetensors" > /dev/null || fail "single over sharded"
 [ ! -e "$WORK/sh/model.safetensors.index.json" ] || fail "the stale index of the sharded export is still there"
