@@ -1,6 +1,7 @@
 /* ckpt_inspect.c — list, verify, describe and export hpt checkpoints; see
  * ckpt_inspect.h. */
 #include "ckpt_inspect.h"
+#include "safetensors_write.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -671,6 +672,101 @@ static hpt_status copy_tensor(hid_t src, hid_t dst, const char *file, const char
     return st;
 }
 
+/* Feeds the blocks of one tensor, in row order, to a safetensors writer. */
+typedef struct {
+    hpt_st_writer *w;
+    hsize_t next_row; /* the row the next block must start at */
+} st_sink_ctx;
+
+static int st_block(void *ctx, hsize_t row0, const hsize_t *cnt, int rank, const float *buf,
+                    char *why, size_t n)
+{
+    st_sink_ctx *c = ctx;
+    size_t k = (size_t)cnt[0] * (rank > 1 ? (size_t)cnt[1] : 1);
+    if (row0 != c->next_row) {
+        snprintf(why, n, "write failed: block of row %llu out of order (expected %llu)",
+                 (unsigned long long)row0, (unsigned long long)c->next_row);
+        return -1;
+    }
+    c->next_row += cnt[0];
+    if (hpt_st_writer_write(c->w, buf, k)) {
+        snprintf(why, n, "write failed: %s", hpt_error_msg());
+        return -1;
+    }
+    return 0;
+}
+
+/* The tensors of the model, in its order (mdl->tensors), as safetensors
+ * writes them; *list malloc'd. */
+static hpt_status st_tensor_list(const hpt_ckpt_meta *m, const char *file,
+                                 const hpt_ckpt_model *mdl, hpt_st_out_tensor **list, int *n)
+{
+    char origin[PATH_MAX + 16];
+    hpt_ckpt_tensor *t;
+    snprintf(origin, sizeof origin, "%s: config_json", file);
+    hpt_status st = mdl->tensors(m->config_json, origin, &t, n);
+    if (st)
+        return st;
+    *list = calloc((size_t)(*n ? *n : 1), sizeof **list);
+    for (int i = 0; *list && i < *n; i++) {
+        snprintf((*list)[i].name, sizeof (*list)[i].name, "%s", t[i].name);
+        (*list)[i].rows = t[i].rows, (*list)[i].cols = t[i].cols;
+        (*list)[i].ndim = t[i].cols > 1 ? 2 : 1;
+    }
+    free(t);
+    return *list ? HPT_OK : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+}
+
+/* Write every /model tensor of src as safetensors at out_path, with the
+ * Hugging Face config.json beside it (io/safetensors_write.h). */
+static hpt_status export_st(hid_t src, const char *file, const hpt_ckpt_meta *m,
+                            const hpt_ckpt_export_opts *o, const hpt_ckpt_model *mdl,
+                            const char *out_path, int *count, int *nfiles)
+{
+    hpt_st_out_tensor *list = NULL;
+    char config[8192], origin[PATH_MAX + 16];
+    snprintf(origin, sizeof origin, "%s: config_json", file);
+    hpt_status st = st_tensor_list(m, file, mdl, &list, count);
+    if (!st)
+        st = mdl->hf_config(m->config_json, origin, o->bf16 ? "bfloat16" : "float32", config,
+                            sizeof config);
+    hpt_st_writer *w = NULL;
+    if (!st)
+        st = hpt_st_writer_open(&w, out_path, list, *count,
+                                o->bf16 ? HPT_ST_OUT_BF16 : HPT_ST_OUT_F32,
+                                o->shard_size ? o->shard_size : HPT_ST_SHARD_DEFAULT, config);
+    for (int i = 0; i < *count && !st; i++) {
+        char path[512], why[1200];
+        snprintf(path, sizeof path, "/model/%s", list[i].name);
+        hid_t in = hpt_ckpt_open_dataset(src, path, why, sizeof why);
+        if (in < 0) {
+            st = hpt_error_set(HPT_ERR_DATA, "%s: %s: %s", file, path, why);
+            break;
+        }
+        st_sink_ctx c = {w, 0};
+        if (hpt_ckpt_read_blocks(in, st_block, &c, why, sizeof why))
+            st = hpt_error_set(strncmp(why, "write failed", 12) ? HPT_ERR_DATA : HPT_ERR_IO,
+                               "%s: %s: %s", strncmp(why, "write failed", 12) ? file : out_path,
+                               strncmp(why, "write failed", 12) ? path : list[i].name, why);
+        H5Dclose(in);
+    }
+    free(list);
+    return hpt_st_writer_finish(w, st, nfiles);
+}
+
+/* An hpt run directory (checkpoints/ or log.tsv in it): its config.json
+ * is the run's own. */
+static int is_run_dir(const char *dir)
+{
+    char p[PATH_MAX + 32];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/checkpoints", dir);
+    if (!stat(p, &sb))
+        return 1;
+    snprintf(p, sizeof p, "%s/log.tsv", dir);
+    return !stat(p, &sb);
+}
+
 /* Write every /model tensor of src and config_json to out_path (through
  * OUT.tmp, hpt_h5_out); the tensors must be those config_json describes. */
 static hpt_status export_into(hid_t src, const char *file, const hpt_ckpt_meta *m,
@@ -701,13 +797,32 @@ static hpt_status export_into(hid_t src, const char *file, const hpt_ckpt_meta *
     return hpt_h5_out_finish(&o, st);
 }
 
+/* export_st after the structure check of export_into. */
+static hpt_status export_st_checked(hid_t src, const char *file, const hpt_ckpt_meta *m,
+                                    const hpt_ckpt_export_opts *o, const hpt_ckpt_model *mdl,
+                                    const char *out_path, int *count, int *nfiles)
+{
+    char **names;
+    verify_ctx v = {file, mdl, NULL, 0, ""};
+    int n = check_structure(&v, src, m, &names);
+    hpt_ckpt_names_free(names, n);
+    if (v.nbad)
+        return hpt_error_set(HPT_ERR_DATA, "%s: %s: not the tensors config_json describes (%d "
+                             "problem%s; see hpt-ckpt verify)", file, v.first, v.nbad,
+                             v.nbad == 1 ? "" : "s");
+    return export_st(src, file, m, o, mdl, out_path, count, nfiles);
+}
+
 hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
-                                   const hpt_ckpt_model *mdl, FILE *out)
+                                   const hpt_ckpt_export_opts *o, const hpt_ckpt_model *mdl,
+                                   FILE *out)
 {
     char file[PATH_MAX];
     hid_t f;
     hpt_ckpt_meta m;
-    int n = 0;
+    int n = 0, nfiles = 1, is_st = hpt_st_out_is_safetensors(out_path);
+    hpt_ckpt_export_opts defaults = {0, 0};
+    o = o ? o : &defaults;
     if (!*out_path)
         return hpt_error_set(HPT_ERR_USAGE, "export: OUT.h5 is empty: give a file name");
     struct stat sb;
@@ -722,6 +837,18 @@ hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
         if (!hpt_ckpt_is_dir(dir))
             return hpt_error_set(HPT_ERR_IO, "%s: directory %s does not exist", out_path, dir);
     }
+    if (is_st) { /* config.json goes beside it: not over a run's own */
+        char dir[PATH_MAX], cfg[PATH_MAX + 16];
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out_path) + (slash == out_path)
+                                                : 1, slash ? out_path : ".");
+        if (is_run_dir(dir))
+            return hpt_error_set(HPT_ERR_USAGE, "export: OUT %s is in the run directory %s: its "
+                                 "config.json would replace the run's own; export into another "
+                                 "directory", out_path, dir);
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        if (stat(cfg, &sb) == 0 && !S_ISREG(sb.st_mode))
+            return hpt_error_set(HPT_ERR_IO, "%s: not a regular file (left untouched)", cfg);
+    }
     if (hpt_ckpt_file_is_checkpoint(out_path)) /* the input itself, or another one */
         return hpt_error_set(HPT_ERR_USAGE, "export: OUT %s is an hpt checkpoint: the export "
                              "(weights only) would replace it; give another file name",
@@ -729,11 +856,16 @@ hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
     hpt_status st = resolve_file(path, file);
     if (st || (st = hpt_ckpt_open(file, &f, &m)))
         return st;
-    st = export_into(f, file, &m, mdl, out_path, &n);
+    st = is_st ? export_st_checked(f, file, &m, o, mdl, out_path, &n, &nfiles)
+               : export_into(f, file, &m, mdl, out_path, &n);
     H5Fclose(f);
     if (st)
         return st;
-    fprintf(out, "exported %d tensors of step %lld from %s to %s\n", n, (long long)m.step, file,
-            out_path);
+    if (nfiles > 1)
+        fprintf(out, "exported %d tensors of step %lld from %s to %d shards and %s.index.json\n",
+                n, (long long)m.step, file, nfiles, out_path);
+    else
+        fprintf(out, "exported %d tensors of step %lld from %s to %s\n", n, (long long)m.step,
+                file, out_path);
     return HPT_OK;
 }

@@ -48,7 +48,19 @@ typedef struct {
     /* A summary for `info` into buf[n]: sizes, then continuation lines
      * indented by 15 spaces, no final newline. */
     hpt_status (*describe)(const char *config_json, const char *origin, char *buf, size_t n);
+    /* The Hugging Face config.json text for config_json with "torch_dtype"
+     * torch_dtype ("float32", "bfloat16") into buf[n] (safetensors
+     * exports). */
+    hpt_status (*hf_config)(const char *config_json, const char *origin, const char *torch_dtype,
+                            char *buf, size_t n);
 } hpt_ckpt_model;
+
+/* How hpt-ckpt export writes an OUT ending in .safetensors (other names
+ * are HDF5, float32, and take neither). */
+typedef struct {
+    int bf16;            /* BF16 (round to nearest even) instead of F32 */
+    uint64_t shard_size; /* bytes per shard; 0: 5 GB                     */
+} hpt_ckpt_export_opts;
 
 /* One line per checkpoint under DIR, newest first: step, layout, ZeRO-1,
  * MiB, samples and a status (complete, incomplete, unreadable; with
@@ -74,13 +86,19 @@ hpt_status hpt_ckpt_inspect_info(const char *path, const hpt_ckpt_model *mdl, FI
 /* Consolidated weights: every /model/NAME of PATH as /NAME in OUT
  * (contiguous float32, Hugging Face names) with the root attribute
  * config_json; written to OUT.tmp, synced and renamed (io/h5out.h), so a
- * failure leaves an earlier OUT as it was and no OUT.tmp. Errors:
+ * failure leaves an earlier OUT as it was and no OUT.tmp. An OUT ending in
+ * .safetensors is written as Hugging Face safetensors instead, in the
+ * model's tensor order, with config.json beside it, sharded above
+ * o->shard_size (io/safetensors_write.h); an OUT in an hpt run directory
+ * (one holding checkpoints/ or log.tsv) is refused there (HPT_ERR_USAGE:
+ * its config.json would be replaced). o NULL: defaults. Errors:
  * HPT_ERR_DATA (damaged checkpoint, tensors not those config_json
  * implies), HPT_ERR_IO (OUT is a directory or another non-regular file,
  * its directory does not exist or it cannot be written, with the cause),
  * HPT_ERR_USAGE (OUT empty, or OUT an existing checkpoint: the input
  * itself or another, left untouched). */
 hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
-                                   const hpt_ckpt_model *mdl, FILE *out);
+                                   const hpt_ckpt_export_opts *o, const hpt_ckpt_model *mdl,
+                                   FILE *out);
 
 #endif

@@ -131,25 +131,55 @@ static int cmp_begin(const void *a, const void *b)
     return (x->end > y->end) - (x->end < y->end);
 }
 
-/* No two tensors may share bytes (empty tensors share none). */
-static hpt_status check_overlap(hpt_st_file *f)
+/* The tensors' bytes must tile the data region exactly, as the format
+ * requires: sorted by data_offsets, each begins where the one before ends
+ * (the first at 0) and the last ends at the end of the file. A gap or bytes
+ * after the last tensor mean a wrong header length (the tensors would load
+ * shifted) or a damaged header; an overlap, two tensors sharing bytes.
+ * Errors: HPT_ERR_DATA naming the file, the tensor(s) and the rule. */
+static hpt_status check_tiling(hpt_st_file *f)
 {
     hpt_st_tensor **by = malloc(sizeof *by * (size_t)(f->ntensors ? f->ntensors : 1));
     if (!by)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory reading %s", f->path);
-    int n = 0;
     for (int i = 0; i < f->ntensors; i++)
-        if (f->tensors[i].end > f->tensors[i].begin)
-            by[n++] = &f->tensors[i];
-    qsort(by, (size_t)n, sizeof *by, cmp_begin);
+        by[i] = &f->tensors[i];
+    qsort(by, (size_t)f->ntensors, sizeof *by, cmp_begin);
+    uint64_t data = f->size - f->data0, at = 0; /* bytes covered so far */
     hpt_status st = HPT_OK;
-    for (int i = 1; i < n && !st; i++)
-        if (by[i]->begin < by[i - 1]->end)
+    for (int i = 0; i < f->ntensors && !st; i++) {
+        const hpt_st_tensor *t = by[i], *p = i ? by[i - 1] : NULL;
+        if (t->begin < at)
             st = hpt_error_set(HPT_ERR_DATA, "%s: tensors %s [%llu, %llu) and %s [%llu, %llu) "
-                               "overlap in the data region", f->path, by[i - 1]->name,
-                               (unsigned long long)by[i - 1]->begin,
-                               (unsigned long long)by[i - 1]->end, by[i]->name,
-                               (unsigned long long)by[i]->begin, (unsigned long long)by[i]->end);
+                               "overlap in the data region", f->path, p->name,
+                               (unsigned long long)p->begin, (unsigned long long)p->end, t->name,
+                               (unsigned long long)t->begin, (unsigned long long)t->end);
+        else if (t->begin > at && p)
+            st = hpt_error_set(HPT_ERR_DATA, "%s: tensor %s begins at byte %llu of the data "
+                               "region, but the tensor before it, %s, ends at byte %llu: bytes "
+                               "[%llu, %llu) belong to no tensor (the data_offsets must tile the "
+                               "data region; a wrong header length or a damaged header?)",
+                               f->path, t->name, (unsigned long long)t->begin, p->name,
+                               (unsigned long long)at, (unsigned long long)at,
+                               (unsigned long long)t->begin);
+        else if (t->begin > at)
+            st = hpt_error_set(HPT_ERR_DATA, "%s: the first tensor %s begins at byte %llu of the "
+                               "data region: bytes [0, %llu) belong to no tensor (the "
+                               "data_offsets must tile the data region)", f->path, t->name,
+                               (unsigned long long)t->begin, (unsigned long long)t->begin);
+        at = t->end > at ? t->end : at;
+    }
+    if (!st && at != data && f->ntensors)
+        st = hpt_error_set(HPT_ERR_DATA, "%s: the last tensor %s ends at byte %llu of the "
+                           "%llu-byte data region: its last %llu bytes belong to no tensor (the "
+                           "data_offsets must tile the data region up to the end of the file; a "
+                           "wrong header length, or bytes appended?)", f->path,
+                           by[f->ntensors - 1]->name, (unsigned long long)at,
+                           (unsigned long long)data, (unsigned long long)(data - at));
+    else if (!st && at != data)
+        st = hpt_error_set(HPT_ERR_DATA, "%s: no tensors, but a data region of %llu bytes (the "
+                           "data_offsets must tile the data region)", f->path,
+                           (unsigned long long)data);
     free(by);
     return st;
 }
@@ -197,22 +227,34 @@ static hpt_status parse_header(hpt_st_file *f, const char *text, size_t len)
     if (st)
         return st;
     qsort(f->tensors, (size_t)f->ntensors, sizeof *f->tensors, cmp_name);
-    return check_overlap(f);
+    return check_tiling(f);
+}
+
+/* Open `path` read-only if it is a regular file, *sb its status; else -1
+ * with the error set (HPT_ERR_DATA naming the file). O_NONBLOCK: a FIFO or
+ * a device named here must not block the open for ever (it is refused by
+ * the fstat that follows); reads of a regular file ignore the flag. */
+static int open_regular(const char *path, struct stat *sb)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, sb) || !S_ISREG(sb->st_mode)) {
+        hpt_error_set(HPT_ERR_DATA, "%s: cannot open: %s", path,
+                      fd < 0 ? strerror(errno) : "not a regular file");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 /* Map the file and locate the header. */
 static hpt_status map_file(hpt_st_file *f, const char *path)
 {
     snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY);
     struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        hpt_status st = hpt_error_set(HPT_ERR_DATA, "%s: cannot open: %s", path,
-                                      fd < 0 ? strerror(errno) : "not a regular file");
-        if (fd >= 0)
-            close(fd);
-        return st;
-    }
+    int fd = open_regular(path, &sb);
+    if (fd < 0)
+        return HPT_ERR_DATA;
     f->size = (size_t)sb.st_size;
     if (f->size > 0) {
         void *p = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -291,34 +333,44 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Index of shard file `file` in s (added when new), or -1 out of memory. */
-static int shard_index(hpt_st_set *s, const char *dir, const char *file)
+/* Index of shard file `file` in s (added when new), or -1 out of memory.
+ * seen: a JSON object used as a hash table, shard file name -> index (an
+ * index may name as many shards as tensors: no linear search). */
+static int shard_index(hpt_st_set *s, json_object *seen, const char *dir, const char *file)
 {
+    json_object *k;
+    if (json_object_object_get_ex(seen, file, &k))
+        return json_object_get_int(k);
     char path[8192];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    for (int i = 0; i < s->nshards; i++)
-        if (!strcmp(s->shard_paths[i], path))
-            return i;
     char **p = realloc(s->shard_paths, sizeof *p * (size_t)(s->nshards + 1));
     if (!p)
         return -1;
     s->shard_paths = p;
-    return (p[s->nshards] = strdup(path)) ? s->nshards++ : -1;
+    if (!(p[s->nshards] = strdup(path)) ||
+        json_object_object_add(seen, file, json_object_new_int(s->nshards)))
+        return -1;
+    return s->nshards++;
 }
 
-/* Read a whole small text file. Errors: HPT_ERR_DATA. */
+/* Read a whole small text file (a regular file: see open_regular).
+ * Errors: HPT_ERR_DATA. */
 static hpt_status slurp(const char *path, char **text)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return hpt_error_set(HPT_ERR_DATA, "%s: cannot open: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    size_t got = *text ? fread(*text, 1, (size_t)n, f) : 0;
-    fclose(f);
-    if (!*text || got != (size_t)n) {
+    struct stat sb;
+    int fd = open_regular(path, &sb);
+    if (fd < 0)
+        return HPT_ERR_DATA;
+    size_t n = (size_t)sb.st_size, got = 0;
+    *text = malloc(n + 1);
+    while (*text && got < n) {
+        ssize_t k = read(fd, *text + got, n - got);
+        if (k <= 0 && !(k < 0 && errno == EINTR))
+            break;
+        got += k > 0 ? (size_t)k : 0;
+    }
+    close(fd);
+    if (!*text || got != n) {
         free(*text);
         *text = NULL;
         return hpt_error_set(HPT_ERR_DATA, "%s: cannot read", path);
@@ -350,6 +402,9 @@ static hpt_status parse_index(hpt_st_set *s, const char *path, const char *text)
     s->shard_of = calloc((size_t)(n ? n : 1), sizeof *s->shard_of);
     hpt_status st = s->names && s->shard_of ? HPT_OK
                                             : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    json_object *seen = json_object_new_object();
+    if (!seen)
+        st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
     json_object_object_foreach(wm, key, val)
     {
         if (st)
@@ -362,26 +417,41 @@ static hpt_status parse_index(hpt_st_set *s, const char *path, const char *text)
                                json_object_to_json_string(val));
             break;
         }
-        int k = shard_index(s, dir, file);
+        int k = shard_index(s, seen, dir, file);
         if (k < 0 || !(s->names[s->nnames] = strdup(key)))
             st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
         else
             s->shard_of[s->nnames++] = k;
     }
+    json_object_put(seen);
     json_object_put(root);
     return st;
 }
 
-/* Sort names (with their shard numbers) for bsearch. */
-static void sort_names(hpt_st_set *s)
+typedef struct {
+    char *name;
+    int shard;
+} name_shard;
+
+static int cmp_name_shard(const void *a, const void *b)
 {
-    for (int i = 1; i < s->nnames; i++) /* insertion sort of (name, shard) pairs */
-        for (int j = i; j > 0 && strcmp(s->names[j - 1], s->names[j]) > 0; j--) {
-            char *tn = s->names[j];
-            int ts = s->shard_of[j];
-            s->names[j] = s->names[j - 1], s->shard_of[j] = s->shard_of[j - 1];
-            s->names[j - 1] = tn, s->shard_of[j - 1] = ts;
-        }
+    return strcmp(((const name_shard *)a)->name, ((const name_shard *)b)->name);
+}
+
+/* Sort names (with their shard numbers) for bsearch: O(n log n), an index
+ * may hold hundreds of thousands of names. Errors: HPT_ERR_INTERNAL. */
+static hpt_status sort_names(hpt_st_set *s)
+{
+    name_shard *v = malloc(sizeof *v * (size_t)(s->nnames ? s->nnames : 1));
+    if (!v)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory sorting the names of %s", s->path);
+    for (int i = 0; i < s->nnames; i++)
+        v[i] = (name_shard){s->names[i], s->shard_of[i]};
+    qsort(v, (size_t)s->nnames, sizeof *v, cmp_name_shard);
+    for (int i = 0; i < s->nnames; i++)
+        s->names[i] = v[i].name, s->shard_of[i] = v[i].shard;
+    free(v);
+    return HPT_OK;
 }
 
 /* A single file: one shard, opened now. */
@@ -425,7 +495,7 @@ hpt_status hpt_st_set_open(const char *path, hpt_st_set *s)
     } else
         st = open_single(s, path);
     if (!st)
-        sort_names(s);
+        st = sort_names(s);
     if (st)
         hpt_st_set_close(s);
     return st;

@@ -18,7 +18,12 @@
  * HPT_ERR_DATA message naming the file and the tensor: header length beyond
  * the file, JSON that does not parse, a missing or mistyped field, an
  * unknown dtype, data_offsets outside the data region or not matching
- * shape x dtype size, two tensors' bytes overlapping.
+ * shape x dtype size, and data_offsets that do not tile the data region
+ * exactly (as the format requires): two tensors' bytes overlapping, a gap
+ * before or between tensors, or bytes after the last one (a header length
+ * a few bytes short of a space-padded header would otherwise load every
+ * tensor shifted). Only regular files are opened (a FIFO or device is
+ * refused without blocking in open()).
  */
 #ifndef HPT_SAFETENSORS_H
 #define HPT_SAFETENSORS_H
@@ -86,7 +91,9 @@ typedef struct {
 } hpt_st_set;
 
 /* Open a single safetensors file (validated at once) or an index (`path`
- * ends in ".json": parsed and checked, its shards opened on demand). On
+ * ends in ".json": parsed and checked, its shards opened on demand; the
+ * weight_map's names are sorted in O(n log n), its shard files found by
+ * hashing, so hundreds of thousands of entries take well under a second). On
  * error *s is left closed. Errors: HPT_ERR_DATA naming the file (missing,
  * malformed header or index: no "weight_map" object, a value that is not
  * a file name). */

@@ -386,6 +386,23 @@ static const char *float_str(float x, char *buf)
 
 hpt_status hpt_config_write(const hpt_config *c, FILE *f)
 {
+    return hpt_config_write_dtype(c, "float32", f);
+}
+
+hpt_status hpt_config_format(const hpt_config *c, const char *torch_dtype, char *buf, size_t n)
+{
+    memset(buf, 0, n);
+    FILE *f = n > 1 ? fmemopen(buf, n - 1, "w") : NULL;
+    int bad = !f || hpt_config_write_dtype(c, torch_dtype, f) != HPT_OK;
+    if (f)
+        bad |= fclose(f) != 0;
+    return bad || strlen(buf) >= n - 2 ? hpt_error_set(HPT_ERR_INTERNAL, "config.json longer "
+                                                       "than %zu bytes", n)
+                                       : HPT_OK;
+}
+
+hpt_status hpt_config_write_dtype(const hpt_config *c, const char *torch_dtype, FILE *f)
+{
     char eps[32], theta[32];
     fprintf(f,
             "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
@@ -394,11 +411,11 @@ hpt_status hpt_config_write(const hpt_config *c, FILE *f)
             "  \"num_key_value_heads\": %d,\n  \"vocab_size\": %d,\n"
             "  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
             "  \"rope_theta\": %s,\n  \"tie_word_embeddings\": %s,\n"
-            "  \"hidden_act\": \"silu\",\n  \"torch_dtype\": \"float32\"\n}\n",
+            "  \"hidden_act\": \"silu\",\n  \"torch_dtype\": \"%s\"\n}\n",
             c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
             c->num_key_value_heads, c->vocab_size, c->max_position_embeddings,
             float_str(c->rms_norm_eps, eps), float_str(c->rope_theta, theta),
-            c->tie_word_embeddings ? "true" : "false");
+            c->tie_word_embeddings ? "true" : "false", torch_dtype);
     return ferror(f) ? hpt_error_set(HPT_ERR_IO, "writing config.json failed") : HPT_OK;
 }
 

@@ -71,8 +71,18 @@ const char *const *hpt_config_preset_names(void);
 hpt_status hpt_config_validate(const hpt_config *cfg, const char *origin);
 
 /* Write *cfg as a Hugging Face-style config.json (with "architectures":
- * ["LlamaForCausalLM"], "model_type": "llama"). */
+ * ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "float32").
+ * Errors: HPT_ERR_IO when the stream fails. */
 hpt_status hpt_config_write(const hpt_config *cfg, FILE *f);
+
+/* hpt_config_write with "torch_dtype" set to torch_dtype ("float32",
+ * "bfloat16": the dtype of the weights beside it, as transformers reads
+ * it). */
+hpt_status hpt_config_write_dtype(const hpt_config *cfg, const char *torch_dtype, FILE *f);
+
+/* hpt_config_write_dtype into buf[n] (NUL-terminated). Errors:
+ * HPT_ERR_INTERNAL when it does not fit. */
+hpt_status hpt_config_format(const hpt_config *cfg, const char *torch_dtype, char *buf, size_t n);
 
 /* Tensor parallelism over tp ranks splits the attention heads, the
  * key/value heads and the SwiGLU width: each must be divisible by tp.

@@ -1,10 +1,15 @@
 /* export.c — whole-model views across ranks: the final weights gathered
- * over TP and PP and written with Hugging Face names, and the checks that
- * replicated tensors stayed bitwise identical. */
+ * over TP and PP and written with Hugging Face names (HDF5, or safetensors
+ * through io/safetensors_write.h), and the checks that replicated tensors
+ * stayed bitwise identical. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "fsutil.h"
 #include "h5out.h"
+#include "safetensors_write.h"
 #include "train_internal.h"
 #include "weights.h"
 
@@ -41,18 +46,104 @@ static int owner_stage(const run_state *r, hpt_tensor_kind kind, int layer)
     return r->layer_stage[layer];
 }
 
+/* The logical tensors in export order (embedding, layers, final norm, LM
+ * head unless tied) with their global shapes; *list malloc'd. */
+static hpt_status export_tensor_list(const hpt_config *cfg, hpt_st_out_tensor **list, int *n)
+{
+    int L = cfg->num_hidden_layers, per = HPT_TENSOR_DOWN - HPT_TENSOR_ATTN_NORM + 1, k = 0;
+    hpt_st_out_tensor *t = calloc((size_t)(L * per + 3), sizeof *t);
+    if (!t)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory listing the export's tensors");
+    for (int g = -1; g <= L; g++) /* -1: embedding, 0..L-1: layers, L: tail */
+        for (int j = 0; j < (g >= 0 && g < L ? per : g < 0 ? 1 : 2); j++) {
+            hpt_tensor_kind kind = g < 0 ? HPT_TENSOR_EMBED
+                                   : g == L ? (j ? HPT_TENSOR_LM_HEAD : HPT_TENSOR_FINAL_NORM)
+                                            : (hpt_tensor_kind)(HPT_TENSOR_ATTN_NORM + j);
+            if (kind == HPT_TENSOR_LM_HEAD && cfg->tie_word_embeddings)
+                continue;
+            hpt_tensor_name(kind, g >= 0 && g < L ? g : -1, t[k].name, sizeof t[k].name);
+            hpt_tensor_global_shape(cfg, kind, &t[k].rows, &t[k].cols);
+            t[k].ndim = t[k].cols > 1 ? 2 : 1;
+            k++;
+        }
+    *list = t;
+    *n = k;
+    return HPT_OK;
+}
+
+/* Start a safetensors export of the final weights (rank 0): the tensor
+ * list of the config, --export-dtype, --export-shard-size, config.json.
+ * On error *w may hold files to remove: hpt_st_writer_finish it. */
+static hpt_status st_export_open(const run_state *r, const hpt_train_opts *o, const char *path,
+                                 hpt_st_writer **w)
+{
+    hpt_st_out_tensor *list = NULL;
+    int n = 0;
+    char config[8192];
+    hpt_status st = export_tensor_list(&r->cfg, &list, &n);
+    if (!st)
+        st = hpt_config_format(&r->cfg, o->export_bf16 ? "bfloat16" : "float32", config,
+                               sizeof config);
+    if (!st)
+        st = hpt_st_writer_open(w, path, list, n, o->export_bf16 ? HPT_ST_OUT_BF16 : HPT_ST_OUT_F32,
+                                o->export_shard_size ? o->export_shard_size : HPT_ST_SHARD_DEFAULT,
+                                config);
+    free(list);
+    return st;
+}
+
+hpt_status export_check_opts(const hpt_train_opts *o)
+{
+    const char *opt = o->export_dtype_given ? "--export-dtype" : "--export-shard-size";
+    if (!o->export_dtype_given && !o->export_shard_size)
+        return HPT_OK;
+    if (!o->export_path)
+        return hpt_error_set(HPT_ERR_USAGE, "%s needs --export FILE.safetensors", opt);
+    if (!hpt_st_out_is_safetensors(o->export_path))
+        return hpt_error_set(HPT_ERR_USAGE, "%s applies to safetensors exports: --export %s is "
+                             "HDF5 (float32, one file); name it FILE.safetensors", opt,
+                             o->export_path);
+    return HPT_OK;
+}
+
+hpt_status export_check_st_path(const hpt_train_opts *o, const char *run_dir)
+{
+    if (!hpt_st_out_is_safetensors(o->export_path))
+        return HPT_OK;
+    char dir[4096], cfg[4200], run[4096];
+    hpt_path_dir(o->export_path, dir, sizeof dir);
+    if (run_dir && snprintf(run, sizeof run, "%s", run_dir) < (int)sizeof run) {
+        for (size_t n = strlen(run); n > 1 && run[n - 1] == '/'; n--)
+            run[n - 1] = 0;
+        struct stat a, b;
+        if (!strcmp(dir, run) || (!stat(dir, &a) && !stat(run, &b) && a.st_dev == b.st_dev &&
+                                  a.st_ino == b.st_ino))
+            return hpt_error_set(HPT_ERR_USAGE, "--export %s: its config.json would replace the "
+                                 "run directory's %s/config.json; export into another "
+                                 "directory", o->export_path, run);
+    }
+    hpt_status st = hpt_check_output_file("--export", o->export_path); /* OUT first */
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    return st ? st : hpt_check_output_file("--export (its config.json)", cfg);
+}
+
 /* Write the final weights with Hugging Face names and the root attribute
  * config_json (the model config, as hpt-ckpt export writes it) on world
  * rank 0: each tensor is gathered over TP on its stage and sent to rank 0
  * from the stage's first rank. Collective. */
-hpt_status export_weights(run_state *r, const char *path)
+hpt_status export_weights(run_state *r, const hpt_train_opts *o)
 {
+    const char *path = o->export_path;
     hpt_comm *c = &r->comm;
     hpt_h5_out out = {.file = -1}; /* written to PATH.tmp, renamed over PATH at the end */
-    hpt_status st = r->root ? hpt_h5_out_create(path, &out) : HPT_OK;
+    hpt_st_writer *sw = NULL;      /* or safetensors (the extension decides) */
+    int is_st = hpt_st_out_is_safetensors(path);
+    hpt_status st = !r->root ? HPT_OK
+                    : is_st  ? st_export_open(r, o, path, &sw)
+                             : hpt_h5_out_create(path, &out);
     hid_t f = out.file;
     const hpt_config *cfg = &r->cfg;
-    if (r->root && !st) { /* the config, as hpt-ckpt export writes it: the file is self-contained */
+    if (r->root && !st && !is_st) { /* the config, as hpt-ckpt export writes it: self-contained */
         char json[8192] = {0};
         FILE *mf = fmemopen(json, sizeof json - 1, "w");
         int bad = !mf || hpt_config_write(cfg, mf) != HPT_OK;
@@ -103,7 +194,9 @@ hpt_status export_weights(run_state *r, const char *path)
                          c->comms[HPT_GROUP_WORLD], MPI_STATUS_IGNORE);
             }
             hsize_t dims[2] = {(hsize_t)hdr.rows, (hsize_t)hdr.cols};
-            if (r->root && !st)
+            if (r->root && !st && sw) /* in the order st_export_open listed */
+                st = hpt_st_writer_write(sw, full, (size_t)(hdr.rows * hdr.cols));
+            else if (r->root && !st && !is_st)
                 st = hpt_h5_write_array(f, hdr.name, H5T_NATIVE_FLOAT, hdr.cols > 1 ? 2 : 1, dims,
                                         full);
         }
@@ -113,6 +206,8 @@ hpt_status export_weights(run_state *r, const char *path)
     free(full);
     if (f >= 0)
         st = hpt_h5_out_finish(&out, st);
+    if (r->root && is_st)
+        st = hpt_st_writer_finish(sw, st, NULL);
     return st;
 }
 

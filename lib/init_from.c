@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <hdf5.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -224,6 +225,101 @@ static hpt_status check_layers(source *s, int L)
     return st;
 }
 
+/* The source's tensor names, one at a time (HDF5: the root's links). */
+typedef struct {
+    char **names; /* malloc'd strings */
+    int n, cap;
+} name_list;
+
+static herr_t h5_collect_cb(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
+{
+    (void)g, (void)info;
+    name_list *l = ctx;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        char **p = realloc(l->names, sizeof *p * (size_t)cap);
+        if (!p)
+            return -1;
+        l->names = p, l->cap = cap;
+    }
+    return (l->names[l->n] = strdup(name)) ? (l->n++, 0) : -1;
+}
+
+/* Compare two NUL-terminated names stored in place (known_names' rows). */
+static int cmp_inline(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Every tensor name the config has, sorted (malloc'd array of n
+ * fixed-size names; lm_head.weight included even when tied: a tied model
+ * ignores it with a note). */
+static char (*known_names(const hpt_config *c, int *n))[96]
+{
+    int L = c->num_hidden_layers, per = HPT_TENSOR_DOWN - HPT_TENSOR_ATTN_NORM + 1, k = 0;
+    char(*v)[96] = malloc(sizeof *v * (size_t)(L * per + 3));
+    if (!v)
+        return NULL;
+    hpt_tensor_name(HPT_TENSOR_EMBED, -1, v[k++], sizeof *v);
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < per; j++)
+            hpt_tensor_name((hpt_tensor_kind)(HPT_TENSOR_ATTN_NORM + j), l, v[k++], sizeof *v);
+    hpt_tensor_name(HPT_TENSOR_FINAL_NORM, -1, v[k++], sizeof *v);
+    hpt_tensor_name(HPT_TENSOR_LM_HEAD, -1, v[k++], sizeof *v);
+    qsort(v, (size_t)k, sizeof *v, cmp_inline);
+    *n = k;
+    return v;
+}
+
+/* A buffer that Hugging Face Llama files may hold and that is not a
+ * parameter (RoPE's inverse frequencies, computed from rope_theta). */
+static int harmless_buffer(const char *name)
+{
+    size_t n = strlen(name), k = strlen("rotary_emb.inv_freq");
+    return n >= k && !strcmp(name + n - k, "rotary_emb.inv_freq");
+}
+
+/* Every tensor of the source must be one of the model's: an extra one
+ * (an attention bias, a tensor of another architecture) means another
+ * model, which would train as this one without a word. Harmless buffers
+ * (harmless_buffer) are skipped, with a note to `note`. Errors:
+ * HPT_ERR_DATA naming the first unknown tensor and how many there are. */
+static hpt_status check_unknown(source *s, const hpt_config *c, FILE *note)
+{
+    name_list h5 = {0};
+    char **names = s->st.names;
+    int n = s->st.nnames, nk = 0, unknown = 0, skipped = 0;
+    if (s->h5 >= 0) {
+        H5Literate(s->h5, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, h5_collect_cb, &h5);
+        names = h5.names, n = h5.n;
+    }
+    char(*known)[96] = known_names(c, &nk);
+    const char *first = NULL, *skip = NULL;
+    for (int i = 0; known && i < n; i++) {
+        if (bsearch(names[i], known, (size_t)nk, sizeof *known,
+                    cmp_inline))
+            continue;
+        if (harmless_buffer(names[i]))
+            skipped++, skip = skip ? skip : names[i];
+        else
+            unknown++, first = first ? first : names[i];
+    }
+    hpt_status st = HPT_OK;
+    if (!known)
+        st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory reading --init-from %s", s->path);
+    else if (unknown)
+        st = hpt_error_set(HPT_ERR_DATA, "--init-from %s: tensor %s is not one of the model's "
+                           "(%d such tensor%s; hpt's Llama has no biases and only the tensors "
+                           "of --model's config: a file with more holds another model)", s->path,
+                           first, unknown, unknown == 1 ? "" : "s");
+    else if (skipped && note)
+        fprintf(note, "hpt-train: note: --init-from %s: %d buffer%s such as %s not read (RoPE's "
+                "inverse frequencies follow from rope_theta)\n", s->path, skipped,
+                skipped == 1 ? "" : "s", skip);
+    for (int i = 0; i < h5.n; i++)
+        free(h5.names[i]);
+    free(h5.names);
+    free(known);
+    return st;
+}
+
 static herr_t h5_first_cb(hid_t g, const char *name, const H5L_info_t *info, void *ctx)
 {
     (void)g, (void)info;
@@ -250,6 +346,29 @@ static void name_hint(source *s, char *buf, size_t n)
 
 /* ------------------------------------------------------------ loading */
 
+/* This rank's slice of t (real x t->cols at buf) must be finite: a NaN or
+ * an infinity in the initial weights makes every step's loss non-finite
+ * (each update skipped, the run stopped by --max-skips). Errors:
+ * HPT_ERR_DATA naming the tensor and the first bad element's global index. */
+static hpt_status check_finite(const source *s, const hpt_tensor *t, const float *buf,
+                               int64_t real)
+{
+    for (int64_t i = 0; i < real * t->cols; i++) {
+        if (isfinite(buf[i]))
+            continue;
+        int64_t r = t->row0 + i / t->cols, c = t->col0 + i % t->cols;
+        char at[64];
+        if (t->g_cols > 1)
+            snprintf(at, sizeof at, "[%lld, %lld]", (long long)r, (long long)c);
+        else
+            snprintf(at, sizeof at, "[%lld]", (long long)r);
+        return hpt_error_set(HPT_ERR_DATA, "--init-from %s: tensor %s: element %s is %s (initial "
+                             "weights must be finite)", s->path, t->name, at,
+                             isnan(buf[i]) ? "NaN" : buf[i] > 0 ? "+inf" : "-inf");
+    }
+    return HPT_OK;
+}
+
 /* Read this rank's slice of t into host buffer buf (t->rows x t->cols) and
  * upload it into the parameter block. */
 static hpt_status load_tensor(source *s, hpt_model *m, const hpt_tensor *t, float *buf)
@@ -270,6 +389,8 @@ static hpt_status load_tensor(source *s, hpt_model *m, const hpt_tensor *t, floa
     if (!st)
         st = source_read(s, t->name, &x, t->row0, real, t->col0, t->cols, buf);
     source_release(&x);
+    if (!st)
+        st = check_finite(s, t, buf, real);
     if (st)
         return st;
     memset(buf + real * t->cols, 0, sizeof(float) * (size_t)((t->rows - real) * t->cols));
@@ -311,6 +432,8 @@ hpt_status hpt_init_from(hpt_model *m, const char *path, int64_t resume_step, FI
         st = check_layers(&s, m->cfg.num_hidden_layers);
     for (int i = 0; i < m->ntensors && !st; i++)
         st = load_tensor(&s, m, &m->tensors[i], buf);
+    if (!st) /* after the loads: a missing tensor's message shows another naming scheme */
+        st = check_unknown(&s, &m->cfg, note);
     if (!st)
         note_ignored_head(&s, m, note);
     free(buf);

@@ -33,8 +33,11 @@
  * the file and, where one is at fault, the tensor: missing or unreadable
  * file, malformed safetensors header or index, a tensor missing, of
  * another shape ("model.layers.0.mlp.up_proj.weight has shape [176, 32],
- * the config needs [176, 64]"), of an unsupported dtype, or of a layer
- * beyond the config's num_hidden_layers. */
+ * the config needs [176, 64]"), of an unsupported dtype, of a layer
+ * beyond the config's num_hidden_layers, a tensor the model does not have
+ * ("model.layers.0.self_attn.q_proj.bias is not one of the model's"; a
+ * rotary_emb.inv_freq buffer is skipped with a note), a non-finite value
+ * (the tensor and the first bad element's global index). */
 hpt_status hpt_init_from(hpt_model *m, const char *path, int64_t resume_step, FILE *note);
 
 #endif

@@ -97,6 +97,9 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
                                      o->nan_steps);
     if (o->export_path && !*o->export_path)
         return hpt_error_set(HPT_ERR_USAGE, "--export '': expected a file name");
+    hpt_status est = export_check_opts(o);
+    if (est)
+        return est;
     if (o->stop_at < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--stop-at %d: must be >= 1 (a step number; 0 = never)",
                              o->stop_at);
@@ -481,6 +484,9 @@ static hpt_status check_export(const hpt_train_opts *o)
 {
     char dir[4096], run[4096];
     struct stat sb;
+    hpt_status st = export_check_st_path(o, o->run_dir);
+    if (st)
+        return st;
     hpt_path_dir(o->export_path, dir, sizeof dir);
     if (o->run_dir && snprintf(run, sizeof run, "%s", o->run_dir) < (int)sizeof run) {
         for (size_t n = strlen(run); n > 1 && run[n - 1] == '/'; n--)
@@ -488,7 +494,7 @@ static hpt_status check_export(const hpt_train_opts *o)
         if (!strcmp(dir, run) && stat(run, &sb) != 0)
             return HPT_OK;
     }
-    hpt_status st = hpt_check_output_file("--export", o->export_path);
+    st = hpt_check_output_file("--export", o->export_path);
     if (st)
         return st;
     if (hpt_ckpt_file_is_checkpoint(o->export_path))
@@ -1171,7 +1177,7 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     if (!st && o->comm_stats)
         comm_stats(&r, o, out);
     if (!st && o->export_path)
-        st = hpt_comm_agree(comm, export_weights(&r, o->export_path));
+        st = hpt_comm_agree(comm, export_weights(&r, o));
     run_free(&r);
     return st;
 }

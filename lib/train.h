@@ -31,7 +31,11 @@ typedef struct {
     int max_skips;         /* consecutive non-finite steps before stopping  */
     int tie_embeddings;    /* -1 = config's value, 0/1 override             */
     const char *nan_steps; /* fault injection for tests: "3,4" poison grads  */
-    const char *export_path; /* write final weights (HF names) to this HDF5 */
+    const char *export_path; /* write final weights (HF names) to this HDF5,
+                            * or safetensors when it ends in .safetensors */
+    int export_bf16;       /* --export-dtype bf16 (safetensors only)        */
+    int export_dtype_given; /* --export-dtype was given                     */
+    uint64_t export_shard_size; /* --export-shard-size bytes; 0 = 5 GB      */
     const char *init_from; /* initial weights: --export HDF5, safetensors file,
                             * index or directory (lib/init_from.h); NULL =
                             * random. A resumed checkpoint wins over it.   */

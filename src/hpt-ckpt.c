@@ -19,13 +19,15 @@
 #include "error.h"
 #include "hpt_config.h"
 #include "model.h"
+#include "safetensors_write.h"
 
 static void usage(FILE *f)
 {
     fputs("usage: hpt-ckpt list [--verify] DIR\n"
           "       hpt-ckpt verify PATH|DIR\n"
           "       hpt-ckpt info PATH\n"
-          "       hpt-ckpt export PATH OUT.h5\n"
+          "       hpt-ckpt export [--export-dtype f32|bf16] [--export-shard-size BYTES]\n"
+          "                PATH OUT.h5|OUT.safetensors\n"
           "\n"
           "Inspect the checkpoints hpt-train writes (docs/CHECKPOINT.md). DIR is a run's\n"
           "checkpoints directory (RUN/checkpoints; RUN itself is accepted too). PATH is one\n"
@@ -53,6 +55,13 @@ static void usage(FILE *f)
           "                  consolidated weights: every /model/NAME as /NAME in OUT.h5\n"
           "                  (Hugging Face names, contiguous float32 arrays) with the root\n"
           "                  attribute config_json; written to OUT.h5.tmp, synced, renamed\n"
+          "  export PATH OUT.safetensors\n"
+          "                  the same as Hugging Face safetensors, with config.json in\n"
+          "                  OUT's directory (not a run directory), what transformers\n"
+          "                  loads; above the shard size, OUT's stem-0000K-of-0000N shards\n"
+          "                  and OUT.index.json; each file written as .tmp, synced, renamed\n"
+          "    --export-dtype D       f32 or bf16 (round to nearest even) [f32]\n"
+          "    --export-shard-size B  bytes per shard [5000000000]\n"
           "\n"
           "options:\n"
           "  -h, --help      print this help and exit\n"
@@ -114,7 +123,16 @@ static hpt_status model_describe(const char *config_json, const char *origin, ch
     return HPT_OK;
 }
 
-static const hpt_ckpt_model llama = {model_tensors, model_describe};
+/* hpt_ckpt_model.hf_config: config.json for a safetensors export. */
+static hpt_status model_hf_config(const char *config_json, const char *origin,
+                                  const char *torch_dtype, char *buf, size_t n)
+{
+    hpt_config c;
+    hpt_status st = hpt_config_parse(config_json, origin, &c);
+    return st ? st : hpt_config_format(&c, torch_dtype, buf, n);
+}
+
+static const hpt_ckpt_model llama = {model_tensors, model_describe, model_hf_config};
 
 /* ------------------------------------------------------------------- main */
 
@@ -122,7 +140,26 @@ typedef struct {
     const char *cmd;   /* list, verify, info, export        */
     const char *arg[2];
     int nargs, verify, help, version;
+    hpt_ckpt_export_opts exp; /* --export-dtype, --export-shard-size */
+    int exp_given;
 } cli;
+
+/* --export-dtype D / --export-shard-size B of export (value in v). */
+static hpt_status export_option(cli *c, const char *a, const char *v)
+{
+    if (!v)
+        return hpt_error_set(HPT_ERR_USAGE, "%s needs a value (see --help)", a);
+    c->exp_given = 1;
+    if (!strcmp(a, "--export-dtype")) {
+        hpt_st_out_dtype dt;
+        hpt_status st = hpt_st_out_dtype_parse(a, v, &dt);
+        c->exp.bf16 = dt == HPT_ST_OUT_BF16;
+        return st;
+    }
+    hpt_status st = hpt_cli_parse_u64(a + 2, v, &c->exp.shard_size); /* a + 2: no "--" */
+    return st || c->exp.shard_size ? st : hpt_error_set(HPT_ERR_USAGE, "%s 0: must be >= 1 "
+                                                        "(bytes per shard)", a);
+}
 
 static const struct {
     const char *name;
@@ -142,7 +179,13 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
             c->version = 1;
         else if (opts && !strcmp(a, "--verify") && c->cmd && !strcmp(c->cmd, "list"))
             c->verify = 1;
-        else if (opts && !strcmp(a, "--"))
+        else if (opts && c->cmd && !strcmp(c->cmd, "export") &&
+                 (!strcmp(a, "--export-dtype") || !strcmp(a, "--export-shard-size"))) {
+            hpt_status st = export_option(c, a, i + 1 < argc ? argv[i + 1] : NULL);
+            if (st)
+                return st;
+            i++;
+        } else if (opts && !strcmp(a, "--"))
             opts = 0;
         else if (opts && a[0] == '-' && a[1])
             return hpt_error_set(HPT_ERR_USAGE, "%s: unknown option%s (see --help)", a,
@@ -168,6 +211,10 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
     if (c->nargs < want)
         return hpt_error_set(HPT_ERR_USAGE, "%s needs %s (see --help)", c->cmd,
                              want == 2 ? "PATH and OUT.h5" : "a path");
+    if (c->exp_given && !hpt_st_out_is_safetensors(c->arg[1]))
+        return hpt_error_set(HPT_ERR_USAGE, "--export-dtype and --export-shard-size apply to an "
+                             "OUT ending in .safetensors (%s is written as HDF5, float32)",
+                             c->arg[1]);
     return HPT_OK;
 }
 
@@ -188,7 +235,7 @@ static hpt_status run(int argc, char **argv, FILE *out)
         return hpt_ckpt_inspect_verify(c.arg[0], &llama, out);
     if (!strcmp(c.cmd, "info"))
         return hpt_ckpt_inspect_info(c.arg[0], &llama, out);
-    return hpt_ckpt_inspect_export(c.arg[0], c.arg[1], &llama, out);
+    return hpt_ckpt_inspect_export(c.arg[0], c.arg[1], &c.exp, &llama, out);
 }
 
 int main(int argc, char **argv) { return hpt_cli_main_rank0(argc, argv, "hpt-ckpt", run); }

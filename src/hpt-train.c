@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "comm.h"
 #include "hpt_config.h"
+#include "safetensors_write.h"
 #include "train.h"
 
 static void usage_output(FILE *f, const hpt_train_opts *d);
@@ -89,7 +90,12 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "  --max-skips N         stop after N consecutive non-finite steps [%d]\n"
             "  --fault-nan-steps L   testing: poison the gradients of steps L (e.g. 3,4)\n"
             "  --quiet               no per-step progress line\n"
-            "  --export FILE         write the final weights (Hugging Face names) to HDF5\n"
+            "  --export FILE         write the final weights (Hugging Face names) to HDF5,\n"
+            "                        or, FILE ending in .safetensors, as Hugging Face\n"
+            "                        safetensors with config.json beside it\n"
+            "  --export-dtype D      f32 or bf16 (round to nearest even), safetensors [f32]\n"
+            "  --export-shard-size B bytes per safetensors shard; more: shards and\n"
+            "                        FILE.index.json [5000000000]\n"
             "  --save-every N        checkpoint every N steps (and at the end) [0: only on a\n"
             "                        stop signal or --max-runtime]\n"
             "  --checkpoint-dir DIR  checkpoints [RUN_DIR/checkpoints]\n"
@@ -154,7 +160,7 @@ enum {
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
-    OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM, OPT_SEQ_PAR,
+    OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM, OPT_SEQ_PAR, OPT_EXPORT_DTYPE, OPT_EXPORT_SHARD,
 };
 
 static const struct option long_opts[] = {
@@ -193,6 +199,7 @@ static const struct option long_opts[] = {
     {"fault-stall-rank", 1, 0, OPT_STALL_RANK}, {"fault-stall-step", 1, 0, OPT_STALL_STEP},
     {"async-save", 0, 0, OPT_ASYNC_SAVE},
     {"precision", 1, 0, OPT_PRECISION}, {"comm", 1, 0, OPT_COMM},
+    {"export-dtype", 1, 0, OPT_EXPORT_DTYPE}, {"export-shard-size", 1, 0, OPT_EXPORT_SHARD},
     {0, 0, 0, 0},
 };
 
@@ -241,6 +248,18 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
     case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
+    case OPT_EXPORT_DTYPE: {
+        hpt_st_out_dtype dt;
+        hpt_status st = hpt_st_out_dtype_parse("--export-dtype", arg, &dt);
+        o->export_bf16 = dt == HPT_ST_OUT_BF16, o->export_dtype_given = 1;
+        return st;
+    }
+    case OPT_EXPORT_SHARD: {
+        hpt_status st = hpt_cli_parse_u64(name, arg, &o->export_shard_size);
+        return st || o->export_shard_size ? st
+                                          : hpt_error_set(HPT_ERR_USAGE, "--%s 0: must be >= 1 "
+                                                          "(bytes per shard)", name);
+    }
     case OPT_INIT_FROM:
         if (!arg[0])
             return hpt_error_set(HPT_ERR_USAGE,

@@ -15,6 +15,7 @@
 
 #include "error.h"
 #include "safetensors.h"
+#include "safetensors_write.h"
 
 #include "expect.h"
 #include "tmpdir.h"
@@ -141,6 +142,29 @@ static void test_bad_headers(void)
     bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
         "\"u\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[6,10]}}", -1, 16,
         "tensors t [0, 8) and u [6, 10) overlap");
+    /* the data_offsets must tile the data region: no gap, nothing after the last tensor */
+    bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", -1, 12,
+        "the first tensor t begins at byte 4 of the data region: bytes [0, 4) belong to no tensor");
+    bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"u\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", -1, 12,
+        "tensor u begins at byte 8 of the data region, but the tensor before it, t, ends at "
+        "byte 4");
+    bad(ok, -1, 12,
+        "the last tensor t ends at byte 8 of the 12-byte data region: its last 4 bytes");
+    bad("{}", -1, 4, "no tensors, but a data region of 4 bytes");
+    /* a length field 4 bytes short of a space-padded header: the JSON still
+     * parses, the tensors would read 4 bytes early (was: accepted) */
+    char padded[128];
+    snprintf(padded, sizeof padded, "%s        ", ok);
+    bad(padded, (long long)strlen(padded) - 4, 8, "the last tensor t ends at byte 8 of the "
+        "12-byte data region: its last 4 bytes belong to no tensor");
+    /* an empty tensor needs no bytes */
+    const char *e = write_st("empty.safetensors", -1,
+                             "{\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]},"
+                             "\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+                             "\0\0\0\0\0\0\0\0", 8);
+    if (EXPECT(hpt_st_open(e, &f) == HPT_OK, "empty tensor at the end: %s", hpt_error_msg()))
+        hpt_st_close(&f);
     /* an unsupported but known dtype opens; reading it is refused */
     const char *p = write_st("i32.safetensors", -1,
                              "{\"t\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
@@ -201,6 +225,100 @@ static void test_index(void)
     }
 }
 
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* float32 → bfloat16: round to nearest, ties to even; NaN stays NaN. */
+static void test_bf16_rounding(void)
+{
+    static const struct {
+        uint32_t in;
+        uint16_t out;
+    } v[] = {{0x3f800000u, 0x3f80}, /* 1.0 exact                          */
+             {0x3f808000u, 0x3f80}, /* tie, even below: down              */
+             {0x3f818000u, 0x3f82}, /* tie, odd below: up                 */
+             {0x3f808001u, 0x3f81}, /* just above the tie: up             */
+             {0x3f807fffu, 0x3f80}, /* just below: down                   */
+             {0xbf818000u, 0xbf82}, /* negative tie: magnitude up         */
+             {0x7f7fffffu, 0x7f80}, /* FLT_MAX rounds to +inf             */
+             {0xff800000u, 0xff80}, /* -inf                               */
+             {0x00000001u, 0x0000}, /* smallest subnormal: to +0          */
+             {0x80000000u, 0x8000}}; /* -0                                 */
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        uint16_t got = hpt_st_f32_to_bf16(from_bits(v[i].in));
+        EXPECT(got == v[i].out, "bf16(0x%08x) = 0x%04x, want 0x%04x", v[i].in, got, v[i].out);
+    }
+    uint16_t n = hpt_st_f32_to_bf16(from_bits(0x7f800001u)); /* a NaN whose payload is all low */
+    EXPECT((n & 0x7f80) == 0x7f80 && (n & 0x7f), "NaN → 0x%04x, not a NaN", n);
+}
+
+/* Writer → reader: sharded (a shard per tensor here), index, config.json,
+ * values exact (F32) and round-to-nearest-even (BF16); data tiles. */
+static void test_writer(void)
+{
+    hpt_st_out_tensor t[3] = {{"a.weight", 2, 2, 3}, {"b.weight", 1, 4, 1}, {"c.weight", 2, 1, 2}};
+    float x[12] = {1, 2, 3, 4, 5, 6, 1.00390625f, -0.0f, INFINITY, 7, 8, 9};
+    char out[4300];
+    snprintf(out, sizeof out, "%s", tpath("w.safetensors"));
+    for (int bf = 0; bf < 2; bf++) {
+        hpt_st_writer *w = NULL;
+        hpt_status st = hpt_st_writer_open(&w, out, t, 3, bf ? HPT_ST_OUT_BF16 : HPT_ST_OUT_F32,
+                                           10, "{\"model_type\": \"llama\"}\n");
+        if (!st) /* spans tensors and shards in one call, then the rest */
+            st = hpt_st_writer_write(w, x, 7);
+        if (!st)
+            st = hpt_st_writer_write(w, x + 7, 5);
+        int nf = 0;
+        st = hpt_st_writer_finish(w, st, &nf);
+        if (!EXPECT(st == HPT_OK && nf == 3, "write (bf16 %d): %s, %d files", bf,
+                    st ? hpt_error_msg() : "ok", nf))
+            continue;
+        hpt_st_set s;
+        if (!EXPECT(hpt_st_set_open(tpath("w.safetensors.index.json"), &s) == HPT_OK,
+                    "read the index: %s", hpt_error_msg()))
+            continue;
+        EXPECT(s.nshards == 3 && s.nnames == 3, "%d shards, %d names", s.nshards, s.nnames);
+        float got[12];
+        int k = 0;
+        for (int i = 0; i < 3; i++) {
+            const hpt_st_file *f;
+            const hpt_st_tensor *tt;
+            if (!EXPECT(hpt_st_set_find(&s, t[i].name, &f, &tt) == HPT_OK && tt, "find %s: %s",
+                        t[i].name, hpt_error_msg()))
+                break;
+            EXPECT(!strcmp(tt->dtype, bf ? "BF16" : "F32") && tt->ndim == t[i].ndim,
+                   "%s: dtype %s, %d dims", t[i].name, tt->dtype, tt->ndim);
+            hpt_st_read_block(f, tt, 0, t[i].rows, 0, t[i].cols, got + k);
+            k += (int)(t[i].rows * t[i].cols);
+        }
+        for (int i = 0; i < k; i++) {
+            float want = bf ? from_bits((uint32_t)hpt_st_f32_to_bf16(x[i]) << 16) : x[i];
+            EXPECT(same_bits(got[i], want), "bf16 %d: value %d = %g, want %g", bf, i, got[i], want);
+        }
+        hpt_st_set_close(&s);
+        FILE *c = fopen(tpath("config.json"), "r");
+        char line[64] = "";
+        EXPECT(c && fgets(line, sizeof line, c) && strstr(line, "llama"), "config.json: '%s'",
+               line);
+        if (c)
+            fclose(c);
+    }
+    /* too few values: nothing is left, not even the .tmp files */
+    hpt_st_writer *w = NULL;
+    snprintf(out, sizeof out, "%s", tpath("part.safetensors"));
+    hpt_status st = hpt_st_writer_open(&w, out, t, 3, HPT_ST_OUT_F32, 1000, "{}");
+    if (!st)
+        st = hpt_st_writer_write(w, x, 5);
+    st = hpt_st_writer_finish(w, st, NULL); /* (EXPECT_ERR evaluates its argument twice) */
+    EXPECT_ERR(st, HPT_ERR_INTERNAL, "tensor a.weight: 5 of 6 values");
+    EXPECT(access(out, F_OK) != 0 && access(tpath("part.safetensors.tmp"), F_OK) != 0,
+           "a partial export was left");
+}
+
 int main(void)
 {
     if (tmpdir_make("hpt-st"))
@@ -208,6 +326,8 @@ int main(void)
     test_valid();
     test_bad_headers();
     test_index();
+    test_bf16_rounding();
+    test_writer();
     tmpdir_remove();
     printf("test_safetensors: %d failure(s)\n", failures);
     return failures ? 1 : 0;
