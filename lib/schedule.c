@@ -167,6 +167,7 @@ static double reduce_loss(run_state *r, double sum)
 typedef struct {
     MPI_Request req;
     int mine, any;
+    hpt_comm_watch w;   /* its flight-recorder record (lib/comm.h) */
 } stop_poll;
 
 /* At the start of validation batch i: 1 when a stop signal reached some
@@ -178,11 +179,14 @@ static int stop_poll_at(run_state *r, stop_poll *p, int i)
     if (r->comm.world_size == 1)
         return train_stop_signal != 0;
     if (i > 0) {
+        hpt_comm_watch_block(p->w);
         MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+        hpt_comm_watch_end(p->w);
         if (p->any)
             return 1;
     }
     p->mine = train_stop_signal != 0;
+    p->w = hpt_comm_watch_post(r->comm.comms[HPT_GROUP_WORLD], HPT_FLIGHT_IALLREDUCE, sizeof p->mine);
     MPI_Iallreduce(&p->mine, &p->any, 1, MPI_INT, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD],
                    &p->req);
     return 0;
@@ -190,8 +194,11 @@ static int stop_poll_at(run_state *r, stop_poll *p, int i)
 
 static void stop_poll_end(stop_poll *p)
 {
-    if (p->req != MPI_REQUEST_NULL)
+    if (p->req != MPI_REQUEST_NULL) {
+        hpt_comm_watch_block(p->w);
         MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+        hpt_comm_watch_end(p->w);
+    }
 }
 
 double pipe_evaluate(run_state *r, const hpt_train_opts *o)

@@ -708,8 +708,12 @@ static int should_stop(run_state *r, const hpt_train_opts *o, double t_start, do
     int v[2] = {train_stop_signal != 0, *busy};
     if (o->max_runtime > 0 && now_s() - t_start + 1.5 * step_s + 2 * save_s + 1 > o->max_runtime)
         v[0] = 2;
-    if (r->comm.world_size > 1)
-        MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD]);
+    if (r->comm.world_size > 1) {
+        MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
+        hpt_comm_watch w = hpt_comm_watch_begin(world, HPT_FLIGHT_ALLREDUCE, sizeof v);
+        MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, world);
+        hpt_comm_watch_end(w);
+    }
     *busy = v[1];
     return v[0];
 }
@@ -896,7 +900,8 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     for (int step = r->start_step; step < o->steps; step++) {
         if (r->comm.fr)
             hpt_flight_step_begin(r->comm.fr, step + 1);
-        if (o->fault_stall_step == step + 1 && o->fault_stall_rank == r->comm.world_rank)
+        if (o->fault_stall_step == step + 1 && o->fault_stall_rank == r->comm.world_rank &&
+            !o->fault_stall_boundary)
             for (;;) /* test: a stalled rank, before the step's first collective */
                 sleep(3600);
         train_step(r, o, step, out, &s);
@@ -910,6 +915,9 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
             return stop_diverged(r, o, step, out, &s);
         s.val = maybe_validate(r, o, step, out);
         log_row(r, step, &s);
+        if (o->fault_stall_boundary && o->fault_stall_step == step + 1 &&
+            o->fault_stall_rank == r->comm.world_rank)
+            raise(SIGSTOP); /* test: a frozen rank, the others in the stop agreement */
         hpt_status st = step_boundary(r, o, step, out, &s, t_start, &save_s);
         if (st)
             return st;
@@ -918,7 +926,10 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     double dev_peak = NAN;
     if (r->model.be->mem_peak) {
         double mine = (double)r->model.be->mem_peak();
+        hpt_comm_watch w = hpt_comm_watch_begin(r->comm.comms[HPT_GROUP_WORLD],
+                                                HPT_FLIGHT_ALLREDUCE, sizeof mine);
         MPI_Allreduce(&mine, &dev_peak, 1, MPI_DOUBLE, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD]);
+        hpt_comm_watch_end(w);
     }
     if (r->root)
         print_done(r, o, out, t_start, s.val, dev_peak);
@@ -1000,6 +1011,7 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
         L("--alert %s\n", o->alerts[i].text);
     D("collective-timeout", o->collective_timeout); I("fault-stall-rank", o->fault_stall_rank);
     I("fault-stall-step", o->fault_stall_step);
+    S("fault-stall-at", o->fault_stall_boundary ? "boundary" : "step");
 #undef L
 #undef S
 #undef I
@@ -1097,6 +1109,9 @@ static hpt_status check_layout(MPI_Comm comm, const hpt_train_opts *o, int *dp)
     if ((o->fault_stall_rank >= 0) != (o->fault_stall_step != 0) || o->fault_stall_step < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-rank and --fault-stall-step (>= 1) go "
                              "together");
+    if (o->fault_stall_boundary && o->fault_stall_rank < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at boundary needs --fault-stall-rank "
+                             "and --fault-stall-step");
     return HPT_OK;
 }
 

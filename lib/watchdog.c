@@ -260,6 +260,8 @@ static void read_hb(const char *dir, int rank, hpt_hang_hb *p)
     for (int g = 0; g < HPT_FLIGHT_GROUPS; g++) {
         p->posted[g] = json_object_object_get_ex(o, "posted", &a)
                            ? json_object_get_int64(json_object_array_get_idx(a, g)) : 0;
+        p->completed[g] = json_object_object_get_ex(o, "completed", &a)
+                              ? json_object_get_int64(json_object_array_get_idx(a, g)) : 0;
         p->color[g] = json_object_object_get_ex(o, "color", &a)
                           ? json_object_get_int(json_object_array_get_idx(a, g)) : -1;
     }
@@ -267,25 +269,6 @@ static void read_hb(const char *dir, int rank, hpt_hang_hb *p)
 }
 
 
-
-/* Ranks that rank x waits for (into out, returns the count); -1 when x is
- * an end of the chain (not waiting, no heartbeat, a stale heartbeat). */
-static int waits_for(const hpt_hang_analysis *a, int x, double stale, int *out)
-{
-    const hpt_hang_hb *p = &a->hb[x];
-    if (!p->ok || a->now - p->time > stale || !p->blocked)
-        return -1;
-    if (p->peer >= 0 && p->peer < a->n) {
-        out[0] = p->peer;
-        return 1;
-    }
-    int k = 0, g = p->group;
-    for (int y = 0; y < a->n; y++)
-        if (y != x && a->hb[y].ok && a->hb[y].color[g] == p->color[g] && p->color[g] >= 0 &&
-            a->hb[y].posted[g] < p->seq)
-            out[k++] = y;
-    return k ? k : -1; /* everyone posted it: stuck inside the network */
-}
 
 /* A member of x's group that has gone two collectives past the one x's
  * heartbeat says it waits in (seq + 2 or later posted: it completed seq + 1,
@@ -302,6 +285,68 @@ static int overtaken_by(const hpt_hang_analysis *a, int x)
             a->hb[y].posted[p->group] > p->seq + 1)
             return y;
     return -1;
+}
+
+/* The instance (colour) of group g that rank y belongs to, as comm_mpi.c
+ * splits the grid; -1 when y is in none or the grid is unknown. */
+static int grid_color(const hpt_hang_analysis *a, int g, int y)
+{
+    if (g == 0)
+        return 0;
+    if (a->tp <= 0 || a->pp <= 0 || a->dp <= 0)
+        return -1;
+    int t = y % a->tp, d = (y / a->tp) % a->dp, p = y / (a->tp * a->dp);
+    switch (g) {
+    case 1: return d + p * a->dp;               /* tp    */
+    case 2: return t + p * a->tp;               /* dp    */
+    case 3: return t + d * a->tp;               /* pp    */
+    case 4: return d;                           /* mp    */
+    case 5: return p == 0 || p == a->pp - 1 ? t + d * a->tp : -1; /* embed */
+    default: return -1;
+    }
+}
+
+/* Is y a member of x's instance of group g (y's heartbeat colour, else
+ * the grid)? */
+static int same_instance(const hpt_hang_analysis *a, int g, int x, int y)
+{
+    int c = a->hb[x].color[g];
+    if (c < 0 || y == x)
+        return 0;
+    return a->hb[y].ok ? a->hb[y].color[g] == c : grid_color(a, g, y) == c;
+}
+
+/* Is rank y blocked in the very collective (g, seq) itself? */
+static int blocked_in(const hpt_hang_hb *q, int g, int64_t seq)
+{
+    return q->ok && q->blocked && q->peer < 0 && q->group == g && q->seq == seq;
+}
+
+#define END (-1)       /* an end of the chain: a suspect                  */
+#define END_UNSURE (-2) /* blocked, but no member is known to be behind  */
+
+/* Ranks that rank x waits for (into out, returns the count); END when x
+ * is an end of the chain (not waiting, no heartbeat, a stale heartbeat);
+ * END_UNSURE when x waits in a collective every member posted and every
+ * member that has not completed waits in too. */
+static int waits_for(const hpt_hang_analysis *a, int x, double stale, int *out)
+{
+    const hpt_hang_hb *p = &a->hb[x];
+    if (!p->ok || a->now - p->time > stale || !p->blocked || overtaken_by(a, x) >= 0)
+        return END;
+    if (p->peer >= 0 && p->peer < a->n) {
+        out[0] = p->peer;
+        return 1;
+    }
+    int k = 0, g = p->group;
+    for (int y = 0; y < a->n; y++) /* not reached it */
+        if (same_instance(a, g, x, y) && (!a->hb[y].ok || a->hb[y].posted[g] < p->seq))
+            out[k++] = y;
+    for (int y = 0; !k && y < a->n; y++) /* posted it, went elsewhere before it completed */
+        if (same_instance(a, g, x, y) && a->hb[y].completed[g] < p->seq &&
+            !blocked_in(&a->hb[y], g, p->seq))
+            out[k++] = y;
+    return k ? k : END_UNSURE;
 }
 
 static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *buf, size_t n)
@@ -324,31 +369,36 @@ static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *bu
         snprintf(buf, n, "not in a communication call, no progress for %.*f s at step %lld",
                  secs_prec(p->idle + age), p->idle + age, (long long)p->step);
     else
-        snprintf(buf, n, "waiting %.*f s in %s on %s (seq %lld) at step %lld",
+        snprintf(buf, n, "waiting %.*f s in %s on %s (seq %lld) at step %lld%s",
                  secs_prec(p->waited + age), p->waited + age, hpt_flight_op_name(p->op),
-                 hpt_flight_group_name(p->group), (long long)p->seq,
-                 (long long)p->step);
+                 hpt_flight_group_name(p->group), (long long)p->seq, (long long)p->step,
+                 a->ambiguous && !a->deadlock ? ", which every member posted: a member frozen "
+                 "inside it or the network, the heartbeats cannot tell" : "");
 }
 
 /* Follow the wait chain from `me` (breadth first); the ends are the
- * suspects; a chain that only meets blocked ranks is a deadlock among
- * them. */
+ * suspects. Without one: the ranks blocked where no member is known to be
+ * behind (and the members blocked with them), or a cycle of blocked
+ * ranks — candidates, a->ambiguous set. */
 void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale)
 {
     int n = a->n, *queue = malloc(sizeof(int) * n), *seen = calloc(n, sizeof(int));
-    int *out = malloc(sizeof(int) * n);
+    int *out = malloc(sizeof(int) * n), *unsure = calloc(n, sizeof(int));
     a->suspect = calloc(n, sizeof(int));
     a->why = calloc(n, sizeof(char *));
-    if (!queue || !seen || !out || !a->suspect || !a->why)
+    if (!queue || !seen || !out || !unsure || !a->suspect || !a->why)
         goto done;
-    int head = 0, tail = 0;
+    int head = 0, tail = 0, nunsure = 0;
     queue[tail++] = me;
     seen[me] = 1;
     while (head < tail) {
         int x = queue[head++];
         int k = waits_for(a, x, stale, out);
-        if (k < 0) {
-            a->suspect[x] = 1;
+        if (k == END || k == END_UNSURE) {
+            if (k == END)
+                a->suspect[x] = 1;
+            else
+                unsure[x] = 1, nunsure++;
             continue;
         }
         for (int i = 0; i < k; i++)
@@ -359,8 +409,20 @@ void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale)
     }
     for (int x = 0; x < n; x++)
         a->nsuspects += a->suspect[x];
-    if (!a->nsuspects) { /* a cycle: everyone reached waits for someone */
-        a->deadlock = 1;
+    if (!a->nsuspects && nunsure) { /* everyone there posted it and waits in it */
+        a->ambiguous = 1;
+        for (int x = 0; x < n; x++)
+            if (unsure[x]) {
+                a->suspect[x] = 1;
+                for (int y = 0; y < n; y++)
+                    if (same_instance(a, a->hb[x].group, x, y) &&
+                        blocked_in(&a->hb[y], a->hb[x].group, a->hb[x].seq))
+                        a->suspect[y] = 1;
+            }
+        for (int x = 0; x < n; x++)
+            a->nsuspects += a->suspect[x];
+    } else if (!a->nsuspects) { /* a cycle: everyone reached waits for someone */
+        a->deadlock = a->ambiguous = 1;
         for (int i = 0; i < tail; i++)
             a->suspect[queue[i]] = 1;
         a->nsuspects = tail;
@@ -372,6 +434,7 @@ done:
     free(queue);
     free(seen);
     free(out);
+    free(unsure);
 }
 
 void hpt_hang_analysis_free(hpt_hang_analysis *a)
@@ -401,6 +464,7 @@ static void own_hb(const hpt_watchdog *w, const rank_state *s, hpt_hang_hb *p)
     p->peer = s->blocked ? s->op.peer : -1;
     for (int g = 0; g < HPT_FLIGHT_GROUPS; g++) {
         p->posted[g] = s->posted[g];
+        p->completed[g] = s->completed[g];
         p->color[g] = w->c->group_color[g];
     }
 }
@@ -457,7 +521,8 @@ static void write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_anal
     for (int g = 0; g < HPT_FLIGHT_GROUPS; g++)
         fprintf(f, "%s\"%s\":%lld", g ? "," : "", hpt_flight_group_name(g),
                 (long long)s->completed[g]);
-    fprintf(f, "},\n\"deadlock\":%d,\"suspects\":[", a ? a->deadlock : 0);
+    fprintf(f, "},\n\"deadlock\":%d,\"ambiguous\":%d,\"suspects\":[", a ? a->deadlock : 0,
+            a ? a->ambiguous : 0);
     for (int x = 0, k = 0; a && x < a->n; x++)
         if (a->suspect && a->suspect[x]) {
             char why[300];
@@ -488,7 +553,11 @@ static void hang_line(const hpt_watchdog *w, const rank_state *s, const hpt_hang
     const hpt_comm *c = w->c;
     int k = snprintf(buf, n, "hang: rank %d (%s) %s", c->world_rank, w->node, reason);
     if (a && a->nsuspects) {
-        k += snprintf(buf + k, n - k, "; %s:", a->deadlock ? "deadlock among" : "suspect");
+        k += snprintf(buf + k, n - k, "; %s:",
+                      a->deadlock ? "deadlock among (ambiguous: no node excluded)"
+                      : a->ambiguous ? "no rank known to be behind (ambiguous: no node "
+                                       "excluded); candidates"
+                                     : "suspect");
         for (int x = 0, shown = 0; x < a->n && k < (int)n; x++)
             if (a->suspect[x] && shown++ < MAX_SHOWN)
                 k += snprintf(buf + k, n - k, "%s rank %d on %s (%s)", shown > 1 ? "," : "", x,
@@ -539,6 +608,7 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
                 else
                     read_hb(w->dir, x, &a.hb[x]);
             a.now = unix_now();
+            a.tp = c->tp, a.pp = c->pp, a.dp = c->dp;
             hpt_hang_analyse(&a, c->world_rank, 6 * every + 10);
         }
         write_dump(w, s, a.hb ? &a : NULL, reason);
@@ -549,8 +619,9 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
         hang_line(w, s, a.hb ? &a : NULL, reason, line, sizeof line);
         if (fd >= 0) {
             char text[2600];
+            /* the launcher excludes the nodes of this line: none when ambiguous */
             int len = snprintf(text, sizeof text, "%s\nsuspects:", line);
-            for (int x = 0; a.suspect && x < a.n && len < (int)sizeof text; x++)
+            for (int x = 0; a.suspect && !a.ambiguous && x < a.n && len < (int)sizeof text; x++)
                 if (a.suspect[x])
                     len += snprintf(text + len, sizeof text - len, " %d@%s", x,
                                     a.hb[x].ok ? a.hb[x].node : "?");
@@ -611,6 +682,9 @@ static void *thread_main(void *arg)
 {
     hpt_watchdog *w = arg;
     char reason[512];
+    rank_state s0;
+    read_state(w, &s0);
+    heartbeat(w, &s0, 0, 1); /* at once: a rank frozen before its first poll is still placed */
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         double T = timeout_s(w);
@@ -838,7 +912,8 @@ static void report_rank(json_object *o, FILE *out)
                 jint(o, "in_step", 0) ? "" : " (between steps)");
     }
     if (json_object_object_get_ex(o, "suspects", &v) && json_object_array_length(v)) {
-        fprintf(out, "  %s:", jint(o, "deadlock", 0) ? "deadlock among" : "suspects");
+        fprintf(out, "  %s:", jint(o, "deadlock", 0) ? "deadlock among (ambiguous)"
+                              : jint(o, "ambiguous", 0) ? "candidates (ambiguous)" : "suspects");
         for (size_t i = 0; i < json_object_array_length(v); i++) {
             json_object *x = json_object_array_get_idx(v, i);
             fprintf(out, "%s rank %lld on %s (%s)", i ? "," : "", (long long)jint(x, "rank", -1),
