@@ -203,7 +203,10 @@ static void heartbeat(hpt_watchdog *w, const rank_state *s, double every, int fo
     int len = snprintf(text, sizeof text, "{%s,\"time\":%.3f,\"idle\":%.3f,\"waited\":%.3f}\n",
                        key, unix_now(), s->idle, s->blocked ? s->waited : 0.0);
     snprintf(path, sizeof path, "%s/hb-%05d.json", w->dir, w->c->world_rank);
-    if (write_atomic(path, text, (size_t)len) == 0) {
+    int ok = write_atomic(path, text, (size_t)len) == 0;
+    if (!ok && errno == ENOENT && mkdir(w->dir, 0777) == 0) /* deleted mid-run: re-created */
+        ok = write_atomic(path, text, (size_t)len) == 0;
+    if (ok) {
         snprintf(w->hb_key, sizeof w->hb_key, "%s", key);
         w->hb_t = now;
     }
@@ -484,15 +487,16 @@ static void dump_op(FILE *f, const hpt_flight_rec *r, double mono2unix)
 }
 
 /* RUN_DIR/hang/rank-NNNNN.json: this rank's state, what it waits for, the
- * suspects and its flight recorder (oldest first). */
-static void write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_analysis *a, const char *reason)
+ * suspects and its flight recorder (oldest first). Returns 0, or the errno
+ * of the failure (no file left then). */
+static int write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_analysis *a, const char *reason)
 {
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/rank-%05d.json", w->dir, w->c->world_rank);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f)
-        return;
+        return errno;
     const hpt_comm *c = w->c;
     double mono2unix = unix_now() - hpt_flight_now();
     fprintf(f, "{\"format\":\"hpt-hang\",\"version\":1,\"rank\":%d,\"size\":%d,\"host\":\"%s\","
@@ -538,10 +542,14 @@ static void write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_anal
         fprintf(f, "%s\n", i + 1 < k ? "," : "");
     }
     fprintf(f, "]}\n");
-    if (fclose(f) == 0)
-        rename(tmp, path);
-    else
+    int bad = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (fclose(f) != 0 && !bad)
+        bad = errno ? errno : EIO;
+    if (!bad && rename(tmp, path) != 0)
+        bad = errno;
+    if (bad)
         unlink(tmp);
+    return bad;
 }
 
 /* ------------------------------------------------------------ the hang */
@@ -598,8 +606,12 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
     hpt_hang_analysis a = {.n = c->world_size};
     char line[2048];
     double T = timeout_s(w), every = T / 4 < 0.5 ? 0.5 : T / 4 > 5 ? 5 : T / 4;
-    int first = 1;
+    int first = 1, err = 0;    /* err: the first file that could not be written */
+    char bad[4200] = "";
     if (w->dir[0]) {
+        if (mkdir(w->dir, 0777) == 0) /* deleted mid-run: re-created */
+            fprintf(stderr, "hpt-train: warning: rank %d: %s was deleted during the run; "
+                    "re-created for the hang files\n", c->world_rank, w->dir);
         heartbeat(w, s, every, 1);
         if ((a.hb = calloc((size_t)a.n, sizeof *a.hb))) {
             for (int x = 0; x < a.n; x++)
@@ -611,11 +623,16 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
             a.tp = c->tp, a.pp = c->pp, a.dp = c->dp;
             hpt_hang_analyse(&a, c->world_rank, 6 * every + 10);
         }
-        write_dump(w, s, a.hb ? &a : NULL, reason);
+        if ((err = write_dump(w, s, a.hb ? &a : NULL, reason)))
+            snprintf(bad, sizeof bad, "%s/rank-%05d.json", w->dir, c->world_rank);
         char path[4200];
         snprintf(path, sizeof path, "%s/summary.txt", w->dir);
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        first = fd >= 0;
+        first = fd >= 0 || errno != EEXIST; /* another rank's summary: it prints */
+        if (fd < 0 && first && !err) {
+            err = errno;
+            snprintf(bad, sizeof bad, "%s", path);
+        }
         hang_line(w, s, a.hb ? &a : NULL, reason, line, sizeof line);
         if (fd >= 0) {
             char text[2600];
@@ -627,16 +644,26 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
                                     a.hb[x].ok ? a.hb[x].node : "?");
             if (len < (int)sizeof text)
                 len += snprintf(text + len, sizeof text - len, "\n");
-            if (write(fd, text, strlen(text)) < 0 || close(fd))
-                first = 1; /* print anyway */
+            int e = write(fd, text, strlen(text)) == (ssize_t)strlen(text) ? 0 : errno ? errno : EIO;
+            if (close(fd) && !e)
+                e = errno;
+            if (e) { /* no empty or half summary for the launcher and the next run */
+                unlink(path);
+                if (!err) {
+                    err = e;
+                    snprintf(bad, sizeof bad, "%s", path);
+                }
+            }
         }
     } else {
         hang_line(w, s, NULL, reason, line, sizeof line);
     }
-    if (first) {
+    if (first)
         fprintf(stderr, "hpt-train: %s\n", line);
-        fflush(stderr);
-    }
+    if (err) /* the line above (or the first rank's) is then the only record */
+        fprintf(stderr, "hpt-train: warning: rank %d: cannot write %s: %s (the hang files are "
+                "incomplete)\n", c->world_rank, bad, strerror(err));
+    fflush(stderr);
     /* the other ranks detect the hang within about one step and a poll:
      * wait (bounded) for their dumps, then end the job */
     double until = hpt_flight_now() + (T < 10 ? T : 10);
@@ -799,6 +826,9 @@ void hpt_watchdog_stop(hpt_watchdog *w)
         char path[4200];
         snprintf(path, sizeof path, "%s/hb-%05d.json", w->dir, w->c->world_rank);
         unlink(path);
+        /* every rank tries, after its own unlink: the last one out removes
+         * the directory prepare made (rank 0 alone raced the others) */
+        rmdir(w->dir);
     }
     free(w->ring);
     free(w);

@@ -5,8 +5,11 @@
  * dumps the recorder to RUN_DIR/hang/rank-NNNNN.json, reads the other
  * ranks' heartbeat files (RUN_DIR/hang/hb-NNNNN.json, which every watchdog
  * rewrites when its rank's state changes) to name the rank(s) the job waits
- * for, prints one line (the first rank to create RUN_DIR/hang/summary.txt),
- * and ends the whole job with MPI_Abort(MPI_COMM_WORLD, HPT_EXIT_HANG).
+ * for, prints one line (the first rank to create RUN_DIR/hang/summary.txt;
+ * every rank that cannot create it for another reason, with a warning
+ * naming the file and the cause, as for a dump it cannot write; a deleted
+ * RUN_DIR/hang is re-created), and ends the whole job with
+ * MPI_Abort(MPI_COMM_WORLD, HPT_EXIT_HANG).
  * Design and choices: docs/ARCHITECTURE.md, "Hang watchdog".
  */
 #ifndef HPT_WATCHDOG_H
@@ -32,7 +35,9 @@ typedef struct hpt_watchdog hpt_watchdog;
 hpt_status hpt_watchdog_prepare(const char *run_dir, char *prev, size_t n);
 
 /* Rank 0, after a run that did not hang: remove RUN_DIR/hang if it is empty
- * (prepare made it to check it is writable; a hang's files stay). */
+ * (prepare made it to check it is writable; a hang's files stay). Every
+ * rank's hpt_watchdog_stop also tries, after removing its heartbeat, so
+ * the last rank out removes it. */
 void hpt_watchdog_tidy(const char *run_dir);
 
 /* Start the watchdog of this rank on c's flight recorder. timeout: > 0
@@ -54,7 +59,8 @@ void hpt_watchdog_on_abort(hpt_watchdog *w, void (*fn)(void *ctx), void *ctx);
  * median of the automatic timeout. NULL is accepted. */
 void hpt_watchdog_step(hpt_watchdog *w, double seconds);
 
-/* Stop and join the thread, free *w. NULL is accepted. */
+/* Stop and join the thread, remove this rank's heartbeat and then
+ * RUN_DIR/hang if that left it empty, free *w. NULL is accepted. */
 void hpt_watchdog_stop(hpt_watchdog *w);
 
 /* One rank's heartbeat as the laggard analysis reads it. */
