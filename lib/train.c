@@ -223,10 +223,13 @@ static const struct {
                     {"HUP", SIGHUP},   {"QUIT", SIGQUIT}, {"XCPU", SIGXCPU}};
 
 /* Parse "USR1,TERM" into a signal set. Errors: HPT_ERR_USAGE naming the
- * unknown signal and the accepted ones. */
+ * unknown signal and the accepted ones, or an empty list ("", ","). */
 static hpt_status parse_signals(const char *list, sigset_t *set)
 {
     sigemptyset(set);
+    if (!list[strspn(list, ",")])
+        return hpt_error_set(HPT_ERR_USAGE, "--signals '%s': names no signal (give at least one, "
+                             "e.g. USR1,TERM; --no-signal-save keeps the default actions)", list);
     char buf[256];
     snprintf(buf, sizeof buf, "%s", list);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
