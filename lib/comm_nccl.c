@@ -21,7 +21,7 @@
  *    without host synchronisation.
  *  - Overlap: the data-parallel bucket all-reduces (iallreduce, started by
  *    the model's grad_ready callback as soon as backward has enqueued a
- *    bucket's last gradient kernel; lib/schedule.c bucket_start) run on
+ *    bucket's last gradient kernel; lib/train_pipeline.c bucket_start) run on
  *    their own non-blocking stream: an event recorded on the compute stream
  *    at the start marks the bucket's gradients ready, the comm stream waits
  *    for it (cudaStreamWaitEvent) and runs ncclAllReduce while backward

@@ -462,7 +462,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
         m.activations = analytic_acts(s, stage, k);
         /* PP: the fp32 gradient send slots, one per micro-batch in flight
-         * (lib/schedule.c setup_pipeline; the output is sent from the
+         * (lib/train_pipeline.c setup_pipeline; the output is sent from the
          * slot's x_final, counted in the activations) */
         m.comm_buffers = (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0) + (s->zero1 ? 4 * own : 0);
         m.baseline = s->cl.baseline_bytes + s->data_bytes;

@@ -1,8 +1,8 @@
 /* train.c — options, setup, the step loop and its records (log.tsv,
  * metrics, communication summary); see train.h. The pipeline schedule is
- * in schedule.c, checkpoints and resume in resume.c, the weight export and
- * the replica checks in export.c, the metrics file and --comm-stats in
- * train_metrics.c (shared state: train_internal.h). */
+ * in train_pipeline.c, checkpoints and resume in train_ckpt.c, the weight
+ * export and the replica checks in train_export.c, the metrics file and
+ * --comm-stats in train_metrics.c (shared state: train_state.h). */
 #include "train.h"
 
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include "prep.h"
 #include "ckpt_read.h"
 #include "cli.h"
-#include "train_internal.h"
+#include "train_state.h"
 #include "watchdog.h"
 
 void hpt_train_opts_default(hpt_train_opts *o)

@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "fsutil.h"
-#include "train_internal.h"
+#include "train_state.h"
 
 /* A skipped (non-finite) step: find the lowest world rank whose own loss
  * or pre-reduction gradient was non-finite (one all-reduce; every rank

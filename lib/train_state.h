@@ -1,10 +1,10 @@
-/* train_internal.h — state shared by the trainer's files (train.c: setup
- * and the step loop; schedule.c: the pipeline schedule; resume.c:
- * checkpoints and resume; export.c: export and replica checks;
+/* train_state.h — state shared by the trainer's files (train.c: setup
+ * and the step loop; train_pipeline.c: the pipeline schedule; train_ckpt.c:
+ * checkpoints and resume; train_export.c: export and replica checks;
  * train_metrics.c: metrics file, --comm-stats). Not installed; only those
  * files include it. */
-#ifndef HPT_TRAIN_INTERNAL_H
-#define HPT_TRAIN_INTERNAL_H
+#ifndef HPT_TRAIN_STATE_H
+#define HPT_TRAIN_STATE_H
 
 #include <signal.h>
 #include <stdint.h>
@@ -115,7 +115,7 @@ void skipped_step_event(run_state *r, int step, double loss, double norm, FILE *
  * gathered to rank 0 (printed; RUN_DIR/comm.tsv). Collective. */
 void comm_stats(run_state *r, const hpt_train_opts *o, FILE *out);
 
-/* ---- schedule.c: pipeline schedule (1F1B, GPipe), validation */
+/* ---- train_pipeline.c: pipeline schedule (1F1B, GPipe), validation */
 
 /* Layers [l0, l1) of this stage into r->l0/l1, r->layer_stage (every
  * layer's stage): balanced, or --pp-split. Errors: HPT_ERR_USAGE. */
@@ -132,7 +132,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o);
  * cut it short. Collective. */
 double pipe_evaluate(run_state *r, const hpt_train_opts *o);
 
-/* ---- resume.c: checkpoints, resume, fallback, log trimming */
+/* ---- train_ckpt.c: checkpoints, resume, fallback, log trimming */
 
 /* r->ckpt_dir from --checkpoint-dir or RUN_DIR/checkpoints ("" = none).
  * Errors: HPT_ERR_USAGE (--save-every without a directory). */
@@ -164,7 +164,7 @@ double finish_async_save(run_state *r, int at, FILE *out);
  * files no rank of this run writes. */
 void tidy_samples(run_state *r, const hpt_train_opts *o, int64_t upto);
 
-/* ---- export.c: final weights, replica consistency */
+/* ---- train_export.c: final weights, replica consistency */
 
 /* Write the final weights with Hugging Face names to HDF5 `path` (rank 0
  * writes). Collective. Errors: HPT_ERR_IO. */

@@ -1,4 +1,4 @@
-/* schedule.c — the pipeline schedule: per-stage forward and backward of
+/* train_pipeline.c — the pipeline schedule: per-stage forward and backward of
  * micro-batches with point-to-point activation/gradient transfer, 1F1B and
  * GPipe ordering, the bucketed data-parallel gradient reduction started
  * during the last backward, and validation (forward only). */
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "train_internal.h"
+#include "train_state.h"
 
 /* Layers [l0, l1) of this pipeline stage: balanced (stage s gets layers
  * s*L/P .. (s+1)*L/P) or from --pp-split "a,b,..." (one count per stage,

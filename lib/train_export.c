@@ -1,11 +1,11 @@
-/* export.c — whole-model views across ranks: the final weights gathered
+/* train_export.c — whole-model views across ranks: the final weights gathered
  * over TP and PP and written with Hugging Face names, and the checks that
  * replicated tensors stayed bitwise identical. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "h5out.h"
-#include "train_internal.h"
+#include "train_state.h"
 #include "weights.h"
 
 /* Global (unsharded) values of tensor t, gathered over TP into `full`
