@@ -636,8 +636,9 @@ static void add_op(hpt_plan_comm *pc, const hpt_plan_setup *s, hpt_plan_group g,
     pc->seconds += calls * t;
 }
 
-/* Gradient-bucket all-reduces of one stage (lib/train.c bucket_start,
- * lib/model.c ready): head + final norm, each layer, the embedding. */
+/* Gradient-bucket all-reduces of one stage (lib/train_dp_buckets.c
+ * dp_bucket_allreduce, lib/model.c ready): head + final norm, each layer,
+ * the embedding. */
 static double dp_buckets(int nl, int first, int last) { return nl + first + last; }
 
 static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan_group g)

@@ -11,7 +11,7 @@
 
 #include "hpt_config.h"
 #include "cli.h"
-#include "train_state.h"
+#include "train_ckpt.h"
 
 /* Keep only the rows of a per-step log (log.tsv, samples.*.tsv: step in
  * the first column) up to step `upto`: a resume continues the log from its

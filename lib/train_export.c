@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "h5out.h"
-#include "train_state.h"
+#include "train_export.h"
 #include "weights.h"
 
 /* Global (unsharded) values of tensor t, gathered over TP into `full`

@@ -9,7 +9,8 @@
 #include <time.h>
 
 #include "fsutil.h"
-#include "train_state.h"
+#include "train_metrics.h"
+#include "train_rundir.h"
 
 /* A skipped (non-finite) step: find the lowest world rank whose own loss
  * or pre-reduction gradient was non-finite (one all-reduce; every rank

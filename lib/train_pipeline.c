@@ -8,7 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "train_state.h"
+#include "train_dp_buckets.h"
+#include "train_pipeline.h"
+#include "train_signals.h"
 
 /* Layers [l0, l1) of this pipeline stage: balanced (stage s gets layers
  * s*L/P .. (s+1)*L/P) or from --pp-split "a,b,..." (one count per stage,
@@ -220,18 +222,6 @@ double pipe_evaluate(run_state *r, const hpt_train_opts *o)
     return r->val_stopped ? NAN : sum / ((double)o->eval_batches * G * o->seq_len);
 }
 
-/* grad_ready callback: start the DP all-reduce of a finished range. */
-static void bucket_start(void *ctx, size_t offset, size_t count)
-{
-    run_state *r = ctx;
-    HPT_CHECK(r->nbuckets < MAX_BUCKETS);
-    if (r->metrics) /* this replica's own gradient, before the sum over DP */
-        r->local_sumsq += hpt_model_grad_sumsq(&r->model, r->model.grads + offset, offset,
-                                               offset + count);
-    r->comm.be->iallreduce_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, count,
-                                   &r->buckets[r->nbuckets++]);
-}
-
 /* Tied embeddings across stages: the first stage's embedding and the last
  * stage's copy get the sum of both gradients, so they stay identical. */
 static void tie_grads(run_state *r)
@@ -281,7 +271,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
 #define BWD(i)                                                                          \
     do {                                                                                \
         if ((i) + 1 == M && D > 1 && !o->zero1) {                                       \
-            r->model.grad_ready = bucket_start;                                         \
+            r->model.grad_ready = dp_bucket_allreduce;                                  \
             r->model.grad_ready_ctx = r;                                                \
         }                                                                               \
         pipe_backward(r, (i), M + (i));                                                 \
@@ -299,8 +289,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
 #undef BWD
     pipe_drain(r);
     r->cursor += (int64_t)M * o->batch * D;
-    for (int i = 0; i < r->nbuckets; i++)
-        r->comm.be->wait(&r->comm, &r->buckets[i]);
+    dp_buckets_wait(r);
     hpt_model_sp_sum_grads(&r->model); /* norm weights under sequence parallelism */
     tie_grads(r);
     r->local_loss = sum;

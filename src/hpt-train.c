@@ -351,7 +351,7 @@ int main(int argc, char **argv)
     /* every rank must have parsed the same arguments: a rank whose own fail
      * to parse, or that alone was given --help, would otherwise leave the
      * others waiting in the run's first collective (the run compares the
-     * options themselves: lib/train.c check_same_options) */
+     * options themselves: lib/train_opts.c train_opts_agree) */
     st = hpt_comm_agree(MPI_COMM_WORLD, st);
     int lo = action, hi = action;
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
