@@ -460,9 +460,11 @@ static void quiet_barrier(MPI_Comm world)
     MPI_Request rq;
     int done = 0;
     struct timespec ts = {0, 200000};
+    hpt_comm_watch w = hpt_comm_watch_begin(world, HPT_FLIGHT_BARRIER, 0);
     MPI_Ibarrier(world, &rq);
     for (MPI_Test(&rq, &done, MPI_STATUS_IGNORE); !done; MPI_Test(&rq, &done, MPI_STATUS_IGNORE))
         nanosleep(&ts, NULL);
+    hpt_comm_watch_end(w);
 }
 
 /* HPT_CKPT_PROFILE=1: rank 0 prints the seconds of each phase of a save
@@ -673,8 +675,11 @@ static int sync_own(const char *file, const save_item *it, int n)
 static int write_crcs(const hpt_ckpt_state *s, save_item *it, int n, uint32_t *crc,
                       size_t ntiles)
 {
+    hpt_comm_watch w = hpt_comm_watch_begin(s->comm->comms[HPT_GROUP_WORLD], HPT_FLIGHT_ALLREDUCE,
+                                            sizeof *crc * ntiles);
     MPI_Allreduce(MPI_IN_PLACE, crc, (int)ntiles, MPI_UINT32_T, MPI_BOR,
                   s->comm->comms[HPT_GROUP_WORLD]);
+    hpt_comm_watch_end(w);
     char why[400];
     for (int i = 0; i < n; i++)
         if (hpt_ckpt_put_crc(it[i].ds, &it[i].tiles, crc + it[i].crc0)) {

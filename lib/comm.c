@@ -135,6 +135,59 @@ const hpt_comm_backend hpt_comm_traced = {
     .broadcast = t_broadcast,
 };
 
+/* The communicator whose recorder also takes the watched collectives. */
+static hpt_comm *watched;
+
+/* The group of comm (see comm.h), or -1: not one of the watched one's. */
+static int watch_group(MPI_Comm comm)
+{
+    hpt_comm *c = watched;
+    int size, cmp;
+    if (!c || !c->fr || comm == MPI_COMM_NULL || MPI_Comm_size(comm, &size) != MPI_SUCCESS)
+        return -1;
+    if (size == c->world_size)
+        return HPT_GROUP_WORLD;
+    for (int g = 1; g < HPT_GROUP_COUNT; g++)
+        if (c->comms[g] != MPI_COMM_NULL && c->comms[g] != 0 &&
+            MPI_Comm_compare(comm, c->comms[g], &cmp) == MPI_SUCCESS && cmp != MPI_UNEQUAL)
+            return g;
+    return -1;
+}
+
+hpt_comm_watch hpt_comm_watch_begin(MPI_Comm comm, int op, size_t bytes)
+{
+    hpt_comm_watch w = {-1, watch_group(comm)};
+    if (w.group >= 0)
+        w.id = hpt_flight_post_blocking(watched->fr, w.group, op, (int64_t)bytes, -1);
+    return w;
+}
+
+hpt_comm_watch hpt_comm_watch_post(MPI_Comm comm, int op, size_t bytes)
+{
+    hpt_comm_watch w = {-1, watch_group(comm)};
+    if (w.group >= 0)
+        w.id = hpt_flight_post(watched->fr, w.group, op, (int64_t)bytes, -1);
+    return w;
+}
+
+void hpt_comm_watch_block(hpt_comm_watch w)
+{
+    if (w.id >= 0 && watched && watched->fr)
+        hpt_flight_block(watched->fr, w.id);
+}
+
+void hpt_comm_watch_end(hpt_comm_watch w)
+{
+    if (w.id >= 0 && watched && watched->fr)
+        hpt_flight_done(watched->fr, w.id, w.group);
+}
+
+void hpt_comm_watch_forget(hpt_comm *c)
+{
+    if (watched == c)
+        watched = NULL;
+}
+
 void hpt_comm_trace_init(hpt_comm *c, FILE *warn)
 {
     if (c->be == &hpt_comm_traced) /* already in front */
@@ -142,6 +195,7 @@ void hpt_comm_trace_init(hpt_comm *c, FILE *warn)
     c->inner = c->be;
     if (c->fr) { /* the backend was switched: record in front of the new one */
         c->be = &hpt_comm_traced;
+        watched = c;
         return;
     }
     size_t n = hpt_flight_size_from_env();
@@ -154,4 +208,5 @@ void hpt_comm_trace_init(hpt_comm *c, FILE *warn)
         return;
     }
     c->be = &hpt_comm_traced;
+    watched = c;
 }

@@ -188,6 +188,35 @@ extern const hpt_comm_backend hpt_comm_traced;
  * the recorder call itself). */
 void hpt_comm_trace_init(hpt_comm *c, FILE *warn);
 
+/* Watched collectives: a collective that bypasses the table (a direct MPI
+ * call: hpt_comm_agree, the step-boundary stop agreement, the metrics
+ * gather, a checkpoint's agreements and CRC reduction) is recorded in the
+ * flight recorder of the watched communicator — the last one whose
+ * recorder hpt_comm_trace_init turned on, until hpt_comm_free — so the
+ * hang watchdog times it and the laggard analysis follows it like any
+ * other call. Only the recorder: the per-group counters (--comm-stats) do
+ * not count it. `comm` names the group: a communicator as large as the
+ * world is the world group, a smaller one the group whose communicator it
+ * is (MPI_Comm_compare not MPI_UNEQUAL); every member must call the same
+ * watched collectives in the same order (collective semantics give that).
+ * op: hpt_flight_op; bytes: this rank's payload. Returns a handle for
+ * hpt_comm_watch_end; nothing is recorded (handle id -1) without a watched
+ * communicator or for a communicator of none of its groups. Training
+ * thread only. */
+typedef struct {
+    int64_t id;  /* flight-recorder id; -1: not recorded */
+    int group;
+} hpt_comm_watch;
+hpt_comm_watch hpt_comm_watch_begin(MPI_Comm comm, int op, size_t bytes);
+/* The same for a nonblocking collective: posted now, waited on from
+ * hpt_comm_watch_block (just before its MPI_Wait) to hpt_comm_watch_end. */
+hpt_comm_watch hpt_comm_watch_post(MPI_Comm comm, int op, size_t bytes);
+void hpt_comm_watch_block(hpt_comm_watch w);
+/* The watched collective w completed. */
+void hpt_comm_watch_end(hpt_comm_watch w);
+/* c is no longer the watched communicator (hpt_comm_free calls it). */
+void hpt_comm_watch_forget(hpt_comm *c);
+
 /* Check a layout without communicating: world == tp*pp*dp with all > 0
  * (dp <= 0 means "infer dp = world/(tp*pp)"). Every rank computes the same
  * answer, so an error is found before any collective can hang. On success

@@ -248,6 +248,7 @@ void hpt_comm_free(hpt_comm *c)
 {
     if (!c)
         return;
+    hpt_comm_watch_forget(c);
     for (int g = 0; g < HPT_GROUP_COUNT; g++) {
         if (c->comms[g] != MPI_COMM_NULL && c->comms[g] != 0)
             MPI_Comm_free(&c->comms[g]);
@@ -263,7 +264,9 @@ hpt_status hpt_comm_agree(MPI_Comm world, hpt_status st)
     MPI_Comm_rank(world, &rank);
     MPI_Comm_size(world, &size);
     int mine = st ? rank : size;
+    hpt_comm_watch w = hpt_comm_watch_begin(world, HPT_FLIGHT_ALLREDUCE, sizeof mine);
     MPI_Allreduce(&mine, &failing, 1, MPI_INT, MPI_MIN, world);
+    hpt_comm_watch_end(w);
     if (failing == size)
         return HPT_OK;
     struct {
@@ -274,6 +277,8 @@ hpt_status hpt_comm_agree(MPI_Comm world, hpt_status st)
         e.code = (int)st;
         snprintf(e.msg, sizeof e.msg, "%s", hpt_error_msg());
     }
+    w = hpt_comm_watch_begin(world, HPT_FLIGHT_BROADCAST, sizeof e);
     MPI_Bcast(&e, sizeof e, MPI_BYTE, failing, world);
+    hpt_comm_watch_end(w);
     return hpt_error_set((hpt_status)e.code, "%s", e.msg);
 }

@@ -21,9 +21,9 @@
  *    without host synchronisation.
  *  - Overlap: the data-parallel bucket all-reduces (iallreduce, started by
  *    the model's grad_ready callback as soon as backward has enqueued a
- *    bucket's last gradient kernel; lib/schedule.c bucket_start) run on
- *    their own non-blocking stream: an event recorded on the compute stream
- *    at the start marks the bucket's gradients ready, the comm stream waits
+ *    bucket's last gradient kernel; lib/train_dp_buckets.c
+ *    dp_bucket_allreduce) run on their own non-blocking stream: an event
+ *    recorded on the compute stream at the start marks the bucket's gradients ready, the comm stream waits
  *    for it (cudaStreamWaitEvent) and runs ncclAllReduce while backward
  *    kernels of earlier layers keep the compute stream busy. `wait` makes
  *    the compute stream (not the host) wait for that bucket's done event:

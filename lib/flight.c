@@ -8,7 +8,8 @@
 
 static const char *const op_names[HPT_FLIGHT_OP_COUNT] = {
     "allreduce", "iallreduce", "allgather", "allgatherv",
-    "reduce_scatter", "broadcast", "isend", "recv"};
+    "reduce_scatter", "broadcast", "isend", "recv", "gather",
+    "barrier"};
 static const char *const group_names[HPT_FLIGHT_GROUPS] = {"world", "tp", "dp", "pp", "mp",
                                                            "embed"};
 

@@ -30,6 +30,8 @@ typedef enum {
     HPT_FLIGHT_BROADCAST,
     HPT_FLIGHT_ISEND,
     HPT_FLIGHT_RECV,
+    HPT_FLIGHT_GATHER,  /* a direct MPI_Gather (hpt_comm_watch_begin) */
+    HPT_FLIGHT_BARRIER, /* a direct MPI_Ibarrier waited on (checkpoint commit) */
     HPT_FLIGHT_OP_COUNT
 } hpt_flight_op;
 

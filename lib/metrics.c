@@ -3,6 +3,7 @@
 
 #include "metrics.h"
 
+#include "comm.h"
 #include "fsutil.h"
 #include "metrics_h5.h"
 
@@ -621,8 +622,11 @@ hpt_status hpt_metrics_flush(hpt_metrics *m, FILE *log)
     int n = m->n;
     double t0 = MPI_Wtime();
     /* n is the same on every rank: records are made once per step */
+    hpt_comm_watch w = hpt_comm_watch_begin(m->comm, HPT_FLIGHT_GATHER,
+                                            sizeof(double) * (size_t)(n * HPT_MR_COUNT));
     MPI_Gather(m->recs, n * HPT_MR_COUNT, MPI_DOUBLE, m->all, n * HPT_MR_COUNT, MPI_DOUBLE, 0,
                m->comm);
+    hpt_comm_watch_end(w);
     if (m->rank == 0 && !m->broken && (n > 0 || m->nev > 0)) {
         double need = bytes_needed(m, n), have = free_bytes(m);
         char why[256];

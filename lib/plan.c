@@ -462,7 +462,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
         m.activations = analytic_acts(s, stage, k);
         /* PP: the fp32 gradient send slots, one per micro-batch in flight
-         * (lib/schedule.c setup_pipeline; the output is sent from the
+         * (lib/train_pipeline.c setup_pipeline; the output is sent from the
          * slot's x_final, counted in the activations) */
         m.comm_buffers = (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0) + (s->zero1 ? 4 * own : 0);
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
@@ -636,8 +636,9 @@ static void add_op(hpt_plan_comm *pc, const hpt_plan_setup *s, hpt_plan_group g,
     pc->seconds += calls * t;
 }
 
-/* Gradient-bucket all-reduces of one stage (lib/train.c bucket_start,
- * lib/model.c ready): head + final norm, each layer, the embedding. */
+/* Gradient-bucket all-reduces of one stage (lib/train_dp_buckets.c
+ * dp_bucket_allreduce, lib/model.c ready): head + final norm, each layer,
+ * the embedding. */
 static double dp_buckets(int nl, int first, int last) { return nl + first + last; }
 
 static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan_group g)

@@ -1,8 +1,12 @@
-/* train.c — options, setup, the step loop and its records (log.tsv,
- * metrics, communication summary); see train.h. The pipeline schedule is
- * in schedule.c, checkpoints and resume in resume.c, the weight export and
- * the replica checks in export.c, the metrics file and --comm-stats in
- * train_metrics.c (shared state: train_internal.h). */
+/* train.c — hpt_train_run: setup, the step loop and its records (progress,
+ * log.tsv rows, metrics points, save points); see train.h. The rest of
+ * the trainer is one wing of lib/train_*.c, each with its own header:
+ * options (train_opts.c), stop signals (train_signals.c), the run
+ * directory (train_rundir.c), the pipeline schedule (train_pipeline.c),
+ * the DP gradient buckets (train_dp_buckets.c), checkpoints and resume
+ * (train_ckpt.c), the weight export and the replica checks
+ * (train_export.c), the metrics file and --comm-stats (train_metrics.c);
+ * shared state: train_state.h. Only this file includes them all. */
 #include "train.h"
 
 #include <errno.h>
@@ -23,188 +27,15 @@
 #include "init_from.h"
 #include "prep.h"
 #include "ckpt_read.h"
-#include "cli.h"
-#include "train_internal.h"
+#include "train_ckpt.h"
+#include "train_export.h"
+#include "train_metrics.h"
+#include "train_opts.h"
+#include "train_pipeline.h"
+#include "train_rundir.h"
+#include "train_signals.h"
+#include "train_state.h"
 #include "watchdog.h"
-
-void hpt_train_opts_default(hpt_train_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->model = "small";
-    o->data = "data/gcide";
-    o->backend = "cpu";
-    o->comm = "auto";
-    o->batch = 4;
-    o->seq_len = 256;
-    o->grad_accum = 1;
-    o->steps = 1000;
-    o->optim = (hpt_optim_opts){.lr = 6e-4f, .min_lr = 6e-5f, .warmup = 100, .total_steps = 1000,
-                                .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                                .weight_decay = 0.1f, .max_norm = 1.0f};
-    o->seed = 1234;
-    o->eval_interval = 100;
-    o->eval_batches = 8;
-    o->eval_batches_default = 1;
-    o->max_skips = 5;
-    o->tie_embeddings = -1;
-    o->tp = 1;
-    o->pp = 1;
-    o->dp = 0;
-    o->keep = 3;
-    o->resume = 1;
-    o->save_signals = 1;
-    o->metrics_interval = 10;
-    o->slow_factor = 1.5;
-    o->spike_factor = 4.0;
-    o->fault_nan_rank = -1;
-    o->fault_slow_rank = -1;
-    o->collective_timeout = -1;
-    o->fault_stall_rank = -1;
-}
-
-hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
-{
-    const struct {
-        const char *opt;
-        long v;
-    } pos[] = {{"--batch", o->batch},           {"--seq-len", o->seq_len},
-               {"--grad-accum", o->grad_accum}, {"--steps", o->steps},
-               {"--eval-batches", o->eval_batches}, {"--max-skips", o->max_skips}};
-    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
-        if (pos[i].v <= 0)
-            return hpt_error_set(HPT_ERR_USAGE, "%s %ld: must be > 0", pos[i].opt, pos[i].v);
-    if ((long long)o->batch * o->seq_len > 2147483647LL / 64)
-        return hpt_error_set(HPT_ERR_USAGE, "--batch %d x --seq-len %d: micro-batch too large",
-                             o->batch, o->seq_len);
-    if (o->sequence_parallel && o->tp > 1 && (o->batch * o->seq_len) % o->tp)
-        return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel: a micro-batch of --batch %d x "
-                             "--seq-len %d = %d tokens does not split into --tp %d equal parts "
-                             "(choose them so that TP divides batch x seq-len)", o->batch,
-                             o->seq_len, o->batch * o->seq_len, o->tp);
-    const hpt_optim_opts *p = &o->optim;
-    if (!(p->lr > 0) || !isfinite(p->lr))
-        return hpt_error_set(HPT_ERR_USAGE, "--lr %g: must be > 0", p->lr);
-    if (!(p->min_lr >= 0) || p->min_lr > p->lr)
-        return hpt_error_set(HPT_ERR_USAGE, "--min-lr %g: must be in [0, --lr %g]", p->min_lr,
-                             p->lr);
-    if (p->warmup < 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--warmup %d: must be >= 0", p->warmup);
-    if (o->nan_steps)
-        for (const char *p = o->nan_steps; *p; p++)
-            if (!(*p == ',' || (*p >= '0' && *p <= '9')))
-                return hpt_error_set(HPT_ERR_USAGE,
-                                     "--fault-nan-steps '%s': expected step numbers like 3,4",
-                                     o->nan_steps);
-    if (o->export_path && !*o->export_path)
-        return hpt_error_set(HPT_ERR_USAGE, "--export '': expected a file name");
-    hpt_status est = export_check_opts(o);
-    if (est)
-        return est;
-    if (o->stop_at < 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--stop-at %d: must be >= 1 (a step number; 0 = never)",
-                             o->stop_at);
-    if (o->stop_at && !o->run_dir && !o->ckpt_dir)
-        return hpt_error_set(HPT_ERR_USAGE, "--stop-at needs --run-dir or --checkpoint-dir");
-    if (o->max_runtime > 0 && !o->run_dir && !o->ckpt_dir) /* it stops with a checkpoint */
-        return hpt_error_set(HPT_ERR_USAGE, "--max-runtime needs --run-dir or --checkpoint-dir "
-                             "(it checkpoints before it stops)");
-    if (!o->comm || (strcmp(o->comm, "mpi") && strcmp(o->comm, "nccl") && strcmp(o->comm, "auto")))
-        return hpt_error_set(HPT_ERR_USAGE, "--comm %s: unknown communication backend (mpi, nccl "
-                             "or auto)", o->comm ? o->comm : "(null)");
-    if (!strcmp(o->comm, "nccl") && !strcmp(o->backend, "cpu"))
-        return hpt_error_set(HPT_ERR_USAGE, "--comm nccl: NCCL moves GPU buffers; --backend cpu keeps "
-                             "its buffers in host memory (use --comm mpi, or --backend cuda)");
-    if (o->async_save && !o->run_dir && !o->ckpt_dir)
-        return hpt_error_set(HPT_ERR_USAGE, "--async-save needs --run-dir or --checkpoint-dir "
-                             "(it writes checkpoints)");
-    if (o->save_every < 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--save-every %d: must be >= 0 (0 = only on a stop "
-                             "signal and at --max-runtime/--stop-at)", o->save_every);
-    if (o->keep < 1)
-        return hpt_error_set(HPT_ERR_USAGE, "--keep %d: must be >= 1", o->keep);
-    if (!(o->max_runtime >= 0))
-        return hpt_error_set(HPT_ERR_USAGE, "--max-runtime %g: must be >= 0 seconds (0 = none)",
-                             o->max_runtime);
-    if (o->eval_interval < 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--eval-interval %d: must be >= 0", o->eval_interval);
-    if (o->metrics_interval < 1)
-        return hpt_error_set(HPT_ERR_USAGE, "--metrics-interval %d: must be >= 1",
-                             o->metrics_interval);
-    if (!(o->peak_flops >= 0) || !isfinite(o->peak_flops))
-        return hpt_error_set(HPT_ERR_USAGE, "--peak-flops %g: must be >= 0 (0 = backend default)",
-                             o->peak_flops);
-    if (!(o->slow_factor > 1) || !(o->spike_factor > 1))
-        return hpt_error_set(HPT_ERR_USAGE, "--slow-rank-factor %g / --spike-factor %g: must be > 1",
-                             o->slow_factor, o->spike_factor);
-    if (o->fault_slow_rank >= 0 && !(o->fault_slow_ms > 0))
-        return hpt_error_set(HPT_ERR_USAGE, "--fault-slow-rank needs --fault-slow-ms > 0");
-    if (!(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1))
-        return hpt_error_set(HPT_ERR_USAGE, "--beta1 %g / --beta2 %g: must be in [0, 1)", p->beta1,
-                             p->beta2);
-    if (!(p->eps > 0))
-        return hpt_error_set(HPT_ERR_USAGE, "--adam-eps %g: must be > 0", p->eps);
-    if (!(p->weight_decay >= 0))
-        return hpt_error_set(HPT_ERR_USAGE, "--weight-decay %g: must be >= 0", p->weight_decay);
-    if (!(p->max_norm >= 0))
-        return hpt_error_set(HPT_ERR_USAGE, "--clip %g: must be >= 0 (0 disables clipping)",
-                             p->max_norm);
-    return HPT_OK;
-}
-
-/* ------------------------------------------------------------ helpers */
-
-/* mkdir -p. Errors: HPT_ERR_IO naming the directory. */
-static hpt_status make_dirs(const char *path)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return hpt_error_set(HPT_ERR_IO, "--run-dir: path too long");
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == 0) {
-            char save = *p;
-            *p = 0;
-            if (mkdir(buf, 0777) && errno != EEXIST)
-                return hpt_error_set(HPT_ERR_IO, "--run-dir %s: cannot create %s: %s", path, buf,
-                                     strerror(errno));
-            *p = save;
-            if (!save)
-                break;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) || !S_ISDIR(st.st_mode))
-        return hpt_error_set(HPT_ERR_IO, "--run-dir %s: not a directory", path);
-    if (access(path, W_OK))
-        return hpt_error_set(HPT_ERR_IO, "--run-dir %s: not writable: %s", path, strerror(errno));
-    return HPT_OK;
-}
-
-/* Open RUN_DIR/name for writing. Errors: HPT_ERR_IO. */
-hpt_status open_in_run_dir(const char *dir, const char *name, FILE **f)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    *f = fopen(path, "w");
-    if (!*f)
-        return hpt_error_set(HPT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    return HPT_OK;
-}
-
-static int in_list(const char *list, int step)
-{
-    if (!list)
-        return 0;
-    for (const char *p = list; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        if (v == step)
-            return 1;
-        p = *end == ',' ? end + 1 : end;
-    }
-    return 0;
-}
 
 static void format_eta(char *buf, size_t n, double s)
 {
@@ -213,61 +44,6 @@ static void format_eta(char *buf, size_t n, double s)
 }
 
 /* ------------------------------------------------------------ the run */
-
-/* Set by SIGUSR1/SIGTERM: checkpoint at the next step boundary. */
-volatile sig_atomic_t train_stop_signal;
-
-static void on_stop_signal(int sig) { train_stop_signal = sig; }
-
-static const struct {
-    const char *name;
-    int sig;
-} signal_names[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT},
-                    {"HUP", SIGHUP},   {"QUIT", SIGQUIT}, {"XCPU", SIGXCPU}};
-
-/* Parse "USR1,TERM" into a signal set. Errors: HPT_ERR_USAGE naming the
- * unknown signal and the accepted ones. */
-static hpt_status parse_signals(const char *list, sigset_t *set)
-{
-    sigemptyset(set);
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", list);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (!strncmp(t, "SIG", 3))
-            t += 3;
-        size_t i = 0, n = sizeof signal_names / sizeof signal_names[0];
-        while (i < n && strcmp(signal_names[i].name, t))
-            i++;
-        if (i == n)
-            return hpt_error_set(HPT_ERR_USAGE, "--signals '%s': unknown signal '%s' (accepted: "
-                                 "USR1, USR2, TERM, INT, HUP, QUIT, XCPU)", list, t);
-        sigaddset(set, signal_names[i].sig);
-    }
-    return HPT_OK;
-}
-
-/* The stop signals only set a flag (a second one during a save changes
- * nothing); the step loop agrees on it at the next boundary. */
-/* Install the stop-signal handlers (the list is checked either way); with
- * `install` 0 the signals keep their default action (no checkpoint dir). */
-static hpt_status install_signals(const hpt_train_opts *o, int install)
-{
-    sigset_t set;
-    hpt_status st = parse_signals(o->signals ? o->signals : "USR1,TERM", &set);
-    if (st)
-        return st;
-    signal(SIGXFSZ, SIG_IGN); /* a file-size limit fails the write (EFBIG) instead */
-    if (!install)
-        return HPT_OK;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof signal_names / sizeof signal_names[0]; i++)
-        if (sigismember(&set, signal_names[i].sig))
-            sigaction(signal_names[i].sig, &sa, NULL);
-    return HPT_OK;
-}
 
 static void run_free(run_state *r)
 {
@@ -390,72 +166,6 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
-/* A fresh start in a run directory whose log.tsv has rows (an earlier run
- * without a checkpoint to resume from, or --resume none): that log is kept
- * as log.tsv.N (the first free N), with a note saying `why` the run starts
- * afresh, not truncated. Errors: HPT_ERR_IO. */
-static hpt_status keep_earlier_log(const char *path, const char *why)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return HPT_OK;
-    long long rows = -1; /* the header is not a row */
-    int c, last = '\n';
-    while ((c = getc(f)) != EOF) {
-        if (last == '\n')
-            rows++;
-        last = c;
-    }
-    fclose(f);
-    if (rows <= 0)
-        return HPT_OK;
-    char kept[4200];
-    for (int n = 1;; n++) {
-        struct stat sb;
-        snprintf(kept, sizeof kept, "%s.%d", path, n);
-        if (lstat(kept, &sb) != 0 && errno == ENOENT)
-            break;
-        if (n == 9999)
-            return hpt_error_set(HPT_ERR_IO, "%s: cannot keep the earlier log: %s.1 to .9999 "
-                                 "exist", path, path);
-    }
-    if (rename(path, kept))
-        return hpt_error_set(HPT_ERR_IO, "%s: cannot keep the earlier log as %s: %s", path, kept,
-                             strerror(errno));
-    fprintf(stderr, "hpt-train: note: %s held an earlier run's %lld step%s and this run starts "
-            "at step 0 (%s): the earlier log is kept as %s\n", path, rows, rows == 1 ? "" : "s",
-            why, kept);
-    return HPT_OK;
-}
-
-static hpt_status write_run_files(run_state *r, const hpt_train_opts *o)
-{
-    FILE *f;
-    hpt_status st;
-    if ((st = make_dirs(o->run_dir)) || (st = open_in_run_dir(o->run_dir, "config.json", &f)))
-        return st;
-    st = hpt_config_write(&r->cfg, f);
-    if (fclose(f) && !st)
-        st = hpt_error_set(HPT_ERR_IO, "%s/config.json: write failed", o->run_dir);
-    if (st)
-        return st;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/log.tsv", o->run_dir);
-    if (r->resume_from >= 0) { /* continued after the checkpoint's step (retrim_logs) */
-        if (!(r->log = fopen(path, "a")))
-            return hpt_error_set(HPT_ERR_IO, "%s: cannot append: %s", path, strerror(errno));
-        if (ftell(r->log) == 0)
-            fprintf(r->log, "step\tloss\tlr\tgrad_norm\tval_loss\tskipped\n");
-        return HPT_OK;
-    }
-    if ((st = keep_earlier_log(path, o->resume == 0 ? "--resume none"
-                                                    : "no checkpoint to resume from")) ||
-        (st = open_in_run_dir(o->run_dir, "log.tsv", &r->log)))
-        return st;
-    fprintf(r->log, "step\tloss\tlr\tgrad_norm\tval_loss\tskipped\n");
-    return HPT_OK;
-}
-
 /* ZeRO-1: parameter range [lo, hi) owned by this DP rank, contiguous
  * blocks of ceil(nparams/DP) elements in rank order. */
 static hpt_status setup_zero1(run_state *r, size_t *lo, size_t *hi)
@@ -475,48 +185,6 @@ static hpt_status setup_zero1(run_state *r, size_t *lo, size_t *hi)
     *hi = *lo + (size_t)r->shard_counts[r->comm.dp_rank];
     r->grad_shard = r->model.be->alloc(sizeof(float) * (S ? S : 1));
     return r->grad_shard ? HPT_OK : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-}
-
-/* --export FILE, checked before any step (hpt_check_output_file). Its directory
- * may be the --run-dir that this run has not created yet (write_run_files
- * creates it and checks that it is writable). Errors: HPT_ERR_IO naming FILE. */
-static hpt_status check_export(const hpt_train_opts *o)
-{
-    char dir[4096], run[4096];
-    struct stat sb;
-    hpt_status st = export_check_st_path(o, o->run_dir);
-    if (st)
-        return st;
-    hpt_path_dir(o->export_path, dir, sizeof dir);
-    if (o->run_dir && snprintf(run, sizeof run, "%s", o->run_dir) < (int)sizeof run) {
-        for (size_t n = strlen(run); n > 1 && run[n - 1] == '/'; n--)
-            run[n - 1] = 0;
-        if (!strcmp(dir, run) && stat(run, &sb) != 0)
-            return HPT_OK;
-    }
-    st = hpt_check_output_file("--export", o->export_path);
-    if (st)
-        return st;
-    if (hpt_ckpt_file_is_checkpoint(o->export_path))
-        return hpt_error_set(HPT_ERR_USAGE, "--export %s: is an hpt checkpoint: the export "
-                             "(weights only) would replace it; give another file name",
-                             o->export_path);
-    /* The export is written to PATH.tmp and renamed (io/h5out.h): create
-     * and remove that name now, so a place no file can be created in
-     * (root's access() says yes to /proc, a read-only mount) is refused
-     * before training, not after it. An existing PATH.tmp (a crash's) is
-     * overwritten later anyway. */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", o->export_path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0 && errno != EEXIST)
-        return hpt_error_set(HPT_ERR_IO, "--export %s: cannot create %s: %s", o->export_path, tmp,
-                             strerror(errno));
-    if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-    }
-    return HPT_OK;
 }
 
 static void abort_nccl(void *comm) { hpt_comm_nccl_abort(comm); }
@@ -573,7 +241,7 @@ static hpt_status setup_local(run_state *r, const hpt_train_opts *o, const hpt_b
         (st = open_data(r, o)) ||
         (st = checkpoint_dir(r, o)))
         return st;
-    if (r->root && o->export_path && (st = check_export(o)))
+    if (r->root && o->export_path && (st = train_opts_check_export(o)))
         return st;
     /* where checkpoints go, checked before any step (a save's failure would
      * come after the steps it was to keep); when only a stop signal's save
@@ -606,13 +274,13 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
     hpt_status st;
     if ((st = check_epoch(r, o)) || (st = check_eval(r, o)))
         return st;
-    if (r->root && o->run_dir && (st = write_run_files(r, o)))
+    if (r->root && o->run_dir && (st = train_rundir_write(r, o)))
         return st;
     if (r->resume_from < 0) /* a fresh start: no samples of an earlier run left behind */
         tidy_samples(r, o, -1);
     if (o->log_samples && o->run_dir && r->comm.tp_rank == 0 && r->comm.pp_rank == 0) {
         char path[4096];
-        if ((st = make_dirs(o->run_dir))) /* rank 0 may not have created it yet */
+        if ((st = train_rundir_make(o->run_dir))) /* rank 0 may not have created it yet */
             return st;
         snprintf(path, sizeof path, "%s/samples.%d.tsv", o->run_dir, r->comm.dp_rank);
         if (!(r->samples = fopen(path, r->resume_from >= 0 ? "a" : "w")))
@@ -714,8 +382,12 @@ static int should_stop(run_state *r, const hpt_train_opts *o, double t_start, do
     int v[2] = {train_stop_signal != 0, *busy};
     if (o->max_runtime > 0 && now_s() - t_start + 1.5 * step_s + 2 * save_s + 1 > o->max_runtime)
         v[0] = 2;
-    if (r->comm.world_size > 1)
-        MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD]);
+    if (r->comm.world_size > 1) {
+        MPI_Comm world = r->comm.comms[HPT_GROUP_WORLD];
+        hpt_comm_watch w = hpt_comm_watch_begin(world, HPT_FLIGHT_ALLREDUCE, sizeof v);
+        MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MAX, world);
+        hpt_comm_watch_end(w);
+    }
     *busy = v[1];
     return v[0];
 }
@@ -753,7 +425,7 @@ static void train_step(run_state *r, const hpt_train_opts *o, int step, FILE *ou
     s->t0 = now_s();
     memcpy(before, r->comm.counters, sizeof before);
     r->t_fwd = r->t_bwd = r->t_data = r->t_wait = 0;
-    int poison = in_list(o->nan_steps, step + 1);
+    int poison = train_opts_in_list(o->nan_steps, step + 1);
     r->poison = poison && o->fault_nan_rank == r->comm.world_rank;
     r->step = step + 1;
     s->loss = pipe_accumulate(r, o);
@@ -902,7 +574,8 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     for (int step = r->start_step; step < o->steps; step++) {
         if (r->comm.fr)
             hpt_flight_step_begin(r->comm.fr, step + 1);
-        if (o->fault_stall_step == step + 1 && o->fault_stall_rank == r->comm.world_rank)
+        if (o->fault_stall_step == step + 1 && o->fault_stall_rank == r->comm.world_rank &&
+            !o->fault_stall_boundary)
             for (;;) /* test: a stalled rank, before the step's first collective */
                 sleep(3600);
         train_step(r, o, step, out, &s);
@@ -916,6 +589,9 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
             return stop_diverged(r, o, step, out, &s);
         s.val = maybe_validate(r, o, step, out);
         log_row(r, step, &s);
+        if (o->fault_stall_boundary && o->fault_stall_step == step + 1 &&
+            o->fault_stall_rank == r->comm.world_rank)
+            raise(SIGSTOP); /* test: a frozen rank, the others in the stop agreement */
         hpt_status st = step_boundary(r, o, step, out, &s, t_start, &save_s);
         if (st)
             return st;
@@ -924,7 +600,10 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     double dev_peak = NAN;
     if (r->model.be->mem_peak) {
         double mine = (double)r->model.be->mem_peak();
+        hpt_comm_watch w = hpt_comm_watch_begin(r->comm.comms[HPT_GROUP_WORLD],
+                                                HPT_FLIGHT_ALLREDUCE, sizeof mine);
         MPI_Allreduce(&mine, &dev_peak, 1, MPI_DOUBLE, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD]);
+        hpt_comm_watch_end(w);
     }
     if (r->root)
         print_done(r, o, out, t_start, s.val, dev_peak);
@@ -956,161 +635,11 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
     fflush(out);
 }
 
-/* Layout checks that need no communication: every rank reaches the same
- * verdict, so no rank is left waiting in a collective. */
-/* The options as lines in hpt-train's own words ("--lr 0.0006", "--zero1
- * (given)"), every one that the ranks must share, into buf[n] (n may be
- * 0: nothing written). Returns the length the whole text needs. */
-static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
-{
-    size_t at = 0;
-    char g[40];
-#define L(...)                                                                                 \
-    do {                                                                                       \
-        int k_ = snprintf(at < n ? buf + at : NULL, at < n ? n - at : 0, __VA_ARGS__);         \
-        at += k_ > 0 ? (size_t)k_ : 0;                                                         \
-    } while (0)
-#define S(name, v) L("--" name " %s\n", (v) ? (v) : "(not given)")
-#define I(name, v) L("--" name " %lld\n", (long long)(v))
-#define B(name, v) L("--" name " %s\n", (v) ? "(given)" : "(not given)")
-#define D(name, v) L("--" name " %s\n", hpt_cli_format_g((double)(v), 0, g, sizeof g))
-#define F(name, v) L("--" name " %s\n", hpt_cli_format_g((double)(v), 1, g, sizeof g))
-    S("model", o->model); S("data", o->data); S("val-data", o->val_data);
-    S("run-dir", o->run_dir); S("backend", o->backend);
-    S("precision", hpt_precision_name(o->precision)); S("comm", o->comm);
-    I("batch", o->batch); I("seq-len", o->seq_len); I("grad-accum", o->grad_accum);
-    I("steps", o->steps); F("lr", o->optim.lr); F("min-lr", o->optim.min_lr);
-    I("warmup", o->optim.warmup); F("beta1", o->optim.beta1); F("beta2", o->optim.beta2);
-    F("adam-eps", o->optim.eps); F("weight-decay", o->optim.weight_decay);
-    F("clip", o->optim.max_norm); I("seed", o->seed); I("eval-interval", o->eval_interval);
-    L("--eval-batches %d%s\n", o->eval_batches, o->eval_batches_default ? " (the default)" : "");
-    I("max-skips", o->max_skips);
-    L("%s\n", o->tie_embeddings < 0 ? "--tie-embeddings/--untie-embeddings (not given)"
-              : o->tie_embeddings ? "--tie-embeddings (given)" : "--untie-embeddings (given)");
-    S("fault-nan-steps", o->nan_steps); S("export", o->export_path);
-    S("init-from", o->init_from); I("tp", o->tp); I("pp", o->pp); I("dp", o->dp);
-    B("zero1", o->zero1);
-    S("recompute", o->recompute == 0 ? "none" : o->recompute == 1 ? "full" : "selective");
-    B("sequence-parallel", o->sequence_parallel);
-    S("pp-schedule", o->gpipe ? "gpipe" : "1f1b"); S("pp-split", o->pp_split);
-    B("comm-stats", o->comm_stats); S("checkpoint-dir", o->ckpt_dir);
-    I("save-every", o->save_every); I("keep", o->keep); B("async-save", o->async_save);
-    S("resume", o->resume == 0 ? "none" : o->resume == 1 ? "auto" : "strict");
-    D("max-runtime", o->max_runtime); B("no-signal-save", !o->save_signals);
-    S("signals", o->signals); B("log-samples", o->log_samples); I("stop-at", o->stop_at);
-    S("metrics", o->metrics); I("metrics-interval", o->metrics_interval);
-    D("peak-flops", o->peak_flops); D("slow-rank-factor", o->slow_factor);
-    D("spike-factor", o->spike_factor); I("fault-nan-rank", o->fault_nan_rank);
-    I("fault-slow-rank", o->fault_slow_rank); D("fault-slow-ms", o->fault_slow_ms);
-    for (int i = 0; i < o->nalerts; i++)
-        L("--alert %s\n", o->alerts[i].text);
-    D("collective-timeout", o->collective_timeout); I("fault-stall-rank", o->fault_stall_rank);
-    I("fault-stall-step", o->fault_stall_step);
-#undef L
-#undef S
-#undef I
-#undef B
-#undef D
-#undef F
-    return at;
-}
-
-/* Every rank must have been given the same options (a launcher that builds
- * them per node, an MPMD command line): otherwise DP replicas train apart
- * silently (another --lr), or ranks hang or crash in a collective (another
- * --steps, --seq-len). Compares a hash over the world (FNV-1a 64 of
- * opts_lines) before anything else is collective; on a difference the
- * lowest differing rank sends its lines and rank 0 names the first option
- * that differs. Collective over comm; the same status everywhere. Errors:
- * HPT_ERR_USAGE (HPT_ERR_INTERNAL: out of memory, agreed). */
-static hpt_status check_same_options(MPI_Comm comm, const hpt_train_opts *o)
-{
-    size_t len = opts_lines(o, NULL, 0);
-    char *mine = calloc(1, len + 1);
-    int rank, ok = mine != NULL, all_ok;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
-    if (!all_ok) {
-        free(mine);
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory comparing the ranks' options");
-    }
-    opts_lines(o, mine, len + 1);
-    uint64_t h = 1469598103934665603ull, lo, hi, h0;
-    for (const char *p = mine; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, comm);
-    MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, comm);
-    if (lo == hi) {
-        free(mine);
-        return HPT_OK;
-    }
-    h0 = h;
-    MPI_Bcast(&h0, 1, MPI_UINT64_T, 0, comm);
-    int me = h != h0 ? rank : INT_MAX, bad;
-    MPI_Allreduce(&me, &bad, 1, MPI_INT, MPI_MIN, comm); /* never 0, never INT_MAX */
-    char msg[1024] = "";
-    if (rank == bad)
-        MPI_Send(mine, (int)(len + 1), MPI_CHAR, 0, 0, comm);
-    if (rank == 0) {
-        MPI_Status ms;
-        int count = 0;
-        MPI_Probe(bad, 0, comm, &ms);
-        MPI_Get_count(&ms, MPI_CHAR, &count);
-        char *theirs = calloc(1, (size_t)count + 1);
-        MPI_Recv(theirs ? theirs : msg, theirs ? count : 0, MPI_CHAR, bad, 0, comm,
-                 MPI_STATUS_IGNORE);
-        const char *a = "", *b = "", *p = mine, *q = theirs ? theirs : "";
-        while (*p && *q) { /* the first line that differs */
-            size_t lp = strcspn(p, "\n"), lq = strcspn(q, "\n");
-            if (lp != lq || memcmp(p, q, lp)) {
-                a = p, b = q;
-                break;
-            }
-            p += lp + (p[lp] == '\n');
-            q += lq + (q[lq] == '\n');
-        }
-        snprintf(msg, sizeof msg, "rank %d was given other options than rank 0 (every rank must "
-                 "run the same hpt-train command): %.*s on rank 0, %.*s on rank %d", bad,
-                 (int)strcspn(a, "\n"), a, (int)strcspn(b, "\n"), b, bad);
-        free(theirs);
-    }
-    MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, comm);
-    free(mine);
-    return hpt_error_set(HPT_ERR_USAGE, "%s", msg);
-}
-
-static hpt_status check_layout(MPI_Comm comm, const hpt_train_opts *o, int *dp)
-{
-    int world;
-    MPI_Comm_size(comm, &world);
-    hpt_status st = hpt_grid_check(world, o->tp, o->pp, o->dp, dp);
-    if (st)
-        return st;
-    /* test faults that could not take effect would make a test pass vacuously */
-    if (o->fault_nan_rank != -1 && (o->fault_nan_rank < 0 || o->fault_nan_rank >= world))
-        return hpt_error_set(HPT_ERR_USAGE, "--fault-nan-rank %d: not a rank of this %d-rank job",
-                             o->fault_nan_rank, world);
-    if (o->fault_nan_rank >= 0 && !o->nan_steps)
-        return hpt_error_set(HPT_ERR_USAGE, "--fault-nan-rank needs --fault-nan-steps");
-    if (o->fault_slow_rank != -1 && (o->fault_slow_rank < 0 || o->fault_slow_rank >= world))
-        return hpt_error_set(HPT_ERR_USAGE, "--fault-slow-rank %d: not a rank of this %d-rank job",
-                             o->fault_slow_rank, world);
-    if (o->fault_slow_ms != 0 && o->fault_slow_rank < 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--fault-slow-ms needs --fault-slow-rank");
-    if (o->fault_stall_rank != -1 && (o->fault_stall_rank < 0 || o->fault_stall_rank >= world))
-        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-rank %d: not a rank of this %d-rank job",
-                             o->fault_stall_rank, world);
-    if ((o->fault_stall_rank >= 0) != (o->fault_stall_step != 0) || o->fault_stall_step < 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-rank and --fault-stall-step (>= 1) go "
-                             "together");
-    return HPT_OK;
-}
-
 hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
 {
     int dp;
-    hpt_status st = check_same_options(comm, opts);
-    if (st || (st = check_layout(comm, opts, &dp)))
+    hpt_status st = train_opts_agree(comm, opts);
+    if (st || (st = train_opts_check_layout(comm, opts, &dp)))
         return st;
     hpt_train_opts copy = *opts, *o = &copy; /* a resume may change grad_accum */
     run_state r;
@@ -1121,7 +650,7 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     r.resume_from = -1;
     /* the stop signals checkpoint only where there is somewhere to save to;
      * otherwise they keep their default action (terminate) */
-    if (o->save_signals && (st = install_signals(o, o->run_dir || o->ckpt_dir)))
+    if (o->save_signals && (st = train_signals_install(o, o->run_dir || o->ckpt_dir)))
         return st; /* same verdict on every rank: no collective has started */
     hpt_comm_init(&r.comm, comm, o->tp, o->pp, dp, stderr);
     r.root = r.comm.world_rank == 0;

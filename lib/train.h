@@ -75,6 +75,9 @@ typedef struct {
     double collective_timeout; /* seconds; 0 = off; < 0 = max(300, 10 x median step) */
     int fault_stall_rank;  /* testing: this world rank sleeps forever before the */
     int fault_stall_step;  /* first collective of this step (1-based)           */
+    int fault_stall_boundary; /* 1: instead, after that step it stops itself with
+                               * SIGSTOP (watchdog thread too) at the step
+                               * boundary, before the stop agreement          */
 } hpt_train_opts;
 
 /* Fill *o with the defaults documented in `hpt-train --help`. */

@@ -9,7 +9,8 @@
 #include <time.h>
 
 #include "fsutil.h"
-#include "train_internal.h"
+#include "train_metrics.h"
+#include "train_rundir.h"
 
 /* A skipped (non-finite) step: find the lowest world rank whose own loss
  * or pre-reduction gradient was non-finite (one all-reduce; every rank
@@ -20,8 +21,12 @@ void skipped_step_event(run_state *r, int step, double loss, double norm, FILE *
         return;
     int own = !isfinite(r->local_sumsq) || (r->model.last && !isfinite(r->local_loss));
     int first = own ? r->comm.world_rank : r->comm.world_size;
-    if (r->comm.world_size > 1)
+    if (r->comm.world_size > 1) {
+        hpt_comm_watch w = hpt_comm_watch_begin(r->comm.comms[HPT_GROUP_WORLD],
+                                                HPT_FLIGHT_ALLREDUCE, sizeof first);
         MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, r->comm.comms[HPT_GROUP_WORLD]);
+        hpt_comm_watch_end(w);
+    }
     if (!r->root)
         return;
     int tp = r->comm.tp, dp = r->comm.dp;
@@ -219,8 +224,11 @@ void comm_stats(run_state *r, const hpt_train_opts *o, FILE *out)
         mine[3 * g + 2] = r->train_ctr[g].seconds / steps;
     }
     mine[3 * G] = ru.ru_maxrss / 1024.0; /* MiB */
+    hpt_comm_watch w = hpt_comm_watch_begin(r->comm.comms[HPT_GROUP_WORLD], HPT_FLIGHT_GATHER,
+                                            sizeof mine);
     MPI_Gather(mine, 3 * G + 1, MPI_DOUBLE, all, 3 * G + 1, MPI_DOUBLE, 0,
                r->comm.comms[HPT_GROUP_WORLD]);
+    hpt_comm_watch_end(w);
     if (!r->root)
         return;
     FILE *tsv = NULL;

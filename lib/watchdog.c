@@ -203,7 +203,10 @@ static void heartbeat(hpt_watchdog *w, const rank_state *s, double every, int fo
     int len = snprintf(text, sizeof text, "{%s,\"time\":%.3f,\"idle\":%.3f,\"waited\":%.3f}\n",
                        key, unix_now(), s->idle, s->blocked ? s->waited : 0.0);
     snprintf(path, sizeof path, "%s/hb-%05d.json", w->dir, w->c->world_rank);
-    if (write_atomic(path, text, (size_t)len) == 0) {
+    int ok = write_atomic(path, text, (size_t)len) == 0;
+    if (!ok && errno == ENOENT && mkdir(w->dir, 0777) == 0) /* deleted mid-run: re-created */
+        ok = write_atomic(path, text, (size_t)len) == 0;
+    if (ok) {
         snprintf(w->hb_key, sizeof w->hb_key, "%s", key);
         w->hb_t = now;
     }
@@ -260,6 +263,8 @@ static void read_hb(const char *dir, int rank, hpt_hang_hb *p)
     for (int g = 0; g < HPT_FLIGHT_GROUPS; g++) {
         p->posted[g] = json_object_object_get_ex(o, "posted", &a)
                            ? json_object_get_int64(json_object_array_get_idx(a, g)) : 0;
+        p->completed[g] = json_object_object_get_ex(o, "completed", &a)
+                              ? json_object_get_int64(json_object_array_get_idx(a, g)) : 0;
         p->color[g] = json_object_object_get_ex(o, "color", &a)
                           ? json_object_get_int(json_object_array_get_idx(a, g)) : -1;
     }
@@ -267,25 +272,6 @@ static void read_hb(const char *dir, int rank, hpt_hang_hb *p)
 }
 
 
-
-/* Ranks that rank x waits for (into out, returns the count); -1 when x is
- * an end of the chain (not waiting, no heartbeat, a stale heartbeat). */
-static int waits_for(const hpt_hang_analysis *a, int x, double stale, int *out)
-{
-    const hpt_hang_hb *p = &a->hb[x];
-    if (!p->ok || a->now - p->time > stale || !p->blocked)
-        return -1;
-    if (p->peer >= 0 && p->peer < a->n) {
-        out[0] = p->peer;
-        return 1;
-    }
-    int k = 0, g = p->group;
-    for (int y = 0; y < a->n; y++)
-        if (y != x && a->hb[y].ok && a->hb[y].color[g] == p->color[g] && p->color[g] >= 0 &&
-            a->hb[y].posted[g] < p->seq)
-            out[k++] = y;
-    return k ? k : -1; /* everyone posted it: stuck inside the network */
-}
 
 /* A member of x's group that has gone two collectives past the one x's
  * heartbeat says it waits in (seq + 2 or later posted: it completed seq + 1,
@@ -302,6 +288,68 @@ static int overtaken_by(const hpt_hang_analysis *a, int x)
             a->hb[y].posted[p->group] > p->seq + 1)
             return y;
     return -1;
+}
+
+/* The instance (colour) of group g that rank y belongs to, as comm_mpi.c
+ * splits the grid; -1 when y is in none or the grid is unknown. */
+static int grid_color(const hpt_hang_analysis *a, int g, int y)
+{
+    if (g == 0)
+        return 0;
+    if (a->tp <= 0 || a->pp <= 0 || a->dp <= 0)
+        return -1;
+    int t = y % a->tp, d = (y / a->tp) % a->dp, p = y / (a->tp * a->dp);
+    switch (g) {
+    case 1: return d + p * a->dp;               /* tp    */
+    case 2: return t + p * a->tp;               /* dp    */
+    case 3: return t + d * a->tp;               /* pp    */
+    case 4: return d;                           /* mp    */
+    case 5: return p == 0 || p == a->pp - 1 ? t + d * a->tp : -1; /* embed */
+    default: return -1;
+    }
+}
+
+/* Is y a member of x's instance of group g (y's heartbeat colour, else
+ * the grid)? */
+static int same_instance(const hpt_hang_analysis *a, int g, int x, int y)
+{
+    int c = a->hb[x].color[g];
+    if (c < 0 || y == x)
+        return 0;
+    return a->hb[y].ok ? a->hb[y].color[g] == c : grid_color(a, g, y) == c;
+}
+
+/* Is rank y blocked in the very collective (g, seq) itself? */
+static int blocked_in(const hpt_hang_hb *q, int g, int64_t seq)
+{
+    return q->ok && q->blocked && q->peer < 0 && q->group == g && q->seq == seq;
+}
+
+#define END (-1)       /* an end of the chain: a suspect                  */
+#define END_UNSURE (-2) /* blocked, but no member is known to be behind  */
+
+/* Ranks that rank x waits for (into out, returns the count); END when x
+ * is an end of the chain (not waiting, no heartbeat, a stale heartbeat);
+ * END_UNSURE when x waits in a collective every member posted and every
+ * member that has not completed waits in too. */
+static int waits_for(const hpt_hang_analysis *a, int x, double stale, int *out)
+{
+    const hpt_hang_hb *p = &a->hb[x];
+    if (!p->ok || a->now - p->time > stale || !p->blocked || overtaken_by(a, x) >= 0)
+        return END;
+    if (p->peer >= 0 && p->peer < a->n) {
+        out[0] = p->peer;
+        return 1;
+    }
+    int k = 0, g = p->group;
+    for (int y = 0; y < a->n; y++) /* not reached it */
+        if (same_instance(a, g, x, y) && (!a->hb[y].ok || a->hb[y].posted[g] < p->seq))
+            out[k++] = y;
+    for (int y = 0; !k && y < a->n; y++) /* posted it, went elsewhere before it completed */
+        if (same_instance(a, g, x, y) && a->hb[y].completed[g] < p->seq &&
+            !blocked_in(&a->hb[y], g, p->seq))
+            out[k++] = y;
+    return k ? k : END_UNSURE;
 }
 
 static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *buf, size_t n)
@@ -324,31 +372,36 @@ static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *bu
         snprintf(buf, n, "not in a communication call, no progress for %.*f s at step %lld",
                  secs_prec(p->idle + age), p->idle + age, (long long)p->step);
     else
-        snprintf(buf, n, "waiting %.*f s in %s on %s (seq %lld) at step %lld",
+        snprintf(buf, n, "waiting %.*f s in %s on %s (seq %lld) at step %lld%s",
                  secs_prec(p->waited + age), p->waited + age, hpt_flight_op_name(p->op),
-                 hpt_flight_group_name(p->group), (long long)p->seq,
-                 (long long)p->step);
+                 hpt_flight_group_name(p->group), (long long)p->seq, (long long)p->step,
+                 a->ambiguous && !a->deadlock ? ", which every member posted: a member frozen "
+                 "inside it or the network, the heartbeats cannot tell" : "");
 }
 
 /* Follow the wait chain from `me` (breadth first); the ends are the
- * suspects; a chain that only meets blocked ranks is a deadlock among
- * them. */
+ * suspects. Without one: the ranks blocked where no member is known to be
+ * behind (and the members blocked with them), or a cycle of blocked
+ * ranks — candidates, a->ambiguous set. */
 void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale)
 {
     int n = a->n, *queue = malloc(sizeof(int) * n), *seen = calloc(n, sizeof(int));
-    int *out = malloc(sizeof(int) * n);
+    int *out = malloc(sizeof(int) * n), *unsure = calloc(n, sizeof(int));
     a->suspect = calloc(n, sizeof(int));
     a->why = calloc(n, sizeof(char *));
-    if (!queue || !seen || !out || !a->suspect || !a->why)
+    if (!queue || !seen || !out || !unsure || !a->suspect || !a->why)
         goto done;
-    int head = 0, tail = 0;
+    int head = 0, tail = 0, nunsure = 0;
     queue[tail++] = me;
     seen[me] = 1;
     while (head < tail) {
         int x = queue[head++];
         int k = waits_for(a, x, stale, out);
-        if (k < 0) {
-            a->suspect[x] = 1;
+        if (k == END || k == END_UNSURE) {
+            if (k == END)
+                a->suspect[x] = 1;
+            else
+                unsure[x] = 1, nunsure++;
             continue;
         }
         for (int i = 0; i < k; i++)
@@ -359,8 +412,20 @@ void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale)
     }
     for (int x = 0; x < n; x++)
         a->nsuspects += a->suspect[x];
-    if (!a->nsuspects) { /* a cycle: everyone reached waits for someone */
-        a->deadlock = 1;
+    if (!a->nsuspects && nunsure) { /* everyone there posted it and waits in it */
+        a->ambiguous = 1;
+        for (int x = 0; x < n; x++)
+            if (unsure[x]) {
+                a->suspect[x] = 1;
+                for (int y = 0; y < n; y++)
+                    if (same_instance(a, a->hb[x].group, x, y) &&
+                        blocked_in(&a->hb[y], a->hb[x].group, a->hb[x].seq))
+                        a->suspect[y] = 1;
+            }
+        for (int x = 0; x < n; x++)
+            a->nsuspects += a->suspect[x];
+    } else if (!a->nsuspects) { /* a cycle: everyone reached waits for someone */
+        a->deadlock = a->ambiguous = 1;
         for (int i = 0; i < tail; i++)
             a->suspect[queue[i]] = 1;
         a->nsuspects = tail;
@@ -372,6 +437,7 @@ done:
     free(queue);
     free(seen);
     free(out);
+    free(unsure);
 }
 
 void hpt_hang_analysis_free(hpt_hang_analysis *a)
@@ -401,6 +467,7 @@ static void own_hb(const hpt_watchdog *w, const rank_state *s, hpt_hang_hb *p)
     p->peer = s->blocked ? s->op.peer : -1;
     for (int g = 0; g < HPT_FLIGHT_GROUPS; g++) {
         p->posted[g] = s->posted[g];
+        p->completed[g] = s->completed[g];
         p->color[g] = w->c->group_color[g];
     }
 }
@@ -420,15 +487,16 @@ static void dump_op(FILE *f, const hpt_flight_rec *r, double mono2unix)
 }
 
 /* RUN_DIR/hang/rank-NNNNN.json: this rank's state, what it waits for, the
- * suspects and its flight recorder (oldest first). */
-static void write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_analysis *a, const char *reason)
+ * suspects and its flight recorder (oldest first). Returns 0, or the errno
+ * of the failure (no file left then). */
+static int write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_analysis *a, const char *reason)
 {
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/rank-%05d.json", w->dir, w->c->world_rank);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f)
-        return;
+        return errno;
     const hpt_comm *c = w->c;
     double mono2unix = unix_now() - hpt_flight_now();
     fprintf(f, "{\"format\":\"hpt-hang\",\"version\":1,\"rank\":%d,\"size\":%d,\"host\":\"%s\","
@@ -457,7 +525,8 @@ static void write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_anal
     for (int g = 0; g < HPT_FLIGHT_GROUPS; g++)
         fprintf(f, "%s\"%s\":%lld", g ? "," : "", hpt_flight_group_name(g),
                 (long long)s->completed[g]);
-    fprintf(f, "},\n\"deadlock\":%d,\"suspects\":[", a ? a->deadlock : 0);
+    fprintf(f, "},\n\"deadlock\":%d,\"ambiguous\":%d,\"suspects\":[", a ? a->deadlock : 0,
+            a ? a->ambiguous : 0);
     for (int x = 0, k = 0; a && x < a->n; x++)
         if (a->suspect && a->suspect[x]) {
             char why[300];
@@ -473,10 +542,14 @@ static void write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_anal
         fprintf(f, "%s\n", i + 1 < k ? "," : "");
     }
     fprintf(f, "]}\n");
-    if (fclose(f) == 0)
-        rename(tmp, path);
-    else
+    int bad = ferror(f) ? (errno ? errno : EIO) : 0;
+    if (fclose(f) != 0 && !bad)
+        bad = errno ? errno : EIO;
+    if (!bad && rename(tmp, path) != 0)
+        bad = errno;
+    if (bad)
         unlink(tmp);
+    return bad;
 }
 
 /* ------------------------------------------------------------ the hang */
@@ -488,7 +561,11 @@ static void hang_line(const hpt_watchdog *w, const rank_state *s, const hpt_hang
     const hpt_comm *c = w->c;
     int k = snprintf(buf, n, "hang: rank %d (%s) %s", c->world_rank, w->node, reason);
     if (a && a->nsuspects) {
-        k += snprintf(buf + k, n - k, "; %s:", a->deadlock ? "deadlock among" : "suspect");
+        k += snprintf(buf + k, n - k, "; %s:",
+                      a->deadlock ? "deadlock among (ambiguous: no node excluded)"
+                      : a->ambiguous ? "no rank known to be behind (ambiguous: no node "
+                                       "excluded); candidates"
+                                     : "suspect");
         for (int x = 0, shown = 0; x < a->n && k < (int)n; x++)
             if (a->suspect[x] && shown++ < MAX_SHOWN)
                 k += snprintf(buf + k, n - k, "%s rank %d on %s (%s)", shown > 1 ? "," : "", x,
@@ -529,8 +606,12 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
     hpt_hang_analysis a = {.n = c->world_size};
     char line[2048];
     double T = timeout_s(w), every = T / 4 < 0.5 ? 0.5 : T / 4 > 5 ? 5 : T / 4;
-    int first = 1;
+    int first = 1, err = 0;    /* err: the first file that could not be written */
+    char bad[4200] = "";
     if (w->dir[0]) {
+        if (mkdir(w->dir, 0777) == 0) /* deleted mid-run: re-created */
+            fprintf(stderr, "hpt-train: warning: rank %d: %s was deleted during the run; "
+                    "re-created for the hang files\n", c->world_rank, w->dir);
         heartbeat(w, s, every, 1);
         if ((a.hb = calloc((size_t)a.n, sizeof *a.hb))) {
             for (int x = 0; x < a.n; x++)
@@ -539,33 +620,50 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
                 else
                     read_hb(w->dir, x, &a.hb[x]);
             a.now = unix_now();
+            a.tp = c->tp, a.pp = c->pp, a.dp = c->dp;
             hpt_hang_analyse(&a, c->world_rank, 6 * every + 10);
         }
-        write_dump(w, s, a.hb ? &a : NULL, reason);
+        if ((err = write_dump(w, s, a.hb ? &a : NULL, reason)))
+            snprintf(bad, sizeof bad, "%s/rank-%05d.json", w->dir, c->world_rank);
         char path[4200];
         snprintf(path, sizeof path, "%s/summary.txt", w->dir);
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        first = fd >= 0;
+        first = fd >= 0 || errno != EEXIST; /* another rank's summary: it prints */
+        if (fd < 0 && first && !err) {
+            err = errno;
+            snprintf(bad, sizeof bad, "%s", path);
+        }
         hang_line(w, s, a.hb ? &a : NULL, reason, line, sizeof line);
         if (fd >= 0) {
             char text[2600];
+            /* the launcher excludes the nodes of this line: none when ambiguous */
             int len = snprintf(text, sizeof text, "%s\nsuspects:", line);
-            for (int x = 0; a.suspect && x < a.n && len < (int)sizeof text; x++)
+            for (int x = 0; a.suspect && !a.ambiguous && x < a.n && len < (int)sizeof text; x++)
                 if (a.suspect[x])
                     len += snprintf(text + len, sizeof text - len, " %d@%s", x,
                                     a.hb[x].ok ? a.hb[x].node : "?");
             if (len < (int)sizeof text)
                 len += snprintf(text + len, sizeof text - len, "\n");
-            if (write(fd, text, strlen(text)) < 0 || close(fd))
-                first = 1; /* print anyway */
+            int e = write(fd, text, strlen(text)) == (ssize_t)strlen(text) ? 0 : errno ? errno : EIO;
+            if (close(fd) && !e)
+                e = errno;
+            if (e) { /* no empty or half summary for the launcher and the next run */
+                unlink(path);
+                if (!err) {
+                    err = e;
+                    snprintf(bad, sizeof bad, "%s", path);
+                }
+            }
         }
     } else {
         hang_line(w, s, NULL, reason, line, sizeof line);
     }
-    if (first) {
+    if (first)
         fprintf(stderr, "hpt-train: %s\n", line);
-        fflush(stderr);
-    }
+    if (err) /* the line above (or the first rank's) is then the only record */
+        fprintf(stderr, "hpt-train: warning: rank %d: cannot write %s: %s (the hang files are "
+                "incomplete)\n", c->world_rank, bad, strerror(err));
+    fflush(stderr);
     /* the other ranks detect the hang within about one step and a poll:
      * wait (bounded) for their dumps, then end the job */
     double until = hpt_flight_now() + (T < 10 ? T : 10);
@@ -611,6 +709,9 @@ static void *thread_main(void *arg)
 {
     hpt_watchdog *w = arg;
     char reason[512];
+    rank_state s0;
+    read_state(w, &s0);
+    heartbeat(w, &s0, 0, 1); /* at once: a rank frozen before its first poll is still placed */
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         double T = timeout_s(w);
@@ -725,6 +826,9 @@ void hpt_watchdog_stop(hpt_watchdog *w)
         char path[4200];
         snprintf(path, sizeof path, "%s/hb-%05d.json", w->dir, w->c->world_rank);
         unlink(path);
+        /* every rank tries, after its own unlink: the last one out removes
+         * the directory prepare made (rank 0 alone raced the others) */
+        rmdir(w->dir);
     }
     free(w->ring);
     free(w);
@@ -838,7 +942,8 @@ static void report_rank(json_object *o, FILE *out)
                 jint(o, "in_step", 0) ? "" : " (between steps)");
     }
     if (json_object_object_get_ex(o, "suspects", &v) && json_object_array_length(v)) {
-        fprintf(out, "  %s:", jint(o, "deadlock", 0) ? "deadlock among" : "suspects");
+        fprintf(out, "  %s:", jint(o, "deadlock", 0) ? "deadlock among (ambiguous)"
+                              : jint(o, "ambiguous", 0) ? "candidates (ambiguous)" : "suspects");
         for (size_t i = 0; i < json_object_array_length(v); i++) {
             json_object *x = json_object_array_get_idx(v, i);
             fprintf(out, "%s rank %lld on %s (%s)", i ? "," : "", (long long)jint(x, "rank", -1),

@@ -5,8 +5,11 @@
  * dumps the recorder to RUN_DIR/hang/rank-NNNNN.json, reads the other
  * ranks' heartbeat files (RUN_DIR/hang/hb-NNNNN.json, which every watchdog
  * rewrites when its rank's state changes) to name the rank(s) the job waits
- * for, prints one line (the first rank to create RUN_DIR/hang/summary.txt),
- * and ends the whole job with MPI_Abort(MPI_COMM_WORLD, HPT_EXIT_HANG).
+ * for, prints one line (the first rank to create RUN_DIR/hang/summary.txt;
+ * every rank that cannot create it for another reason, with a warning
+ * naming the file and the cause, as for a dump it cannot write; a deleted
+ * RUN_DIR/hang is re-created), and ends the whole job with
+ * MPI_Abort(MPI_COMM_WORLD, HPT_EXIT_HANG).
  * Design and choices: docs/ARCHITECTURE.md, "Hang watchdog".
  */
 #ifndef HPT_WATCHDOG_H
@@ -32,7 +35,9 @@ typedef struct hpt_watchdog hpt_watchdog;
 hpt_status hpt_watchdog_prepare(const char *run_dir, char *prev, size_t n);
 
 /* Rank 0, after a run that did not hang: remove RUN_DIR/hang if it is empty
- * (prepare made it to check it is writable; a hang's files stay). */
+ * (prepare made it to check it is writable; a hang's files stay). Every
+ * rank's hpt_watchdog_stop also tries, after removing its heartbeat, so
+ * the last rank out removes it. */
 void hpt_watchdog_tidy(const char *run_dir);
 
 /* Start the watchdog of this rank on c's flight recorder. timeout: > 0
@@ -54,7 +59,8 @@ void hpt_watchdog_on_abort(hpt_watchdog *w, void (*fn)(void *ctx), void *ctx);
  * median of the automatic timeout. NULL is accepted. */
 void hpt_watchdog_step(hpt_watchdog *w, double seconds);
 
-/* Stop and join the thread, free *w. NULL is accepted. */
+/* Stop and join the thread, remove this rank's heartbeat and then
+ * RUN_DIR/hang if that left it empty, free *w. NULL is accepted. */
 void hpt_watchdog_stop(hpt_watchdog *w);
 
 /* One rank's heartbeat as the laggard analysis reads it. */
@@ -68,6 +74,7 @@ typedef struct {
     int group, op, peer;    /* peer: world rank (point-to-point) or -1   */
     int64_t seq;
     int64_t posted[HPT_FLIGHT_GROUPS]; /* per group: last seq posted       */
+    int64_t completed[HPT_FLIGHT_GROUPS]; /* per group: ops completed       */
     int color[HPT_FLIGHT_GROUPS];      /* per group: instance (-1 none)     */
 } hpt_hang_hb;
 
@@ -77,19 +84,32 @@ typedef struct {
     int n;
     hpt_hang_hb *hb;
     double now;
+    int tp, pp, dp;  /* the rank grid (lib/comm.h), to place a rank without
+                      * a heartbeat in its group instances; 0: unknown
+                      * (then it is placed in the world group only)       */
     int *suspect;    /* out, per rank: 1 = suspect                        */
     char **why;      /* out, per suspect: one phrase                       */
     int nsuspects;
     int deadlock;    /* the chain only met blocked ranks (a cycle)         */
+    int ambiguous;   /* no rank is known to be behind: the suspects are the
+                      * candidates, no node should be excluded (also set
+                      * with deadlock)                                    */
 } hpt_hang_analysis;
 
-/* Follow the wait chain from rank `me`: a rank blocked in a collective
- * waits for the members of its group instance (same colour) whose posted
- * sequence number in that group is below the one it waits for (none
- * behind: it is an end itself); blocked in point-to-point, for its peer.
+/* Follow the wait chain from rank `me`. A rank blocked in a collective
+ * (group g, sequence s) waits for the members of its group instance (same
+ * colour; from the grid for a rank without a heartbeat) that have not
+ * reached it: no heartbeat, or posted < s. When every member posted s, it
+ * waits for those that have not completed s and are elsewhere (not
+ * blocked in g seq s: a nonblocking collective progresses only while
+ * every member is inside MPI). Blocked in point-to-point: for its peer.
  * Ends of the chain — not blocked, no heartbeat, heartbeat older than
- * `stale` s — are the suspects; when every rank reached is blocked, all of
- * them are, with a->deadlock set. Allocates a->suspect and a->why. */
+ * `stale` s — are the suspects. When no end is found that way — every
+ * member reached waits in the same collective ("stuck in the network", or
+ * a member frozen inside it: the heartbeats cannot tell), or a cycle of
+ * blocked ranks — the ranks blocked there are the suspects with
+ * a->ambiguous set (a->deadlock too for a cycle): candidates, not
+ * culprits. Allocates a->suspect and a->why. */
 void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale);
 /* Free a->suspect, a->why and a->hb. */
 void hpt_hang_analysis_free(hpt_hang_analysis *a);

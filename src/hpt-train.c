@@ -140,6 +140,9 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "                        status 6; 0 = off [max(300, 10 x median step time)]\n"
             "  --fault-stall-rank R, --fault-stall-step S  testing: world rank R sleeps\n"
             "                        forever before the first collective of step S\n"
+            "  --fault-stall-at WHERE  testing: step (the default, as above) or boundary:\n"
+            "                        after step S that rank stops itself (SIGSTOP, as a\n"
+            "                        frozen process) before the step-boundary agreement\n"
             "  --help, --version\n\n"
             "Exit status: 0 done; 1 internal error; 2 bad option or model config;\n"
             "3 bad data (missing, truncated or malformed shard, token id >= vocab_size);\n"
@@ -160,7 +163,8 @@ enum {
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
-    OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM, OPT_SEQ_PAR, OPT_EXPORT_DTYPE, OPT_EXPORT_SHARD,
+    OPT_STALL_AT, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM, OPT_SEQ_PAR, OPT_EXPORT_DTYPE,
+    OPT_EXPORT_SHARD,
 };
 
 static const struct option long_opts[] = {
@@ -197,6 +201,7 @@ static const struct option long_opts[] = {
     {"alert", 1, 0, OPT_ALERT},
     {"collective-timeout", 1, 0, OPT_COLL_TIMEOUT},
     {"fault-stall-rank", 1, 0, OPT_STALL_RANK}, {"fault-stall-step", 1, 0, OPT_STALL_STEP},
+    {"fault-stall-at", 1, 0, OPT_STALL_AT},
     {"async-save", 0, 0, OPT_ASYNC_SAVE},
     {"precision", 1, 0, OPT_PRECISION}, {"comm", 1, 0, OPT_COMM},
     {"export-dtype", 1, 0, OPT_EXPORT_DTYPE}, {"export-shard-size", 1, 0, OPT_EXPORT_SHARD},
@@ -300,6 +305,12 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     }
     case OPT_STALL_RANK: return hpt_cli_parse_int(name, arg, &o->fault_stall_rank);
     case OPT_STALL_STEP: return hpt_cli_parse_int(name, arg, &o->fault_stall_step);
+    case OPT_STALL_AT:
+        if (strcmp(arg, "step") && strcmp(arg, "boundary"))
+            return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at '%s': expected step or boundary",
+                                 arg);
+        o->fault_stall_boundary = !strcmp(arg, "boundary");
+        return HPT_OK;
     case OPT_KEEP: return hpt_cli_parse_int(name, arg, &o->keep);
     case OPT_NO_SIGNAL_SAVE: o->save_signals = 0; return HPT_OK;
     case OPT_MAX_RUNTIME: return hpt_cli_parse_double(name, arg, &o->max_runtime);
@@ -360,7 +371,7 @@ int main(int argc, char **argv)
     /* every rank must have parsed the same arguments: a rank whose own fail
      * to parse, or that alone was given --help, would otherwise leave the
      * others waiting in the run's first collective (the run compares the
-     * options themselves: lib/train.c check_same_options) */
+     * options themselves: lib/train_opts.c train_opts_agree) */
     st = hpt_comm_agree(MPI_COMM_WORLD, st);
     int lo = action, hi = action;
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);

@@ -1,4 +1,4 @@
-/* schedule.c — the pipeline schedule: per-stage forward and backward of
+/* train_pipeline.c — the pipeline schedule: per-stage forward and backward of
  * micro-batches with point-to-point activation/gradient transfer, 1F1B and
  * GPipe ordering, the bucketed data-parallel gradient reduction started
  * during the last backward, and validation (forward only). */
@@ -8,7 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "train_internal.h"
+#include "train_dp_buckets.h"
+#include "train_pipeline.h"
+#include "train_signals.h"
 
 /* Layers [l0, l1) of this pipeline stage: balanced (stage s gets layers
  * s*L/P .. (s+1)*L/P) or from --pp-split "a,b,..." (one count per stage,
@@ -167,6 +169,7 @@ static double reduce_loss(run_state *r, double sum)
 typedef struct {
     MPI_Request req;
     int mine, any;
+    hpt_comm_watch w;   /* its flight-recorder record (lib/comm.h) */
 } stop_poll;
 
 /* At the start of validation batch i: 1 when a stop signal reached some
@@ -178,11 +181,14 @@ static int stop_poll_at(run_state *r, stop_poll *p, int i)
     if (r->comm.world_size == 1)
         return train_stop_signal != 0;
     if (i > 0) {
+        hpt_comm_watch_block(p->w);
         MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+        hpt_comm_watch_end(p->w);
         if (p->any)
             return 1;
     }
     p->mine = train_stop_signal != 0;
+    p->w = hpt_comm_watch_post(r->comm.comms[HPT_GROUP_WORLD], HPT_FLIGHT_IALLREDUCE, sizeof p->mine);
     MPI_Iallreduce(&p->mine, &p->any, 1, MPI_INT, MPI_MAX, r->comm.comms[HPT_GROUP_WORLD],
                    &p->req);
     return 0;
@@ -190,8 +196,11 @@ static int stop_poll_at(run_state *r, stop_poll *p, int i)
 
 static void stop_poll_end(stop_poll *p)
 {
-    if (p->req != MPI_REQUEST_NULL)
+    if (p->req != MPI_REQUEST_NULL) {
+        hpt_comm_watch_block(p->w);
         MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+        hpt_comm_watch_end(p->w);
+    }
 }
 
 double pipe_evaluate(run_state *r, const hpt_train_opts *o)
@@ -211,18 +220,6 @@ double pipe_evaluate(run_state *r, const hpt_train_opts *o)
     r->val_stopped = done < o->eval_batches;
     sum = reduce_loss(r, sum);
     return r->val_stopped ? NAN : sum / ((double)o->eval_batches * G * o->seq_len);
-}
-
-/* grad_ready callback: start the DP all-reduce of a finished range. */
-static void bucket_start(void *ctx, size_t offset, size_t count)
-{
-    run_state *r = ctx;
-    HPT_CHECK(r->nbuckets < MAX_BUCKETS);
-    if (r->metrics) /* this replica's own gradient, before the sum over DP */
-        r->local_sumsq += hpt_model_grad_sumsq(&r->model, r->model.grads + offset, offset,
-                                               offset + count);
-    r->comm.be->iallreduce_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, count,
-                                   &r->buckets[r->nbuckets++]);
 }
 
 /* Tied embeddings across stages: the first stage's embedding and the last
@@ -274,7 +271,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
 #define BWD(i)                                                                          \
     do {                                                                                \
         if ((i) + 1 == M && D > 1 && !o->zero1) {                                       \
-            r->model.grad_ready = bucket_start;                                         \
+            r->model.grad_ready = dp_bucket_allreduce;                                  \
             r->model.grad_ready_ctx = r;                                                \
         }                                                                               \
         pipe_backward(r, (i), M + (i));                                                 \
@@ -292,8 +289,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
 #undef BWD
     pipe_drain(r);
     r->cursor += (int64_t)M * o->batch * D;
-    for (int i = 0; i < r->nbuckets; i++)
-        r->comm.be->wait(&r->comm, &r->buckets[i]);
+    dp_buckets_wait(r);
     hpt_model_sp_sum_grads(&r->model); /* norm weights under sequence parallelism */
     tie_grads(r);
     r->local_loss = sum;

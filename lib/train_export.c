@@ -1,4 +1,4 @@
-/* export.c — whole-model views across ranks: the final weights gathered
+/* train_export.c — whole-model views across ranks: the final weights gathered
  * over TP and PP and written with Hugging Face names (HDF5, or safetensors
  * through io/safetensors_write.h), and the checks that replicated tensors
  * stayed bitwise identical. */
@@ -10,7 +10,7 @@
 #include "fsutil.h"
 #include "h5out.h"
 #include "safetensors_write.h"
-#include "train_internal.h"
+#include "train_export.h"
 #include "weights.h"
 
 /* Global (unsharded) values of tensor t, gathered over TP into `full`

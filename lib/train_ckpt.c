@@ -1,4 +1,4 @@
-/* resume.c — checkpoints of the training run: the checkpoint directory,
+/* train_ckpt.c — checkpoints of the training run: the checkpoint directory,
  * choosing and loading the checkpoint to resume (falling back past
  * damaged ones), keeping the global batch, saving, and cutting the
  * per-step logs back to the step resumed. The file format is in
@@ -11,7 +11,7 @@
 
 #include "hpt_config.h"
 #include "cli.h"
-#include "train_internal.h"
+#include "train_ckpt.h"
 
 /* Keep only the rows of a per-step log (log.tsv, samples.*.tsv: step in
  * the first column) up to step `upto`: a resume continues the log from its

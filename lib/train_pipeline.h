@@ -1,0 +1,24 @@
+/* train_pipeline.h — the pipeline schedule (1F1B, GPipe), stage layers
+ * and validation (lib/train_pipeline.c). */
+#ifndef HPT_TRAIN_PIPELINE_H
+#define HPT_TRAIN_PIPELINE_H
+
+#include <stdio.h>
+
+#include "train_state.h"
+
+/* Layers [l0, l1) of this stage into r->l0/l1, r->layer_stage (every
+ * layer's stage): balanced, or --pp-split. Errors: HPT_ERR_USAGE. */
+hpt_status stage_layers(run_state *r, const hpt_train_opts *o);
+/* Micro-batches in flight on this stage (activation slots). */
+int pipeline_slots(const run_state *r, const hpt_train_opts *o);
+/* Pipeline send buffers and requests for nslots slots. Errors:
+ * HPT_ERR_INTERNAL (out of memory). */
+hpt_status setup_pipeline(run_state *r, int nslots);
+/* Forward+backward of one step's micro-batches (1F1B or GPipe), gradients
+ * summed over DP; returns the global batch's mean loss per token. */
+double pipe_accumulate(run_state *r, const hpt_train_opts *o);
+/* Mean validation loss; NaN with r->val_stopped = 1 when a stop signal
+ * cut it short. Collective. */
+double pipe_evaluate(run_state *r, const hpt_train_opts *o);
+#endif

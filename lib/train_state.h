@@ -1,0 +1,93 @@
+/* train_state.h — the run state shared by the trainer's files (the wing
+ * lib/train*.c: train.c, the step loop; train_opts.c, options; train_signals.c,
+ * stop signals; train_rundir.c, the run directory; train_pipeline.c, the
+ * pipeline schedule; train_dp_buckets.c, the DP gradient buckets;
+ * train_ckpt.c, checkpoints and resume; train_export.c, export and replica
+ * checks; train_metrics.c, the metrics file and --comm-stats), with two
+ * inline helpers. Each file's functions are declared in its own header;
+ * this one declares none, so no file below train.c depends on train.c.
+ * Not installed. */
+#ifndef HPT_TRAIN_STATE_H
+#define HPT_TRAIN_STATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "checkpoint.h"
+#include "comm.h"
+#include "config.h"
+#include "data.h"
+#include "metrics.h"
+#include "model.h"
+#include "optim.h"
+#include "train.h"
+
+#define MAX_BUCKETS 4096 /* DP all-reduce buckets in flight per step */
+
+/* One training run's state on this rank: set up by hpt_train_run
+ * (train.c), freed by run_free. */
+typedef struct {
+    hpt_config cfg;
+    hpt_comm comm;
+    hpt_model model;
+    hpt_optim opt;
+    hpt_loader *train, *val;
+    int32_t *inputs, *targets; /* host (B,T) */
+    FILE *log;                 /* RUN_DIR/log.tsv on rank 0, else NULL */
+    int64_t cursor;            /* samples consumed in the global order */
+    int root;                  /* 1 on world rank 0: prints and writes  */
+    /* data parallelism */
+    int nbuckets;
+    hpt_comm_req buckets[MAX_BUCKETS];
+    int *shard_counts;         /* ZeRO-1: elements owned by each DP rank */
+    float *grad_shard;         /* ZeRO-1: reduced gradients of own shard */
+    /* pipeline parallelism */
+    int l0, l1;                /* this stage's layers                   */
+    int *layer_stage;          /* stage of every layer (L entries)       */
+    float *grad_send;          /* (nslots, N, C) gradients being sent    */
+    hpt_comm_req *fwd_req, *bwd_req; /* per slot: pending sends         */
+    char *fwd_busy, *bwd_busy;
+    /* communication of the training steps only (validation excluded) */
+    hpt_comm_counter train_ctr[HPT_GROUP_COUNT];
+    int train_steps;
+    /* checkpoints */
+    char ckpt_dir[4096];       /* "" = checkpointing off                */
+    int start_step;            /* first step to run (resume)             */
+    int64_t resume_from;       /* step of the checkpoint loaded, -1 none */
+    int skipped_total, consecutive;
+    FILE *samples;             /* --log-samples, first TP/PP rank of a DP replica */
+    int step;                  /* the step being trained, 1-based (samples rows) */
+    int val_stopped;           /* the last validation was cut short by a stop signal */
+    /* metrics of the current step (docs/METRICS.md) */
+    hpt_metrics *metrics;      /* NULL = off                              */
+    double t_fwd, t_bwd, t_data, t_wait; /* seconds in this step           */
+    double local_loss;         /* this rank's loss sum over its micro-batches */
+    double local_sumsq;        /* this rank's pre-DP-reduction gradient sum of squares */
+    double ckpt_load_s, ckpt_save_s, ckpt_save_bytes;
+    hpt_ckpt_async *async;     /* --async-save: the save in flight; NULL = off */
+    int poison;                /* poison this rank's gradients this step (test) */
+    double comm_s_acc;         /* seconds in communication at the end of accumulate */
+    hpt_comm_counter step_ctr[HPT_GROUP_COUNT]; /* this step's communication */
+    struct hpt_watchdog *watchdog; /* hang watchdog (lib/watchdog.h); NULL = off */
+    hpt_comm_stage stage;      /* host staging of device buffers (--comm mpi on a GPU) */
+} run_state;
+
+/* Monotonic clock, seconds. */
+static inline double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* Seconds spent in communication calls so far, all groups. */
+static inline double comm_seconds(const run_state *r)
+{
+    double s = 0;
+    for (int g = 0; g < HPT_GROUP_COUNT; g++)
+        s += r->comm.counters[g].seconds;
+    return s;
+}
+
+#endif
