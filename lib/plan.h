@@ -1,8 +1,8 @@
 /* plan.h — "estimate before you launch": per-rank memory, FLOPs,
  * communication volume and time, pipeline bubble, step time, tokens/s and
  * MFU of a training layout (TP x PP x DP) on a cluster, and a search over
- * layouts. Used by hpt-plan (src/hpt-plan.c); the formulas and their
- * sources are in docs/PLAN.md.
+ * layouts. Used by hpt-plan (src/hpt-plan.c through lib/plan_cli.c); the
+ * formulas and their sources are in docs/PLAN.md.
  *
  * Two memory/communication models:
  *  - exact (cluster cpu-local): hpt's own fp32 CPU allocations and the
