@@ -220,7 +220,7 @@ double hpt_plan_megatron_layer_act_bytes(const hpt_plan_setup *s);
 double hpt_plan_layer_act_bytes(const hpt_plan_setup *s);
 
 /* Persistent device scratch of the bf16 and tf32 attention of hpt's CUDA
- * backend (lib/backend_cuda.cu att_backward_bytes: causal attention in
+ * backend (lib/attention_cuda.cu att_backward_bytes: causal attention in
  * query chunks through cuBLAS), bytes, one per rank: with Tp = T rounded up
  * to a multiple of 16, e = 12 bytes per score (bf16) or 8 (tf32), the chunk
  * Tc = min(T, max(16, floor(2^29 / (e*B*Hl*Tp)) rounded down to a multiple
