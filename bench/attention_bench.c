@@ -10,7 +10,6 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +18,6 @@
 #include "attention_cpu.h"
 #include "bench_util.h"
 #include "error.h"
-
-/* attention_cpu.c's only dependency on libhpt. */
-void hpt_fatal(const char *file, int line, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s:%d: ", file, line);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(code ? code : 1);
-}
 
 /* ------------------------------------------------ the previous kernel */
 

@@ -62,12 +62,6 @@ static void static_backward(float *din, float *dw, const float *dout, const floa
     }
 }
 
-/* lib/backend.c's, which is not linked (it registers the CUDA backend). */
-const char *hpt_precision_name(hpt_precision p)
-{
-    return p == HPT_PRECISION_FP32 ? "fp32" : "not fp32";
-}
-
 static float *rnd(size_t n)
 {
     float *p = malloc(sizeof(float) * n);

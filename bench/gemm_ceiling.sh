@@ -31,10 +31,14 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/hpt-gemm.XXXXXX")
 pids=()
 cleanup() { [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null; rm -rf "$out"; }
 trap cleanup EXIT
-# the flags of the automake build (Makefile.am AM_CFLAGS, configure's -O3)
+# the flags of the automake build (Makefile.am AM_CFLAGS, configure's -O3).
+# lib/backend.c (the registry: hpt_backend_compiled, hpt_precision_name)
+# is built against the build's config without HAVE_CUDA: the benchmark
+# times the CPU backend and links no CUDA.
+grep -v '^#define HAVE_CUDA ' "$build/hpt_config.h" > "$out/hpt_config.h"
 # shellcheck disable=SC2086
-"$cc" -std=gnu11 -g -O3 -fopenmp -fno-math-errno ${GEMM_ITEMS:+-DGEMM_ITEMS_PER_THREAD=$GEMM_ITEMS} -I"$src/lib" -I"$src/io" -I"$build" \
-  -o "$out/gemm_ceiling" "$here/gemm_ceiling.c" "$src/lib/backend_cpu.c" \
+"$cc" -std=gnu11 -g -O3 -fopenmp -fno-math-errno ${GEMM_ITEMS:+-DGEMM_ITEMS_PER_THREAD=$GEMM_ITEMS} -I"$out" -I"$src/lib" -I"$src/io" \
+  -o "$out/gemm_ceiling" "$here/gemm_ceiling.c" "$src/lib/backend_cpu.c" "$src/lib/backend.c" \
   "$src/lib/attention_cpu.c" "$src/lib/kernels_cpu.c" "$src/io/error.c" \
   -lopenblas -lm 2>"$out/cc.log" || { cat "$out/cc.log" >&2; die "cannot build bench/gemm_ceiling.c with $cc"; }
 gcc -O2 -o "$out/sgemm_peak" "$here/sgemm_peak.c" -lopenblas || die "cannot build sgemm_peak.c"

@@ -342,6 +342,7 @@ typedef struct {
     char status[320];                       /* complete, damaged (...), ... */
     char note[1200];                        /* printed under the table     */
     int bad;                                /* unreadable or damaged       */
+    int unread;                             /* not read: no file locks     */
 } list_row;
 
 /* The row for checkpoint directory e under dir: the root attributes, and
@@ -362,9 +363,10 @@ static void list_row_fill(const char *dir, const entry *e, int verify, const hpt
     }
     if (hpt_ckpt_join(p, dir, e->name) || hpt_ckpt_join(file, p, HPT_CKPT_FILE) ||
         hpt_ckpt_open(file, &f, &m)) {
-        snprintf(r->status, sizeof r->status, "unreadable");
+        r->unread = strstr(hpt_error_msg(), HPT_H5_NOLOCK_TEXT) != NULL;
+        snprintf(r->status, sizeof r->status, r->unread ? "not read (no file locks)" : "unreadable");
         snprintf(r->note, sizeof r->note, "%s", hpt_error_msg());
-        r->bad = 1;
+        r->bad = !r->unread;
         return;
     }
     H5Fclose(f);
@@ -404,7 +406,7 @@ hpt_status hpt_ckpt_inspect_list(const char *path, int verify, const hpt_ckpt_mo
 {
     char dir[PATH_MAX], latest[32], p[PATH_MAX];
     entry *e;
-    int n, bad = 0;
+    int n, bad = 0, unread = 0;
     ckpt_dir_of(path, dir);
     hpt_status st = scan_dir(dir, &e, &n);
     if (st)
@@ -423,6 +425,7 @@ hpt_status hpt_ckpt_inspect_list(const char *path, int verify, const hpt_ckpt_mo
         list_row *r = &rows[i];
         list_row_fill(dir, &e[i], verify, mdl, r);
         bad |= r->bad;
+        unread += r->unread;
         hpt_ckpt_join(p, dir, e[i].name);
         fprintf(out, "%10lld  %-10s %-5s %10.1f %12s  %s%s\n", (long long)e[i].step, r->layout,
                 r->zero1, dir_bytes(p) / 1048576.0, r->samples, r->status,
@@ -435,7 +438,12 @@ hpt_status hpt_ckpt_inspect_list(const char *path, int verify, const hpt_ckpt_mo
     free(rows);
     free(e);
     if (verify && bad)
-        return hpt_error_set(HPT_ERR_DATA, "%s: some checkpoints are damaged or unreadable", dir);
+        return hpt_error_set(HPT_ERR_DATA, "%s: some checkpoints are damaged or unreadable%s", dir,
+                             unread ? "; others were not read (no file locks: see the notes)" : "");
+    if (verify && unread)
+        return hpt_error_set(HPT_ERR_IO, "%s: %d checkpoint%s not read, so not verified: "
+                             HPT_H5_NOLOCK_TEXT " (see the notes)", dir, unread,
+                             unread == 1 ? "" : "s");
     return HPT_OK;
 }
 
@@ -460,7 +468,7 @@ static hpt_status verify_dir(const char *dir, const hpt_ckpt_model *mdl, FILE *o
 {
     char p[PATH_MAX], file[PATH_MAX];
     entry *e;
-    int n, bad = 0, ncomplete = 0;
+    int n, bad = 0, unread = 0, ncomplete = 0;
     hpt_status st = scan_dir(dir, &e, &n);
     if (st)
         return st;
@@ -473,7 +481,10 @@ static hpt_status verify_dir(const char *dir, const hpt_ckpt_model *mdl, FILE *o
         ncomplete++;
         if (hpt_ckpt_join(file, p, HPT_CKPT_FILE) || (st = verify_one(file, mdl, out))) {
             fprintf(out, "%s\n", hpt_error_msg());
-            bad++;
+            if (strstr(hpt_error_msg(), HPT_H5_NOLOCK_TEXT))
+                unread++;
+            else
+                bad++;
         }
     }
     free(e);
@@ -481,8 +492,13 @@ static hpt_status verify_dir(const char *dir, const hpt_ckpt_model *mdl, FILE *o
         return hpt_error_set(HPT_ERR_DATA, "%s: no complete checkpoint (step_NNNNNNNN/%s)", dir,
                              HPT_CKPT_FILE);
     if (bad)
-        return hpt_error_set(HPT_ERR_DATA, "%s: %d of %d checkpoints damaged or unreadable", dir,
-                             bad, ncomplete);
+        return hpt_error_set(HPT_ERR_DATA, "%s: %d of %d checkpoints damaged or unreadable%s", dir,
+                             bad, ncomplete,
+                             unread ? "; others not read (no file locks: see above)" : "");
+    if (unread)
+        return hpt_error_set(HPT_ERR_IO, "%s: %d of %d checkpoints not read, so not verified: "
+                             HPT_H5_NOLOCK_TEXT "; set HDF5_USE_FILE_LOCKING=FALSE and run "
+                             "again", dir, unread, ncomplete);
     return HPT_OK;
 }
 
@@ -522,6 +538,8 @@ static hpt_status resolve_file(const char *path, char *file)
     int found = hpt_ckpt_newest_readable(dir, &newest, file, skipped, sizeof skipped);
     if (found == -2) /* a newer format's: its message as it is */
         return HPT_ERR_DATA;
+    if (found == -3) /* not read (no file locks): its message as it is */
+        return HPT_ERR_IO;
     if (found < 0)
         return hpt_error_set(HPT_ERR_DATA, "%s: no complete checkpoint opens: %s", path,
                              hpt_error_msg());

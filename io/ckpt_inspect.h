@@ -65,8 +65,10 @@ typedef struct {
 /* One line per checkpoint under DIR, newest first: step, layout, ZeRO-1,
  * MiB, samples and a status (complete, incomplete, unreadable; with
  * `verify` also damaged, after reading every dataset); notes about
- * DIR/latest. Errors: DIR unreadable; with `verify`, HPT_ERR_DATA when a
- * checkpoint is damaged or unreadable. */
+ * DIR/latest. A checkpoint HDF5 could not open for want of file locks is
+ * "not read (no file locks)", never damaged. Errors: DIR unreadable; with
+ * `verify`, HPT_ERR_DATA when a checkpoint is damaged or unreadable, else
+ * HPT_ERR_IO when one was not read (no file locks). */
 hpt_status hpt_ckpt_inspect_list(const char *path, int verify, const hpt_ckpt_model *mdl,
                                  FILE *out);
 
@@ -75,7 +77,10 @@ hpt_status hpt_ckpt_inspect_list(const char *path, int verify, const hpt_ckpt_mo
  * root attributes, that the /model tensors are those config_json implies
  * and that both optimizer moments match them; print "FILE: ok" or one line
  * per problem ("FILE: /model/NAME: damaged: ..."). Errors: HPT_ERR_DATA
- * when anything is wrong, naming the file and the number of problems. */
+ * when anything is wrong, naming the file and the number of problems;
+ * HPT_ERR_IO, naming the cause and HDF5_USE_FILE_LOCKING=FALSE, when a file
+ * was not read because its file system has no file locks (counted apart,
+ * not as damaged). */
 hpt_status hpt_ckpt_inspect_verify(const char *path, const hpt_ckpt_model *mdl, FILE *out);
 
 /* The root attributes, the model summary and a table of the /model

@@ -57,7 +57,7 @@ static int crc_required;
 
 /* Open checkpoint file `path` read-only. Errors: HPT_ERR_DATA for a missing
  * file or one HDF5 cannot open (not HDF5, truncated), HPT_ERR_IO when the
- * file is not readable. */
+ * file is not readable or its file system has no locks (hpt_h5_lock_error). */
 static hpt_status open_file(const char *path, hid_t *f)
 {
     struct stat sb;
@@ -68,9 +68,12 @@ static hpt_status open_file(const char *path, hid_t *f)
     if (access(path, R_OK))
         return hpt_error_set(HPT_ERR_IO, "%s: %s", path, strerror(errno));
     *f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (*f < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: not a readable HDF5 file, or truncated (%s)", path,
-                             hpt_h5_cause());
+    if (*f < 0) {
+        const char *cause = hpt_h5_cause();
+        hpt_status st = hpt_h5_lock_error("", path, cause);
+        return st ? st : hpt_error_set(HPT_ERR_DATA, "%s: not a readable HDF5 file, or truncated "
+                                       "(%s)", path, cause);
+    }
     return HPT_OK;
 }
 
@@ -108,6 +111,10 @@ int hpt_ckpt_newest_readable(const char *dir, int64_t *step, char *file, char *s
             if (m.format_version > HPT_CKPT_VERSION) { /* a newer hpt's: never go past it */
                 free(steps);
                 return -2;
+            }
+            if (strstr(hpt_error_msg(), HPT_H5_NOLOCK_TEXT)) { /* the older ones would fail alike */
+                free(steps);
+                return -3;
             }
             if (!first[0]) {
                 snprintf(first, sizeof first, "%s", hpt_error_msg());

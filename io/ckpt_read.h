@@ -50,8 +50,10 @@ hpt_status hpt_ckpt_open(const char *path, hid_t *f, hpt_ckpt_meta *meta);
  * checkpoint a resume starts from"; "" when none). Returns 1 found;
  * 0 none complete (message unset); -1 none opens (message: the newest
  * one's failure); -2 one of a newer format version comes first (message:
- * that; as a resume, the tools never go past a newer hpt's work). Serial
- * HDF5. */
+ * that; as a resume, the tools never go past a newer hpt's work); -3 one
+ * was not read because its file system has no file locks (message: that,
+ * from hpt_h5_lock_error; status HPT_ERR_IO: skipping to an older one
+ * would fail alike, or worse, pass a healthy newer one by). Serial HDF5. */
 int hpt_ckpt_newest_readable(const char *dir, int64_t *step, char *file, char *skipped,
                              size_t n);
 

@@ -22,33 +22,6 @@ int hpt_h5_put_str_attr(hid_t obj, const char *name, const char *s)
     return err;
 }
 
-int hpt_fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd), e = errno;
-    close(fd);
-    errno = e;
-    return rc;
-}
-
-hpt_status hpt_file_commit(const char *tmp, const char *path)
-{
-    char dir[HPT_H5OUT_PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
-             slash ? path : ".");
-    if (hpt_fsync_path(tmp))
-        return hpt_error_set(HPT_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (rename(tmp, path))
-        return hpt_error_set(HPT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    if (hpt_fsync_path(dir))
-        return hpt_error_set(HPT_ERR_IO, "%s: fsync of the directory failed: %s", dir,
-                             strerror(errno));
-    return HPT_OK;
-}
-
 hpt_status hpt_h5_out_create(const char *path, hpt_h5_out *o)
 {
     o->file = -1;

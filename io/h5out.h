@@ -10,6 +10,7 @@
 
 #include <hdf5.h>
 
+#include "durable.h"
 #include "error.h"
 #include "h5util.h"
 
@@ -27,15 +28,6 @@ typedef struct {
  * as io/ckpt.c writes them) on obj. 0 ok, -1 on an HDF5 error (the cause in
  * hpt_h5_cause()). Used for config_json on exports. */
 int hpt_h5_put_str_attr(hid_t obj, const char *name, const char *s);
-
-/* fsync a file or directory by path. 0 ok, -1 with errno set. */
-int hpt_fsync_path(const char *path);
-
-/* Make file `tmp` durable and rename it to `path` (same directory), then
- * fsync that directory: after a crash either the old `path` or the whole
- * new one is there. Errors: HPT_ERR_IO naming the file and strerror
- * (tmp is left for the caller to remove). */
-hpt_status hpt_file_commit(const char *tmp, const char *path);
 
 /* Create PATH.tmp (truncating a stale one) as a new HDF5 file with the
  * default serial driver and HDF5's error printing off; o->file is the

@@ -41,6 +41,16 @@ const char *hpt_h5_cause_line(void)
     return buf;
 }
 
+hpt_status hpt_h5_lock_error(const char *what, const char *path, const char *cause)
+{
+    if (!strstr(cause, "unable to lock file"))
+        return HPT_OK;
+    return hpt_error_set(HPT_ERR_IO, "%s%s: not read: " HPT_H5_NOLOCK_TEXT ", which HDF5 "
+                         "takes on open (HDF5: %s); set "
+                         "HDF5_USE_FILE_LOCKING=FALSE (slurm/launch.sh does) and run again",
+                         what, path, cause);
+}
+
 char *hpt_h5_read_str_attr(hid_t obj, const char *name)
 {
     if (H5Aexists(obj, name) <= 0)

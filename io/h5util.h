@@ -8,6 +8,8 @@
 
 #include <hdf5.h>
 
+#include "error.h"
+
 /* The most specific message on HDF5's error stack of this thread ("data error
  * detected by Fletcher32 checksum", "truncated file: eof = ...", "unable to
  * lock file, errno = 37 ..."), or "HDF5 error" when the stack is empty.
@@ -23,6 +25,17 @@ const char *hpt_h5_cause(void);
  * otherwise hpt_h5_cause() with line breaks turned into spaces. Same
  * lifetime rules as hpt_h5_cause(). */
 const char *hpt_h5_cause_line(void);
+
+/* For a failed H5Fopen of `path` (cause = hpt_h5_cause() right after it):
+ * when the cause is HDF5's "unable to lock file" (HDF5 1.10+ locks a file
+ * on open, and NFS without lockd or Lustre without flock answer ENOLCK),
+ * set the message "<what><path>: not read: its file system does not
+ * support file locks, which HDF5 takes on open (HDF5: <cause>); set
+ * HDF5_USE_FILE_LOCKING=FALSE ..." (`what` is a prefix such as "weights ",
+ * may be "") and return HPT_ERR_IO: the file was not read, so nothing may
+ * call it damaged. Otherwise HPT_OK and no message. */
+hpt_status hpt_h5_lock_error(const char *what, const char *path, const char *cause);
+#define HPT_H5_NOLOCK_TEXT "its file system does not support file locks"
 
 /* String attribute `name` of HDF5 object obj (scalar; variable- or
  * fixed-length, either character set) as a NUL-terminated malloc'd string

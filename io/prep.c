@@ -110,52 +110,6 @@ uint64_t prep_file_hash(const char *path)
     return h;
 }
 
-/* fsync the directory holding `path`, so a rename into it is durable. */
-static void fsync_parent(const char *path)
-{
-    char dir[PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    int fd = open(slash ? (*dir ? dir : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
-/* Write buf to path.tmp, fsync, rename to path, fsync the directory.
- * Errors: HPT_ERR_IO. */
-hpt_status prep_file_write_atomic(const char *path, const void *buf, size_t n)
-{
-    char tmp[PATH_MAX + 40];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    const char *p = buf;
-    size_t left = n;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            break;
-        p += w;
-        left -= (size_t)w;
-    }
-    int ok = left == 0 && fsync(fd) == 0;
-    int e = errno;
-    if (close(fd) != 0 || !ok || rename(tmp, path) != 0) {
-        e = ok ? errno : e;
-        unlink(tmp);
-        return hpt_error_set(HPT_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    }
-    fsync_parent(path);
-    return HPT_OK;
-}
-
 /* ---------------------------------------------------------- validation */
 
 static hpt_status opts_check(const hpt_prep_opts *o)
@@ -575,7 +529,7 @@ static hpt_status file_copy(const char *src, const char *dst)
     hpt_status st = prep_file_read(src, &buf, &n);
     if (st != HPT_OK)
         return st;
-    st = prep_file_write_atomic(dst, buf, n);
+    st = hpt_file_write_durable(dst, buf, n);
     free(buf);
     return st;
 }

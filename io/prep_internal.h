@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "durable.h"
 #include "prep.h"
 #include "spm.h"
 
@@ -68,9 +69,6 @@ void prep_staging_path(char *buf, const prep *r, const char *name);
 hpt_status prep_file_read(const char *path, char **buf, size_t *n);
 /* FNV-1a 64 of a file's bytes (0 when it cannot be read). */
 uint64_t prep_file_hash(const char *path);
-/* Write n bytes to path atomically (temp name, fsync, rename, fsync of the
- * directory). Errors: HPT_ERR_IO naming the file and the cause. */
-hpt_status prep_file_write_atomic(const char *path, const void *buf, size_t n);
 
 /* Write prep.json (format, inputs, tokenizer hash, shard list, timings)
  * into the staging directory. Takes ownership of r->sp_*.files. Errors:

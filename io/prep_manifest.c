@@ -77,7 +77,7 @@ hpt_status prep_manifest_write(prep *r)
     size_t n;
     const char *s = json_object_to_json_string_length(
         m, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
-    hpt_status st = prep_file_write_atomic(path, s, n);
+    hpt_status st = hpt_file_write_durable(path, s, n);
     json_object_put(m);
     return st;
 }

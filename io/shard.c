@@ -4,13 +4,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "durable.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "shard.c maps tokens in place and needs a little-endian host"
@@ -194,44 +195,20 @@ static hpt_status write_check(const char *path, const uint32_t *tokens, int64_t 
     return HPT_OK;
 }
 
-/* fsync the directory holding `path` so a rename into it is durable. */
-static void fsync_parent(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    int fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
 hpt_status hpt_shard_write(const char *path, const uint32_t *tokens, int64_t n, int token_bytes)
 {
     hpt_status st = write_check(path, tokens, n, token_bytes);
     if (st != HPT_OK)
         return st;
     char tmp[4096 + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return hpt_error_set(HPT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    int fd;
+    if ((st = hpt_tmp_create(path, tmp, sizeof tmp, &fd)))
+        return st;
     unsigned char header[HEADER_BYTES] = {0};
     int32_t h[3] = {token_bytes == 2 ? HPT_SHARD_MAGIC_U16 : HPT_SHARD_MAGIC_U32,
                     token_bytes == 2 ? HPT_SHARD_VERSION_U16 : HPT_SHARD_VERSION_U32, (int32_t)n};
     memcpy(header, h, sizeof h);
-    if (write_all(fd, header, sizeof header) != 0 || write_tokens(fd, tokens, n, token_bytes) != 0 ||
-        fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        return hpt_error_set(HPT_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
-    }
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return hpt_error_set(HPT_ERR_IO, "%s: cannot commit: %s", path, strerror(e));
-    }
-    fsync_parent(path);
-    return HPT_OK;
+    if (write_all(fd, header, sizeof header) != 0 || write_tokens(fd, tokens, n, token_bytes) != 0)
+        st = hpt_error_set(HPT_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    return hpt_tmp_commit(fd, tmp, path, st);
 }

@@ -59,18 +59,24 @@ static attn_geom geom_of(int T, int H, int KV, int hd)
  * libm's expf is a call per element: x = n ln2 + r with |r| <= ln2/2
  * (Cody-Waite, two-part ln2), e^r by the polynomial of Cephes' expf
  * (Moshier 1989; about 1 ulp on this range), 2^n put into the exponent
- * bits. x below -87.3 (e^x under FLT_MIN; -inf included) gives 0. The
- * range test works on the bits (for x <= 0 a larger magnitude is a larger
- * unsigned pattern): a float compare would keep GCC from vectorising
- * (it may trap). Measured: bench/attention.sh. */
+ * bits. x below -87.3 (e^x under FLT_MIN; -inf included) gives 0; a NaN
+ * of either sign gives NaN (a NaN weight must show in the loss, not be
+ * dropped as a zero probability). The range test works on the bits (for
+ * x <= 0 a larger magnitude is a larger unsigned pattern): a float compare
+ * would keep GCC from vectorising (it may trap). 2^n is taken from the
+ * bits of the rounding sum, not by a float-to-int cast, which is undefined
+ * for NaN (and for the out-of-range n a NaN or +inf argument would give).
+ * Measured: bench/attention.sh. */
 static inline float exp_nonpos(float x)
 {
     const uint32_t lo = 0xC2AE999Au; /* -87.3f */
-    union { float f; uint32_t u; } in = {.f = x}, res;
-    uint32_t keep = -(uint32_t)(in.u <= lo); /* all ones inside the range */
+    union { float f; uint32_t u; } in = {.f = x}, res, t;
+    uint32_t nan = (in.u & 0x7FFFFFFFu) > 0x7F800000u;
+    uint32_t keep = -(uint32_t)((in.u <= lo) | nan); /* all ones: inside the range or NaN */
     in.u = (in.u & keep) | (lo & ~keep);
     float xc = in.f;
-    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* nearest: 1.5*2^23 */
+    t.f = xc * 1.44269504088896341f + 12582912.0f; /* nearest integer in the low bits: 1.5*2^23 */
+    float n = t.f - 12582912.0f;
     float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
     float y = 1.9875691500e-4f;
     y = y * r + 1.3981999507e-3f;
@@ -79,7 +85,9 @@ static inline float exp_nonpos(float x)
     y = y * r + 1.6666665459e-1f;
     y = y * r + 5.0000001201e-1f;
     y = y * r * r + r + 1.0f;
-    union { int32_t i; float f; } two_n = {.i = ((int32_t)n + 127) << 23};
+    /* t's bits are 0x4B400000 + n; shifted by 23 the 0x4B400000 leaves
+     * (unsigned, so NaN's garbage only wraps): the bits of 2^n */
+    union { uint32_t u; float f; } two_n = {.u = (t.u + 127u) << 23};
     res.f = y * two_n.f;
     res.u &= keep;
     return res.f;

@@ -318,7 +318,8 @@ hpt_dtype hpt_backend_act_dtype(const hpt_backend *be);
 /* The CPU backend (OpenBLAS + OpenMP), always present. */
 extern const hpt_backend hpt_backend_cpu;
 
-/* The CUDA backend (cuBLAS + own kernels, lib/backend_cuda.cu): defined
+/* The CUDA backend (cuBLAS + own kernels: lib/backend_cuda.cu,
+ * attention_cuda.cu, kernels_cuda.cu): defined
  * (and registered) only when configure found the CUDA toolkit (HAVE_CUDA). */
 extern const hpt_backend hpt_backend_cuda;
 

@@ -154,15 +154,6 @@ hid_t hpt_checkpoint_open_parallel(const char *path, MPI_Comm comm, int create)
 
 const char *hpt_checkpoint_open_cause(void) { return open_why[0] ? open_why : "HDF5 error"; }
 
-hpt_status hpt_checkpoint_fsync(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return hpt_error_set(HPT_ERR_IO, "%s: cannot open for fsync: %s", path, strerror(errno));
-    int err = fsync(fd);
-    close(fd);
-    return err ? hpt_error_set(HPT_ERR_IO, "%s: fsync failed: %s", path, strerror(errno)) : HPT_OK;
-}
 
 /* rm -r of a checkpoint directory (files inside, then the directory). */
 static void remove_dir(const char *path)
@@ -253,7 +244,7 @@ static void remove_checkpoint(const char *dir, const char *name)
             fprintf(stderr, "hpt: warning: cannot remove %s: %s\n", from, strerror(errno));
         return;
     }
-    if (hpt_checkpoint_fsync(dir))
+    if (hpt_fsync_path(dir))
         fprintf(stderr, "hpt: warning: %s\n", hpt_error_msg());
     remove_dir(aside);
 }
@@ -695,26 +686,15 @@ static hpt_status commit(const char *dir, const char *tmpdir, const char *final,
                          const char *name)
 {
     hpt_status st;
-    char latest[4096], ltmp[4096];
-    if ((st = hpt_checkpoint_fsync(file)) || (st = hpt_checkpoint_fsync(tmpdir)))
+    char latest[4096], line[64];
+    if ((st = hpt_fsync_path(file)))
         return st;
     remove_checkpoint(dir, name); /* a same-step checkpoint from before a fallback */
-    if (rename(tmpdir, final))
-        return hpt_error_set(HPT_ERR_IO, "%s: rename to %s failed: %s", tmpdir, final,
-                             strerror(errno));
-    if ((st = hpt_checkpoint_fsync(dir)))
+    if ((st = hpt_file_commit(tmpdir, final))) /* fsync, rename, fsync DIR */
         return st;
     snprintf(latest, sizeof latest, "%s/latest", dir);
-    snprintf(ltmp, sizeof ltmp, "%s/latest.tmp", dir);
-    FILE *f = fopen(ltmp, "w");
-    if (!f || fprintf(f, "%s\n", name) < 0 || fflush(f) || fsync(fileno(f)) || fclose(f)) {
-        if (f)
-            fclose(f);
-        return hpt_error_set(HPT_ERR_IO, "%s: cannot write: %s", ltmp, strerror(errno));
-    }
-    if (rename(ltmp, latest))
-        return hpt_error_set(HPT_ERR_IO, "%s: rename failed: %s", latest, strerror(errno));
-    return hpt_checkpoint_fsync(dir);
+    snprintf(line, sizeof line, "%s\n", name);
+    return hpt_file_write_durable(latest, line, strlen(line)); /* latest.tmp, renamed */
 }
 
 /* Rank 0: keep the newest `keep` checkpoints up to step `saved` (the one

@@ -7,6 +7,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "durable.h"
 #include "error.h"
 #include "model.h"
 
@@ -30,9 +31,6 @@ hid_t hpt_checkpoint_open_parallel(const char *path, MPI_Comm comm, int create);
  * buffer, valid until the next failed open. */
 const char *hpt_checkpoint_open_cause(void);
 
-/* fsync a file or directory by path. Errors: HPT_ERR_IO naming the path
- * and strerror. */
-hpt_status hpt_checkpoint_fsync(const char *path);
 
 
 #endif

@@ -26,7 +26,7 @@ hpt_status hpt_checkpoint_move_aside(const char *dir, int64_t step)
         if (stat(to, &sb) && errno == ENOENT) {
             if (rename(from, to))
                 return hpt_error_set(HPT_ERR_IO, "%s: cannot move aside: %s", from, strerror(errno));
-            hpt_checkpoint_fsync(dir);
+            hpt_fsync_path(dir);
             return HPT_OK;
         }
     }

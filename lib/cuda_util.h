@@ -1,4 +1,5 @@
-/* cuda_util.h — checking of CUDA runtime and cuBLAS calls (lib/backend_cuda.cu).
+/* cuda_util.h — checking of CUDA runtime and cuBLAS calls (the CUDA
+ * backend: lib/backend_cuda.cu, attention_cuda.cu, kernels_cuda.cu).
  *
  * Every call is wrapped: on failure the process prints "hpt: fatal:
  * file:line: <call>: <CUDA error string>" and aborts every rank through
@@ -24,8 +25,9 @@
                       cudaGetErrorString(e_), cudaGetErrorName(e_));                           \
     } while (0)
 
-/* The includer defines `static const char *hpt_cublas_error(cublasStatus_t)`
- * (lib/backend_cuda.cu loads cuBLAS at run time). */
+/* The includer provides `const char *hpt_cublas_error(cublasStatus_t)`
+ * (defined in lib/backend_cuda.cu, which loads cuBLAS at run time;
+ * declared in lib/cuda_internal.h). */
 #define HPT_CUBLAS(call)                                                                       \
     do {                                                                                       \
         cublasStatus_t s_ = (call);                                                            \

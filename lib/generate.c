@@ -72,6 +72,8 @@ static hpt_status resolve_file(const char *path, char *file)
     int found = hpt_ckpt_newest_readable(dir, &newest, file, skipped, sizeof skipped);
     if (found == -2) /* a newer format's: its message as it is */
         return HPT_ERR_DATA;
+    if (found == -3) /* not read (no file locks): its message as it is */
+        return HPT_ERR_IO;
     if (found < 0)
         return hpt_error_set(HPT_ERR_DATA, "weights %s: no complete checkpoint in %s opens: %s",
                              path, dir, hpt_error_msg());
@@ -103,9 +105,12 @@ static hpt_status open_h5(const char *file, hid_t *f)
         return hpt_error_set(HPT_ERR_IO, "weights %s: %s", file, strerror(errno));
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
     *f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (*f < 0)
-        return hpt_error_set(HPT_ERR_DATA, "weights %s: not a readable HDF5 file, or truncated "
-                             "(%s)", file, hpt_h5_cause());
+    if (*f < 0) {
+        const char *cause = hpt_h5_cause();
+        hpt_status st = hpt_h5_lock_error("weights ", file, cause);
+        return st ? st : hpt_error_set(HPT_ERR_DATA, "weights %s: not a readable HDF5 file, or "
+                                       "truncated (%s)", file, cause);
+    }
     return HPT_OK;
 }
 

@@ -73,9 +73,12 @@ static hpt_status source_open(source *s, const char *path)
     if (!hpt_h5_has_signature(s->path))
         return hpt_st_set_open(s->path, &s->st);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if ((s->h5 = H5Fopen(s->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
-        return hpt_error_set(HPT_ERR_DATA, "--init-from %s: cannot open the HDF5 file: %s",
-                             s->path, hpt_h5_cause());
+    if ((s->h5 = H5Fopen(s->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
+        const char *cause = hpt_h5_cause();
+        hpt_status st = hpt_h5_lock_error("--init-from ", s->path, cause);
+        return st ? st : hpt_error_set(HPT_ERR_DATA, "--init-from %s: cannot open the HDF5 file: "
+                                       "%s", s->path, cause);
+    }
     if (H5Lexists(s->h5, "model", H5P_DEFAULT) > 0 && H5Lexists(s->h5, "optim", H5P_DEFAULT) > 0)
         return hpt_error_set(HPT_ERR_DATA, "--init-from %s: an hpt checkpoint, not an export: "
                              "write its weights with hpt-ckpt export %s OUT.h5 and give OUT.h5",

@@ -1,8 +1,8 @@
 /* plan.h — "estimate before you launch": per-rank memory, FLOPs,
  * communication volume and time, pipeline bubble, step time, tokens/s and
  * MFU of a training layout (TP x PP x DP) on a cluster, and a search over
- * layouts. Used by hpt-plan (src/hpt-plan.c); the formulas and their
- * sources are in docs/PLAN.md.
+ * layouts. Used by hpt-plan (src/hpt-plan.c through lib/plan_cli.c); the
+ * formulas and their sources are in docs/PLAN.md.
  *
  * Two memory/communication models:
  *  - exact (cluster cpu-local): hpt's own fp32 CPU allocations and the
@@ -220,7 +220,7 @@ double hpt_plan_megatron_layer_act_bytes(const hpt_plan_setup *s);
 double hpt_plan_layer_act_bytes(const hpt_plan_setup *s);
 
 /* Persistent device scratch of the bf16 and tf32 attention of hpt's CUDA
- * backend (lib/backend_cuda.cu att_backward_bytes: causal attention in
+ * backend (lib/attention_cuda.cu att_backward_bytes: causal attention in
  * query chunks through cuBLAS), bytes, one per rank: with Tp = T rounded up
  * to a multiple of 16, e = 12 bytes per score (bf16) or 8 (tf32), the chunk
  * Tc = min(T, max(16, floor(2^29 / (e*B*Hl*Tp)) rounded down to a multiple

@@ -11,6 +11,7 @@
 
 #include "hpt_config.h"
 #include "cli.h"
+#include "durable.h"
 #include "train_ckpt.h"
 
 /* Keep only the rows of a per-step log (log.tsv, samples.*.tsv: step in
@@ -29,8 +30,15 @@ static void trim_rows(const char *path, int upto)
     }
     if (in)
         fclose(in);
-    if (out && !fclose(out))
-        rename(tmp, path);
+    if (!out)
+        return;
+    hpt_status st = fclose(out) ? hpt_error_set(HPT_ERR_IO, "%s: write failed: %s", tmp,
+                                                strerror(errno))
+                                : hpt_file_commit(tmp, path);
+    if (st) {
+        fprintf(stderr, "hpt: warning: %s not trimmed to step %d: %s\n", path, upto, hpt_error_msg());
+        unlink(tmp);
+    }
 }
 
 /* World rank 0: the RUN_DIR/samples.<d>.tsv files no rank of this run

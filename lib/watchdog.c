@@ -2,6 +2,7 @@
  * analysis and the `hpt-metrics hang` report; see watchdog.h. */
 #include "watchdog.h"
 
+#include "durable.h"
 #include "metrics_read.h"
 
 #include <dirent.h>
@@ -59,22 +60,11 @@ static void json_safe(char *dst, size_t n, const char *s)
     dst[i] = 0;
 }
 
-/* Write `text` to path by temp name + rename (readers never see half a
+/* Write `text` to path durably (io/durable.h: readers never see half a
  * file). Returns 0 on success. */
 static int write_atomic(const char *path, const char *text, size_t len)
 {
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return -1;
-    int bad = write(fd, text, len) != (ssize_t)len;
-    bad |= close(fd) != 0;
-    if (bad || rename(tmp, path)) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return hpt_file_write_durable(path, text, len) ? -1 : 0;
 }
 
 static double timeout_s(const hpt_watchdog *w)
@@ -545,8 +535,8 @@ static int write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_analy
     int bad = ferror(f) ? (errno ? errno : EIO) : 0;
     if (fclose(f) != 0 && !bad)
         bad = errno ? errno : EIO;
-    if (!bad && rename(tmp, path) != 0)
-        bad = errno;
+    if (!bad && hpt_file_commit(tmp, path) != HPT_OK) /* fsync, rename, fsync dir */
+        bad = errno ? errno : EIO;
     if (bad)
         unlink(tmp);
     return bad;

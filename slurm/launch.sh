@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # slurm/launch.sh — the one launcher behind every sbatch template in jobs/.
 #
-#   exec bash "$HPT_ROOT/slurm/launch.sh" "$0" [--dry-run] [-- HPT-TRAIN-ARGS...]
+#   exec bash "$HPT_ROOT/slurm/launch.sh" "$0" [--dry-run [--verbose]] [-- HPT-TRAIN-ARGS...]
 #
 # The template ($0, first argument) only sets HPT_* variables; everything else
 # happens here, in the batch shell of the job:
@@ -30,8 +30,10 @@
 #      in RUN_DIR/hang/summary.txt added to ExcNodeList, and counts as a
 #      stalled restart.
 # With --dry-run (or HPT_DRY_RUN=1), outside or inside an allocation, it prints
-# the layout (the ranks of every TP/PP/DP group and their nodes) and hpt-plan's
-# per-rank memory plan, and trains nothing.
+# the layout (per kind of group, TP/PP/DP: the count, how many cross a node,
+# the first and the last group with their ranks and nodes; every group with
+# --verbose or HPT_DRY_RUN_VERBOSE=1) and hpt-plan's per-rank memory plan,
+# and trains nothing.
 #
 # Variables (defaults in brackets; every template sets its own): see
 # docs/SLURM.md. Exit status: 0 done or requeued; 2 bad variable, layout or
@@ -47,15 +49,17 @@ die() { echo "launch: error: $*" >&2; exit "${2:-2}"; }
 
 # ------------------------------------------------------------- variables
 TEMPLATE=${1:-}
-[ -n "$TEMPLATE" ] || die "usage: launch.sh JOB-SCRIPT [--dry-run] [-- HPT-TRAIN-ARGS...]"
+[ -n "$TEMPLATE" ] || die "usage: launch.sh JOB-SCRIPT [--dry-run [--verbose]] [-- HPT-TRAIN-ARGS...]"
 shift
 DRY_RUN=${HPT_DRY_RUN:-0}
+DRY_RUN_VERBOSE=${HPT_DRY_RUN_VERBOSE:-0}
 EXTRA=()
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) DRY_RUN=1; shift ;;
+    --verbose) DRY_RUN_VERBOSE=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
-    *) die "unknown argument '$1' (expected --dry-run, or -- followed by hpt-train options)" ;;
+    *) die "unknown argument '$1' (expected --dry-run, --verbose, or -- followed by hpt-train options)" ;;
   esac
 done
 
@@ -90,7 +94,7 @@ for v in HPT_TP HPT_PP HPT_SEQ_LEN HPT_MICRO_BATCH HPT_STEPS; do is_count $v "${
 [[ $HPT_SAVE_EVERY =~ ^[0-9]+$ ]] || die "HPT_SAVE_EVERY='$HPT_SAVE_EVERY': expected an integer >= 0"
 [[ $HPT_MAX_STALLED_RESTARTS =~ ^[0-9]+$ ]] ||
   die "HPT_MAX_STALLED_RESTARTS='$HPT_MAX_STALLED_RESTARTS': expected an integer >= 0"
-for v in HPT_ZERO1 HPT_RECOMPUTE HPT_ASYNC_SAVE HPT_REQUEUE DRY_RUN; do is_bool $v "${!v}"; done
+for v in HPT_ZERO1 HPT_RECOMPUTE HPT_ASYNC_SAVE HPT_REQUEUE DRY_RUN DRY_RUN_VERBOSE; do is_bool $v "${!v}"; done
 [[ $HPT_COMM =~ ^(auto|mpi|nccl)$ ]] || die "HPT_COMM='$HPT_COMM': expected auto, mpi or nccl"
 [[ $HPT_PRECISION =~ ^(fp32|tf32|bf16)$ ]] || die "HPT_PRECISION='$HPT_PRECISION': expected fp32, tf32 or bf16"
 [[ $HPT_SIGNAL =~ ^(USR1|USR2|TERM|INT|HUP)$ ]] || die "HPT_SIGNAL='$HPT_SIGNAL': expected USR1, USR2, TERM, INT or HUP"
@@ -180,32 +184,48 @@ find_prog() {
 }
 
 # --------------------------------------------------------------- dry run
-# print_groups KIND COUNT: one line per group of KIND (tp, pp, dp).
+# print_groups KIND: the groups of KIND (tp, pp, dp) and their nodes. By
+# default a summary: the first and the last group, then the count and how
+# many cross a node boundary; with --verbose (HPT_DRY_RUN_VERBOSE=1) one
+# line per group. Pure shell arithmetic, no subshell per rank or group:
+# 16 k ranks are 3 x 16 k loop turns, not ~150 k forks.
 print_groups() {
-  local kind=$1 tp pp dp r ranks nodes cross=0 n=0
-  local -a outer
+  local kind=$1 a b i r n=0 cross=0 size ngroups node prev nodes ranks label one
   case $kind in
-    tp) for ((pp = 0; pp < HPT_PP; pp++)); do for ((dp = 0; dp < DP; dp++)); do outer+=("$pp $dp"); done; done ;;
-    pp) for ((dp = 0; dp < DP; dp++)); do for ((tp = 0; tp < HPT_TP; tp++)); do outer+=("$tp $dp"); done; done ;;
-    dp) for ((pp = 0; pp < HPT_PP; pp++)); do for ((tp = 0; tp < HPT_TP; tp++)); do outer+=("$tp $pp"); done; done ;;
+    tp) size=$HPT_TP; ngroups=$((HPT_PP * DP)) ;;
+    pp) size=$HPT_PP; ngroups=$((DP * HPT_TP)) ;;
+    dp) size=$DP; ngroups=$((HPT_PP * HPT_TP)) ;;
   esac
-  for o in "${outer[@]}"; do
-    set -- $o
-    ranks=() nodes=()
+  for ((n = 0; n < ngroups; n++)); do
+    # rank = tp + dp*TP + pp*TP*DP; group n enumerates the other two indices
     case $kind in
-      tp) for ((tp = 0; tp < HPT_TP; tp++)); do ranks+=($((tp + $2 * HPT_TP + $1 * HPT_TP * DP))); done
-          label="pp $1 dp $2" ;;
-      pp) for ((pp = 0; pp < HPT_PP; pp++)); do ranks+=($(($1 + $2 * HPT_TP + pp * HPT_TP * DP))); done
-          label="tp $1 dp $2" ;;
-      dp) for ((dp = 0; dp < DP; dp++)); do ranks+=($(($1 + dp * HPT_TP + $2 * HPT_TP * DP))); done
-          label="tp $1 pp $2" ;;
+      tp) a=$((n / DP)) b=$((n % DP)) label="pp $a dp $b" ;;      # a = pp, b = dp
+      pp) a=$((n % HPT_TP)) b=$((n / HPT_TP)) label="tp $a dp $b" ;; # a = tp, b = dp
+      dp) a=$((n % HPT_TP)) b=$((n / HPT_TP)) label="tp $a pp $b" ;; # a = tp, b = pp
     esac
-    for r in "${ranks[@]}"; do nodes+=("$(node_of "$r")"); done
-    [ "$(printf '%s\n' "${nodes[@]}" | sort -u | wc -l)" = 1 ] || cross=$((cross + 1))
-    n=$((n + 1))
-    echo "  ${kind^^} group $((n - 1)) ($label): ranks $(IFS=,; echo "${ranks[*]}") on $(printf '%s\n' "${nodes[@]}" | uniq | paste -sd, -)"
+    ranks="" nodes="" prev="" one=1
+    for ((i = 0; i < size; i++)); do
+      case $kind in
+        tp) r=$((i + b * HPT_TP + a * HPT_TP * DP)) ;;
+        pp) r=$((a + b * HPT_TP + i * HPT_TP * DP)) ;;
+        dp) r=$((a + i * HPT_TP + b * HPT_TP * DP)) ;;
+      esac
+      node=${NODE_NAMES[$((r / TPN))]:-?}   # block placement, as node_of
+      ranks+=${ranks:+,}$r
+      if [ "$node" != "$prev" ]; then
+        nodes+=${nodes:+,}$node
+        [ -z "$prev" ] || one=0
+        prev=$node
+      fi
+    done
+    [ $one = 1 ] || cross=$((cross + 1))
+    if [ "$DRY_RUN_VERBOSE" = 1 ] || [ $n = 0 ] || [ $n = $((ngroups - 1)) ]; then
+      [ "$DRY_RUN_VERBOSE" = 1 ] || [ $n = 0 ] || [ $ngroups -le 2 ] ||
+        echo "  ... ($((ngroups - 2)) more; --verbose or HPT_DRY_RUN_VERBOSE=1 lists every group)"
+      echo "  ${kind^^} group $n ($label): ranks $ranks on $nodes"
+    fi
   done
-  echo "${kind^^} groups: $n of $(( ${#ranks[@]} )) ranks; $cross cross a node boundary"
+  echo "${kind^^} groups: $ngroups of $size ranks; $cross cross a node boundary"
 }
 
 dry_run() {
@@ -218,6 +238,11 @@ dry_run() {
     echo "== GPUs: --backend $HPT_BACKEND --comm $HPT_COMM --precision $HPT_PRECISION; rank -> GPU (node-local rank mod $([ "$g" -gt 0 ] && echo "$g GPUs per node" || echo "the visible GPUs")) =="
     local n r0
     for ((n = 0; n < NODES; n++)); do
+      # every node alike: the first and the last unless --verbose
+      if [ "$DRY_RUN_VERBOSE" != 1 ] && [ $n -gt 0 ] && [ $n -lt $((NODES - 1)) ]; then
+        [ $n != 1 ] || echo "  ... ($((NODES - 2)) more nodes alike; --verbose or HPT_DRY_RUN_VERBOSE=1 lists every node)"
+        continue
+      fi
       r0=$((n * TPN))
       if [ "$g" -gt 0 ] && [ "$TPN" -gt "$g" ]; then
         echo "  ${NODE_NAMES[$n]}: ranks $r0-$((r0 + TPN - 1)) -> GPUs 0-$((g - 1)), $(( (TPN + g - 1) / g )) ranks per GPU (shared: MPI with host staging)"

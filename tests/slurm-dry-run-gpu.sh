@@ -13,12 +13,20 @@ for n in 1 2 16; do
     fail "8B dry run on $n nodes: $(cat "$WORK/n$n")"
   grep -q "^== GPUs: --backend cuda --comm auto --precision tf32; rank -> GPU (node-local rank mod 8 GPUs per node) ==" "$WORK/n$n" ||
     fail "$n nodes: no GPU header: $(cat "$WORK/n$n")"
-  [ "$(grep -c ' -> GPUs 0-7, one per rank$' "$WORK/n$n")" -eq "$n" ] ||
-    fail "$n nodes: want $n node lines with one GPU per rank: $(grep -- '->' "$WORK/n$n")"
+  # by default the first and the last node (all alike); --verbose: every node
+  want=$((n < 2 ? n : 2))
+  [ "$(grep -c ' -> GPUs 0-7, one per rank$' "$WORK/n$n")" -eq "$want" ] ||
+    fail "$n nodes: want $want node lines with one GPU per rank: $(grep -- '->' "$WORK/n$n")"
+  [ $n -le 2 ] || grep -q "^  \.\.\. ($((n - 2)) more nodes alike; --verbose or HPT_DRY_RUN_VERBOSE=1 lists every node)$" "$WORK/n$n" ||
+    fail "$n nodes: no line for the $((n - 2)) nodes left out: $(grep -A1 -- '->' "$WORK/n$n" | head -3)"
   last=$((n * 8 - 8))
   grep -q "^  node$((n - 1)): ranks $last-$((last + 7)) -> GPUs 0-7, one per rank$" "$WORK/n$n" ||
     fail "$n nodes: last node's line wrong: $(grep -- '->' "$WORK/n$n" | tail -1)"
 done
+HPT_NODES=16 HPT_PP=1 HPT_TP=8 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run --verbose > "$WORK/v16" 2>&1 ||
+  fail "8B dry run on 16 nodes, --verbose: $(cat "$WORK/v16")"
+[ "$(grep -c ' -> GPUs 0-7, one per rank$' "$WORK/v16")" -eq 16 ] ||
+  fail "16 nodes, --verbose: want 16 node lines: $(grep -- '->' "$WORK/v16")"
 HPT_NODES=1 HPT_TASKS_PER_NODE=16 HPT_PP=1 HPT_TP=8 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/shared" 2>&1 ||
   fail "16 tasks on 8 GPUs: $(cat "$WORK/shared")"
 grep -q -- "--comm mpi --precision tf32" "$WORK/shared" && grep -q "ranks 0-15 -> GPUs 0-7, 2 ranks per GPU (shared: MPI with host staging)" "$WORK/shared" ||

@@ -3,7 +3,9 @@
 # group counts as in the templates' headers (70B: 16 nodes x 8 = 128 ranks,
 # 16 TP groups of 8, 32 PP groups of 4, 32 DP groups of 4; 8B: 4 TP groups of 8,
 # 8 DP groups of 4), every rank in exactly one group of each kind, and the
-# memory plan from hpt-plan when it is built.
+# memory plan from hpt-plan when it is built. By default the groups are
+# summarised (first and last of each kind); --verbose or
+# HPT_DRY_RUN_VERBOSE=1 lists every one.
 . "$HPT_SRC/tests/lib.sh"
 # A dry run outside an allocation, even when make check itself runs in one.
 unset SLURM_JOB_ID SLURM_JOB_NUM_NODES SLURM_JOB_NODELIST SLURM_NTASKS_PER_NODE
@@ -17,7 +19,25 @@ grep -q "micro-batch 1 x grad-accum 256 x DP 4" "$WORK/70b" || fail "70B: batch 
 grep -qx "TP groups: 16 of 8 ranks; 0 cross a node boundary" "$WORK/70b" || fail "70B: TP groups"
 grep -qx "PP groups: 32 of 4 ranks; 32 cross a node boundary" "$WORK/70b" || fail "70B: PP groups"
 grep -qx "DP groups: 32 of 4 ranks; 32 cross a node boundary" "$WORK/70b" || fail "70B: DP groups"
-"$PYTHON" - "$WORK/70b" <<'PY' || fail "70B: group lines"
+# by default a summary: the first and the last group of each kind, and a
+# line for those left out (one line per group was ~50 k lines at 16 k GPUs)
+[ "$(grep -cE '^  (TP|PP|DP) group ' "$WORK/70b")" = 6 ] || fail "70B: not 2 group lines per kind by default"
+grep -qx "  TP group 0 (pp 0 dp 0): ranks 0,1,2,3,4,5,6,7 on node0" "$WORK/70b" &&
+  grep -qx "  TP group 15 (pp 3 dp 3): ranks 120,121,122,123,124,125,126,127 on node15" "$WORK/70b" &&
+  grep -qx "  PP group 31 (tp 7 dp 3): ranks 31,63,95,127 on node3,node7,node11,node15" "$WORK/70b" &&
+  grep -qx "  DP group 0 (tp 0 pp 0): ranks 0,8,16,24 on node0,node1,node2,node3" "$WORK/70b" ||
+  fail "70B: the first or last group lines are wrong"
+[ "$(grep -cx '  \.\.\. (\(14\|30\) more; --verbose or HPT_DRY_RUN_VERBOSE=1 lists every group)' "$WORK/70b")" = 3 ] ||
+  fail "70B: no line per kind saying how many groups are left out"
+# --verbose (and HPT_DRY_RUN_VERBOSE=1): every group
+bash "$HPT_SRC/jobs/train_70b.sh" --dry-run --verbose > "$WORK/70bv" 2>&1 || fail "70B dry run --verbose: $(cat "$WORK/70bv")"
+HPT_DRY_RUN_VERBOSE=1 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70be" 2>&1 || fail "70B dry run HPT_DRY_RUN_VERBOSE=1"
+cmp -s "$WORK/70bv" "$WORK/70be" || fail "70B: --verbose and HPT_DRY_RUN_VERBOSE=1 differ"
+[ "$(grep -cE '^  (TP|PP|DP) group ' "$WORK/70bv")" = 80 ] || fail "70B --verbose: not 16+32+32 group lines"
+grep -q "more; --verbose" "$WORK/70bv" && fail "70B --verbose: groups left out"
+HPT_DRY_RUN_VERBOSE=yes bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70bx" 2>&1 && fail "HPT_DRY_RUN_VERBOSE=yes accepted"
+grep -q "DRY_RUN_VERBOSE='yes': expected 0 or 1" "$WORK/70bx" || fail "HPT_DRY_RUN_VERBOSE=yes: $(cat "$WORK/70bx")"
+"$PYTHON" - "$WORK/70bv" <<'PY' || fail "70B --verbose: group lines"
 import re, sys
 groups = {"TP": [], "PP": [], "DP": []}
 for l in open(sys.argv[1]):

@@ -39,7 +39,12 @@
  * 1e-4).
  *
  * Arguments: optional group names (memory matmul embedding rmsnorm rope
- * attention elementwise crossentropy adamw bf16) run only those groups.
+ * attention elementwise crossentropy adamw bf16 reserve) run only those
+ * groups. The sections follow the backend's files: lib/backend_cuda.cu
+ * (memory, matmul, reserve), lib/attention_cuda.cu (attention),
+ * lib/kernels_cuda.cu (embedding, rmsnorm, rope, elementwise,
+ * crossentropy, adamw); bf16 (and attention's tf32 part) crosses all
+ * three.
  *
  * Needs a GPU: when the cuda backend reports no visible device the test
  * prints "no CUDA device visible: <reason>" and exits 77 (skipped). Each
@@ -240,6 +245,11 @@ static float *dtake_bf16(void *d, size_t n)
     return f;
 }
 
+/* ======================================================================
+ * lib/backend_cuda.cu: memory, the products through cuBLAS (reserve: below,
+ * with the bf16 working copies it sizes)
+ * ====================================================================== */
+
 /* ------------------------------------------------------------- memory */
 
 static void test_memory(void)
@@ -345,6 +355,11 @@ static void test_matmul(void)
     result("set_precision fp32 accepted", st == HPT_OK, "(%g)", 0.0);
 }
 
+/* ======================================================================
+ * lib/attention_cuda.cu: the flash kernels (fp32); the cuBLAS path is
+ * test_attention_blas in the bf16/tf32 section
+ * ====================================================================== */
+
 /* ------------------------------------------------- attention cases */
 
 /* One attention case: random q (B,T,H,hd), k, v (B,T,KV,hd) and dout
@@ -407,6 +422,75 @@ static void att_gpu_run(const att_case *c, int bf, float *got[4])
     gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_saved);
     gpu->free(d_scr);
 }
+
+/* ---------------------------------------------------------- attention */
+
+static void test_attention(int B, int T, int H, int KV, int hd)
+{
+    char name[200];
+    att_case c = att_case_new(B, T, H, KV, hd, 0);
+    size_t nq = c.nq, nk = c.nk;
+    float *gt[4];
+    att_gpu_run(&c, 0, gt);
+    snprintf(name, sizeof name, "attention_forward B=%d T=%d H=%d KV=%d (GQA %d) hd=%d", B, T, H,
+             KV, H / KV, hd);
+    cmp(name, gt[0], c.out, nq);
+    const char *what[3] = {"dq", "dk", "dv"};
+    const float *got[3] = {gt[1], gt[2], gt[3]}, *ref[3] = {c.dq, c.dk, c.dv};
+    const float *dv = c.dv;
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d", what[i], B,
+                 T, H, KV, hd);
+        if (T == 1 && i < 2) { /* one key: the softmax has no gradient with respect to its only
+                                * score, so dq = dk = 0 up to rounding on both sides; the NMSE
+                                * of two rounding noises says nothing (it failed on main) */
+            size_t n = i ? nk : nq, bad = n;
+            double g2 = 0.0, r2 = 0.0, v2 = 0.0;
+            for (size_t j = 0; j < n; j++) {
+                if (!isfinite(got[i][j]) && bad == n)
+                    bad = j;
+                g2 += (double)got[i][j] * got[i][j], r2 += (double)ref[i][j] * ref[i][j];
+            }
+            for (size_t j = 0; j < nk; j++)
+                v2 += (double)dv[j] * dv[j];
+            double e = sqrt(fmax(g2, r2) / fmax(v2, 1e-300)); /* relative to dv = dout's scale */
+            if (bad < n)
+                printf("FAIL %s: element %zu is %g (unwritten or non-finite)\n", name, bad,
+                       got[i][bad]), n_fail++;
+            else
+                result(name, e <= 1e-4, "(zero up to rounding) rms / rms(dv) %.2e", e);
+            continue;
+        }
+        cmp(name, got[i], ref[i], i ? nk : nq);
+    }
+    for (int i = 0; i < 4; i++)
+        free(gt[i]);
+    att_case_free(&c);
+}
+
+static void test_attention_cached(int n, int pos0, int H, int KV, int hd)
+{
+    char name[160];
+    int S = pos0 + n;
+    size_t nq = (size_t)n * H * hd, nk = (size_t)S * KV * hd;
+    float *q = hrand(nq, 2.0), *kc = hrand(nk, 2.0), *vc = hrand(nk, 1.0), *out = xmalloc(FB(nq));
+    cpu->attention_cached(out, q, kc, vc, n, pos0, H, KV, hd);
+    float *d_q = dput(q, FB(nq)), *d_k = dput(kc, FB(nk)), *d_v = dput(vc, FB(nk));
+    float *d_out = dnan(nq);
+    gpu->attention_cached(d_out, d_q, d_k, d_v, n, pos0, H, KV, hd);
+    float *g = dtake(d_out, nq);
+    snprintf(name, sizeof name, "attention_cached n=%d pos0=%d H=%d KV=%d hd=%d", n, pos0, H, KV,
+             hd);
+    cmp(name, g, out, nq);
+    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v);
+    free(q), free(kc), free(vc), free(out), free(g);
+}
+
+/* ======================================================================
+ * bf16 and tf32 modes, across the three files: backend_cuda.cu's bf16
+ * products, working copies and reserve, attention_cuda.cu's cuBLAS path,
+ * the kernels' bf16 activations, a few training steps
+ * ====================================================================== */
 
 /* ----------------------------------------------------------- bf16 mode */
 
@@ -759,7 +843,7 @@ static void test_bf16_act_ops(void)
     }
 }
 
-/* Attention through cuBLAS (backend_cuda.cu, "attention through cuBLAS"),
+/* Attention through cuBLAS (attention_cuda.cu, "attention through cuBLAS"),
  * in bf16 mode (bf = 1: q, k, v, out bf16) or tf32 mode (bf = 0: fp32,
  * tf32 products): query chunks of R rows (HPT_CUDA_ATT_CHUNK; 0 = the
  * automatic size, one chunk at these T), every (b, h) in one batched
@@ -841,6 +925,11 @@ static void test_bf16(void)
     result("act_dtype is fp32 again", hpt_backend_act_dtype(gpu) == HPT_DTYPE_F32, "(%g)", 0.0);
     test_matmul_shape(7, 33, 17, TOL, " (fp32 again after bf16)");
 }
+
+/* ======================================================================
+ * lib/kernels_cuda.cu: embedding, RMSNorm, RoPE, SwiGLU, element-wise,
+ * sums of squares, cross-entropy, AdamW
+ * ====================================================================== */
 
 /* ---------------------------------------------------------- embedding */
 
@@ -935,69 +1024,6 @@ static void test_rope(int B, int T, int nh, int hd)
     snprintf(name, sizeof name, "rope_at n=%d pos0=%d nh=%d hd=%d", cnt, pos0, nh, hd);
     cmp(name, g, x, m);
     free(x), free(g);
-}
-
-/* ---------------------------------------------------------- attention */
-
-static void test_attention(int B, int T, int H, int KV, int hd)
-{
-    char name[200];
-    att_case c = att_case_new(B, T, H, KV, hd, 0);
-    size_t nq = c.nq, nk = c.nk;
-    float *gt[4];
-    att_gpu_run(&c, 0, gt);
-    snprintf(name, sizeof name, "attention_forward B=%d T=%d H=%d KV=%d (GQA %d) hd=%d", B, T, H,
-             KV, H / KV, hd);
-    cmp(name, gt[0], c.out, nq);
-    const char *what[3] = {"dq", "dk", "dv"};
-    const float *got[3] = {gt[1], gt[2], gt[3]}, *ref[3] = {c.dq, c.dk, c.dv};
-    const float *dv = c.dv;
-    for (int i = 0; i < 3; i++) {
-        snprintf(name, sizeof name, "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d", what[i], B,
-                 T, H, KV, hd);
-        if (T == 1 && i < 2) { /* one key: the softmax has no gradient with respect to its only
-                                * score, so dq = dk = 0 up to rounding on both sides; the NMSE
-                                * of two rounding noises says nothing (it failed on main) */
-            size_t n = i ? nk : nq, bad = n;
-            double g2 = 0.0, r2 = 0.0, v2 = 0.0;
-            for (size_t j = 0; j < n; j++) {
-                if (!isfinite(got[i][j]) && bad == n)
-                    bad = j;
-                g2 += (double)got[i][j] * got[i][j], r2 += (double)ref[i][j] * ref[i][j];
-            }
-            for (size_t j = 0; j < nk; j++)
-                v2 += (double)dv[j] * dv[j];
-            double e = sqrt(fmax(g2, r2) / fmax(v2, 1e-300)); /* relative to dv = dout's scale */
-            if (bad < n)
-                printf("FAIL %s: element %zu is %g (unwritten or non-finite)\n", name, bad,
-                       got[i][bad]), n_fail++;
-            else
-                result(name, e <= 1e-4, "(zero up to rounding) rms / rms(dv) %.2e", e);
-            continue;
-        }
-        cmp(name, got[i], ref[i], i ? nk : nq);
-    }
-    for (int i = 0; i < 4; i++)
-        free(gt[i]);
-    att_case_free(&c);
-}
-
-static void test_attention_cached(int n, int pos0, int H, int KV, int hd)
-{
-    char name[160];
-    int S = pos0 + n;
-    size_t nq = (size_t)n * H * hd, nk = (size_t)S * KV * hd;
-    float *q = hrand(nq, 2.0), *kc = hrand(nk, 2.0), *vc = hrand(nk, 1.0), *out = xmalloc(FB(nq));
-    cpu->attention_cached(out, q, kc, vc, n, pos0, H, KV, hd);
-    float *d_q = dput(q, FB(nq)), *d_k = dput(kc, FB(nk)), *d_v = dput(vc, FB(nk));
-    float *d_out = dnan(nq);
-    gpu->attention_cached(d_out, d_q, d_k, d_v, n, pos0, H, KV, hd);
-    float *g = dtake(d_out, nq);
-    snprintf(name, sizeof name, "attention_cached n=%d pos0=%d H=%d KV=%d hd=%d", n, pos0, H, KV,
-             hd);
-    cmp(name, g, out, nq);
-    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v);
-    free(q), free(kc), free(vc), free(out), free(g);
 }
 
 /* --------------------------------------------- SwiGLU and elementwise */

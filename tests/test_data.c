@@ -1,4 +1,5 @@
-/* test_data.c — unit tests of io/shard.c (llm.c token shards) and
+/* test_data.c — unit tests of io/shard.c (llm.c token shards), of
+ * io/durable.c (the durable commit every writer uses) and
  * lib/data.c (loader: sample numbering, Feistel permutation, batches,
  * shard selection). Writes small shards into a fresh temporary directory.
  * Exit status: 0 if every check passed, 1 otherwise (each failure is
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "data.h"
+#include "durable.h"
 #include "error.h"
 #include "shard.h"
 
@@ -287,6 +289,45 @@ static void test_specs(void)
     }
 }
 
+/* 1 when `path` holds exactly the NUL-terminated text `want`. */
+static int file_is(const char *path, const char *want)
+{
+    char buf[64] = "";
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    return f && n == strlen(want) && !memcmp(buf, want, n);
+}
+
+/* io/durable.c: a write replaces the file whole and leaves no .tmp; every
+ * failure names the step and the file, leaves the old file and no .tmp;
+ * a directory commits like a file (the checkpoint's step_S.tmp/). */
+static void test_durable(void)
+{
+    struct stat sb;
+    const char *f = tpath("d.txt"), *ft = tpath("d.txt.tmp");
+    EXPECT(hpt_file_write_durable(f, "abc", 3) == HPT_OK, "write: %s", hpt_error_msg());
+    EXPECT(file_is(f, "abc") && stat(ft, &sb) != 0, "d.txt is not 'abc', or d.txt.tmp is left");
+    EXPECT(hpt_file_write_durable(f, "xy", 2) == HPT_OK, "overwrite: %s", hpt_error_msg());
+    EXPECT(file_is(f, "xy") && stat(ft, &sb) != 0, "d.txt is not 'xy', or d.txt.tmp is left");
+    EXPECT_ERR(hpt_file_write_durable(tpath("no/x"), "a", 1), HPT_ERR_IO, "no/x.tmp: cannot create: No such file");
+    EXPECT_ERR(hpt_file_commit(tpath("gone.tmp"), tpath("gone")), HPT_ERR_IO,
+               "gone.tmp: cannot open for fsync: No such file");
+    EXPECT(stat(tpath("gone"), &sb) != 0, "a failed commit created its target");
+    EXPECT_ERR(hpt_fsync_path(tpath("gone")), HPT_ERR_IO, "gone: cannot open for fsync");
+    /* directories: step_S.tmp/ -> step_S/; a rename over a non-empty one fails, named */
+    EXPECT(mkdir(tpath("s.tmp"), 0777) == 0 && mkdir(tpath("busy"), 0777) == 0 &&
+               hpt_file_write_durable(tpath("busy/f"), "1", 1) == HPT_OK,
+           "fixture: %s", hpt_error_msg());
+    EXPECT(hpt_file_commit(tpath("s.tmp"), tpath("s")) == HPT_OK, "dir commit: %s", hpt_error_msg());
+    EXPECT(stat(tpath("s"), &sb) == 0 && S_ISDIR(sb.st_mode) && stat(tpath("s.tmp"), &sb) != 0,
+           "s.tmp/ not renamed to s/");
+    EXPECT_ERR(hpt_file_commit(tpath("s"), tpath("busy")), HPT_ERR_IO, "cannot rename ");
+    EXPECT(stat(tpath("s"), &sb) == 0 && file_is(tpath("busy/f"), "1"),
+           "a failed rename lost the source or the target");
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -294,6 +335,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
+    test_durable();
     test_roundtrip(2, 65535);
     test_roundtrip(4, 2000000000u);
     test_bad_shards();

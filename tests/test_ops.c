@@ -1036,6 +1036,48 @@ static void test_attention_shape(int B, int T, int H, int KV, int hd)
     free(out0), free(saved), free(dq), free(dk), free(dv);
 }
 
+/* A NaN key (either sign: the CPU kernel's exp works on the bits, and a
+ * negative NaN once fell into its "below -87.3, gives 0" branch, silently
+ * dropping the key; a positive one reached a float-to-int cast, undefined
+ * behaviour that UBSan aborts on) must make every output row that sees it
+ * NaN, forward and backward, and leave the forward rows before it finite:
+ * a NaN weight must show in the loss. (dq rows before it may be NaN too:
+ * dq = dS K over a whole tile, with 0 * NaN at the masked entries, as in
+ * any masked-matrix reference.) B=1, T=70 (two tiles), H=2, KV=1, hd=4,
+ * the NaN at t=3 of the one kv head. */
+static void test_attention_nan(uint32_t nan_bits)
+{
+    enum { B = 1, T = 70, H = 2, KV = 1, hd = 4, TN = 3 };
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+    size_t np = be->attention_saved_floats(B, T, H);
+    float *q = frand(nq, 2.0), *k = frand(nk, 2.0), *v = frand(nk, 1.0), *R = frand(nq, 1.0);
+    float *out = fnew(nq), *saved = fnew(np), *dq = fnew(nq), *dk = fnew(nk), *dv = fnew(nk);
+    float nanf_;
+    memcpy(&nanf_, &nan_bits, sizeof nanf_);
+    k[(size_t)TN * KV * hd + 1] = nanf_;
+    op_attention_forward(out, saved, q, k, v, B, T, H, KV, hd);
+    op_attention_backward(dq, dk, dv, R, out, saved, q, k, v, B, T, H, KV, hd);
+    int bad_out = -1, bad_dq = -1; /* first row t breaking the rule */
+    for (int t = 0; t < T && (bad_out < 0 || bad_dq < 0); t++)
+        for (int j = 0; j < H * hd; j++) {
+            size_t i = (size_t)t * H * hd + j;
+            if (bad_out < 0 && (t < TN ? !isfinite(out[i]) : !isnan(out[i])))
+                bad_out = t;
+            if (bad_dq < 0 && t >= TN && !isnan(dq[i]))
+                bad_dq = t;
+        }
+    char name[160], what[160];
+    snprintf(name, sizeof name, "attention with a NaN key (bits 0x%08X) at t=%d: out NaN from t=%d "
+             "on, finite before", (unsigned)nan_bits, TN, TN);
+    snprintf(what, sizeof what, "row t=%d of out is %s", bad_out, bad_out < TN ? "not finite" : "not NaN");
+    check_true(name, bad_out < 0, what);
+    snprintf(name, sizeof name, "attention with a NaN key (bits 0x%08X) at t=%d: dq NaN from t=%d "
+             "on", (unsigned)nan_bits, TN, TN);
+    snprintf(what, sizeof what, "row t=%d of dq is not NaN", bad_dq);
+    check_true(name, bad_dq < 0, what);
+    free(q), free(k), free(v), free(R), free(out), free(saved), free(dq), free(dk), free(dv);
+}
+
 /* T = 1, 7, 64 (one whole tile), 257 (four tiles and one row) with GQA
  * ratios 1, 2, 3, 4. */
 static void test_attention(void)
@@ -1047,6 +1089,8 @@ static void test_attention(void)
     test_attention_shape(1, 257, 3, 1, 8);
     test_attention_shape(2, 257, 4, 4, 4);
     test_attention_shape(1, 130, 6, 2, 16);
+    test_attention_nan(0x7FC00000u); /* +NaN */
+    test_attention_nan(0xFFC00000u); /* -NaN */
 }
 
 /* --------------------------------------------------------------- SwiGLU */

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Rewrite lib/backend_cuda.cu as C++ for the CPU emulation (emu_cuda.h):
+"""Rewrite one of the CUDA backend's .cu files (lib/backend_cuda.cu,
+attention_cuda.cu, kernels_cuda.cu) as C++ for the CPU emulation (emu_cuda.h):
 kernel<<<grid, block[, smem]>>>(args) -> emu_cfg(grid, block[, smem]).run(kernel, args),
 dynamic shared memory -> the emulator's block buffer, no <dlfcn.h> (the
 emulator resolves the cuBLAS symbols). Usage: transform.py IN.cu OUT.cc"""

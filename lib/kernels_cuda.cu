@@ -1,0 +1,671 @@
+/* kernels_cuda.cu — the CUDA backend's kernels other than attention and
+ * the products (the CPU's are lib/kernels_cpu.c and backend_cpu.c):
+ * embedding, RMSNorm, RoPE, SwiGLU, add/scale, sums of squares, the
+ * cross-entropies (whole-vocabulary and vocab-parallel) and AdamW.
+ * Reductions whose result goes to the host are accumulated in double,
+ * per block then in a fixed order (deterministic), through the one
+ * block_reduce of cuda_internal.h. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+namespace hpt_cuda {
+
+/* ---------------------------------------------------------- host sums */
+
+/* *out = sum of x[0..n) (one block, fixed order for a given n). */
+__global__ static void k_sum_d(double *out, const double *x, size_t n)
+{
+    double acc = 0.0;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+        acc += x[i];
+    acc = block_sum_d(acc);
+    if (threadIdx.x == 0)
+        *out = acc;
+}
+
+/* Sum of x[0..n) (device doubles) returned to the host; `res` is one
+ * device double of scratch that is not part of x. */
+static double sum_to_host(const double *x, size_t n, double *res)
+{
+    k_sum_d<<<1, 1024>>>(res, x, n);
+    LAUNCHED("k_sum_d");
+    double h = 0.0;
+    HPT_CUDA(cudaMemcpy(&h, res, sizeof h, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* ---------------------------------------------------------- embedding */
+
+__global__ static void k_embedding_forward(float *out, const int32_t *tokens, const float *wte,
+                                           int C, int v0, int Vl, size_t total)
+{
+    GRID_STRIDE(i, total)
+    {
+        int n = (int)(i / C), c = (int)(i % C), r = tokens[n] - v0;
+        out[i] = r >= 0 && r < Vl ? wte[(size_t)r * C + c] : 0.0f;
+    }
+}
+
+/* Repeated tokens without atomics (whose order, and so whose rounding,
+ * changes from run to run): for each position n (one thread each) nxt[n] =
+ * the next position m > n with the same token (-1: none) and head[n] = 1
+ * when no earlier position has it. The tokens pass through shared memory a
+ * tile at a time; O(N^2 / blockDim) loads, N^2 compares (N = 8192: ~0.1 ms
+ * on an H100-class GPU). */
+__global__ static void k_embed_chain(int *nxt, int *head, const int32_t *tokens, int N)
+{
+    __shared__ int32_t tile[EW_THREADS];
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    int32_t t = n < N ? tokens[n] : 0;
+    int nx = -1, first = 1;
+    for (int m0 = 0; m0 < N; m0 += blockDim.x) {
+        __syncthreads(); /* the previous tile is read */
+        if (m0 + (int)threadIdx.x < N)
+            tile[threadIdx.x] = tokens[m0 + threadIdx.x];
+        __syncthreads();
+        int lim = N - m0 < (int)blockDim.x ? N - m0 : (int)blockDim.x;
+        for (int j = 0; j < lim; j++)
+            if (tile[j] == t) {
+                int m = m0 + j;
+                if (m < n)
+                    first = 0;
+                else if (m > n && nx < 0)
+                    nx = m;
+            }
+    }
+    if (n < N)
+        nxt[n] = nx, head[n] = first;
+}
+
+/* Blocks (x, column chunk), x striding over the positions n: for the first
+ * position n of each token in the shard, dwte[row, c] += dout[n, c], then
+ * the next position's, ... in position order — the CPU backend's order and
+ * rounding, the same every run. Other positions are skipped. A chain is
+ * walked load after load: a token that fills much of the batch costs its
+ * count in dependent loads (BPE text's most frequent token, ~4 % of the
+ * positions: ~0.1 ms at N = 8192). */
+__global__ static void k_embedding_backward(float *dwte, const float *dout, const int32_t *tokens,
+                                            const int *nxt, const int *head, int N, int C, int v0,
+                                            int Vl)
+{
+    int c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
+        int r = tokens[n] - v0;
+        if (!head[n] || r < 0 || r >= Vl)
+            continue;
+        float v = dwte[(size_t)r * C + c];
+        for (int m = n; m >= 0; m = nxt[m])
+            v += dout[(size_t)m * C + c];
+        dwte[(size_t)r * C + c] = v;
+    }
+}
+
+void cuda_embedding_forward(float *out, const int32_t *tokens, const float *wte, int N,
+                                   int C, int v0, int Vl)
+{
+    size_t total = (size_t)N * C;
+    if (!total)
+        return;
+    k_embedding_forward<<<ew_blocks(total), EW_THREADS>>>(out, tokens, wte, C, v0, Vl, total);
+    LAUNCHED("k_embedding_forward");
+}
+
+void cuda_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, int N,
+                                    int C, int v0, int Vl)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    int *nxt = (int *)dscratch((size_t)N), *head = nxt + N; /* 2N ints in N doubles */
+    k_embed_chain<<<(N + EW_THREADS - 1) / EW_THREADS, EW_THREADS>>>(nxt, head, tokens, N);
+    LAUNCHED("k_embed_chain");
+    int gx = N < 4096 ? N : 4096; /* blocks striding over the positions */
+    k_embedding_backward<<<dim3(gx, (C + EW_THREADS - 1) / EW_THREADS), EW_THREADS>>>(
+        dwte, dout, tokens, nxt, head, N, C, v0, Vl);
+    LAUNCHED("k_embedding_backward");
+}
+
+/* ------------------------------------------------------------ RMSNorm */
+
+/* One block per row n. */
+__global__ static void k_rmsnorm_forward(void *out, int bf, float *rstd, const float *in,
+                                         const float *w, int C, float eps)
+{
+    size_t n = blockIdx.x;
+    const float *x = in + n * C;
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        ss += x[c] * x[c];
+    ss = block_sum(ss);
+    float r = 1.0f / sqrtf(ss / C + eps);
+    if (threadIdx.x == 0)
+        rstd[n] = r;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        st_act(out, n * C + c, x[c] * r * w[c], bf);
+}
+
+/* din += r w dy - r^3 x / C * sum_j dy_j w_j x_j; one block per row. */
+__global__ static void k_rmsnorm_backward_din(float *din, const float *dout, const float *in,
+                                              const float *w, const float *rstd, int C)
+{
+    size_t n = blockIdx.x;
+    const float *x = in + n * C, *dy = dout + n * C;
+    float *dx = din + n * C;
+    float r = rstd[n], dot = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        dot += dy[c] * w[c] * x[c];
+    dot = block_sum(dot);
+    float k = r * r * r * dot / C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        dx[c] += r * w[c] * dy[c] - k * x[c];
+}
+
+/* dw (C) += sum_n dy x r over S slices of the rows: block (32, 8) of grid
+ * (ceil(C/32), S) owns 32 columns of slice y; its 8 rows of threads split
+ * the slice's n, then sum their parts in order into part[y][c] — or, with
+ * one slice, into dw. A grid of ceil(C/32) blocks alone would leave most
+ * of a GPU idle (12 blocks for C = 384) while each thread walked N/8 rows. */
+__global__ static void k_rmsnorm_backward_dw(float *dw, float *part, const float *dout,
+                                             const float *in, const float *rstd, int N, int C)
+{
+    __shared__ float sp[8][33];
+    int c = blockIdx.x * 32 + threadIdx.x, S = gridDim.y, y = blockIdx.y;
+    int n0 = (int)((long)N * y / S), n1 = (int)((long)N * (y + 1) / S);
+    float acc = 0.0f;
+    if (c < C)
+        for (int n = n0 + threadIdx.y; n < n1; n += 8)
+            acc += dout[(size_t)n * C + c] * in[(size_t)n * C + c] * rstd[n];
+    sp[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float s = 0.0f;
+        for (int j = 0; j < 8; j++)
+            s += sp[j][threadIdx.x];
+        if (S == 1)
+            dw[c] += s;
+        else
+            part[(size_t)y * C + c] = s;
+    }
+}
+
+/* dw[c] += the S slices' parts, in slice order (deterministic). */
+__global__ static void k_rmsnorm_dw_sum(float *dw, const float *part, int S, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    float s = 0.0f;
+    for (int y = 0; y < S; y++)
+        s += part[(size_t)y * C + c];
+    dw[c] += s;
+}
+
+/* Row slices of the dw reduction: one per 128 rows, at most 64 (a function
+ * of N alone, so the order of the sums, and the result, never changes). */
+int rmsnorm_dw_slices(int N)
+{
+    int S = (N + 127) / 128;
+    return S < 1 ? 1 : S > 64 ? 64 : S;
+}
+
+void cuda_rmsnorm_forward(void *out, float *rstd, const float *in, const float *w, int N,
+                                 int C, float eps)
+{
+    if (N <= 0)
+        return;
+    k_rmsnorm_forward<<<N, ROW_THREADS>>>(out, g_bf16, rstd, in, w, C, eps);
+    LAUNCHED("k_rmsnorm_forward");
+}
+
+void cuda_rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
+                                  const float *w, const float *rstd, int N, int C)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    k_rmsnorm_backward_din<<<N, ROW_THREADS>>>(din, dout, in, w, rstd, C);
+    LAUNCHED("k_rmsnorm_backward_din");
+    int S = rmsnorm_dw_slices(N);
+    float *part = S > 1 ? (float *)dscratch(((size_t)S * C + 1) / 2) : NULL;
+    k_rmsnorm_backward_dw<<<dim3((C + 31) / 32, S), dim3(32, 8)>>>(dw, part, dout, in, rstd, N, C);
+    LAUNCHED("k_rmsnorm_backward_dw");
+    if (S > 1) {
+        k_rmsnorm_dw_sum<<<(C + EW_THREADS - 1) / EW_THREADS, EW_THREADS>>>(dw, part, S, C);
+        LAUNCHED("k_rmsnorm_dw_sum");
+    }
+}
+
+/* --------------------------------------------------------------- RoPE */
+
+/* The (cos, sin) table of positions [0, npos) for (hd, theta), computed on
+ * the host with exactly backend_cpu.c's expressions (so the angles are
+ * bitwise the CPU's) and cached on the device: (npos, hd/2, 2) floats. */
+const float *rope_table_try(int npos, int hd, float theta)
+{
+    static float *dev;
+    static int cap_pos, cap_hd;
+    static float cap_theta;
+    if (dev && npos <= cap_pos && hd == cap_hd && theta == cap_theta)
+        return dev;
+    int half = hd / 2, n = npos > cap_pos && hd == cap_hd && theta == cap_theta ? 2 * npos : npos;
+    n = n < 64 ? 64 : n;
+    size_t count = 2 * (size_t)n * half;
+    float *host = (float *)malloc(sizeof(float) * (count ? count : 1));
+    if (!host)
+        HPT_FATAL("out of memory for the RoPE table (%d positions x %d)", n, half);
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < half; i++) {
+            float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+            float a = (float)t * inv_freq;
+            host[((size_t)t * half + i) * 2] = cosf(a);
+            host[((size_t)t * half + i) * 2 + 1] = sinf(a);
+        }
+    cuda_free(dev);
+    cap_pos = 0;
+    dev = (float *)cuda_alloc(sizeof(float) * (count ? count : 1));
+    if (!dev) { /* the reason (bytes asked for and free) stays in hpt_error_msg() */
+        free(host);
+        return NULL;
+    }
+    cuda_upload(dev, host, sizeof(float) * count);
+    free(host);
+    cap_pos = n;
+    cap_hd = hd;
+    cap_theta = theta;
+    return dev;
+}
+
+/* rope_table_try for an op: a failure mid-step aborts (cuda_reserve builds
+ * the training's table at start-up). */
+static const float *rope_table(int npos, int hd, float theta)
+{
+    const float *t = rope_table_try(npos, hd, theta);
+    if (!t)
+        hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "RoPE table: %s", hpt_error_msg());
+    return t;
+}
+
+/* x (rows, nh, hd), row r at position pos0 + r % T; one thread per pair. */
+__global__ static void k_rope(void *x, int bf, const float *cs, int T, int nh, int hd, int pos0,
+                              int inverse, size_t pairs)
+{
+    int half = hd / 2;
+    GRID_STRIDE(p, pairs)
+    {
+        int i = (int)(p % half);
+        size_t rest = p / half; /* row * nh + h */
+        int t = (int)((rest / nh) % T) + pos0;
+        float c = cs[((size_t)t * half + i) * 2], s = cs[((size_t)t * half + i) * 2 + 1];
+        if (inverse)
+            s = -s;
+        size_t o = rest * hd;
+        float x1 = ld_act(x, o + i, bf), x2 = ld_act(x, o + i + half, bf);
+        st_act(x, o + i, x1 * c - x2 * s, bf);
+        st_act(x, o + i + half, x2 * c + x1 * s, bf);
+    }
+}
+
+static void rope_rows(void *x, int bf, int rows, int T, int nh, int hd, float theta, int pos0,
+                      int inverse)
+{
+    size_t pairs = (size_t)rows * nh * (hd / 2);
+    if (!pairs)
+        return;
+    const float *cs = rope_table(pos0 + T, hd, theta);
+    k_rope<<<ew_blocks(pairs), EW_THREADS>>>(x, bf, cs, T, nh, hd, pos0, inverse, pairs);
+    LAUNCHED("k_rope");
+}
+
+void cuda_rope(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
+                      int inverse)
+{
+    rope_rows(x, dtype == HPT_DTYPE_BF16, B * T, T, nh, hd, theta, 0, inverse);
+}
+
+void cuda_rope_at(void *x, int n, int nh, int hd, float theta, int pos0)
+{
+    rope_rows(x, g_bf16, n, n, nh, hd, theta, pos0, 0);
+}
+
+/* ------------------------------------------------------------- SwiGLU */
+
+__global__ static void k_swiglu_forward(void *out, const void *gate, const void *up, int bf,
+                                        size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float g = ld_act(gate, i, bf);
+        st_act(out, i, g / (1.0f + expf(-g)) * ld_act(up, i, bf), bf);
+    }
+}
+
+__global__ static void k_swiglu_backward(float *dgate, float *dup, const float *dout,
+                                         const void *gate, const void *up, int bf, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float g = ld_act(gate, i, bf), sg = 1.0f / (1.0f + expf(-g));
+        float silu = g * sg, d = dout[i];
+        dup[i] = d * silu;
+        dgate[i] = d * ld_act(up, i, bf) * (sg + g * sg * (1.0f - sg));
+    }
+}
+
+void cuda_swiglu_forward(void *out, const void *gate, const void *up, size_t n)
+{
+    if (!n)
+        return;
+    k_swiglu_forward<<<ew_blocks(n), EW_THREADS>>>(out, gate, up, g_bf16, n);
+    LAUNCHED("k_swiglu_forward");
+}
+
+void cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const void *gate,
+                                 const void *up, size_t n)
+{
+    if (!n)
+        return;
+    k_swiglu_backward<<<ew_blocks(n), EW_THREADS>>>(dgate, dup, dout, gate, up, g_bf16, n);
+    LAUNCHED("k_swiglu_backward");
+}
+
+/* --------------------------------------------------------- elementwise */
+
+__global__ static void k_add(float *out, const float *a, const float *b, size_t n)
+{
+    GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+__global__ static void k_scale(float *x, float s, size_t n)
+{
+    GRID_STRIDE(i, n) x[i] *= s;
+}
+
+void cuda_add(float *out, const float *a, const float *b, size_t n)
+{
+    work_mark_dirty(out);
+    if (!n)
+        return;
+    k_add<<<ew_blocks(n), EW_THREADS>>>(out, a, b, n);
+    LAUNCHED("k_add");
+}
+
+void cuda_scale(float *x, float s, size_t n)
+{
+    work_mark_dirty(x);
+    if (!n)
+        return;
+    k_scale<<<ew_blocks(n), EW_THREADS>>>(x, s, n);
+    LAUNCHED("k_scale");
+}
+
+
+/* Up to SUMSQ_LIST ranges by value (a kernel parameter: ~1.3 KiB, no
+ * upload); range i owns blocks [first[i], first[i + 1]) of the launch. */
+typedef struct {
+    const float *x[SUMSQ_LIST];
+    size_t n[SUMSQ_LIST];
+    unsigned first[SUMSQ_LIST + 1];
+} sumsq_ranges;
+
+/* Block b of grid (first[m]): block b - first[i] of the range i that owns
+ * b, a grid-stride loop over that range's nb = first[i + 1] - first[i]
+ * blocks (min(ew_blocks(n), SUMSQ_BLOCKS)): per-block double partial sums,
+ * into part[b]. */
+__global__ static void k_sumsq_list(double *part, sumsq_ranges r, int m)
+{
+    unsigned b = blockIdx.x;
+    int lo = 0, hi = m - 1; /* the last i with first[i] <= b */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (r.first[mid] <= b)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const float *x = r.x[lo];
+    size_t n = r.n[lo], nb = r.first[lo + 1] - r.first[lo];
+    double acc = 0.0;
+    for (size_t j = (size_t)(b - r.first[lo]) * blockDim.x + threadIdx.x; j < n;
+         j += nb * blockDim.x)
+        acc += (double)x[j] * x[j];
+    acc = block_sum_d(acc);
+    if (threadIdx.x == 0)
+        part[b] = acc;
+}
+
+/* Block i (1024 threads): k_sum_d over range i's partials, into out[i]. */
+__global__ static void k_sum_list(double *out, const double *part, sumsq_ranges r)
+{
+    int i = blockIdx.x;
+    double acc = 0.0;
+    for (unsigned j = r.first[i] + threadIdx.x; j < r.first[i + 1]; j += blockDim.x)
+        acc += part[j];
+    acc = block_sum_d(acc);
+    if (threadIdx.x == 0)
+        out[i] = acc;
+}
+
+/* acc + the k ranges' sums of squares, added in order on the host: per
+ * range, per-block double partial sums, then one block sums them in order;
+ * one download per SUMSQ_LIST ranges. A range's value depends on its length
+ * only, not on the other ranges of the call (cuda_sumsq is the one-range
+ * case). */
+double cuda_sumsq_list(double acc, const float *const *x, const size_t *n, int k)
+{
+    double *part = dscratch((size_t)SUMSQ_LIST * SUMSQ_BLOCKS + SUMSQ_LIST);
+    double *res = part + (size_t)SUMSQ_LIST * SUMSQ_BLOCKS, h[SUMSQ_LIST];
+    for (int i0 = 0; i0 < k; i0 += SUMSQ_LIST) {
+        int kk = k - i0 < SUMSQ_LIST ? k - i0 : SUMSQ_LIST, m = 0;
+        sumsq_ranges r;
+        memset(&r, 0, sizeof r);
+        for (int i = 0; i < kk; i++)
+            if (n[i0 + i]) { /* empty ranges add 0.0 */
+                unsigned nb = ew_blocks(n[i0 + i]);
+                r.x[m] = x[i0 + i], r.n[m] = n[i0 + i];
+                r.first[m + 1] = r.first[m] + (nb > SUMSQ_BLOCKS ? SUMSQ_BLOCKS : nb);
+                m++;
+            }
+        if (!m)
+            continue;
+        k_sumsq_list<<<r.first[m], EW_THREADS>>>(part, r, m);
+        LAUNCHED("k_sumsq_list");
+        k_sum_list<<<m, 1024>>>(res, part, r);
+        LAUNCHED("k_sum_list");
+        HPT_CUDA(cudaMemcpy(h, res, sizeof(double) * m, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < m; i++)
+            acc += h[i];
+    }
+    return acc;
+}
+
+double cuda_sumsq(const float *x, size_t n) { return cuda_sumsq_list(0.0, &x, &n, 1); }
+
+/* ------------------------------------------------------- cross-entropy */
+
+/* One block per row n; loss[n] = lse - logit[target]. The target logit is
+ * read by every thread before any write (block_max synchronises). */
+__global__ static void k_ce_fused(float *logits, const int32_t *targets, double *loss, int V,
+                                  float grad_scale)
+{
+    size_t n = blockIdx.x;
+    float *row = logits + n * V;
+    int tg = targets[n];
+    float target = row[tg], mx = -INFINITY, sum = 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        mx = fmaxf(mx, row[j]);
+    mx = block_max(mx);
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float e = expf(row[j] - mx);
+        row[j] = e;
+        sum += e;
+    }
+    sum = block_sum(sum);
+    float k = grad_scale / sum;
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        row[j] *= k;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        row[tg] -= grad_scale;
+        loss[n] = (double)(mx + logf(sum)) - target;
+    }
+}
+
+__global__ static void k_ce_loss(const float *logits, const int32_t *targets, double *loss, int V)
+{
+    size_t n = blockIdx.x;
+    const float *row = logits + n * V;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        mx = fmaxf(mx, row[j]);
+    mx = block_max(mx);
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        sum += expf(row[j] - mx);
+    sum = block_sum(sum);
+    if (threadIdx.x == 0)
+        loss[n] = (double)(mx + logf(sum)) - row[targets[n]];
+}
+
+double cuda_crossentropy_fused(float *logits, const int32_t *targets, int N, int V,
+                                      float grad_scale)
+{
+    if (N <= 0)
+        return 0.0;
+    double *loss = dscratch((size_t)N + 1);
+    k_ce_fused<<<N, ROW_THREADS>>>(logits, targets, loss, V, grad_scale);
+    LAUNCHED("k_ce_fused");
+    return sum_to_host(loss, (size_t)N, loss + N);
+}
+
+double cuda_crossentropy_loss(const float *logits, const int32_t *targets, int N, int V)
+{
+    if (N <= 0)
+        return 0.0;
+    double *loss = dscratch((size_t)N + 1);
+    k_ce_loss<<<N, ROW_THREADS>>>(logits, targets, loss, V);
+    LAUNCHED("k_ce_loss");
+    return sum_to_host(loss, (size_t)N, loss + N);
+}
+
+/* ---------------------------------------- vocab-parallel cross-entropy */
+
+__global__ static void k_vocab_max(float *mx, const float *logits, int Vl, int nvalid)
+{
+    size_t n = blockIdx.x;
+    const float *row = logits + n * Vl;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < nvalid; j += blockDim.x)
+        m = fmaxf(m, row[j]);
+    m = block_max(m);
+    if (threadIdx.x == 0)
+        mx[n] = m;
+}
+
+__global__ static void k_vocab_sumexp(float *sumexp, float *tlogit, const float *logits,
+                                      const int32_t *targets, const float *mx, int Vl, int nvalid,
+                                      int v0)
+{
+    size_t n = blockIdx.x;
+    const float *row = logits + n * Vl;
+    float s = 0.0f, m = mx[n];
+    for (int j = threadIdx.x; j < nvalid; j += blockDim.x)
+        s += expf(row[j] - m);
+    s = block_sum(s);
+    if (threadIdx.x == 0) {
+        int t = targets[n] - v0;
+        sumexp[n] = s;
+        tlogit[n] = t >= 0 && t < nvalid ? row[t] : 0.0f;
+    }
+}
+
+__global__ static void k_vocab_ce_finish(float *logits, const int32_t *targets, const float *mx,
+                                         const float *sumexp, const float *tlogit, double *loss,
+                                         int Vl, int nvalid, int v0, float grad_scale)
+{
+    size_t n = blockIdx.x;
+    float lse = mx[n] + logf(sumexp[n]);
+    if (threadIdx.x == 0)
+        loss[n] = (double)lse - tlogit[n];
+    if (grad_scale == 0.0f) /* block-uniform */
+        return;
+    float *row = logits + n * Vl;
+    for (int j = threadIdx.x; j < Vl; j += blockDim.x)
+        row[j] = j < nvalid ? expf(row[j] - lse) * grad_scale : 0.0f;
+    __syncthreads();
+    int t = targets[n] - v0;
+    if (threadIdx.x == 0 && t >= 0 && t < nvalid)
+        row[t] -= grad_scale;
+}
+
+void cuda_vocab_max(float *mx, const float *logits, int N, int Vl, int nvalid)
+{
+    if (N <= 0)
+        return;
+    k_vocab_max<<<N, ROW_THREADS>>>(mx, logits, Vl, nvalid);
+    LAUNCHED("k_vocab_max");
+}
+
+void cuda_vocab_sumexp(float *sumexp, float *tlogit, const float *logits,
+                              const int32_t *targets, const float *mx, int N, int Vl, int nvalid,
+                              int v0)
+{
+    if (N <= 0)
+        return;
+    k_vocab_sumexp<<<N, ROW_THREADS>>>(sumexp, tlogit, logits, targets, mx, Vl, nvalid, v0);
+    LAUNCHED("k_vocab_sumexp");
+}
+
+double cuda_vocab_ce_finish(float *logits, const int32_t *targets, const float *mx,
+                                   const float *sumexp, const float *tlogit, int N, int Vl,
+                                   int nvalid, int v0, float grad_scale)
+{
+    if (N <= 0)
+        return 0.0;
+    double *loss = dscratch((size_t)N + 1);
+    k_vocab_ce_finish<<<N, ROW_THREADS>>>(logits, targets, mx, sumexp, tlogit, loss, Vl, nvalid,
+                                          v0, grad_scale);
+    LAUNCHED("k_vocab_ce_finish");
+    return sum_to_host(loss, (size_t)N, loss + N);
+}
+
+/* -------------------------------------------------------------- AdamW */
+
+/* The CPU's expression per element; the bias corrections are computed on
+ * the host exactly as in backend_cpu.c. */
+__global__ static void k_adamw(float *p, const float *grad, float *m, float *v, size_t n, float b1,
+                               float b2, float eps, float grad_scale, float step, float bc2_sqrt,
+                               float decay)
+{
+    GRID_STRIDE(i, n)
+    {
+        float g = grad[i] * grad_scale;
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - step * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    }
+}
+
+void cuda_adamw(float *p, const float *grad, float *m, float *v, size_t n, float lr,
+                       float b1, float b2, float eps, float wd, float grad_scale, int t)
+{
+    /* Any optimizer step makes every working copy stale: with ZeRO-1 the
+     * rest of the parameters arrive by an all-gather that does not pass
+     * through this backend, right after the step on this rank's shard. */
+    work_mark_all_dirty();
+    if (!n)
+        return;
+    float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
+    float step = lr / bc1, bc2_sqrt = sqrtf(bc2), decay = 1.0f - lr * wd;
+    k_adamw<<<ew_blocks(n), EW_THREADS>>>(p, grad, m, v, n, b1, b2, eps, grad_scale, step,
+                                          bc2_sqrt, decay);
+    LAUNCHED("k_adamw");
+}
+
+
+} // namespace hpt_cuda
