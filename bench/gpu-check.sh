@@ -10,7 +10,7 @@
 #       docs, and writes .gpudeps/deps.tar.xz (~36 MB); .gpudeps/corpus.tar.xz
 #       (~1.7 MB: 2 M tokens of the prepared corpus, HPT_CORPUS or
 #       tests/corpus, for the GPU tests: the device has no dict-gcide to
-#       prepare it, so tests/prepare-corpus.sh skips there) and
+#       prepare it, so tests/data/prepare-corpus.sh skips there) and
 #       .gpudeps/echarts/echarts.min.js (the live page's, from node_modules:
 #       the tarball carries package.json only); then `make dist` in
 #       BUILD_DIR (default: a fresh out-of-tree build of this checkout) and
@@ -22,11 +22,11 @@
 #       1. unpacks the libraries into /tmp/deps (never /), makes an `mpicc`
 #          wrapper for that prefix, builds hpt from the tarball with
 #          --with-cuda=/usr/local/cuda --with-cuda-arch=sm_90 (-j16);
-#       2. runs the GPU tests: tests/test_backend_cuda (every op against the
+#       2. runs the GPU tests: tests/unit/test_backend_cuda (every op against the
 #          CPU backend, its bf16 group included: bf16 products vs fp32 and vs
 #          bf16-rounded operands, working copies, every op on bf16-stored
 #          activations, tiny bf16 training loops)
-#          and the GPU training tests (tests/gpu-*.sh; gpu-train-bf16.sh:
+#          and the GPU training tests (tests/gpu/gpu-*.sh; gpu-train-bf16.sh:
 #          --precision bf16 vs the fp32 CPU run, 1 rank and DP 2 + ZeRO-1);
 #       3. times hpt (--backend cuda) against PyTorch (bench/torch_train_gpu.py:
 #          SDPA attention, fused AdamW, torch.compile) on `small` and on the
@@ -68,7 +68,7 @@
 #       would each have cost the one device call (docs/PERFORMANCE.md).
 #
 #   bash bench/gpu-check.sh --selftest BUILD_DIR   (here, no GPU; make check
-#                                                   runs it: tests/gpu-check-selftest.sh)
+#                                                   runs it: tests/gpu/gpu-check-selftest.sh)
 #       The script's own logic that needs no GPU: the NCCL section's checks
 #       (runs, log comparison, banner and loss checks, tokens/s parsing) on
 #       --backend cpu with --comm mpi in place of nccl, tiny model, a
@@ -121,12 +121,12 @@ if [ "${1:-}" = --pack ]; then
   tar -C "$pre" -cJf "$out/deps.tar.xz" .
   rm -rf "$pre" "$out/debs"
   # the GPU tests' corpus: the device has no dict-gcide to prepare it from
-  # (tests/prepare-corpus.sh skips there): the first 2 M training tokens of
+  # (tests/data/prepare-corpus.sh skips there): the first 2 M training tokens of
   # the prepared corpus (the tests read ~10 K), its validation shard and
   # tokenizer, ~1.7 MB compressed
   corpus=${HPT_CORPUS:-$here/tests/corpus}
   [ -f "$corpus/train_000000.bin" ] && [ -f "$corpus/val_000000.bin" ] || {
-    echo "gpu-check: --pack needs the prepared corpus: $corpus/train_000000.bin missing (set HPT_CORPUS=DIR; tests/prepare-corpus.sh makes one)" >&2; exit 2; }
+    echo "gpu-check: --pack needs the prepared corpus: $corpus/train_000000.bin missing (set HPT_CORPUS=DIR; tests/data/prepare-corpus.sh makes one)" >&2; exit 2; }
   pre=$(mktemp -d)
   /usr/bin/python3 - "$corpus/train_000000.bin" "$pre/train_000000.bin" 2000000 <<'EOF'
 import struct, sys
@@ -432,7 +432,7 @@ grep -q "define HAVE_CUDA 1" $bld/hpt_config.h || { say "FAIL configure did not 
 
 # ---- GPU tests (each exits 77 without a GPU; here they must pass)
 # (gpu-check-selftest.sh is this script's GPU-free self-test: not here)
-gpu_tests="tests/test_backend_cuda $(cd $src && ls tests/gpu-*.sh 2>/dev/null | grep -v gpu-check-selftest | tr '\n' ' ')"
+gpu_tests="tests/unit/test_backend_cuda $(cd $src && ls tests/gpu/gpu-*.sh 2>/dev/null | grep -v gpu-check-selftest | tr '\n' ' ')"
 [ "$NCCL_ONLY" = 1 ] || stage gpu-tests make -C $bld check TESTS="$gpu_tests"
 for t in $gpu_tests; do
   [ -f "$bld/${t%.sh}.log" ] && cp "$bld/${t%.sh}.log" "$out/$(basename "${t%.sh}").log"

@@ -6,7 +6,7 @@
 #
 #   bash bench/live-downsample.sh BUILD_DIR [STEPS] [RANKS] [WRITTEN_RANK_COLS]
 #
-# The file (tests/live_synth.py) has the layout of docs/METRICS.md: every
+# The file (tests/helpers/live_synth.py) has the layout of docs/METRICS.md: every
 # /steps column for STEPS rows, and the /ranks datasets [STEPS, RANKS]
 # chunked 64 x 16 as hpt-train writes them. Only the per-rank columns named in WRITTEN_RANK_COLS (default
 # "busy step_time", the heat map's) are written: 500,000 x 1,024 float64 is
@@ -24,7 +24,7 @@ LIVE=
 trap 'kill $LIVE 2>/dev/null; [ -n "${BENCH_DIR:-}" ] || rm -rf "$DIR"' EXIT
 F="$DIR/metrics.h5"
 t0=$(date +%s.%N)
-[ -f "$F" ] || /usr/bin/python3 "$(dirname "$0")/../tests/live_synth.py" "$F" "$STEPS" "$RANKS" "$COLS"
+[ -f "$F" ] || /usr/bin/python3 "$(dirname "$0")/../tests/helpers/live_synth.py" "$F" "$STEPS" "$RANKS" "$COLS"
 echo "file: $(du -h "$F" | cut -f1) ($(( $(date +%s) - ${t0%.*} )) s to write)"
 sync
 t1=$(date +%s.%N)

@@ -16,13 +16,13 @@
 #                         --recompute full), --collective-timeout 0 (a long
 #                         step on a loaded machine is no hang)
 #   bench/torch_train.py  the same model, shapes, optimizer and data in
-#                         PyTorch (tests/torch_ref.py: stores the full
+#                         PyTorch (tests/helpers/torch_ref.py: stores the full
 #                         (B,H,T,T) softmax of every layer for backward), with
 #                         TORCH_ENV ("PyTorch+" of bench/bench_small.sh)
 # Each run's peak resident memory is measured the same way for both programs:
 # /usr/bin/time's %M (the largest RSS, getrusage ru_maxrss). hpt-plan's
 # predicted peak for hpt (src/hpt-plan --cluster cpu-local, as
-# tests/plan-long-context.sh) is printed next to the measured one.
+# tests/plan/plan-long-context.sh) is printed next to the measured one.
 #
 # Memory safety: no run may take the shared machine's memory. Before each
 # run the script predicts its peak — hpt: hpt-plan; PyTorch: an estimate,

@@ -7,7 +7,7 @@
 #     theory (p-1)/(m+p-1);
 #  2. peak memory per rank (RSS) for TP=2 and PP=2 against one rank;
 #  3. communication bytes per step and group (the analytic check is the
-#     test tests/comm-volume.sh).
+#     test tests/parallel/comm-volume.sh).
 # Prints a Markdown table for docs/PERFORMANCE.md. Medians of STEPS steps
 # after the first.
 set -euo pipefail
@@ -52,5 +52,5 @@ for name in one tp2 pp2; do
 done
 for name in tp2 pp2; do
   awk -F'\t' -v n="$name" 'NR > 1 && $4 > 0 {b[$2] = b[$2] > $4 ? b[$2] : $4}
-    END {for (g in b) printf "| bytes per step | %s, group %s (max over ranks) | %d | analytic (tests/comm-volume.sh) |\n", n, g, b[g]}' "$W/$name/comm.tsv"
+    END {for (g in b) printf "| bytes per step | %s, group %s (max over ranks) | %d | analytic (tests/parallel/comm-volume.sh) |\n", n, g, b[g]}' "$W/$name/comm.tsv"
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch baseline of bench/bench_small.sh: trains the same Llama model as
-hpt (tests/torch_ref.py's LlamaRef, plain PyTorch ops) with the same shapes,
+hpt (tests/helpers/torch_ref.py's LlamaRef, plain PyTorch ops) with the same shapes,
 optimizer and data, and times the training steps.
 
     torch_train.py CONFIG.json SHARD.bin [--batch 4] [--seq-len 256]
@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "helpers"))
 from torch_ref import LlamaRef  # noqa: E402
 
 SHARD_MAGIC, SHARD_MAGIC32 = 20240520, 20240801

@@ -4,7 +4,7 @@
  * lib/kernels_cuda.cu, what they share lib/cuda_internal.h (as
  * backend_cpu.c, attention_cpu.c and kernels_cpu.c). Shapes and maths of every slot: see
  * backend.h; the semantics (overwrite vs accumulate, what is saved) are
- * those of backend_cpu.c, against which tests/test_backend_cuda checks
+ * those of backend_cpu.c, against which tests/unit/test_backend_cuda checks
  * each op.
  *
  * - Precision: fp32 products (CUBLAS_COMPUTE_32F: no tensor cores), tf32

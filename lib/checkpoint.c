@@ -741,7 +741,7 @@ static double checkpoint_bytes(const hpt_config *c)
 
 /* HPT_CKPT_TEST_SKIP_RESERVE=1 (testing only): skip the free-space and
  * file-size-limit checks and the reservation, so that a full disk or a
- * `ulimit -f` hits the data writes themselves (tests/ckpt-disk-full-mid.sh). */
+ * `ulimit -f` hits the data writes themselves (tests/ckpt/ckpt-disk-full-mid.sh). */
 static int skip_reserve(void)
 {
     const char *e = getenv("HPT_CKPT_TEST_SKIP_RESERVE");

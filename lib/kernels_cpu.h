@@ -19,7 +19,7 @@
  *    in a fixed tree at the end, whatever the vector width.
  * Different tables may differ in the last bits (FMA contraction, the libmvec
  * variant): within 2e-6 relative for exp and within float rounding of the
- * sum for the sums (tests/test_cpu_kernels.c). One process uses one table.
+ * sum for the sums (tests/unit/test_cpu_kernels.c). One process uses one table.
  *
  * Sizes count elements. */
 #ifndef HPT_KERNELS_CPU_H

@@ -174,7 +174,7 @@ static float KN(rmsnorm_row)(float *y, const float *x, const float *w, int C, fl
  * while the row is in L1. The sums use the lanes and the order of
  * dot3(s, s, NULL, C) in rmsnorm_row (element i to lane i mod 16, full
  * blocks then the tail, hsum16), and r and y its expressions, so the
- * result is bitwise add followed by rmsnorm_row (tests/test_cpu_kernels.c
+ * result is bitwise add followed by rmsnorm_row (tests/unit/test_cpu_kernels.c
  * checks every table). Each block goes through the local t, which aliases
  * nothing: written as one loop that stores s and sums v*v, the compiler
  * left the block scalar (s may alias x) and, in the avx2 table, its alias

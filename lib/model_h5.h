@@ -1,6 +1,6 @@
 /* model_h5.h — a model's tensors into an HDF5 file (io/weights.h layout:
  * one float32 dataset per tensor, Hugging Face names). Used by the PyTorch
- * reference test (tests/ref_dump.c) to dump parameters and gradients. */
+ * reference test (tests/helpers/ref_dump.c) to dump parameters and gradients. */
 #ifndef HPT_MODEL_H5_H
 #define HPT_MODEL_H5_H
 

@@ -6,7 +6,7 @@
 # pointers when that block fails its checksum (H5G__link_release_table,
 # seen under ASan and valgrind; HDFGroup/hdf5#581). CI runs tests/bad/*
 # under ASan, where that free is reported (issue 17, finding 15).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 CKPT="$HPT_BUILD/src/hpt-ckpt"
 "$TRAIN" --model tiny --data "$CORPUS" --seq-len 32 --batch 2 --eval-batches 1 --quiet --steps 2 \

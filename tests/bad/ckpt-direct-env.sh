@@ -3,7 +3,7 @@
 # exit 2, naming the value (was: any value but "0" silently meant direct
 # I/O); on every rank of a parallel run, one message. 0 and 1 are accepted,
 # and an empty value is as unset.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 write_shard "$WORK/s.bin" 20240520 1 400 $(seq 1 400)
 B="--model tiny --data $WORK/s.bin --steps 2 --batch 2 --seq-len 16 --save-every 2 --metrics none --quiet"
 for v in abc 2 off; do

@@ -4,7 +4,7 @@
 # exit 5) and into a directory that does not exist (exit 5, the directory
 # named, before the checkpoint is read; was "OUT.tmp: cannot create"); an
 # OUT that is a FIFO is left untouched (exit 5; was replaced by the export).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 CKPT="$HPT_BUILD/src/hpt-ckpt"
 DIR="$WORK/run/checkpoints"
 tiny_ckpts "$DIR" --steps 10

@@ -3,7 +3,7 @@
 # directory: exit 3 saying it is a file and what list takes. (Was:
 # "FILE: no such file or directory" for a file that exists.) hpt-ckpt info on
 # an export says it is one (exit 3; was only "not an hpt checkpoint").
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 CKPT="$HPT_BUILD/src/hpt-ckpt"
 DIR="$WORK/run/checkpoints"
 tiny_ckpts "$DIR" --steps 10

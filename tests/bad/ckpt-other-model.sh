@@ -2,7 +2,7 @@
 # Bad input: resuming with another model config, --seq-len or --seed, or from a checkpoint of an
 # unknown format version, is refused naming the mismatch; nothing is
 # overwritten.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 B="--data $CORPUS --seq-len 32 --batch 2 --eval-batches 1 --quiet --steps 4"
 "$TRAIN" --model tiny $B --save-every 2 --run-dir "$WORK/r" > /dev/null || fail "first run"

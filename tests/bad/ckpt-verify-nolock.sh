@@ -7,14 +7,14 @@
 # the real cause (errno 37) only in parentheses. Now the cause comes first
 # with the fix, the status is 5 (I/O), never 3, and no checkpoint that was
 # not read is called damaged. The no-lock file system is the LD_PRELOAD
-# shim of tests/metrics-nolock.sh (tests/metrics-nolock-shim.c); HDF5 and
+# shim of tests/metrics/metrics-nolock.sh (tests/helpers/metrics-nolock-shim.c); HDF5 and
 # hpt-ckpt are the real ones.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
 CKPT="$HPT_BUILD/src/hpt-ckpt"
 CC=${CC:-cc}
 command -v "$CC" > /dev/null || { echo "SKIP: no C compiler for the shim"; exit 77; }
-"$CC" -shared -fPIC -o "$WORK/nolock.so" "$HPT_SRC/tests/metrics-nolock-shim.c" -ldl || fail "shim build"
+"$CC" -shared -fPIC -o "$WORK/nolock.so" "$HPT_SRC/tests/helpers/metrics-nolock-shim.c" -ldl || fail "shim build"
 unset HDF5_USE_FILE_LOCKING
 tiny_ckpts "$WORK/c" --steps 10 20
 F="$WORK/c/step_00000020/checkpoint.h5"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: --comm nccl with the cpu backend (NCCL moves GPU buffers only)
 # is refused with a pointer to --comm mpi; --comm mpi and auto train.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 expect_error 2 "\-\-comm nccl: NCCL moves GPU buffers; \-\-backend cpu keeps its buffers in host memory" \
   "$TRAIN" --model tiny --data "$CORPUS" --steps 1 --comm nccl

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: an unknown --comm backend is refused, on every rank alike
 # (exit 2, one message), before any collective can hang.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 expect_error 2 "\-\-comm bogus: unknown communication backend \(mpi, nccl or auto\)" \
   "$TRAIN" --model tiny --data "$CORPUS" --steps 1 --comm bogus

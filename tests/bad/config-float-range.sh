@@ -4,7 +4,7 @@
 # to long long first — undefined behaviour that the sanitizer build's
 # -fsanitize=float-cast-overflow reports). 1e39 does not fit a float
 # (converting it would be undefined too): refused, naming the field.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 ok='"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 8192, "max_position_embeddings": 256'
 printf '{%s, "rope_theta": 1e30, "rms_norm_eps": 1e19}' "$ok" > "$WORK/big.json"
 st=0

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: config.json over 64 KiB is refused; one of exactly 65,536 bytes
 # (and of 65,535, which used to be refused as "larger than 64 KiB") loads.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 pad() { # FILE BYTES: a tiny config padded with spaces to BYTES bytes
   "$PYTHON" - "$@" <<'PY'
 import sys

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: config.json must be strict JSON (RFC 8259), as Hugging Face
 # writes it; json-c's extensions are refused with what is wrong and where.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 ok='"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 8192, "max_position_embeddings": 256'
 bad() { # NAME PATTERN JSON-TEXT
   printf '%s' "$3" > "$WORK/$1.json"

@@ -2,7 +2,7 @@
 # Bad input: a config whose every size is within the 2^24 limit but whose
 # parameter count (about 2^75) overflowed int64 in hpt_config_num_params is
 # refused by hpt-train and hpt-plan with the count and the limit.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 cat > "$WORK/huge.json" <<'JSON'
 {"hidden_size": 16777216, "intermediate_size": 16777216, "num_hidden_layers": 16777216,
  "num_attention_heads": 8388608, "num_key_value_heads": 8388608, "vocab_size": 16777216,

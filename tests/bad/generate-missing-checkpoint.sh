@@ -3,7 +3,7 @@
 # with no checkpoint in it (exit 3; the message says how to get one, or names
 # the run's model.h5 export when there is one), or not readable (exit 5; only checked
 # when not root, since root reads any file).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 GEN="$HPT_BUILD/src/hpt-generate"
 expect_error 3 "weights $WORK/nope: no such file or directory" \
   "$GEN" "$WORK/nope" --prompt "The horse" --tokenizer "$WORK"

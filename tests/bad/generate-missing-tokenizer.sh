@@ -3,7 +3,7 @@
 # missing file or a directory without tokenizer.model (exit 3), a file that
 # is not a SentencePiece model (exit 3), or none given and none next to the
 # weights (exit 2, saying to give --tokenizer).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 GEN="$HPT_BUILD/src/hpt-generate"
 "$TRAIN" --model tiny --data "$CORPUS" --steps 1 --batch 1 --seq-len 16 --eval-interval 0 \

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: a negative hpt-generate --temperature exits 2 before anything
 # is loaded (0 is greedy; a top-k below 0 is refused the same way).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 GEN="$HPT_BUILD/src/hpt-generate"
 expect_error 2 "\-\-temperature -0.5: must be >= 0 \(0 = greedy\)" \
   "$GEN" "$WORK/nope" --prompt "The horse" --temperature -0.5

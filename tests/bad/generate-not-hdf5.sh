@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: hpt-generate given a file that is not HDF5 as the checkpoint
 # (a text file, an empty file) exits 3 naming the file and HDF5's reason.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 GEN="$HPT_BUILD/src/hpt-generate"
 echo '{"hidden_size": 64}' > "$WORK/config.json"
 expect_error 3 "weights $WORK/config.json: not a readable HDF5 file, or truncated \(file signature not found\)" \

@@ -2,7 +2,7 @@
 # Bad input: an hpt-generate prompt that encodes to no token, or to more
 # tokens than the model's context (tiny: max_position_embeddings = 256),
 # exits 2.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 GEN="$HPT_BUILD/src/hpt-generate"
 "$TRAIN" --model tiny --data "$CORPUS" --steps 1 --batch 1 --seq-len 16 --eval-interval 0 \

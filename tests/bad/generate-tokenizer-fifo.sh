@@ -2,7 +2,7 @@
 # Bad input: a FIFO as hpt-generate --tokenizer (and as hpt-data
 # --tokenizer): refused as not a regular file (exit 3), not read. (Was: a
 # hang, SentencePiece waiting on the FIFO.)
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 "$TRAIN" --model tiny --data "$CORPUS" --steps 1 --batch 1 --seq-len 16 --eval-interval 0 \
   --eval-batches 1 --run-dir "$WORK/run" --save-every 1 --quiet > "$WORK/train.log" 2>&1 ||

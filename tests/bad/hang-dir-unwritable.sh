@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: RUN_DIR/hang (the watchdog's heartbeats and dumps) cannot be
 # created — here a file is in the way: refused before training (exit 5).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 mkdir -p "$WORK/run"
 : > "$WORK/run/hang"

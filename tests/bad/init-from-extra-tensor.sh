@@ -4,10 +4,10 @@
 # another model trained (exit 0); now refused, naming it (exit 3). RoPE's
 # inv_freq buffer, which older Hugging Face files hold, is skipped with a
 # note.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 "$TRAIN" --model tiny --print-config > "$WORK/config.json" || fail "print-config"
-ST="$PYTHON $HPT_SRC/tests/st_tool.py"
+ST="$PYTHON $HPT_SRC/tests/helpers/st_tool.py"
 A="--model tiny --data $CORPUS --steps 1 --batch 2 --seq-len 32 --quiet --metrics none"
 $ST write "$WORK/config.json" "$WORK/b.safetensors" --dtype F32 --expect "$WORK/b.h5" \
   --extra model.layers.0.self_attn.q_proj.bias=64 || fail "write"

@@ -5,10 +5,10 @@
 # each shard file up in a list; now O(n log n). The run must refuse the
 # unknown tensors (exit 3, the first named, the count given) well within a
 # generous timeout (this asserts no timing beyond "it finishes").
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 "$TRAIN" --model tiny --print-config > "$WORK/config.json" || fail "print-config"
-"$PYTHON" "$HPT_SRC/tests/st_tool.py" write "$WORK/config.json" "$WORK/m" --shards 2 --dtype F32 \
+"$PYTHON" "$HPT_SRC/tests/helpers/st_tool.py" write "$WORK/config.json" "$WORK/m" --shards 2 --dtype F32 \
   --expect "$WORK/exp.h5" || fail "write"
 "$PYTHON" - "$WORK/m/model.safetensors.index.json" <<'PY' || fail "grow the index"
 import json, sys

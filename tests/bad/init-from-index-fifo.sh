@@ -2,10 +2,10 @@
 # Bad input: a FIFO named as a shard in model.safetensors.index.json. The
 # shard's open() blocked for ever (the file type was checked after the
 # open); now refused at once (exit 3, the shard and the tensor named).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 "$TRAIN" --model tiny --print-config > "$WORK/config.json" || fail "print-config"
-"$PYTHON" "$HPT_SRC/tests/st_tool.py" write "$WORK/config.json" "$WORK/m" --shards 2 --dtype F32 \
+"$PYTHON" "$HPT_SRC/tests/helpers/st_tool.py" write "$WORK/config.json" "$WORK/m" --shards 2 --dtype F32 \
   --expect "$WORK/exp.h5" || fail "write"
 S="$WORK/m/model-00001-of-00002.safetensors"
 rm "$S" && mkfifo "$S" || { echo "SKIP: no mkfifo"; exit 77; }

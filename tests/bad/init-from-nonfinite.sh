@@ -3,10 +3,10 @@
 # infinity in an HDF5 export) were found only when 5 steps had been skipped;
 # now at load time, naming the tensor and the first bad element (exit 3).
 # On TP = 2 the rank holding the bad element names its global index.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 "$TRAIN" --model tiny --print-config > "$WORK/config.json" || fail "print-config"
-ST="$PYTHON $HPT_SRC/tests/st_tool.py"
+ST="$PYTHON $HPT_SRC/tests/helpers/st_tool.py"
 A="--model tiny --data $CORPUS --steps 1 --batch 2 --seq-len 32 --quiet --metrics none"
 # up_proj is (176, 64): flat element 7000 is [109, 24]
 $ST write "$WORK/config.json" "$WORK/n.safetensors" --dtype BF16 --expect "$WORK/n.h5" \

@@ -5,7 +5,7 @@
 # and what to do. (Was: "DIR/model.safetensors: cannot open", "tensor
 # model.embed_tokens.weight is missing" for a checkpoint, and a hang on the
 # FIFO.)
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 T="$TRAIN --model tiny --data $CORPUS --steps 1 --batch 2 --seq-len 32 --metrics none"
 mkdir "$WORK/empty"

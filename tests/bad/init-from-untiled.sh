@@ -4,11 +4,11 @@
 # float (finite values, exit 0), 1 byte short loaded NaN weights; the
 # data_offsets must tile the data region up to the end of the file (exit 3,
 # the file, the last tensor and the rule named).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 "$TRAIN" --model tiny --print-config > "$WORK/config.json" || fail "print-config"
 for d in 4 1; do
-  "$PYTHON" "$HPT_SRC/tests/st_tool.py" write "$WORK/config.json" "$WORK/w$d.safetensors" --dtype F32 \
+  "$PYTHON" "$HPT_SRC/tests/helpers/st_tool.py" write "$WORK/config.json" "$WORK/w$d.safetensors" --dtype F32 \
     --expect "$WORK/exp.h5" --header-delta -$d || fail "write"
   expect_error 3 "$WORK/w$d.safetensors: the last tensor [a-z_.0-9]+ ends at byte [0-9]+ of the [0-9]+-byte data region: its last $d bytes belong to no tensor \(the data_offsets must tile" \
     "$TRAIN" --model tiny --data "$CORPUS" --steps 1 --batch 2 --seq-len 32 --init-from "$WORK/w$d.safetensors"

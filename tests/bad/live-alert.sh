@@ -2,7 +2,7 @@
 # Bad input: --alert expressions hpt-live and hpt-train refuse (exit 2, the
 # message names the expression): an unknown or non-comparable column, no
 # or an unknown operator, a threshold that is not a finite number.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 LIVE="$HPT_BUILD/src/hpt-live"
 [ -x "$LIVE" ] || { echo "SKIP: hpt-live not built (no libmicrohttpd)"; exit 77; }
 bad() { # EXPR PATTERN

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Bad input: hpt-live refuses, before serving, an HDF5 file that is not an
 # hpt metrics file and a file that is not HDF5 at all (exit 3, by name). A
-# path that does not exist yet is not an error: it is waited for (tests/live.sh).
+# path that does not exist yet is not an error: it is waited for (tests/live/live.sh).
 # /dev/null and a fifo are not regular files: refused by name.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 LIVE="$HPT_BUILD/src/hpt-live"
 [ -x "$LIVE" ] || { echo "SKIP: hpt-live not built (no libmicrohttpd)"; exit 77; }
 "$PYTHON" - "$WORK/other.h5" "$WORK/fmt.h5" <<'PY' || fail "h5py"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: --port P where another server already listens on P (exit 5,
 # naming the port), and --bind with something that is not an address (exit 2).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 LIVE="$HPT_BUILD/src/hpt-live"
 [ -x "$LIVE" ] || { echo "SKIP: hpt-live not built (no libmicrohttpd)"; exit 77; }
 mkfifo "$WORK/port"

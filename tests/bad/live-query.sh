@@ -8,7 +8,7 @@
 # ?TOKEN= (the name in another case) and token= with the right value in
 # another parameter are a 403; the good request is a 200 (so the 400s are
 # not a broken server).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 LIVE="$HPT_BUILD/src/hpt-live"
 [ -x "$LIVE" ] || { echo "SKIP: hpt-live not built (no libmicrohttpd)"; exit 77; }
 need_corpus

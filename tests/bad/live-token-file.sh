@@ -2,7 +2,7 @@
 # Bad input: --token-file that cannot be read (missing, a directory) -> exit 5
 # naming it; one whose first line is no usable token (too short, spaces) ->
 # exit 2. Never a server without the token the user asked for.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 LIVE="$HPT_BUILD/src/hpt-live"
 [ -x "$LIVE" ] || { echo "SKIP: hpt-live not built (no libmicrohttpd)"; exit 77; }
 expect_error 5 "hpt-live: --token-file $WORK/missing: cannot read it: No such file or directory" \

@@ -5,9 +5,9 @@
 # naming the cause and starts a new one (exit 0) — an empty file is what a
 # writer killed while creating it leaves. A create that fails after the
 # file exists (its writes fail with ENOSPC: an LD_PRELOAD library built here,
-# tests/metrics-nospace-shim.c) names HDF5's cause and leaves no empty file
+# tests/helpers/metrics-nospace-shim.c) names HDF5's cause and leaves no empty file
 # behind (before: a 0-byte new.h5 that the next run refused).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 HM="$HPT_BUILD/src/hpt-metrics"
 : > "$WORK/empty.h5"
@@ -29,7 +29,7 @@ expect_error 0 "metrics file $WORK/empty.h5: empty file \(0 bytes\); moved to $W
 "$HM" summary "$WORK/empty.h5" | grep -q "^steps: 2 (1-2)" || fail "no new file after the move"
 CC=${CC:-cc}
 if command -v "$CC" > /dev/null; then
-  "$CC" -shared -fPIC -o "$WORK/nospace.so" "$HPT_SRC/tests/metrics-nospace-shim.c" -ldl || fail "shim build"
+  "$CC" -shared -fPIC -o "$WORK/nospace.so" "$HPT_SRC/tests/helpers/metrics-nospace-shim.c" -ldl || fail "shim build"
   expect_error 5 "metrics file $WORK/new.h5: cannot create it \(HDF5: file write failed.*No space left on device" \
     env ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0" LD_PRELOAD="$WORK/nospace.so" HPT_TEST_NOSPACE=/new.h5 "$TRAIN" $B --metrics "$WORK/new.h5"
   [ -e "$WORK/new.h5" ] && fail "the failed create left $(stat -c %s "$WORK/new.h5") bytes at new.h5"

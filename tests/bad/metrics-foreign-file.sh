@@ -2,7 +2,7 @@
 # Bad input: --metrics naming a file that is not an hpt metrics file (plain
 # text; an HDF5 file of something else; a future format version) is
 # refused with exit 5 before training and left byte-for-byte untouched.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 run() { "$TRAIN" --model tiny --data "$CORPUS" --steps 2 --batch 1 --seq-len 32 --eval-batches 1 --metrics "$1"; }
 echo "my notes" > "$WORK/notes.txt"

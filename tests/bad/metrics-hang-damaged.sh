@@ -3,7 +3,7 @@
 # the wrong JSON type (ops null or a string, suspects a number, members not
 # an array) → exit 3 naming the file and the field, no crash; a RUN_DIR that
 # does not exist → exit 5 "no such directory" (as a directory without dumps).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 HM="$HPT_BUILD/src/hpt-metrics"
 R="$WORK/run"
 mkdir -p "$R/hang"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: `hpt-metrics hang` on a directory without hang dumps (exit 5,
 # naming where it looked), and on a dump that is not one (exit 3).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 HM="$HPT_BUILD/src/hpt-metrics"
 mkdir -p "$WORK/run"
 expect_error 5 "$WORK/run: no hang dumps \(looked for rank-\*\.json in $WORK/run/hang" "$HM" hang "$WORK/run"

@@ -3,7 +3,7 @@
 # missing) is refused naming the dataset (exit 3) by the readers; hpt-train
 # moves it aside and trains with a new file (exit 0; a damaged metrics file
 # never ends a training job — issue 17, finding 9; before: exit 5).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 "$PYTHON" - "$WORK/d.h5" <<'PY' || fail "h5py"
 import sys, h5py

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: a metrics file that does not exist is named by hpt-metrics and
 # plot_metrics.py (exit 3).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 expect_error 3 "nope/metrics.h5: no such file" "$HPT_BUILD/src/hpt-metrics" summary "$WORK/nope/metrics.h5"
 expect_error 3 "nope/metrics.h5: no such file" "$HPT_BUILD/src/hpt-metrics" csv "$WORK/nope/metrics.h5"
 expect_error 3 "nope/metrics.h5: no such file" "$PYTHON" "$HPT_SRC/analysis/plot_metrics.py" "$WORK/nope/metrics.h5" -o "$WORK/out"

@@ -2,7 +2,7 @@
 # Bad input: an HDF5 file without format="hpt-metrics", and a file that is
 # not HDF5 at all, are refused by name (exit 3), by hpt-metrics and by
 # plot_metrics.py.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 "$PYTHON" - "$WORK/other.h5" "$WORK/fmt.h5" <<'PY' || fail "h5py"
 import sys, h5py
 with h5py.File(sys.argv[1], "w") as f:

@@ -4,7 +4,7 @@
 # with a metrics.h5 means that file (as hpt-live); a directory without one
 # → exit 3 "DIR: is a directory with no metrics.h5"; a FIFO or device →
 # exit 3 "not a regular file", at once (no hang, no HDF5 error dump).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 HM="$HPT_BUILD/src/hpt-metrics"
 T="timeout 60"

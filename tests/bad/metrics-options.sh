@@ -1,6 +1,6 @@
 #!/bin/sh
 # Bad input: metrics options out of range → exit 2 naming the option.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 run() { "$TRAIN" --model tiny --data "$CORPUS" --steps 2 --batch 1 --seq-len 32 --eval-batches 1 "$@"; }
 expect_error 2 "\-\-metrics-interval 0: must be >= 1" run --metrics-interval 0

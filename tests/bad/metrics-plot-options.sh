@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: plot_metrics.py options out of range are usage errors (exit 2)
 # naming the option, checked before any file is read.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 PLOT="$HPT_SRC/analysis/plot_metrics.py"
 expect_error 2 "plot_metrics.py: error: --smooth 1.5: must be in \[0, 1\)" "$PYTHON" "$PLOT" "$WORK/m.h5" -o "$WORK/o" --smooth 1.5
 expect_error 2 "plot_metrics.py: error: --format png,gif: unknown format 'gif'" "$PYTHON" "$PLOT" "$WORK/m.h5" -o "$WORK/o" --format png,gif

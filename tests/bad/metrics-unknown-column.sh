@@ -3,7 +3,7 @@
 # names it and lists the known ones (exit 2); -o into a missing directory
 # is an output error naming the path (exit 5) and leaves nothing behind;
 # so is plot_metrics.py -o under a regular file.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 "$TRAIN" --model tiny --data "$CORPUS" --seq-len 16 --batch 1 --steps 2 --eval-interval 0 --quiet \
   --run-dir "$WORK/r" > "$WORK/r.out" 2>&1 || { cat "$WORK/r.out"; fail "training run"; }

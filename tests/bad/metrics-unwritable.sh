@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: a --metrics path in a missing or read-only directory, or naming
 # a directory → exit 5 before training, message naming the path.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 run() { "$TRAIN" --model tiny --data "$CORPUS" --steps 2 --batch 1 --seq-len 32 --eval-batches 1 --metrics "$1"; }
 expect_error 5 "metrics file $WORK/nope/m.h5: directory $WORK/nope does not exist" run "$WORK/nope/m.h5"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: an hpt metrics file of an unknown format_version is refused,
 # naming the version (exit 3).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 "$PYTHON" - "$WORK/v99.h5" <<'PY' || fail "h5py"
 import sys, h5py
 with h5py.File(sys.argv[1], "w") as f:

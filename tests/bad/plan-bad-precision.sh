@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input (hpt-plan): an unknown precision, bf16 and tf32 on the fp32-only cpu-local (also
 # with --search), an unknown option.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 expect_error 2 "\-\-precision 'fp16': expected fp32, tf32 or bf16" \
   "$HPT_BUILD/src/hpt-plan" --model small --cluster h100-80gb --seq-len 256 --global-batch 8 --precision fp16
 expect_error 2 "\-\-precision bf16: cluster cpu-local trains in fp32 only" \

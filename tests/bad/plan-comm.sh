@@ -2,7 +2,7 @@
 # Bad input (hpt-plan): --comm other than nccl/mpi, --comm nccl on the CPU
 # cluster (hpt's CPU backend refuses it too), --nccl-algo without NCCL and
 # an unknown algorithm.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 P="$HPT_BUILD/src/hpt-plan"
 expect_error 2 "\-\-comm 'gloo': expected nccl, mpi or auto" \
   "$P" --model small --cluster h100-80gb --seq-len 256 --global-batch 8 --comm gloo

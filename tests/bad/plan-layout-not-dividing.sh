@@ -3,7 +3,7 @@
 # does not fill whole nodes, or does not match --nodes or --gpus, is
 # refused; --gpus and --nodes that disagree (with and without --search) and
 # options the mode does not use are refused, naming them.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 M="--model llama2-70b --cluster h100-80gb --seq-len 4096 --global-batch 96"
 expect_error 2 "\-\-tp 8 x \-\-pp 3 = 24 does not divide the 16 GPUs of \-\-nodes 2 x \-\-gpus-per-node 8" \
   "$HPT_BUILD/src/hpt-plan" $M --tp 8 --pp 3 --nodes 2

@@ -2,7 +2,7 @@
 # Bad input (hpt-plan): zero or negative sizes, and cluster figures out of
 # their range (which would make the JSON's numbers NaN or infinite), name
 # the option and the range.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 M="--model llama3-8b --cluster h100-80gb"
 expect_error 2 "\-\-seq-len 0: must be > 0" "$HPT_BUILD/src/hpt-plan" $M --seq-len 0 --global-batch 8
 expect_error 2 "\-\-global-batch -8: must be > 0" "$HPT_BUILD/src/hpt-plan" $M --seq-len 4096 --global-batch -8

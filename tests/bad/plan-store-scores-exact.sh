@@ -3,7 +3,7 @@
 # model carves hpt-train's own buffers (the CPU attention keeps only the
 # softmax statistics), is refused, exit 2 — it was accepted and changed
 # nothing; with an analytic preset it raises the activations.
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 P="$HPT_BUILD/src/hpt-plan"
 A="--model small --seq-len 256 --global-batch 8"
 expect_error 2 "\-\-store-scores is only used with the analytic presets \(a100-80gb, h100-80gb, h200-141gb\): cluster cpu-local models hpt-train's own allocations" \

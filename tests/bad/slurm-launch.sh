@@ -2,7 +2,7 @@
 # Bad inputs to the Slurm launcher and the local cluster script: each is
 # refused with exit 2 and one message naming the variable, the value and the
 # rule (no cluster needed: the checks run before any srun).
-. "$HPT_SRC/tests/lib.sh"
+. "$HPT_SRC/tests/helpers/lib.sh"
 unset SLURM_JOB_ID SLURM_JOB_NUM_NODES SLURM_JOB_NODELIST SLURM_NTASKS_PER_NODE
 export HPT_BUILD
 T="$HPT_SRC/jobs/train_tiny.sh"

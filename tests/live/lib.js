@@ -1,4 +1,4 @@
-// tests/live/lib.js — shared by the browser tests (tests/live-*.sh): Debian's
+// tests/live/lib.js — shared by the browser tests (tests/live/live-*.sh): Debian's
 // chromium, headless, driven by playwright-core from npm (never a downloaded
 // browser), and small checks. Environment: HPT_SRC (node_modules there).
 'use strict';

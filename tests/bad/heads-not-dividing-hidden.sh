@@ -1,5 +1,0 @@
-#!/bin/sh
-# Bad input: num_attention_heads must divide hidden_size.
-. "$HPT_SRC/tests/lib.sh"
-printf '{"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2, "num_attention_heads": 5, "vocab_size": 8192, "max_position_embeddings": 256}' > "$WORK/c.json"
-expect_error 2 "num_attention_heads = 5 must divide hidden_size = 64" "$TRAIN" --model "$WORK/c.json" --data "$WORK" --steps 1

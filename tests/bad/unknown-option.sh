@@ -1,4 +1,0 @@
-#!/bin/sh
-# Bad input: an unknown option is refused.
-. "$HPT_SRC/tests/lib.sh"
-expect_error 2 "\-\-bogus: unknown option" "$TRAIN" --bogus 3

@@ -1,0 +1,71 @@
+# tests/helpers/lib.sh — shared helpers for hpt's shell tests (sourced).
+# Environment (set by `make check`): HPT_SRC, HPT_BUILD, MPIEXEC, PYTHON.
+set -u
+: "${HPT_SRC:?run through make check}" "${HPT_BUILD:?run through make check}"
+MPIEXEC=${MPIEXEC:-mpiexec}
+PYTHON=${PYTHON:-/usr/bin/python3}
+TRAIN="$HPT_BUILD/src/hpt-train"
+DATA_TOOL="$HPT_BUILD/src/hpt-data"
+CORPUS=${HPT_CORPUS:-$HPT_BUILD/tests/corpus}
+# Sanitizer builds: MPICH's own allocations are reported as leaks; every
+# other ASan/UBSan finding still fails the test (see expect_error).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/hpt-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+fail() { echo "FAIL: $*"; exit 1; }
+pass() { echo "PASS: $*"; exit 0; }
+
+need_corpus() {
+  [ -f "$CORPUS/train_000000.bin" ] || fail "corpus missing: tests/data/prepare-corpus.sh must run first"
+}
+
+# Reject crashes and sanitizer reports in a captured output file.
+no_crash() { # FILE STATUS
+  [ "$2" -lt 128 ] || fail "crashed with signal $(( $2 - 128 ))"
+  if grep -qE "AddressSanitizer|LeakSanitizer|runtime error:|Segmentation fault|core dumped" "$1"; then
+    cat "$1"; fail "sanitizer or crash report in the output"
+  fi
+}
+
+# expect_error STATUS PATTERN CMD...: CMD must exit with STATUS, print a
+# message matching the extended regex PATTERN, print it once, and not crash.
+expect_error() {
+  local want=$1 pat=$2; shift 2
+  local out="$WORK/out.$$" st=0
+  "$@" >"$out" 2>&1 || st=$?
+  cat "$out"
+  no_crash "$out" "$st"
+  [ "$st" -eq "$want" ] || fail "exit status $st, expected $want"
+  grep -qE "$pat" "$out" || fail "message does not match /$pat/"
+  [ "$(grep -cE "$pat" "$out")" -eq 1 ] || fail "message printed more than once"
+  echo "PASS: exit $st, message matches /$pat/"
+}
+
+# tiny_ckpts DIR ARG... : checkpoints of the tiny model written by
+# tests/helpers/make_ckpt.py (h5py; its config in $WORK/tiny.json) into the
+# checkpoints directory DIR; ARG... are make_ckpt.py's (e.g. --steps 10 20).
+tiny_ckpts() {
+  local dir=$1; shift
+  "$PYTHON" -c "import h5py, numpy" || fail "python3-h5py missing (setup.sh installs it)"
+  [ -f "$WORK/tiny.json" ] || "$TRAIN" --model tiny --print-config > "$WORK/tiny.json" || fail "--print-config"
+  "$PYTHON" "$HPT_SRC/tests/helpers/make_ckpt.py" --config "$WORK/tiny.json" --dir "$dir" "$@" ||
+    fail "make_ckpt.py $*"
+}
+
+# write_shard PATH MAGIC VERSION NTOK_HEADER TOKEN... : an llm.c-style shard
+# with an arbitrary header (uint16 tokens unless MAGIC is 20240801).
+write_shard() {
+  "$PYTHON" - "$@" <<'PY'
+import struct, sys
+path, magic, version, ntok = sys.argv[1], *map(int, sys.argv[2:5])
+toks = [int(t) for t in sys.argv[5:]]
+fmt = "<%dI" % len(toks) if magic == 20240801 else "<%dH" % len(toks)
+hdr = [0] * 256
+hdr[0], hdr[1], hdr[2] = magic, version, ntok
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", *hdr))
+    f.write(struct.pack(fmt, *toks))
+PY
+}

@@ -1,0 +1,92 @@
+#!/bin/sh
+# The 70B and 8B dry runs (no cluster needed): every TP group inside one node,
+# group counts as in the templates' headers (70B: 16 nodes x 8 = 128 ranks,
+# 16 TP groups of 8, 32 PP groups of 4, 32 DP groups of 4; 8B: 4 TP groups of 8,
+# 8 DP groups of 4), every rank in exactly one group of each kind, and the
+# memory plan from hpt-plan when it is built. By default the groups are
+# summarised (first and last of each kind); --verbose or
+# HPT_DRY_RUN_VERBOSE=1 lists every one.
+. "$HPT_SRC/tests/helpers/lib.sh"
+# A dry run outside an allocation, even when make check itself runs in one.
+unset SLURM_JOB_ID SLURM_JOB_NUM_NODES SLURM_JOB_NODELIST SLURM_NTASKS_PER_NODE
+export HPT_BUILD
+st=0
+bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70b" 2>&1 || st=$?
+cat "$WORK/70b"
+[ $st = 0 ] || fail "70B dry run: exit $st"
+grep -q "^launch: 16 nodes x 8 tasks = 128 ranks = TP 8 x PP 4 x DP 4 " "$WORK/70b" || fail "70B: layout line"
+grep -q "micro-batch 1 x grad-accum 256 x DP 4" "$WORK/70b" || fail "70B: batch split"
+grep -qx "TP groups: 16 of 8 ranks; 0 cross a node boundary" "$WORK/70b" || fail "70B: TP groups"
+grep -qx "PP groups: 32 of 4 ranks; 32 cross a node boundary" "$WORK/70b" || fail "70B: PP groups"
+grep -qx "DP groups: 32 of 4 ranks; 32 cross a node boundary" "$WORK/70b" || fail "70B: DP groups"
+# by default a summary: the first and the last group of each kind, and a
+# line for those left out (one line per group was ~50 k lines at 16 k GPUs)
+[ "$(grep -cE '^  (TP|PP|DP) group ' "$WORK/70b")" = 6 ] || fail "70B: not 2 group lines per kind by default"
+grep -qx "  TP group 0 (pp 0 dp 0): ranks 0,1,2,3,4,5,6,7 on node0" "$WORK/70b" &&
+  grep -qx "  TP group 15 (pp 3 dp 3): ranks 120,121,122,123,124,125,126,127 on node15" "$WORK/70b" &&
+  grep -qx "  PP group 31 (tp 7 dp 3): ranks 31,63,95,127 on node3,node7,node11,node15" "$WORK/70b" &&
+  grep -qx "  DP group 0 (tp 0 pp 0): ranks 0,8,16,24 on node0,node1,node2,node3" "$WORK/70b" ||
+  fail "70B: the first or last group lines are wrong"
+[ "$(grep -cx '  \.\.\. (\(14\|30\) more; --verbose or HPT_DRY_RUN_VERBOSE=1 lists every group)' "$WORK/70b")" = 3 ] ||
+  fail "70B: no line per kind saying how many groups are left out"
+# --verbose (and HPT_DRY_RUN_VERBOSE=1): every group
+bash "$HPT_SRC/jobs/train_70b.sh" --dry-run --verbose > "$WORK/70bv" 2>&1 || fail "70B dry run --verbose: $(cat "$WORK/70bv")"
+HPT_DRY_RUN_VERBOSE=1 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70be" 2>&1 || fail "70B dry run HPT_DRY_RUN_VERBOSE=1"
+cmp -s "$WORK/70bv" "$WORK/70be" || fail "70B: --verbose and HPT_DRY_RUN_VERBOSE=1 differ"
+[ "$(grep -cE '^  (TP|PP|DP) group ' "$WORK/70bv")" = 80 ] || fail "70B --verbose: not 16+32+32 group lines"
+grep -q "more; --verbose" "$WORK/70bv" && fail "70B --verbose: groups left out"
+HPT_DRY_RUN_VERBOSE=yes bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70bx" 2>&1 && fail "HPT_DRY_RUN_VERBOSE=yes accepted"
+grep -q "DRY_RUN_VERBOSE='yes': expected 0 or 1" "$WORK/70bx" || fail "HPT_DRY_RUN_VERBOSE=yes: $(cat "$WORK/70bx")"
+"$PYTHON" - "$WORK/70bv" <<'PY' || fail "70B --verbose: group lines"
+import re, sys
+groups = {"TP": [], "PP": [], "DP": []}
+for l in open(sys.argv[1]):
+    m = re.match(r"  (TP|PP|DP) group \d+ \([^)]*\): ranks ([\d,]+) on (\S+)$", l)
+    if m:
+        groups[m[1]].append(([int(r) for r in m[2].split(",")], m[3].split(",")))
+for kind, gs in groups.items():
+    ranks = sorted(r for g, _ in gs for r in g)
+    assert ranks == list(range(128)), (kind, "ranks not covered exactly once")
+for g, nodes in groups["TP"]:
+    assert g == list(range(g[0], g[0] + 8)) and g[0] % 8 == 0, ("TP group not 8 consecutive ranks", g)
+    assert len(nodes) == 1 and nodes[0] == "node%d" % (g[0] // 8), ("TP group crosses nodes", g, nodes)
+for g, nodes in groups["PP"]:
+    assert [r // 32 for r in g] == [0, 1, 2, 3], ("PP stages", g)   # rank = tp + dp*8 + pp*32
+print("70B: every rank in one TP, PP and DP group; TP groups = 8 consecutive ranks on one node")
+PY
+if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
+  grep -q "hpt-plan --model llama2-70b --cluster h100-80gb --nodes 16 --gpus-per-node 8 --tp 8 --pp 4 --dp 4 --seq-len 4096 --global-batch 1024 --micro-batch 1 --recompute --zero1" "$WORK/70b" ||
+    fail "70B: hpt-plan not called with the layout"
+else
+  grep -q "^hpt-plan is not built" "$WORK/70b" || fail "70B: no word about the missing hpt-plan"
+fi
+bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8b" 2>&1 || fail "8B dry run failed: $(cat "$WORK/8b")"
+grep -q "^launch: 4 nodes x 8 tasks = 32 ranks = TP 8 x PP 1 x DP 4 " "$WORK/8b" || fail "8B: layout line"
+grep -qx "TP groups: 4 of 8 ranks; 0 cross a node boundary" "$WORK/8b" || fail "8B: TP groups"
+grep -qx "DP groups: 8 of 4 ranks; 8 cross a node boundary" "$WORK/8b" || fail "8B: DP groups"
+# An override reaches the layout: 8 nodes instead of 16 -> DP 2, grad-accum 512.
+HPT_NODES=8 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70b8" 2>&1 || fail "70B on 8 nodes failed"
+grep -q "TP 8 x PP 4 x DP 2 .*" "$WORK/70b8" && grep -q "grad-accum 512 x DP 2" "$WORK/70b8" ||
+  fail "70B on 8 nodes: DP 2 and grad-accum 512 expected"
+# HPT_INIT_FROM: named in the dry run (and passed as --init-from)
+: > "$WORK/w.safetensors"
+HPT_INIT_FROM="$WORK/w.safetensors" bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bi" 2>&1 ||
+  fail "8B dry run with HPT_INIT_FROM failed: $(cat "$WORK/8bi")"
+grep -q "^== initial weights: --init-from $WORK/w.safetensors " "$WORK/8bi" || fail "HPT_INIT_FROM not in the dry run"
+# HPT_ASYNC_SAVE=1: named in the dry run, and the plan counts the staging buffer
+HPT_ASYNC_SAVE=1 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8ba" 2>&1 ||
+  fail "8B dry run with HPT_ASYNC_SAVE=1 failed: $(cat "$WORK/8ba")"
+grep -q "^== checkpoints: --async-save" "$WORK/8ba" || fail "HPT_ASYNC_SAVE not in the dry run"
+if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
+  grep -q "hpt-plan .* --async-save" "$WORK/8ba" && grep -q "^async-save staging buffer (host memory): " "$WORK/8ba" ||
+    fail "HPT_ASYNC_SAVE=1: hpt-plan not asked for the staging buffer"
+fi
+# ... on by default in the 70B and 8B templates (measured to pay), off with HPT_ASYNC_SAVE=0
+for f in 70b 8b; do
+  grep -q "^== checkpoints: --async-save" "$WORK/$f" || fail "$f template: --async-save is not on by default"
+done
+HPT_ASYNC_SAVE=0 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8b0" 2>&1 || fail "8B dry run with HPT_ASYNC_SAVE=0 failed"
+grep -q -- "--async-save" "$WORK/8b0" && fail "HPT_ASYNC_SAVE=0: --async-save still given"
+HPT_ASYNC_SAVE=yes bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bx" 2>&1 && fail "HPT_ASYNC_SAVE=yes accepted"
+grep -q "HPT_ASYNC_SAVE='yes': expected 0 or 1" "$WORK/8bx" || fail "HPT_ASYNC_SAVE=yes: $(cat "$WORK/8bx")"
+pass "70B and 8B dry runs: TP groups inside nodes, group counts as documented"

@@ -1,0 +1,1272 @@
+/* test_backend_cuda.c — every op of the cuda backend against the cpu
+ * backend (the reference: its ops are checked by tests/unit/test_ops against
+ * finite differences and double-precision references).
+ *
+ * Method: random non-zero inputs from a fixed-seed PRNG; the same call on
+ * both backends; outputs the contract says are overwritten are poisoned
+ * with NaN on the GPU before the call, so an element a kernel leaves
+ * unwritten fails the comparison; accumulated outputs start from the same
+ * random values on both sides. Shapes include T not a multiple of the
+ * attention tiles (16 query rows, 32 keys), GQA ratios 1, 2 and 8, head_dim
+ * 64 and 128, a vocabulary that is not a multiple of 8, padded
+ * vocab-parallel columns.
+ *
+ * Error measure (ggml test-backend-ops): normalised mean squared error
+ * NMSE = sum (gpu - cpu)^2 / sum cpu^2, tolerance 1e-5 for fp32 (float
+ * rounding and summation order give ~1e-12; an indexing or masking bug
+ * gives ~1); a non-finite GPU value fails. Scalars returned to the host
+ * (losses, sum of squares) are compared by relative error, 1e-5.
+ *
+ * bf16 mode (--precision bf16, test_bf16 and test_bf16_training): products
+ * against the CPU's fp32 products within NMSE 2e-2 (the issue's bound),
+ * and against the CPU's products of the same operands rounded to bf16 on
+ * the host (lib/bf16.h) within 1e-10 — which shows the GPU rounds exactly
+ * those operands and accumulates in fp32; the working copies of the
+ * weights follow every write to the fp32 masters (upload at an offset,
+ * AdamW); a few training steps of a tiny model stay within 2e-2 of the
+ * CPU's fp32 steps (losses relative, gradients and weights NMSE). bf16
+ * activation storage (test_bf16_act_ops): in bf16 mode every `void *`
+ * activation is bf16 (act_dtype); each op that reads or writes one (RMSNorm,
+ * RoPE, attention and its cached form, SwiGLU, a product into bf16) is
+ * checked against the fp32 CPU within 2e-2 with its bf16 outputs poisoned
+ * with NaN, and an fp32 computation stored in bf16 against the CPU's result
+ * rounded on the host within 1e-6 (round to nearest even, not truncation);
+ * the tiny model's activation block is carved with 2-byte elements. bf16
+ * attention goes through cuBLAS in query chunks (test_attention_blas):
+ * at one chunk and at 16-, 7- and 5-row chunks against the CPU on the same
+ * bf16-rounded operands and against the fp32 flash kernels, NMSE 2e-4; the
+ * attention group runs the same path in tf32 mode (fp32 operands, NMSE
+ * 1e-4).
+ *
+ * Arguments: optional group names (memory matmul embedding rmsnorm rope
+ * attention elementwise crossentropy adamw bf16 reserve) run only those
+ * groups. The sections follow the backend's files: lib/backend_cuda.cu
+ * (memory, matmul, reserve), lib/attention_cuda.cu (attention),
+ * lib/kernels_cuda.cu (embedding, rmsnorm, rope, elementwise,
+ * crossentropy, adamw); bf16 (and attention's tf32 part) crosses all
+ * three.
+ *
+ * Needs a GPU: when the cuda backend reports no visible device the test
+ * prints "no CUDA device visible: <reason>" and exits 77 (skipped). Each
+ * check prints "ok <name> nmse X" or "FAIL <name> ..."; exit status 1 if
+ * any failed.
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "bf16.h"
+#include "config.h"
+#include "model.h"
+
+#define TOL 1e-5      /* NMSE, fp32                                      */
+#define TOL_TF32 1e-4 /* NMSE of the tf32 products (10-bit mantissas)    */
+#define SCALAR_TOL 1e-5
+#define TOL_BF16 2e-2 /* NMSE (and relative loss) of bf16 mode vs the fp32 CPU */
+/* NMSE of bf16 products vs the CPU on the same bf16-rounded operands: only
+ * the fp32 summation order differs (~1e-14 seen); operands left in fp32
+ * or rounded otherwise (e.g. truncated) give ~1e-6 */
+#define TOL_BF16_EXACT 1e-10
+/* NMSE of a result stored in bf16 against the CPU's fp32 result on the
+ * same inputs, rounded to bf16 on the host: equal up to the rare element
+ * whose last-bit fp32 difference flips the rounding (one bf16 ulp, 2^-8
+ * relative); truncation instead of rounding to nearest gives ~1e-5 */
+#define TOL_BF16_STORE 1e-6
+
+static const hpt_backend *cpu, *gpu;
+static int n_fail, n_ok;
+
+/* ------------------------------------------------------------ utilities */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+/* Uniform in [-1, 1) (splitmix64). */
+static double urand(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-52 - 1.0;
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        HPT_FATAL("out of memory (%zu bytes)", bytes);
+    return p;
+}
+
+/* n floats uniform in [-a, a), none zero. */
+static float *hrand(size_t n, double a)
+{
+    float *p = xmalloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) {
+        double u = urand();
+        p[i] = (float)(a * (u == 0.0 ? 0.5 : u));
+    }
+    return p;
+}
+
+static float *hdup(const float *x, size_t n)
+{
+    float *p = xmalloc(sizeof(float) * n);
+    memcpy(p, x, sizeof(float) * n);
+    return p;
+}
+
+static int32_t *itok(size_t n, int hi)
+{
+    int32_t *p = xmalloc(sizeof(int32_t) * n);
+    for (size_t i = 0; i < n; i++) {
+        int v = (int)((urand() + 1.0) * 0.5 * hi);
+        p[i] = v < hi ? v : hi - 1;
+    }
+    return p;
+}
+
+/* GPU copy of host bytes. */
+static void *dput(const void *h, size_t bytes)
+{
+    void *d = gpu->alloc(bytes);
+    if (!d)
+        HPT_FATAL("cuda alloc of %zu bytes: %s", bytes, hpt_error_msg());
+    gpu->upload(d, h, bytes);
+    return d;
+}
+
+/* GPU buffer of n floats, every one NaN (an unwritten output stays NaN). */
+static float *dnan(size_t n)
+{
+    float *h = xmalloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)
+        h[i] = NAN;
+    float *d = dput(h, sizeof(float) * n);
+    free(h);
+    return d;
+}
+
+/* Host copy of n device floats; the device buffer is freed. */
+static float *dtake(float *d, size_t n)
+{
+    float *h = xmalloc(sizeof(float) * n);
+    gpu->download(h, d, sizeof(float) * n);
+    gpu->free(d);
+    return h;
+}
+
+static void result(const char *name, int ok, const char *fmt, double v)
+{
+    if (ok)
+        n_ok++;
+    else
+        n_fail++;
+    printf("%s %s ", ok ? "ok" : "FAIL", name);
+    printf(fmt, v);
+    printf("\n");
+}
+
+/* NMSE of got (GPU) against ref (CPU); NaN/inf in got fails. */
+static void cmp_tol(const char *name, const float *got, const float *ref, size_t n, double tol)
+{
+    double num = 0.0, den = 0.0;
+    size_t bad = n;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]) && bad == n)
+            bad = i;
+        double d = (double)got[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    if (bad < n) {
+        printf("FAIL %s: element %zu of %zu is %g (unwritten or non-finite; cpu %g)\n", name, bad,
+               n, got[bad], ref[bad]);
+        n_fail++;
+        return;
+    }
+    double e = den > 0 ? num / den : num;
+    result(name, e <= tol, "nmse %.2e", e);
+}
+
+static void cmp(const char *name, const float *got, const float *ref, size_t n)
+{
+    cmp_tol(name, got, ref, n, TOL);
+}
+
+/* Relative error of a scalar against the CPU's within tol. */
+static void cmp_tol_scalar(const char *name, double got, double ref, double tol)
+{
+    double e = fabs(got - ref) / fmax(fabs(ref), 1e-30);
+    result(name, isfinite(got) && e <= tol, "rel err %.2e", e);
+}
+
+static void cmp_scalar(const char *name, double got, double ref)
+{
+    cmp_tol_scalar(name, got, ref, SCALAR_TOL);
+}
+
+#define FB(n) (sizeof(float) * (size_t)(n))
+
+/* bf16 activations on the GPU (bf16 mode stores `void *` activations as
+ * bf16): a device copy of x rounded to bf16; a device buffer of n bf16
+ * NaNs; the host floats of n device bf16 values (buffer freed). */
+static void *dput_bf16(const float *x, size_t n)
+{
+    hpt_bf16 *h = xmalloc(sizeof(hpt_bf16) * (n ? n : 1));
+    hpt_bf16_from_f32_n(h, x, n);
+    void *d = dput(h, sizeof(hpt_bf16) * n);
+    free(h);
+    return d;
+}
+
+static void *dnan_bf16(size_t n)
+{
+    hpt_bf16 *h = xmalloc(sizeof(hpt_bf16) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++)
+        h[i] = 0x7fc0; /* quiet NaN */
+    void *d = dput(h, sizeof(hpt_bf16) * n);
+    free(h);
+    return d;
+}
+
+static float *dtake_bf16(void *d, size_t n)
+{
+    hpt_bf16 *h = xmalloc(sizeof(hpt_bf16) * (n ? n : 1));
+    float *f = xmalloc(FB(n ? n : 1));
+    gpu->download(h, d, sizeof(hpt_bf16) * n);
+    gpu->free(d);
+    hpt_bf16_to_f32_n(f, h, n);
+    free(h);
+    return f;
+}
+
+/* ======================================================================
+ * lib/backend_cuda.cu: memory, the products through cuBLAS (reserve: below,
+ * with the bf16 working copies it sizes)
+ * ====================================================================== */
+
+/* ------------------------------------------------------------- memory */
+
+static void test_memory(void)
+{
+    size_t n = 1000;
+    float *d = gpu->alloc(FB(n)), *z = xmalloc(FB(n)), *x = hrand(n, 1.0);
+    gpu->download(z, d, FB(n));
+    int zero = 1;
+    for (size_t i = 0; i < n; i++)
+        zero &= z[i] == 0.0f;
+    result("memory: alloc is zero-filled", zero, "(%g)", 0.0);
+    gpu->upload(d, x, FB(n));
+    float *e = gpu->alloc(FB(n));
+    gpu->copy(e, d, FB(n));
+    gpu->download(z, e, FB(n));
+    result("memory: upload, copy, download round-trip", !memcmp(z, x, FB(n)), "(%g)", 0.0);
+    gpu->copy(d + 10, d, FB(n - 10)); /* overlapping: memmove semantics */
+    gpu->download(z, d, FB(n));
+    result("memory: copy of overlapping ranges (memmove)",
+           !memcmp(z + 10, x, FB(n - 10)) && !memcmp(z, x, FB(10)), "(%g)", 0.0);
+    gpu->memset0(e, FB(n));
+    gpu->download(z, e, FB(n));
+    zero = 1;
+    for (size_t i = 0; i < n; i++)
+        zero &= z[i] == 0.0f;
+    result("memory: memset0", zero, "(%g)", 0.0);
+    result("memory: mem_peak counts the allocations", gpu->mem_peak && gpu->mem_peak() >= FB(2 * n),
+           "%g bytes", gpu->mem_peak ? (double)gpu->mem_peak() : 0.0);
+    result("memory: is_device (device buffer 1, host buffer 0)",
+           gpu->is_device && gpu->is_device(d) && !gpu->is_device(x) && !gpu->is_device(NULL),
+           "(%g)", 0.0);
+    /* pinned host memory (the async checkpoint's staging buffer): a
+     * downloaded buffer pinned equals one pageable; host memory stays host */
+    float *pin = NULL;
+    if (posix_memalign((void **)&pin, 4096, FB(n)))
+        pin = NULL;
+    int pinned = pin && gpu->host_pin && gpu->host_unpin && gpu->host_pin(pin, FB(n)) == 0;
+    if (pinned) {
+        gpu->upload(d, x, FB(n));
+        gpu->download(pin, d, FB(n));
+    }
+    result("memory: host_pin, download into pinned memory, host_unpin",
+           pinned && !memcmp(pin, x, FB(n)) && !gpu->is_device(pin), "(%g)", 0.0);
+    if (pinned)
+        gpu->host_unpin(pin);
+    free(pin);
+    gpu->free(d);
+    gpu->free(e);
+    gpu->free(NULL);
+    free(z);
+    free(x);
+}
+
+/* ------------------------------------------------------------- linear */
+
+static void test_matmul_shape(int N, int Ic, int O, double tol, const char *tag)
+{
+    char name[160];
+    float *in = hrand((size_t)N * Ic, 1.0), *w = hrand((size_t)O * Ic, 1.0);
+    float *dout = hrand((size_t)N * O, 1.0), *dw0 = hrand((size_t)O * Ic, 1.0);
+    float *din0 = hrand((size_t)N * Ic, 1.0);
+    float *out = xmalloc(FB((size_t)N * O));
+    cpu->matmul_forward(out, HPT_DTYPE_F32, in, w, N, Ic, O);
+    float *d_in = dput(in, FB((size_t)N * Ic)), *d_w = dput(w, FB((size_t)O * Ic));
+    float *d_dout = dput(dout, FB((size_t)N * O));
+    float *d_out = dnan((size_t)N * O);
+    gpu->matmul_forward(d_out, HPT_DTYPE_F32, d_in, d_w, N, Ic, O);
+    float *g = dtake(d_out, (size_t)N * O);
+    snprintf(name, sizeof name, "matmul_forward%s N=%d Ic=%d O=%d", tag, N, Ic, O);
+    cmp_tol(name, g, out, (size_t)N * O, tol);
+    free(g);
+    for (int accum = 0; accum <= 2; accum++) { /* 2: din NULL */
+        float *din = hdup(din0, (size_t)N * Ic), *dw = hdup(dw0, (size_t)O * Ic);
+        cpu->matmul_backward(accum < 2 ? din : NULL, dw, dout, in, w, N, Ic, O, accum == 1);
+        float *d_din = accum == 1 ? dput(din0, FB((size_t)N * Ic)) : dnan((size_t)N * Ic);
+        float *d_dw = dput(dw0, FB((size_t)O * Ic));
+        gpu->matmul_backward(accum < 2 ? d_din : NULL, d_dw, d_dout, d_in, d_w, N, Ic, O,
+                             accum == 1);
+        float *gdw = dtake(d_dw, (size_t)O * Ic), *gdin = dtake(d_din, (size_t)N * Ic);
+        snprintf(name, sizeof name, "matmul_backward%s dw += (accumulated) N=%d Ic=%d O=%d%s", tag,
+                 N, Ic, O, accum == 2 ? " din=NULL" : "");
+        cmp_tol(name, gdw, dw, (size_t)O * Ic, tol);
+        if (accum < 2) {
+            snprintf(name, sizeof name, "matmul_backward%s din %s N=%d Ic=%d O=%d", tag,
+                     accum ? "+= (accum_din)" : "= (overwritten)", N, Ic, O);
+            cmp_tol(name, gdin, din, (size_t)N * Ic, tol);
+        }
+        free(din), free(dw), free(gdw), free(gdin);
+    }
+    gpu->free(d_in), gpu->free(d_w), gpu->free(d_dout);
+    free(in), free(w), free(dout), free(dw0), free(din0), free(out);
+}
+
+static void test_matmul(void)
+{
+    test_matmul_shape(7, 33, 17, TOL, "");
+    test_matmul_shape(64, 128, 96, TOL, "");
+    test_matmul_shape(130, 256, 301, TOL, "");
+    hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_TF32);
+    result("set_precision tf32 accepted", st == HPT_OK, "(%g)", 0.0);
+    test_matmul_shape(130, 256, 301, TOL_TF32, " (tf32)");
+    st = hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
+    result("set_precision fp32 accepted", st == HPT_OK, "(%g)", 0.0);
+}
+
+/* ======================================================================
+ * lib/attention_cuda.cu: the flash kernels (fp32); the cuBLAS path is
+ * test_attention_blas in the bf16/tf32 section
+ * ====================================================================== */
+
+/* ------------------------------------------------- attention cases */
+
+/* One attention case: random q (B,T,H,hd), k, v (B,T,KV,hd) and dout
+ * (B,T,H,hd), rounded to bf16 when round_bf16, and the CPU backend's out,
+ * dq, dk, dv on them (the reference). Owned: att_case_free. */
+typedef struct {
+    int B, T, H, KV, hd;
+    size_t nq, nk; /* elements of q (and out, dout, dq) and of k (v, dk, dv) */
+    float *q, *k, *v, *dout, *out, *dq, *dk, *dv;
+} att_case;
+
+static att_case att_case_new(int B, int T, int H, int KV, int hd, int round_bf16)
+{
+    att_case c;
+    memset(&c, 0, sizeof c);
+    c.B = B, c.T = T, c.H = H, c.KV = KV, c.hd = hd;
+    c.nq = (size_t)B * T * H * hd, c.nk = (size_t)B * T * KV * hd;
+    c.q = hrand(c.nq, 2.0), c.k = hrand(c.nk, 2.0), c.v = hrand(c.nk, 1.0);
+    c.dout = hrand(c.nq, 1.0);
+    if (round_bf16)
+        hpt_bf16_round(c.q, c.nq), hpt_bf16_round(c.k, c.nk), hpt_bf16_round(c.v, c.nk),
+            hpt_bf16_round(c.dout, c.nq);
+    size_t np = cpu->attention_saved_floats(B, T, H), ns = cpu->attention_scratch_floats(B, T, H);
+    float *sv = xmalloc(FB(np)), *scr = xmalloc(FB(ns));
+    c.out = xmalloc(FB(c.nq)), c.dq = xmalloc(FB(c.nq)), c.dk = xmalloc(FB(c.nk));
+    c.dv = xmalloc(FB(c.nk));
+    cpu->attention_forward(c.out, sv, c.q, c.k, c.v, B, T, H, KV, hd);
+    cpu->attention_backward(c.dq, c.dk, c.dv, scr, c.dout, c.out, sv, c.q, c.k, c.v, B, T, H, KV,
+                            hd);
+    free(sv), free(scr);
+    return c;
+}
+
+static void att_case_free(att_case *c)
+{
+    free(c->q), free(c->k), free(c->v), free(c->dout), free(c->out), free(c->dq), free(c->dk);
+    free(c->dv);
+}
+
+/* The GPU backend's forward and backward on c's inputs: q, k, v and out in
+ * the activation dtype (bf16 when bf, else fp32), dout fp32; every output
+ * poisoned with NaN before the call. got[0..4) = out (as floats), dq, dk,
+ * dv, host copies owned by the caller. */
+static void att_gpu_run(const att_case *c, int bf, float *got[4])
+{
+    int B = c->B, T = c->T, H = c->H, KV = c->KV, hd = c->hd;
+    size_t nq = c->nq, nk = c->nk;
+    size_t gp = gpu->attention_saved_floats(B, T, H), gs = gpu->attention_scratch_floats(B, T, H);
+    void *d_q = bf ? dput_bf16(c->q, nq) : dput(c->q, FB(nq));
+    void *d_k = bf ? dput_bf16(c->k, nk) : dput(c->k, FB(nk));
+    void *d_v = bf ? dput_bf16(c->v, nk) : dput(c->v, FB(nk));
+    void *d_out = bf ? dnan_bf16(nq) : (void *)dnan(nq);
+    float *d_dout = dput(c->dout, FB(nq)), *d_saved = dnan(gp), *d_scr = dnan(gs);
+    float *d_dq = dnan(nq), *d_dk = dnan(nk), *d_dv = dnan(nk);
+    gpu->attention_forward(d_out, d_saved, d_q, d_k, d_v, B, T, H, KV, hd);
+    gpu->attention_backward(d_dq, d_dk, d_dv, d_scr, d_dout, d_out, d_saved, d_q, d_k, d_v, B, T,
+                            H, KV, hd);
+    got[0] = bf ? dtake_bf16(d_out, nq) : dtake((float *)d_out, nq);
+    got[1] = dtake(d_dq, nq), got[2] = dtake(d_dk, nk), got[3] = dtake(d_dv, nk);
+    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v), gpu->free(d_dout), gpu->free(d_saved);
+    gpu->free(d_scr);
+}
+
+/* ---------------------------------------------------------- attention */
+
+static void test_attention(int B, int T, int H, int KV, int hd)
+{
+    char name[200];
+    att_case c = att_case_new(B, T, H, KV, hd, 0);
+    size_t nq = c.nq, nk = c.nk;
+    float *gt[4];
+    att_gpu_run(&c, 0, gt);
+    snprintf(name, sizeof name, "attention_forward B=%d T=%d H=%d KV=%d (GQA %d) hd=%d", B, T, H,
+             KV, H / KV, hd);
+    cmp(name, gt[0], c.out, nq);
+    const char *what[3] = {"dq", "dk", "dv"};
+    const float *got[3] = {gt[1], gt[2], gt[3]}, *ref[3] = {c.dq, c.dk, c.dv};
+    const float *dv = c.dv;
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "attention_backward %s B=%d T=%d H=%d KV=%d hd=%d", what[i], B,
+                 T, H, KV, hd);
+        if (T == 1 && i < 2) { /* one key: the softmax has no gradient with respect to its only
+                                * score, so dq = dk = 0 up to rounding on both sides; the NMSE
+                                * of two rounding noises says nothing (it failed on main) */
+            size_t n = i ? nk : nq, bad = n;
+            double g2 = 0.0, r2 = 0.0, v2 = 0.0;
+            for (size_t j = 0; j < n; j++) {
+                if (!isfinite(got[i][j]) && bad == n)
+                    bad = j;
+                g2 += (double)got[i][j] * got[i][j], r2 += (double)ref[i][j] * ref[i][j];
+            }
+            for (size_t j = 0; j < nk; j++)
+                v2 += (double)dv[j] * dv[j];
+            double e = sqrt(fmax(g2, r2) / fmax(v2, 1e-300)); /* relative to dv = dout's scale */
+            if (bad < n)
+                printf("FAIL %s: element %zu is %g (unwritten or non-finite)\n", name, bad,
+                       got[i][bad]), n_fail++;
+            else
+                result(name, e <= 1e-4, "(zero up to rounding) rms / rms(dv) %.2e", e);
+            continue;
+        }
+        cmp(name, got[i], ref[i], i ? nk : nq);
+    }
+    for (int i = 0; i < 4; i++)
+        free(gt[i]);
+    att_case_free(&c);
+}
+
+static void test_attention_cached(int n, int pos0, int H, int KV, int hd)
+{
+    char name[160];
+    int S = pos0 + n;
+    size_t nq = (size_t)n * H * hd, nk = (size_t)S * KV * hd;
+    float *q = hrand(nq, 2.0), *kc = hrand(nk, 2.0), *vc = hrand(nk, 1.0), *out = xmalloc(FB(nq));
+    cpu->attention_cached(out, q, kc, vc, n, pos0, H, KV, hd);
+    float *d_q = dput(q, FB(nq)), *d_k = dput(kc, FB(nk)), *d_v = dput(vc, FB(nk));
+    float *d_out = dnan(nq);
+    gpu->attention_cached(d_out, d_q, d_k, d_v, n, pos0, H, KV, hd);
+    float *g = dtake(d_out, nq);
+    snprintf(name, sizeof name, "attention_cached n=%d pos0=%d H=%d KV=%d hd=%d", n, pos0, H, KV,
+             hd);
+    cmp(name, g, out, nq);
+    gpu->free(d_q), gpu->free(d_k), gpu->free(d_v);
+    free(q), free(kc), free(vc), free(out), free(g);
+}
+
+/* ======================================================================
+ * bf16 and tf32 modes, across the three files: backend_cuda.cu's bf16
+ * products, working copies and reserve, attention_cuda.cu's cuBLAS path,
+ * the kernels' bf16 activations, a few training steps
+ * ====================================================================== */
+
+/* ----------------------------------------------------------- bf16 mode */
+
+static float *bf16_copy(const float *x, size_t n)
+{
+    float *p = hdup(x, n);
+    hpt_bf16_round(p, n);
+    return p;
+}
+
+/* One bf16 product on both sides: the GPU in bf16 mode against the CPU on
+ * fp32 operands (NMSE <= 2e-2) and on the same operands rounded to bf16
+ * (NMSE <= 1e-10: exactly these operands, fp32 accumulation). */
+static void bf16_pair(const char *name, const float *got, const float *ref32, const float *refbf,
+                      size_t n)
+{
+    char nm[220];
+    snprintf(nm, sizeof nm, "%s (bf16 vs fp32 cpu)", name);
+    cmp_tol(nm, got, ref32, n, TOL_BF16);
+    snprintf(nm, sizeof nm, "%s (bf16 vs cpu on bf16-rounded operands)", name);
+    cmp_tol(nm, got, refbf, n, TOL_BF16_EXACT);
+}
+
+static void test_bf16_matmul(int N, int Ic, int O)
+{
+    char name[160];
+    size_t ni = (size_t)N * Ic, nw = (size_t)O * Ic, no = (size_t)N * O;
+    float *in = hrand(ni, 1.0), *w = hrand(nw, 1.0), *dout = hrand(no, 1.0), *dw0 = hrand(nw, 1.0);
+    float *din0 = hrand(ni, 1.0);
+    float *inb = bf16_copy(in, ni), *wb = bf16_copy(w, nw), *doutb = bf16_copy(dout, no);
+    float *out = xmalloc(FB(no)), *outb = xmalloc(FB(no));
+    cpu->matmul_forward(out, HPT_DTYPE_F32, in, w, N, Ic, O);
+    cpu->matmul_forward(outb, HPT_DTYPE_F32, inb, wb, N, Ic, O);
+    /* the input is an activation: stored in bf16 in this mode */
+    void *d_in = dput_bf16(in, ni);
+    float *d_w = dput(w, FB(nw)), *d_dout = dput(dout, FB(no));
+    float *d_out = dnan(no);
+    gpu->matmul_forward(d_out, HPT_DTYPE_F32, d_in, d_w, N, Ic, O);
+    float *g = dtake(d_out, no);
+    snprintf(name, sizeof name, "matmul_forward bf16 N=%d Ic=%d O=%d", N, Ic, O);
+    bf16_pair(name, g, out, outb, no);
+    void *d_outb = dnan_bf16(no); /* a bf16 activation output (q, k, v, gate, up) */
+    gpu->matmul_forward(d_outb, HPT_DTYPE_BF16, d_in, d_w, N, Ic, O);
+    float *gb = dtake_bf16(d_outb, no), *outbr = hdup(outb, no);
+    hpt_bf16_round(outbr, no);
+    snprintf(name, sizeof name, "matmul_forward bf16 into bf16 storage N=%d Ic=%d O=%d (vs fp32 "
+             "cpu)", N, Ic, O);
+    cmp_tol(name, gb, out, no, TOL_BF16);
+    snprintf(name, sizeof name, "matmul_forward bf16 into bf16 storage N=%d Ic=%d O=%d (vs cpu on "
+             "bf16 operands, result rounded)", N, Ic, O);
+    cmp_tol(name, gb, outbr, no, TOL_BF16_STORE);
+    free(gb), free(outbr);
+    float *din = hdup(din0, ni), *dw = hdup(dw0, nw), *dinb = hdup(din0, ni), *dwb = hdup(dw0, nw);
+    cpu->matmul_backward(din, dw, dout, in, w, N, Ic, O, 1);
+    cpu->matmul_backward(dinb, dwb, doutb, inb, wb, N, Ic, O, 1);
+    float *d_din = dput(din0, FB(ni)), *d_dw = dput(dw0, FB(nw));
+    gpu->matmul_backward(d_din, d_dw, d_dout, d_in, d_w, N, Ic, O, 1);
+    float *gdin = dtake(d_din, ni), *gdw = dtake(d_dw, nw);
+    snprintf(name, sizeof name, "matmul_backward bf16 din += N=%d Ic=%d O=%d", N, Ic, O);
+    bf16_pair(name, gdin, din, dinb, ni);
+    snprintf(name, sizeof name, "matmul_backward bf16 dw += N=%d Ic=%d O=%d", N, Ic, O);
+    bf16_pair(name, gdw, dw, dwb, nw);
+    double e = 0.0, d2 = 0.0; /* the bf16 path really rounds: differs from fp32 */
+    for (size_t i = 0; i < no; i++)
+        e += ((double)g[i] - out[i]) * ((double)g[i] - out[i]), d2 += (double)out[i] * out[i];
+    result("matmul_forward bf16 differs from fp32 (operands rounded)", e / d2 > 1e-8, "nmse %.2e",
+           e / d2);
+    gpu->free(d_in), gpu->free(d_w), gpu->free(d_dout);
+    free(in), free(w), free(dout), free(dw0), free(din0), free(inb), free(wb), free(doutb);
+    free(out), free(outb), free(g), free(din), free(dw), free(dinb), free(dwb), free(gdin), free(gdw);
+}
+
+/* Two weights in one allocation (as the model's parameter block): the
+ * working copy serves a weight at an offset, and follows an upload into
+ * the block and an AdamW step on it. */
+static void test_bf16_working_copy(void)
+{
+    enum { N = 9, Ic = 40, O = 24 };
+    size_t nw = (size_t)O * Ic, off = 7 + nw; /* second weight, odd offset */
+    size_t nblk = off + nw;
+    float *blk = hrand(nblk, 1.0), *in = hrand((size_t)N * Ic, 1.0);
+    float *inb = bf16_copy(in, (size_t)N * Ic), *out = xmalloc(FB(N * O));
+    float *d_blk = dput(blk, FB(nblk));
+    void *d_in = dput_bf16(in, (size_t)N * Ic); /* an activation: bf16 */
+    const char *what[3] = {"first use", "after an upload into the block",
+                           "after an AdamW step on the block"};
+    for (int phase = 0; phase < 3; phase++) {
+        if (phase == 1) {
+            float *nw2 = hrand(nw, 3.0);
+            memcpy(blk + off, nw2, FB(nw));
+            gpu->upload(d_blk + off, nw2, FB(nw));
+            free(nw2);
+        } else if (phase == 2) {
+            float *gr = hrand(nblk, 1.0), *st = xmalloc(FB(2 * nblk));
+            memset(st, 0, FB(2 * nblk));
+            float *d_gr = dput(gr, FB(nblk)), *d_st = dput(st, FB(2 * nblk));
+            cpu->adamw(blk, gr, st, st + nblk, nblk, 0.5f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1);
+            gpu->adamw(d_blk, d_gr, d_st, d_st + nblk, nblk, 0.5f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1);
+            gpu->free(d_gr), gpu->free(d_st);
+            free(gr), free(st);
+        }
+        float *wb = bf16_copy(blk + off, nw), *d_out = dnan((size_t)N * O);
+        cpu->matmul_forward(out, HPT_DTYPE_F32, inb, wb, N, Ic, O);
+        gpu->matmul_forward(d_out, HPT_DTYPE_F32, d_in, d_blk + off, N, Ic, O);
+        float *g = dtake(d_out, (size_t)N * O);
+        char name[160];
+        snprintf(name, sizeof name, "bf16 working copy of a weight at an offset: %s", what[phase]);
+        cmp_tol(name, g, out, (size_t)N * O, TOL_BF16_EXACT);
+        free(wb), free(g);
+    }
+    gpu->free(d_blk), gpu->free(d_in);
+    free(blk), free(in), free(inb), free(out);
+}
+
+/* A few training steps of a tiny model (GQA, untied head) with AdamW over
+ * the whole parameter block: the GPU in bf16 mode against the CPU in fp32.
+ * Per step the mean loss within 2e-2 relative; after the first backward
+ * the gradients, after the last step the weights, within NMSE 2e-2.
+ * `recompute` (hpt_recompute) for both models: selective recomputation
+ * refills the bf16 element-wise activations from the kept bf16 GEMM
+ * outputs. */
+/* The model reserves the backend's scratch at initialisation
+ * (hpt_backend.reserve): training steps then allocate no device memory —
+ * the peak held after init is the peak after two bf16 steps (forward with
+ * the fused cross-entropy, backward through the cuBLAS attention, the bf16
+ * gradient operands, the embedding chains and the RMSNorm slices, the
+ * gradient norm, AdamW). Run first (its own group, "reserve"), before any
+ * other test has grown a scratch, so that a missing reservation shows. */
+static void test_reserve(void)
+{
+    enum { B = 2, T = 40, N = B * T }; /* N * 300 bf16 values > the 4096 minimum */
+    hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_BF16);
+    hpt_config cfg = {.hidden_size = 64, .intermediate_size = 176, .num_hidden_layers = 2,
+                      .num_attention_heads = 4, .num_key_value_heads = 2, .vocab_size = 300,
+                      .max_position_embeddings = 64, .rms_norm_eps = 1e-5f,
+                      .rope_theta = 10000.0f, .tie_word_embeddings = 0};
+    hpt_model_opts mo = {0};
+    hpt_model mg;
+    if (st || hpt_model_init_opts(&mg, &cfg, gpu, &mo, B, T, 7)) {
+        printf("FAIL reserve: model init: %s\n", hpt_error_msg());
+        n_fail++;
+        return;
+    }
+    size_t np = mg.nparams;
+    float *d_st = (float *)gpu->alloc(FB(2 * np));
+    int32_t in[N], tg[N];
+    for (int n = 0; n < N; n++) /* repeated tokens: the embedding chains have work */
+        in[n] = (n * 7) % 23, tg[n] = (in[n] + 1) % cfg.vocab_size;
+    size_t peak0 = gpu->mem_peak();
+    double ss = 0;
+    for (int step = 1; step <= 2; step++) {
+        hpt_model_zero_grad(&mg);
+        hpt_model_forward(&mg, in, tg, 1.0f / N, 1);
+        hpt_model_backward(&mg);
+        ss = hpt_model_grad_sumsq(&mg, mg.grads, 0, np);
+        gpu->adamw(mg.params, mg.grads, d_st, d_st + np, np, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f,
+                   step);
+    }
+    size_t peak1 = gpu->mem_peak();
+    result("reserve: two bf16 training steps allocate no device memory (the scratch was reserved "
+           "at model init; bytes the peak grew by:", peak1 == peak0 && isfinite(ss) && ss > 0,
+           " %g)", (double)peak1 - (double)peak0);
+    gpu->free(d_st);
+    hpt_model_free(&mg);
+    hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
+}
+
+static void test_bf16_training(int recompute, int STEPS)
+{
+    enum { B = 2, T = 12, N = B * T };
+    hpt_model_opts mo = {.recompute = recompute};
+    const char *rc = recompute == HPT_RECOMPUTE_SELECTIVE ? " (selective recomputation)"
+                     : recompute == HPT_RECOMPUTE_FULL    ? " (full recomputation)" : "";
+    hpt_config cfg = {.hidden_size = 64, .intermediate_size = 96, .num_hidden_layers = 2,
+                      .num_attention_heads = 4, .num_key_value_heads = 2, .vocab_size = 67,
+                      .max_position_embeddings = 16, .rms_norm_eps = 1e-5f,
+                      .rope_theta = 10000.0f, .tie_word_embeddings = 0};
+    hpt_model mc, mg;
+    if (hpt_config_validate(&cfg, "test_backend_cuda") ||
+        hpt_model_init_opts(&mc, &cfg, cpu, &mo, B, T, 7) ||
+        hpt_model_init_opts(&mg, &cfg, gpu, &mo, B, T, 7)) {
+        printf("FAIL bf16 training: model init: %s\n", hpt_error_msg());
+        n_fail++;
+        return;
+    }
+    char name[160];
+    snprintf(name, sizeof name, "bf16 training%s: the model stores its activations in bf16 "
+             "(act_elem 2, smaller block: %zu vs %zu bytes)", rc, mg.act_bytes, mc.act_bytes);
+    result(name, mg.act == HPT_DTYPE_BF16 && mg.act_elem == 2 && mc.act_elem == 4 &&
+           mg.act_bytes < mc.act_bytes, "(%g)", 0.0);
+    size_t np = mc.nparams;
+    float *sc = xmalloc(FB(2 * np)), *hg = xmalloc(FB(np)), *hp = xmalloc(FB(np));
+    memset(sc, 0, FB(2 * np));
+    float *d_st = dput(sc, FB(2 * np));
+    int32_t in[N], tg[N];
+    for (int n = 0; n < N; n++) /* a learnable pattern: next token = token + 1 */
+        in[n] = (n * 5) % cfg.vocab_size, tg[n] = (in[n] + 1) % cfg.vocab_size;
+    for (int step = 1; step <= STEPS; step++) {
+        hpt_model_zero_grad(&mc);
+        hpt_model_zero_grad(&mg);
+        double lc = hpt_model_forward(&mc, in, tg, 1.0f / N, 1) / N;
+        double lg = hpt_model_forward(&mg, in, tg, 1.0f / N, 1) / N;
+        hpt_model_backward(&mc);
+        hpt_model_backward(&mg);
+        double e = fabs(lg - lc) / lc;
+        snprintf(name, sizeof name, "bf16 training%s step %d: loss gpu %.5f cpu %.5f", rc, step, lg,
+                 lc);
+        result(name, isfinite(lg) && e <= TOL_BF16, "rel err %.2e", e);
+        if (step == 1) {
+            gpu->download(hg, mg.grads, FB(np));
+            snprintf(name, sizeof name, "bf16 training%s: gradients of step 1 (vs fp32 cpu)", rc);
+            cmp_tol(name, hg, mc.grads, np, TOL_BF16);
+            /* the gradient norm's sum of squares through the model: one
+             * sumsq_list round trip on the GPU, the sumsq loop on the CPU */
+            snprintf(name, sizeof name, "bf16 training%s: gradient sum of squares of step 1 "
+                     "(hpt_model_grad_sumsq, vs fp32 cpu)", rc);
+            cmp_tol_scalar(name, hpt_model_grad_sumsq(&mg, mg.grads, 0, np),
+                           hpt_model_grad_sumsq(&mc, mc.grads, 0, np), TOL_BF16);
+        }
+        cpu->adamw(mc.params, mc.grads, sc, sc + np, np, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, step);
+        gpu->adamw(mg.params, mg.grads, d_st, d_st + np, np, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f,
+                   step);
+    }
+    gpu->download(hp, mg.params, FB(np));
+    snprintf(name, sizeof name, "bf16 training%s: fp32 master weights after the steps (vs fp32 "
+             "cpu)", rc);
+    cmp_tol(name, hp, mc.params, np, TOL_BF16);
+    double l0 = hpt_model_forward(&mc, in, tg, 0.0f, 0) / N;
+    double l1 = hpt_model_forward(&mg, in, tg, 0.0f, 0) / N;
+    snprintf(name, sizeof name, "bf16 training%s: eval loss after %d steps gpu %.5f cpu %.5f", rc,
+             STEPS, l1, l0);
+    result(name, fabs(l1 - l0) / l0 <= TOL_BF16, "rel err %.2e", fabs(l1 - l0) / l0);
+    gpu->free(d_st);
+    hpt_model_free(&mc);
+    hpt_model_free(&mg);
+    free(sc), free(hg), free(hp);
+}
+
+/* bf16 activation storage (issue 12 stage 2): every op with `void *`
+ * activations, in bf16 mode, reads and writes them as bf16 and computes in
+ * fp32: against the CPU on the fp32 inputs (NMSE <= 2e-2), bf16 outputs
+ * poisoned with NaN before the call; a bf16 output of an fp32 computation
+ * also against the CPU's result rounded to bf16 (NMSE <= 1e-4). */
+static void test_bf16_act_ops(void)
+{
+    char name[200];
+    result("act_dtype is bf16 in bf16 mode", hpt_backend_act_dtype(gpu) == HPT_DTYPE_BF16,
+           "(%g)", 0.0);
+    { /* RMSNorm: float input (the residual stream), bf16 output */
+        enum { N = 33, C = 96 };
+        float *in = hrand(N * C, 2.0), *w = hrand(C, 1.0), *out = xmalloc(FB(N * C));
+        float *rstd = xmalloc(FB(N)), *d_in = dput(in, FB(N * C)), *d_w = dput(w, FB(C));
+        float *d_rstd = dnan(N);
+        void *d_out = dnan_bf16(N * C);
+        cpu->rmsnorm_forward(out, rstd, in, w, N, C, 1e-5f);
+        gpu->rmsnorm_forward(d_out, d_rstd, d_in, d_w, N, C, 1e-5f);
+        float *g = dtake_bf16(d_out, N * C), *gr = dtake(d_rstd, N);
+        cmp_tol("bf16 act: rmsnorm_forward out (bf16) vs fp32 cpu", g, out, N * C, TOL_BF16);
+        hpt_bf16_round(out, N * C);
+        cmp_tol("bf16 act: rmsnorm_forward out (bf16) vs cpu rounded", g, out, N * C,
+                TOL_BF16_STORE);
+        cmp_tol("bf16 act: rmsnorm_forward rstd (fp32)", gr, rstd, N, TOL);
+        gpu->free(d_in), gpu->free(d_w);
+        free(in), free(w), free(out), free(rstd), free(g), free(gr);
+    }
+    { /* RoPE on a bf16 activation (q, k) and on an fp32 gradient (dq, dk) */
+        enum { B = 2, T = 37, NH = 3, HD = 64 };
+        size_t n = (size_t)B * T * NH * HD;
+        for (int inverse = 0; inverse <= 1; inverse++) {
+            float *x = hrand(n, 1.0);
+            void *d_x = dput_bf16(x, n);
+            float *d_xf = dput(x, FB(n));
+            float *xr = hdup(x, n);
+            cpu->rope(x, HPT_DTYPE_F32, B, T, NH, HD, 10000.0f, inverse);
+            gpu->rope(d_x, HPT_DTYPE_BF16, B, T, NH, HD, 10000.0f, inverse);
+            gpu->rope(d_xf, HPT_DTYPE_F32, B, T, NH, HD, 10000.0f, inverse);
+            float *g = dtake_bf16(d_x, n), *gf = dtake(d_xf, n);
+            snprintf(name, sizeof name, "bf16 act: rope%s on bf16", inverse ? " (inverse)" : "");
+            cmp_tol(name, g, x, n, TOL_BF16);
+            snprintf(name, sizeof name, "bf16 act: rope%s on fp32 (gradient)",
+                     inverse ? " (inverse)" : "");
+            cmp_tol(name, gf, x, n, TOL);
+            free(x), free(xr), free(g), free(gf);
+        }
+        int pos0 = 11, cnt = 5;
+        size_t m = (size_t)cnt * NH * HD;
+        float *x = hrand(m, 1.0);
+        void *d_x = dput_bf16(x, m);
+        cpu->rope_at(x, cnt, NH, HD, 500000.0f, pos0);
+        gpu->rope_at(d_x, cnt, NH, HD, 500000.0f, pos0);
+        float *g = dtake_bf16(d_x, m);
+        cmp_tol("bf16 act: rope_at on bf16", g, x, m, TOL_BF16);
+        free(x), free(g);
+    }
+    /* attention: q, k, v, out bf16; lse, D and the gradients fp32 */
+    const int shapes[3][5] = {{2, 37, 4, 2, 64}, {1, 19, 8, 1, 128}, {1, 33, 2, 1, 80}};
+    for (int sh = 0; sh < 3; sh++) {
+        att_case c = att_case_new(shapes[sh][0], shapes[sh][1], shapes[sh][2], shapes[sh][3],
+                                  shapes[sh][4], 0);
+        float *got[4];
+        att_gpu_run(&c, 1, got);
+        const char *what[4] = {"attention_forward out (bf16)", "attention_backward dq (fp32)",
+                               "attention_backward dk (fp32)", "attention_backward dv (fp32)"};
+        const float *ref[4] = {c.out, c.dq, c.dk, c.dv};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "bf16 act: %s B=%d T=%d H=%d KV=%d hd=%d", what[i], c.B,
+                     c.T, c.H, c.KV, c.hd);
+            cmp_tol(name, got[i], ref[i], i < 2 ? c.nq : c.nk, TOL_BF16);
+            free(got[i]);
+        }
+        att_case_free(&c);
+    }
+    { /* attention against a bf16 key/value cache */
+        int n = 5, pos0 = 13, H = 4, KV = 2, hd = 64, S = pos0 + n;
+        size_t nq = (size_t)n * H * hd, nk = (size_t)S * KV * hd;
+        float *q = hrand(nq, 2.0), *kc = hrand(nk, 2.0), *vc = hrand(nk, 1.0);
+        float *out = xmalloc(FB(nq));
+        cpu->attention_cached(out, q, kc, vc, n, pos0, H, KV, hd);
+        void *d_q = dput_bf16(q, nq), *d_k = dput_bf16(kc, nk), *d_v = dput_bf16(vc, nk);
+        void *d_out = dnan_bf16(nq);
+        gpu->attention_cached(d_out, d_q, d_k, d_v, n, pos0, H, KV, hd);
+        float *g = dtake_bf16(d_out, nq);
+        cmp_tol("bf16 act: attention_cached (bf16 cache)", g, out, nq, TOL_BF16);
+        gpu->free(d_q), gpu->free(d_k), gpu->free(d_v);
+        free(q), free(kc), free(vc), free(out), free(g);
+    }
+    { /* SwiGLU: gate, up, h bf16; dout, dgate, dup fp32 */
+        size_t n = 100003;
+        float *gate = hrand(n, 4.0), *up = hrand(n, 1.0), *dout = hrand(n, 1.0);
+        float *out = xmalloc(FB(n)), *dg = xmalloc(FB(n)), *du = xmalloc(FB(n));
+        float *gateb = bf16_copy(gate, n), *upb = bf16_copy(up, n), *outb = xmalloc(FB(n));
+        void *d_gate = dput_bf16(gate, n), *d_up = dput_bf16(up, n), *d_out = dnan_bf16(n);
+        float *d_dout = dput(dout, FB(n)), *d_dg = dnan(n), *d_du = dnan(n);
+        cpu->swiglu_forward(out, gate, up, n);
+        cpu->swiglu_forward(outb, gateb, upb, n);
+        hpt_bf16_round(outb, n);
+        gpu->swiglu_forward(d_out, d_gate, d_up, n);
+        float *g = dtake_bf16(d_out, n);
+        cmp_tol("bf16 act: swiglu_forward (bf16) vs fp32 cpu", g, out, n, TOL_BF16);
+        cmp_tol("bf16 act: swiglu_forward (bf16) vs cpu on bf16 inputs, rounded", g, outb, n,
+                TOL_BF16_STORE);
+        cpu->swiglu_backward(dg, du, dout, gate, up, n);
+        gpu->swiglu_backward(d_dg, d_du, d_dout, d_gate, d_up, n);
+        float *gdg = dtake(d_dg, n), *gdu = dtake(d_du, n);
+        cmp_tol("bf16 act: swiglu_backward dgate (fp32)", gdg, dg, n, TOL_BF16);
+        cmp_tol("bf16 act: swiglu_backward dup (fp32)", gdu, du, n, TOL_BF16);
+        gpu->free(d_gate), gpu->free(d_up), gpu->free(d_dout);
+        free(gate), free(up), free(dout), free(out), free(dg), free(du), free(gateb), free(upb);
+        free(outb), free(g), free(gdg), free(gdu);
+    }
+}
+
+/* Attention through cuBLAS (attention_cuda.cu, "attention through cuBLAS"),
+ * in bf16 mode (bf = 1: q, k, v, out bf16) or tf32 mode (bf = 0: fp32,
+ * tf32 products): query chunks of R rows (HPT_CUDA_ATT_CHUNK; 0 = the
+ * automatic size, one chunk at these T), every (b, h) in one batched
+ * product. Against the CPU on the same (bf16: bf16-rounded) q, k, v and
+ * dout (NMSE <= TOL_ATT_BLAS in bf16: only the rounding of P, dS and the
+ * stored output remain; TOL_TF32 in tf32) and against the fp32 kernels of
+ * the same backend (HPT_CUDA_ATTENTION=flash) on the same inputs; the two
+ * paths must not be bitwise equal (the cuBLAS path ran) — unless a head's
+ * row is not a multiple of 16 bytes, where the default path must be the
+ * flash kernels' bit for bit. The caller sets
+ * the precision. */
+#define TOL_ATT_BLAS 2e-4
+static void test_attention_blas(int bf, int B, int T, int H, int KV, int hd, int rows)
+{
+    char name[200], env[32];
+    const char *mode = bf ? "bf16" : "tf32";
+    double tol = bf ? TOL_ATT_BLAS : TOL_TF32;
+    /* a head's row not a multiple of 16 bytes: the backend keeps the flash
+     * kernels (cublasGemmBatchedEx's pointer alignment) */
+    int blas = hd * (bf ? 2 : 4) % 16 == 0;
+    const char *path = blas ? "via cuBLAS" : "(unaligned rows: flash)";
+    att_case c = att_case_new(B, T, H, KV, hd, bf);
+    float *got[2][4]; /* [default, flash][out, dq, dk, dv] */
+    for (int p = 0; p < 2; p++) {
+        snprintf(env, sizeof env, "%d", rows);
+        setenv("HPT_CUDA_ATT_CHUNK", env, 1);
+        if (p)
+            setenv("HPT_CUDA_ATTENTION", "flash", 1);
+        att_gpu_run(&c, bf, got[p]);
+        unsetenv("HPT_CUDA_ATT_CHUNK");
+        unsetenv("HPT_CUDA_ATTENTION");
+    }
+    const char *what[4] = {"out", "dq", "dk", "dv"};
+    const float *ref[4] = {c.out, c.dq, c.dk, c.dv};
+    size_t cnt[4] = {c.nq, c.nq, c.nk, c.nk};
+    int differs = 0;
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s attention %s, %d-row chunks: %s B=%d T=%d H=%d KV=%d hd=%d "
+                 "(vs cpu%s)", mode, path, rows, what[i], B, T, H, KV, hd,
+                 bf ? " on bf16 operands" : "");
+        cmp_tol(name, got[0][i], ref[i], cnt[i], tol);
+        snprintf(name, sizeof name, "%s attention %s, %d-row chunks: %s B=%d T=%d H=%d KV=%d hd=%d "
+                 "(vs the flash kernels)", mode, path, rows, what[i], B, T, H, KV, hd);
+        cmp_tol(name, got[0][i], got[1][i], cnt[i], tol);
+        differs |= memcmp(got[0][i], got[1][i], FB(cnt[i])) != 0;
+    }
+    if (blas)
+        snprintf(name, sizeof name, "%s attention via cuBLAS, %d-row chunks: not the flash "
+                 "kernels' result bit for bit (the cuBLAS path ran) B=%d T=%d", mode, rows, B, T);
+    else
+        snprintf(name, sizeof name, "%s attention, hd=%d (%d-byte rows): the flash kernels' result "
+                 "bit for bit (not cuBLAS with unaligned pointers)", mode, hd, hd * (bf ? 2 : 4));
+    result(name, differs == blas, "(%g)", 0.0);
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < 4; i++)
+            free(got[p][i]);
+    att_case_free(&c);
+}
+
+static void test_bf16(void)
+{
+    hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_BF16);
+    result("set_precision bf16 accepted", st == HPT_OK, "(%g)", 0.0);
+    test_bf16_matmul(7, 33, 17);
+    test_bf16_matmul(130, 256, 301);
+    test_bf16_working_copy();
+    test_bf16_act_ops();
+    test_attention_blas(1, 2, 37, 4, 2, 64, 0);  /* one chunk */
+    test_attention_blas(1, 2, 37, 4, 2, 64, 16); /* chunks of 16, 16, 5 */
+    test_attention_blas(1, 1, 40, 8, 1, 128, 7); /* GQA 8, ragged chunks */
+    test_attention_blas(1, 2, 21, 3, 3, 64, 5);  /* MHA */
+    test_attention_blas(1, 1, 21, 2, 1, 12, 0);  /* hd 12: 24-byte rows, flash */
+    test_bf16_training(HPT_RECOMPUTE_NONE, 4);
+    setenv("HPT_CUDA_ATT_CHUNK", "5", 1); /* T = 12: attention in chunks of 5, 5, 2 rows */
+    test_bf16_training(HPT_RECOMPUTE_SELECTIVE, 2);
+    unsetenv("HPT_CUDA_ATT_CHUNK");
+    st = hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
+    result("set_precision fp32 accepted after bf16", st == HPT_OK, "(%g)", 0.0);
+    result("act_dtype is fp32 again", hpt_backend_act_dtype(gpu) == HPT_DTYPE_F32, "(%g)", 0.0);
+    test_matmul_shape(7, 33, 17, TOL, " (fp32 again after bf16)");
+}
+
+/* ======================================================================
+ * lib/kernels_cuda.cu: embedding, RMSNorm, RoPE, SwiGLU, element-wise,
+ * sums of squares, cross-entropy, AdamW
+ * ====================================================================== */
+
+/* ---------------------------------------------------------- embedding */
+
+static void test_embedding(int N, int C, int V, int v0, int Vl)
+{
+    char name[160];
+    int32_t *tok = itok((size_t)N, V);
+    tok[1] = tok[0] = v0; /* a repeated row inside the range */
+    float *wte = hrand((size_t)Vl * C, 1.0), *dout = hrand((size_t)N * C, 1.0);
+    float *dwte = hrand((size_t)Vl * C, 1.0), *out = xmalloc(FB((size_t)N * C));
+    int32_t *d_tok = dput(tok, sizeof(int32_t) * N);
+    float *d_wte = dput(wte, FB((size_t)Vl * C)), *d_out = dnan((size_t)N * C);
+    cpu->embedding_forward(out, tok, wte, N, C, v0, Vl);
+    gpu->embedding_forward(d_out, d_tok, d_wte, N, C, v0, Vl);
+    float *g = dtake(d_out, (size_t)N * C);
+    snprintf(name, sizeof name, "embedding_forward N=%d C=%d rows [%d, %d) of %d", N, C, v0,
+             v0 + Vl, V);
+    cmp(name, g, out, (size_t)N * C);
+    float *d_dwte = dput(dwte, FB((size_t)Vl * C)), *d_dout = dput(dout, FB((size_t)N * C));
+    cpu->embedding_backward(dwte, dout, tok, N, C, v0, Vl);
+    gpu->embedding_backward(d_dwte, d_dout, d_tok, N, C, v0, Vl);
+    float *gd = dtake(d_dwte, (size_t)Vl * C);
+    snprintf(name, sizeof name, "embedding_backward dwte += N=%d C=%d (repeated tokens)", N, C);
+    cmp(name, gd, dwte, (size_t)Vl * C);
+    /* no atomics: a repeated row sums its positions in order, as the CPU
+     * does, so the result is the CPU's bit for bit and every run's */
+    size_t diff = 0;
+    for (size_t i = 0; i < (size_t)Vl * C; i++)
+        diff += memcmp(&gd[i], &dwte[i], sizeof(float)) != 0;
+    snprintf(name, sizeof name, "embedding_backward N=%d C=%d bit-identical to the CPU "
+             "(elements that differ:", N, C);
+    result(name, diff == 0, " %g)", (double)diff);
+    gpu->free(d_tok), gpu->free(d_wte), gpu->free(d_dout);
+    free(tok), free(wte), free(dout), free(dwte), free(out), free(g), free(gd);
+}
+
+/* ------------------------------------------------------------ RMSNorm */
+
+static void test_rmsnorm(int N, int C)
+{
+    char name[160];
+    float *in = hrand((size_t)N * C, 2.0), *w = hrand(C, 1.0), *dout = hrand((size_t)N * C, 1.0);
+    float *din = hrand((size_t)N * C, 1.0), *dw = hrand(C, 1.0);
+    float *out = xmalloc(FB((size_t)N * C)), *rstd = xmalloc(FB(N));
+    float *d_in = dput(in, FB((size_t)N * C)), *d_w = dput(w, C * sizeof(float));
+    float *d_out = dnan((size_t)N * C), *d_rstd = dnan(N);
+    cpu->rmsnorm_forward(out, rstd, in, w, N, C, 1e-5f);
+    gpu->rmsnorm_forward(d_out, d_rstd, d_in, d_w, N, C, 1e-5f);
+    float *g = xmalloc(FB((size_t)N * C)), *gr = xmalloc(FB(N));
+    gpu->download(g, d_out, FB((size_t)N * C));
+    gpu->download(gr, d_rstd, FB(N));
+    snprintf(name, sizeof name, "rmsnorm_forward out N=%d C=%d", N, C);
+    cmp(name, g, out, (size_t)N * C);
+    snprintf(name, sizeof name, "rmsnorm_forward rstd N=%d C=%d", N, C);
+    cmp(name, gr, rstd, N);
+    float *d_din = dput(din, FB((size_t)N * C)), *d_dw = dput(dw, FB(C));
+    float *d_dout = dput(dout, FB((size_t)N * C));
+    cpu->rmsnorm_backward(din, dw, dout, in, w, rstd, N, C);
+    gpu->rmsnorm_backward(d_din, d_dw, d_dout, d_in, d_w, d_rstd, N, C);
+    float *gdin = dtake(d_din, (size_t)N * C), *gdw = dtake(d_dw, C);
+    snprintf(name, sizeof name, "rmsnorm_backward din += N=%d C=%d", N, C);
+    cmp(name, gdin, din, (size_t)N * C);
+    snprintf(name, sizeof name, "rmsnorm_backward dw += N=%d C=%d", N, C);
+    cmp(name, gdw, dw, C);
+    gpu->free(d_in), gpu->free(d_w), gpu->free(d_out), gpu->free(d_rstd), gpu->free(d_dout);
+    free(in), free(w), free(dout), free(din), free(dw), free(out), free(rstd), free(g), free(gr);
+    free(gdin), free(gdw);
+}
+
+/* --------------------------------------------------------------- RoPE */
+
+static void test_rope(int B, int T, int nh, int hd)
+{
+    char name[160];
+    size_t n = (size_t)B * T * nh * hd;
+    for (int inverse = 0; inverse <= 1; inverse++) {
+        float *x = hrand(n, 1.0), *d_x = dput(x, FB(n));
+        cpu->rope(x, HPT_DTYPE_F32, B, T, nh, hd, 10000.0f, inverse);
+        gpu->rope(d_x, HPT_DTYPE_F32, B, T, nh, hd, 10000.0f, inverse);
+        float *g = dtake(d_x, n);
+        snprintf(name, sizeof name, "rope%s B=%d T=%d nh=%d hd=%d", inverse ? " (inverse)" : "", B,
+                 T, nh, hd);
+        cmp(name, g, x, n);
+        free(x), free(g);
+    }
+    int pos0 = 11, cnt = 5;
+    size_t m = (size_t)cnt * nh * hd;
+    float *x = hrand(m, 1.0), *d_x = dput(x, FB(m));
+    cpu->rope_at(x, cnt, nh, hd, 500000.0f, pos0);
+    gpu->rope_at(d_x, cnt, nh, hd, 500000.0f, pos0);
+    float *g = dtake(d_x, m);
+    snprintf(name, sizeof name, "rope_at n=%d pos0=%d nh=%d hd=%d", cnt, pos0, nh, hd);
+    cmp(name, g, x, m);
+    free(x), free(g);
+}
+
+/* --------------------------------------------- SwiGLU and elementwise */
+
+static void test_elementwise(size_t n)
+{
+    float *gate = hrand(n, 4.0), *up = hrand(n, 1.0), *dout = hrand(n, 1.0);
+    float *out = xmalloc(FB(n)), *dg = xmalloc(FB(n)), *du = xmalloc(FB(n));
+    float *d_gate = dput(gate, FB(n)), *d_up = dput(up, FB(n)), *d_dout = dput(dout, FB(n));
+    float *d_out = dnan(n), *d_dg = dnan(n), *d_du = dnan(n);
+    cpu->swiglu_forward(out, gate, up, n);
+    gpu->swiglu_forward(d_out, d_gate, d_up, n);
+    float *g = dtake(d_out, n);
+    cmp("swiglu_forward", g, out, n);
+    cpu->swiglu_backward(dg, du, dout, gate, up, n);
+    gpu->swiglu_backward(d_dg, d_du, d_dout, d_gate, d_up, n);
+    float *gdg = dtake(d_dg, n), *gdu = dtake(d_du, n);
+    cmp("swiglu_backward dgate", gdg, dg, n);
+    cmp("swiglu_backward dup", gdu, du, n);
+
+    float *d_sum = dnan(n);
+    cpu->add(out, gate, up, n);
+    gpu->add(d_sum, d_gate, d_up, n);
+    float *gs = dtake(d_sum, n);
+    cmp("add", gs, out, n);
+    gpu->add(d_gate, d_gate, d_up, n); /* out aliases a */
+    float *ga = xmalloc(FB(n));
+    gpu->download(ga, d_gate, FB(n));
+    cmp("add (out aliases a)", ga, out, n);
+    cpu->scale(out, -0.37f, n);
+    gpu->scale(d_gate, -0.37f, n);
+    gpu->download(ga, d_gate, FB(n));
+    cmp("scale", ga, out, n);
+    cmp_scalar("sumsq (double)", gpu->sumsq(d_up, n), cpu->sumsq(up, n));
+    cmp_scalar("sumsq of 1 element", gpu->sumsq(d_up + 3, 1), cpu->sumsq(up + 3, 1));
+    result("sumsq of 0 elements is 0", gpu->sumsq(d_up, 0) == 0.0, "(%g)", 0.0);
+    gpu->free(d_gate), gpu->free(d_up), gpu->free(d_dout);
+    free(gate), free(up), free(dout), free(out), free(dg), free(du), free(g), free(gdg), free(gdu);
+    free(gs), free(ga);
+}
+
+/* sumsq_list (the gradient norm's one round trip): 70 ranges (two calls'
+ * worth of the 64-range launches), empty, tiny and multi-block ones, equal
+ * to the loop of sumsq calls bit for bit, and to the CPU's within the
+ * tolerance. */
+static void test_sumsq_list(void)
+{
+    enum { K = 70 };
+    size_t total = 70000, off[K], len[K];
+    float *h = hrand(total, 1.0), *d = dput(h, FB(total));
+    const float *gx[K], *cx[K];
+    for (int i = 0; i < K; i++) {
+        len[i] = i == 3 ? 0 : i == 10 ? 40000 : (size_t)(i * 37 % 700) + 1;
+        off[i] = (size_t)i * 331 % (total - len[i]);
+        gx[i] = d + off[i], cx[i] = h + off[i];
+    }
+    double loop = 0.25, cref = 0.25;
+    for (int i = 0; i < K; i++)
+        loop += gpu->sumsq(gx[i], len[i]), cref += cpu->sumsq(cx[i], len[i]);
+    double got = gpu->sumsq_list(0.25, gx, len, K);
+    result("sumsq_list of 70 ranges = the loop of sumsq calls bit for bit", got == loop,
+           "(difference %g)", got - loop);
+    cmp_scalar("sumsq_list of 70 ranges (vs cpu)", got, cref);
+    result("sumsq_list of no ranges returns acc", gpu->sumsq_list(1.5, gx, len, 0) == 1.5, "(%g)",
+           0.0);
+    gpu->free(d);
+    free(h);
+}
+
+/* ------------------------------------------------------- cross-entropy */
+
+static void test_crossentropy(int N, int V)
+{
+    char name[160];
+    size_t n = (size_t)N * V;
+    float *logits = hrand(n, 4.0), *ref = hdup(logits, n);
+    int32_t *tg = itok(N, V);
+    float *d_l = dput(logits, FB(n));
+    int32_t *d_tg = dput(tg, sizeof(int32_t) * N);
+    snprintf(name, sizeof name, "crossentropy_loss N=%d V=%d", N, V);
+    cmp_scalar(name, gpu->crossentropy_loss(d_l, d_tg, N, V), cpu->crossentropy_loss(ref, tg, N, V));
+    float *g = xmalloc(FB(n));
+    gpu->download(g, d_l, FB(n));
+    result("crossentropy_loss leaves the logits unchanged", !memcmp(g, logits, FB(n)), "(%g)", 0.0);
+    double lc = cpu->crossentropy_fused(ref, tg, N, V, 1.0f / N);
+    double lg = gpu->crossentropy_fused(d_l, d_tg, N, V, 1.0f / N);
+    snprintf(name, sizeof name, "crossentropy_fused loss N=%d V=%d", N, V);
+    cmp_scalar(name, lg, lc);
+    gpu->download(g, d_l, FB(n));
+    snprintf(name, sizeof name, "crossentropy_fused dlogits N=%d V=%d", N, V);
+    cmp(name, g, ref, n);
+    gpu->free(d_l), gpu->free(d_tg);
+    free(logits), free(ref), free(tg), free(g);
+}
+
+/* One TP rank's columns [v0, v0+Vl) of a vocabulary of V, nvalid real. */
+static void test_vocab_parallel(int N, int V, int Vl, int v0, float grad_scale)
+{
+    char name[200];
+    int nvalid = V - v0 < 0 ? 0 : V - v0 > Vl ? Vl : V - v0;
+    size_t n = (size_t)N * Vl;
+    float *logits = hrand(n, 4.0), *ref = hdup(logits, n);
+    int32_t *tg = itok(N, V);
+    float *mx = xmalloc(FB(N)), *se = xmalloc(FB(2 * N));
+    float *d_l = dput(logits, FB(n)), *d_mx = dnan(N), *d_se = dnan(2 * (size_t)N);
+    int32_t *d_tg = dput(tg, sizeof(int32_t) * N);
+    cpu->vocab_max(mx, ref, N, Vl, nvalid);
+    gpu->vocab_max(d_mx, d_l, N, Vl, nvalid);
+    float *g = xmalloc(FB(n)), *gm = xmalloc(FB(N)), *gse = xmalloc(FB(2 * N));
+    gpu->download(gm, d_mx, FB(N));
+    snprintf(name, sizeof name, "vocab_max N=%d Vl=%d nvalid=%d", N, Vl, nvalid);
+    cmp(name, gm, mx, N);
+    cpu->vocab_sumexp(se, se + N, ref, tg, mx, N, Vl, nvalid, v0);
+    gpu->vocab_sumexp(d_se, d_se + N, d_l, d_tg, d_mx, N, Vl, nvalid, v0);
+    gpu->download(gse, d_se, FB(2 * N));
+    snprintf(name, sizeof name, "vocab_sumexp sumexp and tlogit N=%d Vl=%d v0=%d", N, Vl, v0);
+    cmp(name, gse, se, 2 * (size_t)N);
+    double lc = cpu->vocab_ce_finish(ref, tg, mx, se, se + N, N, Vl, nvalid, v0, grad_scale);
+    double lg = gpu->vocab_ce_finish(d_l, d_tg, d_mx, d_se, d_se + N, N, Vl, nvalid, v0,
+                                     grad_scale);
+    snprintf(name, sizeof name, "vocab_ce_finish loss (grad_scale %g) N=%d Vl=%d v0=%d",
+             grad_scale, N, Vl, v0);
+    cmp_scalar(name, lg, lc);
+    gpu->download(g, d_l, FB(n));
+    snprintf(name, sizeof name, "vocab_ce_finish dlogits (grad_scale %g, padding zeroed)",
+             grad_scale);
+    cmp(name, g, ref, n);
+    gpu->free(d_l), gpu->free(d_mx), gpu->free(d_se), gpu->free(d_tg);
+    free(logits), free(ref), free(tg), free(mx), free(se), free(g), free(gm), free(gse);
+}
+
+/* -------------------------------------------------------------- AdamW */
+
+static void test_adamw(size_t n)
+{
+    float *p = hrand(n, 1.0), *grad = hrand(n, 1.0), *m = hrand(n, 0.1), *v = hrand(n, 0.1);
+    for (size_t i = 0; i < n; i++)
+        v[i] = fabsf(v[i]);
+    float *d_p = dput(p, FB(n)), *d_g = dput(grad, FB(n)), *d_m = dput(m, FB(n));
+    float *d_v = dput(v, FB(n));
+    for (int t = 1; t <= 3; t++) {
+        cpu->adamw(p, grad, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t);
+        gpu->adamw(d_p, d_g, d_m, d_v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t);
+    }
+    float *gp = dtake(d_p, n), *gm = dtake(d_m, n), *gv = dtake(d_v, n);
+    cmp("adamw params (3 steps)", gp, p, n);
+    cmp("adamw first moment", gm, m, n);
+    cmp("adamw second moment", gv, v, n);
+    gpu->free(d_g);
+    free(p), free(grad), free(m), free(v), free(gp), free(gm), free(gv);
+}
+
+/* ----------------------------------------------------------------- main */
+
+/* No group arguments: every group; else only the named ones. */
+static int want(int argc, char **argv, const char *group)
+{
+    if (argc < 2)
+        return 1;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], group))
+            return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    if (hpt_backend_get("cpu", &cpu)) {
+        fprintf(stderr, "test_backend_cuda: %s\n", hpt_error_msg());
+        MPI_Finalize();
+        return 1;
+    }
+    if (hpt_backend_get("cuda", &gpu)) {
+        int skip = strstr(hpt_error_msg(), "no CUDA device visible") != NULL;
+        if (skip)
+            printf("no CUDA device visible: %s\n", hpt_error_msg());
+        else
+            fprintf(stderr, "test_backend_cuda: %s\n", hpt_error_msg());
+        MPI_Finalize();
+        return skip ? 77 : 1;
+    }
+    if (want(argc, argv, "reserve"))
+        test_reserve(); /* first: before any other test grows a scratch */
+    if (want(argc, argv, "memory"))
+        test_memory();
+    if (want(argc, argv, "matmul"))
+        test_matmul();
+    if (want(argc, argv, "embedding")) {
+        test_embedding(37, 48, 50, 10, 20);
+        test_embedding(64, 130, 1001, 0, 1001);
+        /* 600 positions (3 tiles of the chain kernel) over 30 tokens: chains of
+         * ~20 positions, a shard [5, 25) of them; C over two column blocks */
+        test_embedding(600, 300, 30, 5, 20);
+        /* 4500 positions: the backward's 4096 blocks stride over them */
+        test_embedding(4500, 8, 40, 3, 30);
+    }
+    if (want(argc, argv, "rmsnorm")) {
+        test_rmsnorm(33, 96);
+        test_rmsnorm(5, 1000);
+        test_rmsnorm(700, 40); /* 6 row slices of the dw reduction */
+    }
+    if (want(argc, argv, "rope")) {
+        test_rope(2, 37, 3, 64);
+        test_rope(1, 19, 2, 128);
+    }
+    if (want(argc, argv, "attention")) {
+        /* T = 37, 50, 19, 70: not multiples of the 16-row or 32-key tiles */
+        test_attention(2, 37, 4, 4, 64);  /* GQA ratio 1 */
+        test_attention(1, 50, 4, 2, 128); /* ratio 2     */
+        test_attention(2, 19, 8, 1, 64);  /* ratio 8     */
+        test_attention(1, 70, 16, 2, 128); /* ratio 8    */
+        test_attention(1, 33, 2, 1, 80);  /* head_dim not a multiple of 32 */
+        test_attention(1, 1, 2, 2, 64);   /* one token   */
+        /* tf32 mode: attention through cuBLAS (fp32 operands, tf32 products) */
+        hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_TF32);
+        result("set_precision tf32 accepted (attention)", st == HPT_OK, "(%g)", 0.0);
+        test_attention_blas(0, 2, 37, 4, 2, 64, 0);  /* one chunk */
+        test_attention_blas(0, 1, 40, 8, 1, 128, 7); /* GQA 8, ragged chunks */
+        test_attention_blas(0, 2, 21, 3, 3, 64, 5);  /* MHA */
+        hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
+        test_attention_cached(5, 13, 4, 2, 64);
+        test_attention_cached(37, 0, 8, 1, 128);
+        test_attention_cached(1, 40, 4, 4, 128);
+    }
+    if (want(argc, argv, "elementwise")) {
+        test_elementwise(100003);
+        test_sumsq_list();
+    }
+    if (want(argc, argv, "crossentropy")) {
+        test_crossentropy(13, 1001); /* V not a multiple of 8 */
+        test_crossentropy(3, 50257);
+        test_vocab_parallel(13, 201, 67, 67, 1.0f / 13);  /* middle rank, all valid */
+        test_vocab_parallel(13, 201, 68, 136, 1.0f / 13); /* last rank: 3 padding columns */
+        test_vocab_parallel(13, 201, 68, 136, 0.0f);      /* evaluation: logits untouched */
+    }
+    if (want(argc, argv, "adamw"))
+        test_adamw(10007);
+    if (want(argc, argv, "bf16"))
+        test_bf16();
+    printf("# %d ok, %d failed (NMSE tolerance %.0e fp32, %.0e tf32, %.0e bf16, %.0e bf16 on "
+           "rounded operands, %.0e bf16 storage vs rounded cpu)\n", n_ok, n_fail, TOL, TOL_TF32,
+           TOL_BF16, TOL_BF16_EXACT, TOL_BF16_STORE);
+    MPI_Finalize();
+    return n_fail ? 1 : 0;
+}
