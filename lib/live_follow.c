@@ -265,7 +265,8 @@ static void reset_run(hpt_live_run *r)
     r->seg = NULL;
     r->alert = NULL;
     r->n = r->rows = r->nev = r->nseg = r->nalert = r->alerts_seen = r->nranks = 0;
-    r->lock_seen = 0;
+    r->lock_seen = r->settling = 0;
+    r->damage[0] = 0;
     r->last_growth = r->usual = 0;
     for (int k = 0; k < r->nrules; k++)
         r->rules[k].active = 0;
@@ -279,16 +280,25 @@ static int replaced(const hpt_live_run *r)
                            (unsigned long long)sb.st_ino != r->ino);
 }
 
-/* 1 when the open file got shorter since the last poll: HDF5 files only
- * grow, so something cut it (a truncation, a full disk's partial rewrite):
- * it is opened afresh, which reports the damage, instead of being read
- * through the stale handle as still whole. Updates r->size. */
-static int shrunk(hpt_live_run *r)
+/* What changed in the file since the last poll (its size, mtime and ctime
+ * in ns; updates r->size, r->mtime_ns, r->ctime_ns): 0 nothing, else
+ * STAMP_CHANGED, with STAMP_SHRUNK when it got shorter (HDF5 files only
+ * grow, so something cut it: a truncation, a full disk's partial rewrite).
+ * ctime catches a rewrite that kept the size and set the old mtime back. */
+enum { STAMP_CHANGED = 1, STAMP_SHRUNK = 2 };
+
+static int restat(hpt_live_run *r)
 {
     struct stat sb;
-    long long was = r->size;
-    r->size = stat(r->path, &sb) == 0 ? (long long)sb.st_size : -1;
-    return r->file > 0 && was >= 0 && r->size >= 0 && r->size < was;
+    long long was = r->size, m = r->mtime_ns, c = r->ctime_ns;
+    int ok = stat(r->path, &sb) == 0;
+    r->size = ok ? (long long)sb.st_size : -1;
+    r->mtime_ns = ok ? (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec : -1;
+    r->ctime_ns = ok ? (long long)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec : -1;
+    int f = r->size != was || r->mtime_ns != m || r->ctime_ns != c ? STAMP_CHANGED : 0;
+    if (was >= 0 && r->size >= 0 && r->size < was)
+        f |= STAMP_SHRUNK;
+    return f;
 }
 
 static int lock_held_here(const char *path);
@@ -373,18 +383,32 @@ static hpt_status open_file(hpt_live_run *r)
 
 /* ------------------------------------------------------------ reading */
 
-static hsize_t extent(hid_t d, hsize_t *cols)
+/* The extent of dataset d after refreshing it (SWMR): *rows, and *cols
+ * for a 2-D one (may be NULL). -1 when HDF5 cannot refresh or read it (its
+ * object header fails its checksum, the file was cut): damage, never taken
+ * for "no rows". */
+static int extent(hid_t d, hsize_t *rows, hsize_t *cols)
 {
     hsize_t dims[2] = {0, 0};
-    H5Drefresh(d);
+    if (H5Drefresh(d) < 0)
+        return -1;
     hid_t sp = H5Dget_space(d);
-    if (sp < 0)
-        return 0;
-    H5Sget_simple_extent_dims(sp, dims, NULL);
+    if (sp < 0 || H5Sget_simple_extent_dims(sp, dims, NULL) < 0) {
+        if (sp >= 0)
+            H5Sclose(sp);
+        return -1;
+    }
     H5Sclose(sp);
+    *rows = dims[0];
     if (cols)
         *cols = dims[1];
-    return dims[0];
+    return 0;
+}
+
+static hpt_status refresh_failed(const hpt_live_run *r, const char *group, const char *name)
+{
+    return hpt_error_set(HPT_ERR_DATA, "%s: cannot refresh dataset %s%s (damaged file; HDF5: %s)",
+                         r->path, group, name, hpt_h5_cause_line());
 }
 
 /* Rows [from, from+n) of a 1-D dataset as `type` into out; -1 on failure. */
@@ -481,11 +505,15 @@ static hpt_status read_rows(hpt_live_run *r, hpt_live_news *news)
 {
     hsize_t rows = (hsize_t)-1, w = 0, ww = 0;
     for (int c = 0; c < HPT_SC_COUNT; c++) {
-        hsize_t e = extent(r->sd[c], NULL);
+        hsize_t e;
+        if (extent(r->sd[c], &e, NULL) < 0)
+            return refresh_failed(r, "/steps/", hpt_metrics_step_cols[c].name);
         rows = e < rows ? e : rows;
     }
     for (int c = 0; c < HPT_RC_COUNT; c++) {
-        hsize_t e = extent(r->rd[c], &ww);
+        hsize_t e;
+        if (extent(r->rd[c], &e, &ww) < 0)
+            return refresh_failed(r, "/ranks/", hpt_metrics_rank_cols[c].name);
         rows = e < rows ? e : rows;
         w = c == 0 || ww < w ? ww : w;
     }
@@ -505,16 +533,23 @@ static hpt_status read_rows(hpt_live_run *r, hpt_live_news *news)
                                  "HDF5: %s)", r->path, hpt_metrics_step_cols[c].name,
                                  hpt_h5_cause_line());
         }
-    if (news)
-        news->steps = malloc(sizeof *news->steps * n);
+    /* news->steps covers rows_from.. (a second attempt of a poll adds on) */
+    int64_t *steps = NULL;
+    size_t at = news && r->rows >= news->rows_from ? r->rows - news->rows_from : 0;
+    if (news && (steps = realloc(news->steps, sizeof *steps * (at + n))) != NULL)
+        news->steps = steps;
+    else if (news) { /* out of memory: no rows record (the stream re-reads) */
+        free(news->steps);
+        news->steps = NULL;
+    }
     for (size_t i = 0; i < n; i++) {
         double v[HPT_SC_COUNT];
         for (int c = 0; c < HPT_SC_COUNT; c++)
             v[c] = buf[(size_t)c * n + i];
         keep_row(r, r->rows + i, v);
         fire_alerts(r, v);
-        if (news && news->steps)
-            news->steps[i] = (int64_t)v[HPT_SC_STEP];
+        if (steps)
+            steps[at + i] = (int64_t)v[HPT_SC_STEP];
     }
     free(buf);
     r->rows = (size_t)rows;
@@ -525,7 +560,9 @@ static hpt_status read_rows(hpt_live_run *r, hpt_live_news *news)
 static hpt_status read_table(hpt_live_run *r, hid_t d, hid_t t, size_t size, const char *name,
                              void **arr, size_t *count)
 {
-    hsize_t e = extent(d, NULL);
+    hsize_t e;
+    if (extent(d, &e, NULL) < 0)
+        return refresh_failed(r, "", name);
     if (e <= *count)
         return HPT_OK;
     size_t n = (size_t)e - *count;
@@ -640,30 +677,26 @@ static hpt_live_state file_state(hpt_live_run *r, double now)
     return now - last > limit ? HPT_LIVE_STOPPED : HPT_LIVE_LIVE;
 }
 
-int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news)
+/* Drop what was read and read the file afresh at this poll (it changed in
+ * place, or was cut): alerts already reported stay reported. */
+static void reset_for_reread(hpt_live_run *r, hpt_live_news *news)
 {
-    hpt_live_state old = r->state;
-    char olderr[sizeof r->error];
-    snprintf(olderr, sizeof olderr, "%s", r->error);
-    size_t oldrows = r->rows;
+    size_t seen = r->alerts_seen;
+    reset_run(r);
+    r->reread_alerts = seen;
     if (news) {
-        memset(news, 0, sizeof *news);
-        news->rows_from = r->rows;
-        news->events_from = r->nev;
-        news->segs_from = r->nseg;
-        news->alerts_from = r->nalert;
+        free(news->steps);
+        news->steps = NULL;
+        news->replaced = 1;
+        news->rows_from = news->events_from = news->segs_from = news->alerts_from = 0;
     }
+}
+
+/* Open the file if needed and read what was appended; once more from a
+ * fresh open when that fails (a writer re-opening the file: a resume). */
+static hpt_status open_and_read(hpt_live_run *r, hpt_live_news *news)
+{
     hpt_status st = HPT_OK;
-    if (replaced(r)) {
-        reset_run(r);
-        oldrows = 0;
-        if (news) {
-            news->replaced = 1;
-            news->rows_from = news->events_from = news->segs_from = news->alerts_from = 0;
-        }
-    }
-    if (shrunk(r))
-        close_file(r);
     for (int attempt = 0; attempt < 2; attempt++) {
         if (r->file <= 0) {
             H5E_BEGIN_TRY { st = open_file(r); }
@@ -672,20 +705,69 @@ int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news)
                 close_file(r);
                 break;
             }
+            if (news)
+                news->opened = 1;
         }
         st = read_new(r, news);
         if (!st)
             break;
-        close_file(r); /* a writer re-opening the file (a resume): read again once */
+        close_file(r);
     }
-    if (news)
-        news->rows_to = r->rows;
+    return st;
+}
+
+int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news)
+{
+    hpt_live_state old = r->state;
+    char olderr[sizeof r->error];
+    snprintf(olderr, sizeof olderr, "%s", r->error);
+    size_t oldrows = r->rows;
+    hpt_live_news local;
+    if (!news)
+        news = &local;
+    memset(news, 0, sizeof *news);
+    news->rows_from = r->rows;
+    news->events_from = r->nev;
+    news->segs_from = r->nseg;
+    news->alerts_from = r->nalert;
+    int stamp = restat(r), was_open = r->file > 0;
+    if (replaced(r)) {
+        reset_run(r);
+        news->replaced = 1;
+        news->rows_from = news->events_from = news->segs_from = news->alerts_from = 0;
+    } else if (was_open && (stamp & STAMP_SHRUNK))
+        reset_for_reread(r, news); /* never read through the stale handle as whole */
+    if (news->replaced)
+        oldrows = 0, r->settling = 0;
+    size_t rows0 = r->rows, nev0 = r->nev, nseg0 = r->nseg;
+    hpt_status st = open_and_read(r, news);
+    int grew = r->rows > rows0 || r->nev > nev0 || r->nseg > nseg0;
+    /* Changed in place without anything new (bytes overwritten, a copy
+     * over it): once it has settled for a poll, read it afresh, which
+     * finds damage in what was read before. A writer's flush that the
+     * reader does not see yet settles with new rows, so is not re-read. */
+    if (!st && was_open && !news->replaced) {
+        if (grew)
+            r->settling = 0;
+        else if (stamp & STAMP_CHANGED)
+            r->settling = 1;
+        else if (r->settling) {
+            r->settling = 0;
+            reset_for_reread(r, news);
+            oldrows = 0;
+            st = open_and_read(r, news);
+        }
+    }
+    news->rows_to = r->rows;
     if (st == HPT_REQUEUE) {
         r->state = HPT_LIVE_WAITING;
         snprintf(r->error, sizeof r->error, "%s", hpt_error_msg());
     } else if (st) {
         r->state = HPT_LIVE_ERROR;
         snprintf(r->error, sizeof r->error, "%s", hpt_error_msg());
+    } else if (r->damage[0]) { /* found by a history read: until the file changes */
+        r->state = HPT_LIVE_ERROR;
+        snprintf(r->error, sizeof r->error, "%s", r->damage);
     } else {
         if (r->rows > oldrows && oldrows > 0) { /* the first read is history */
             if (r->last_growth > 0) {
@@ -697,9 +779,26 @@ int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news)
         r->error[0] = 0;
         r->state = file_state(r, now);
     }
+    if (r->reread_alerts) { /* a re-read finds the alerts it had: not new */
+        r->alerts_seen = r->reread_alerts < r->nalert ? r->reread_alerts : r->nalert;
+        news->alerts_from = r->alerts_seen;
+        r->reread_alerts = 0;
+    }
+    if (news == &local)
+        free(local.steps);
     int changed = r->state != old || strcmp(olderr, r->error);
-    if (news)
-        news->state_changed = changed;
+    news->state_changed = changed;
+    if (changed)
+        r->said = 0;
+    return changed;
+}
+
+int hpt_live_run_set_damage(hpt_live_run *r, const char *msg)
+{
+    snprintf(r->damage, sizeof r->damage, "%s", msg);
+    int changed = r->state != HPT_LIVE_ERROR || strcmp(r->error, r->damage);
+    r->state = HPT_LIVE_ERROR;
+    snprintf(r->error, sizeof r->error, "%s", r->damage);
     if (changed)
         r->said = 0;
     return changed;
