@@ -9,11 +9,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- columns */
@@ -89,6 +92,94 @@ hid_t hpt_metrics_h5_fapl(void)
     H5Pset_file_locking(fapl, 0, 1);
     H5Pset_metadata_read_attempts(fapl, HPT_METRICS_READ_ATTEMPTS);
     return fapl;
+}
+
+/* ---------------------------------------------------------------- probe */
+
+static herr_t probe_attr(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+{
+    (void)info;
+    (void)data;
+    free(hpt_h5_read_str_attr(loc, name));
+    return 0;
+}
+
+static herr_t probe_obj(hid_t root, const char *name, const H5O_info_t *info, void *data)
+{
+    (void)info;
+    (void)data;
+    hid_t o = H5Oopen(root, name, H5P_DEFAULT);
+    if (o >= 0) {
+        H5Aiterate2(o, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, probe_attr, NULL);
+        H5Oclose(o);
+    }
+    return 0;
+}
+
+/* The child: every object's string attributes; never returns. Its crash
+ * is the parent's to report: the default actions (no MPI library's
+ * handler printing a backtrace), its output to /dev/null (glibc's "malloc
+ * assertion" lines). */
+static void probe_child(const char *path)
+{
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], SIG_DFL);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+        dup2(null, 1);
+        dup2(null, 2);
+    }
+    hid_t fapl = hpt_metrics_h5_fapl(), f;
+    H5E_BEGIN_TRY
+    {
+        f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
+        if (f >= 0) {
+            H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, probe_obj, NULL, H5O_INFO_BASIC);
+            H5Fclose(f);
+        }
+    }
+    H5E_END_TRY;
+    _exit(0);
+}
+
+static const char *sig_name(int sig)
+{
+    return sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGABRT ? "SIGABRT"
+         : sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "a signal";
+}
+
+hpt_status hpt_metrics_h5_probe(const char *path)
+{
+    fflush(NULL); /* the child exits with _exit: nothing buffered twice */
+    pid_t pid = fork();
+    if (pid < 0)
+        return HPT_OK;
+    if (pid == 0)
+        probe_child(path);
+    int status = 0;
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    for (long waited = 0;; waited++) {
+        pid_t got = waitpid(pid, &status, WNOHANG);
+        if (got == pid)
+            break;
+        if (got < 0 && errno != EINTR)
+            return HPT_OK;
+        if (waited >= HPT_METRICS_PROBE_S * 100L) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return hpt_error_set(HPT_ERR_DATA, "%s: damaged file: HDF5 did not finish reading "
+                                 "its attributes in %d s (a damaged global heap: the strings of "
+                                 "the attributes)", path, HPT_METRICS_PROBE_S);
+        }
+        nanosleep(&tick, NULL);
+    }
+    if (WIFSIGNALED(status))
+        return hpt_error_set(HPT_ERR_DATA, "%s: damaged file: HDF5 crashed reading its "
+                             "attributes (signal %d, %s; a damaged global heap: the strings of "
+                             "the attributes)", path, WTERMSIG(status),
+                             sig_name(WTERMSIG(status)));
+    return HPT_OK;
 }
 
 /* Note HDF5's cause of a failed call in h->cause (call right after it; the
@@ -494,6 +585,10 @@ static hpt_status open_checked(hpt_metrics_h5 *h, hid_t fapl, const char *model_
     if (stat(h->path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0) {
         h->damaged = 1; /* a writer killed while creating it */
         return hpt_error_set(HPT_ERR_IO, "metrics file %s: empty file (0 bytes)", h->path);
+    }
+    if (hpt_h5_has_signature(h->path) && hpt_metrics_h5_probe(h->path) != HPT_OK) {
+        h->damaged = 1; /* its attributes would crash this process */
+        return hpt_error_set(HPT_ERR_IO, "metrics file %s", hpt_error_msg());
     }
     if (H5Pexist(fapl, "clear_status_flags") > 0) /* as h5clear -s */
         H5Pset(fapl, "clear_status_flags", &clear);

@@ -94,6 +94,23 @@ typedef struct {
  * negative id when HDF5 cannot create the list. */
 hid_t hpt_metrics_h5_fapl(void);
 
+/* Seconds hpt_metrics_h5_probe lets the child read (milliseconds on a
+ * sound file). */
+#define HPT_METRICS_PROBE_S 60
+
+/* Read every string attribute of `path` (the root, its groups and
+ * datasets) in a child process, to see whether that crashes or hangs HDF5:
+ * HDF5 1.10 trusts the object sizes in a global heap collection (where the
+ * variable-length strings of the attributes live: format, model_config,
+ * units, ...), which carry no checksum, and one overwritten size byte makes
+ * H5Aread crash with SIGSEGV, abort in malloc, or loop. Call before the
+ * caller's own process reads them. HPT_ERR_DATA "PATH: damaged file: HDF5
+ * crashed reading its attributes (signal N, ...)" or "... did not finish
+ * ... in HPT_METRICS_PROBE_S s"; HPT_OK otherwise, also when the child
+ * merely failed (the caller's own read reports that) or fork failed. The
+ * caller holds no other thread inside HDF5 meanwhile. */
+hpt_status hpt_metrics_h5_probe(const char *path);
+
 /* Set up h for `path` (no file opened yet; builds the compound types).
  * Free with hpt_metrics_h5_free. */
 void hpt_metrics_h5_init(hpt_metrics_h5 *h, const char *path);
@@ -111,7 +128,8 @@ hpt_status hpt_metrics_h5_create(hpt_metrics_h5 *h, hid_t fapl, const hpt_metric
  * format_version, another model_config (when `model_config` is given).
  * Damaged (HPT_ERR_IO and h->damaged = 1; the caller moves it aside):
  * empty, HDF5's signature but unopenable, a dataset missing, metadata
- * failing its checksum. Messages name the part and HDF5's cause. */
+ * failing its checksum, attributes that crash HDF5 (hpt_metrics_h5_probe).
+ * Messages name the part and HDF5's cause. */
 hpt_status hpt_metrics_h5_open(hpt_metrics_h5 *h, hid_t fapl, const char *model_config);
 
 /* Append this segment's row `s` (s->segment, first_row, last_step_before

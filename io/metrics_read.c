@@ -190,6 +190,9 @@ hpt_status hpt_mread_open(hpt_mread *m, const char *path)
     if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0)
         return hpt_error_set(HPT_ERR_DATA, "%s: not a readable HDF5 file: empty file (0 bytes)",
                              path);
+    hpt_status st = hpt_metrics_h5_probe(path);
+    if (st)
+        return st;
     hid_t fapl = hpt_metrics_h5_fapl();
     m->file = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
     if (m->file < 0) {
@@ -206,7 +209,7 @@ hpt_status hpt_mread_open(hpt_mread *m, const char *path)
     if (!fmt && attr_cause[0])
         return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the root attribute format (damaged "
                              "file; HDF5: %s)", path, attr_cause);
-    hpt_status st = hpt_metrics_h5_check_format(path, fmt);
+    st = hpt_metrics_h5_check_format(path, fmt);
     free(fmt);
     if (st)
         return st;

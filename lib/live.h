@@ -135,6 +135,8 @@ typedef struct {
     long long size;              /* its size at the last poll (bytes; -1 none) */
     long long mtime_ns, ctime_ns; /* its mtime and ctime then (ns)          */
     int settling;             /* it changed in place at the last poll, nothing new */
+    long long probed[3];      /* size, mtime, ctime (ns) of the last probe  */
+    char probe_error[600];    /* its finding (hpt_metrics_h5_probe), "" if sound */
     size_t reread_alerts;     /* alerts reported before a re-read (not new again) */
 } hpt_live_run;
 

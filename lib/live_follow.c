@@ -245,8 +245,11 @@ int hpt_live_not_metrics(const char *path)
     H5E_BEGIN_TRY { f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl); }
     H5E_END_TRY;
     H5Pclose(fapl);
-    if (f < 0)
+    if (f < 0 || hpt_metrics_h5_probe(path) != HPT_OK) {
+        if (f >= 0)
+            H5Fclose(f);
         return 0; /* damaged or being written: the follower reports it */
+    }
     hpt_status st;
     H5E_BEGIN_TRY { st = check_format(f, path); }
     H5E_END_TRY;
@@ -323,6 +326,18 @@ static hpt_status open_file(hpt_live_run *r)
                              r->path);
     r->dev = (unsigned long long)sb.st_dev;
     r->ino = (unsigned long long)sb.st_ino;
+    /* attributes that crash HDF5 (metrics_h5.h): probed once per version of the file */
+    long long stamp[3] = {(long long)sb.st_size,
+                          (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec,
+                          (long long)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec};
+    if (memcmp(stamp, r->probed, sizeof stamp)) {
+        memcpy(r->probed, stamp, sizeof stamp);
+        r->probe_error[0] = 0;
+        if (hpt_metrics_h5_probe(r->path))
+            snprintf(r->probe_error, sizeof r->probe_error, "%s", hpt_error_msg());
+    }
+    if (r->probe_error[0])
+        return hpt_error_set(HPT_ERR_DATA, "%s", r->probe_error);
     hid_t fapl = hpt_metrics_h5_fapl();
     r->file = H5Fopen(r->path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
     char cause[300];
