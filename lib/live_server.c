@@ -533,6 +533,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (!token_ok(s, arg_str(conn, "token")))
         return send_text(conn, 403, "403 forbidden: missing or wrong token (use the URL "
                                     "hpt-live printed)\n");
+    if (strstr(url, "%00")) /* left encoded by unescape() */
+        return send_text(conn, 400, "400 bad request: a NUL byte (%00) in the path\n");
     if (!strcmp(url, "/"))
         return send_asset(s, conn, "index.html");
     if (!strncmp(url, "/assets/", 8))
@@ -544,6 +546,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (!strcmp(url, "/api/stream"))
         return send_stream(s, conn);
     return send_text(conn, 404, "404 not found\n");
+}
+
+/* libmicrohttpd's unescaper for the path and the query arguments: %HH
+ * decoded, except in a string holding %00, which is left as it is. A
+ * decoded NUL would end the C string handed to handle(), so that
+ * /assets/app.js%00.html was served as app.js; left encoded, it matches
+ * no name (the path is refused with a 400, an argument is not valid). */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    if (strstr(s, "%00"))
+        return strlen(s);
+    return MHD_http_unescape(s);
 }
 
 /* ------------------------------------------------------------ alerts */
@@ -777,7 +793,9 @@ hpt_status hpt_live_serve(const hpt_live_opts *o, FILE *out, FILE *err)
     struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, &s,
                                             MHD_OPTION_LISTEN_SOCKET, fd,
                                             MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
-                                            MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S, MHD_OPTION_END);
+                                            MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S,
+                                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                                            MHD_OPTION_END);
     if (!d) {
         close(fd);
         server_free(&s);
