@@ -49,24 +49,47 @@ enum {
 extern const hpt_metrics_column hpt_metrics_step_cols[HPT_SC_COUNT];
 extern const hpt_metrics_column hpt_metrics_rank_cols[HPT_RC_COUNT];
 
-/* One row of /segments (compound; strings NUL-padded). */
+#define HPT_METRICS_STR_LEN 32   /* bytes of a segment's hpt_version, slurm_job_id */
+#define HPT_METRICS_HOST_LEN 64  /* bytes of a segment's host                    */
+
+/* The tables /segments and /events: their one definition. A row as held
+ * in memory by the writer and every reader; strings are NUL-terminated and
+ * one byte longer than in the file (HPT_METRICS_*_LEN bytes there, at most
+ * one byte less of text). A new member: here, in the file type and the
+ * memory type of io/metrics_h5.c (hpt_metrics_seg_type), docs/METRICS.md. */
 typedef struct {
     int32_t segment;
     int64_t first_row, first_step, resumed_from, last_step_before;
     int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
     double start_time, flops_per_token, peak_flops_per_rank;
-    char hpt_version[32], slurm_job_id[32], host[64];
-    int32_t sequence_parallel, recompute; /* 0/1; 0 none, 1 full, 2 selective */
+    char hpt_version[HPT_METRICS_STR_LEN + 1], slurm_job_id[HPT_METRICS_STR_LEN + 1];
+    char host[HPT_METRICS_HOST_LEN + 1];
+    /* hpt-train --sequence-parallel (0/1) and --recompute (0 none, 1 full,
+     * 2 selective); files written before them lack the members */
+    int32_t sequence_parallel, recompute;
 } hpt_metrics_seg_row;
 
-/* One row of /events. */
 typedef struct {
     int64_t step;
     double wall_time;
     int32_t rank;
-    char kind[HPT_METRICS_KIND_LEN];
-    char message[HPT_METRICS_MSG_LEN];
+    char kind[HPT_METRICS_KIND_LEN + 1];
+    char message[HPT_METRICS_MSG_LEN + 1];
 } hpt_metrics_event_row;
+
+/* The HDF5 memory type of hpt_metrics_seg_row for a /segments of file
+ * type `file_type`: every member the struct has, the newer ones
+ * (sequence_parallel, recompute) only where file_type has them
+ * (file_type < 0: all, for writing; not a compound: none; the caller
+ * fills absent ones). The
+ * caller closes it (H5Tclose); negative on failure. */
+hid_t hpt_metrics_seg_type(hid_t file_type);
+
+/* 1 when the memory type t (hpt_metrics_seg_type) reads member `name`. */
+int hpt_metrics_seg_type_has(hid_t t, const char *name);
+
+/* The HDF5 memory type of hpt_metrics_event_row (H5Tclose it). */
+hid_t hpt_metrics_event_type(void);
 
 /* Root attributes of a new file. Strings may be NULL (written empty). */
 typedef struct {

@@ -310,54 +310,24 @@ static hpt_status read_table(const hpt_mread *m, const char *name, hid_t t, size
     return HPT_OK;
 }
 
-static hid_t str_type(size_t n)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, n);
-    return t;
-}
-
 hpt_status hpt_mread_segments(const hpt_mread *m, hpt_mread_seg **out, size_t *n)
 {
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_mread_seg));
-    hid_t s32 = str_type(sizeof((hpt_mread_seg *)0)->hpt_version), s64 = str_type(sizeof((hpt_mread_seg *)0)->host);
-#define F(name, ty) H5Tinsert(t, #name, HOFFSET(hpt_mread_seg, name), ty)
-    F(segment, H5T_NATIVE_INT32); F(first_row, H5T_NATIVE_INT64); F(first_step, H5T_NATIVE_INT64);
-    F(resumed_from, H5T_NATIVE_INT64); F(last_step_before, H5T_NATIVE_INT64);
-    F(world, H5T_NATIVE_INT32); F(tp, H5T_NATIVE_INT32); F(pp, H5T_NATIVE_INT32);
-    F(dp, H5T_NATIVE_INT32); F(zero1, H5T_NATIVE_INT32); F(grad_accum, H5T_NATIVE_INT32);
-    F(micro_batch, H5T_NATIVE_INT32); F(seq_len, H5T_NATIVE_INT32);
-    F(hpt_version, s32); F(slurm_job_id, s32); F(host, s64);
     /* newer fields: read where the file has them (else left 0 by calloc) */
     hid_t d = H5Dopen2(m->file, "/segments", H5P_DEFAULT), ft = d >= 0 ? H5Dget_type(d) : -1;
-    if (ft >= 0 && H5Tget_member_index(ft, "sequence_parallel") >= 0)
-        F(sequence_parallel, H5T_NATIVE_INT32);
-    if (ft >= 0 && H5Tget_member_index(ft, "recompute") >= 0)
-        F(recompute, H5T_NATIVE_INT32);
+    hid_t t = hpt_metrics_seg_type(ft >= 0 ? ft : H5T_NATIVE_INT);
     if (ft >= 0)
         H5Tclose(ft);
     if (d >= 0)
         H5Dclose(d);
-#undef F
     hpt_status st = read_table(m, "/segments", t, sizeof(hpt_mread_seg), (void **)out, n);
-    H5Tclose(s32);
-    H5Tclose(s64);
     H5Tclose(t);
     return st;
 }
 
 hpt_status hpt_mread_events(const hpt_mread *m, hpt_mread_event **out, size_t *n)
 {
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_mread_event));
-    hid_t sk = str_type(sizeof((hpt_mread_event *)0)->kind), sm = str_type(sizeof((hpt_mread_event *)0)->message);
-    H5Tinsert(t, "step", HOFFSET(hpt_mread_event, step), H5T_NATIVE_INT64);
-    H5Tinsert(t, "wall_time", HOFFSET(hpt_mread_event, wall_time), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "rank", HOFFSET(hpt_mread_event, rank), H5T_NATIVE_INT32);
-    H5Tinsert(t, "kind", HOFFSET(hpt_mread_event, kind), sk);
-    H5Tinsert(t, "message", HOFFSET(hpt_mread_event, message), sm);
+    hid_t t = hpt_metrics_event_type();
     hpt_status st = read_table(m, "/events", t, sizeof(hpt_mread_event), (void **)out, n);
-    H5Tclose(sk);
-    H5Tclose(sm);
     H5Tclose(t);
     return st;
 }

@@ -24,24 +24,13 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "metrics_h5.h"
 
-/* A row of /segments as read (strings NUL-terminated). */
-typedef struct {
-    int32_t segment;
-    int64_t first_row, first_step, resumed_from, last_step_before;
-    int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
-    char hpt_version[33], slurm_job_id[33], host[65];
-    int32_t sequence_parallel, recompute; /* 0 in files written before these fields */
-} hpt_mread_seg;
-
-/* A row of /events as read. */
-typedef struct {
-    int64_t step;
-    double wall_time;
-    int32_t rank;
-    char kind[25];
-    char message[257];
-} hpt_mread_event;
+/* A row of /segments, /events as read (io/metrics_h5.h: strings
+ * NUL-terminated; sequence_parallel and recompute 0 in files written
+ * before these fields). */
+typedef hpt_metrics_seg_row hpt_mread_seg;
+typedef hpt_metrics_event_row hpt_mread_event;
 
 /* An open metrics file (fields read-only for callers). */
 typedef struct {

@@ -22,6 +22,7 @@
 
 #include "alert.h"
 #include "error.h"
+#include "metrics_h5.h"
 
 /* ------------------------------------------------------------ buffers */
 
@@ -58,23 +59,12 @@ enum {
 extern const char *const hpt_live_col_json[HPT_LC_COUNT];
 extern const int hpt_live_col_src[HPT_LC_COUNT];
 
-typedef struct {
-    int64_t step;
-    double time;
-    int32_t rank;
-    char kind[25];     /* the file's kind (skipped_step, ...)               */
-    char message[257];
-} hpt_live_event;
-
-typedef struct {
-    int64_t first_step, resumed_from;
-    int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
-    double start_time, flops_per_token, peak_flops_per_rank;
-    char hpt_version[33], slurm_job_id[33], host[65];
-    /* hpt-train --sequence-parallel (0/1) and --recompute (0 none, 1 full,
-     * 2 selective); -1 where the file's /segments predates the field */
-    int32_t sequence_parallel, recompute;
-} hpt_live_seg;
+/* The rows of /events and /segments as io/metrics_h5.h defines them
+ * (kind: the file's kind, skipped_step, ...); in a hpt_live_seg,
+ * sequence_parallel and recompute are -1 where the file's /segments
+ * predates them. */
+typedef hpt_metrics_event_row hpt_live_event;
+typedef hpt_metrics_seg_row hpt_live_seg;
 
 typedef struct {
     char rule[HPT_ALERT_TEXT];

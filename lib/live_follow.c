@@ -58,49 +58,6 @@ static void run_name(hpt_live_run *r)
     snprintf(r->name, sizeof r->name, "%.255s", base);
 }
 
-/* The memory type of a /segments row; the newer members
- * (sequence_parallel, recompute) only where the file's type `ft` has them
- * (ft < 0: none), as io/metrics_read.c reads them. */
-static hid_t seg_mem_type(hid_t ft)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_live_seg));
-    hid_t s33 = H5Tcopy(H5T_C_S1), s65 = H5Tcopy(H5T_C_S1);
-    H5Tset_size(s33, 33);
-    H5Tset_size(s65, 65);
-#define F(name, ty) H5Tinsert(t, #name, HOFFSET(hpt_live_seg, name), ty)
-    F(first_step, H5T_NATIVE_INT64); F(resumed_from, H5T_NATIVE_INT64);
-    F(world, H5T_NATIVE_INT32); F(tp, H5T_NATIVE_INT32); F(pp, H5T_NATIVE_INT32);
-    F(dp, H5T_NATIVE_INT32); F(zero1, H5T_NATIVE_INT32); F(grad_accum, H5T_NATIVE_INT32);
-    F(micro_batch, H5T_NATIVE_INT32); F(seq_len, H5T_NATIVE_INT32);
-    F(start_time, H5T_NATIVE_DOUBLE); F(flops_per_token, H5T_NATIVE_DOUBLE);
-    F(peak_flops_per_rank, H5T_NATIVE_DOUBLE); F(hpt_version, s33); F(slurm_job_id, s33);
-    F(host, s65);
-    if (ft >= 0 && H5Tget_member_index(ft, "sequence_parallel") >= 0)
-        F(sequence_parallel, H5T_NATIVE_INT32);
-    if (ft >= 0 && H5Tget_member_index(ft, "recompute") >= 0)
-        F(recompute, H5T_NATIVE_INT32);
-#undef F
-    H5Tclose(s33);
-    H5Tclose(s65);
-    return t;
-}
-
-static hid_t ev_mem_type(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_live_event));
-    hid_t sk = H5Tcopy(H5T_C_S1), sm = H5Tcopy(H5T_C_S1);
-    H5Tset_size(sk, sizeof((hpt_live_event *)0)->kind);
-    H5Tset_size(sm, sizeof((hpt_live_event *)0)->message);
-    H5Tinsert(t, "step", HOFFSET(hpt_live_event, step), H5T_NATIVE_INT64);
-    H5Tinsert(t, "wall_time", HOFFSET(hpt_live_event, time), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "rank", HOFFSET(hpt_live_event, rank), H5T_NATIVE_INT32);
-    H5Tinsert(t, "kind", HOFFSET(hpt_live_event, kind), sk);
-    H5Tinsert(t, "message", HOFFSET(hpt_live_event, message), sm);
-    H5Tclose(sk);
-    H5Tclose(sm);
-    return t;
-}
-
 void hpt_live_run_init(hpt_live_run *r, int id, const char *path, const hpt_alert_rule *rules,
                        int nrules)
 {
@@ -115,8 +72,8 @@ void hpt_live_run_init(hpt_live_run *r, int id, const char *path, const hpt_aler
     if (r->nrules) /* memcpy from NULL is undefined even for 0 bytes */
         memcpy(r->rules, rules, sizeof *rules * (size_t)r->nrules);
     r->flops_per_token = r->peak_flops = NAN;
-    r->seg_t = seg_mem_type(-1);
-    r->ev_t = ev_mem_type();
+    r->seg_t = hpt_metrics_seg_type(-1);
+    r->ev_t = hpt_metrics_event_type();
 }
 
 static void close_file(hpt_live_run *r)
@@ -371,7 +328,7 @@ static hpt_status open_file(hpt_live_run *r)
     if (!st && (r->seg_ds = H5Dopen2(r->file, "/segments", H5P_DEFAULT)) < 0)
         st = HPT_ERR_DATA, snprintf(p, sizeof p, "/segments");
     if (!st) { /* this file's /segments members decide what is read */
-        hid_t ft = H5Dget_type(r->seg_ds), t = seg_mem_type(ft);
+        hid_t ft = H5Dget_type(r->seg_ds), t = hpt_metrics_seg_type(ft >= 0 ? ft : H5T_NATIVE_INT);
         if (ft >= 0)
             H5Tclose(ft);
         if (r->seg_t > 0)
@@ -602,8 +559,8 @@ static hpt_status read_new(hpt_live_run *r, hpt_live_news *news)
         st = read_table(r, r->seg_ds, r->seg_t, sizeof(hpt_live_seg), "/segments",
                         (void **)&r->seg, &r->nseg);
         /* fields the file does not record: -1 (null in the JSON) */
-        int has_sp = H5Tget_member_index(r->seg_t, "sequence_parallel") >= 0;
-        int has_rc = H5Tget_member_index(r->seg_t, "recompute") >= 0;
+        int has_sp = hpt_metrics_seg_type_has(r->seg_t, "sequence_parallel");
+        int has_rc = hpt_metrics_seg_type_has(r->seg_t, "recompute");
         for (size_t i = seg0; !st && i < r->nseg; i++) {
             if (!has_sp)
                 r->seg[i].sequence_parallel = -1;

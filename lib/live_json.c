@@ -125,7 +125,7 @@ static const char *live_kind(const char *kind)
 static void event_fields(const hpt_live_event *e, hpt_sbuf *out)
 {
     hpt_sbuf_printf(out, "\"step\":%lld,\"time\":", (long long)e->step);
-    hpt_sbuf_json_num(out, e->time);
+    hpt_sbuf_json_num(out, e->wall_time);
     hpt_sbuf_printf(out, ",\"kind\":");
     hpt_sbuf_json_str(out, live_kind(e->kind));
     hpt_sbuf_printf(out, ",\"file_kind\":");
