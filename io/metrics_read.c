@@ -355,3 +355,65 @@ int hpt_mread_has_ranks_col(const hpt_mread *m, const char *name)
     snprintf(path, sizeof path, "/ranks/%s", name);
     return ds_extent(m->file, path, 2, dims) == 0;
 }
+
+/* ------------------------------------------------- incremental follow */
+
+hpt_status hpt_mread_follow_extent(hid_t d, const char *path, const char *group,
+                                   const char *name, hsize_t *rows, hsize_t *cols)
+{
+    hsize_t dims[2] = {0, 0};
+    hid_t sp = H5Drefresh(d) < 0 ? -1 : H5Dget_space(d);
+    if (sp < 0 || H5Sget_simple_extent_dims(sp, dims, NULL) < 0) {
+        char cause[300];
+        snprintf(cause, sizeof cause, "%s", hpt_h5_cause_line());
+        if (sp >= 0)
+            H5Sclose(sp);
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot refresh dataset %s%s (damaged file; "
+                             "HDF5: %s)", path, group, name, cause);
+    }
+    H5Sclose(sp);
+    *rows = dims[0];
+    if (cols)
+        *cols = dims[1];
+    return HPT_OK;
+}
+
+hpt_status hpt_mread_follow_rows(hid_t d, hid_t type, size_t from, size_t n, void *out,
+                                 const char *path, const char *group, const char *name)
+{
+    if (n == 0)
+        return HPT_OK;
+    hsize_t at = from, cnt = n;
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(1, &cnt, NULL);
+    herr_t e = fs < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, &at, NULL, &cnt, NULL);
+    if (e >= 0)
+        e = H5Dread(d, type, ms, fs, H5P_DEFAULT, out);
+    char cause[300];
+    snprintf(cause, sizeof cause, "%s", e < 0 ? hpt_h5_cause_line() : "");
+    H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    if (e < 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read %s%s%s (damaged file; HDF5: %s)",
+                             path, *group ? "dataset " : "the table ", group, name, cause);
+    return HPT_OK;
+}
+
+hpt_status hpt_mread_follow_table(hid_t d, hid_t t, size_t size, const char *path,
+                                  const char *name, void **arr, size_t *count)
+{
+    hsize_t e;
+    hpt_status st = hpt_mread_follow_extent(d, path, "", name, &e, NULL);
+    if (st || e <= *count)
+        return st;
+    size_t n = (size_t)e - *count;
+    void *p = realloc(*arr, size * (size_t)e);
+    if (!p)
+        return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory", path);
+    *arr = p;
+    memset((char *)p + size * *count, 0, size * n);
+    st = hpt_mread_follow_rows(d, t, *count, n, (char *)p + size * *count, path, "", name);
+    if (!st)
+        *count = (size_t)e;
+    return st;
+}

@@ -5,6 +5,7 @@
 
 #include "h5util.h"
 #include "metrics_h5.h"
+#include "metrics_read.h"
 
 #include <errno.h>
 #include <math.h>
@@ -355,48 +356,6 @@ static hpt_status open_file(hpt_live_run *r)
 
 /* ------------------------------------------------------------ reading */
 
-/* The extent of dataset d after refreshing it (SWMR): *rows, and *cols
- * for a 2-D one (may be NULL). -1 when HDF5 cannot refresh or read it (its
- * object header fails its checksum, the file was cut): damage, never taken
- * for "no rows". */
-static int extent(hid_t d, hsize_t *rows, hsize_t *cols)
-{
-    hsize_t dims[2] = {0, 0};
-    if (H5Drefresh(d) < 0)
-        return -1;
-    hid_t sp = H5Dget_space(d);
-    if (sp < 0 || H5Sget_simple_extent_dims(sp, dims, NULL) < 0) {
-        if (sp >= 0)
-            H5Sclose(sp);
-        return -1;
-    }
-    H5Sclose(sp);
-    *rows = dims[0];
-    if (cols)
-        *cols = dims[1];
-    return 0;
-}
-
-static hpt_status refresh_failed(const hpt_live_run *r, const char *group, const char *name)
-{
-    return hpt_error_set(HPT_ERR_DATA, "%s: cannot refresh dataset %s%s (damaged file; HDF5: %s)",
-                         r->path, group, name, hpt_h5_cause_line());
-}
-
-/* Rows [from, from+n) of a 1-D dataset as `type` into out; -1 on failure. */
-static int read_1d(hid_t d, hid_t type, hsize_t from, hsize_t n, void *out)
-{
-    if (n == 0)
-        return 0;
-    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(1, &n, NULL);
-    herr_t e = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &from, NULL, &n, NULL);
-    if (e >= 0)
-        e = H5Dread(d, type, ms, fs, H5P_DEFAULT, out);
-    H5Sclose(ms);
-    H5Sclose(fs);
-    return e < 0 ? -1 : 0;
-}
-
 static int grow(hpt_live_run *r, size_t need)
 {
     if (need <= r->cap)
@@ -478,14 +437,16 @@ static hpt_status read_rows(hpt_live_run *r, hpt_live_news *news)
     hsize_t rows = (hsize_t)-1, w = 0, ww = 0;
     for (int c = 0; c < HPT_SC_COUNT; c++) {
         hsize_t e;
-        if (extent(r->sd[c], &e, NULL) < 0)
-            return refresh_failed(r, "/steps/", hpt_metrics_step_cols[c].name);
+        if (hpt_mread_follow_extent(r->sd[c], r->path, "/steps/", hpt_metrics_step_cols[c].name,
+                                    &e, NULL))
+            return HPT_ERR_DATA;
         rows = e < rows ? e : rows;
     }
     for (int c = 0; c < HPT_RC_COUNT; c++) {
         hsize_t e;
-        if (extent(r->rd[c], &e, &ww) < 0)
-            return refresh_failed(r, "/ranks/", hpt_metrics_rank_cols[c].name);
+        if (hpt_mread_follow_extent(r->rd[c], r->path, "/ranks/", hpt_metrics_rank_cols[c].name,
+                                    &e, &ww))
+            return HPT_ERR_DATA;
         rows = e < rows ? e : rows;
         w = c == 0 || ww < w ? ww : w;
     }
@@ -499,11 +460,10 @@ static hpt_status read_rows(hpt_live_run *r, hpt_live_news *news)
         return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory (%zu rows)", r->path, n);
     }
     for (int c = 0; c < HPT_SC_COUNT; c++)
-        if (read_1d(r->sd[c], H5T_NATIVE_DOUBLE, r->rows, n, buf + (size_t)c * n) < 0) {
+        if (hpt_mread_follow_rows(r->sd[c], H5T_NATIVE_DOUBLE, r->rows, n, buf + (size_t)c * n,
+                                  r->path, "/steps/", hpt_metrics_step_cols[c].name)) {
             free(buf);
-            return hpt_error_set(HPT_ERR_DATA, "%s: cannot read dataset /steps/%s (damaged file; "
-                                 "HDF5: %s)", r->path, hpt_metrics_step_cols[c].name,
-                                 hpt_h5_cause_line());
+            return HPT_ERR_DATA;
         }
     /* news->steps covers rows_from.. (a second attempt of a poll adds on) */
     int64_t *steps = NULL;
@@ -528,36 +488,14 @@ static hpt_status read_rows(hpt_live_run *r, hpt_live_news *news)
     return HPT_OK;
 }
 
-/* New rows of a compound table (/segments or /events) appended to *arr. */
-static hpt_status read_table(hpt_live_run *r, hid_t d, hid_t t, size_t size, const char *name,
-                             void **arr, size_t *count)
-{
-    hsize_t e;
-    if (extent(d, &e, NULL) < 0)
-        return refresh_failed(r, "", name);
-    if (e <= *count)
-        return HPT_OK;
-    size_t n = (size_t)e - *count;
-    void *p = realloc(*arr, size * (size_t)e);
-    if (!p)
-        return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory", r->path);
-    *arr = p;
-    memset((char *)p + size * *count, 0, size * n);
-    if (read_1d(d, t, *count, n, (char *)p + size * *count) < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the table %s (damaged file; HDF5: %s)",
-                             r->path, name, hpt_h5_cause_line());
-    *count = (size_t)e;
-    return HPT_OK;
-}
-
 static hpt_status read_new(hpt_live_run *r, hpt_live_news *news)
 {
     hpt_status st;
     H5E_BEGIN_TRY
     {
         size_t seg0 = r->nseg;
-        st = read_table(r, r->seg_ds, r->seg_t, sizeof(hpt_live_seg), "/segments",
-                        (void **)&r->seg, &r->nseg);
+        st = hpt_mread_follow_table(r->seg_ds, r->seg_t, sizeof(hpt_live_seg), r->path,
+                                    "/segments", (void **)&r->seg, &r->nseg);
         /* fields the file does not record: -1 (null in the JSON) */
         int has_sp = hpt_metrics_seg_type_has(r->seg_t, "sequence_parallel");
         int has_rc = hpt_metrics_seg_type_has(r->seg_t, "recompute");
@@ -570,8 +508,8 @@ static hpt_status read_new(hpt_live_run *r, hpt_live_news *news)
         if (!st)
             st = read_rows(r, news);
         if (!st)
-            st = read_table(r, r->ev_ds, r->ev_t, sizeof(hpt_live_event), "/events",
-                            (void **)&r->ev, &r->nev);
+            st = hpt_mread_follow_table(r->ev_ds, r->ev_t, sizeof(hpt_live_event), r->path,
+                                        "/events", (void **)&r->ev, &r->nev);
     }
     H5E_END_TRY;
     return st;
