@@ -19,6 +19,8 @@ Only h5py and NumPy (Debian's python3-h5py, python3-numpy) are needed.
 """
 
 import os
+import signal
+import time
 
 import h5py
 import numpy as np
@@ -158,6 +160,60 @@ def open_file(path):
                            % (path, e, _close_hint(str(e)))) from None
 
 
+PROBE_S = 60  # seconds the attribute probe may take (milliseconds on a sound file)
+
+
+def _read_all_attrs(path):
+    """Open path and read every attribute of the root, of /steps, /ranks and
+    of their datasets and the tables (the strings live in HDF5's global
+    heap). Exit status 0 whatever it finds: only a crash or a hang counts."""
+    try:
+        with open_file(path) as f:
+            objs = [f] + [f[g] for g in ("steps", "ranks") if g in f]
+            objs += [o[k] for o in objs[1:] for k in o] + [f[t] for t in ("segments", "events")
+                                                             if t in f]
+            for o in objs:
+                for k in o.attrs:
+                    o.attrs[k]
+    except BaseException:  # an ordinary failure: the caller reports it itself
+        pass
+
+
+def probe(path):
+    """Raise MetricsError when reading the attributes of path crashes or
+    hangs HDF5, checked in a child process. HDF5 1.10 trusts the object
+    sizes of a global heap collection (the variable-length strings of the
+    attributes: format, model_config, units, ...), which carry no checksum:
+    one overwritten size byte makes H5Aread crash the process with SIGSEGV
+    or loop for minutes, where the caller should get a message and exit 3.
+    Where fork is unavailable nothing is checked."""
+    if not hasattr(os, "fork"):
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _read_all_attrs(path)
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + PROBE_S
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise MetricsError("%s: damaged file: HDF5 did not finish reading its attributes in "
+                               "%d s (a damaged global heap: the strings of the attributes)"
+                               % (path, PROBE_S))
+        time.sleep(0.01)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        raise MetricsError("%s: damaged file: HDF5 crashed reading its attributes (signal %d, %s; "
+                           "a damaged global heap: the strings of the attributes)"
+                           % (path, sig, signal.Signals(sig).name))
+
+
 def dedup_index(step):
     """Row indices to keep: for each distinct step the last row, sorted by
     step. step: 1-D array of the stored rows in time order."""
@@ -237,8 +293,9 @@ def load(path, label=None):
     """Read a metrics file into a Run with the dedup rule applied. A file
     being written may have some columns a few rows longer than others; only
     the rows every column holds are read. Raises MetricsError (a damaged
-    file: naming the dataset). A run directory stands for its metrics.h5, as
-    for hpt-metrics and hpt-live."""
+    file: naming the dataset; one whose attributes crash HDF5: see probe()).
+    A run directory stands for its metrics.h5, as for hpt-metrics and
+    hpt-live."""
     if os.path.isdir(path):
         inner = os.path.join(path, "metrics.h5")
         if not os.path.exists(inner):
@@ -249,6 +306,8 @@ def load(path, label=None):
         parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
         label = parent or os.path.basename(path)
     run = Run(path, label)
+    if os.path.exists(path):
+        probe(path)
     with open_file(path) as f:
         _check_format(f, path)
         try:

@@ -9,11 +9,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- columns */
@@ -91,6 +94,94 @@ hid_t hpt_metrics_h5_fapl(void)
     return fapl;
 }
 
+/* ---------------------------------------------------------------- probe */
+
+static herr_t probe_attr(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+{
+    (void)info;
+    (void)data;
+    free(hpt_h5_read_str_attr(loc, name));
+    return 0;
+}
+
+static herr_t probe_obj(hid_t root, const char *name, const H5O_info_t *info, void *data)
+{
+    (void)info;
+    (void)data;
+    hid_t o = H5Oopen(root, name, H5P_DEFAULT);
+    if (o >= 0) {
+        H5Aiterate2(o, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, probe_attr, NULL);
+        H5Oclose(o);
+    }
+    return 0;
+}
+
+/* The child: every object's string attributes; never returns. Its crash
+ * is the parent's to report: the default actions (no MPI library's
+ * handler printing a backtrace), its output to /dev/null (glibc's "malloc
+ * assertion" lines). */
+static void probe_child(const char *path)
+{
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], SIG_DFL);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+        dup2(null, 1);
+        dup2(null, 2);
+    }
+    hid_t fapl = hpt_metrics_h5_fapl(), f;
+    H5E_BEGIN_TRY
+    {
+        f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
+        if (f >= 0) {
+            H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, probe_obj, NULL, H5O_INFO_BASIC);
+            H5Fclose(f);
+        }
+    }
+    H5E_END_TRY;
+    _exit(0);
+}
+
+static const char *sig_name(int sig)
+{
+    return sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGABRT ? "SIGABRT"
+         : sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "a signal";
+}
+
+hpt_status hpt_metrics_h5_probe(const char *path)
+{
+    fflush(NULL); /* the child exits with _exit: nothing buffered twice */
+    pid_t pid = fork();
+    if (pid < 0)
+        return HPT_OK;
+    if (pid == 0)
+        probe_child(path);
+    int status = 0;
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    for (long waited = 0;; waited++) {
+        pid_t got = waitpid(pid, &status, WNOHANG);
+        if (got == pid)
+            break;
+        if (got < 0 && errno != EINTR)
+            return HPT_OK;
+        if (waited >= HPT_METRICS_PROBE_S * 100L) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return hpt_error_set(HPT_ERR_DATA, "%s: damaged file: HDF5 did not finish reading "
+                                 "its attributes in %d s (a damaged global heap: the strings of "
+                                 "the attributes)", path, HPT_METRICS_PROBE_S);
+        }
+        nanosleep(&tick, NULL);
+    }
+    if (WIFSIGNALED(status))
+        return hpt_error_set(HPT_ERR_DATA, "%s: damaged file: HDF5 crashed reading its "
+                             "attributes (signal %d, %s; a damaged global heap: the strings of "
+                             "the attributes)", path, WTERMSIG(status),
+                             sig_name(WTERMSIG(status)));
+    return HPT_OK;
+}
+
 /* Note HDF5's cause of a failed call in h->cause (call right after it; the
  * first failure since the cause was cleared wins); -1. */
 static int fail_note(hpt_metrics_h5 *h)
@@ -155,40 +246,117 @@ static hid_t make_ds(hpt_metrics_h5 *h, hid_t loc, const hpt_metrics_column *col
     return d;
 }
 
-static hid_t make_seg_type(void)
+/* The string type of n bytes (NUL-terminated). */
+static hid_t str_type(size_t n)
 {
-    hid_t s32 = H5Tcopy(H5T_C_S1), s64 = H5Tcopy(H5T_C_S1);
-    H5Tset_size(s32, 32);
-    H5Tset_size(s64, 64);
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_metrics_seg_row));
-#define F(name, ty) H5Tinsert(t, #name, HOFFSET(hpt_metrics_seg_row, name), ty)
-    F(segment, H5T_NATIVE_INT32); F(first_row, H5T_NATIVE_INT64); F(first_step, H5T_NATIVE_INT64);
-    F(resumed_from, H5T_NATIVE_INT64); F(last_step_before, H5T_NATIVE_INT64);
-    F(world, H5T_NATIVE_INT32); F(tp, H5T_NATIVE_INT32); F(pp, H5T_NATIVE_INT32);
-    F(dp, H5T_NATIVE_INT32); F(zero1, H5T_NATIVE_INT32); F(grad_accum, H5T_NATIVE_INT32);
-    F(micro_batch, H5T_NATIVE_INT32); F(seq_len, H5T_NATIVE_INT32);
-    F(start_time, H5T_NATIVE_DOUBLE); F(flops_per_token, H5T_NATIVE_DOUBLE);
-    F(peak_flops_per_rank, H5T_NATIVE_DOUBLE); F(hpt_version, s32); F(slurm_job_id, s32);
-    F(host, s64); F(sequence_parallel, H5T_NATIVE_INT32); F(recompute, H5T_NATIVE_INT32);
-#undef F
-    H5Tclose(s32);
-    H5Tclose(s64);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, n);
     return t;
 }
 
-static hid_t make_event_type(void)
+/* The layout /segments and /events have in the file (format version 1):
+ * these offsets, strings of HPT_METRICS_*_LEN bytes. Only for creating the
+ * tables; rows are read and written as hpt_metrics_*_row. */
+typedef struct {
+    int32_t segment;
+    int64_t first_row, first_step, resumed_from, last_step_before;
+    int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
+    double start_time, flops_per_token, peak_flops_per_rank;
+    char hpt_version[HPT_METRICS_STR_LEN], slurm_job_id[HPT_METRICS_STR_LEN];
+    char host[HPT_METRICS_HOST_LEN];
+    int32_t sequence_parallel, recompute;
+} seg_disk;
+
+typedef struct {
+    int64_t step;
+    double wall_time;
+    int32_t rank;
+    char kind[HPT_METRICS_KIND_LEN];
+    char message[HPT_METRICS_MSG_LEN];
+} event_disk;
+
+/* The /segments members into compound t of a struct S (its string sizes
+ * from S), the newer ones where `newer` allows. */
+#define SEG_MEMBERS(t, S, newer_sp, newer_rc)                                                    \
+    do {                                                                                         \
+        hid_t s_ = str_type(sizeof((S *)0)->hpt_version), h_ = str_type(sizeof((S *)0)->host); \
+        H5Tinsert(t, "segment", HOFFSET(S, segment), H5T_NATIVE_INT32);                         \
+        H5Tinsert(t, "first_row", HOFFSET(S, first_row), H5T_NATIVE_INT64);                     \
+        H5Tinsert(t, "first_step", HOFFSET(S, first_step), H5T_NATIVE_INT64);                   \
+        H5Tinsert(t, "resumed_from", HOFFSET(S, resumed_from), H5T_NATIVE_INT64);               \
+        H5Tinsert(t, "last_step_before", HOFFSET(S, last_step_before), H5T_NATIVE_INT64);       \
+        H5Tinsert(t, "world", HOFFSET(S, world), H5T_NATIVE_INT32);                             \
+        H5Tinsert(t, "tp", HOFFSET(S, tp), H5T_NATIVE_INT32);                                   \
+        H5Tinsert(t, "pp", HOFFSET(S, pp), H5T_NATIVE_INT32);                                   \
+        H5Tinsert(t, "dp", HOFFSET(S, dp), H5T_NATIVE_INT32);                                   \
+        H5Tinsert(t, "zero1", HOFFSET(S, zero1), H5T_NATIVE_INT32);                             \
+        H5Tinsert(t, "grad_accum", HOFFSET(S, grad_accum), H5T_NATIVE_INT32);                   \
+        H5Tinsert(t, "micro_batch", HOFFSET(S, micro_batch), H5T_NATIVE_INT32);                 \
+        H5Tinsert(t, "seq_len", HOFFSET(S, seq_len), H5T_NATIVE_INT32);                         \
+        H5Tinsert(t, "start_time", HOFFSET(S, start_time), H5T_NATIVE_DOUBLE);                  \
+        H5Tinsert(t, "flops_per_token", HOFFSET(S, flops_per_token), H5T_NATIVE_DOUBLE);        \
+        H5Tinsert(t, "peak_flops_per_rank", HOFFSET(S, peak_flops_per_rank), H5T_NATIVE_DOUBLE); \
+        H5Tinsert(t, "hpt_version", HOFFSET(S, hpt_version), s_);                               \
+        H5Tinsert(t, "slurm_job_id", HOFFSET(S, slurm_job_id), s_);                             \
+        H5Tinsert(t, "host", HOFFSET(S, host), h_);                                             \
+        if (newer_sp)                                                                            \
+            H5Tinsert(t, "sequence_parallel", HOFFSET(S, sequence_parallel), H5T_NATIVE_INT32); \
+        if (newer_rc)                                                                            \
+            H5Tinsert(t, "recompute", HOFFSET(S, recompute), H5T_NATIVE_INT32);                 \
+        H5Tclose(s_);                                                                            \
+        H5Tclose(h_);                                                                            \
+    } while (0)
+
+#define EVENT_MEMBERS(t, S)                                                                      \
+    do {                                                                                         \
+        hid_t k_ = str_type(sizeof((S *)0)->kind), m_ = str_type(sizeof((S *)0)->message);     \
+        H5Tinsert(t, "step", HOFFSET(S, step), H5T_NATIVE_INT64);                               \
+        H5Tinsert(t, "wall_time", HOFFSET(S, wall_time), H5T_NATIVE_DOUBLE);                    \
+        H5Tinsert(t, "rank", HOFFSET(S, rank), H5T_NATIVE_INT32);                               \
+        H5Tinsert(t, "kind", HOFFSET(S, kind), k_);                                             \
+        H5Tinsert(t, "message", HOFFSET(S, message), m_);                                       \
+        H5Tclose(k_);                                                                            \
+        H5Tclose(m_);                                                                            \
+    } while (0)
+
+static int file_has(hid_t ft, const char *name)
 {
-    hid_t sk = H5Tcopy(H5T_C_S1), sm = H5Tcopy(H5T_C_S1);
-    H5Tset_size(sk, HPT_METRICS_KIND_LEN);
-    H5Tset_size(sm, HPT_METRICS_MSG_LEN);
+    return ft < 0 || H5Tget_member_index(ft, name) >= 0;
+}
+
+hid_t hpt_metrics_seg_type(hid_t file_type)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_metrics_seg_row));
+    if (t >= 0)
+        SEG_MEMBERS(t, hpt_metrics_seg_row, file_has(file_type, "sequence_parallel"),
+                    file_has(file_type, "recompute"));
+    return t;
+}
+
+int hpt_metrics_seg_type_has(hid_t t, const char *name)
+{
+    return H5Tget_member_index(t, name) >= 0;
+}
+
+hid_t hpt_metrics_event_type(void)
+{
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_metrics_event_row));
-    H5Tinsert(t, "step", HOFFSET(hpt_metrics_event_row, step), H5T_NATIVE_INT64);
-    H5Tinsert(t, "wall_time", HOFFSET(hpt_metrics_event_row, wall_time), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "rank", HOFFSET(hpt_metrics_event_row, rank), H5T_NATIVE_INT32);
-    H5Tinsert(t, "kind", HOFFSET(hpt_metrics_event_row, kind), sk);
-    H5Tinsert(t, "message", HOFFSET(hpt_metrics_event_row, message), sm);
-    H5Tclose(sk);
-    H5Tclose(sm);
+    if (t >= 0)
+        EVENT_MEMBERS(t, hpt_metrics_event_row);
+    return t;
+}
+
+static hid_t seg_file_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(seg_disk));
+    SEG_MEMBERS(t, seg_disk, 1, 1);
+    return t;
+}
+
+static hid_t event_file_type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(event_disk));
+    EVENT_MEMBERS(t, event_disk);
     return t;
 }
 
@@ -248,8 +416,8 @@ void hpt_metrics_h5_init(hpt_metrics_h5 *h, const char *path)
 {
     memset(h, 0, sizeof *h);
     snprintf(h->path, sizeof h->path, "%s", path);
-    h->seg_t = make_seg_type();
-    h->ev_t = make_event_type();
+    h->seg_t = hpt_metrics_seg_type(-1);
+    h->ev_t = hpt_metrics_event_type();
 }
 
 static void create_attrs(hpt_metrics_h5 *h, const hpt_metrics_h5_attrs *a)
@@ -279,13 +447,16 @@ static int create_datasets(hpt_metrics_h5 *h, const hpt_metrics_h5_attrs *a)
         bad |= (h->sd[c] = make_ds(h, gs, &hpt_metrics_step_cols[c], step_type(c), 0)) < 0;
     for (int c = 0; c < HPT_RC_COUNT; c++)
         bad |= (h->rd[c] = make_ds(h, gr, &hpt_metrics_rank_cols[c], H5T_NATIVE_DOUBLE, 1)) < 0;
-    h->seg_ds = make_table(h, "segments", h->seg_t,
+    hid_t seg_ft = seg_file_type(), ev_ft = event_file_type();
+    h->seg_ds = make_table(h, "segments", seg_ft,
                            "one row per run segment (start or resume): layout, first row/step, "
                            "checkpoint resumed from");
-    h->ev_ds = make_table(h, "events", h->ev_t,
+    h->ev_ds = make_table(h, "events", ev_ft,
                           "events: run_start, run_end, checkpoint_save, checkpoint_load, signal, "
                           "resume, layout_change, skipped_step, grad_norm_spike, "
                           "throughput_drop, slow_rank");
+    H5Tclose(seg_ft);
+    H5Tclose(ev_ft);
     bad |= h->seg_ds < 0 || h->ev_ds < 0;
     if (!bad) {
         set_str_attr(h->sd[HPT_SC_MFU], "flop_formula", a->flop_formula ? a->flop_formula : "");
@@ -494,6 +665,10 @@ static hpt_status open_checked(hpt_metrics_h5 *h, hid_t fapl, const char *model_
     if (stat(h->path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0) {
         h->damaged = 1; /* a writer killed while creating it */
         return hpt_error_set(HPT_ERR_IO, "metrics file %s: empty file (0 bytes)", h->path);
+    }
+    if (hpt_h5_has_signature(h->path) && hpt_metrics_h5_probe(h->path) != HPT_OK) {
+        h->damaged = 1; /* its attributes would crash this process */
+        return hpt_error_set(HPT_ERR_IO, "metrics file %s", hpt_error_msg());
     }
     if (H5Pexist(fapl, "clear_status_flags") > 0) /* as h5clear -s */
         H5Pset(fapl, "clear_status_flags", &clear);

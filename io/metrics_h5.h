@@ -49,24 +49,47 @@ enum {
 extern const hpt_metrics_column hpt_metrics_step_cols[HPT_SC_COUNT];
 extern const hpt_metrics_column hpt_metrics_rank_cols[HPT_RC_COUNT];
 
-/* One row of /segments (compound; strings NUL-padded). */
+#define HPT_METRICS_STR_LEN 32   /* bytes of a segment's hpt_version, slurm_job_id */
+#define HPT_METRICS_HOST_LEN 64  /* bytes of a segment's host                    */
+
+/* The tables /segments and /events: their one definition. A row as held
+ * in memory by the writer and every reader; strings are NUL-terminated and
+ * one byte longer than in the file (HPT_METRICS_*_LEN bytes there, at most
+ * one byte less of text). A new member: here, in the file type and the
+ * memory type of io/metrics_h5.c (hpt_metrics_seg_type), docs/METRICS.md. */
 typedef struct {
     int32_t segment;
     int64_t first_row, first_step, resumed_from, last_step_before;
     int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
     double start_time, flops_per_token, peak_flops_per_rank;
-    char hpt_version[32], slurm_job_id[32], host[64];
-    int32_t sequence_parallel, recompute; /* 0/1; 0 none, 1 full, 2 selective */
+    char hpt_version[HPT_METRICS_STR_LEN + 1], slurm_job_id[HPT_METRICS_STR_LEN + 1];
+    char host[HPT_METRICS_HOST_LEN + 1];
+    /* hpt-train --sequence-parallel (0/1) and --recompute (0 none, 1 full,
+     * 2 selective); files written before them lack the members */
+    int32_t sequence_parallel, recompute;
 } hpt_metrics_seg_row;
 
-/* One row of /events. */
 typedef struct {
     int64_t step;
     double wall_time;
     int32_t rank;
-    char kind[HPT_METRICS_KIND_LEN];
-    char message[HPT_METRICS_MSG_LEN];
+    char kind[HPT_METRICS_KIND_LEN + 1];
+    char message[HPT_METRICS_MSG_LEN + 1];
 } hpt_metrics_event_row;
+
+/* The HDF5 memory type of hpt_metrics_seg_row for a /segments of file
+ * type `file_type`: every member the struct has, the newer ones
+ * (sequence_parallel, recompute) only where file_type has them
+ * (file_type < 0: all, for writing; not a compound: none; the caller
+ * fills absent ones). The
+ * caller closes it (H5Tclose); negative on failure. */
+hid_t hpt_metrics_seg_type(hid_t file_type);
+
+/* 1 when the memory type t (hpt_metrics_seg_type) reads member `name`. */
+int hpt_metrics_seg_type_has(hid_t t, const char *name);
+
+/* The HDF5 memory type of hpt_metrics_event_row (H5Tclose it). */
+hid_t hpt_metrics_event_type(void);
 
 /* Root attributes of a new file. Strings may be NULL (written empty). */
 typedef struct {
@@ -94,6 +117,23 @@ typedef struct {
  * negative id when HDF5 cannot create the list. */
 hid_t hpt_metrics_h5_fapl(void);
 
+/* Seconds hpt_metrics_h5_probe lets the child read (milliseconds on a
+ * sound file). */
+#define HPT_METRICS_PROBE_S 60
+
+/* Read every string attribute of `path` (the root, its groups and
+ * datasets) in a child process, to see whether that crashes or hangs HDF5:
+ * HDF5 1.10 trusts the object sizes in a global heap collection (where the
+ * variable-length strings of the attributes live: format, model_config,
+ * units, ...), which carry no checksum, and one overwritten size byte makes
+ * H5Aread crash with SIGSEGV, abort in malloc, or loop. Call before the
+ * caller's own process reads them. HPT_ERR_DATA "PATH: damaged file: HDF5
+ * crashed reading its attributes (signal N, ...)" or "... did not finish
+ * ... in HPT_METRICS_PROBE_S s"; HPT_OK otherwise, also when the child
+ * merely failed (the caller's own read reports that) or fork failed. The
+ * caller holds no other thread inside HDF5 meanwhile. */
+hpt_status hpt_metrics_h5_probe(const char *path);
+
 /* Set up h for `path` (no file opened yet; builds the compound types).
  * Free with hpt_metrics_h5_free. */
 void hpt_metrics_h5_init(hpt_metrics_h5 *h, const char *path);
@@ -111,7 +151,8 @@ hpt_status hpt_metrics_h5_create(hpt_metrics_h5 *h, hid_t fapl, const hpt_metric
  * format_version, another model_config (when `model_config` is given).
  * Damaged (HPT_ERR_IO and h->damaged = 1; the caller moves it aside):
  * empty, HDF5's signature but unopenable, a dataset missing, metadata
- * failing its checksum. Messages name the part and HDF5's cause. */
+ * failing its checksum, attributes that crash HDF5 (hpt_metrics_h5_probe).
+ * Messages name the part and HDF5's cause. */
 hpt_status hpt_metrics_h5_open(hpt_metrics_h5 *h, hid_t fapl, const char *model_config);
 
 /* Append this segment's row `s` (s->segment, first_row, last_step_before

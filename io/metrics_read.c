@@ -190,6 +190,9 @@ hpt_status hpt_mread_open(hpt_mread *m, const char *path)
     if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0)
         return hpt_error_set(HPT_ERR_DATA, "%s: not a readable HDF5 file: empty file (0 bytes)",
                              path);
+    hpt_status st = hpt_metrics_h5_probe(path);
+    if (st)
+        return st;
     hid_t fapl = hpt_metrics_h5_fapl();
     m->file = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
     if (m->file < 0) {
@@ -206,7 +209,7 @@ hpt_status hpt_mread_open(hpt_mread *m, const char *path)
     if (!fmt && attr_cause[0])
         return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the root attribute format (damaged "
                              "file; HDF5: %s)", path, attr_cause);
-    hpt_status st = hpt_metrics_h5_check_format(path, fmt);
+    st = hpt_metrics_h5_check_format(path, fmt);
     free(fmt);
     if (st)
         return st;
@@ -307,54 +310,24 @@ static hpt_status read_table(const hpt_mread *m, const char *name, hid_t t, size
     return HPT_OK;
 }
 
-static hid_t str_type(size_t n)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, n);
-    return t;
-}
-
 hpt_status hpt_mread_segments(const hpt_mread *m, hpt_mread_seg **out, size_t *n)
 {
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_mread_seg));
-    hid_t s32 = str_type(sizeof((hpt_mread_seg *)0)->hpt_version), s64 = str_type(sizeof((hpt_mread_seg *)0)->host);
-#define F(name, ty) H5Tinsert(t, #name, HOFFSET(hpt_mread_seg, name), ty)
-    F(segment, H5T_NATIVE_INT32); F(first_row, H5T_NATIVE_INT64); F(first_step, H5T_NATIVE_INT64);
-    F(resumed_from, H5T_NATIVE_INT64); F(last_step_before, H5T_NATIVE_INT64);
-    F(world, H5T_NATIVE_INT32); F(tp, H5T_NATIVE_INT32); F(pp, H5T_NATIVE_INT32);
-    F(dp, H5T_NATIVE_INT32); F(zero1, H5T_NATIVE_INT32); F(grad_accum, H5T_NATIVE_INT32);
-    F(micro_batch, H5T_NATIVE_INT32); F(seq_len, H5T_NATIVE_INT32);
-    F(hpt_version, s32); F(slurm_job_id, s32); F(host, s64);
     /* newer fields: read where the file has them (else left 0 by calloc) */
     hid_t d = H5Dopen2(m->file, "/segments", H5P_DEFAULT), ft = d >= 0 ? H5Dget_type(d) : -1;
-    if (ft >= 0 && H5Tget_member_index(ft, "sequence_parallel") >= 0)
-        F(sequence_parallel, H5T_NATIVE_INT32);
-    if (ft >= 0 && H5Tget_member_index(ft, "recompute") >= 0)
-        F(recompute, H5T_NATIVE_INT32);
+    hid_t t = hpt_metrics_seg_type(ft >= 0 ? ft : H5T_NATIVE_INT);
     if (ft >= 0)
         H5Tclose(ft);
     if (d >= 0)
         H5Dclose(d);
-#undef F
     hpt_status st = read_table(m, "/segments", t, sizeof(hpt_mread_seg), (void **)out, n);
-    H5Tclose(s32);
-    H5Tclose(s64);
     H5Tclose(t);
     return st;
 }
 
 hpt_status hpt_mread_events(const hpt_mread *m, hpt_mread_event **out, size_t *n)
 {
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_mread_event));
-    hid_t sk = str_type(sizeof((hpt_mread_event *)0)->kind), sm = str_type(sizeof((hpt_mread_event *)0)->message);
-    H5Tinsert(t, "step", HOFFSET(hpt_mread_event, step), H5T_NATIVE_INT64);
-    H5Tinsert(t, "wall_time", HOFFSET(hpt_mread_event, wall_time), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "rank", HOFFSET(hpt_mread_event, rank), H5T_NATIVE_INT32);
-    H5Tinsert(t, "kind", HOFFSET(hpt_mread_event, kind), sk);
-    H5Tinsert(t, "message", HOFFSET(hpt_mread_event, message), sm);
+    hid_t t = hpt_metrics_event_type();
     hpt_status st = read_table(m, "/events", t, sizeof(hpt_mread_event), (void **)out, n);
-    H5Tclose(sk);
-    H5Tclose(sm);
     H5Tclose(t);
     return st;
 }
@@ -381,4 +354,66 @@ int hpt_mread_has_ranks_col(const hpt_mread *m, const char *name)
         return 0;
     snprintf(path, sizeof path, "/ranks/%s", name);
     return ds_extent(m->file, path, 2, dims) == 0;
+}
+
+/* ------------------------------------------------- incremental follow */
+
+hpt_status hpt_mread_follow_extent(hid_t d, const char *path, const char *group,
+                                   const char *name, hsize_t *rows, hsize_t *cols)
+{
+    hsize_t dims[2] = {0, 0};
+    hid_t sp = H5Drefresh(d) < 0 ? -1 : H5Dget_space(d);
+    if (sp < 0 || H5Sget_simple_extent_dims(sp, dims, NULL) < 0) {
+        char cause[300];
+        snprintf(cause, sizeof cause, "%s", hpt_h5_cause_line());
+        if (sp >= 0)
+            H5Sclose(sp);
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot refresh dataset %s%s (damaged file; "
+                             "HDF5: %s)", path, group, name, cause);
+    }
+    H5Sclose(sp);
+    *rows = dims[0];
+    if (cols)
+        *cols = dims[1];
+    return HPT_OK;
+}
+
+hpt_status hpt_mread_follow_rows(hid_t d, hid_t type, size_t from, size_t n, void *out,
+                                 const char *path, const char *group, const char *name)
+{
+    if (n == 0)
+        return HPT_OK;
+    hsize_t at = from, cnt = n;
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(1, &cnt, NULL);
+    herr_t e = fs < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, &at, NULL, &cnt, NULL);
+    if (e >= 0)
+        e = H5Dread(d, type, ms, fs, H5P_DEFAULT, out);
+    char cause[300];
+    snprintf(cause, sizeof cause, "%s", e < 0 ? hpt_h5_cause_line() : "");
+    H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    if (e < 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read %s%s%s (damaged file; HDF5: %s)",
+                             path, *group ? "dataset " : "the table ", group, name, cause);
+    return HPT_OK;
+}
+
+hpt_status hpt_mread_follow_table(hid_t d, hid_t t, size_t size, const char *path,
+                                  const char *name, void **arr, size_t *count)
+{
+    hsize_t e;
+    hpt_status st = hpt_mread_follow_extent(d, path, "", name, &e, NULL);
+    if (st || e <= *count)
+        return st;
+    size_t n = (size_t)e - *count;
+    void *p = realloc(*arr, size * (size_t)e);
+    if (!p)
+        return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory", path);
+    *arr = p;
+    memset((char *)p + size * *count, 0, size * n);
+    st = hpt_mread_follow_rows(d, t, *count, n, (char *)p + size * *count, path, "", name);
+    if (!st)
+        *count = (size_t)e;
+    return st;
 }

@@ -24,24 +24,13 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "metrics_h5.h"
 
-/* A row of /segments as read (strings NUL-terminated). */
-typedef struct {
-    int32_t segment;
-    int64_t first_row, first_step, resumed_from, last_step_before;
-    int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
-    char hpt_version[33], slurm_job_id[33], host[65];
-    int32_t sequence_parallel, recompute; /* 0 in files written before these fields */
-} hpt_mread_seg;
-
-/* A row of /events as read. */
-typedef struct {
-    int64_t step;
-    double wall_time;
-    int32_t rank;
-    char kind[25];
-    char message[257];
-} hpt_mread_event;
+/* A row of /segments, /events as read (io/metrics_h5.h: strings
+ * NUL-terminated; sequence_parallel and recompute 0 in files written
+ * before these fields). */
+typedef hpt_metrics_seg_row hpt_mread_seg;
+typedef hpt_metrics_event_row hpt_mread_event;
 
 /* An open metrics file (fields read-only for callers). */
 typedef struct {
@@ -84,5 +73,29 @@ void hpt_mread_ranks_col_names(const hpt_mread *m, char *buf, size_t len);
 /* Every row of /segments, /events: *out malloc'd [*n] (caller frees). */
 hpt_status hpt_mread_segments(const hpt_mread *m, hpt_mread_seg **out, size_t *n);
 hpt_status hpt_mread_events(const hpt_mread *m, hpt_mread_event **out, size_t *n);
+
+/* ------------------------------------------------- incremental follow */
+/* For a reader that keeps the file and its datasets open and reads only
+ * what was appended since its last look (lib/live_follow.c, SWMR read).
+ * Errors are HPT_ERR_DATA "PATH: cannot refresh/read dataset GROUPNAME
+ * (damaged file; HDF5: cause)" (path, group as "/steps/" or "", name for
+ * the message); HPT_ERR_INTERNAL out of memory. */
+
+/* Refresh open dataset d (H5Drefresh) and give its extent: *rows, and
+ * *cols for a 2-D one (cols may be NULL). A refresh that fails (an object
+ * header failing its checksum, a cut file) is damage, never "no rows". */
+hpt_status hpt_mread_follow_extent(hid_t d, const char *path, const char *group,
+                                   const char *name, hsize_t *rows, hsize_t *cols);
+
+/* Rows [from, from + n) of the 1-D dataset d as `type` into out. */
+hpt_status hpt_mread_follow_rows(hid_t d, hid_t type, size_t from, size_t n, void *out,
+                                 const char *path, const char *group, const char *name);
+
+/* The rows of compound table d (/segments, /events; memory type t of
+ * `size` bytes a row) appended since *count: *arr (malloc'd, of *count
+ * rows) grown to the new extent, the new rows zeroed then read, *count
+ * updated; on error *count is unchanged (*arr may have grown). */
+hpt_status hpt_mread_follow_table(hid_t d, hid_t t, size_t size, const char *path,
+                                  const char *name, void **arr, size_t *count);
 
 #endif

@@ -22,6 +22,7 @@
 
 #include "alert.h"
 #include "error.h"
+#include "metrics_h5.h"
 
 /* ------------------------------------------------------------ buffers */
 
@@ -58,23 +59,12 @@ enum {
 extern const char *const hpt_live_col_json[HPT_LC_COUNT];
 extern const int hpt_live_col_src[HPT_LC_COUNT];
 
-typedef struct {
-    int64_t step;
-    double time;
-    int32_t rank;
-    char kind[25];     /* the file's kind (skipped_step, ...)               */
-    char message[257];
-} hpt_live_event;
-
-typedef struct {
-    int64_t first_step, resumed_from;
-    int32_t world, tp, pp, dp, zero1, grad_accum, micro_batch, seq_len;
-    double start_time, flops_per_token, peak_flops_per_rank;
-    char hpt_version[33], slurm_job_id[33], host[65];
-    /* hpt-train --sequence-parallel (0/1) and --recompute (0 none, 1 full,
-     * 2 selective); -1 where the file's /segments predates the field */
-    int32_t sequence_parallel, recompute;
-} hpt_live_seg;
+/* The rows of /events and /segments as io/metrics_h5.h defines them
+ * (kind: the file's kind, skipped_step, ...); in a hpt_live_seg,
+ * sequence_parallel and recompute are -1 where the file's /segments
+ * predates them. */
+typedef hpt_metrics_event_row hpt_live_event;
+typedef hpt_metrics_seg_row hpt_live_seg;
 
 typedef struct {
     char rule[HPT_ALERT_TEXT];
@@ -89,7 +79,10 @@ typedef struct {
     size_t events_from, segs_from, alerts_from;
     int state_changed;
     int replaced;                  /* the path now names another file (moved
-                                    * aside, replaced): everything was dropped */
+                                    * aside, replaced), or it changed in place
+                                    * or was cut: everything was dropped and
+                                    * read afresh */
+    int opened;                    /* the file was opened afresh this poll  */
 } hpt_live_news;
 
 /* One followed metrics file. Fields read-only outside lib/live*.c. */
@@ -98,6 +91,8 @@ typedef struct {
     char path[4096], name[256];
     hpt_live_state state;
     char error[600];          /* why state is error (or waiting), "" if none */
+    char damage[600];         /* a read outside the poll failed (hpt_live_run_set_damage):
+                               * state error until the file changes      */
     int said;                 /* the current error/waiting was printed     */
     hid_t file;               /* open SWMR reader, or <= 0                 */
     hid_t sd[HPT_SC_COUNT], rd[HPT_RC_COUNT], seg_ds, ev_ds, seg_t, ev_t;
@@ -128,6 +123,11 @@ typedef struct {
     double usual;             /* usual seconds between growths              */
     unsigned long long dev, ino; /* the open file's identity                 */
     long long size;              /* its size at the last poll (bytes; -1 none) */
+    long long mtime_ns, ctime_ns; /* its mtime and ctime then (ns)          */
+    int settling;             /* it changed in place at the last poll, nothing new */
+    long long probed[3];      /* size, mtime, ctime (ns) of the last probe  */
+    char probe_error[600];    /* its finding (hpt_metrics_h5_probe), "" if sound */
+    size_t reread_alerts;     /* alerts reported before a re-read (not new again) */
 } hpt_live_run;
 
 /* Set up run `id` for `path` (a metrics file, or a run directory: its
@@ -153,10 +153,20 @@ void hpt_live_run_free(hpt_live_run *r);
  * *news (may be NULL) says what is new; its steps array is the caller's
  * to free. A path that now names another file, or none (the writer moved
  * a damaged file aside and started a new one, a run directory moved away),
- * drops everything read and starts again (news->replaced). Never fails: a failure becomes state error (or waiting) with the
+ * drops everything read and starts again (news->replaced); so does a file
+ * that got shorter, and one that changed in place with nothing new to read
+ * for two polls (overwritten bytes: reading it afresh finds the damage;
+ * hpt_live_run_set_damage's mark is cleared then). Never fails: a failure becomes state error (or waiting) with the
  * message in r->error; the file is re-opened at the next poll. Returns 1
  * when the state changed or its message changed (print it once). */
 int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news);
+
+/* Record that a read of run r's file outside the poll (its history's
+ * per-rank values) failed with `msg`: the state becomes error with that
+ * reason, and stays so until the file changes (it is then read afresh);
+ * meanwhile the history leaves out the per-rank values. Returns 1 when the
+ * state or its message changed. */
+int hpt_live_run_set_damage(hpt_live_run *r, const char *msg);
 
 /* 1 when `path` exists but is not an hpt metrics file at all (not HDF5,
  * or HDF5 without format="hpt-metrics", or another format_version, or not
@@ -176,7 +186,8 @@ void hpt_live_runs_json(hpt_live_run *const *runs, int nruns, hpt_sbuf *out);
  * always with the first and last step and every event step; per-rank
  * values (busy, step time, FLOP/s; 6 significant digits) for at most
  * min(points, 512, max(16, 2^17 / ranks)) steps (the slowest step of each
- * bucket) read from the file. `seq`: the stream
+ * bucket) read from the file (left out, empty, while the file is closed
+ * or r->damage is set). `seq`: the stream
  * sequence number to resume the stream from (GET /api/stream?from=SEQ),
  * -1 to leave it out. Returns HPT_OK or HPT_ERR_DATA (a read failed; the
  * message names the file and dataset) with *out incomplete. */

@@ -5,6 +5,7 @@
 
 #include "h5util.h"
 #include "metrics_h5.h"
+#include "metrics_read.h"
 
 #include <errno.h>
 #include <math.h>
@@ -58,49 +59,6 @@ static void run_name(hpt_live_run *r)
     snprintf(r->name, sizeof r->name, "%.255s", base);
 }
 
-/* The memory type of a /segments row; the newer members
- * (sequence_parallel, recompute) only where the file's type `ft` has them
- * (ft < 0: none), as io/metrics_read.c reads them. */
-static hid_t seg_mem_type(hid_t ft)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_live_seg));
-    hid_t s33 = H5Tcopy(H5T_C_S1), s65 = H5Tcopy(H5T_C_S1);
-    H5Tset_size(s33, 33);
-    H5Tset_size(s65, 65);
-#define F(name, ty) H5Tinsert(t, #name, HOFFSET(hpt_live_seg, name), ty)
-    F(first_step, H5T_NATIVE_INT64); F(resumed_from, H5T_NATIVE_INT64);
-    F(world, H5T_NATIVE_INT32); F(tp, H5T_NATIVE_INT32); F(pp, H5T_NATIVE_INT32);
-    F(dp, H5T_NATIVE_INT32); F(zero1, H5T_NATIVE_INT32); F(grad_accum, H5T_NATIVE_INT32);
-    F(micro_batch, H5T_NATIVE_INT32); F(seq_len, H5T_NATIVE_INT32);
-    F(start_time, H5T_NATIVE_DOUBLE); F(flops_per_token, H5T_NATIVE_DOUBLE);
-    F(peak_flops_per_rank, H5T_NATIVE_DOUBLE); F(hpt_version, s33); F(slurm_job_id, s33);
-    F(host, s65);
-    if (ft >= 0 && H5Tget_member_index(ft, "sequence_parallel") >= 0)
-        F(sequence_parallel, H5T_NATIVE_INT32);
-    if (ft >= 0 && H5Tget_member_index(ft, "recompute") >= 0)
-        F(recompute, H5T_NATIVE_INT32);
-#undef F
-    H5Tclose(s33);
-    H5Tclose(s65);
-    return t;
-}
-
-static hid_t ev_mem_type(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_live_event));
-    hid_t sk = H5Tcopy(H5T_C_S1), sm = H5Tcopy(H5T_C_S1);
-    H5Tset_size(sk, sizeof((hpt_live_event *)0)->kind);
-    H5Tset_size(sm, sizeof((hpt_live_event *)0)->message);
-    H5Tinsert(t, "step", HOFFSET(hpt_live_event, step), H5T_NATIVE_INT64);
-    H5Tinsert(t, "wall_time", HOFFSET(hpt_live_event, time), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "rank", HOFFSET(hpt_live_event, rank), H5T_NATIVE_INT32);
-    H5Tinsert(t, "kind", HOFFSET(hpt_live_event, kind), sk);
-    H5Tinsert(t, "message", HOFFSET(hpt_live_event, message), sm);
-    H5Tclose(sk);
-    H5Tclose(sm);
-    return t;
-}
-
 void hpt_live_run_init(hpt_live_run *r, int id, const char *path, const hpt_alert_rule *rules,
                        int nrules)
 {
@@ -115,8 +73,8 @@ void hpt_live_run_init(hpt_live_run *r, int id, const char *path, const hpt_aler
     if (r->nrules) /* memcpy from NULL is undefined even for 0 bytes */
         memcpy(r->rules, rules, sizeof *rules * (size_t)r->nrules);
     r->flops_per_token = r->peak_flops = NAN;
-    r->seg_t = seg_mem_type(-1);
-    r->ev_t = ev_mem_type();
+    r->seg_t = hpt_metrics_seg_type(-1);
+    r->ev_t = hpt_metrics_event_type();
 }
 
 static void close_file(hpt_live_run *r)
@@ -245,8 +203,11 @@ int hpt_live_not_metrics(const char *path)
     H5E_BEGIN_TRY { f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl); }
     H5E_END_TRY;
     H5Pclose(fapl);
-    if (f < 0)
+    if (f < 0 || hpt_metrics_h5_probe(path) != HPT_OK) {
+        if (f >= 0)
+            H5Fclose(f);
         return 0; /* damaged or being written: the follower reports it */
+    }
     hpt_status st;
     H5E_BEGIN_TRY { st = check_format(f, path); }
     H5E_END_TRY;
@@ -265,7 +226,8 @@ static void reset_run(hpt_live_run *r)
     r->seg = NULL;
     r->alert = NULL;
     r->n = r->rows = r->nev = r->nseg = r->nalert = r->alerts_seen = r->nranks = 0;
-    r->lock_seen = 0;
+    r->lock_seen = r->settling = 0;
+    r->damage[0] = 0;
     r->last_growth = r->usual = 0;
     for (int k = 0; k < r->nrules; k++)
         r->rules[k].active = 0;
@@ -279,16 +241,25 @@ static int replaced(const hpt_live_run *r)
                            (unsigned long long)sb.st_ino != r->ino);
 }
 
-/* 1 when the open file got shorter since the last poll: HDF5 files only
- * grow, so something cut it (a truncation, a full disk's partial rewrite):
- * it is opened afresh, which reports the damage, instead of being read
- * through the stale handle as still whole. Updates r->size. */
-static int shrunk(hpt_live_run *r)
+/* What changed in the file since the last poll (its size, mtime and ctime
+ * in ns; updates r->size, r->mtime_ns, r->ctime_ns): 0 nothing, else
+ * STAMP_CHANGED, with STAMP_SHRUNK when it got shorter (HDF5 files only
+ * grow, so something cut it: a truncation, a full disk's partial rewrite).
+ * ctime catches a rewrite that kept the size and set the old mtime back. */
+enum { STAMP_CHANGED = 1, STAMP_SHRUNK = 2 };
+
+static int restat(hpt_live_run *r)
 {
     struct stat sb;
-    long long was = r->size;
-    r->size = stat(r->path, &sb) == 0 ? (long long)sb.st_size : -1;
-    return r->file > 0 && was >= 0 && r->size >= 0 && r->size < was;
+    long long was = r->size, m = r->mtime_ns, c = r->ctime_ns;
+    int ok = stat(r->path, &sb) == 0;
+    r->size = ok ? (long long)sb.st_size : -1;
+    r->mtime_ns = ok ? (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec : -1;
+    r->ctime_ns = ok ? (long long)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec : -1;
+    int f = r->size != was || r->mtime_ns != m || r->ctime_ns != c ? STAMP_CHANGED : 0;
+    if (was >= 0 && r->size >= 0 && r->size < was)
+        f |= STAMP_SHRUNK;
+    return f;
 }
 
 static int lock_held_here(const char *path);
@@ -313,6 +284,18 @@ static hpt_status open_file(hpt_live_run *r)
                              r->path);
     r->dev = (unsigned long long)sb.st_dev;
     r->ino = (unsigned long long)sb.st_ino;
+    /* attributes that crash HDF5 (metrics_h5.h): probed once per version of the file */
+    long long stamp[3] = {(long long)sb.st_size,
+                          (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec,
+                          (long long)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec};
+    if (memcmp(stamp, r->probed, sizeof stamp)) {
+        memcpy(r->probed, stamp, sizeof stamp);
+        r->probe_error[0] = 0;
+        if (hpt_metrics_h5_probe(r->path))
+            snprintf(r->probe_error, sizeof r->probe_error, "%s", hpt_error_msg());
+    }
+    if (r->probe_error[0])
+        return hpt_error_set(HPT_ERR_DATA, "%s", r->probe_error);
     hid_t fapl = hpt_metrics_h5_fapl();
     r->file = H5Fopen(r->path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
     char cause[300];
@@ -346,7 +329,7 @@ static hpt_status open_file(hpt_live_run *r)
     if (!st && (r->seg_ds = H5Dopen2(r->file, "/segments", H5P_DEFAULT)) < 0)
         st = HPT_ERR_DATA, snprintf(p, sizeof p, "/segments");
     if (!st) { /* this file's /segments members decide what is read */
-        hid_t ft = H5Dget_type(r->seg_ds), t = seg_mem_type(ft);
+        hid_t ft = H5Dget_type(r->seg_ds), t = hpt_metrics_seg_type(ft >= 0 ? ft : H5T_NATIVE_INT);
         if (ft >= 0)
             H5Tclose(ft);
         if (r->seg_t > 0)
@@ -372,34 +355,6 @@ static hpt_status open_file(hpt_live_run *r)
 }
 
 /* ------------------------------------------------------------ reading */
-
-static hsize_t extent(hid_t d, hsize_t *cols)
-{
-    hsize_t dims[2] = {0, 0};
-    H5Drefresh(d);
-    hid_t sp = H5Dget_space(d);
-    if (sp < 0)
-        return 0;
-    H5Sget_simple_extent_dims(sp, dims, NULL);
-    H5Sclose(sp);
-    if (cols)
-        *cols = dims[1];
-    return dims[0];
-}
-
-/* Rows [from, from+n) of a 1-D dataset as `type` into out; -1 on failure. */
-static int read_1d(hid_t d, hid_t type, hsize_t from, hsize_t n, void *out)
-{
-    if (n == 0)
-        return 0;
-    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(1, &n, NULL);
-    herr_t e = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &from, NULL, &n, NULL);
-    if (e >= 0)
-        e = H5Dread(d, type, ms, fs, H5P_DEFAULT, out);
-    H5Sclose(ms);
-    H5Sclose(fs);
-    return e < 0 ? -1 : 0;
-}
 
 static int grow(hpt_live_run *r, size_t need)
 {
@@ -481,11 +436,17 @@ static hpt_status read_rows(hpt_live_run *r, hpt_live_news *news)
 {
     hsize_t rows = (hsize_t)-1, w = 0, ww = 0;
     for (int c = 0; c < HPT_SC_COUNT; c++) {
-        hsize_t e = extent(r->sd[c], NULL);
+        hsize_t e;
+        if (hpt_mread_follow_extent(r->sd[c], r->path, "/steps/", hpt_metrics_step_cols[c].name,
+                                    &e, NULL))
+            return HPT_ERR_DATA;
         rows = e < rows ? e : rows;
     }
     for (int c = 0; c < HPT_RC_COUNT; c++) {
-        hsize_t e = extent(r->rd[c], &ww);
+        hsize_t e;
+        if (hpt_mread_follow_extent(r->rd[c], r->path, "/ranks/", hpt_metrics_rank_cols[c].name,
+                                    &e, &ww))
+            return HPT_ERR_DATA;
         rows = e < rows ? e : rows;
         w = c == 0 || ww < w ? ww : w;
     }
@@ -499,45 +460,31 @@ static hpt_status read_rows(hpt_live_run *r, hpt_live_news *news)
         return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory (%zu rows)", r->path, n);
     }
     for (int c = 0; c < HPT_SC_COUNT; c++)
-        if (read_1d(r->sd[c], H5T_NATIVE_DOUBLE, r->rows, n, buf + (size_t)c * n) < 0) {
+        if (hpt_mread_follow_rows(r->sd[c], H5T_NATIVE_DOUBLE, r->rows, n, buf + (size_t)c * n,
+                                  r->path, "/steps/", hpt_metrics_step_cols[c].name)) {
             free(buf);
-            return hpt_error_set(HPT_ERR_DATA, "%s: cannot read dataset /steps/%s (damaged file; "
-                                 "HDF5: %s)", r->path, hpt_metrics_step_cols[c].name,
-                                 hpt_h5_cause_line());
+            return HPT_ERR_DATA;
         }
-    if (news)
-        news->steps = malloc(sizeof *news->steps * n);
+    /* news->steps covers rows_from.. (a second attempt of a poll adds on) */
+    int64_t *steps = NULL;
+    size_t at = news && r->rows >= news->rows_from ? r->rows - news->rows_from : 0;
+    if (news && (steps = realloc(news->steps, sizeof *steps * (at + n))) != NULL)
+        news->steps = steps;
+    else if (news) { /* out of memory: no rows record (the stream re-reads) */
+        free(news->steps);
+        news->steps = NULL;
+    }
     for (size_t i = 0; i < n; i++) {
         double v[HPT_SC_COUNT];
         for (int c = 0; c < HPT_SC_COUNT; c++)
             v[c] = buf[(size_t)c * n + i];
         keep_row(r, r->rows + i, v);
         fire_alerts(r, v);
-        if (news && news->steps)
-            news->steps[i] = (int64_t)v[HPT_SC_STEP];
+        if (steps)
+            steps[at + i] = (int64_t)v[HPT_SC_STEP];
     }
     free(buf);
     r->rows = (size_t)rows;
-    return HPT_OK;
-}
-
-/* New rows of a compound table (/segments or /events) appended to *arr. */
-static hpt_status read_table(hpt_live_run *r, hid_t d, hid_t t, size_t size, const char *name,
-                             void **arr, size_t *count)
-{
-    hsize_t e = extent(d, NULL);
-    if (e <= *count)
-        return HPT_OK;
-    size_t n = (size_t)e - *count;
-    void *p = realloc(*arr, size * (size_t)e);
-    if (!p)
-        return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory", r->path);
-    *arr = p;
-    memset((char *)p + size * *count, 0, size * n);
-    if (read_1d(d, t, *count, n, (char *)p + size * *count) < 0)
-        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the table %s (damaged file; HDF5: %s)",
-                             r->path, name, hpt_h5_cause_line());
-    *count = (size_t)e;
     return HPT_OK;
 }
 
@@ -547,11 +494,11 @@ static hpt_status read_new(hpt_live_run *r, hpt_live_news *news)
     H5E_BEGIN_TRY
     {
         size_t seg0 = r->nseg;
-        st = read_table(r, r->seg_ds, r->seg_t, sizeof(hpt_live_seg), "/segments",
-                        (void **)&r->seg, &r->nseg);
+        st = hpt_mread_follow_table(r->seg_ds, r->seg_t, sizeof(hpt_live_seg), r->path,
+                                    "/segments", (void **)&r->seg, &r->nseg);
         /* fields the file does not record: -1 (null in the JSON) */
-        int has_sp = H5Tget_member_index(r->seg_t, "sequence_parallel") >= 0;
-        int has_rc = H5Tget_member_index(r->seg_t, "recompute") >= 0;
+        int has_sp = hpt_metrics_seg_type_has(r->seg_t, "sequence_parallel");
+        int has_rc = hpt_metrics_seg_type_has(r->seg_t, "recompute");
         for (size_t i = seg0; !st && i < r->nseg; i++) {
             if (!has_sp)
                 r->seg[i].sequence_parallel = -1;
@@ -561,8 +508,8 @@ static hpt_status read_new(hpt_live_run *r, hpt_live_news *news)
         if (!st)
             st = read_rows(r, news);
         if (!st)
-            st = read_table(r, r->ev_ds, r->ev_t, sizeof(hpt_live_event), "/events",
-                            (void **)&r->ev, &r->nev);
+            st = hpt_mread_follow_table(r->ev_ds, r->ev_t, sizeof(hpt_live_event), r->path,
+                                        "/events", (void **)&r->ev, &r->nev);
     }
     H5E_END_TRY;
     return st;
@@ -640,30 +587,26 @@ static hpt_live_state file_state(hpt_live_run *r, double now)
     return now - last > limit ? HPT_LIVE_STOPPED : HPT_LIVE_LIVE;
 }
 
-int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news)
+/* Drop what was read and read the file afresh at this poll (it changed in
+ * place, or was cut): alerts already reported stay reported. */
+static void reset_for_reread(hpt_live_run *r, hpt_live_news *news)
 {
-    hpt_live_state old = r->state;
-    char olderr[sizeof r->error];
-    snprintf(olderr, sizeof olderr, "%s", r->error);
-    size_t oldrows = r->rows;
+    size_t seen = r->alerts_seen;
+    reset_run(r);
+    r->reread_alerts = seen;
     if (news) {
-        memset(news, 0, sizeof *news);
-        news->rows_from = r->rows;
-        news->events_from = r->nev;
-        news->segs_from = r->nseg;
-        news->alerts_from = r->nalert;
+        free(news->steps);
+        news->steps = NULL;
+        news->replaced = 1;
+        news->rows_from = news->events_from = news->segs_from = news->alerts_from = 0;
     }
+}
+
+/* Open the file if needed and read what was appended; once more from a
+ * fresh open when that fails (a writer re-opening the file: a resume). */
+static hpt_status open_and_read(hpt_live_run *r, hpt_live_news *news)
+{
     hpt_status st = HPT_OK;
-    if (replaced(r)) {
-        reset_run(r);
-        oldrows = 0;
-        if (news) {
-            news->replaced = 1;
-            news->rows_from = news->events_from = news->segs_from = news->alerts_from = 0;
-        }
-    }
-    if (shrunk(r))
-        close_file(r);
     for (int attempt = 0; attempt < 2; attempt++) {
         if (r->file <= 0) {
             H5E_BEGIN_TRY { st = open_file(r); }
@@ -672,20 +615,69 @@ int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news)
                 close_file(r);
                 break;
             }
+            if (news)
+                news->opened = 1;
         }
         st = read_new(r, news);
         if (!st)
             break;
-        close_file(r); /* a writer re-opening the file (a resume): read again once */
+        close_file(r);
     }
-    if (news)
-        news->rows_to = r->rows;
+    return st;
+}
+
+int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news)
+{
+    hpt_live_state old = r->state;
+    char olderr[sizeof r->error];
+    snprintf(olderr, sizeof olderr, "%s", r->error);
+    size_t oldrows = r->rows;
+    hpt_live_news local;
+    if (!news)
+        news = &local;
+    memset(news, 0, sizeof *news);
+    news->rows_from = r->rows;
+    news->events_from = r->nev;
+    news->segs_from = r->nseg;
+    news->alerts_from = r->nalert;
+    int stamp = restat(r), was_open = r->file > 0;
+    if (replaced(r)) {
+        reset_run(r);
+        news->replaced = 1;
+        news->rows_from = news->events_from = news->segs_from = news->alerts_from = 0;
+    } else if (was_open && (stamp & STAMP_SHRUNK))
+        reset_for_reread(r, news); /* never read through the stale handle as whole */
+    if (news->replaced)
+        oldrows = 0, r->settling = 0;
+    size_t rows0 = r->rows, nev0 = r->nev, nseg0 = r->nseg;
+    hpt_status st = open_and_read(r, news);
+    int grew = r->rows > rows0 || r->nev > nev0 || r->nseg > nseg0;
+    /* Changed in place without anything new (bytes overwritten, a copy
+     * over it): once it has settled for a poll, read it afresh, which
+     * finds damage in what was read before. A writer's flush that the
+     * reader does not see yet settles with new rows, so is not re-read. */
+    if (!st && was_open && !news->replaced) {
+        if (grew)
+            r->settling = 0;
+        else if (stamp & STAMP_CHANGED)
+            r->settling = 1;
+        else if (r->settling) {
+            r->settling = 0;
+            reset_for_reread(r, news);
+            oldrows = 0;
+            st = open_and_read(r, news);
+        }
+    }
+    news->rows_to = r->rows;
     if (st == HPT_REQUEUE) {
         r->state = HPT_LIVE_WAITING;
         snprintf(r->error, sizeof r->error, "%s", hpt_error_msg());
     } else if (st) {
         r->state = HPT_LIVE_ERROR;
         snprintf(r->error, sizeof r->error, "%s", hpt_error_msg());
+    } else if (r->damage[0]) { /* found by a history read: until the file changes */
+        r->state = HPT_LIVE_ERROR;
+        snprintf(r->error, sizeof r->error, "%s", r->damage);
     } else {
         if (r->rows > oldrows && oldrows > 0) { /* the first read is history */
             if (r->last_growth > 0) {
@@ -697,9 +689,26 @@ int hpt_live_run_poll(hpt_live_run *r, double now, hpt_live_news *news)
         r->error[0] = 0;
         r->state = file_state(r, now);
     }
+    if (r->reread_alerts) { /* a re-read finds the alerts it had: not new */
+        r->alerts_seen = r->reread_alerts < r->nalert ? r->reread_alerts : r->nalert;
+        news->alerts_from = r->alerts_seen;
+        r->reread_alerts = 0;
+    }
+    if (news == &local)
+        free(local.steps);
     int changed = r->state != old || strcmp(olderr, r->error);
-    if (news)
-        news->state_changed = changed;
+    news->state_changed = changed;
+    if (changed)
+        r->said = 0;
+    return changed;
+}
+
+int hpt_live_run_set_damage(hpt_live_run *r, const char *msg)
+{
+    snprintf(r->damage, sizeof r->damage, "%s", msg);
+    int changed = r->state != HPT_LIVE_ERROR || strcmp(r->error, r->damage);
+    r->state = HPT_LIVE_ERROR;
+    snprintf(r->error, sizeof r->error, "%s", r->damage);
     if (changed)
         r->said = 0;
     return changed;

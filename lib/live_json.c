@@ -125,7 +125,7 @@ static const char *live_kind(const char *kind)
 static void event_fields(const hpt_live_event *e, hpt_sbuf *out)
 {
     hpt_sbuf_printf(out, "\"step\":%lld,\"time\":", (long long)e->step);
-    hpt_sbuf_json_num(out, e->time);
+    hpt_sbuf_json_num(out, e->wall_time);
     hpt_sbuf_printf(out, ",\"kind\":");
     hpt_sbuf_json_str(out, live_kind(e->kind));
     hpt_sbuf_printf(out, ",\"file_kind\":");
@@ -405,12 +405,17 @@ static int cmp_size(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* HDF5's cause of the last failed read_rank_rows (noted before the
+ * clean-up calls clear HDF5's error stack). */
+static char rank_cause[300];
+
 /* /ranks/NAME of raw rows rows[0..k) (any order, repeats allowed) into out
  * [k][W]: one read of the union of the distinct rows (in file order), then
- * each requested row copied to its place. -1 on failure. */
+ * each requested row copied to its place. -1 on failure (rank_cause). */
 static int read_rank_rows(const hpt_live_run *r, const char *name, const size_t *rows, size_t k,
                           double *out)
 {
+    snprintf(rank_cause, sizeof rank_cause, "not an open dataset");
     size_t W = r->nranks;
     int c = rank_col(name);
     if (c < 0 || r->rd[c] <= 0)
@@ -441,6 +446,8 @@ static int read_rank_rows(const hpt_live_run *r, const char *name, const size_t 
     hid_t ms = e ? -1 : H5Screate_simple(2, mdims, NULL);
     if (!e && H5Dread(r->rd[c], H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, tmp) < 0)
         e = -1;
+    if (e)
+        snprintf(rank_cause, sizeof rank_cause, "%s", hpt_h5_cause_line());
     for (size_t j = 0; !e && j < k; j++) {
         size_t *at = bsearch(&rows[j], u, nu, sizeof *u, cmp_size);
         memcpy(out + j * W, tmp + (size_t)(at - u) * W, sizeof *out * W);
@@ -518,8 +525,9 @@ static hpt_status ranks_json(const hpt_live_run *r, const size_t *kidx, size_t k
     H5E_END_TRY;
     if (failed) {
         ret = hpt_error_set(HPT_ERR_DATA, "%s: cannot read the per-rank column %s%s (damaged "
-                            "file; HDF5: %s)", r->path, strlen(failed) <= 5 ? "comm_" : "",
-                            failed, hpt_h5_cause_line());
+                            "file; HDF5: %s)", r->path, strcmp(failed, "busy") &&
+                            strcmp(failed, "step_time") ? "comm_" : "", failed,
+                            rank_cause);
         goto done;
     }
     hpt_sbuf_printf(out, "\"ranks\":{\"step\":");
@@ -582,7 +590,7 @@ hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long s
     columns_json(r, idx, k, vidx, kv, out);
     hpt_sbuf_put(out, ",", 1);
     hpt_status st = HPT_OK;
-    if (r->file > 0)
+    if (r->file > 0 && !r->damage[0]) /* damaged: the values read before only */
         st = ranks_json(r, ridx, kr, 1, out);
     else
         hpt_sbuf_printf(out, "\"ranks\":{\"step\":[],\"busy_s\":[],\"step_s\":[],\"flops\":[]},"

@@ -207,6 +207,23 @@ static void push(server *s, char *text)
     pthread_cond_broadcast(&s->moved);
 }
 
+/* Push a "state" record of run r (lock held). */
+static void push_state(server *s, const hpt_live_run *r)
+{
+    hpt_sbuf b = {0};
+    hpt_sbuf_printf(&b, "event: state\ndata: {\"run\":%d,\"state\":\"%s\",\"error\":", r->id,
+                    hpt_live_state_name(r->state));
+    if (r->error[0])
+        hpt_sbuf_json_str(&b, r->error);
+    else
+        hpt_sbuf_put(&b, "null", 4);
+    hpt_sbuf_printf(&b, "}\n\n");
+    if (b.oom)
+        free(b.p);
+    else
+        push(s, b.p);
+}
+
 /* ------------------------------------------------------------ stream */
 
 typedef struct {
@@ -423,8 +440,15 @@ static enum MHD_Result send_history(server *s, struct MHD_Connection *conn)
         return send_json_error(conn, 400, "points=N: expected an integer from 2 to 10000000");
     hpt_sbuf b = {0};
     pthread_mutex_lock(&s->lock);
-    hpt_status st = hpt_live_run_history_json(s->runs[run], (size_t)points,
-                                              (long long)s->next_seq, &b);
+    hpt_live_run *r = s->runs[run];
+    hpt_status st = hpt_live_run_history_json(r, (size_t)points, (long long)s->next_seq, &b);
+    if (st == HPT_ERR_DATA) { /* damaged: the run is in error, its history says so */
+        if (hpt_live_run_set_damage(r, hpt_error_msg()))
+            push_state(s, r);
+        free(b.p);
+        b = (hpt_sbuf){0};
+        st = hpt_live_run_history_json(r, (size_t)points, (long long)s->next_seq, &b);
+    }
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", st ? hpt_error_msg() : "");
     pthread_mutex_unlock(&s->lock);
@@ -509,6 +533,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (!token_ok(s, arg_str(conn, "token")))
         return send_text(conn, 403, "403 forbidden: missing or wrong token (use the URL "
                                     "hpt-live printed)\n");
+    if (strstr(url, "%00")) /* left encoded by unescape() */
+        return send_text(conn, 400, "400 bad request: a NUL byte (%00) in the path\n");
     if (!strcmp(url, "/"))
         return send_asset(s, conn, "index.html");
     if (!strncmp(url, "/assets/", 8))
@@ -520,6 +546,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (!strcmp(url, "/api/stream"))
         return send_stream(s, conn);
     return send_text(conn, 404, "404 not found\n");
+}
+
+/* libmicrohttpd's unescaper for the path and the query arguments: %HH
+ * decoded, except in a string holding %00, which is left as it is. A
+ * decoded NUL would end the C string handed to handle(), so that
+ * /assets/app.js%00.html was served as app.js; left encoded, it matches
+ * no name (the path is refused with a 400, an argument is not valid). */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    if (strstr(s, "%00"))
+        return strlen(s);
+    return MHD_http_unescape(s);
 }
 
 /* ------------------------------------------------------------ alerts */
@@ -576,6 +616,18 @@ static void run_on_alert(const char *cmd, const hpt_live_run *r, const hpt_live_
 
 /* -------------------------------------------------------------- loop */
 
+/* After the file was opened afresh: build the history the page will ask
+ * for once, so that per-rank values HDF5 cannot read make the run error
+ * now (the run list, the terminal), not at the page's first request. */
+static void probe_history(server *s, hpt_live_run *r, hpt_live_news *nw)
+{
+    hpt_sbuf b = {0};
+    if (hpt_live_run_history_json(r, s->o->points, -1, &b) == HPT_ERR_DATA &&
+        hpt_live_run_set_damage(r, hpt_error_msg()))
+        nw->state_changed = 1;
+    free(b.p);
+}
+
 /* One poll of every run: stream records, messages on err, --on-alert. */
 static void poll_all(server *s, FILE *err, int first)
 {
@@ -585,6 +637,8 @@ static void poll_all(server *s, FILE *err, int first)
         hpt_live_news nw;
         pthread_mutex_lock(&s->lock);
         hpt_live_run_poll(r, now_s(), &nw);
+        if (nw.opened && r->state != HPT_LIVE_ERROR && r->state != HPT_LIVE_WAITING)
+            probe_history(s, r, &nw);
         if (!first)
             hpt_live_news_sse(r, &nw, MAX_STREAM_ROWS, &b);
         if (b.n && !b.oom) {
@@ -739,7 +793,9 @@ hpt_status hpt_live_serve(const hpt_live_opts *o, FILE *out, FILE *err)
     struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handle, &s,
                                             MHD_OPTION_LISTEN_SOCKET, fd,
                                             MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
-                                            MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S, MHD_OPTION_END);
+                                            MHD_OPTION_CONNECTION_TIMEOUT, IDLE_S,
+                                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                                            MHD_OPTION_END);
     if (!d) {
         close(fd);
         server_free(&s);

@@ -195,10 +195,10 @@ static void fill_segment(const hpt_metrics *m, hpt_metrics_seg_row *s)
     s->start_time = wall_now();
     s->flops_per_token = m->info.flops_per_token;
     s->peak_flops_per_rank = m->info.peak_flops_per_rank;
-    snprintf(s->hpt_version, sizeof s->hpt_version, "%s", PACKAGE_VERSION);
+    snprintf(s->hpt_version, HPT_METRICS_STR_LEN, "%s", PACKAGE_VERSION); /* the file's lengths */
     const char *job = getenv("SLURM_JOB_ID");
-    snprintf(s->slurm_job_id, sizeof s->slurm_job_id, "%s", job ? job : "");
-    gethostname(s->host, sizeof s->host - 1);
+    snprintf(s->slurm_job_id, HPT_METRICS_STR_LEN, "%s", job ? job : "");
+    gethostname(s->host, HPT_METRICS_HOST_LEN - 1);
 }
 
 /* Rank 0: lock, open or create the file, start this segment. */
@@ -334,8 +334,8 @@ static void vevent(hpt_metrics *m, int64_t step, int rank, const char *kind, con
     e->step = step;
     e->wall_time = wall_now();
     e->rank = rank;
-    snprintf(e->kind, sizeof e->kind, "%s", kind);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    snprintf(e->kind, HPT_METRICS_KIND_LEN, "%s", kind); /* the file's lengths */
+    vsnprintf(e->message, HPT_METRICS_MSG_LEN, fmt, ap);
 }
 
 void hpt_metrics_event(hpt_metrics *m, int64_t step, int rank, const char *kind, const char *fmt,

@@ -1,32 +1,22 @@
 /* hpt-metrics — summary, CSV export, close and HTML report of an hpt metrics file
  * without Python (the file lib/metrics.c writes; docs/ANALYSIS.md): a thin
- * main over the reader API io/metrics_read.h (SWMR read with bounded
- * metadata retries; each step once, the last row of a step winning — the
- * rule analysis/hpt_metrics.py applies too, and `summary` prints the same
- * lines as its summary_text()), io/metrics_h5.h (close) and lib/live.h (report)
- * (report: the live page with the data inlined). Under mpiexec
- * rank 0 does the work and every rank exits with its status.
+ * main, option parsing over lib/metrics_tool.h (the commands' work) and
+ * lib/watchdog.h (hang). Under mpiexec rank 0 does the work and every rank
+ * exits with its status.
  */
-#include <errno.h>
 #include <hdf5.h>
 #include <limits.h>
-#include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "error.h"
-#include "metrics_h5.h"
-#include "live.h"
-#include "metrics_read.h"
 #include "hpt_config.h"
+#include "metrics_h5.h"
+#include "metrics_tool.h"
 #include "watchdog.h"
-
-#define NSLOW 3 /* slowest ranks listed */
 
 static void usage(FILE *f)
 {
@@ -84,421 +74,8 @@ static void usage(FILE *f)
           f);
 }
 
-/* ------------------------------------------------------------- summary */
-
-/* "%.6g", or "nan" for a non-finite value (as the Python summary). */
-static const char *g6(double v, char buf[32])
-{
-    if (isfinite(v))
-        snprintf(buf, 32, "%.6g", v);
-    else
-        snprintf(buf, 32, "nan");
-    return buf;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void print_segments(FILE *out, const hpt_mread_seg *sg, size_t nseg)
-{
-    fprintf(out, "segments: %zu\n", nseg);
-    for (size_t i = 0; i < nseg; i++) {
-        const hpt_mread_seg *s = &sg[i];
-        char res[48];
-        if (s->resumed_from < 0)
-            snprintf(res, sizeof res, "fresh start");
-        else
-            snprintf(res, sizeof res, "resumed from step %lld", (long long)s->resumed_from);
-        fprintf(out,
-                "  segment %d: first row %lld, %s, world %d (TP %d x PP %d x DP %d%s%s%s), "
-                "micro-batch %d x grad-accum %d x seq %d, host %s, job %s\n",
-                s->segment, (long long)s->first_row, res, s->world, s->tp, s->pp, s->dp,
-                s->zero1 ? ", ZeRO-1" : "", s->sequence_parallel ? ", sequence parallel" : "",
-                s->recompute == 2 ? ", selective recomputation"
-                : s->recompute == 1 ? ", full recomputation" : "",
-                s->micro_batch, s->grad_accum, s->seq_len,
-                s->host[0] ? s->host : "-", s->slurm_job_id[0] ? s->slurm_job_id : "-");
-    }
-}
-
-/* "NAME: final X (step S), best Y (step T)" over the finite v[i], leaving
- * out skipped steps when `skipped` is given. */
-static void print_loss(FILE *out, const char *name, const double *v, const double *step,
-                       const double *skipped, size_t n)
-{
-    long fin = -1, best = -1;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(v[i]) || (skipped && skipped[i] != 0))
-            continue;
-        fin = (long)i;
-        if (best < 0 || v[i] < v[best])
-            best = (long)i;
-    }
-    char a[32], b[32];
-    if (fin < 0)
-        fprintf(out, "%s: none\n", name);
-    else
-        fprintf(out, "%s: final %s (step %.0f), best %s (step %.0f)\n", name, g6(v[fin], a),
-                step[fin], g6(v[best], b), step[best]);
-}
-
-/* Mean of the finite v[i] of steps not skipped. */
-static double mean_ok(const double *v, const double *skipped, size_t n)
-{
-    double s = 0;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (skipped[i] == 0 && isfinite(v[i])) {
-            s += v[i];
-            k++;
-        }
-    return k ? s / (double)k : NAN;
-}
-
-static double median_of(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* The NSLOW ranks of largest mean busy time (rows where a rank was absent
- * are NaN and left out), slowest first, ties to the lower rank, each with
- * the median of the other ranks' means (the trainer's slow_rank test). */
-static void print_slowest(FILE *out, const double *busy, size_t n, size_t W)
-{
-    double *mean = malloc(sizeof *mean * (W ? W : 1)), *others = malloc(sizeof *others * (W ? W : 1));
-    int *order = malloc(sizeof *order * (W ? W : 1));
-    size_t k = 0;
-    if (!mean || !others || !order)
-        goto out;
-    for (size_t w = 0; w < W; w++) {
-        double s = 0;
-        size_t c = 0;
-        for (size_t i = 0; i < n; i++)
-            if (isfinite(busy[i * W + w])) {
-                s += busy[i * W + w];
-                c++;
-            }
-        mean[w] = c ? s / (double)c : NAN;
-        if (c)
-            order[k++] = (int)w;
-    }
-    fprintf(out, "slowest ranks (mean busy s/step, against the median of the other ranks):\n");
-    for (size_t i = 0; i < k && i < NSLOW; i++) {
-        size_t best = i; /* selection sort of the first NSLOW */
-        for (size_t j = i + 1; j < k; j++)
-            if (mean[order[j]] > mean[order[best]] ||
-                (mean[order[j]] == mean[order[best]] && order[j] < order[best]))
-                best = j;
-        int tmp = order[i];
-        order[i] = order[best];
-        order[best] = tmp;
-        size_t no = 0;
-        for (size_t j = 0; j < k; j++)
-            if (order[j] != order[i])
-                others[no++] = mean[order[j]];
-        double r = mean[order[i]], med = median_of(others, no);
-        char a[32], b[32];
-        if (no == 0) /* one rank: nothing to compare with */
-            fprintf(out, "  rank %d: %s (the only rank)\n", order[i], g6(r, a));
-        else
-            fprintf(out, "  rank %d: %s (%.2fx, others %s)\n", order[i], g6(r, a),
-                    med > 0 ? r / med : NAN, g6(med, b));
-    }
-out:
-    free(mean);
-    free(others);
-    free(order);
-}
-
-static hpt_status cmd_summary(const char *path, FILE *out)
-{
-    hpt_mread m;
-    hpt_mread_seg *sg = NULL;
-    hpt_mread_event *ev = NULL;
-    size_t nseg = 0, nev = 0;
-    double *col[6] = {0}, *busy = NULL;
-    static const char *const names[6] = {"step", "skipped", "loss", "val_loss", "tokens_per_s",
-                                         "mfu"};
-    double *tok = NULL;
-    hpt_status st = hpt_mread_open(&m, path);
-    if (!st)
-        st = hpt_mread_segments(&m, &sg, &nseg);
-    if (!st)
-        st = hpt_mread_events(&m, &ev, &nev);
-    for (int c = 0; !st && c < 6; c++)
-        st = hpt_mread_steps_col(&m, names[c], 0, &col[c]);
-    if (!st)
-        st = hpt_mread_steps_col(&m, "tokens", 0, &tok);
-    if (!st)
-        st = hpt_mread_ranks_col(&m, "busy", 0, &busy);
-    if (st)
-        goto out;
-    const double *step = col[0], *skipped = col[1];
-    size_t n = m.n, nskip = 0;
-    double tokens = 0;
-    for (size_t i = 0; i < n; i++) {
-        nskip += skipped[i] != 0;
-        tokens += isfinite(tok[i]) ? tok[i] : 0;
-    }
-    char a[32];
-    fprintf(out, "file: %s\n", path);
-    fprintf(out, "format: hpt-metrics %d (hpt %s)\n", m.format_version,
-            m.hpt_version ? m.hpt_version : "None");
-    print_segments(out, sg, nseg);
-    if (n)
-        fprintf(out, "steps: %zu (%.0f-%.0f), %zu rows, %zu repeated rows, %zu skipped\n", n,
-                step[0], step[n - 1], m.rows, m.rows - n, nskip);
-    else
-        fprintf(out, "steps: 0\n");
-    fprintf(out, "tokens: %.0f\n", tokens);
-    print_loss(out, "train loss", col[2], step, skipped, n);
-    print_loss(out, "val loss", col[3], step, NULL, n);
-    fprintf(out, "mean tokens/s: %s\n", g6(mean_ok(col[4], skipped, n), a));
-    fprintf(out, "mean MFU (%%): %s\n", g6(100 * mean_ok(col[5], skipped, n), a));
-    print_slowest(out, busy, n, m.nranks);
-    fprintf(out, "events: %zu\n", nev);
-    for (size_t i = 0; i < nev; i++)
-        fprintf(out, "  step %lld rank %d %s: %s\n", (long long)ev[i].step, ev[i].rank,
-                ev[i].kind, ev[i].message);
-out:
-    for (int c = 0; c < 6; c++)
-        free(col[c]);
-    free(tok);
-    free(busy);
-    free(sg);
-    free(ev);
-    hpt_mread_close(&m);
-    return st;
-}
-
-/* ----------------------------------------------------------------- csv */
-
-static void put_num(FILE *f, double v)
-{
-    if (isnan(v))
-        fputs("nan", f);
-    else if (isinf(v))
-        fputs(v > 0 ? "inf" : "-inf", f);
-    else
-        fprintf(f, "%.17g", v);
-}
-
-static hpt_status csv_steps(const hpt_mread *m, FILE *f)
-{
-    double *col[HPT_SC_COUNT] = {0};
-    hpt_status st = HPT_OK;
-    for (int c = 0; !st && c < HPT_SC_COUNT; c++)
-        st = hpt_mread_steps_col(m, hpt_metrics_step_cols[c].name, 0, &col[c]);
-    if (!st) {
-        for (int c = 0; c < HPT_SC_COUNT; c++)
-            fprintf(f, "%s%s", c ? "," : "", hpt_metrics_step_cols[c].name);
-        fputc('\n', f);
-        for (size_t i = 0; i < m->n; i++) {
-            for (int c = 0; c < HPT_SC_COUNT; c++) {
-                if (c)
-                    fputc(',', f);
-                if (c < HPT_SC_NINT)
-                    fprintf(f, "%lld", (long long)col[c][i]);
-                else
-                    put_num(f, col[c][i]);
-            }
-            fputc('\n', f);
-        }
-    }
-    for (int c = 0; c < HPT_SC_COUNT; c++)
-        free(col[c]);
-    return st;
-}
-
-static hpt_status csv_ranks(const hpt_mread *m, const char *col, FILE *f)
-{
-    if (!hpt_mread_has_ranks_col(m, col)) {
-        char names[1024];
-        hpt_mread_ranks_col_names(m, names, sizeof names);
-        return hpt_error_set(HPT_ERR_USAGE, "--ranks %s: %s has no per-rank column '%s' (known: "
-                             "%s)", col, m->path, col, names);
-    }
-    double *v = NULL, *step = NULL;
-    hpt_status st = hpt_mread_ranks_col(m, col, 0, &v);
-    if (!st)
-        st = hpt_mread_steps_col(m, "step", 0, &step);
-    if (!st) {
-        fputs("step", f);
-        for (size_t w = 0; w < m->nranks; w++)
-            fprintf(f, ",rank_%zu", w);
-        fputc('\n', f);
-        for (size_t i = 0; i < m->n; i++) {
-            fprintf(f, "%.0f", step[i]);
-            for (size_t w = 0; w < m->nranks; w++) {
-                fputc(',', f);
-                put_num(f, v[i * m->nranks + w]);
-            }
-            fputc('\n', f);
-        }
-    }
-    free(v);
-    free(step);
-    return st;
-}
-
-/* Does `path`, or a symbolic link on the way from it, name something
- * under /dev or /proc (/dev/stdout -> /proc/self/fd/1 -> the shell's
- * redirect file)? Such a name stands for an open file of this process:
- * replacing the file behind it would not reach the descriptor. */
-static int via_dev_or_proc(const char *path)
-{
-    char cur[PATH_MAX], next[PATH_MAX];
-    snprintf(cur, sizeof cur, "%s", path);
-    for (int hop = 0; hop < 40; hop++) {
-        if (!strncmp(cur, "/dev/", 5) || !strncmp(cur, "/proc/", 6))
-            return 1;
-        ssize_t n = readlink(cur, next, sizeof next - 1);
-        if (n < 0)
-            return 0; /* not a link (or gone): the chain ends here */
-        next[n] = 0;
-        if (next[0] == '/') {
-            snprintf(cur, sizeof cur, "%s", next);
-        } else { /* relative to the link's directory */
-            char *slash = strrchr(cur, '/');
-            char dir[PATH_MAX];
-            snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - cur + 1) : 0, cur);
-            if (snprintf(cur, sizeof cur, "%s%s", dir, next) >= (int)sizeof cur)
-                return 0;
-        }
-    }
-    return 0;
-}
-
-/* Is `path` (stat as `sb`, symbolic links followed) one of the n input
- * files? Returns its index, or -1. Same file: same st_dev and st_ino. */
-static int input_index(const struct stat *sb, const char *const *inputs, int n)
-{
-    struct stat si;
-    for (int i = 0; i < n; i++)
-        if (stat(inputs[i], &si) == 0 && si.st_dev == sb->st_dev && si.st_ino == sb->st_ino)
-            return i;
-    return -1;
-}
-
-/* Refuse -o OUT when OUT is one of the n input metrics files: the same
- * path, another path to it, or a symbolic link to it (followed). When OUT
- * does not exist yet, the realpath of its directory plus its name is
- * compared with each input's realpath. Errors: HPT_ERR_USAGE naming OUT
- * and the input. */
-static hpt_status out_not_input(const char *outpath, const char *const *inputs, int n)
-{
-    struct stat so;
-    int hit = -1;
-    if (stat(outpath, &so) == 0) {
-        hit = input_index(&so, inputs, n);
-    } else {
-        const char *slash = strrchr(outpath, '/');
-        char dir[PATH_MAX], want[2 * PATH_MAX + 2];
-        if (!slash)
-            snprintf(dir, sizeof dir, ".");
-        else if (slash == outpath)
-            snprintf(dir, sizeof dir, "/");
-        else
-            snprintf(dir, sizeof dir, "%.*s", (int)(slash - outpath), outpath);
-        char *rd = realpath(dir, NULL);
-        if (rd) {
-            snprintf(want, sizeof want, "%s/%s", strcmp(rd, "/") ? rd : "",
-                     slash ? slash + 1 : outpath);
-            for (int i = 0; hit < 0 && i < n; i++) {
-                char *ri = realpath(inputs[i], NULL);
-                if (ri && !strcmp(ri, want))
-                    hit = i;
-                free(ri);
-            }
-            free(rd);
-        }
-    }
-    if (hit >= 0)
-        return hpt_error_set(HPT_ERR_USAGE, "-o %s: is the input metrics file %s (it would be "
-                             "overwritten)", outpath, inputs[hit]);
-    return HPT_OK;
-}
-
-/* Where -o writes. "-" is standard output (`out`, written directly). A
- * regular file (or a new name) is written as TARGET.tmp
- * and renamed over TARGET, so a failed export leaves no partial file; a
- * symbolic link to a regular file is followed (the link stays, its target
- * is replaced). Anything else that exists — a character device such as
- * /dev/null, a FIFO, a socket, a link to one, or a name under /dev or
- * /proc such as /dev/stdout even when it leads to a regular file — is
- * written directly: renaming over it would replace the device with a
- * regular file, or miss the open descriptor. OUT (or TARGET.tmp) that is
- * one of the n `inputs` is refused before anything is opened for writing
- * (HPT_ERR_USAGE, see out_not_input). target gets the path renamed to
- * (empty: direct), tmp the temporary name; *f is `out` for "-" (the caller
- * does not close it). Errors: HPT_ERR_IO naming -o OUT. */
-static hpt_status csv_open_out(const char *outpath, const char *const *inputs, int n,
-                               FILE *out, char *target, char *tmp, size_t len, FILE **f)
-{
-    struct stat sb;
-    target[0] = tmp[0] = 0;
-    if (!strcmp(outpath, "-")) {
-        *f = out;
-        return HPT_OK;
-    }
-    hpt_status st = out_not_input(outpath, inputs, n);
-    if (st)
-        return st;
-    if (stat(outpath, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return hpt_error_set(HPT_ERR_IO, "-o %s: is a directory", outpath);
-    if (stat(outpath, &sb) == 0 && (!S_ISREG(sb.st_mode) || via_dev_or_proc(outpath))) {
-        if (!(*f = fopen(outpath, "w")))
-            return hpt_error_set(HPT_ERR_IO, "-o %s: cannot write: %s", outpath,
-                                 strerror(errno));
-        return HPT_OK;
-    }
-    char *real = stat(outpath, &sb) == 0 ? realpath(outpath, NULL) : NULL;
-    int k = snprintf(target, len, "%s", real ? real : outpath);
-    free(real);
-    if (k < 0 || (size_t)k + 5 > len)
-        return hpt_error_set(HPT_ERR_IO, "-o %s: path too long", outpath);
-    snprintf(tmp, len, "%s.tmp", target);
-    int hit = stat(tmp, &sb) == 0 ? input_index(&sb, inputs, n) : -1;
-    if (hit >= 0)
-        return hpt_error_set(HPT_ERR_USAGE, "-o %s: its temporary file %s is the input metrics "
-                             "file %s (it would be overwritten)", outpath, tmp, inputs[hit]);
-    if (!(*f = fopen(tmp, "w")))
-        return hpt_error_set(HPT_ERR_IO, "-o %s: cannot write %s: %s", outpath, tmp,
-                             strerror(errno));
-    return HPT_OK;
-}
-
-/* csv: to standard output, or to -o OUT (see csv_open_out). */
-static hpt_status cmd_csv(const char *path, const char *ranks, const char *outpath, FILE *out)
-{
-    hpt_mread m;
-    hpt_status st = hpt_mread_open(&m, path);
-    char target[PATH_MAX + 8] = "", tmp[PATH_MAX + 8] = "";
-    FILE *f = out;
-    if (!st && outpath)
-        st = csv_open_out(outpath, &path, 1, out, target, tmp, sizeof tmp, &f);
-    if (!st)
-        st = ranks ? csv_ranks(&m, ranks, f) : csv_steps(&m, f);
-    if (f && f != out) {
-        if (fclose(f) != 0 && !st)
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
-        if (!st && tmp[0] && rename(tmp, target) != 0)
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: cannot rename %s to it: %s", outpath, tmp,
-                               strerror(errno));
-        if (st && tmp[0])
-            unlink(tmp);
-    }
-    hpt_mread_close(&m);
-    return st;
-}
-
 /* -------------------------------------------------------------- report */
 
-#define REPORT_POINTS 20000 /* steps per run before the report downsamples */
 #define REPORT_MAX_FILES 64
 
 /* The page asset `name`: the first of $HPT_LIVE_ASSETS, the installed
@@ -518,63 +95,6 @@ static hpt_status find_asset(const char *name, char *buf, size_t len)
     return hpt_error_set(HPT_ERR_IO, "report: page asset %s not found in $HPT_LIVE_ASSETS or %s "
                          "(install hpt, or for echarts.min.js run `npm ci` in the source tree "
                          "and rebuild)", name, HPT_LIVE_DATADIR);
-}
-
-/* report: the runs' history JSON and the page assets inlined into one
- * HTML file, written as OUT.tmp and renamed (see csv_open_out). */
-static hpt_status cmd_report(const char *const *files, int n, int points, const char *outpath,
-                             FILE *out)
-{
-    static const char *const names[3] = {"style.css", "echarts.min.js", "app.js"};
-    char paths[3][PATH_MAX + 32];
-    const char *assets[3];
-    char target[PATH_MAX + 8] = "", tmp[PATH_MAX + 8] = "";
-    FILE *f = NULL;
-    hpt_status st = HPT_OK;
-    for (int a = 0; !st && a < 3; a++) {
-        st = find_asset(names[a], paths[a], sizeof paths[a]);
-        assets[a] = paths[a];
-    }
-    for (int i = 0; !st && i < n; i++) { /* every file readable before OUT is touched */
-        hpt_mread m;
-        st = hpt_mread_open(&m, files[i]);
-        hpt_mread_close(&m);
-    }
-    if (!st)
-        st = csv_open_out(outpath, files, n, out, target, tmp, sizeof tmp, &f);
-    if (!st)
-        st = hpt_live_report_write(files, n, (size_t)(points > 0 ? points : REPORT_POINTS), assets, f);
-    if (f == out) {
-        if (fflush(f) != 0 && !st)
-            st = hpt_error_set(HPT_ERR_IO, "-o -: write to standard output failed: %s",
-                               strerror(errno));
-    } else if (f) {
-        if (fflush(f) != 0 && !st)
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
-        if (!st && tmp[0] && fsync(fileno(f)) != 0)
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: fsync failed: %s", outpath, strerror(errno));
-        if (fclose(f) != 0 && !st)
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
-        if (!st && tmp[0] && rename(tmp, target) != 0)
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: cannot rename %s to it: %s", outpath, tmp,
-                               strerror(errno));
-        if (st && tmp[0])
-            unlink(tmp);
-    }
-    return st;
-}
-
-/* --------------------------------------------------------------- close */
-
-static hpt_status cmd_close(const char *path, FILE *out)
-{
-    int cleared = 0;
-    hpt_status st = hpt_metrics_h5_clear(path, stderr, &cleared);
-    if (!st)
-        fprintf(out, "%s: %s\n", path, cleared ? "cleared HDF5's open-for-write flag; plain "
-                "readers (h5py.File(FILE, \"r\"), h5dump) open it now"
-                : "not flagged open for write: nothing to clear");
-    return st;
 }
 
 /* ----------------------------------------------------------------- CLI */
@@ -643,32 +163,20 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
     return HPT_OK;
 }
 
-/* The metrics file the argument `arg` names: arg itself, or DIR/metrics.h5
- * when arg is a (run) directory that has one (as hpt-live). buf gets the
- * path (len bytes). A path that does not exist is passed on (the reader
- * says "no such file"). Errors (HPT_ERR_DATA): a directory without
- * metrics.h5; something that is not a regular file (a FIFO or a device:
- * HDF5 would block on it or read forever). */
-static hpt_status resolve_input(const char *arg, char *buf, size_t len)
+/* report: the page's assets found here (where this build installs them),
+ * the work in lib/metrics_tool.c. */
+static hpt_status report(const cli *c, FILE *out)
 {
-    struct stat sb;
-    snprintf(buf, len, "%s", arg);
-    if (stat(arg, &sb) != 0)
-        return HPT_OK;
-    if (S_ISDIR(sb.st_mode)) {
-        size_t k = strlen(arg);
-        while (k > 1 && arg[k - 1] == '/') /* "run/" -> "run/metrics.h5" */
-            k--;
-        if (snprintf(buf, len, "%.*s%smetrics.h5", (int)k, arg, arg[k - 1] == '/' ? "" : "/")
-            >= (int)len)
-            return hpt_error_set(HPT_ERR_DATA, "%s: path too long", arg);
-        if (stat(buf, &sb) != 0)
-            return hpt_error_set(HPT_ERR_DATA, "%s: is a directory with no metrics.h5", arg);
+    static const char *const names[3] = {"style.css", "echarts.min.js", "app.js"};
+    static char paths[3][PATH_MAX + 32];
+    const char *assets[3];
+    for (int a = 0; a < 3; a++) {
+        hpt_status st = find_asset(names[a], paths[a], sizeof paths[a]);
+        if (st)
+            return st;
+        assets[a] = paths[a];
     }
-    if (!S_ISREG(sb.st_mode))
-        return hpt_error_set(HPT_ERR_DATA, "%s: not a regular file (a metrics file or a run "
-                             "directory is needed)", buf);
-    return HPT_OK;
+    return hpt_metrics_tool_report(c->files, c->nfiles, c->points, assets, c->out, out);
 }
 
 static hpt_status run(int argc, char **argv, FILE *out)
@@ -685,21 +193,21 @@ static hpt_status run(int argc, char **argv, FILE *out)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
     if (strcmp(c.cmd, "hang")) /* metrics files: a run directory means its metrics.h5 */
         for (int i = 0; i < c.nfiles; i++) {
-            st = resolve_input(c.files[i], paths[i], sizeof paths[i]);
+            st = hpt_metrics_tool_resolve(c.files[i], paths[i], sizeof paths[i]);
             if (st)
                 return st;
             c.files[i] = paths[i];
         }
     c.file = c.files[0];
     if (!strcmp(c.cmd, "summary"))
-        return cmd_summary(c.file, out);
+        return hpt_metrics_tool_summary(c.file, out);
     if (!strcmp(c.cmd, "close"))
-        return cmd_close(c.file, out);
+        return hpt_metrics_tool_close(c.file, out, stderr);
     if (!strcmp(c.cmd, "report"))
-        return cmd_report(c.files, c.nfiles, c.points, c.out, out);
+        return report(&c, out);
     if (!strcmp(c.cmd, "hang"))
         return hpt_hang_report(c.file, out);
-    return cmd_csv(c.file, c.ranks, c.out, out);
+    return hpt_metrics_tool_csv(c.file, c.ranks, c.out, out);
 }
 
 int main(int argc, char **argv) { return hpt_cli_main_rank0(argc, argv, "hpt-metrics", run); }
