@@ -343,10 +343,14 @@ static int shard_index(hpt_st_set *s, json_object *seen, const char *dir, const 
         return json_object_get_int(k);
     char path[8192];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    char **p = realloc(s->shard_paths, sizeof *p * (size_t)(s->nshards + 1));
-    if (!p)
-        return -1;
-    s->shard_paths = p;
+    if (s->nshards == s->shard_cap) { /* doubling: a realloc per shard copies O(n^2) bytes */
+        int cap = s->shard_cap ? 2 * s->shard_cap : 16;
+        char **p = realloc(s->shard_paths, sizeof *p * (size_t)cap);
+        if (!p)
+            return -1;
+        s->shard_paths = p, s->shard_cap = cap;
+    }
+    char **p = s->shard_paths;
     if (!(p[s->nshards] = strdup(path)) ||
         json_object_object_add(seen, file, json_object_new_int(s->nshards)))
         return -1;

@@ -83,6 +83,7 @@ typedef struct {
     char path[4096];          /* what was opened (file or index)              */
     int nshards;              /* 1 for a single file                          */
     char **shard_paths;       /* nshards paths                                */
+    int shard_cap;            /* allocated entries of shard_paths (index)     */
     hpt_st_file *shards;      /* nshards; opened on first use                 */
     char *opened;             /* nshards flags                                */
     int nnames;
