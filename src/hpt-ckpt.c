@@ -3,9 +3,8 @@
  *
  * The work is io/ckpt_inspect.c's (serial HDF5, default driver), so this
  * runs as a plain process; under mpiexec rank 0 does the work and every rank
- * exits with its status. This file parses options and tells the library
- * what a model config implies (lib/config.h, lib/model.h), which io/ does
- * not know.
+ * exits with its status. This file parses options; what a model config
+ * implies, which io/ does not know, is lib/ckpt_model.c's.
  */
 #include <hdf5.h>
 #include <stdio.h>
@@ -14,11 +13,10 @@
 
 #include "ckpt.h"
 #include "ckpt_inspect.h"
+#include "ckpt_model.h"
 #include "cli.h"
-#include "config.h"
 #include "error.h"
 #include "hpt_config.h"
-#include "model.h"
 #include "safetensors_write.h"
 
 static void usage(FILE *f)
@@ -72,67 +70,6 @@ static void usage(FILE *f)
           "writable).\n",
           f);
 }
-
-/* ------------------------------------------------------ the model, for io/ */
-
-/* hpt_ckpt_model.tensors: the logical tensors of config_json in Hugging
- * Face order (embedding, layers, final norm, LM head unless tied). */
-static hpt_status model_tensors(const char *config_json, const char *origin,
-                                hpt_ckpt_tensor **list, int *n)
-{
-    hpt_config c;
-    hpt_status st = hpt_config_parse(config_json, origin, &c);
-    if (st)
-        return st;
-    int L = c.num_hidden_layers, k = 0;
-    hpt_ckpt_tensor *t = malloc(sizeof *t * ((size_t)L * HPT_TENSOR_KIND_COUNT + 3));
-    if (!t)
-        HPT_FATAL("out of memory listing the tensors of %s", origin);
-    for (int g = -1; g <= L; g++) { /* -1: embedding, 0..L-1: layers, L: the tail */
-        int first = g < 0 ? HPT_TENSOR_EMBED
-                    : g == L ? HPT_TENSOR_FINAL_NORM : HPT_TENSOR_ATTN_NORM;
-        int last = g < 0 ? HPT_TENSOR_EMBED
-                   : g == L ? (c.tie_word_embeddings ? HPT_TENSOR_FINAL_NORM : HPT_TENSOR_LM_HEAD)
-                            : HPT_TENSOR_DOWN;
-        for (int kind = first; kind <= last; kind++, k++) {
-            t[k].layer = g >= 0 && g < L ? g : -1;
-            hpt_tensor_name((hpt_tensor_kind)kind, t[k].layer, t[k].name, sizeof t[k].name);
-            hpt_tensor_global_shape(&c, (hpt_tensor_kind)kind, &t[k].rows, &t[k].cols);
-        }
-    }
-    *list = t;
-    *n = k;
-    return HPT_OK;
-}
-
-/* hpt_ckpt_model.describe: sizes, positions, norms, tying, parameters. */
-static hpt_status model_describe(const char *config_json, const char *origin, char *buf, size_t n)
-{
-    hpt_config c;
-    hpt_status st = hpt_config_parse(config_json, origin, &c);
-    if (st)
-        return st;
-    snprintf(buf, n,
-             "hidden %d, intermediate %d, layers %d, heads %d (kv %d), vocab %d,\n"
-             "               max positions %d, rms_norm_eps %g, rope_theta %g, %s embeddings;\n"
-             "               %.2f M parameters",
-             c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
-             c.num_key_value_heads, c.vocab_size, c.max_position_embeddings, c.rms_norm_eps,
-             c.rope_theta, c.tie_word_embeddings ? "tied" : "untied",
-             hpt_config_num_params(&c) / 1e6);
-    return HPT_OK;
-}
-
-/* hpt_ckpt_model.hf_config: config.json for a safetensors export. */
-static hpt_status model_hf_config(const char *config_json, const char *origin,
-                                  const char *torch_dtype, char *buf, size_t n)
-{
-    hpt_config c;
-    hpt_status st = hpt_config_parse(config_json, origin, &c);
-    return st ? st : hpt_config_format(&c, torch_dtype, buf, n);
-}
-
-static const hpt_ckpt_model llama = {model_tensors, model_describe, model_hf_config};
 
 /* ------------------------------------------------------------------- main */
 
@@ -230,12 +167,12 @@ static hpt_status run(int argc, char **argv, FILE *out)
         return HPT_OK;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our messages, not HDF5's error stack */
     if (!strcmp(c.cmd, "list"))
-        return hpt_ckpt_inspect_list(c.arg[0], c.verify, &llama, out);
+        return hpt_ckpt_inspect_list(c.arg[0], c.verify, &hpt_ckpt_model_llama, out);
     if (!strcmp(c.cmd, "verify"))
-        return hpt_ckpt_inspect_verify(c.arg[0], &llama, out);
+        return hpt_ckpt_inspect_verify(c.arg[0], &hpt_ckpt_model_llama, out);
     if (!strcmp(c.cmd, "info"))
-        return hpt_ckpt_inspect_info(c.arg[0], &llama, out);
-    return hpt_ckpt_inspect_export(c.arg[0], c.arg[1], &c.exp, &llama, out);
+        return hpt_ckpt_inspect_info(c.arg[0], &hpt_ckpt_model_llama, out);
+    return hpt_ckpt_inspect_export(c.arg[0], c.arg[1], &c.exp, &hpt_ckpt_model_llama, out);
 }
 
 int main(int argc, char **argv) { return hpt_cli_main_rank0(argc, argv, "hpt-ckpt", run); }
