@@ -57,6 +57,23 @@ hpt_status hpt_cli_parse_int(const char *opt, const char *s, int *out)
     return HPT_OK;
 }
 
+hpt_status hpt_cli_parse_zero(const char *s, int *out)
+{
+    int v = 0;
+    hpt_status st = hpt_cli_parse_int("zero", s, &v);
+    if (st)
+        return st;
+    if (v == 3)
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "--zero 3: ZeRO-3 (parameters sharded over DP) is not implemented "
+                             "yet; use --zero 2 (gradients and AdamW state sharded) or --zero 1");
+    if (v < 0 || v > 2)
+        return hpt_error_set(HPT_ERR_USAGE, "--zero %d: expected 0, 1 or 2 (the ZeRO stage; 3 is "
+                             "not implemented yet)", v);
+    *out = v;
+    return HPT_OK;
+}
+
 hpt_status hpt_cli_parse_u64(const char *opt, const char *s, uint64_t *out)
 {
     char *end;

@@ -37,6 +37,12 @@ const char *hpt_cli_opt_name(const struct option *opts, int val);
  * underflow to 0 as a 32-bit float (1e39, 1e-50): the options stored as
  * float must not silently turn into inf or "off". */
 hpt_status hpt_cli_parse_int(const char *opt, const char *s, int *out);
+
+/* A ZeRO stage for --zero (hpt-train, hpt-plan): *out = 0, 1 or 2.
+ * Errors (HPT_ERR_USAGE, *out unchanged): "--zero 'abc': not an integer";
+ * "--zero 3: ZeRO-3 (parameters sharded over DP) is not implemented yet"
+ * with what to use instead; any other value "--zero N: expected 0, 1 or 2". */
+hpt_status hpt_cli_parse_zero(const char *s, int *out);
 hpt_status hpt_cli_parse_u64(const char *opt, const char *s, uint64_t *out);
 hpt_status hpt_cli_parse_double(const char *opt, const char *s, double *out);
 hpt_status hpt_cli_parse_float(const char *opt, const char *s, float *out);

@@ -96,6 +96,15 @@ static void t_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send
     hpt_flight_done(c->fr, id, g);
 }
 
+static void t_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
+                                      const int *counts, hpt_comm_req *r)
+{
+    int64_t id = hpt_flight_post(c->fr, g, HPT_FLIGHT_REDUCE_SCATTER,
+                                 (int64_t)sum_counts(c, g, counts) * (int64_t)sizeof(float), -1);
+    c->inner->ireduce_scatter_sum_f32(c, g, send, recv, counts, r);
+    r->fr_id = id;
+}
+
 static void t_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, int peer, int tag,
                         hpt_comm_req *r)
 {
@@ -130,6 +139,7 @@ const hpt_comm_backend hpt_comm_traced = {
     .allgather_f32 = t_allgather_f32,
     .allgather_inplace_f32 = t_allgather_inplace_f32,
     .reduce_scatter_sum_f32 = t_reduce_scatter_sum_f32,
+    .ireduce_scatter_sum_f32 = t_ireduce_scatter_sum_f32,
     .isend_f32 = t_isend_f32,
     .recv_f32 = t_recv_f32,
     .broadcast = t_broadcast,

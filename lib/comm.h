@@ -77,6 +77,15 @@ typedef struct {
      * (blocks of counts[i] floats back to back in rank order). */
     void (*reduce_scatter_sum_f32)(hpt_comm *c, hpt_group g, const float *send, float *recv,
                                    const int *counts);
+    /* The same, nonblocking (MPI_Ireduce_scatter; NCCL: ncclReduceScatter
+     * for equal blocks, one ncclReduce per block otherwise): start it;
+     * finish with wait. send and recv must not change until then; counts
+     * may be zero (a rank owning nothing of this range) and is read only
+     * during the call. Counted as reduce_scatter_sum_f32 is: one call,
+     * the whole send range's bytes. ZeRO-2's gradient buckets
+     * (lib/train_dp_buckets.c). */
+    void (*ireduce_scatter_sum_f32)(hpt_comm *c, hpt_group g, const float *send, float *recv,
+                                    const int *counts, hpt_comm_req *r);
     /* Point-to-point inside a group (pipeline activations and gradients):
      * start sending n floats to group rank `peer`; finish with wait. */
     void (*isend_f32)(hpt_comm *c, hpt_group g, const float *buf, size_t n, int peer, int tag,

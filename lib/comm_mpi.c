@@ -89,6 +89,20 @@ static void mpi_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *se
     count(c, g, (size_t)n * sizeof(float), t0);
 }
 
+static void mpi_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
+                                        const int *counts, hpt_comm_req *r)
+{
+    size_t n = 0;
+    for (int i = 0; i < c->group_size[g]; i++)
+        n += (size_t)counts[i];
+    HPT_CHECK(n < CHUNK);
+    r->group = g;
+    r->t_start = wtime();
+    MPI_Ireduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, c->comms[g], &r->req);
+    c->counters[g].calls++;
+    c->counters[g].bytes += (int64_t)(n * sizeof(float));
+}
+
 static void mpi_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts)
 {
     double t0 = wtime();
@@ -140,6 +154,7 @@ const hpt_comm_backend hpt_comm_mpi = {
     .allgather_f32 = mpi_allgather_f32,
     .allgather_inplace_f32 = mpi_allgather_inplace_f32,
     .reduce_scatter_sum_f32 = mpi_reduce_scatter_sum_f32,
+    .ireduce_scatter_sum_f32 = mpi_ireduce_scatter_sum_f32,
     .isend_f32 = mpi_isend_f32,
     .recv_f32 = mpi_recv_f32,
     .broadcast = mpi_broadcast,

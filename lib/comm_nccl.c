@@ -269,6 +269,58 @@ static void nc_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *sen
     count(c, g, total * sizeof(float), t0);
 }
 
+/* A ZeRO-2 gradient bucket: like nc_iallreduce_sum_f32 (the DP stream,
+ * ordered after the compute stream by an event, waited for by the compute
+ * stream in nc_wait), reduce-scattered like nc_reduce_scatter_sum_f32. */
+static void nc_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
+                                       const int *counts, hpt_comm_req *r)
+{
+    r->stage_host = r->stage_dev = NULL;
+    r->stage_bytes = 0;
+    r->group = g;
+    r->t_start = MPI_Wtime();
+    if (!on_device(send) || !on_device(recv)) {
+        hpt_comm_mpi.ireduce_scatter_sum_f32(c, g, send, recv, counts, r);
+        r->stage_bytes = 1; /* marks an MPI request */
+        return;
+    }
+    nccl_state *s = st(c);
+    double t0 = MPI_Wtime();
+    int size = c->group_size[g], equal = 1;
+    size_t total = 0, mine = 0;
+    for (int i = 0; i < size; i++) {
+        if (i == c->group_rank[g])
+            mine = total;
+        total += (size_t)counts[i];
+        equal &= counts[i] == counts[0];
+    }
+    cudaEvent_t done;
+    ncclComm_t nc = s->group[g];
+    if (!nc) {
+        ON_SIDE_STREAM(s, s->dp, done,
+                       if (send + mine != recv) CUDA_OK(cudaMemcpyAsync(
+                           recv, send + mine, (size_t)counts[0] * sizeof(float),
+                           cudaMemcpyDeviceToDevice, s->dp)));
+    } else if (equal) {
+        ON_SIDE_STREAM(s, s->dp, done,
+                       NCCL_OK(ncclReduceScatter(send, recv, (size_t)counts[0], ncclFloat32,
+                                                 ncclSum, nc, s->dp)));
+    } else {
+        ON_SIDE_STREAM(s, s->dp, done, {
+            size_t off = 0;
+            NCCL_OK(ncclGroupStart());
+            for (int i = 0; i < size; i++) {
+                NCCL_OK(ncclReduce(send + off, recv, (size_t)counts[i], ncclFloat32, ncclSum, i,
+                                   nc, s->dp));
+                off += (size_t)counts[i];
+            }
+            NCCL_OK(ncclGroupEnd());
+        });
+    }
+    r->stage_host = (void *)done;
+    count(c, g, total * sizeof(float), t0);
+}
+
 /* The two-rank communicator that carries this send/receive. Only the
  * pipeline group has point-to-point traffic, between neighbours. */
 static ncclComm_t p2p_comm(hpt_comm *c, hpt_group g, int peer, int sending)
@@ -342,6 +394,7 @@ static const hpt_comm_backend nccl_backend = {
     .allgather_f32 = nc_allgather_f32,
     .allgather_inplace_f32 = nc_allgather_inplace_f32,
     .reduce_scatter_sum_f32 = nc_reduce_scatter_sum_f32,
+    .ireduce_scatter_sum_f32 = nc_ireduce_scatter_sum_f32,
     .isend_f32 = nc_isend_f32,
     .recv_f32 = nc_recv_f32,
     .broadcast = nc_broadcast,

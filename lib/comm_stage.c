@@ -207,6 +207,31 @@ static void st_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *sen
         s->upload(recv, hr, own_n * sizeof(float));
 }
 
+/* One host copy per operation: [own block | the whole send range]; the
+ * own block goes up to recv at wait (stage_bytes: its size). */
+static void st_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
+                                       const int *counts, hpt_comm_req *r)
+{
+    hpt_comm_stage *s = c->stage;
+    size_t total = 0, own_n = (size_t)counts[c->group_rank[g]];
+    for (int i = 0; i < c->group_size[g]; i++)
+        total += (size_t)counts[i];
+    int ds = dev(c, send), dr = dev(c, recv);
+    r->stage_host = r->stage_dev = NULL;
+    if (!ds && !dr) {
+        s->inner->ireduce_scatter_sum_f32(c, g, send, recv, counts, r);
+        return;
+    }
+    float *h = own(r, dr ? recv : NULL, (own_n + total) * sizeof(float), dr);
+    r->stage_bytes = dr ? own_n * sizeof(float) : 0;
+    const float *hs = send;
+    if (ds) {
+        s->download(h + own_n, send, total * sizeof(float));
+        hs = h + own_n;
+    }
+    s->inner->ireduce_scatter_sum_f32(c, g, hs, dr ? h : recv, counts, r);
+}
+
 static const hpt_comm_backend staged = {
     .name = "mpi+host-staging",
     .allreduce_sum_f32 = st_allreduce_sum_f32,
@@ -218,6 +243,7 @@ static const hpt_comm_backend staged = {
     .allgather_f32 = st_allgather_f32,
     .allgather_inplace_f32 = st_allgather_inplace_f32,
     .reduce_scatter_sum_f32 = st_reduce_scatter_sum_f32,
+    .ireduce_scatter_sum_f32 = st_ireduce_scatter_sum_f32,
     .isend_f32 = st_isend_f32,
     .recv_f32 = st_recv_f32,
     .broadcast = st_broadcast,

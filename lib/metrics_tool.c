@@ -52,7 +52,8 @@ static void print_segments(FILE *out, const hpt_mread_seg *sg, size_t nseg)
                 "  segment %d: first row %lld, %s, world %d (TP %d x PP %d x DP %d%s%s%s), "
                 "micro-batch %d x grad-accum %d x seq %d, host %s, job %s\n",
                 s->segment, (long long)s->first_row, res, s->world, s->tp, s->pp, s->dp,
-                s->zero1 ? ", ZeRO-1" : "", s->sequence_parallel ? ", sequence parallel" : "",
+                s->zero1 == 2 ? ", ZeRO-2" : s->zero1 ? ", ZeRO-1" : "",
+                s->sequence_parallel ? ", sequence parallel" : "",
                 s->recompute == 2 ? ", selective recomputation"
                 : s->recompute == 1 ? ", full recomputation" : "",
                 s->micro_batch, s->grad_accum, s->seq_len,

@@ -28,6 +28,7 @@
 #include "prep.h"
 #include "ckpt_read.h"
 #include "train_ckpt.h"
+#include "train_dp_buckets.h"
 #include "train_export.h"
 #include "train_metrics.h"
 #include "train_opts.h"
@@ -68,6 +69,8 @@ static void run_free(run_state *r)
     free(r->inputs);
     free(r->targets);
     free(r->shard_counts);
+    free(r->bucket_counts);
+    free(r->deferred);
     hpt_watchdog_stop(r->watchdog);
     if (r->log)
         fclose(r->log);
@@ -166,14 +169,17 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
-/* ZeRO-1: parameter range [lo, hi) owned by this DP rank, contiguous
- * blocks of ceil(nparams/DP) elements in rank order. */
-static hpt_status setup_zero1(run_state *r, size_t *lo, size_t *hi)
+/* ZeRO-1 and ZeRO-2: parameter range [lo, hi) owned by this DP rank,
+ * contiguous blocks of ceil(nparams/DP) elements in rank order (the last
+ * ones shorter or empty when DP does not divide nparams), and the buffer
+ * of this rank's reduced gradients, grad_shard (ceil(nparams/DP) floats). */
+static hpt_status setup_zero(run_state *r, int stage, size_t *lo, size_t *hi)
 {
     int D = r->comm.dp;
     size_t n = r->model.nparams, S = (n + D - 1) / D;
     if (S > 2147483647u)
-        return hpt_error_set(HPT_ERR_USAGE, "--zero1: shard of %zu elements exceeds 2^31", S);
+        return hpt_error_set(HPT_ERR_USAGE, "--zero %d: shard of %zu elements exceeds 2^31",
+                             stage, S);
     r->shard_counts = calloc((size_t)D, sizeof(int));
     if (!r->shard_counts)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
@@ -184,7 +190,9 @@ static hpt_status setup_zero1(run_state *r, size_t *lo, size_t *hi)
     *lo = (size_t)r->comm.dp_rank * S < n ? (size_t)r->comm.dp_rank * S : n;
     *hi = *lo + (size_t)r->shard_counts[r->comm.dp_rank];
     r->grad_shard = r->model.be->alloc(sizeof(float) * (S ? S : 1));
-    return r->grad_shard ? HPT_OK : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    if (!r->grad_shard)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    return stage == 2 ? dp_buckets_zero2_init(r) : HPT_OK;
 }
 
 static void abort_nccl(void *comm) { hpt_comm_nccl_abort(comm); }
@@ -302,7 +310,7 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
                                             r->root ? stderr : NULL)))
         return st;
     hi = r->model.nparams;
-    if (o->zero1 && (st = setup_zero1(r, &lo, &hi)))
+    if (o->zero && (st = setup_zero(r, o->zero, &lo, &hi)))
         return st;
     if ((st = hpt_optim_init(&r->opt, &r->model, &oo, lo, hi)))
         return st;
@@ -319,17 +327,19 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
  * wrapping around; sequences are split over micro-batches and DP ranks as
  * in training, so the result does not depend on the layout. */
 /* Global gradient L2 norm, each parameter counted once (TP-replicated
- * tensors on one TP rank, shards summed over TP and, with ZeRO-1, over
- * DP). With ZeRO-1 the gradients are first reduce-scattered into this
- * rank's shard. */
+ * tensors on one TP rank, shards summed over TP and, with ZeRO, over DP).
+ * With ZeRO-1 the gradients are first reduce-scattered into this rank's
+ * shard; with ZeRO-2 the buckets did that during backward
+ * (lib/train_dp_buckets.c). */
 static double grad_norm(run_state *r, const hpt_train_opts *o)
 {
     double ss;
-    if (r->metrics && o->zero1 && r->comm.dp > 1) /* pre-reduction, for the noise scale */
+    if (r->metrics && o->zero == 1 && r->comm.dp > 1) /* pre-reduction, for the noise scale */
         r->local_sumsq = hpt_model_grad_sumsq(&r->model, r->model.grads, 0, r->model.nparams);
-    if (o->zero1) {
-        r->comm.be->reduce_scatter_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads,
-                                           r->grad_shard, r->shard_counts);
+    if (o->zero) {
+        if (o->zero == 1)
+            r->comm.be->reduce_scatter_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads,
+                                               r->grad_shard, r->shard_counts);
         ss = hpt_model_grad_sumsq(&r->model, r->grad_shard, r->opt.lo, r->opt.hi);
         if (r->comm.dp == 1)
             r->local_sumsq = ss;
@@ -350,7 +360,7 @@ static void update(run_state *r, const hpt_train_opts *o, float lr, double norm)
     /* --async-save: the save in flight must have its copy of the weights
      * and moments before they change (a training stall, if any) */
     r->ckpt_save_s += hpt_ckpt_async_snapshot_wait(r->async);
-    if (!o->zero1) {
+    if (!o->zero) {
         hpt_optim_step(&r->opt, &r->model, r->model.grads, lr, clip);
         return;
     }
@@ -625,7 +635,8 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             r->model.be->describe ? " (" : "", r->model.be->describe ? r->model.be->describe() : "",
             r->model.be->describe ? ")" : "", r->comm.stage ? "mpi+host-staging" : (r->comm.inner ? r->comm.inner : r->comm.be)->name,
             r->comm.tp,
-            r->comm.pp, r->comm.dp, o->zero1 ? " (ZeRO-1)" : "", r->comm.world_size,
+            r->comm.pp, r->comm.dp, o->zero == 2 ? " (ZeRO-2)" : o->zero ? " (ZeRO-1)" : "",
+            r->comm.world_size,
             o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective activation recomputation"
             : o->recompute ? ", full activation recomputation" : "",
             r->model.sp ? ", sequence parallel" : "",
@@ -654,6 +665,12 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
         return st; /* same verdict on every rank: no collective has started */
     hpt_comm_init(&r.comm, comm, o->tp, o->pp, dp, stderr);
     r.root = r.comm.world_rank == 0;
+    if (o->zero == 2 && dp == 1) { /* one replica: nothing to shard */
+        if (r.root)
+            fprintf(stderr, "hpt-train: note: --zero 2 with DP 1 shards nothing: running as "
+                    "--zero 0\n");
+        o->zero = 0;
+    }
     /* each phase ends in an agreement, so no rank enters a collective that
      * another rank skipped after an error */
     st = hpt_comm_agree(comm, setup_local(&r, o, &be));

@@ -40,7 +40,12 @@ typedef struct {
                             * index or directory (lib/init_from.h); NULL =
                             * random. A resumed checkpoint wins over it.   */
     int tp, pp, dp;        /* layout; dp <= 0: inferred from the world size */
-    int zero1;             /* shard AdamW state over data-parallel ranks    */
+    int zero;              /* ZeRO stage over the DP ranks (Rajbhandari et al.
+                            * 2020, section 5.1): 0 none, 1 AdamW state
+                            * sharded, 2 also the reduced gradients; 3 is
+                            * refused (not implemented)                    */
+    int zero_given;        /* --zero N was given (its stage + 1)            */
+    int zero1_given;       /* --zero1 was given                             */
     int recompute;         /* hpt_recompute (lib/model.h): 0 none, 1 full, 2 selective */
     int sequence_parallel; /* split norms and residual over TP (TP > 1 only) */
     int gpipe;             /* pipeline schedule: 0 = 1F1B, 1 = GPipe         */
@@ -82,6 +87,12 @@ typedef struct {
 
 /* Fill *o with the defaults documented in `hpt-train --help`. */
 void hpt_train_opts_default(hpt_train_opts *o);
+
+/* --zero ARG (arg: the text) or, with arg NULL, --zero1: sets o->zero.
+ * Errors (HPT_ERR_USAGE): those of hpt_cli_parse_zero (lib/cli.h), and
+ * "--zero1 and --zero N contradict" when both are given with N != 1
+ * (--zero1 is --zero 1). */
+hpt_status hpt_train_opts_zero(hpt_train_opts *o, const char *arg);
 
 /* Check option values (sizes > 0, lr > 0, ...). Errors: HPT_ERR_USAGE
  * naming the option, the value and the rule. */

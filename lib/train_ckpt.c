@@ -369,10 +369,10 @@ hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *met
     if (r->root)
         fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s%s%s) "
                 "in %.3f s, continuing as TP %d x PP %d x DP %d%s%s%s\n", r->ckpt_dir,
-                (long long)meta->step, meta->tp, meta->pp, meta->dp, meta->zero1 ? " ZeRO-1" : "",
+                (long long)meta->step, meta->tp, meta->pp, meta->dp, zero_words(meta->zero1),
                 meta->sequence_parallel > 0 ? ", sequence parallel" : "",
                 recompute_words(meta->recompute), now_s() - t0, r->comm.tp, r->comm.pp, r->comm.dp,
-                o->zero1 ? " ZeRO-1" : "", o->sequence_parallel && r->comm.tp > 1
+                zero_words(o->zero), o->sequence_parallel && r->comm.tp > 1
                 ? ", sequence parallel" : "", recompute_words(o->recompute));
     if (r->root)
         note_optimizer_change(o, meta);
@@ -401,7 +401,7 @@ static void fill_meta(run_state *r, const hpt_train_opts *o, int step, hpt_ckpt_
     m->tp = r->comm.tp;
     m->pp = r->comm.pp;
     m->dp = r->comm.dp;
-    m->zero1 = o->zero1;
+    m->zero1 = o->zero; /* the ZeRO stage (0, 1, 2) */
     m->seed = o->seed;
     m->sequence_parallel = o->sequence_parallel && r->comm.tp > 1;
     m->recompute = o->recompute;

@@ -1,9 +1,12 @@
-/* train_dp_buckets.c — the data-parallel gradient buckets: the DP sum
- * all-reduce of each gradient range started (nonblocking) as soon as the
- * last micro-batch's backward has finished it, overlapping the rest of the
- * backward, and the wait for all of them before the optimizer step; see
- * train_dp_buckets.h. */
+/* train_dp_buckets.c — the data-parallel gradient buckets: the DP sum of
+ * each gradient range started (nonblocking) as soon as the last
+ * micro-batch's backward has finished it, overlapping the rest of the
+ * backward, and the wait for all of them before the optimizer step: an
+ * all-reduce without ZeRO, a reduce-scatter into this rank's shard with
+ * ZeRO-2; see train_dp_buckets.h. */
 #include "train_dp_buckets.h"
+
+#include <stdlib.h>
 
 void dp_bucket_allreduce(void *ctx, size_t offset, size_t count)
 {
@@ -14,6 +17,81 @@ void dp_bucket_allreduce(void *ctx, size_t offset, size_t count)
                                                offset + count);
     r->comm.be->iallreduce_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, count,
                                    &r->buckets[r->nbuckets++]);
+}
+
+/* Does [offset, offset + count) hold a gradient that is summed over
+ * another group after backward (norm weights under sequence parallelism,
+ * hpt_model_sp_sum_grads; a tied embedding split over the first and last
+ * stage, tie_grads)? Its DP reduce-scatter must wait for that sum. */
+static int needs_later_sum(const run_state *r, size_t offset, size_t count)
+{
+    const hpt_model *m = &r->model;
+    int tied = r->comm.pp > 1 && r->cfg.tie_word_embeddings && (m->first || m->last);
+    for (int i = 0; i < m->ntensors; i++) {
+        const hpt_tensor *t = &m->tensors[i];
+        size_t a = t->offset, b = a + (size_t)(t->rows * t->cols);
+        int later = (m->sp && m->sp_norm_count && t->split == 0) ||
+                    (tied && t->kind == HPT_TENSOR_EMBED);
+        if (later && a < offset + count && offset < b)
+            return 1;
+    }
+    return 0;
+}
+
+/* Start the reduce-scatter of gradient range [offset, offset + count)
+ * over DP: rank i receives the part inside its shard (possibly nothing),
+ * this rank's part lands at its place in r->grad_shard. */
+static void start_reduce_scatter(run_state *r, size_t offset, size_t count)
+{
+    int D = r->comm.dp, me = r->comm.dp_rank;
+    HPT_CHECK(r->nbuckets < r->bucket_cap);
+    int *counts = r->bucket_counts + (size_t)r->nbuckets * D;
+    size_t a = 0, end = offset + count;
+    for (int i = 0; i < D; i++) { /* shard i is [a, a + shard_counts[i]) */
+        size_t b = a + (size_t)r->shard_counts[i];
+        size_t lo = a > offset ? a : offset, hi = b < end ? b : end;
+        counts[i] = lo < hi ? (int)(hi - lo) : 0;
+        a = b;
+    }
+    size_t at = offset > r->opt.lo ? offset - r->opt.lo : 0; /* own part's place in the shard */
+    float *recv = r->grad_shard + (counts[me] ? at : 0);
+    r->comm.be->ireduce_scatter_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, recv,
+                                        counts, &r->buckets[r->nbuckets++]);
+}
+
+void dp_bucket_reduce_scatter(void *ctx, size_t offset, size_t count)
+{
+    run_state *r = ctx;
+    if (r->metrics) /* this replica's own gradient, before the sum over DP */
+        r->local_sumsq += hpt_model_grad_sumsq(&r->model, r->model.grads + offset, offset,
+                                               offset + count);
+    if (needs_later_sum(r, offset, count)) {
+        HPT_CHECK(r->ndeferred < r->bucket_cap);
+        r->deferred[r->ndeferred][0] = offset;
+        r->deferred[r->ndeferred++][1] = count;
+        return;
+    }
+    start_reduce_scatter(r, offset, count);
+}
+
+void dp_buckets_deferred(run_state *r)
+{
+    int first = r->nbuckets;
+    for (int i = 0; i < r->ndeferred; i++)
+        start_reduce_scatter(r, r->deferred[i][0], r->deferred[i][1]);
+    for (int i = first; i < r->nbuckets; i++)
+        r->comm.be->wait(&r->comm, &r->buckets[i]);
+    r->ndeferred = 0;
+}
+
+hpt_status dp_buckets_zero2_init(run_state *r)
+{
+    r->bucket_cap = r->model.nl + 2; /* the head, each layer, the embedding */
+    r->bucket_counts = calloc((size_t)r->bucket_cap * (size_t)r->comm.dp, sizeof(int));
+    r->deferred = calloc((size_t)r->bucket_cap, sizeof *r->deferred);
+    if (!r->bucket_counts || !r->deferred)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the ZeRO-2 buckets");
+    return HPT_OK;
 }
 
 void dp_buckets_wait(run_state *r)

@@ -1,8 +1,10 @@
 /* train_dp_buckets.h — the data-parallel gradient buckets
  * (lib/train_dp_buckets.c), started by the model's grad_ready hook during
  * the last micro-batch's backward (lib/train_pipeline.c), waited for
- * before the gradient norm. Without ZeRO-1 only (ZeRO-1 reduce-scatters
- * the whole block in train.c). */
+ * before the gradient norm: all-reduces without ZeRO, reduce-scatters into
+ * this rank's shard with ZeRO-2 (Rajbhandari et al. 2020, "ZeRO", section
+ * 5.1, P_os+g). ZeRO-1 uses none (it reduce-scatters the whole block in
+ * train.c after backward). */
 #ifndef HPT_TRAIN_DP_BUCKETS_H
 #define HPT_TRAIN_DP_BUCKETS_H
 
@@ -18,8 +20,29 @@
  * per step: fatal beyond). Call r->nbuckets = 0 before the step. */
 void dp_bucket_allreduce(void *ctx, size_t offset, size_t count);
 
+/* The grad_ready callback for ZeRO-2 (ctx: the run_state): like
+ * dp_bucket_allreduce, but the range is reduce-scattered over
+ * HPT_GROUP_DP (the comm table's ireduce_scatter_sum_f32): DP rank i
+ * receives the sum of the part inside its shard (r->shard_counts; none
+ * when the range misses it) at its place in r->grad_shard. A range holding
+ * a gradient that is summed over another group after backward (norm
+ * weights under sequence parallelism, the tied embedding's two stages) is
+ * only recorded, for dp_buckets_deferred. At most r->bucket_cap buckets
+ * per step (fatal beyond). Needs dp_buckets_zero2_init. */
+void dp_bucket_reduce_scatter(void *ctx, size_t offset, size_t count);
+
+/* ZeRO-2, after that other sum: reduce-scatter the recorded ranges and
+ * wait for them. Collective over DP (every replica records the same). */
+void dp_buckets_deferred(run_state *r);
+
+/* ZeRO-2: allocate r->bucket_counts and r->deferred for the stage's
+ * layers + 2 buckets (needs r->model and r->comm). Errors:
+ * HPT_ERR_INTERNAL when out of memory. Freed by the run's cleanup. */
+hpt_status dp_buckets_zero2_init(run_state *r);
+
 /* Wait for every bucket started this step (in start order): the
- * gradients are then summed over DP. */
+ * gradients are then summed over DP (ZeRO-2: into the shard, except the
+ * deferred ranges). */
 void dp_buckets_wait(run_state *r);
 
 #endif

@@ -156,7 +156,7 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
     for (int w = 0; w < W; w++)
         dp_rank[w] = (w / r->comm.tp) % r->comm.dp;
     hpt_metrics_info info = {
-        .world = W, .tp = r->comm.tp, .pp = r->comm.pp, .dp = r->comm.dp, .zero1 = o->zero1,
+        .world = W, .tp = r->comm.tp, .pp = r->comm.pp, .dp = r->comm.dp, .zero1 = o->zero,
         .sequence_parallel = o->sequence_parallel && r->comm.tp > 1, .recompute = o->recompute,
         .grad_accum = o->grad_accum, .micro_batch = o->batch, .seq_len = o->seq_len,
         .first_step = r->start_step, .resumed_from = r->resume_from,
@@ -180,7 +180,7 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
     hpt_metrics_event(m, r->start_step, 0, "run_start",
                       "TP %d x PP %d x DP %d%s%s%s on %d ranks, micro-batch %d x grad-accum %d, "
                       "%d steps, backend %s, precision %s",
-                      r->comm.tp, r->comm.pp, r->comm.dp, o->zero1 ? " ZeRO-1" : "",
+                      r->comm.tp, r->comm.pp, r->comm.dp, zero_words(o->zero),
                       info.sequence_parallel ? ", sequence parallel" : "",
                       o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective recomputation"
                       : o->recompute ? ", full recomputation" : "", W, o->batch,
@@ -192,14 +192,14 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
         hpt_metrics_event(m, r->resume_from, 0, "resume", "resumed from step %lld",
                           (long long)r->resume_from);
         if (meta->tp != r->comm.tp || meta->pp != r->comm.pp || meta->dp != r->comm.dp ||
-            meta->zero1 != o->zero1 ||
+            meta->zero1 != o->zero ||
             (meta->sequence_parallel >= 0 && meta->sequence_parallel != info.sequence_parallel))
             hpt_metrics_event(m, r->resume_from, 0, "layout_change",
                               "checkpoint written by TP %d x PP %d x DP %d%s%s, re-sharded to TP %d "
                               "x PP %d x DP %d%s%s (grad-accum %d)",
-                              meta->tp, meta->pp, meta->dp, meta->zero1 ? " ZeRO-1" : "",
+                              meta->tp, meta->pp, meta->dp, zero_words(meta->zero1),
                               meta->sequence_parallel > 0 ? " SP" : "",
-                              r->comm.tp, r->comm.pp, r->comm.dp, o->zero1 ? " ZeRO-1" : "",
+                              r->comm.tp, r->comm.pp, r->comm.dp, zero_words(o->zero),
                               info.sequence_parallel ? " SP" : "", o->grad_accum);
     }
     hpt_metrics_write_events(m); /* a run killed before its first flush keeps them */

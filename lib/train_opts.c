@@ -55,6 +55,23 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->fault_stall_rank = -1;
 }
 
+hpt_status hpt_train_opts_zero(hpt_train_opts *o, const char *arg)
+{
+    int v = 1;
+    hpt_status st = arg ? hpt_cli_parse_zero(arg, &v) : HPT_OK;
+    if (st)
+        return st;
+    if (arg)
+        o->zero_given = v + 1;
+    else
+        o->zero1_given = 1;
+    if (o->zero1_given && o->zero_given && o->zero_given != 2)
+        return hpt_error_set(HPT_ERR_USAGE, "--zero1 and --zero %d contradict: --zero1 is "
+                             "--zero 1; give one of them", o->zero_given - 1);
+    o->zero = v;
+    return HPT_OK;
+}
+
 hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
 {
     const struct {
@@ -202,8 +219,8 @@ hpt_status train_opts_check_export(const hpt_train_opts *o)
     return HPT_OK;
 }
 
-/* The options as lines in hpt-train's own words ("--lr 0.0006", "--zero1
- * (given)"), every one that the ranks must share, into buf[n] (n may be
+/* The options as lines in hpt-train's own words ("--lr 0.0006", "--zero
+ * 1"), every one that the ranks must share, into buf[n] (n may be
  * 0: nothing written). Returns the length the whole text needs. */
 static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
 {
@@ -234,7 +251,7 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
     S("fault-nan-steps", o->nan_steps); S("export", o->export_path);
     S("export-dtype", o->export_bf16 ? "bf16" : "f32"); I("export-shard-size", o->export_shard_size);
     S("init-from", o->init_from); I("tp", o->tp); I("pp", o->pp); I("dp", o->dp);
-    B("zero1", o->zero1);
+    I("zero", o->zero);
     S("recompute", o->recompute == 0 ? "none" : o->recompute == 1 ? "full" : "selective");
     B("sequence-parallel", o->sequence_parallel);
     S("pp-schedule", o->gpipe ? "gpipe" : "1f1b"); S("pp-split", o->pp_split);

@@ -242,8 +242,9 @@ static void tie_grads(run_state *r)
  * PP - stage - 1 warm-up forwards, then alternates one forward and one
  * backward, then drains the backwards; GPipe runs all forwards, then all
  * backwards. Gradients are scaled by 1/(tokens of the global batch) and
- * summed over DP during the last backward (except with ZeRO-1, where the
- * reduce-scatter is in grad_norm). Returns the mean loss per target token
+ * summed over DP during the last backward (all-reduced, or with ZeRO-2
+ * reduce-scattered into this rank's shard; with ZeRO-1 the reduce-scatter
+ * is in grad_norm). Returns the mean loss per target token
  * of the global batch. */
 double pipe_accumulate(run_state *r, const hpt_train_opts *o)
 {
@@ -257,6 +258,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
     if (r->poison) /* test: this rank's own gradients turn non-finite */
         r->model.be->scale(r->model.grads, NAN, r->model.nparams);
     r->nbuckets = 0;
+    r->ndeferred = 0;
     r->local_sumsq = 0;
 #define FWD(i) sum += pipe_forward(r, o, r->train, r->cursor + ((int64_t)(i) * D + d) * o->batch, \
                                    (i), (i), scale, 1)
@@ -270,8 +272,9 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
         fflush(r->samples);
 #define BWD(i)                                                                          \
     do {                                                                                \
-        if ((i) + 1 == M && D > 1 && !o->zero1) {                                       \
-            r->model.grad_ready = dp_bucket_allreduce;                                  \
+        if ((i) + 1 == M && D > 1 && o->zero != 1) {                                    \
+            r->model.grad_ready = o->zero == 2 ? dp_bucket_reduce_scatter                \
+                                               : dp_bucket_allreduce;                   \
             r->model.grad_ready_ctx = r;                                                \
         }                                                                               \
         pipe_backward(r, (i), M + (i));                                                 \
@@ -292,6 +295,8 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
     dp_buckets_wait(r);
     hpt_model_sp_sum_grads(&r->model); /* norm weights under sequence parallelism */
     tie_grads(r);
+    if (o->zero == 2)
+        dp_buckets_deferred(r);
     r->local_loss = sum;
     return reduce_loss(r, sum) / tokens;
 }

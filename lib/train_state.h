@@ -40,8 +40,16 @@ typedef struct {
     /* data parallelism */
     int nbuckets;
     hpt_comm_req buckets[MAX_BUCKETS];
-    int *shard_counts;         /* ZeRO-1: elements owned by each DP rank */
-    float *grad_shard;         /* ZeRO-1: reduced gradients of own shard */
+    int *shard_counts;         /* ZeRO-1/2: elements owned by each DP rank */
+    float *grad_shard;         /* ZeRO-1/2: reduced gradients of own shard */
+    int *bucket_counts;        /* ZeRO-2: (bucket_cap, DP) per-rank counts of
+                                * the buckets in flight (MPI reads them until
+                                * the wait)                               */
+    int bucket_cap;            /* ZeRO-2: buckets per step (stage layers + 2) */
+    int ndeferred;             /* ZeRO-2: buckets held back until the TP sum
+                                * of the norm weights (sequence parallel) or
+                                * the tied embedding's sum over its stages */
+    size_t (*deferred)[2];     /* their (offset, count), bucket_cap entries */
     /* pipeline parallelism */
     int l0, l1;                /* this stage's layers                   */
     int *layer_stage;          /* stage of every layer (L entries)       */
@@ -72,6 +80,12 @@ typedef struct {
     struct hpt_watchdog *watchdog; /* hang watchdog (lib/watchdog.h); NULL = off */
     hpt_comm_stage stage;      /* host staging of device buffers (--comm mpi on a GPU) */
 } run_state;
+
+/* " ZeRO-1", " ZeRO-2" for ZeRO stage z; "" for 0 (messages). */
+static inline const char *zero_words(int z)
+{
+    return z == 2 ? " ZeRO-2" : z == 1 ? " ZeRO-1" : z > 2 ? " ZeRO-?" : "";
+}
 
 /* Monotonic clock, seconds. */
 static inline double now_s(void)

@@ -48,7 +48,10 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --pp-schedule S       1f1b or gpipe [1f1b]\n"
             "  --pp-split A,B,...    layers per stage [balanced]\n"
             "  --dp N                data parallel size [world size / (TP x PP)]\n"
-            "  --zero1               shard AdamW state over the DP ranks (ZeRO-1)\n"
+            "  --zero N              ZeRO stage over the DP ranks: 0 none, 1 AdamW state\n"
+            "                        sharded, 2 also the gradients (reduce-scattered per\n"
+            "                        bucket during backward); 3 is not implemented yet [0]\n"
+            "  --zero1               the same as --zero 1\n"
             "  --recompute [MODE]    activation recomputation in backward: full (the default\n"
             "                        MODE: keep only layer inputs) or selective (keep GEMM\n"
             "                        outputs, recompute attention core, norms, SwiGLU);\n"
@@ -159,7 +162,7 @@ enum {
     OPT_MODEL = 256, OPT_DATA, OPT_VAL, OPT_RUN_DIR, OPT_BACKEND, OPT_BATCH, OPT_SEQ, OPT_ACCUM,
     OPT_STEPS, OPT_LR, OPT_MIN_LR, OPT_WARMUP, OPT_B1, OPT_B2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
-    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
+    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_ZERO, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
@@ -183,7 +186,7 @@ static const struct option long_opts[] = {
     {"quiet", 0, 0, OPT_QUIET},         {"print-config", 0, 0, OPT_PRINT_CONFIG},
     {"help", 0, 0, OPT_HELP},           {"version", 0, 0, OPT_VERSION},
     {"tp", 1, 0, OPT_TP},               {"pp", 1, 0, OPT_PP},
-    {"dp", 1, 0, OPT_DP},               {"zero1", 0, 0, OPT_ZERO1},
+    {"dp", 1, 0, OPT_DP},               {"zero1", 0, 0, OPT_ZERO1}, {"zero", 1, 0, OPT_ZERO},
     {"export", 1, 0, OPT_EXPORT},       {"recompute", 2, 0, OPT_RECOMPUTE},
     {"sequence-parallel", 0, 0, OPT_SEQ_PAR},
     {"pp-schedule", 1, 0, OPT_PP_SCHEDULE}, {"pp-split", 1, 0, OPT_PP_SPLIT},
@@ -250,7 +253,8 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
                                  o->dp);
         return st;
     }
-    case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
+    case OPT_ZERO1: return hpt_train_opts_zero(o, NULL);
+    case OPT_ZERO: return hpt_train_opts_zero(o, arg);
     case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
     case OPT_EXPORT_DTYPE: {
