@@ -416,7 +416,10 @@ static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
 }
 
 /* ZeRO-1 shard of DP rank d: contiguous blocks of ceil(P/DP) elements
- * (lib/train.c setup_zero1). */
+ * (lib/train.c setup_zero), the same for ZeRO-1 and ZeRO-2. */
+/* ", ZeRO-1" / ", ZeRO-2" for stage z, "" for 0 (the text reports). */
+static const char *zero_label(int z) { return z == 2 ? ", ZeRO-2" : z ? ", ZeRO-1" : ""; }
+
 static double shard_of(double P, int dp, int d)
 {
     double S = ceil(P / dp), lo = fmin(d * S, P);
@@ -430,21 +433,24 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
     double P = hpt_plan_stage_params(s, stage), N = (double)s->micro_batch * s->seq_len;
     double C = s->cfg.hidden_size, lg = 0;
     if (s->cl.exact) { /* hpt's fp32 allocations, lib/model.c + optim.c + train.c */
-        double own = s->zero1 ? shard_of(P, s->dp, d) : P;
+        double own = s->zero ? shard_of(P, s->dp, d) : P;
         m.weights = 4 * P;
         m.grads = 4 * P;
         m.optimizer = 8 * own;
         double act = hpt_plan_exact_act_bytes(s, stage, k, &lg);
         m.logits = lg;
         m.activations = act - lg + 2 * 4 * N; /* + host input/target batch */
-        /* ZeRO-1 receive shard; PP gradient send slots; MPICH's temporaries:
-         * the pairwise-exchange reduce-scatter copies the own shard, and the
-         * in-flight nonblocking bucket all-reduces hold copies of about half
-         * the gradient block at their peak (measured, docs/PLAN.md) */
-        m.comm_buffers = (s->zero1 ? 4 * fmax(ceil(P / s->dp), 1) : 0) +
+        /* ZeRO-1/2 receive shard; PP gradient send slots; MPICH's
+         * temporaries: the pairwise-exchange reduce-scatter copies the own
+         * shard (ZeRO-2's bucket reduce-scatters together: taken as the
+         * same), and the in-flight nonblocking bucket all-reduces hold
+         * copies of about half the gradient block at their peak (measured,
+         * docs/PLAN.md). hpt keeps the full fp32 gradient block with ZeRO-2
+         * too (backward writes into it; docs/ARCHITECTURE.md) */
+        m.comm_buffers = (s->zero ? 4 * fmax(ceil(P / s->dp), 1) : 0) +
                          (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0);
         if (s->dp > 1)
-            m.comm_buffers += s->zero1 ? 4 * own : 0.5 * 4 * P;
+            m.comm_buffers += s->zero ? 4 * own : 0.5 * 4 * P;
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
     } else {
         /* hpt's CUDA backend: the fp32 weights (the master copy the
@@ -453,9 +459,9 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
          * (lib/backend_cuda.cu weight_bf16), 4 (+ 2); fp32 gradients 4; AdamW
          * m and v 8, over DP with ZeRO-1 (lib/optim.c), plus then the fp32
          * reduce-scatter target of the own gradient shard (lib/train.c
-         * setup_zero1): 16 (fp32, tf32) or 18 (bf16) bytes per parameter
-         * without ZeRO-1 */
-        double own = s->zero1 ? ceil(P / s->dp) : P;
+         * setup_zero): 16 (fp32, tf32) or 18 (bf16) bytes per parameter
+         * without ZeRO; ZeRO-2 as ZeRO-1 (the full gradient block stays) */
+        double own = s->zero ? ceil(P / s->dp) : P;
         m.weights = (s->fp32 ? 4 : 4 + 2) * P;
         m.grads = 4 * P;
         m.optimizer = 8 * own;
@@ -464,7 +470,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         /* PP: the fp32 gradient send slots, one per micro-batch in flight
          * (lib/train_pipeline.c setup_pipeline; the output is sent from the
          * slot's x_final, counted in the activations) */
-        m.comm_buffers = (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0) + (s->zero1 ? 4 * own : 0);
+        m.comm_buffers = (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0) + (s->zero ? 4 * own : 0);
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
     }
     /* --async-save (lib/checkpoint.c): each rank stages the fp32 weights and
@@ -698,9 +704,9 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
     case HPT_PLAN_DP:
         if (s->dp == 1)
             break;
-        if (s->zero1) {
-            double own = shard_of(P, s->dp, d);
-            add_op(&pc, s, g, HPT_COLL_REDUCE_SCATTER, s->dp, 1, gb * P, gb * P);
+        if (s->zero) { /* ZeRO-2: one reduce-scatter per bucket */
+            double own = shard_of(P, s->dp, d), nb = s->zero == 2 ? dp_buckets(nl, first, last) : 1;
+            add_op(&pc, s, g, HPT_COLL_REDUCE_SCATTER, s->dp, nb, gb * P / nb, gb * P / nb);
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->dp, 1, 8, 8); /* norm^2 (f64) */
             add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->dp, 1, wb * P, wb * own);
         } else {
@@ -837,9 +843,13 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
         t_mb = fmax(t_mb, mb);
         comp_mb = fmax(comp_mb, sg->compute_s);
         /* DP all-reduce buckets overlap the last backward (2/3 of a
-         * micro-batch); ZeRO-1, the tied embedding and the norm do not */
+         * micro-batch); ZeRO-1, the tied embedding and the norm do not;
+         * ZeRO-2's bucket reduce-scatters (about half of its DP time, the
+         * same volume as the parameter all-gather) do */
         double dp = sg->comm[HPT_PLAN_DP].seconds;
-        double ex = (s->zero1 ? dp : fmax(0, dp - 2.0 / 3.0 * sg->compute_s)) +
+        double ex = (s->zero == 1   ? dp
+                     : s->zero == 2 ? dp / 2 + fmax(0, dp / 2 - 2.0 / 3.0 * sg->compute_s)
+                                    : fmax(0, dp - 2.0 / 3.0 * sg->compute_s)) +
                     sg->comm[HPT_PLAN_EMBED].seconds + sg->comm[HPT_PLAN_MP].seconds;
         exposed = fmax(exposed, ex);
         ratio = fmax(ratio, all / (M * sg->compute_s));
@@ -938,11 +948,11 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->tp, s->pp, s->dp, s->nodes, s->gpus_per_node, (long)s->tp * s->pp * s->dp);
     fprintf(f, "  \"training\": {\"seq_len\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
             "\"micro_batches\": %d, \"recompute\": %s, \"recompute_mode\": \"%s\", \"zero1\": %s, "
-            "\"sequence_parallel\": %s, \"pp_schedule\": \"%s\", "
+            "\"zero\": %d, \"sequence_parallel\": %s, \"pp_schedule\": \"%s\", "
             "\"precision\": \"%s\", \"tokens_per_step\": %s},\n",
             s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
             s->recompute ? "true" : "false", rc_mode(s->recompute),
-            s->zero1 ? "true" : "false", sp_on(s) ? "true" : "false",
+            s->zero ? "true" : "false", s->zero, sp_on(s) ? "true" : "false",
             s->gpipe ? "gpipe" : "1f1b", hpt_plan_precision_name(s),
             json_z(&b[0], (double)s->global_batch * s->seq_len));
     fprintf(f, "  \"memory\": {\"worst_stage\": %d, \"worst\": ", r->worst_stage);
@@ -1016,7 +1026,7 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             "micro-batches x DP %d; %s%s%s%s\n\n",
             s->tp, s->pp, s->dp, s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
             s->dp, s->fp32 ? hpt_plan_precision_name(s) : "bf16 mixed precision", rc_label(s->recompute),
-            sp_label(s), s->zero1 ? ", ZeRO-1" : "");
+            sp_label(s), zero_label(s->zero));
     fprintf(f, "memory per rank (%s)  weights     grads optimizer      acts    logits      comm  "
             "baseline     total\n", un);
     for (int i = 0; i < r->nstages; i++) {
@@ -1089,7 +1099,7 @@ static void train_flags(const hpt_plan_setup *s, char *buf, size_t len)
     snprintf(buf, len, "--tp %d --pp %d --dp %d --seq-len %d --batch %d --grad-accum %d "
              "--recompute %s%s%s%s%s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
              micro_batches(s), rc_mode(s->recompute), sp_on(s) ? " --sequence-parallel" : "",
-             s->zero1 ? " --zero1" : "", s->pp > 1 && s->gpipe ? " --pp-schedule gpipe" : "",
+             s->zero == 2 ? " --zero 2" : s->zero ? " --zero1" : "", s->pp > 1 && s->gpipe ? " --pp-schedule gpipe" : "",
              s->async_save ? " --async-save" : "", gpu ? " --backend cuda --precision " : "",
              gpu ? hpt_plan_precision_name(s) : "",
              gpu && s->comm_lib == HPT_PLAN_COMM_MPI ? " --comm mpi" : "");
@@ -1107,7 +1117,7 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
     char flags[256];
     train_flags(s, flags, sizeof flags);
     fprintf(f, "why TP %d x PP %d x DP %d, micro-batch %d%s%s%s:\n", s->tp, s->pp, s->dp,
-            s->micro_batch, rc_label(s->recompute), sp_label(s), s->zero1 ? ", ZeRO-1" : "");
+            s->micro_batch, rc_label(s->recompute), sp_label(s), zero_label(s->zero));
     if (sp_on(s)) /* lib/model.c: reduce-scatter after, all-gather before the GEMMs */
         fprintf(f, "  - TP %d with sequence parallelism %s: its %.0f collectives per step "
                 "(reduce-scatters and all-gathers in place of the all-reduces, %.3g s) run on "
@@ -1127,7 +1137,8 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
                 s->pp, s->cfg.num_hidden_layers / s->pp, (s->cfg.num_hidden_layers + s->pp - 1) / s->pp,
                 s->gpipe ? "GPipe" : "1F1B", r->bubble, r->micro_batches);
     fprintf(f, "  - DP %d: gradient %s of %.3g GB per rank (%.3g s, %s)\n", s->dp,
-            s->zero1 ? "reduce-scatter + parameter all-gather" : "all-reduce",
+            s->zero == 2 ? "bucket reduce-scatters + parameter all-gather"
+            : s->zero ? "reduce-scatter + parameter all-gather" : "all-reduce",
             r->comm[HPT_PLAN_DP].bytes / 1e9, r->comm[HPT_PLAN_DP].seconds,
             link_name(s, r->link_inter[HPT_PLAN_DP]));
     fprintf(f, "  - memory: %.1f of %.1f GiB on stage %d (weights %.1f, optimizer %.1f, "
@@ -1145,7 +1156,7 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
             fprintf(f, "  - faster but does not fit: TP %d x PP %d x DP %d, micro-batch %d%s%s%s "
                     "(%.4g tokens/s, needs %.1f GiB)\n", all[i].s.tp, all[i].s.pp, all[i].s.dp,
                     all[i].s.micro_batch, rc_label(all[i].s.recompute), sp_label(&all[i].s),
-                    all[i].s.zero1 ? ", ZeRO-1" : "", all[i].tokens_per_s, all[i].mem / GIB);
+                    zero_label(all[i].s.zero), all[i].tokens_per_s, all[i].mem / GIB);
             break;
         }
     fprintf(f, "hpt-train options: %s\n", flags);
@@ -1194,18 +1205,18 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             for (int mb = 1; !bad && mb <= base->global_batch && mb <= 1 << 20; mb *= 2) {
                 if (fx->micro_batch && mb != base->micro_batch)
                     continue;
-                for (int k = 0; !bad && k < 12; k++) {
-                    /* k enumerates (recompute none/full/selective, zero1 off/on,
-                     * sequence parallelism off/on); a fixed or meaningless
-                     * choice takes its first branch only */
-                    int rc = k % 3, z = (k / 3) % 2, sp = k / 6;
-                    if ((fx->recompute && rc) || ((fx->zero1 || dp == 1) && z) ||
+                for (int k = 0; !bad && k < 18; k++) {
+                    /* k enumerates (recompute none/full/selective, ZeRO
+                     * 0/1/2, sequence parallelism off/on); a fixed or
+                     * meaningless choice takes its first branch only */
+                    int rc = k % 3, z = (k / 3) % 3, sp = k / 9;
+                    if ((fx->recompute && rc) || ((fx->zero || dp == 1) && z) ||
                         ((fx->sequence_parallel || tp == 1) && sp))
                         continue;
                     hpt_plan_setup s = *base;
                     s.tp = tp, s.pp = pp, s.dp = dp, s.micro_batch = mb;
                     s.recompute = fx->recompute ? base->recompute : rc;
-                    s.zero1 = (fx->zero1 ? base->zero1 : z) && dp > 1;
+                    s.zero = dp > 1 ? (fx->zero ? base->zero : z) : 0;
                     s.sequence_parallel = (fx->sequence_parallel ? base->sequence_parallel : sp) &&
                                           tp > 1;
                     s.gpus_per_node = gpus < gpn ? gpus : gpn;
@@ -1238,12 +1249,12 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             train_flags(&v[i].s, flags, sizeof flags);
             fprintf(f, "%s\n  {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, "
                     "\"recompute\": %s, \"recompute_mode\": \"%s\", \"sequence_parallel\": %s, "
-                    "\"zero1\": %s, \"train_options\": \"%s\", \"mem_bytes\": %s, "
+                    "\"zero1\": %s, \"zero\": %d, \"train_options\": \"%s\", \"mem_bytes\": %s, "
                     "\"step_time_s\": %s, \"tokens_per_s\": %s, \"mfu\": %s, "
                     "\"bubble_fraction\": %s}",
                     i ? "," : "", v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
                     v[i].s.recompute ? "true" : "false", rc_mode(v[i].s.recompute),
-                    sp_on(&v[i].s) ? "true" : "false", v[i].s.zero1 ? "true" : "false", flags,
+                    sp_on(&v[i].s) ? "true" : "false", v[i].s.zero ? "true" : "false", v[i].s.zero, flags,
                     json_z(&b[0], v[i].mem), json_g(&b[1], v[i].step), json_g(&b[2], v[i].tokens_per_s),
                     json_g(&b[3], v[i].mfu), json_g(&b[4], v[i].bubble));
         }
@@ -1261,7 +1272,7 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
         if (fitting) {
             fprintf(f, "%d layouts for %d GPUs, %d fit in %.1f GiB; fastest first:\n", n, gpus,
                     fitting, capacity(&v[0].s) / GIB);
-            fprintf(f, "   TP   PP     DP  mb  recompute  sp  zero1   mem GiB   step s     "
+            fprintf(f, "   TP   PP     DP  mb  recompute  sp  zero    mem GiB   step s     "
                     "tokens/s   MFU %%  bubble\n");
         } else {
             fprintf(f, "%d layouts for %d GPUs, none fits in %.1f GiB\n", n, gpus,
@@ -1271,7 +1282,7 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-5s %9.2f %8.4g %12.5g %6.1f  %6.3f\n",
                     v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
                     rc_mode(v[i].s.recompute), sp_on(&v[i].s) ? "yes" : "no",
-                    v[i].s.zero1 ? "yes" : "no", v[i].mem / GIB, v[i].step, v[i].tokens_per_s,
+                    v[i].s.zero == 2 ? "2" : v[i].s.zero ? "1" : "no", v[i].mem / GIB, v[i].step, v[i].tokens_per_s,
                     100 * v[i].mfu, v[i].bubble);
         if (fitting)
             explain(f, &v[0], v, n);

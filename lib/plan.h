@@ -73,7 +73,9 @@ typedef struct {
     int recompute;             /* 0 none, 1 full, 2 selective (lib/model.h
                                 * hpt_recompute)                         */
     int sequence_parallel;     /* hpt-train --sequence-parallel (TP > 1) */
-    int zero1;                 /* AdamW state sharded over DP (ZeRO-1)  */
+    int zero;                  /* ZeRO stage over DP: 0 none, 1 AdamW
+                                * state sharded, 2 also the reduced
+                                * gradients (hpt-train --zero N)         */
     int gpipe;                 /* pipeline schedule: 0 = 1F1B, 1 = GPipe
                                 * (every stage holds all m micro-batches) */
     int fp32;                  /* 1: fp32 storage (--precision fp32 or tf32),
@@ -331,7 +333,7 @@ void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f);
  * wins and its hpt-train options; json = 1: as JSON.
  * Errors: HPT_ERR_USAGE when no layout is valid. */
 typedef struct {
-    int tp, pp, dp, micro_batch, recompute, zero1, sequence_parallel; /* 1 = fixed */
+    int tp, pp, dp, micro_batch, recompute, zero, sequence_parallel; /* 1 = fixed */
 } hpt_plan_fixed;
 hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fixed, int gpus,
                            int top, int json, FILE *f);

@@ -182,7 +182,7 @@ static hpt_status setup(const hpt_plan_opts *o, hpt_plan_setup *s)
     s->micro_batch = o->mb != HPT_PLAN_NOTSET ? o->mb : 1;
     s->recompute = o->recompute;
     s->sequence_parallel = o->seqpar; /* lib/plan.c applies it only with TP > 1 */
-    s->zero1 = o->zero1;
+    s->zero = o->zero;
     s->async_save = o->async_save;
     s->store_scores = o->scores;
     if (o->scores && s->cl.exact) /* the exact model carves hpt-train's own buffers */
@@ -233,7 +233,7 @@ static hpt_status run_search(const hpt_plan_opts *o, hpt_plan_setup *s, FILE *ou
 {
     hpt_plan_fixed fx = {.tp = o->tp != HPT_PLAN_NOTSET, .pp = o->pp != HPT_PLAN_NOTSET, .dp = o->dp != HPT_PLAN_NOTSET,
                          .micro_batch = o->mb != HPT_PLAN_NOTSET, .recompute = o->recompute_given,
-                         .zero1 = o->zero1, .sequence_parallel = o->seqpar};
+                         .zero = o->zero_given || o->zero1_given, .sequence_parallel = o->seqpar};
     long gpus;
     hpt_status st = given_gpus(o, o->gpn != HPT_PLAN_NOTSET ? o->gpn : s->cl.gpus_per_node, &gpus);
     if (st)

@@ -55,7 +55,10 @@ static void usage(FILE *f)
             "  --recompute [MODE]    activation recomputation: full (default), selective or\n"
             "                        none\n"
             "  --sequence-parallel   hpt-train's --sequence-parallel (with --tp > 1)\n"
-            "  --zero1               shard the optimizer state over DP (ZeRO-1)\n"
+            "  --zero N              ZeRO stage over DP: 0 none, 1 optimizer state sharded,\n"
+            "                        2 also the gradients (bucket reduce-scatters); 3 is not\n"
+            "                        implemented yet [0]\n"
+            "  --zero1               the same as --zero 1\n"
             "  --async-save          count hpt-train --async-save's host staging buffer\n"
             "  --pp-schedule S       1f1b or gpipe, as hpt-train's [1f1b]: under GPipe every\n"
             "                        stage holds all m micro-batches' activations\n"
@@ -85,11 +88,11 @@ static void usage(FILE *f)
             "  --ranks-tsv FILE      predicted comm.tsv rows (rank, group, calls, bytes, seconds,\n"
             "                        peak RSS MiB) of every rank, as hpt-train --comm-stats writes\n"
             "  --search              enumerate layouts (TP, PP, DP, micro-batch, recomputation\n"
-            "                        none/full/selective, ZeRO-1, sequence parallelism where\n"
+            "                        none/full/selective, ZeRO 0/1/2, sequence parallelism where\n"
             "                        TP > 1) for --gpus N [nodes x GPUs per node], rank those\n"
             "                        that fit by tokens/s, explain the first and print its\n"
             "                        hpt-train options; --tp, --pp, --dp, --micro-batch,\n"
-            "                        --recompute MODE given are kept, --zero1 keeps ZeRO-1 on\n"
+            "                        --recompute MODE given are kept, --zero N keeps stage N\n"
             "                        (where DP > 1), --sequence-parallel keeps it on (TP > 1)\n"
             "  --top N               layouts listed by --search [10]\n"
             "  --help, --version\n\n"
@@ -101,7 +104,7 @@ static void usage(FILE *f)
 
 enum {
     OPT_MODEL = 256, OPT_CLUSTER, OPT_NODES, OPT_GPN, OPT_TP, OPT_PP, OPT_DP, OPT_SEQ, OPT_GB,
-    OPT_MB, OPT_RECOMPUTE, OPT_ZERO1, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_JSON, OPT_SEARCH, OPT_GPUS, OPT_TOP,
+    OPT_MB, OPT_RECOMPUTE, OPT_ZERO1, OPT_ZERO, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_JSON, OPT_SEARCH, OPT_GPUS, OPT_TOP,
     OPT_PEAK, OPT_MEM, OPT_INTRA_BW, OPT_INTER_BW, OPT_INTRA_LAT, OPT_INTER_LAT, OPT_EFF,
     OPT_BASELINE, OPT_DATA_BYTES, OPT_SCORES, OPT_TIE, OPT_UNTIE, OPT_RANKS_TSV, OPT_HELP,
     OPT_VERSION, OPT_SCHEDULE, OPT_COMM, OPT_NCCL_ALGO, OPT_SEQ_PAR,
@@ -113,7 +116,7 @@ static const struct option long_opts[] = {
     {"tp", 1, 0, OPT_TP},                 {"pp", 1, 0, OPT_PP},
     {"dp", 1, 0, OPT_DP},                 {"seq-len", 1, 0, OPT_SEQ},
     {"global-batch", 1, 0, OPT_GB},       {"micro-batch", 1, 0, OPT_MB},
-    {"recompute", 2, 0, OPT_RECOMPUTE},   {"zero1", 0, 0, OPT_ZERO1},
+    {"recompute", 2, 0, OPT_RECOMPUTE},   {"zero1", 0, 0, OPT_ZERO1}, {"zero", 1, 0, OPT_ZERO},
     {"sequence-parallel", 0, 0, OPT_SEQ_PAR},
     {"async-save", 0, 0, OPT_ASYNC_SAVE},
     {"precision", 1, 0, OPT_PRECISION},   {"json", 0, 0, OPT_JSON},
@@ -164,7 +167,22 @@ static hpt_status apply(hpt_plan_opts *o, int c, const char *arg, int *action)
     case OPT_DATA_BYTES: return hpt_cli_parse_double(n, arg, &o->data_bytes);
     case OPT_RECOMPUTE: o->recompute_given = 1; return hpt_recompute_parse(arg, &o->recompute);
     case OPT_SEQ_PAR: o->seqpar = 1; return HPT_OK;
-    case OPT_ZERO1: o->zero1 = 1; return HPT_OK;
+    case OPT_ZERO1:
+    case OPT_ZERO: {
+        int v = 1;
+        hpt_status st = c == OPT_ZERO ? hpt_cli_parse_zero(arg, &v) : HPT_OK;
+        if (st)
+            return st;
+        if (c == OPT_ZERO)
+            o->zero_given = v + 1;
+        else
+            o->zero1_given = 1;
+        if (o->zero1_given && o->zero_given && o->zero_given != 2)
+            return hpt_error_set(HPT_ERR_USAGE, "--zero1 and --zero %d contradict: --zero1 is "
+                                 "--zero 1; give one of them", o->zero_given - 1);
+        o->zero = v;
+        return HPT_OK;
+    }
     case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
     case OPT_JSON: o->json = 1; return HPT_OK;
     case OPT_SEARCH: o->search = 1; return HPT_OK;

@@ -157,7 +157,7 @@ static void test_hand_values(void)
     hpt_plan_eval(&s, &r);
     /* DP all-reduce of the fp32 gradients + the loss */
     expect("stage 0 DP bytes", r.stage[0].comm[HPT_PLAN_DP].bytes, 4 * P0 + 8, 0);
-    s.zero1 = 1;
+    s.zero = 1;
     hpt_plan_eval(&s, &r);
     expect("stage 0 optimizer, ZeRO-1 over DP 2", r.stage[0].mem.optimizer, 8 * P0 / 2, 0);
     expect("stage 0 weights, ZeRO-1 (all of them on every DP rank)", r.stage[0].mem.weights,
@@ -169,7 +169,7 @@ static void test_hand_values(void)
      * weights, two f64 */
     expect("stage 0 DP bytes, ZeRO-1", r.stage[0].comm[HPT_PLAN_DP].bytes,
            4 * P0 + 4 * P0 / 2 + 16, 0);
-    s.zero1 = 0;
+    s.zero = 0;
     s.gpipe = 1; /* GPipe: every stage holds all m = 2 micro-batches */
     hpt_plan_eval(&s, &r);
     expect("GPipe stage 1 in flight", r.stage[1].in_flight, 2, 0);
