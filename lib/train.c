@@ -643,6 +643,14 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             r->comm.pp > 1 ? (o->gpipe ? ", GPipe" : ", 1F1B") : "", r->model.act_bytes / 1048576.0,
             (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
             r->comm.dp, (long long)o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);
+    /* the gradient buffers as allocated (rank 0's stage): the full block
+     * backward writes into, and with ZeRO the reduced shard */
+    size_t S = r->shard_counts ? (r->model.nparams + r->comm.dp - 1) / r->comm.dp : 0;
+    fprintf(out, "hpt-train: gradients: %zu bytes full block", sizeof(float) * r->model.nparams);
+    if (o->zero)
+        fprintf(out, " + %zu bytes reduced shard (ZeRO-%d, %s)", sizeof(float) * (S ? S : 1),
+                o->zero, o->zero == 2 ? "bucket reduce-scatters" : "one reduce-scatter");
+    fprintf(out, "; AdamW state %zu bytes\n", 2 * sizeof(float) * (r->opt.hi - r->opt.lo));
     fflush(out);
 }
 

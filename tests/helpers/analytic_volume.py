@@ -4,8 +4,9 @@
 expected(cfg, TP, PP, DP, zero, tied, M, B, T, rank, group) -> (calls, bytes)
 for the exact algorithms in lib/train.c and lib/comm_mpi.c: TP all-reduces
 of activations, PP sends of (B*T, C) activations and gradients plus the loss
-sum, DP all-reduce (or ZeRO-1 reduce-scatter + all-gather) of the stage's
-padded parameters, the model-parallel norm, the tied-embedding sum."""
+sum, DP all-reduce of the stage's padded parameters per bucket (the head,
+each layer, the embedding), or ZeRO-1's one reduce-scatter, or ZeRO-2's
+reduce-scatter per bucket, then the norm and the parameter all-gather, the model-parallel norm, the tied-embedding sum."""
 
 
 def expected(cfg, TP, PP, DP, zero, tied, M, B, T, w, g):
@@ -38,7 +39,8 @@ def expected(cfg, TP, PP, DP, zero, tied, M, B, T, w, g):
         if zero:
             S = -(-P // DP)
             own = max(0, min(S, P - dpr * S))
-            want = (4, 4 * P + 4 * own + 8 + 8)
+            rs = nl + (1 if first else 0) + (1 if last else 0) if zero == 2 else 1
+            want = (rs + 3, 4 * P + 4 * own + 8 + 8)
         else:
             want = (nl + (1 if first else 0) + (1 if last else 0) + 1, 4 * P + 8)
     elif g == "mp" and TP * PP > 1:

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The bytes (and calls) each rank moves per training step in every group —
 # TP all-reduces, PP sends, DP all-reduce or ZeRO-1 reduce-scatter +
-# all-gather, the model-parallel norm, the tied-embedding sum — equal the
+# all-gather or ZeRO-2 bucket reduce-scatters + all-gather (uneven shards
+# at DP 3, tied embedding across stages), the model-parallel norm, the tied-embedding sum — equal the
 # layout's analytic volume exactly (counters from --comm-stats, comm.tsv).
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
@@ -11,7 +12,7 @@ check() { # NAME RANKS TP PP DP ZERO TIED ACCUM B
   name=$1; shift
   n=$1 tp=$2 pp=$3 dp=$4 zero=$5 tied=$6 accum=$7 b=$8
   timeout 300 "$MPIEXEC" -n "$n" "$TRAIN" --model tiny --data "$CORPUS" --steps 2 --seq-len 32 \
-    --batch "$b" --grad-accum "$accum" --tp "$tp" --pp "$pp" $( [ "$zero" = 1 ] && echo --zero1 ) \
+    --batch "$b" --grad-accum "$accum" --tp "$tp" --pp "$pp" --zero "$zero" \
     $( [ "$tied" = 1 ] && echo --tie-embeddings ) --eval-batches 1 --quiet --comm-stats \
     --run-dir "$WORK/$name" > "$WORK/$name.out" 2>&1 || { cat "$WORK/$name.out"; fail "run $name"; }
   "$PYTHON" - "$WORK/tiny.json" "$WORK/$name/comm.tsv" "$@" "$HPT_SRC/tests/helpers" <<'PY' || fail "$name: volumes differ from the analytic ones"
@@ -35,4 +36,6 @@ PY
 check z222 8 2 2 2 1 0 2 1
 check t122 4 1 2 2 0 1 2 1
 check d212 4 2 1 2 0 0 1 2
+check z2t122 4 1 2 2 2 1 2 1
+check z2d113 3 1 1 3 2 1 1 1
 pass "communication volume per group equals the analytic volume"
