@@ -64,7 +64,7 @@ export HPT_LR=${HPT_LR:-3e-4} HPT_MIN_LR=${HPT_MIN_LR:-3e-5} HPT_WARMUP=${HPT_WA
 export HPT_RECIPE_ARGS=${HPT_RECIPE_ARGS:---adam-eps 1e-5 --weight-decay 0.1 --clip 1.0}
 export HPT_EVAL_INTERVAL=${HPT_EVAL_INTERVAL:-1000} HPT_EVAL_BATCHES=${HPT_EVAL_BATCHES:-8}
 export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-500}
-export HPT_ZERO1=${HPT_ZERO1:-1} HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
+export HPT_ZERO=${HPT_ZERO:-${HPT_ZERO1:-1}} HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
 # HPT_ASYNC_SAVE=1 (default): --async-save, the periodic checkpoints written in the
 # background from a host staging buffer (the dry run's plan shows its size per rank);
 # measured to pay (bench/ckpt-async.sh, docs/PERFORMANCE.md); 0: synchronous saves

@@ -34,7 +34,7 @@ export HPT_STEPS=${HPT_STEPS:-200}
 export HPT_LR=${HPT_LR:-1e-3} HPT_MIN_LR=${HPT_MIN_LR:-1e-4} HPT_WARMUP=${HPT_WARMUP:-20}
 export HPT_EVAL_INTERVAL=${HPT_EVAL_INTERVAL:-50} HPT_EVAL_BATCHES=${HPT_EVAL_BATCHES:-4}
 export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-50}
-export HPT_ZERO1=${HPT_ZERO1:-1}
+export HPT_ZERO=${HPT_ZERO:-${HPT_ZERO1:-1}}
 # HPT_ASYNC_SAVE=1: --async-save, checkpoints written in the background (off until
 # bench/ckpt.sh shows it pays on the target machines; docs/CHECKPOINT.md)
 export HPT_ASYNC_SAVE=${HPT_ASYNC_SAVE:-0}

@@ -87,6 +87,12 @@ for f in 70b 8b; do
 done
 HPT_ASYNC_SAVE=0 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8b0" 2>&1 || fail "8B dry run with HPT_ASYNC_SAVE=0 failed"
 grep -q -- "--async-save" "$WORK/8b0" && fail "HPT_ASYNC_SAVE=0: --async-save still given"
+# HPT_ZERO=2 (hpt-train --zero 2) reaches the plan, over the template's HPT_ZERO1 default
+if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
+  HPT_ZERO=2 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70bz2" 2>&1 || fail "70B HPT_ZERO=2 dry run"
+  grep -q "hpt-plan .* --micro-batch 1 --recompute --zero 2 " "$WORK/70bz2" &&
+    grep -q "^layout: .*, ZeRO-2$" "$WORK/70bz2" || { cat "$WORK/70bz2"; fail "70B: HPT_ZERO=2 not planned as --zero 2"; }
+fi
 HPT_ASYNC_SAVE=yes bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bx" 2>&1 && fail "HPT_ASYNC_SAVE=yes accepted"
 grep -q "HPT_ASYNC_SAVE='yes': expected 0 or 1" "$WORK/8bx" || fail "HPT_ASYNC_SAVE=yes: $(cat "$WORK/8bx")"
 pass "70B and 8B dry runs: TP groups inside nodes, group counts as documented"
