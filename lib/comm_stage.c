@@ -207,8 +207,10 @@ static void st_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *sen
         s->upload(recv, hr, own_n * sizeof(float));
 }
 
-/* One host copy per operation: [own block | the whole send range]; the
- * own block goes up to recv at wait (stage_bytes: its size). */
+/* One host copy per operation: [own block | one float | the whole send
+ * range] (the gap keeps the two apart when the own block is empty: MPI
+ * refuses aliased buffers); the own block goes up to recv at wait
+ * (stage_bytes: its size). */
 static void st_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
                                        const int *counts, hpt_comm_req *r)
 {
@@ -222,12 +224,12 @@ static void st_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *se
         s->inner->ireduce_scatter_sum_f32(c, g, send, recv, counts, r);
         return;
     }
-    float *h = own(r, dr ? recv : NULL, (own_n + total) * sizeof(float), dr);
+    float *h = own(r, dr ? recv : NULL, (own_n + 1 + total) * sizeof(float), dr);
     r->stage_bytes = dr ? own_n * sizeof(float) : 0;
     const float *hs = send;
     if (ds) {
-        s->download(h + own_n, send, total * sizeof(float));
-        hs = h + own_n;
+        s->download(h + own_n + 1, send, total * sizeof(float));
+        hs = h + own_n + 1;
     }
     s->inner->ireduce_scatter_sum_f32(c, g, hs, dr ? h : recv, counts, r);
 }

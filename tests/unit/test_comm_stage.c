@@ -191,6 +191,28 @@ int main(int argc, char **argv)
         ref.be->reduce_scatter_sum_f32(&ref, g, a, b, counts);
         EXPECT(same_dev(dr, b, (size_t)counts[gr] * sizeof(float)),
                "group %d: reduce_scatter_sum_f32 differs", g);
+
+        /* two nonblocking reduce-scatters in flight (ZeRO-2 buckets), the
+         * second with an empty block for group rank 0 */
+        int counts2[64];
+        size_t total2 = 0;
+        for (int i = 0; i < gs; i++)
+            total2 += (size_t)(counts2[i] = i ? 5 + 3 * i : 0);
+        fill(a, total + total2, rank, 11 + gi);
+        d = dev_copy(a, (total + total2) * sizeof(float));
+        size_t own = (size_t)counts[gr], own2 = (size_t)counts2[gr];
+        dr = dev_copy(b, (own + own2 + 1) * sizeof(float));
+        hpt_comm_req s1, s2, p1, p2;
+        c.be->ireduce_scatter_sum_f32(&c, g, d, dr, counts, &s1);
+        c.be->ireduce_scatter_sum_f32(&c, g, d + total, dr + own, counts2, &s2);
+        ref.be->ireduce_scatter_sum_f32(&ref, g, a, b, counts, &p1);
+        ref.be->ireduce_scatter_sum_f32(&ref, g, a + total, b + own, counts2, &p2);
+        c.be->wait(&c, &s2);
+        c.be->wait(&c, &s1);
+        ref.be->wait(&ref, &p1);
+        ref.be->wait(&ref, &p2);
+        EXPECT(same_dev(dr, b, (own + own2) * sizeof(float)),
+               "group %d: ireduce_scatter_sum_f32 differs", g);
         dev_used = 0;
     }
     EXPECT(n_down > 0 && n_up > 0, "staging never used (%zu downloads, %zu uploads)", n_down, n_up);
