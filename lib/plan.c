@@ -417,6 +417,9 @@ static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
 
 /* ZeRO-1 shard of DP rank d: contiguous blocks of ceil(P/DP) elements
  * (lib/train.c setup_zero), the same for ZeRO-1 and ZeRO-2. */
+/* DP gradient buckets of a stage: the head, each layer, the embedding. */
+static double dp_buckets(int nl, int first, int last) { return nl + first + last; }
+
 /* ", ZeRO-1" / ", ZeRO-2" for stage z, "" for 0 (the text reports). */
 static const char *zero_label(int z) { return z == 2 ? ", ZeRO-2" : z ? ", ZeRO-1" : ""; }
 
@@ -436,6 +439,14 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         double own = s->zero ? shard_of(P, s->dp, d) : P;
         m.weights = 4 * P;
         m.grads = 4 * P;
+        if (s->zero == 2 && s->dp > 1 && M == 1) {
+            /* ZeRO-2 without accumulation: a bucket's pages go back to the
+             * OS once reduce-scattered (lib/train_dp_buckets.c), at most
+             * two in flight and one being written: 3 buckets resident */
+            int l0, l1;
+            hpt_plan_stage_layers(s->cfg.num_hidden_layers, s->pp, stage, &l0, &l1);
+            m.grads = 4 * P * fmin(1, 3 / dp_buckets(l1 - l0, stage == 0, stage == s->pp - 1));
+        }
         m.optimizer = 8 * own;
         double act = hpt_plan_exact_act_bytes(s, stage, k, &lg);
         m.logits = lg;
@@ -645,7 +656,6 @@ static void add_op(hpt_plan_comm *pc, const hpt_plan_setup *s, hpt_plan_group g,
 /* Gradient-bucket all-reduces of one stage (lib/train_dp_buckets.c
  * dp_bucket_allreduce, lib/model.c ready): head + final norm, each layer,
  * the embedding. */
-static double dp_buckets(int nl, int first, int last) { return nl + first + last; }
 
 static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan_group g)
 {

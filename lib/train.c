@@ -71,6 +71,7 @@ static void run_free(run_state *r)
     free(r->shard_counts);
     free(r->bucket_counts);
     free(r->deferred);
+    free(r->bucket_range);
     hpt_watchdog_stop(r->watchdog);
     if (r->log)
         fclose(r->log);
@@ -442,7 +443,8 @@ static void train_step(run_state *r, const hpt_train_opts *o, int step, FILE *ou
     s->t_acc = now_s();
     r->comm_s_acc = comm_seconds(r);
     if (poison && o->fault_nan_rank < 0)
-        r->model.be->scale(r->model.grads, NAN, 1);
+        /* ZeRO-2 reduced the gradients into the shard during backward */
+        r->model.be->scale(o->zero == 2 ? r->grad_shard : r->model.grads, NAN, 1);
     s->norm = grad_norm(r, o);
     s->lr = hpt_lr_at(&r->opt.o, step);
     s->skip = !isfinite(s->loss) || !isfinite(s->norm);
@@ -648,8 +650,9 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
     size_t S = r->shard_counts ? (r->model.nparams + r->comm.dp - 1) / r->comm.dp : 0;
     fprintf(out, "hpt-train: gradients: %zu bytes full block", sizeof(float) * r->model.nparams);
     if (o->zero)
-        fprintf(out, " + %zu bytes reduced shard (ZeRO-%d, %s)", sizeof(float) * (S ? S : 1),
-                o->zero, o->zero == 2 ? "bucket reduce-scatters" : "one reduce-scatter");
+        fprintf(out, " + %zu bytes reduced shard (ZeRO-%d, %s%s)", sizeof(float) * (S ? S : 1),
+                o->zero, o->zero == 2 ? "bucket reduce-scatters" : "one reduce-scatter",
+                r->grads_release ? "; the block's pages given back after each bucket" : "");
     fprintf(out, "; AdamW state %zu bytes\n", 2 * sizeof(float) * (r->opt.hi - r->opt.lo));
     fflush(out);
 }

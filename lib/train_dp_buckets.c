@@ -6,7 +6,11 @@
  * ZeRO-2; see train_dp_buckets.h. */
 #include "train_dp_buckets.h"
 
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 void dp_bucket_allreduce(void *ctx, size_t offset, size_t count)
 {
@@ -38,6 +42,34 @@ static int needs_later_sum(const run_state *r, size_t offset, size_t count)
     return 0;
 }
 
+/* ZeRO-2 on host memory: gradient range [offset, offset + count), already
+ * reduce-scattered, back to zero — the whole pages inside it given back to
+ * the OS (MADV_DONTNEED: anonymous private pages then read as zero and take
+ * no memory until backward writes them again), the partial pages at its
+ * ends (shared with the neighbouring ranges) cleared by memset. */
+static void release_range(run_state *r, size_t offset, size_t count)
+{
+    if (!r->grads_release)
+        return;
+    char *p = (char *)(r->model.grads + offset), *end = p + count * sizeof(float);
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    char *a = (char *)(((uintptr_t)p + pg - 1) / pg * pg), *b = (char *)((uintptr_t)end / pg * pg);
+    if (a >= b || madvise(a, (size_t)(b - a), MADV_DONTNEED) != 0) {
+        memset(p, 0, (size_t)(end - p));
+        return;
+    }
+    memset(p, 0, (size_t)(a - p));
+    memset(b, 0, (size_t)(end - b));
+}
+
+/* Wait for bucket i and release its gradients. */
+static void finish_bucket(run_state *r, int i)
+{
+    r->comm.be->wait(&r->comm, &r->buckets[i]);
+    if (r->bucket_range)
+        release_range(r, r->bucket_range[i][0], r->bucket_range[i][1]);
+}
+
 /* Start the reduce-scatter of gradient range [offset, offset + count)
  * over DP: rank i receives the part inside its shard (possibly nothing),
  * this rank's part lands at its place in r->grad_shard. */
@@ -55,6 +87,8 @@ static void start_reduce_scatter(run_state *r, size_t offset, size_t count)
     }
     size_t at = offset > r->opt.lo ? offset - r->opt.lo : 0; /* own part's place in the shard */
     float *recv = r->grad_shard + (counts[me] ? at : 0);
+    r->bucket_range[r->nbuckets][0] = offset;
+    r->bucket_range[r->nbuckets][1] = count;
     r->comm.be->ireduce_scatter_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, recv,
                                         counts, &r->buckets[r->nbuckets++]);
 }
@@ -72,6 +106,10 @@ void dp_bucket_reduce_scatter(void *ctx, size_t offset, size_t count)
         return;
     }
     start_reduce_scatter(r, offset, count);
+    /* releasing: at most two buckets in flight, so at most their gradients
+     * (and the ones backward is writing) are resident */
+    if (r->grads_release && r->nbuckets - r->nwaited > 2)
+        finish_bucket(r, r->nwaited++);
 }
 
 void dp_buckets_deferred(run_state *r)
@@ -80,7 +118,8 @@ void dp_buckets_deferred(run_state *r)
     for (int i = 0; i < r->ndeferred; i++)
         start_reduce_scatter(r, r->deferred[i][0], r->deferred[i][1]);
     for (int i = first; i < r->nbuckets; i++)
-        r->comm.be->wait(&r->comm, &r->buckets[i]);
+        finish_bucket(r, i);
+    r->nwaited = r->nbuckets;
     r->ndeferred = 0;
 }
 
@@ -89,13 +128,18 @@ hpt_status dp_buckets_zero2_init(run_state *r)
     r->bucket_cap = r->model.nl + 2; /* the head, each layer, the embedding */
     r->bucket_counts = calloc((size_t)r->bucket_cap * (size_t)r->comm.dp, sizeof(int));
     r->deferred = calloc((size_t)r->bucket_cap, sizeof *r->deferred);
-    if (!r->bucket_counts || !r->deferred)
+    r->bucket_range = calloc((size_t)r->bucket_cap, sizeof *r->bucket_range);
+    r->grads_release = r->model.be->is_device == NULL; /* host memory: pages can go back */
+    if (!r->bucket_counts || !r->deferred || !r->bucket_range)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the ZeRO-2 buckets");
+    release_range(r, 0, r->model.nparams); /* allocated zeroed: resident until given back */
+    r->grads_zero = r->grads_release;
     return HPT_OK;
 }
 
 void dp_buckets_wait(run_state *r)
 {
-    for (int i = 0; i < r->nbuckets; i++)
-        r->comm.be->wait(&r->comm, &r->buckets[i]);
+    for (int i = r->nwaited; i < r->nbuckets; i++)
+        finish_bucket(r, i);
+    r->nwaited = r->nbuckets;
 }

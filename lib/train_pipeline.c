@@ -254,10 +254,12 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
     float scale = (float)(1.0 / tokens);
     int warm = o->gpipe ? M : (P - s - 1 < M ? P - s - 1 : M);
     double sum = 0.0;
-    hpt_model_zero_grad(&r->model);
+    if (!r->grads_zero) /* ZeRO-2 on host memory: released to zero by the buckets */
+        hpt_model_zero_grad(&r->model);
+    r->grads_zero = 0;
     if (r->poison) /* test: this rank's own gradients turn non-finite */
         r->model.be->scale(r->model.grads, NAN, r->model.nparams);
-    r->nbuckets = 0;
+    r->nbuckets = r->nwaited = 0;
     r->ndeferred = 0;
     r->local_sumsq = 0;
 #define FWD(i) sum += pipe_forward(r, o, r->train, r->cursor + ((int64_t)(i) * D + d) * o->batch, \
@@ -295,8 +297,10 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
     dp_buckets_wait(r);
     hpt_model_sp_sum_grads(&r->model); /* norm weights under sequence parallelism */
     tie_grads(r);
-    if (o->zero == 2)
+    if (o->zero == 2) {
         dp_buckets_deferred(r);
+        r->grads_zero = r->grads_release; /* every range went through a bucket */
+    }
     r->local_loss = sum;
     return reduce_loss(r, sum) / tokens;
 }

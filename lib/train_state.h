@@ -50,6 +50,13 @@ typedef struct {
                                 * of the norm weights (sequence parallel) or
                                 * the tied embedding's sum over its stages */
     size_t (*deferred)[2];     /* their (offset, count), bucket_cap entries */
+    size_t (*bucket_range)[2]; /* ZeRO-2: (offset, count) of each bucket    */
+    int nwaited;               /* buckets [0, nwaited) already waited for  */
+    int grads_release;         /* ZeRO-2 on host memory: a bucket's gradients
+                                * return to zero once reduce-scattered, whole
+                                * pages given back to the OS (MADV_DONTNEED) */
+    int grads_zero;            /* the gradient block is all zero (released):
+                                * the next step skips hpt_model_zero_grad  */
     /* pipeline parallelism */
     int l0, l1;                /* this stage's layers                   */
     int *layer_stage;          /* stage of every layer (L entries)       */

@@ -13,7 +13,9 @@
 # continues bitwise like the uninterrupted ZeRO-2 run (log.tsv compared);
 # at no ZeRO (DP 2: the grad norm is summed in another order) and at DP 1
 # (another layout) within 1e-5. The gradient buffers hpt-train reports
-# (bytes, not load-dependent) are the full block plus the shard.
+# (bytes, not load-dependent) are the full block plus the shard; on the CPU
+# a bucket's pages go back to the OS once it is reduce-scattered and read
+# as the next step's zeros (z2a1, no accumulation: bitwise ZeRO-1).
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1   # up to 4 ranks on 2 cores
@@ -29,6 +31,10 @@ run ref 1 --batch 6 --export "$WORK/ref.h5" --zero 2
   fail "ref: no note (once) that --zero 2 runs as --zero 0 on DP 1"
 run z2 2 --batch 1 --grad-accum 3 --zero 2 --export "$WORK/z2.h5"
 run z1 2 --batch 1 --grad-accum 3 --zero 1 --export "$WORK/z1.h5"
+# without accumulation the released gradient pages are the next step's zeros
+run z2a1 2 --batch 3 --zero 2 --export "$WORK/z2a1.h5"
+run z1a1 2 --batch 3 --zero 1
+cmp "$WORK/z1a1/log.tsv" "$WORK/z2a1/log.tsv" || fail "z2a1 (DP 2, no accumulation): log.tsv differs from ZeRO-1's"
 run tref 1 --batch 6 --tie-embeddings --export "$WORK/tref.h5"
 run t3 3 --batch 2 --zero 2 --tie-embeddings --export "$WORK/t3.h5"
 run tp2sp 4 --batch 3 --tp 2 --sequence-parallel --zero 2 --export "$WORK/tp2sp.h5"
@@ -36,12 +42,12 @@ run pp2t 4 --batch 1 --grad-accum 3 --pp 2 --tie-embeddings --zero 2 --export "$
 grep -q "layout TP 1 x PP 1 x DP 2 (ZeRO-2) on 2 ranks" "$WORK/z2.out" || fail "z2: banner does not show ZeRO-2"
 grep -q "layout TP 2 x PP 1 x DP 2 (ZeRO-2) on 4 ranks" "$WORK/tp2sp.out" || fail "tp2sp: banner"
 # tiny: 1141056 parameters, shard ceil(/2) = 570528 floats; AdamW 2 x the shard
-grep -q "^hpt-train: gradients: 4564224 bytes full block + 2282112 bytes reduced shard (ZeRO-2, bucket reduce-scatters); AdamW state 4564224 bytes$" \
+grep -q "^hpt-train: gradients: 4564224 bytes full block + 2282112 bytes reduced shard (ZeRO-2, bucket reduce-scatters; the block's pages given back after each bucket); AdamW state 4564224 bytes$" \
   "$WORK/z2.out" || fail "z2: gradient buffers line: $(grep 'gradients:' "$WORK/z2.out")"
 # tied, DP 3: 616768 parameters, shard ceil(/3) = 205590 floats
 grep -q "^hpt-train: gradients: 2467072 bytes full block + 822360 bytes reduced shard (ZeRO-2" \
   "$WORK/t3.out" || fail "t3: gradient buffers line: $(grep 'gradients:' "$WORK/t3.out")"
-"$PYTHON" "$HPT_SRC/tests/helpers/compare_runs.py" "$WORK" 4 ref=z2,z1,tp2sp tref=t3,pp2t ||
+"$PYTHON" "$HPT_SRC/tests/helpers/compare_runs.py" "$WORK" 4 ref=z2,z1,z2a1,tp2sp tref=t3,pp2t ||
   fail "ZeRO-2 runs differ from one rank"
 cmp "$WORK/z1/log.tsv" "$WORK/z2/log.tsv" || fail "z2 (DP 2): log.tsv differs from ZeRO-1's"
 "$PYTHON" - "$WORK/z1.h5" "$WORK/z2.h5" <<'PY' || fail "z2 (DP 2): exported weights differ from ZeRO-1's"
