@@ -12,7 +12,7 @@
 # A ZeRO-2 checkpoint (DP 2, step 2 of 4) resumed at ZeRO-2 and at ZeRO-1
 # continues bitwise like the uninterrupted ZeRO-2 run (log.tsv compared);
 # at no ZeRO (DP 2: the grad norm is summed in another order) and at DP 1
-# (another layout) within 1e-5. The gradient buffers hpt-train reports
+# (another layout) within 1e-5. --fault-nan-steps skips its step at ZeRO-2. The gradient buffers hpt-train reports
 # (bytes, not load-dependent) are the full block plus the shard; on the CPU
 # a bucket's pages go back to the OS once it is reduce-scattered and read
 # as the next step's zeros (z2a1, no accumulation: bitwise ZeRO-1).
@@ -63,6 +63,13 @@ bad = [k for k in a if not np.array_equal(a[k], b[k])]
 assert not bad, ("tensors not bitwise equal", bad)
 print(len(a), "exported tensors bitwise equal to ZeRO-1's")
 PY
+# --fault-nan-steps: the gradients are already in the shards when the
+# injection comes, so it poisons the shard; step 3 is skipped, step 4 trains
+# (the released pages must not carry the poison into it)
+run nan 2 --batch 3 --zero 2 --fault-nan-steps 3
+grep -q "^done: 4 steps, 1 skipped" "$WORK/nan.out" || { cat "$WORK/nan.out"; fail "nan: step 3 not skipped once"; }
+awk -F'\t' 'NR == 4 && $6 != 1 { exit 1 } NR == 5 && ($6 != 0 || $2 != $2 + 0) { exit 1 }' "$WORK/nan/log.tsv" ||
+  { cat "$WORK/nan/log.tsv"; fail "nan: log.tsv does not flag step 3 alone"; }
 # checkpoints: stop after step 2 at ZeRO-2, resume at other stages/layouts
 run b 2 --batch 1 --grad-accum 3 --zero 2 --stop-at 2
 [ -d "$WORK/b/checkpoints/step_00000002" ] || fail "b: no checkpoint at step 2"
