@@ -27,16 +27,22 @@ void dp_bucket_allreduce(void *ctx, size_t offset, size_t count);
  * when the range misses it) at its place in r->grad_shard. A range holding
  * a gradient that is summed over another group after backward (norm
  * weights under sequence parallelism, the tied embedding's two stages) is
- * only recorded, for dp_buckets_deferred. At most r->bucket_cap buckets
- * per step (fatal beyond). Needs dp_buckets_zero2_init. */
+ * only recorded, for dp_buckets_deferred. With r->grads_release (host
+ * memory) at most two buckets stay in flight (the oldest is waited for
+ * here), and every bucket, once waited for, returns its gradient range to
+ * zero, its whole pages given back to the OS (MADV_DONTNEED): they are the
+ * next step's zeroed gradients (r->grads_zero). At most r->bucket_cap
+ * buckets per step (fatal beyond). Needs dp_buckets_zero2_init. */
 void dp_bucket_reduce_scatter(void *ctx, size_t offset, size_t count);
 
 /* ZeRO-2, after that other sum: reduce-scatter the recorded ranges and
  * wait for them. Collective over DP (every replica records the same). */
 void dp_buckets_deferred(run_state *r);
 
-/* ZeRO-2: allocate r->bucket_counts and r->deferred for the stage's
- * layers + 2 buckets (needs r->model and r->comm). Errors:
+/* ZeRO-2: allocate r->bucket_counts, r->deferred and r->bucket_range for
+ * the stage's layers + 2 buckets (needs r->model and r->comm); on host
+ * memory turn r->grads_release on and give the (zeroed) gradient block's
+ * pages back at once. Errors:
  * HPT_ERR_INTERNAL when out of memory. Freed by the run's cleanup. */
 hpt_status dp_buckets_zero2_init(run_state *r);
 
