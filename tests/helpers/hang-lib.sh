@@ -18,8 +18,13 @@ stall_job() {
   ELAPSED=$(( $(date +%s) - t0 ))
   cat "$WORK/out"
   if grep -qE "AddressSanitizer|runtime error:" "$WORK/out"; then fail "sanitizer report"; fi
+  # a killed rank may still be tearing down when mpiexec returns (a stopped
+  # one, killed last, under load): give it 10 s to be gone
+  n=0
+  while pgrep -f "run-dir $WORK/run" > /dev/null && [ "$n" -lt 20 ]; do sleep 0.5; n=$((n + 1)); done
   if pgrep -f "run-dir $WORK/run" > /dev/null; then
-    pkill -9 -f "run-dir $WORK/run"; fail "a rank is still running after the job ended"
+    pgrep -af "run-dir $WORK/run"; ps -o pid,stat,etime,cmd -p "$(pgrep -d, -f "run-dir $WORK/run")" || true
+    pkill -9 -f "run-dir $WORK/run"; fail "a rank is still running 10 s after the job ended"
   fi
   [ "$ST" -ne 137 ] || fail "the job was still running after 170 s (not ended by the watchdog)"
 }
