@@ -4,7 +4,9 @@
 # damaged in place (a.h5: the chunk index of /ranks/step_time, the column
 # /metrics reads per rank; b.h5: cut to half) makes the run "error" in
 # /metrics (hpt_run_state{state="error"} 1, the others 0), every answer a
-# 200 that promtool check metrics accepts, and hpt-live keeps serving.
+# 200 that promtool check metrics accepts, and hpt-live keeps serving; a
+# run named we"ird\name.h5 is labelled run="we\"ird\\name.h5", its loss +Inf
+# and grad norm NaN written as the format spells them.
 . "$HPT_SRC/tests/helpers/lib.sh"
 LIVE="$HPT_BUILD/src/hpt-live"
 [ -x "$LIVE" ] || { echo "SKIP: hpt-live not built (no libmicrohttpd)"; exit 77; }
@@ -20,8 +22,14 @@ PROMTOOL=$(command -v promtool) || PROMTOOL=
 "$PYTHON" "$HPT_SRC/tests/helpers/live_synth.py" "$WORK/a.h5" 200 4 "busy step_time" 0.05 \
   "$(( $(date +%s) - 100 ))" || fail "synthetic file"
 cp "$WORK/a.h5" "$WORK/b.h5"
+# c: a name needing escapes in a label value, a newest row with loss +Inf
+# and grad_norm NaN
+C="$WORK/we\"ird\\name.h5"
+cp "$WORK/a.h5" "$C"
+"$PYTHON" -c 'import sys, h5py; f = h5py.File(sys.argv[1], "r+"); f["steps/loss"][-1] = float("inf"); f["steps/grad_norm"][-1] = float("nan"); f.close()' "$C" ||
+  fail "setting loss +Inf in $C"
 echo "0123456789abcdef0123456789abcdef" > "$WORK/token"
-"$LIVE" --port 0 --token-file "$WORK/token" "$WORK/a.h5" "$WORK/b.h5" > "$WORK/live.out" \
+"$LIVE" --port 0 --token-file "$WORK/token" "$WORK/a.h5" "$WORK/b.h5" "$C" > "$WORK/live.out" \
   2> "$WORK/live.err" &
 PID=$!
 trap 'kill $PID 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -72,6 +80,11 @@ def step_time_leaf(path):
     return leaves[0]
 read = lambda b: 'hpt_step{run="a.h5",job=""} 200' in b and 'hpt_step{run="b.h5",job=""} 200' in b
 body = wait("both files read whole", read)
+c = 'run="we\\"ird\\\\name.h5",job=""'
+body = wait("c read whole", lambda b: ('hpt_step{%s} 200' % c) in b)
+for want in ('hpt_loss{%s} +Inf' % c, 'hpt_grad_norm{%s} NaN' % c):
+    assert want in body.splitlines(), "no line %r in /metrics:\n%s" % (want, body)
+print("escaped label value, +Inf and NaN:", c)
 assert state(body, "a.h5") != "error" and 'hpt_slowest_rank_step_seconds{run="a.h5"' in body, body
 overwrite(work + "/a.h5", step_time_leaf(work + "/a.h5") + 8, b"\x5a" * 4)
 body = wait("a.h5's /ranks/step_time damaged", lambda b: state(b, "a.h5") == "error")
