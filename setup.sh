@@ -22,6 +22,8 @@ PKGS=(
   slurmctld slurmd slurm-client munge libpmi2-0-dev
   # the live page (share/live): node for `npm ci` below, chromium for its browser tests
   nodejs chromium
+  # hpt-live's GET /metrics scraped by a real Prometheus (tests/live/live-prometheus.sh)
+  prometheus
 )
 
 missing=()

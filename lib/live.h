@@ -193,6 +193,24 @@ void hpt_live_runs_json(hpt_live_run *const *runs, int nruns, hpt_sbuf *out);
  * message names the file and dataset) with *out incomplete. */
 hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long seq, hpt_sbuf *out);
 
+/* /ranks/NAME (a per-rank column, io/metrics_h5.h) of raw row `row` of
+ * run r into out[r->nranks]. The file must be open (r->file > 0).
+ * Returns HPT_OK, or HPT_ERR_DATA (not open, or damaged: the message
+ * names the file, the column and HDF5's cause). */
+hpt_status hpt_live_rank_values(const hpt_live_run *r, const char *name, size_t row,
+                                double *out);
+
+/* GET /metrics: every run of runs[0..nruns) in the Prometheus text
+ * exposition format 0.0.4 (lib/live_prom.c; names, labels and units in
+ * docs/LIVE.md), appended to *out. `now`: Unix time (s) for the
+ * seconds-since gauges; `topk` (>= 1): series of the slowest ranks. A run
+ * whose per-rank step times cannot be read is marked damaged
+ * (hpt_live_run_set_damage: its state is error, as the page shows it)
+ * and changed[i] (may be NULL) set to 1 when its state changed. Output
+ * is complete unless out->oom. */
+void hpt_live_prom_write(hpt_live_run *const *runs, int nruns, double now, int topk,
+                         int *changed, hpt_sbuf *out);
+
 /* `hpt-metrics report`: write to `out` the self-contained report page of
  * the `n` metrics files `paths` (files or run directories): the head of
  * share/live/index.html, style.css, window.HPT_DATA = {"runs":[...],

@@ -461,6 +461,18 @@ static int read_rank_rows(const hpt_live_run *r, const char *name, const size_t 
     return e;
 }
 
+hpt_status hpt_live_rank_values(const hpt_live_run *r, const char *name, size_t row,
+                                double *out)
+{
+    int e;
+    H5E_BEGIN_TRY { e = read_rank_rows(r, name, &row, 1, out); }
+    H5E_END_TRY;
+    if (e)
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the per-rank column %s (damaged "
+                             "file; HDF5: %s)", r->path, name, rank_cause);
+    return HPT_OK;
+}
+
 /* [[...]...] of k rows of W values, 6 significant digits. */
 static void matrix_json(hpt_sbuf *out, const double *m, size_t k, size_t W)
 {

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -68,6 +69,7 @@ void hpt_live_opts_default(hpt_live_opts *o)
     o->bind = "127.0.0.1";
     o->poll_s = 0.5;
     o->points = 2000;
+    o->prom_top_k = 8;
 }
 
 static double now_s(void)
@@ -513,6 +515,39 @@ static enum MHD_Result send_stream(server *s, struct MHD_Connection *conn)
     return ret;
 }
 
+/* The token of an "Authorization: Bearer TOKEN" header (RFC 6750; the
+ * scheme's case ignored), or NULL. */
+static const char *bearer(struct MHD_Connection *conn)
+{
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7))
+        return NULL;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    return h;
+}
+
+/* GET /metrics: the Prometheus text exposition (hpt_live_prom_write). */
+static enum MHD_Result send_metrics(server *s, struct MHD_Connection *conn)
+{
+    hpt_sbuf b = {0};
+    int *changed = calloc((size_t)s->nruns, sizeof *changed);
+    pthread_mutex_lock(&s->lock);
+    hpt_live_prom_write(s->runs, s->nruns, now_s(), s->o->prom_top_k, changed, &b);
+    for (int i = 0; changed && i < s->nruns; i++)
+        if (changed[i])
+            push_state(s, s->runs[i]);
+    pthread_mutex_unlock(&s->lock);
+    free(changed);
+    enum MHD_Result ret = b.oom || !changed
+                              ? send_text(conn, 500, "500 out of memory\n")
+                              : send_buf(conn, 200, "text/plain; version=0.0.4; charset=utf-8",
+                                         b.p ? b.p : "", b.n);
+    free(b.p);
+    return ret;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_size, void **con_cls)
@@ -530,7 +565,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     if (strcmp(method, "GET") && strcmp(method, "HEAD"))
         return send_text(conn, 405, "405 method not allowed\n");
-    if (!token_ok(s, arg_str(conn, "token")))
+    if (!token_ok(s, arg_str(conn, "token")) && !token_ok(s, bearer(conn)))
         return send_text(conn, 403, "403 forbidden: missing or wrong token (use the URL "
                                     "hpt-live printed)\n");
     if (strstr(url, "%00")) /* left encoded by unescape() */
@@ -545,6 +580,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return send_history(s, conn);
     if (!strcmp(url, "/api/stream"))
         return send_stream(s, conn);
+    if (!strcmp(url, "/metrics"))
+        return send_metrics(s, conn);
     return send_text(conn, 404, "404 not found\n");
 }
 

@@ -23,10 +23,11 @@ typedef struct {
     int nrules;
     double poll_s;             /* seconds between polls (0.5)               */
     size_t points;             /* default history points (2000)             */
+    int prom_top_k;            /* GET /metrics: slowest ranks shown (8)     */
 } hpt_live_opts;
 
 /* Fill *o with the defaults (bind 127.0.0.1, port 0, poll 0.5 s, 2000
- * points; paths, assets and the rest unset). */
+ * points, 8 slowest ranks in /metrics; paths, assets and the rest unset). */
 void hpt_live_opts_default(hpt_live_opts *o);
 
 /* Serve until SIGINT or SIGTERM (then HPT_OK). Prints the URL with the

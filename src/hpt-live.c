@@ -64,6 +64,9 @@ static void usage(FILE *f)
           "  --assets DIR        the page's files [$HPT_LIVE_ASSETS, else the installed\n"
           "                      ones, else those of the build or source tree]\n"
           "  --points N          default points of a history request [2000]\n"
+          "  --prometheus-top-k N\n"
+          "                      GET /metrics (Prometheus text format; the token also as\n"
+          "                      Authorization: Bearer) lists the N slowest ranks [8]\n"
           "  -h, --help          print this help and exit\n"
           "  --version           print the hpt version and exit\n"
           "\n"
@@ -74,13 +77,14 @@ static void usage(FILE *f)
 }
 
 enum { OPT_BIND = 256, OPT_PORT, OPT_TOKEN_FILE, OPT_ALERT, OPT_ON_ALERT, OPT_ASSETS, OPT_POINTS,
-       OPT_HELP, OPT_VERSION };
+       OPT_PROM_TOP_K, OPT_HELP, OPT_VERSION };
 
 static const struct option long_opts[] = {
     {"bind", 1, 0, OPT_BIND},         {"port", 1, 0, OPT_PORT},
     {"token-file", 1, 0, OPT_TOKEN_FILE}, {"alert", 1, 0, OPT_ALERT},
     {"on-alert", 1, 0, OPT_ON_ALERT}, {"assets", 1, 0, OPT_ASSETS},
-    {"points", 1, 0, OPT_POINTS},     {"help", 0, 0, OPT_HELP},
+    {"points", 1, 0, OPT_POINTS},     {"prometheus-top-k", 1, 0, OPT_PROM_TOP_K},
+    {"help", 0, 0, OPT_HELP},
     {"version", 0, 0, OPT_VERSION},   {0, 0, 0, 0}};
 
 static hpt_status apply(hpt_live_opts *o, int opt, const char *arg, int *action)
@@ -109,6 +113,12 @@ static hpt_status apply(hpt_live_opts *o, int opt, const char *arg, int *action)
         if (!st && v < 2)
             st = hpt_error_set(HPT_ERR_USAGE, "--points %s: must be >= 2", arg);
         o->points = st ? o->points : (size_t)v;
+        return st;
+    case OPT_PROM_TOP_K:
+        st = hpt_cli_parse_int("prometheus-top-k", arg, &v);
+        if (!st && v < 1)
+            st = hpt_error_set(HPT_ERR_USAGE, "--prometheus-top-k %s: must be >= 1", arg);
+        o->prom_top_k = st ? o->prom_top_k : v;
         return st;
     case OPT_HELP: *action = 1; return HPT_OK;
     default: *action = 2; return HPT_OK;
