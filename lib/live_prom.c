@@ -47,13 +47,13 @@ static void family(hpt_sbuf *b, const char *name, const char *type, const char *
     hpt_sbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* "NAME{run="...",job="..."" — the caller adds more labels and the "} v". */
+/* "NAME{run="...",slurm_job="..."" — the caller adds more labels and the "} v". */
 static void series_open(hpt_sbuf *b, const char *name, const hpt_live_run *r)
 {
     const char *job = r->nseg ? r->seg[r->nseg - 1].slurm_job_id : "";
     hpt_sbuf_printf(b, "%s{run=", name);
     prom_label(b, r->name);
-    hpt_sbuf_printf(b, ",job=");
+    hpt_sbuf_printf(b, ",slurm_job=");
     prom_label(b, job);
 }
 

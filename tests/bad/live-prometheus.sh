@@ -55,7 +55,7 @@ def metrics(what):
     return body
 def state(body, run):
     st = {m.group(1): float(m.group(2)) for m in re.finditer(
-        r'^hpt_run_state\{run="%s",job="",state="([a-z_]+)"\} (\S+)$' % re.escape(run), body, re.M)}
+        r'^hpt_run_state\{run="%s",slurm_job="",state="([a-z_]+)"\} (\S+)$' % re.escape(run), body, re.M)}
     assert len(st) == 5 and sum(st.values()) == 1, (run, st)
     return [k for k, v in st.items() if v == 1][0]
 def wait(what, pred):
@@ -78,9 +78,9 @@ def step_time_leaf(path):
               if first.to_bytes(8, "little") in b[m.start():m.start() + 4096]]
     assert len(leaves) == 1, leaves
     return leaves[0]
-read = lambda b: 'hpt_step{run="a.h5",job=""} 200' in b and 'hpt_step{run="b.h5",job=""} 200' in b
+read = lambda b: 'hpt_step{run="a.h5",slurm_job=""} 200' in b and 'hpt_step{run="b.h5",slurm_job=""} 200' in b
 body = wait("both files read whole", read)
-c = 'run="we\\"ird\\\\name.h5",job=""'
+c = 'run="we\\"ird\\\\name.h5",slurm_job=""'
 body = wait("c read whole", lambda b: ('hpt_step{%s} 200' % c) in b)
 for want in ('hpt_loss{%s} +Inf' % c, 'hpt_grad_norm{%s} NaN' % c):
     assert want in body.splitlines(), "no line %r in /metrics:\n%s" % (want, body)

@@ -133,9 +133,9 @@ got = wait("hpt_step == %d" % last_step,
            lambda: (lambda q: q if q and list(q.values())[0] == last_step else None)(query("hpt_step")))
 labels = dict(next(iter(got)))
 # the exposed job label ("" here: no Slurm) meets the scrape's job label:
-# Prometheus keeps its own and stores ours as exported_job (empty: dropped)
+# Prometheus's own job label; ours is slurm_job (empty outside Slurm: dropped)
 assert labels["run"] == "run" and labels["job"] == "hpt-live" and \
-    labels.get("exported_job", "") == "", labels
+    labels.get("slurm_job", "") == "" and "exported_job" not in labels, labels
 loss = list(query("hpt_loss").values())
 assert len(loss) == 1 and abs(loss[0] - last_loss) <= 1e-12 * abs(last_loss), \
     "hpt_loss in Prometheus %r, metrics.h5's newest row %r (step %d)" % (loss, last_loss, last_step)
