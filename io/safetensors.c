@@ -556,8 +556,9 @@ static hpt_status parse_index(hpt_st_set *s, const char *path, const char *text)
                                                                        : NULL;
         if (!file || !file[0] || strchr(file, '/')) {
             st = hpt_error_set(HPT_ERR_DATA, "%s: weight_map entry %s: expected the name of a "
-                               "shard file beside the index (no '/'), got %s", path, key,
-                               json_object_to_json_string(val));
+                               "shard file beside the index (no '/'), got %s%s%s", path, key,
+                               file ? "'" : "", file ? file : json_object_to_json_string(val),
+                               file ? "'" : "");
             break;
         }
         int k = shard_index(s, seen, dir, file);
