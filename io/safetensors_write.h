@@ -59,7 +59,7 @@ typedef struct hpt_st_writer hpt_st_writer;
  * choices, with `label` (e.g. "--export-dtype") in front. */
 hpt_status hpt_st_out_dtype_parse(const char *label, const char *name, hpt_st_out_dtype *dt);
 
-/* Whether path ends in ".safetensors" (the export format is chosen by the
+/* Whether path ends in ".safetensors", in any case (the export format is chosen by the
  * extension). */
 int hpt_st_out_is_safetensors(const char *path);
 
