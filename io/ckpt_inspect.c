@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ckpt_read.h"
+#include "fsutil.h"
 #include "h5out.h"
 #include "h5util.h"
 
@@ -871,7 +872,10 @@ hpt_status hpt_ckpt_inspect_export(const char *path, const char *out_path,
         return hpt_error_set(HPT_ERR_USAGE, "export: OUT %s is an hpt checkpoint: the export "
                              "(weights only) would replace it; give another file name",
                              out_path);
-    hpt_status st = resolve_file(path, file);
+    hpt_status st = hpt_check_export_not_run_file("export: OUT", out_path, NULL, NULL);
+    if (st)
+        return st;
+    st = resolve_file(path, file);
     if (st || (st = hpt_ckpt_open(file, &f, &m)))
         return st;
     st = is_st ? export_st_checked(f, file, &m, o, mdl, out_path, &n, &nfiles)

@@ -68,6 +68,146 @@ static void convert(const char *dtype, const unsigned char *src, int64_t n, floa
             dst[i] = f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
 }
 
+/* ------------------------------------------------------------- JSON */
+
+/* The decoded text of the JSON string literal at text[0..n) (quotes
+ * included) into *out (owned), or NULL out of memory / not a string. */
+static char *key_text(const char *text, size_t n)
+{
+    if (!memchr(text, '\\', n))
+        return strndup(text + 1, n - 2);
+    char *raw = strndup(text, n), *res = NULL;
+    json_object *v = raw ? json_tokener_parse(raw) : NULL;
+    if (v && json_object_is_type(v, json_type_string))
+        res = strdup(json_object_get_string(v));
+    json_object_put(v);
+    free(raw);
+    return res;
+}
+
+/* Scan strict JSON `text` (len bytes, already parsed) for an object that
+ * gives one key twice: json-c keeps the last value without a word, the
+ * safetensors format forbids duplicates, and in a header the two entries
+ * could name different bytes. Returns the first duplicated key (owned),
+ * NULL when every key is unique, or sets *oom. Each open object keeps its
+ * keys in a json-c object used as a hash set. Also *word (owned): a bare
+ * word other than true, false, null (json-c takes NaN and Infinity even
+ * when strict; RFC 8259 has no such numbers), which stops the scan. */
+static char *json_duplicate_key(const char *text, size_t len, char **word, int *oom)
+{
+    *word = NULL;
+    json_object *stack[64]; /* objects nested deeper share the check of depth 63 */
+    int depth = 0;          /* open containers; sets kept for objects only       */
+    char kind[64];
+    char *dup = NULL;
+    *oom = 0;
+    for (size_t i = 0; i < len && !dup && !*oom; i++) {
+        char c = text[i];
+        if (c == '{' || c == '[') {
+            if (depth < 64) {
+                kind[depth] = c;
+                stack[depth] = c == '{' ? json_object_new_object() : NULL;
+                if (c == '{' && !stack[depth])
+                    *oom = 1;
+            }
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth < 64 && depth >= 0)
+                json_object_put(stack[depth]);
+        } else if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) {
+            size_t j = i; /* outside strings: only true, false, null and exponents */
+            while (j < len && ((text[j] >= 'A' && text[j] <= 'Z') || (text[j] >= 'a' && text[j] <= 'z')))
+                j++;
+            int exponent = (c == 'e' || c == 'E') && j == i + 1 && i > 0 &&
+                           ((text[i - 1] >= '0' && text[i - 1] <= '9') || text[i - 1] == '.');
+            if (!exponent && !(j - i == 4 && !strncmp(text + i, "true", 4)) &&
+                !(j - i == 5 && !strncmp(text + i, "false", 5)) &&
+                !(j - i == 4 && !strncmp(text + i, "null", 4))) {
+                *word = strndup(text + i, j - i);
+                *oom = !*word;
+                break;
+            }
+            i = j - 1;
+        } else if (c == '"') {
+            size_t j = i + 1;
+            while (j < len && text[j] != '"')
+                j += text[j] == '\\' ? 2 : 1;
+            size_t k = j + 1;
+            while (k < len && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' ||
+                               text[k] == '\r'))
+                k++;
+            if (k < len && text[k] == ':' && depth >= 1 && depth <= 64 &&
+                kind[depth - 1] == '{') {
+                char *key = key_text(text + i, j + 1 - i);
+                if (!key)
+                    *oom = 1;
+                else if (json_object_object_get_ex(stack[depth - 1], key, NULL))
+                    dup = key, key = NULL;
+                else if (json_object_object_add(stack[depth - 1], key, NULL))
+                    *oom = 1;
+                free(key);
+            }
+            i = j;
+        }
+    }
+    for (int d = depth < 64 ? depth : 64; d > 0; d--)
+        json_object_put(stack[d - 1]);
+    return dup;
+}
+
+/* Parse `text` (len bytes; trailing whitespace and NULs allowed, as a
+ * padded header has) as strict RFC 8259 JSON (json-c's
+ * JSON_TOKENER_STRICT: no NaN, no comments, no single quotes) with no key
+ * given twice in one object. `what` names the text in messages ("PATH:
+ * the 120-byte header"). Errors: HPT_ERR_DATA. */
+static hpt_status json_parse_strict(const char *what, const char *text, size_t len,
+                                    json_object **out)
+{
+    *out = NULL;
+    json_tokener *tok = json_tokener_new();
+    if (!tok)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    size_t body = len; /* the tokener in strict mode refuses trailing padding */
+    while (body > 0 && (text[body - 1] == ' ' || text[body - 1] == '\n' ||
+                        text[body - 1] == '\t' || text[body - 1] == '\r' || text[body - 1] == 0))
+        body--;
+    json_object *root = json_tokener_parse_ex(tok, text, (int)body);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    if (jerr == json_tokener_continue) { /* complete only at the end of the input */
+        json_object_put(root);
+        root = json_tokener_parse_ex(tok, "", 1);
+        jerr = json_tokener_get_error(tok);
+    }
+    size_t end = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    if (!root || jerr != json_tokener_success || (end < body && root)) {
+        json_object_put(root);
+        return hpt_error_set(HPT_ERR_DATA, "%s is not one strict JSON object (%s near byte %zu; "
+                             "RFC 8259: no NaN, comments or trailing commas)", what,
+                             !root || jerr != json_tokener_success ? json_tokener_error_desc(jerr)
+                                                                   : "text after the object",
+                             end);
+    }
+    int oom;
+    char *word, *dup = json_duplicate_key(text, body, &word, &oom);
+    if (dup || word || oom) {
+        json_object_put(root);
+        hpt_status st =
+            oom ? hpt_error_set(HPT_ERR_INTERNAL, "out of memory")
+            : word ? hpt_error_set(HPT_ERR_DATA, "%s is not strict JSON: '%s' is not a JSON value "
+                                   "(RFC 8259 has no NaN or Infinity)", what, word)
+                   : hpt_error_set(HPT_ERR_DATA, "%s gives the key \"%s\" twice in one object "
+                                   "(duplicate keys are not allowed: which one would be "
+                                   "loaded?)", what, dup);
+        free(dup);
+        free(word);
+        return st;
+    }
+    *out = root;
+    return HPT_OK;
+}
+
 /* ------------------------------------------------------------ header */
 
 /* Parse one header entry into t (name already set). Errors: HPT_ERR_DATA
@@ -187,24 +327,12 @@ static hpt_status check_tiling(hpt_st_file *f)
 /* Parse the JSON header (len bytes at text) into f->tensors. */
 static hpt_status parse_header(hpt_st_file *f, const char *text, size_t len)
 {
-    json_tokener *tok = json_tokener_new();
-    if (!tok)
-        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    json_object *root = json_tokener_parse_ex(tok, text, (int)len);
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
-    while (end < len && (text[end] == ' ' || text[end] == '\n' || text[end] == '\t' ||
-                         text[end] == '\r' || text[end] == 0))
-        end++;
-    if (!root || jerr != json_tokener_success || end < len) {
-        json_object_put(root);
-        return hpt_error_set(HPT_ERR_DATA, "%s: the %zu-byte header is not one JSON object "
-                             "(%s near byte %zu)", f->path, len,
-                             !root || jerr != json_tokener_success ? json_tokener_error_desc(jerr)
-                                                                   : "text after the object",
-                             end);
-    }
+    char what[4200];
+    snprintf(what, sizeof what, "%s: the %zu-byte header", f->path, len);
+    json_object *root;
+    hpt_status jst = json_parse_strict(what, text, len, &root);
+    if (jst)
+        return jst;
     if (!json_object_is_type(root, json_type_object)) {
         json_object_put(root);
         return hpt_error_set(HPT_ERR_DATA, "%s: the header must be a JSON object", f->path);
@@ -215,6 +343,10 @@ static hpt_status parse_header(hpt_st_file *f, const char *text, size_t len)
     uint64_t data = f->size - f->data0;
     json_object_object_foreach(root, key, val)
     {
+        json_object *id;
+        if (!strcmp(key, "__metadata__") && json_object_is_type(val, json_type_object) &&
+            json_object_object_get_ex(val, HPT_ST_EXPORT_ID_KEY, &id))
+            snprintf(f->export_id, sizeof f->export_id, "%s", json_object_get_string(id));
         if (st || !strcmp(key, "__metadata__"))
             continue;
         hpt_st_tensor *t = &f->tensors[f->ntensors++];
@@ -393,14 +525,21 @@ static hpt_status parse_index(hpt_st_set *s, const char *path, const char *text)
         *slash = 0;
     else
         snprintf(dir, sizeof dir, ".");
-    json_object *root = json_tokener_parse(text), *wm;
-    if (!root || !json_object_is_type(root, json_type_object) ||
+    json_object *root, *wm, *meta, *id;
+    hpt_status jst = json_parse_strict(path, text, strlen(text), &root);
+    if (jst)
+        return jst;
+    if (!json_object_is_type(root, json_type_object) ||
         !json_object_object_get_ex(root, "weight_map", &wm) ||
         !json_object_is_type(wm, json_type_object)) {
         json_object_put(root);
         return hpt_error_set(HPT_ERR_DATA, "%s: not a safetensors index: expected a JSON object "
                              "with a \"weight_map\" object", path);
     }
+    if (json_object_object_get_ex(root, "metadata", &meta) &&
+        json_object_is_type(meta, json_type_object) &&
+        json_object_object_get_ex(meta, HPT_ST_EXPORT_ID_KEY, &id))
+        snprintf(s->export_id, sizeof s->export_id, "%s", json_object_get_string(id));
     int n = json_object_object_length(wm);
     s->names = calloc((size_t)(n ? n : 1), sizeof *s->names);
     s->shard_of = calloc((size_t)(n ? n : 1), sizeof *s->shard_of);
@@ -415,10 +554,11 @@ static hpt_status parse_index(hpt_st_set *s, const char *path, const char *text)
             break;
         const char *file = json_object_is_type(val, json_type_string) ? json_object_get_string(val)
                                                                        : NULL;
-        if (!file || !file[0] || file[0] == '/') {
-            st = hpt_error_set(HPT_ERR_DATA, "%s: weight_map entry %s: expected a shard file "
-                               "name relative to the index, got %s", path, key,
-                               json_object_to_json_string(val));
+        if (!file || !file[0] || strchr(file, '/')) {
+            st = hpt_error_set(HPT_ERR_DATA, "%s: weight_map entry %s: expected the name of a "
+                               "shard file beside the index (no '/'), got %s%s%s", path, key,
+                               file ? "'" : "", file ? file : json_object_to_json_string(val),
+                               file ? "'" : "");
             break;
         }
         int k = shard_index(s, seen, dir, file);
@@ -541,6 +681,13 @@ hpt_status hpt_st_set_find(hpt_st_set *s, const char *name, const hpt_st_file **
         }
         s->opened[k] = 1;
     }
+    if (s->export_id[0] && strcmp(s->export_id, s->shards[k].export_id))
+        return hpt_error_set(HPT_ERR_DATA, "%s: shard %s is from another export (%s \"%s\", the "
+                             "index names \"%s\"): shards of two exports, e.g. an export "
+                             "interrupted over an earlier one; export again", s->path,
+                             s->shard_paths[k], HPT_ST_EXPORT_ID_KEY,
+                             s->shards[k].export_id[0] ? s->shards[k].export_id : "none",
+                             s->export_id);
     if (!(*t = hpt_st_find(&s->shards[k], name)))
         return hpt_error_set(HPT_ERR_DATA, "%s: the index puts tensor %s in %s, which has no such "
                              "tensor", s->path, name, s->shard_paths[k]);

@@ -54,6 +54,7 @@ typedef struct {
     uint64_t data0;           /* start of the data region: 8 + header length  */
     int ntensors;
     hpt_st_tensor *tensors;   /* sorted by name                               */
+    char export_id[64];       /* __metadata__'s HPT_ST_EXPORT_ID_KEY, or ""   */
 } hpt_st_file;
 
 /* Open and validate `path` (see the list at the top). On error *f is left
@@ -78,6 +79,12 @@ const hpt_st_tensor *hpt_st_find(const hpt_st_file *f, const char *name);
 hpt_status hpt_st_read_block(const hpt_st_file *f, const hpt_st_tensor *t, int64_t r0, int64_t nr,
                              int64_t c0, int64_t nc, float *dst);
 
+/* The metadata key naming one export (hpt's writer puts it in every
+ * shard's __metadata__ and in the index's "metadata"): an index that names
+ * an id loads only shards carrying the same id, so a set whose shards come
+ * from two exports (an interrupted export over an earlier one) is refused. */
+#define HPT_ST_EXPORT_ID_KEY "hpt_export_id"
+
 /* A model's weights: one safetensors file or the shards of an index. */
 typedef struct {
     char path[4096];          /* what was opened (file or index)              */
@@ -89,6 +96,7 @@ typedef struct {
     int nnames;
     char **names;             /* every tensor name, sorted                    */
     int *shard_of;            /* nnames: the shard holding names[i]           */
+    char export_id[64];       /* the index's metadata HPT_ST_EXPORT_ID_KEY    */
 } hpt_st_set;
 
 /* Open a single safetensors file (validated at once) or an index (`path`
@@ -96,8 +104,9 @@ typedef struct {
  * weight_map's names are sorted in O(n log n), its shard files found by
  * hashing, so hundreds of thousands of entries take well under a second). On
  * error *s is left closed. Errors: HPT_ERR_DATA naming the file (missing,
- * malformed header or index: no "weight_map" object, a value that is not
- * a file name). */
+ * malformed header or index: not strict JSON (RFC 8259: no NaN, no
+ * comments), a key given twice in one object, no "weight_map" object, a
+ * value that is not a plain file name beside the index (no '/')). */
 hpt_status hpt_st_set_open(const char *path, hpt_st_set *s);
 
 /* Close every open shard and free; accepts a zeroed or closed set. */
@@ -105,7 +114,9 @@ void hpt_st_set_close(hpt_st_set *s);
 
 /* Find tensor `name`: *file and *t point at it (opening its shard), or are
  * NULL when no file of the set has it. Errors: HPT_ERR_DATA when its shard
- * does not open or validate, or the index names a shard without it. */
+ * does not open or validate, the index names a shard without it, or the
+ * index names an export id the shard does not carry (shards of two
+ * exports). */
 hpt_status hpt_st_set_find(hpt_st_set *s, const char *name, const hpt_st_file **file,
                            const hpt_st_tensor **t);
 

@@ -9,9 +9,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "durable.h"
 #include "h5out.h"
+#include "safetensors.h"
 
 #define NAME_MAX_ST 4200
 
@@ -30,6 +33,7 @@ struct hpt_st_writer {
     char (*final)[NAME_MAX_ST];    /* nshards final names                         */
     char (*tmp)[NAME_MAX_ST];      /* nshards .tmp names                          */
     char *made;                    /* nshards: .tmp created                       */
+    char id[40];                   /* this export's id (shards' and index's metadata) */
     FILE *f;                       /* the shard being written, or NULL            */
     int cur;                       /* its index, -1 before the first              */
     int ti;                        /* the tensor being filled                     */
@@ -53,7 +57,7 @@ hpt_status hpt_st_out_dtype_parse(const char *label, const char *name, hpt_st_ou
 int hpt_st_out_is_safetensors(const char *path)
 {
     size_t n = strlen(path), k = strlen(".safetensors");
-    return n > k && !strcmp(path + n - k, ".safetensors");
+    return n > k && !strcasecmp(path + n - k, ".safetensors");
 }
 
 uint16_t hpt_st_f32_to_bf16(float x)
@@ -101,6 +105,22 @@ __attribute__((format(printf, 2, 3))) static void text_add(text *b, const char *
     }
 }
 
+/* Append `str` as a JSON string literal (RFC 8259 section 7: quote,
+ * backslash and control characters escaped; other bytes as they are). */
+static void text_add_json(text *b, const char *str)
+{
+    text_add(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)str; *p && !b->bad; p++) {
+        if (*p == '"' || *p == '\\')
+            text_add(b, "\\%c", *p);
+        else if (*p < 0x20)
+            text_add(b, "\\u%04x", *p);
+        else
+            text_add(b, "%c", *p);
+    }
+    text_add(b, "\"");
+}
+
 /* --------------------------------------------------------------- plan */
 
 /* Assign tensors to shards (greedy, in order) and name the files. */
@@ -141,20 +161,22 @@ static hpt_status plan(hpt_st_writer *w, uint64_t shard_bytes)
 /* The JSON header of shard s, padded with spaces to a multiple of 8. */
 static hpt_status shard_header(const hpt_st_writer *w, int s, text *h)
 {
-    text_add(h, "{\"__metadata__\":{\"format\":\"pt\"}");
+    text_add(h, "{\"__metadata__\":{\"format\":\"pt\",\"" HPT_ST_EXPORT_ID_KEY "\":\"%s\"}", w->id);
     for (int i = 0; i < w->n; i++) {
         if (w->shard_of[i] != s)
             continue;
         const hpt_st_out_tensor *t = &w->t[i];
         uint64_t b = w->begin[i];
         uint64_t e = b + (uint64_t)t->rows * (uint64_t)t->cols * (uint64_t)w->elsize;
+        text_add(h, ",");
+        text_add_json(h, t->name);
         if (t->ndim == 1)
-            text_add(h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%llu,%llu]}",
-                     t->name, dtype_name(w->dt), (long long)t->rows, (unsigned long long)b,
+            text_add(h, ":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%llu,%llu]}",
+                     dtype_name(w->dt), (long long)t->rows, (unsigned long long)b,
                      (unsigned long long)e);
         else
-            text_add(h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%llu,"
-                     "%llu]}", t->name, dtype_name(w->dt), (long long)t->rows, (long long)t->cols,
+            text_add(h, ":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%llu,"
+                     "%llu]}", dtype_name(w->dt), (long long)t->rows, (long long)t->cols,
                      (unsigned long long)b, (unsigned long long)e);
     }
     text_add(h, "}");
@@ -236,9 +258,13 @@ hpt_status hpt_st_writer_open(hpt_st_writer **out, const char *path, const hpt_s
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory writing %s", path);
     memcpy(w->t, t, sizeof *t * (size_t)n);
     for (int i = 0; i < n; i++)
-        if (strpbrk(w->t[i].name, "\"\\") || (w->t[i].ndim != 1 && w->t[i].ndim != 2))
-            return hpt_error_set(HPT_ERR_INTERNAL, "%s: tensor '%s': not a plain name or not 1-D "
-                                 "or 2-D", path, w->t[i].name);
+        if (w->t[i].ndim != 1 && w->t[i].ndim != 2)
+            return hpt_error_set(HPT_ERR_INTERNAL, "%s: tensor '%s': not 1-D or 2-D", path,
+                                 w->t[i].name);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(w->id, sizeof w->id, "%llx-%lx-%lx", (unsigned long long)ts.tv_sec,
+             (unsigned long)ts.tv_nsec, (unsigned long)getpid());
     hpt_status st = plan(w, shard_bytes);
     if (!st)
         st = shard_start(w, 0);
@@ -300,12 +326,14 @@ static hpt_status put_text_file(const char *name, const char *body)
 /* The index text: total_size and every tensor's shard file (basename). */
 static hpt_status index_text(const hpt_st_writer *w, text *b)
 {
-    text_add(b, "{\n  \"metadata\": {\"total_size\": %llu},\n  \"weight_map\": {",
-             (unsigned long long)w->total);
+    text_add(b, "{\n  \"metadata\": {\"total_size\": %llu, \"" HPT_ST_EXPORT_ID_KEY "\": \"%s\"},"
+             "\n  \"weight_map\": {", (unsigned long long)w->total, w->id);
     for (int i = 0; i < w->n; i++) {
         const char *f = strrchr(w->final[w->shard_of[i]], '/');
-        text_add(b, "%s\n    \"%s\": \"%s\"", i ? "," : "", w->t[i].name,
-                 f ? f + 1 : w->final[w->shard_of[i]]);
+        text_add(b, "%s\n    ", i ? "," : "");
+        text_add_json(b, w->t[i].name);
+        text_add(b, ": ");
+        text_add_json(b, f ? f + 1 : w->final[w->shard_of[i]]);
     }
     text_add(b, "\n  }\n}\n");
     return b->bad ? hpt_error_set(HPT_ERR_INTERNAL, "out of memory writing %s", w->path) : HPT_OK;
@@ -319,18 +347,99 @@ static void remove_stale(const char *path)
         unlink(path);
 }
 
-/* Commit the shards, then config.json, then the index (several shards). */
+/* Is `base` a shard file name of Hugging Face's pattern
+ * STEM-NNNNN-of-MMMMM.safetensors (no '/')? */
+static int is_shard_name(const char *base)
+{
+    size_t n = strlen(base);
+    const char *tail = "-00000-of-00000.safetensors";
+    size_t k = strlen(tail);
+    if (strchr(base, '/') || n <= k)
+        return 0;
+    for (size_t i = 0; i < k; i++) {
+        char c = base[n - k + i];
+        if (tail[i] == '0' ? (c < '0' || c > '9') : c != tail[i])
+            return 0;
+    }
+    return 1;
+}
+
+/* The shard paths named by the index `index` (an earlier export), those of
+ * HF's shard pattern only, into *old (owned, NULL-terminated); NULL when
+ * there is no index or it does not parse (then nothing is removed). */
+static char **old_shards(const char *index)
+{
+    struct stat sb;
+    hpt_st_set set;
+    if (lstat(index, &sb) || !S_ISREG(sb.st_mode) || hpt_st_set_open(index, &set))
+        return NULL;
+    char **old = calloc((size_t)set.nshards + 1, sizeof *old);
+    for (int i = 0, k = 0; old && i < set.nshards; i++) {
+        const char *b = strrchr(set.shard_paths[i], '/');
+        if (is_shard_name(b ? b + 1 : set.shard_paths[i]))
+            old[k++] = strdup(set.shard_paths[i]);
+    }
+    hpt_st_set_close(&set);
+    return old;
+}
+
+/* When `committed`, remove the files of `old` that the new set does not
+ * hold (shards of a longer earlier set, or all of them under one new file);
+ * free `old` either way. */
+static void remove_old_shards(const hpt_st_writer *w, char **old, int committed)
+{
+    for (int i = 0; old && old[i]; i++) {
+        int keep = !committed;
+        for (int s = 0; s < w->nshards && !keep; s++)
+            keep = w->nshards > 1 && !strcmp(old[i], w->final[s]);
+        if (!keep)
+            remove_stale(old[i]);
+        free(old[i]);
+    }
+    free(old);
+}
+
+/* Test hook: HPT_ST_TEST_ABORT_AFTER_RENAME=k aborts the process (as a
+ * kill -9 would stop it) right after the k-th shard is renamed into place. */
+static void fault_after_rename(int k)
+{
+    const char *e = getenv("HPT_ST_TEST_ABORT_AFTER_RENAME");
+    if (e && atoi(e) == k) {
+        fprintf(stderr, "HPT_ST_TEST_ABORT_AFTER_RENAME=%d: aborting\n", k);
+        abort();
+    }
+}
+
+/* Commit the export so that a crash at any point leaves the earlier export
+ * whole, the new one whole, or a set no loader takes (never a mix): the
+ * earlier index is removed (durably) before any shard is renamed over its
+ * shards; then the shards, config.json, the new index (several shards);
+ * then the stale other form of OUT and the earlier set's shards that the
+ * new one does not reuse. Each shard's __metadata__ and the index also carry
+ * the export's id, which the reader matches (safetensors.h). */
 static hpt_status commit_all(hpt_st_writer *w)
 {
     hpt_status st = HPT_OK;
-    for (int s = 0; s < w->nshards && !st; s++)
-        if (!(st = hpt_file_commit(w->tmp[s], w->final[s])))
-            w->made[s] = 0;
     char name[NAME_MAX_ST + 32];
-    snprintf(name, sizeof name, "%s/config.json", w->dir);
-    if (!st)
-        st = put_text_file(name, w->config);
     snprintf(name, sizeof name, "%s.index.json", w->path);
+    char **old = old_shards(name);
+    struct stat sb;
+    if (!lstat(name, &sb) && S_ISREG(sb.st_mode)) {
+        if (unlink(name))
+            st = hpt_error_set(HPT_ERR_IO, "%s: cannot remove the earlier index: %s", name,
+                               strerror(errno));
+        else
+            st = hpt_fsync_path(w->dir);
+    }
+    for (int s = 0; s < w->nshards && !st; s++)
+        if (!(st = hpt_file_commit(w->tmp[s], w->final[s]))) {
+            w->made[s] = 0;
+            fault_after_rename(s + 1);
+        }
+    char cfg[NAME_MAX_ST + 32];
+    snprintf(cfg, sizeof cfg, "%s/config.json", w->dir);
+    if (!st)
+        st = put_text_file(cfg, w->config);
     if (!st && w->nshards > 1) {
         text b = {0};
         if (!(st = index_text(w, &b)))
@@ -338,8 +447,8 @@ static hpt_status commit_all(hpt_st_writer *w)
         free(b.s);
         if (!st)
             remove_stale(w->path);
-    } else if (!st)
-        remove_stale(name);
+    }
+    remove_old_shards(w, old, !st);
     return st;
 }
 
@@ -368,8 +477,8 @@ hpt_status hpt_st_writer_finish(hpt_st_writer *w, hpt_status st, int *nfiles)
         snprintf(msg, sizeof msg, "%s", hpt_error_msg());
         if (committed)
             st = hpt_error_set(st, "%s (the export to %s is incomplete: %d of %d shards renamed "
-                               "into place, no index or config.json written)", msg, w->path,
-                               committed, w->nshards);
+                               "into place, no new index written, an earlier index removed: "
+                               "export again)", msg, w->path, committed, w->nshards);
         else
             st = hpt_error_set(st, "%s (removed the .tmp files; %s is unchanged)", msg, w->path);
     }

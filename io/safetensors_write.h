@@ -19,11 +19,18 @@
  * "weight_map": {name: shard file}}).
  *
  * Durability: every file is written as NAME.tmp, fsync'ed and renamed
- * (io/h5out.h hpt_file_commit), the shards first, then config.json, the
- * index last; no final name ever holds a partial file, and a failure
- * removes the .tmp files. A stale other form of OUT (the single file when
- * writing shards, the index when writing one file) is removed after the
- * commit, so a loader does not pick the old weights. Serial: one process.
+ * (io/durable.h hpt_file_commit); a failure before the commit removes the
+ * .tmp files and leaves an earlier export as it was. The commit removes an
+ * earlier OUT.index.json durably first, then renames the shards, then
+ * config.json, the new index last: a crash at any point leaves the earlier
+ * export whole, the new one whole, or shards without an index (refused by
+ * the reader), never old and new shards under one index; every shard's
+ * __metadata__ and the index carry the export's id (HPT_ST_EXPORT_ID_KEY),
+ * which the reader matches. After the commit the stale other form of OUT
+ * (the single file when writing shards) and the earlier index's shards the
+ * new set does not reuse (HF-pattern names only) are removed. Names are
+ * JSON-escaped. Test hook: HPT_ST_TEST_ABORT_AFTER_RENAME=k aborts after
+ * the k-th shard rename. Serial: one process.
  */
 #ifndef HPT_SAFETENSORS_WRITE_H
 #define HPT_SAFETENSORS_WRITE_H
@@ -52,7 +59,7 @@ typedef struct hpt_st_writer hpt_st_writer;
  * choices, with `label` (e.g. "--export-dtype") in front. */
 hpt_status hpt_st_out_dtype_parse(const char *label, const char *name, hpt_st_out_dtype *dt);
 
-/* Whether path ends in ".safetensors" (the export format is chosen by the
+/* Whether path ends in ".safetensors", in any case (the export format is chosen by the
  * extension). */
 int hpt_st_out_is_safetensors(const char *path);
 

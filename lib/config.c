@@ -21,15 +21,15 @@ typedef struct {
  * config.json files), Llama 3 (Meta 2024, released config.json). tiny and
  * small are hpt's own (tests and demo; vocabulary of the demo tokenizer). */
 static const preset presets[] = {
-    {"tiny", {64, 176, 2, 4, 2, 8192, 256, 1e-5f, 10000.0f, 0}},
-    {"small", {384, 1152, 8, 6, 2, 8192, 1024, 1e-5f, 10000.0f, 0}},
-    {"llama2-7b", {4096, 11008, 32, 32, 32, 32000, 4096, 1e-5f, 10000.0f, 0}},
-    {"llama2-13b", {5120, 13824, 40, 40, 40, 32000, 4096, 1e-5f, 10000.0f, 0}},
-    {"llama2-70b", {8192, 28672, 80, 64, 8, 32000, 4096, 1e-5f, 10000.0f, 0}},
-    {"llama3-8b", {4096, 14336, 32, 32, 8, 128256, 8192, 1e-5f, 500000.0f, 0}},
-    {"llama3-70b", {8192, 28672, 80, 64, 8, 128256, 8192, 1e-5f, 500000.0f, 0}},
+    {"tiny", {64, 176, 2, 4, 2, 8192, 256, 1e-5f, 10000.0f, 0, {0}, 0}},
+    {"small", {384, 1152, 8, 6, 2, 8192, 1024, 1e-5f, 10000.0f, 0, {0}, 0}},
+    {"llama2-7b", {4096, 11008, 32, 32, 32, 32000, 4096, 1e-5f, 10000.0f, 0, {0}, 0}},
+    {"llama2-13b", {5120, 13824, 40, 40, 40, 32000, 4096, 1e-5f, 10000.0f, 0, {0}, 0}},
+    {"llama2-70b", {8192, 28672, 80, 64, 8, 32000, 4096, 1e-5f, 10000.0f, 0, {0}, 0}},
+    {"llama3-8b", {4096, 14336, 32, 32, 8, 128256, 8192, 1e-5f, 500000.0f, 0, {0}, 0}},
+    {"llama3-70b", {8192, 28672, 80, 64, 8, 128256, 8192, 1e-5f, 500000.0f, 0, {0}, 0}},
     /* Llama 3.1 405B (Hugging Face config.json; Llama 3 paper, table 3) */
-    {"llama3-405b", {16384, 53248, 126, 128, 8, 128256, 131072, 1e-5f, 500000.0f, 0}},
+    {"llama3-405b", {16384, 53248, 126, 128, 8, 128256, 131072, 1e-5f, 500000.0f, 0, {0}, 0}},
 };
 
 static const char *const preset_names[] = {
@@ -153,6 +153,9 @@ static hpt_status check_unsupported(json_object *root, const char *path, const h
     return HPT_OK;
 }
 
+static const char *const token_id_names[HPT_CONFIG_TOKEN_IDS] = {"bos_token_id", "eos_token_id",
+                                                                 "pad_token_id"};
+
 static hpt_status parse_fields(json_object *root, const char *path, hpt_config *c)
 {
     hpt_status st;
@@ -175,6 +178,17 @@ static hpt_status parse_fields(json_object *root, const char *path, hpt_config *
     if (json_object_object_get_ex(root, "num_key_value_heads", &kv) &&
         (st = get_int(root, path, "num_key_value_heads", 0, &c->num_key_value_heads)))
         return st;
+    c->token_id_given = 0;
+    for (int k = 0; k < HPT_CONFIG_TOKEN_IDS; k++)
+        if (json_object_object_get_ex(root, token_id_names[k], &kv) &&
+            !json_object_is_type(kv, json_type_null)) {
+            if ((st = get_int(root, path, token_id_names[k], 0, &c->token_id[k])))
+                return st;
+            if (c->token_id[k] < 0)
+                return hpt_error_set(HPT_ERR_USAGE, "%s: field '%s' = %d must be >= 0 (a token "
+                                     "id), or null", path, token_id_names[k], c->token_id[k]);
+            c->token_id_given |= 1u << k;
+        }
     return check_unsupported(root, path, c);
 }
 
@@ -411,11 +425,15 @@ hpt_status hpt_config_write_dtype(const hpt_config *c, const char *torch_dtype, 
             "  \"num_key_value_heads\": %d,\n  \"vocab_size\": %d,\n"
             "  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": %s,\n"
             "  \"rope_theta\": %s,\n  \"tie_word_embeddings\": %s,\n"
-            "  \"hidden_act\": \"silu\",\n  \"torch_dtype\": \"%s\"\n}\n",
+            "  \"hidden_act\": \"silu\",\n  \"torch_dtype\": \"%s\"",
             c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
             c->num_key_value_heads, c->vocab_size, c->max_position_embeddings,
             float_str(c->rms_norm_eps, eps), float_str(c->rope_theta, theta),
             c->tie_word_embeddings ? "true" : "false", torch_dtype);
+    for (int k = 0; k < HPT_CONFIG_TOKEN_IDS; k++)
+        if (c->token_id_given >> k & 1)
+            fprintf(f, ",\n  \"%s\": %d", token_id_names[k], c->token_id[k]);
+    fprintf(f, "\n}\n");
     return ferror(f) ? hpt_error_set(HPT_ERR_IO, "writing config.json failed") : HPT_OK;
 }
 

@@ -11,6 +11,8 @@
 
 #include "error.h"
 
+#define HPT_CONFIG_TOKEN_IDS 3 /* bos_token_id, eos_token_id, pad_token_id */
+
 typedef struct {
     int hidden_size;             /* C: model width                         */
     int intermediate_size;       /* I: SwiGLU hidden width                 */
@@ -22,6 +24,10 @@ typedef struct {
     float rms_norm_eps;          /* RMSNorm epsilon                        */
     float rope_theta;            /* RoPE base                              */
     int tie_word_embeddings;     /* 1: LM head shares embed_tokens         */
+    /* the tokenizer's special ids, carried to config.json when given (the
+     * model does not use them; transformers' generate does) */
+    int token_id[HPT_CONFIG_TOKEN_IDS]; /* bos, eos, pad                    */
+    unsigned token_id_given;            /* bit k: token_id[k] was given     */
 } hpt_config;
 
 /* Head dimension hd = C / H (elements). */
@@ -34,8 +40,9 @@ static inline int hpt_config_head_dim(const hpt_config *c)
  * Required: hidden_size, intermediate_size, num_hidden_layers,
  * num_attention_heads, vocab_size, max_position_embeddings. Optional with
  * Hugging Face's defaults: num_key_value_heads (= H), rms_norm_eps (1e-6),
- * rope_theta (10000), tie_word_embeddings (false). Unknown fields are
- * ignored. The file must be a regular file (a FIFO is refused, not waited
+ * rope_theta (10000), tie_word_embeddings (false); bos_token_id,
+ * eos_token_id, pad_token_id (integers >= 0, or null: not given), written
+ * back by hpt_config_write only when given. Unknown fields are ignored. The file must be a regular file (a FIFO is refused, not waited
  * on) of at most 64 KiB (65,536 bytes) of strict JSON (RFC 8259, as Hugging
  * Face writes it): comments, single quotes, trailing commas, NaN/Infinity
  * and NUL bytes are refused. Errors: HPT_ERR_USAGE naming the file and

@@ -23,4 +23,17 @@ hpt_status hpt_check_output_file(const char *label, const char *path);
  * HPT_ERR_IO, the message starting "LABEL PATH: ". */
 hpt_status hpt_check_output_dir(const char *label, const char *path);
 
+/* An export must not overwrite a run's own files. Refused (HPT_ERR_USAGE,
+ * "LABEL OUT: ..." naming the directory or file and the rule): OUT in a
+ * checkpoints directory (one holding `latest`, or `run_ckpt`) or in a
+ * checkpoint inside one (a directory holding checkpoint.h5, or any
+ * directory of such a checkpoints directory: R/checkpoints/step_N/x); and
+ * OUT named log.tsv, metrics.h5, config.json, latest or checkpoints in a
+ * run directory (one holding checkpoints/ or log.tsv, or `run_dir`).
+ * run_dir, run_ckpt: the run's directories when it may not have created
+ * them yet (hpt-train), or NULL. Directories are compared by name and, when
+ * both exist, by inode. */
+hpt_status hpt_check_export_not_run_file(const char *label, const char *out, const char *run_dir,
+                                         const char *run_ckpt);
+
 #endif

@@ -657,6 +657,34 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
     fflush(out);
 }
 
+/* The final --export failed (status st, agreed): keep the trained weights.
+ * With a checkpoint directory, save the final step unless --save-every
+ * already did (collective), and say where the weights are and the
+ * hpt-ckpt export command that writes the export from them; without one,
+ * say the weights are lost. Returns st with the extended message. */
+static hpt_status keep_after_failed_export(run_state *r, const hpt_train_opts *o,
+                                           hpt_status st, FILE *out)
+{
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", hpt_error_msg());
+    if (!r->ckpt_dir[0])
+        return hpt_error_set(st, "%s (no --run-dir or --checkpoint-dir: the trained weights are "
+                             "not saved)", msg);
+    int step = o->steps;
+    hpt_status sv = HPT_OK;
+    if (o->save_every <= 0 && r->start_step < o->steps)
+        sv = hpt_comm_agree(r->comm.comms[HPT_GROUP_WORLD], save_checkpoint(r, o, step, out));
+    if (sv) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", hpt_error_msg());
+        return hpt_error_set(st, "%s; saving checkpoint step_%08d instead failed too: %s", msg,
+                             step, why);
+    }
+    return hpt_error_set(st, "%s; the trained weights are in checkpoint %s/step_%08d: write the "
+                         "export with hpt-ckpt export %s/step_%08d %s", msg, r->ckpt_dir, step,
+                         r->ckpt_dir, step, o->export_path);
+}
+
 hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
 {
     int dp;
@@ -733,8 +761,8 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
         st = hpt_comm_agree(comm, check_replicas(&r));
     if (!st && o->comm_stats)
         comm_stats(&r, o, out);
-    if (!st && o->export_path)
-        st = hpt_comm_agree(comm, export_weights(&r, o));
+    if (!st && o->export_path && (st = hpt_comm_agree(comm, export_weights(&r, o))))
+        st = keep_after_failed_export(&r, o, st, out);
     run_free(&r);
     return st;
 }

@@ -179,20 +179,28 @@ int train_opts_in_list(const char *list, int step)
 
 /* --export FILE, checked before any step (hpt_check_output_file). Its directory
  * may be the --run-dir that this run has not created yet (train_rundir_write
- * creates it and checks that it is writable). Errors: HPT_ERR_IO naming FILE. */
+ * creates it and checks that it is writable). FILE must not be one of the
+ * run's own files (hpt_check_export_not_run_file). Errors: HPT_ERR_IO naming
+ * FILE; HPT_ERR_USAGE (a checkpoint, a run's own file). */
 hpt_status train_opts_check_export(const hpt_train_opts *o)
 {
-    char dir[4096], run[4096];
+    char dir[4096], run[4096], ck[4200];
     struct stat sb;
     hpt_status st = export_check_st_path(o, o->run_dir);
     if (st)
         return st;
+    if (o->ckpt_dir)
+        snprintf(ck, sizeof ck, "%s", o->ckpt_dir);
+    else if (o->run_dir)
+        snprintf(ck, sizeof ck, "%s/checkpoints", o->run_dir);
+    const char *run_ckpt = o->ckpt_dir || o->run_dir ? ck : NULL;
     hpt_path_dir(o->export_path, dir, sizeof dir);
     if (o->run_dir && snprintf(run, sizeof run, "%s", o->run_dir) < (int)sizeof run) {
         for (size_t n = strlen(run); n > 1 && run[n - 1] == '/'; n--)
             run[n - 1] = 0;
-        if (!strcmp(dir, run) && stat(run, &sb) != 0)
-            return HPT_OK;
+        if (!strcmp(dir, run) && stat(run, &sb) != 0) /* not created yet: only the names */
+            return hpt_check_export_not_run_file("--export", o->export_path, o->run_dir,
+                                                 run_ckpt);
     }
     st = hpt_check_output_file("--export", o->export_path);
     if (st)
@@ -201,6 +209,8 @@ hpt_status train_opts_check_export(const hpt_train_opts *o)
         return hpt_error_set(HPT_ERR_USAGE, "--export %s: is an hpt checkpoint: the export "
                              "(weights only) would replace it; give another file name",
                              o->export_path);
+    if ((st = hpt_check_export_not_run_file("--export", o->export_path, o->run_dir, run_ckpt)))
+        return st;
     /* The export is written to PATH.tmp and renamed (io/h5out.h): create
      * and remove that name now, so a place no file can be created in
      * (root's access() says yes to /proc, a read-only mount) is refused

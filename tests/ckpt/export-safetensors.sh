@@ -15,7 +15,8 @@
 #   - an export from TP = 2 (sharded, BF16) equals the 1-rank weights;
 #   - a tied model's export has no lm_head.weight and says tie_word_embeddings;
 #   - exporting one file over an earlier sharded export removes the stale
-#     index (and vice versa), so a loader finds the new weights.
+#     index (and vice versa), so a loader finds the new weights;
+#   - OUT ending in .SAFETENSORS (any case) is safetensors, not HDF5.
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 "$PYTHON" -c "import torch, h5py, numpy" || fail "python3-torch / python3-h5py / numpy missing"
@@ -47,6 +48,11 @@ $ST compare "$WORK/ck.h5" "$WORK/sh" || fail "sharded export differs from the ch
   fail "hpt-ckpt export, bf16"
 $CHECK "$WORK/bf/model.safetensors" "$WORK/config.json" BF16 || fail "bf16 export: format"
 $ST compare "$WORK/ck.h5" "$WORK/bf/model.safetensors" --bf16 || fail "bf16 export is not the round-to-nearest-even of the checkpoint"
+# the extension decides case-insensitively: X.SAFETENSORS is safetensors, not HDF5
+mkdir "$WORK/up"
+"$CKPT" export "$WORK/r" "$WORK/up/X.SAFETENSORS" > /dev/null || fail "hpt-ckpt export to X.SAFETENSORS"
+$CHECK "$WORK/up/X.SAFETENSORS" "$WORK/config.json" F32 || fail "X.SAFETENSORS: not a safetensors export"
+$ST compare "$WORK/ck.h5" "$WORK/up/X.SAFETENSORS" || fail "X.SAFETENSORS differs from the checkpoint"
 # 3. --init-from the export reads it back bitwise; PyTorch's loss on it equals hpt's
 run b 1 --steps 1 --fault-nan-steps 1 --log-samples --run-dir "$WORK/rb" --init-from "$WORK/st1" --export "$WORK/b.h5"
 $ST compare "$WORK/st1/model.safetensors" "$WORK/b.h5" || fail "--init-from the export → export differs"

@@ -14,7 +14,8 @@ only the json and struct modules (no safetensors package, no numpy).
 Checks, each failure printed as "FAIL <file>: <what>" (exit 1):
   - every file: 8-byte little-endian header length N, N % 8 == 0, N within
     the file; the header is one JSON object of UTF-8 text, space-padded;
-    "__metadata__" is {"format": "pt"}; every other key has exactly
+    "__metadata__" is {"format": "pt", "hpt_export_id": ID}, one ID for all
+    the shards of an export and its index; every other key has exactly
     "dtype" (the expected one), "shape" (list of ints), "data_offsets"
     ([begin, end], end - begin = prod(shape) x dtype size); the offsets,
     sorted, tile the data region exactly up to the end of the file;
@@ -60,6 +61,9 @@ def expected_tensors(cfg):
     return out
 
 
+EXPORT_ID = {}  # shard path -> its __metadata__ hpt_export_id
+
+
 def check_file(path, dtype):
     """The tensors of one file: {name: (shape, bytes)}."""
     blob = open(path, "rb").read()
@@ -86,8 +90,11 @@ def check_file(path, dtype):
     except ValueError as e:
         fail(path, f"header is not JSON: {e}")
         return {}
-    if hdr.get("__metadata__") != {"format": "pt"}:
-        fail(path, f'__metadata__ is {hdr.get("__metadata__")!r}, want {{"format": "pt"}}')
+    meta = dict(hdr.get("__metadata__") or {})
+    EXPORT_ID[path] = meta.pop("hpt_export_id", None)
+    if meta != {"format": "pt"} or not isinstance(EXPORT_ID[path], str):
+        fail(path, f'__metadata__ is {hdr.get("__metadata__")!r}, want {{"format": "pt", '
+                   f'"hpt_export_id": "..."}} (strings)')
     data = len(blob) - 8 - n
     out, spans = {}, []
     for name, e in hdr.items():
@@ -162,6 +169,11 @@ def main(argv):
         for name in wm:
             if name not in got:
                 fail(idx_path, f"weight_map names {name}, which no shard holds")
+        idx_id = idx.get("metadata", {}).get("hpt_export_id")
+        for fn in names:
+            if EXPORT_ID.get(os.path.join(d, fn)) != idx_id:
+                fail(fn, f"hpt_export_id {EXPORT_ID.get(os.path.join(d, fn))!r}, the index "
+                         f"names {idx_id!r} (shards of one export carry its id)")
         if idx.get("metadata", {}).get("total_size") != total:
             fail(idx_path, f'metadata.total_size {idx.get("metadata", {}).get("total_size")!r}, '
                            f"the tensors hold {total} bytes")

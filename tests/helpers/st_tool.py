@@ -16,6 +16,11 @@ header padded with spaces to a multiple of 8, raw little-endian data).
       from the header, padded by 8 more spaces so the JSON still parses;
       --extra: one more tensor, also in EXPECT.h5; --nonfinite: flat
       element I of NAME set to VALUE (nan, inf, -inf), also in EXPECT.h5).
+  st_tool.py reheader FILE dup-swap A,B | meta-nan
+      Rewrite FILE's header (data unchanged) for the bad-input tests:
+      dup-swap appends a second entry for tensors A and B (same size) with
+      their data_offsets swapped (a reader that keeps the last duplicate
+      loads them swapped); meta-nan puts "x": NaN in __metadata__.
   st_tool.py compare A B [--bf16]
       Exit 1 unless both hold the same tensors with bitwise equal float32
       values. A and B: HDF5 files (.h5) or safetensors (a .safetensors
@@ -197,6 +202,28 @@ def to_bf16(x):
     return (u.astype(np.uint32) << 16).view(np.float32)
 
 
+def cmd_reheader(args):
+    path, mode = args[0], args[1]
+    blob = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    hdr = json.loads(blob[8:8 + n])
+    meta = hdr.pop("__metadata__", {"format": "pt"})
+    body = json.dumps(hdr)[1:-1]
+    if mode == "dup-swap":
+        a, b = args[2].split(",")
+        ea, eb = dict(hdr[a]), dict(hdr[b])
+        ea["data_offsets"], eb["data_offsets"] = hdr[b]["data_offsets"], hdr[a]["data_offsets"]
+        text = "{" + json.dumps({"__metadata__": meta})[1:-1] + "," + body + "," + \
+            json.dumps(a) + ":" + json.dumps(ea) + "," + json.dumps(b) + ":" + json.dumps(eb) + "}"
+    elif mode == "meta-nan":
+        text = '{"__metadata__": {"format": "pt", "x": NaN},' + body + "}"
+    else:
+        raise SystemExit(f"reheader: unknown mode {mode}")
+    text += " " * (-len(text) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text.encode() + blob[8 + n:])
+    return 0
+
+
 def cmd_compare(args):
     a, b = load(args[0]), load(args[1])
     if "--bf16" in args:
@@ -243,7 +270,7 @@ def cmd_loss(args):
 
 
 if __name__ == "__main__":
-    cmd = {"write": cmd_write, "compare": cmd_compare, "loss": cmd_loss}
+    cmd = {"write": cmd_write, "reheader": cmd_reheader, "compare": cmd_compare, "loss": cmd_loss}
     if len(sys.argv) < 2 or sys.argv[1] not in cmd:
         raise SystemExit(__doc__)
     sys.exit(cmd[sys.argv[1]](sys.argv[2:]))

@@ -121,9 +121,24 @@ static void test_bad_headers(void)
     EXPECT_ERR(hpt_st_open(tpath("short.safetensors"), &f), HPT_ERR_DATA, "truncated: 3 bytes");
     bad(ok, 1000, 8, "header length 1000 exceeds the");
     bad("{", 1, 0, "header length 1 outside");
-    bad("{\"t\":", -1, 0, "is not one JSON object");
-    bad("{} x", -1, 0, "text after the object");
+    bad("{\"t\":", -1, 0, "is not one strict JSON object");
+    bad("{} x", -1, 0, "is not one strict JSON object");
     bad("[1, 2]", -1, 0, "must be a JSON object");
+    /* the format forbids duplicate keys; json-c alone would keep the last */
+    bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", -1, 8,
+        "gives the key \"t\" twice in one object");
+    bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"shape\":[2],\"data_offsets\":[0,8]}}", -1,
+        8, "gives the key \"shape\" twice");
+    bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"\\u0074\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", -1, 8,
+        "gives the key \"t\" twice"); /* the same key spelt with an escape */
+    bad("{\"__metadata__\":{\"x\":NaN},\"t\":{\"dtype\":\"F32\",\"shape\":[2],"
+        "\"data_offsets\":[0,8]}}", -1, 8, "'NaN' is not a JSON value");
+    bad("{\"__metadata__\":{\"x\":-Infinity},\"t\":{\"dtype\":\"F32\",\"shape\":[2],"
+        "\"data_offsets\":[2e0,8]}}", -1, 8, "'Infinity' is not a JSON value");
+    bad("{/* c */\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", -1, 8,
+        "is not one strict JSON object");
     bad("{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", -1, 8, "tensor t: header entry must be");
     bad("{\"t\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,8]}}", -1, 8,
         "tensor t: unknown dtype 'Q4'");
@@ -213,9 +228,19 @@ static void test_index(void)
     write_text("nomap.index.json", "{\"metadata\": {}}");
     EXPECT_ERR(hpt_st_set_open(tpath("nomap.index.json"), &s), HPT_ERR_DATA,
                "not a safetensors index");
+    write_text("up.index.json", "{\"weight_map\": {\"x\": \"../../x.safetensors\"}}");
+    EXPECT_ERR(hpt_st_set_open(tpath("up.index.json"), &s), HPT_ERR_DATA,
+               "weight_map entry x: expected the name of a shard file beside the index (no '/')");
+    write_text("dup.index.json", "{\"weight_map\": {\"x\": \"a.safetensors\", \"x\": "
+               "\"b.safetensors\"}}");
+    EXPECT_ERR(hpt_st_set_open(tpath("dup.index.json"), &s), HPT_ERR_DATA,
+               "gives the key \"x\" twice in one object");
+    write_text("cmt.index.json", "{/* c */ \"weight_map\": {\"x\": \"a.safetensors\"}}");
+    EXPECT_ERR(hpt_st_set_open(tpath("cmt.index.json"), &s), HPT_ERR_DATA,
+               "is not one strict JSON object");
     write_text("abs.index.json", "{\"weight_map\": {\"x\": \"/etc/passwd\"}}");
     EXPECT_ERR(hpt_st_set_open(tpath("abs.index.json"), &s), HPT_ERR_DATA,
-               "weight_map entry x: expected a shard file name relative to the index");
+               "weight_map entry x: expected the name of a shard file beside the index (no '/')");
     /* a single file as a set */
     if (EXPECT(hpt_st_set_open(tpath("s1.safetensors"), &s) == HPT_OK, "single: %s",
                hpt_error_msg())) {
