@@ -5,6 +5,8 @@
  * train_dp_buckets.h. */
 #include "train_dp_buckets.h"
 
+#include <signal.h>
+
 void dp_bucket_allreduce(void *ctx, size_t offset, size_t count)
 {
     run_state *r = ctx;
@@ -14,6 +16,10 @@ void dp_bucket_allreduce(void *ctx, size_t offset, size_t count)
                                                offset + count);
     r->comm.be->iallreduce_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, count,
                                    &r->buckets[r->nbuckets++]);
+    if (r->fault_stop_bucket) { /* test: frozen with a bucket in flight (--fault-stall-at bucket) */
+        r->fault_stop_bucket = 0;
+        raise(SIGSTOP);
+    }
 }
 
 void dp_buckets_wait(run_state *r)

@@ -19,6 +19,7 @@
 
 #define NMEDIAN 31    /* steps in the running median                  */
 #define MAX_SHOWN 8   /* suspects named in the one-line message       */
+#define WHY_MAX 384   /* bytes of one suspect's phrase                 */
 
 struct hpt_watchdog {
     const hpt_comm *c;
@@ -263,21 +264,48 @@ static void read_hb(const char *dir, int rank, hpt_hang_hb *p)
 
 
 
-/* A member of x's group that has gone two collectives past the one x's
- * heartbeat says it waits in (seq + 2 or later posted: it completed seq + 1,
- * which needed x), so that heartbeat is stale although recent enough (the
- * process stopped, its watchdog thread too, between two writes); -1 none.
- * Collectives only: point-to-point counts need not match across ranks. */
+/* A member y that contradicts x's heartbeat, so that heartbeat is stale
+ * although younger than the stale limit (the process stopped, its watchdog
+ * thread too, between two writes); -1 none. Like is compared with like: in
+ * a group instance both are members of, y has completed more collectives
+ * than x had posted (one of them x never posted, and none completes
+ * without every member), or x's heartbeat says it waits in collective seq s
+ * that y has completed (the counts complete in order; x, inside MPI, would
+ * then have left the wait). Applies only to a rank other than the
+ * analysing one (its own state is read live) whose heartbeat is older than
+ * a->current s: a live rank rewrites its heartbeat within one period and a
+ * poll after its state changes, so a younger one is current. Posted counts
+ * are never compared with a wait: with DP buckets in flight every live
+ * member has posted several seqs past the one it waits in. */
 static int overtaken_by(const hpt_hang_analysis *a, int x)
 {
     const hpt_hang_hb *p = &a->hb[x];
-    if (!p->ok || !p->blocked || p->peer >= 0 || p->color[p->group] < 0)
+    double current = a->current > 0 ? a->current : 5;
+    if (x == a->me || !p->ok || a->now - p->time <= current)
         return -1;
-    for (int y = 0; y < a->n; y++)
-        if (y != x && a->hb[y].ok && a->hb[y].color[p->group] == p->color[p->group] &&
-            a->hb[y].posted[p->group] > p->seq + 1)
-            return y;
+    int wait = p->blocked && p->peer < 0 && p->color[p->group] >= 0 ? p->group : -1;
+    for (int y = 0; y < a->n; y++) {
+        const hpt_hang_hb *q = &a->hb[y];
+        if (y == x || !q->ok)
+            continue;
+        for (int g = 0; g < HPT_FLIGHT_GROUPS; g++)
+            if (p->color[g] >= 0 && q->color[g] == p->color[g] &&
+                (q->completed[g] > p->posted[g] || (g == wait && q->completed[g] >= p->seq)))
+                return y;
+    }
     return -1;
+}
+
+/* The group in which y contradicts x (see overtaken_by), for the message. */
+static int overtaken_group(const hpt_hang_analysis *a, int x, int y)
+{
+    const hpt_hang_hb *p = &a->hb[x], *q = &a->hb[y];
+    for (int g = 0; g < HPT_FLIGHT_GROUPS; g++)
+        if (p->color[g] >= 0 && q->color[g] == p->color[g] &&
+            (q->completed[g] > p->posted[g] ||
+             (p->blocked && p->peer < 0 && g == p->group && q->completed[g] >= p->seq)))
+            return g;
+    return 0;
 }
 
 /* The instance (colour) of group g that rank y belongs to, as comm_mpi.c
@@ -347,12 +375,20 @@ static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *bu
     const hpt_hang_hb *p = &a->hb[x];
     double age = a->now - p->time;
     int y = overtaken_by(a, x);
-    if (y >= 0)
-        snprintf(buf, n, "heartbeat %.0f s old and stale: rank %d has since reached %s seq %lld, "
-                 "past this rank's last record (%s seq %lld at step %lld); process stopped or "
-                 "node unreachable", age, y, hpt_flight_group_name(p->group),
-                 (long long)a->hb[y].posted[p->group], hpt_flight_op_name(p->op),
-                 (long long)p->seq, (long long)p->step);
+    if (y >= 0) {
+        int g = overtaken_group(a, x, y);
+        char last[96];
+        if (p->blocked)
+            snprintf(last, sizeof last, "waiting in %s %s seq %lld", hpt_flight_op_name(p->op),
+                     hpt_flight_group_name(p->group), (long long)p->seq);
+        else
+            snprintf(last, sizeof last, "not in a communication call");
+        snprintf(buf, n, "heartbeat %.0f s old and stale: rank %d has since completed %s seq "
+                 "%lld, past this rank's last record (%s, %s posted %lld, at step %lld); process "
+                 "stopped or node unreachable", age, y, hpt_flight_group_name(g),
+                 (long long)a->hb[y].completed[g], last, hpt_flight_group_name(g),
+                 (long long)p->posted[g], (long long)p->step);
+    }
     else if (!p->ok)
         snprintf(buf, n, "no heartbeat file (never started the watchdog, or its file system "
                          "is unreachable)");
@@ -375,6 +411,7 @@ static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *bu
  * ranks — candidates, a->ambiguous set. */
 void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale)
 {
+    a->me = me;
     int n = a->n, *queue = malloc(sizeof(int) * n), *seen = calloc(n, sizeof(int));
     int *out = malloc(sizeof(int) * n), *unsure = calloc(n, sizeof(int));
     a->suspect = calloc(n, sizeof(int));
@@ -421,8 +458,8 @@ void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale)
         a->nsuspects = tail;
     }
     for (int x = 0; x < n; x++)
-        if (a->suspect[x] && (a->why[x] = malloc(256)))
-            why_phrase(a, x, stale, a->why[x], 256);
+        if (a->suspect[x] && (a->why[x] = malloc(WHY_MAX)))
+            why_phrase(a, x, stale, a->why[x], WHY_MAX);
 done:
     free(queue);
     free(seen);
@@ -519,7 +556,7 @@ static int write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_analy
             a ? a->ambiguous : 0);
     for (int x = 0, k = 0; a && x < a->n; x++)
         if (a->suspect && a->suspect[x]) {
-            char why[300];
+            char why[WHY_MAX + 44];
             json_safe(why, sizeof why, a->why && a->why[x] ? a->why[x] : "");
             fprintf(f, "%s{\"rank\":%d,\"host\":\"%s\",\"node\":\"%s\",\"why\":\"%s\"}",
                     k++ ? "," : "", x, a->hb[x].ok ? a->hb[x].host : "?",
@@ -611,6 +648,7 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
                     read_hb(w->dir, x, &a.hb[x]);
             a.now = unix_now();
             a.tp = c->tp, a.pp = c->pp, a.dp = c->dp;
+            a.current = 2 * every + 1; /* a changed state is rewritten within every + a poll */
             hpt_hang_analyse(&a, c->world_rank, 6 * every + 10);
         }
         if ((err = write_dump(w, s, a.hb ? &a : NULL, reason)))

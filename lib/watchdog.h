@@ -87,6 +87,11 @@ typedef struct {
     int tp, pp, dp;  /* the rank grid (lib/comm.h), to place a rank without
                       * a heartbeat in its group instances; 0: unknown
                       * (then it is placed in the world group only)       */
+    double current;  /* s: a heartbeat younger than this is current even where
+                      * another's contradicts it (a live rank rewrites its
+                      * heartbeat within a period and a poll of a change);
+                      * 0: 5 s                                             */
+    int me;          /* set by hpt_hang_analyse: the analysing rank        */
     int *suspect;    /* out, per rank: 1 = suspect                        */
     char **why;      /* out, per suspect: one phrase                       */
     int nsuspects;
@@ -104,7 +109,10 @@ typedef struct {
  * blocked in g seq s: a nonblocking collective progresses only while
  * every member is inside MPI). Blocked in point-to-point: for its peer.
  * Ends of the chain — not blocked, no heartbeat, heartbeat older than
- * `stale` s — are the suspects. When no end is found that way — every
+ * `stale` s, or another rank's than `me` older than a->current s and
+ * contradicted by a member's (it completed more collectives of a shared
+ * group than that rank had posted, or completed the one it says it waits
+ * in) — are the suspects. When no end is found that way — every
  * member reached waits in the same collective ("stuck in the network", or
  * a member frozen inside it: the heartbeats cannot tell), or a cycle of
  * blocked ranks — the ranks blocked there are the suspects with
