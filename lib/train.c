@@ -595,6 +595,9 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         if (o->fault_stall_at == HPT_STALL_AT_BOUNDARY && o->fault_stall_step == step + 1 &&
             o->fault_stall_rank == r->comm.world_rank)
             raise(SIGSTOP); /* test: a frozen rank, the others in the stop agreement */
+        r->fault_stop_save = o->fault_stall_at == HPT_STALL_AT_SAVE &&
+                             o->fault_stall_step == step + 1 &&
+                             o->fault_stall_rank == r->comm.world_rank;
         hpt_status st = step_boundary(r, o, step, out, &s, t_start, &save_s);
         if (st)
             return st;

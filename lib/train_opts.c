@@ -354,7 +354,7 @@ hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *
         return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-rank and --fault-stall-step (>= 1) go "
                              "together");
     if (o->fault_stall_at != HPT_STALL_AT_STEP && o->fault_stall_rank < 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at boundary needs --fault-stall-rank "
-                             "and --fault-stall-step");
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at %s needs --fault-stall-rank "
+                             "and --fault-stall-step", hpt_stall_at_names[o->fault_stall_at]);
     return HPT_OK;
 }

@@ -128,6 +128,7 @@ typedef struct {
     int blocked;          /* 1: waiting in `op`                       */
     hpt_flight_rec op;
     double waited;        /* seconds in that wait                     */
+    double in_save;       /* seconds inside a checkpoint save; 0 outside */
     int64_t posted[HPT_FLIGHT_GROUPS], completed[HPT_FLIGHT_GROUPS];
 } rank_state;
 
@@ -139,6 +140,8 @@ static void read_state(const hpt_watchdog *w, rank_state *s)
     s->step = atomic_load(&f->step);
     s->in_step = atomic_load(&f->in_step);
     s->idle = 1e-9 * (double)(now - atomic_load(&f->progress_ns));
+    int64_t save = atomic_load(&f->save_ns);
+    s->in_save = save ? 1e-9 * (double)(now - save) : 0;
     int64_t id = atomic_load(&f->blocked);
     if (id >= 0) {
         s->waited = 1e-9 * (double)(now - atomic_load(&f->blocked_ns));
@@ -159,9 +162,9 @@ static int hb_key(const hpt_watchdog *w, const rank_state *s, char *buf, size_t 
 {
     const hpt_comm *c = w->c;
     int k = snprintf(buf, n, "\"rank\":%d,\"size\":%d,\"host\":\"%s\",\"node\":\"%s\",\"pid\":%ld,"
-                     "\"step\":%lld,\"in_step\":%d,\"blocked\":",
+                     "\"step\":%lld,\"in_step\":%d,\"in_save\":%d,\"blocked\":",
                      c->world_rank, c->world_size, w->host, w->node, w->pid,
-                     (long long)s->step, s->in_step);
+                     (long long)s->step, s->in_step, s->in_save > 0);
     if (s->blocked)
         k += snprintf(buf + k, n - k, "{\"group\":%d,\"op\":%d,\"seq\":%lld,\"peer\":%d}",
                       s->op.group, s->op.op, (long long)s->op.seq, s->op.peer);
@@ -244,6 +247,7 @@ static void read_hb(const char *dir, int rank, hpt_hang_hb *p)
     p->idle = jnum(o, "idle");
     p->waited = jnum(o, "waited");
     p->step = jint(o, "step", 0);
+    p->in_save = (int)jint(o, "in_save", 0);
     if (json_object_object_get_ex(o, "blocked", &b) && json_object_is_type(b, json_type_object)) {
         p->blocked = 1;
         p->group = (int)jint(b, "group", 0);
@@ -353,7 +357,16 @@ static int blocked_in(const hpt_hang_hb *q, int g, int64_t seq)
 static int waits_for(const hpt_hang_analysis *a, int x, double stale, int *out)
 {
     const hpt_hang_hb *p = &a->hb[x];
-    if (!p->ok || a->now - p->time > stale || !p->blocked || overtaken_by(a, x) >= 0)
+    if (!p->ok || a->now - p->time > stale || overtaken_by(a, x) >= 0)
+        return END;
+    if (!p->blocked && p->in_save) { /* inside HDF5's collectives: for the frozen */
+        int k = 0;
+        for (int y = 0; y < a->n; y++)
+            if (y != x && a->hb[y].ok && a->now - a->hb[y].time > stale)
+                out[k++] = y;
+        return k ? k : END_UNSURE;
+    }
+    if (!p->blocked)
         return END;
     if (p->peer >= 0 && p->peer < a->n) {
         out[0] = p->peer;
@@ -394,6 +407,9 @@ static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *bu
                          "is unreachable)");
     else if (age > stale)
         snprintf(buf, n, "heartbeat %.0f s old (process stopped or node unreachable)", age);
+    else if (!p->blocked && p->in_save)
+        snprintf(buf, n, "inside a checkpoint save (HDF5's collectives are not recorded) after "
+                 "step %lld, no member's heartbeat older than %.0f s", (long long)p->step, stale);
     else if (!p->blocked)
         snprintf(buf, n, "not in a communication call, no progress for %.*f s at step %lld",
                  secs_prec(p->idle + age), p->idle + age, (long long)p->step);
@@ -487,6 +503,7 @@ static void own_hb(const hpt_watchdog *w, const rank_state *s, hpt_hang_hb *p)
     p->idle = s->idle;
     p->waited = s->waited;
     p->step = s->step;
+    p->in_save = s->in_save > 0;
     p->blocked = s->blocked;
     p->group = s->op.group;
     p->op = s->op.op;
@@ -723,6 +740,26 @@ static const char *check(const hpt_watchdog *w, const rank_state *s, char *buf, 
                  hpt_flight_group_name(s->op.group), (long long)s->op.seq, peer,
                  (long long)s->step);
         return buf;
+    }
+    if (!s->blocked && s->in_save > T && w->dir[0] && w->c->world_size > 1) {
+        /* a save waits inside HDF5's MPI-IO collectives, which are not
+         * recorded: a slow disk is no hang as long as every heartbeat is
+         * fresh (the watchdogs keep writing them); the next rank's being
+         * older than the stale limit is. Each rank reads only its
+         * successor's (a rank frozen after a frozen one is found by the
+         * rank before it), one small read per poll */
+        double every = T / 4 < 0.5 ? 0.5 : T / 4 > 5 ? 5 : T / 4, stale = 6 * every + 10;
+        int y = (w->c->world_rank + 1) % w->c->world_size;
+        hpt_hang_hb q;
+        read_hb(w->dir, y, &q);
+        if (q.ok && unix_now() - q.time > stale) {
+            snprintf(buf, n, "has been inside a checkpoint save for %.*f s (--collective-timeout "
+                     "%g s) after step %lld, and rank %d's heartbeat is %.1f s old (stale "
+                     "limit %.1f s)",
+                     secs_prec(s->in_save), s->in_save, T, (long long)s->step, y,
+                     unix_now() - q.time, stale);
+            return buf;
+        }
     }
     if (!s->blocked && s->in_step && s->idle > T) {
         snprintf(buf, n, "made no progress for %.*f s (--collective-timeout %g s) outside "

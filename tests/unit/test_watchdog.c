@@ -7,7 +7,8 @@
  * waiting in the world agreement with the frozen rank's heartbeat missing
  * or saying it is between steps; and the DP bucket pattern of the hang2
  * report (several iallreduces posted by every live replica, the frozen one
- * behind): the frozen rank or an ambiguous result, never a healthy rank. */
+ * behind): the frozen rank or an ambiguous result, never a healthy rank;
+ * and a rank frozen inside a checkpoint save. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -280,6 +281,23 @@ int main(void)
     hb[3].idle = 9;
     m = analyse(4, 0, &a);
     EXPECT(m == 1u << 3, "the analysing rank with an old record: suspects %#x, want rank 3", m);
+    hpt_hang_analysis_free(&a);
+
+    /* hang2 item 2: ranks 0 and 1 inside a checkpoint save (HDF5's own
+     * collectives, not recorded: not blocked), rank 2 frozen in it, its
+     * heartbeat 30 s old (over the stale limit): rank 2 alone, from 0 */
+    reset(3);
+    for (int r = 0; r < 3; r++)
+        hb[r].in_save = 1;
+    hb[2].time = NOW - 30;
+    m = analyse(3, 0, &a);
+    EXPECT(m == 1u << 2 && !a.ambiguous, "in a save, rank 2's heartbeat 30 s old: suspects %#x "
+           "(want rank 2), ambiguous %d", m, a.ambiguous);
+    hpt_hang_analysis_free(&a);
+    /* every heartbeat fresh (a slow disk): no definite suspect */
+    hb[2].time = NOW - 1;
+    m = analyse(3, 0, &a);
+    EXPECT(!m || a.ambiguous, "in a save, all fresh: suspects %#x without ambiguous", m);
     hpt_hang_analysis_free(&a);
 
     if (failures)
