@@ -273,9 +273,10 @@ static void read_hb(const char *dir, int rank, hpt_hang_hb *p)
  * thread too, between two writes); -1 none. Like is compared with like: in
  * a group instance both are members of, y has completed more collectives
  * than x had posted (one of them x never posted, and none completes
- * without every member), or x's heartbeat says it waits in collective seq s
- * that y has completed (the counts complete in order; x, inside MPI, would
- * then have left the wait). Applies only to a rank other than the
+ * without every member). That y completed the collective x waits in is no
+ * evidence: a member frozen inside an all-reduce can leave some members
+ * done and others waiting (seen: DP4, rank 0 waiting in dp seq 55 that
+ * ranks 1 and 3 had completed, rank 2 frozen). Applies only to a rank other than the
  * analysing one (its own state is read live) whose heartbeat is older than
  * a->current s: a live rank rewrites its heartbeat within one period and a
  * poll after its state changes, so a younger one is current. Posted counts
@@ -287,14 +288,12 @@ static int overtaken_by(const hpt_hang_analysis *a, int x)
     double current = a->current > 0 ? a->current : 5;
     if (x == a->me || !p->ok || a->now - p->time <= current)
         return -1;
-    int wait = p->blocked && p->peer < 0 && p->color[p->group] >= 0 ? p->group : -1;
     for (int y = 0; y < a->n; y++) {
         const hpt_hang_hb *q = &a->hb[y];
         if (y == x || !q->ok)
             continue;
         for (int g = 0; g < HPT_FLIGHT_GROUPS; g++)
-            if (p->color[g] >= 0 && q->color[g] == p->color[g] &&
-                (q->completed[g] > p->posted[g] || (g == wait && q->completed[g] >= p->seq)))
+            if (p->color[g] >= 0 && q->color[g] == p->color[g] && q->completed[g] > p->posted[g])
                 return y;
     }
     return -1;
@@ -305,9 +304,7 @@ static int overtaken_group(const hpt_hang_analysis *a, int x, int y)
 {
     const hpt_hang_hb *p = &a->hb[x], *q = &a->hb[y];
     for (int g = 0; g < HPT_FLIGHT_GROUPS; g++)
-        if (p->color[g] >= 0 && q->color[g] == p->color[g] &&
-            (q->completed[g] > p->posted[g] ||
-             (p->blocked && p->peer < 0 && g == p->group && q->completed[g] >= p->seq)))
+        if (p->color[g] >= 0 && q->color[g] == p->color[g] && q->completed[g] > p->posted[g])
             return g;
     return 0;
 }

@@ -118,8 +118,7 @@ typedef struct {
  * `stale` (none: END_UNSURE, ambiguous). Ends of the chain — not blocked, no heartbeat, heartbeat older than
  * `stale` s, or another rank's than `me` older than a->current s and
  * contradicted by a member's (it completed more collectives of a shared
- * group than that rank had posted, or completed the one it says it waits
- * in) — are the suspects. When no end is found that way — every
+ * group than that rank had posted) — are the suspects. When no end is found that way — every
  * member reached waits in the same collective ("stuck in the network", or
  * a member frozen inside it: the heartbeats cannot tell), or a cycle of
  * blocked ranks — the ranks blocked there are the suspects with

@@ -248,18 +248,20 @@ int main(void)
                "rank %d: suspects %#x (want rank 2 only), ambiguous %d", me, m, a.ambiguous);
         hpt_hang_analysis_free(&a);
     }
-    /* the same with rank 2's heartbeat written before this step (waiting
-     * in the last bucket of the step before, 55, which the others have
-     * completed) and 6 s old: contradicted, so stale: rank 2 */
+    /* the same with rank 2's heartbeat written in the setup (waiting in
+     * world seq 6; the others completed world 8 since) and 6 s old:
+     * contradicted, so stale: rank 2 (what hang-dp-bucket.sh sees) */
     reset(4);
-    for (int r = 0; r < 4; r++)
-        if (r != 2)
-            buckets(r, DP, 56, 59);
-    buckets(2, DP, 55, 55);
+    for (int r = 0; r < 4; r++) {
+        buckets(r, DP, 56, 59);
+        hb[r].posted[0] = hb[r].completed[0] = 8;
+    }
+    blocked(2, 0, 6, -1);
+    hb[2].posted[DP] = hb[2].completed[DP] = 0;
     hb[2].time = NOW - 6;
     m = analyse(4, 0, &a);
     EXPECT(m == 1u << 2 && !a.ambiguous && a.why[2] && strstr(a.why[2], "stale"),
-           "DP4 buckets, rank 2's heartbeat from the step before: suspects %#x (want rank 2), "
+           "DP4 buckets, rank 2's heartbeat from the setup: suspects %#x (want rank 2), "
            "ambiguous %d, why %s", m, a.ambiguous, a.why[2] ? a.why[2] : "(null)");
     hpt_hang_analysis_free(&a);
     /* ... and that heartbeat only 1 s old (rank 2 may be alive, about to
@@ -268,6 +270,26 @@ int main(void)
     m = analyse(4, 0, &a);
     EXPECT((m & ~(1u << 2)) == 0 && (m == 1u << 2 || a.ambiguous), "DP4 buckets, rank 2's "
            "heartbeat fresh: suspects %#x, ambiguous %d (a healthy rank named)", m, a.ambiguous);
+    hpt_hang_analysis_free(&a);
+    /* trial f43: rank 2 froze inside the all-reduce dp seq 55 after ranks
+     * 1 and 3 had completed it; rank 0 still waits in it (heartbeat 5 s
+     * old: unchanged, so not rewritten), 1 and 3 wait in world seq 19,
+     * rank 2's heartbeat (7 s old) is from the setup (world seq 6). Rank 0
+     * waits legitimately: it must not be named (it was, as "stale",
+     * under the rule "a member completed the seq it waits in") */
+    reset(4);
+    blocked(0, DP, 55, -1);
+    hb[0].posted[0] = hb[0].completed[0] = 18;
+    hb[0].time = NOW - 5.5;
+    for (int r = 1; r < 4; r += 2) {
+        blocked(r, 0, 19, -1);
+        hb[r].posted[DP] = hb[r].completed[DP] = 55;
+    }
+    blocked(2, 0, 6, -1);
+    hb[2].time = NOW - 7;
+    m = analyse(4, 3, &a);
+    EXPECT(m == 1u << 2, "trial f43 (rank 0 waits in dp 55 that 1 and 3 completed): suspects "
+           "%#x, want rank 2 only", m);
     hpt_hang_analysis_free(&a);
     /* the analysing rank is never stale by another's counts, even with an
      * old own record: rank 1 completed more than rank 0 posted, rank 0 is
