@@ -12,6 +12,7 @@
 #include <linux/falloc.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -928,6 +929,8 @@ static hpt_status job_close(save_job *j, const hpt_ckpt_state *s, hpt_status st)
     for (int i = 0; i < j->n; i++)
         if (j->it[i].ds >= 0)
             H5Dclose(j->it[i].ds);
+    if (s->fault_stop) /* test: frozen between HDF5's collectives (--fault-stall-at save) */
+        raise(SIGSTOP);
     if (H5Fclose(j->f) < 0 && !st)
         st = hpt_error_set(HPT_ERR_IO, "closing the file failed: %s", h5_cause(why));
     j->f = -1;

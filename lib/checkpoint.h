@@ -14,6 +14,9 @@ typedef struct {
     hpt_model *model;
     hpt_optim *opt;
     const int *shard_counts; /* ZeRO-1 shard sizes per DP rank, or NULL   */
+    int fault_stop;          /* testing: 1 = a synchronous save stops this
+                              * rank (SIGSTOP) after the CRC attributes,
+                              * just before the file's collective close   */
 } hpt_ckpt_state;
 
 /* Save step `meta->step` to DIR/step_NNNNNNNN (collective over the world):

@@ -167,6 +167,18 @@ void hpt_flight_step_end(hpt_flight *f)
     atomic_store_explicit(&f->progress_ns, hpt_flight_now_ns(), memory_order_relaxed);
 }
 
+void hpt_flight_save_begin(hpt_flight *f)
+{
+    if (f)
+        atomic_store_explicit(&f->save_ns, hpt_flight_now_ns(), memory_order_release);
+}
+
+void hpt_flight_save_end(hpt_flight *f)
+{
+    if (f)
+        atomic_store_explicit(&f->save_ns, 0, memory_order_release);
+}
+
 int hpt_flight_get(const hpt_flight *f, int64_t id, hpt_flight_rec *out)
 {
     if (id < 0 || id >= atomic_load_explicit(&f->nops, memory_order_acquire))

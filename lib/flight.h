@@ -63,6 +63,8 @@ typedef struct hpt_flight {
     _Atomic int64_t progress_ns; /* last post, completion or step boundary  */
     _Atomic int64_t step;       /* the step being trained (1-based), 0 before */
     _Atomic int in_step;        /* 1 between hpt_flight_step_begin and _end  */
+    _Atomic int64_t save_ns;    /* when the training thread entered a
+                                 * checkpoint save (monotonic ns); 0 outside */
     hpt_flight_slot *slots;     /* n slots, one allocation                  */
 } hpt_flight;
 
@@ -104,6 +106,10 @@ void hpt_flight_done(hpt_flight *f, int64_t id, int group);
 /* Step boundaries: the watchdog's "no progress inside a step" clock. */
 void hpt_flight_step_begin(hpt_flight *f, int64_t step);
 void hpt_flight_step_end(hpt_flight *f);
+/* A checkpoint save (its collectives inside HDF5 are not recorded): the
+ * watchdog's "in a save" clock, from _begin to _end. NULL f is accepted. */
+void hpt_flight_save_begin(hpt_flight *f);
+void hpt_flight_save_end(hpt_flight *f);
 
 /* Reader side (any thread). Copy operation `id` into *out; 0 when it has
  * left the ring (or was never posted), 1 on success. */

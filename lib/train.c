@@ -587,9 +587,12 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         if (r->comm.fr)
             hpt_flight_step_begin(r->comm.fr, step + 1);
         if (o->fault_stall_step == step + 1 && o->fault_stall_rank == r->comm.world_rank &&
-            !o->fault_stall_boundary)
+            o->fault_stall_at == HPT_STALL_AT_STEP)
             for (;;) /* test: a stalled rank, before the step's first collective */
                 sleep(3600);
+        r->fault_stop_bucket = o->fault_stall_at == HPT_STALL_AT_BUCKET &&
+                               o->fault_stall_step == step + 1 &&
+                               o->fault_stall_rank == r->comm.world_rank;
         train_step(r, o, step, out, &s);
         if (r->comm.fr)
             hpt_flight_step_end(r->comm.fr);
@@ -601,9 +604,12 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
             return stop_diverged(r, o, step, out, &s);
         s.val = maybe_validate(r, o, step, out);
         log_row(r, step, &s);
-        if (o->fault_stall_boundary && o->fault_stall_step == step + 1 &&
+        if (o->fault_stall_at == HPT_STALL_AT_BOUNDARY && o->fault_stall_step == step + 1 &&
             o->fault_stall_rank == r->comm.world_rank)
             raise(SIGSTOP); /* test: a frozen rank, the others in the stop agreement */
+        r->fault_stop_save = o->fault_stall_at == HPT_STALL_AT_SAVE &&
+                             o->fault_stall_step == step + 1 &&
+                             o->fault_stall_rank == r->comm.world_rank;
         hpt_status st = step_boundary(r, o, step, out, &s, t_start, &save_s);
         if (st)
             return st;

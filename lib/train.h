@@ -80,10 +80,26 @@ typedef struct {
     double collective_timeout; /* seconds; 0 = off; < 0 = max(300, 10 x median step) */
     int fault_stall_rank;  /* testing: this world rank sleeps forever before the */
     int fault_stall_step;  /* first collective of this step (1-based)           */
-    int fault_stall_boundary; /* 1: instead, after that step it stops itself with
-                               * SIGSTOP (watchdog thread too) at the step
-                               * boundary, before the stop agreement          */
+    int fault_stall_at;    /* where (hpt_stall_at): HPT_STALL_AT_STEP as above;
+                            * the others stop that rank itself with SIGSTOP
+                            * (watchdog thread too, as a frozen process):
+                            * BOUNDARY after that step, before the stop
+                            * agreement; BUCKET in that step's backward, just
+                            * after its first DP bucket all-reduce is posted
+                            * (DP > 1 without ZeRO-1); SAVE inside the
+                            * checkpoint save after that step, between the
+                            * file's collective create and its close        */
 } hpt_train_opts;
+
+/* --fault-stall-at (testing): where the stalled rank stops. */
+typedef enum {
+    HPT_STALL_AT_STEP,
+    HPT_STALL_AT_BOUNDARY,
+    HPT_STALL_AT_BUCKET,
+    HPT_STALL_AT_SAVE
+} hpt_stall_at;
+/* Their option spellings, indexed by hpt_stall_at: step, boundary, bucket, save. */
+extern const char *const hpt_stall_at_names[4];
 
 /* Fill *o with the defaults documented in `hpt-train --help`. */
 void hpt_train_opts_default(hpt_train_opts *o);

@@ -415,7 +415,11 @@ hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int step, FILE
     hpt_ckpt_state cs = ckpt_state(r);
     double secs = 0;
     int64_t bytes = 0;
+    cs.fault_stop = r->fault_stop_save; /* test: --fault-stall-at save */
+    r->fault_stop_save = 0;
+    hpt_flight_save_begin(r->comm.fr); /* the watchdog's save clock (lib/watchdog.h) */
     hpt_status st = hpt_checkpoint_save(r->ckpt_dir, &cs, &meta, o->keep, &secs, &bytes);
+    hpt_flight_save_end(r->comm.fr);
     if (!st && r->root) {
         fprintf(out, "step %d: checkpoint %s/step_%08d (%.1f MiB in %.2f s, %.0f MiB/s)\n", step,
                 r->ckpt_dir, step, bytes / 1048576.0, secs, secs > 0 ? bytes / 1048576.0 / secs : 0);
@@ -437,7 +441,9 @@ hpt_status start_async_save(run_state *r, const hpt_train_opts *o, int step, FIL
     hpt_ckpt_meta meta;
     fill_meta(r, o, step, &meta);
     hpt_ckpt_state cs = ckpt_state(r);
+    hpt_flight_save_begin(r->comm.fr); /* its collective create (lib/watchdog.h) */
     hpt_status st = hpt_ckpt_async_start(r->async, r->ckpt_dir, &cs, &meta, o->keep);
+    hpt_flight_save_end(r->comm.fr);
     if (st) {
         if (r->root)
             fprintf(stderr, "hpt-train: warning: step %d: %s; training goes on\n", step,
@@ -464,7 +470,9 @@ double finish_async_save(run_state *r, int at, FILE *out)
     double t0 = now_s();
     hpt_ckpt_async_info in;
     hpt_ckpt_state cs = ckpt_state(r);
+    hpt_flight_save_begin(r->comm.fr); /* its collective close and commit */
     hpt_status st = hpt_ckpt_async_finish(r->async, &cs, &in);
+    hpt_flight_save_end(r->comm.fr);
     r->ckpt_save_s += now_s() - t0;
     if (st) {
         if (r->root)

@@ -6,6 +6,7 @@
  * ZeRO-2; see train_dp_buckets.h. */
 #include "train_dp_buckets.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,10 @@ void dp_bucket_allreduce(void *ctx, size_t offset, size_t count)
                                                offset + count);
     r->comm.be->iallreduce_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, count,
                                    &r->buckets[r->nbuckets++]);
+    if (r->fault_stop_bucket) { /* test: frozen with a bucket in flight (--fault-stall-at bucket) */
+        r->fault_stop_bucket = 0;
+        raise(SIGSTOP);
+    }
 }
 
 /* Does [offset, offset + count) hold a gradient that is summed over

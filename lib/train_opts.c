@@ -20,6 +20,8 @@
 #include "train_export.h"
 #include "train_opts.h"
 
+const char *const hpt_stall_at_names[4] = {"step", "boundary", "bucket", "save"};
+
 void hpt_train_opts_default(hpt_train_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -278,7 +280,7 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
         L("--alert %s\n", o->alerts[i].text);
     D("collective-timeout", o->collective_timeout); I("fault-stall-rank", o->fault_stall_rank);
     I("fault-stall-step", o->fault_stall_step);
-    S("fault-stall-at", o->fault_stall_boundary ? "boundary" : "step");
+    S("fault-stall-at", hpt_stall_at_names[o->fault_stall_at]);
 #undef L
 #undef S
 #undef I
@@ -378,8 +380,8 @@ hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *
     if ((o->fault_stall_rank >= 0) != (o->fault_stall_step != 0) || o->fault_stall_step < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-rank and --fault-stall-step (>= 1) go "
                              "together");
-    if (o->fault_stall_boundary && o->fault_stall_rank < 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at boundary needs --fault-stall-rank "
-                             "and --fault-stall-step");
+    if (o->fault_stall_at != HPT_STALL_AT_STEP && o->fault_stall_rank < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at %s needs --fault-stall-rank "
+                             "and --fault-stall-step", hpt_stall_at_names[o->fault_stall_at]);
     return HPT_OK;
 }

@@ -81,6 +81,8 @@ typedef struct {
     double local_sumsq;        /* this rank's pre-DP-reduction gradient sum of squares */
     double ckpt_load_s, ckpt_save_s, ckpt_save_bytes;
     hpt_ckpt_async *async;     /* --async-save: the save in flight; NULL = off */
+    int fault_stop_bucket;     /* test: SIGSTOP after this step's first DP bucket */
+    int fault_stop_save;       /* test: SIGSTOP inside this step's checkpoint save */
     int poison;                /* poison this rank's gradients this step (test) */
     double comm_s_acc;         /* seconds in communication at the end of accumulate */
     hpt_comm_counter step_ctr[HPT_GROUP_COUNT]; /* this step's communication */

@@ -19,6 +19,7 @@
 
 #define NMEDIAN 31    /* steps in the running median                  */
 #define MAX_SHOWN 8   /* suspects named in the one-line message       */
+#define WHY_MAX 384   /* bytes of one suspect's phrase                 */
 
 struct hpt_watchdog {
     const hpt_comm *c;
@@ -127,6 +128,7 @@ typedef struct {
     int blocked;          /* 1: waiting in `op`                       */
     hpt_flight_rec op;
     double waited;        /* seconds in that wait                     */
+    double in_save;       /* seconds inside a checkpoint save; 0 outside */
     int64_t posted[HPT_FLIGHT_GROUPS], completed[HPT_FLIGHT_GROUPS];
 } rank_state;
 
@@ -138,6 +140,8 @@ static void read_state(const hpt_watchdog *w, rank_state *s)
     s->step = atomic_load(&f->step);
     s->in_step = atomic_load(&f->in_step);
     s->idle = 1e-9 * (double)(now - atomic_load(&f->progress_ns));
+    int64_t save = atomic_load(&f->save_ns);
+    s->in_save = save ? 1e-9 * (double)(now - save) : 0;
     int64_t id = atomic_load(&f->blocked);
     if (id >= 0) {
         s->waited = 1e-9 * (double)(now - atomic_load(&f->blocked_ns));
@@ -158,9 +162,9 @@ static int hb_key(const hpt_watchdog *w, const rank_state *s, char *buf, size_t 
 {
     const hpt_comm *c = w->c;
     int k = snprintf(buf, n, "\"rank\":%d,\"size\":%d,\"host\":\"%s\",\"node\":\"%s\",\"pid\":%ld,"
-                     "\"step\":%lld,\"in_step\":%d,\"blocked\":",
+                     "\"step\":%lld,\"in_step\":%d,\"in_save\":%d,\"blocked\":",
                      c->world_rank, c->world_size, w->host, w->node, w->pid,
-                     (long long)s->step, s->in_step);
+                     (long long)s->step, s->in_step, s->in_save > 0);
     if (s->blocked)
         k += snprintf(buf + k, n - k, "{\"group\":%d,\"op\":%d,\"seq\":%lld,\"peer\":%d}",
                       s->op.group, s->op.op, (long long)s->op.seq, s->op.peer);
@@ -243,6 +247,7 @@ static void read_hb(const char *dir, int rank, hpt_hang_hb *p)
     p->idle = jnum(o, "idle");
     p->waited = jnum(o, "waited");
     p->step = jint(o, "step", 0);
+    p->in_save = (int)jint(o, "in_save", 0);
     if (json_object_object_get_ex(o, "blocked", &b) && json_object_is_type(b, json_type_object)) {
         p->blocked = 1;
         p->group = (int)jint(b, "group", 0);
@@ -263,21 +268,45 @@ static void read_hb(const char *dir, int rank, hpt_hang_hb *p)
 
 
 
-/* A member of x's group that has gone two collectives past the one x's
- * heartbeat says it waits in (seq + 2 or later posted: it completed seq + 1,
- * which needed x), so that heartbeat is stale although recent enough (the
- * process stopped, its watchdog thread too, between two writes); -1 none.
- * Collectives only: point-to-point counts need not match across ranks. */
+/* A member y that contradicts x's heartbeat, so that heartbeat is stale
+ * although younger than the stale limit (the process stopped, its watchdog
+ * thread too, between two writes); -1 none. Like is compared with like: in
+ * a group instance both are members of, y has completed more collectives
+ * than x had posted (one of them x never posted, and none completes
+ * without every member). That y completed the collective x waits in is no
+ * evidence: a member frozen inside an all-reduce can leave some members
+ * done and others waiting (seen: DP4, rank 0 waiting in dp seq 55 that
+ * ranks 1 and 3 had completed, rank 2 frozen). Applies only to a rank other than the
+ * analysing one (its own state is read live) whose heartbeat is older than
+ * a->current s: a live rank rewrites its heartbeat within one period and a
+ * poll after its state changes, so a younger one is current. Posted counts
+ * are never compared with a wait: with DP buckets in flight every live
+ * member has posted several seqs past the one it waits in. */
 static int overtaken_by(const hpt_hang_analysis *a, int x)
 {
     const hpt_hang_hb *p = &a->hb[x];
-    if (!p->ok || !p->blocked || p->peer >= 0 || p->color[p->group] < 0)
+    double current = a->current > 0 ? a->current : 5;
+    if (x == a->me || !p->ok || a->now - p->time <= current)
         return -1;
-    for (int y = 0; y < a->n; y++)
-        if (y != x && a->hb[y].ok && a->hb[y].color[p->group] == p->color[p->group] &&
-            a->hb[y].posted[p->group] > p->seq + 1)
-            return y;
+    for (int y = 0; y < a->n; y++) {
+        const hpt_hang_hb *q = &a->hb[y];
+        if (y == x || !q->ok)
+            continue;
+        for (int g = 0; g < HPT_FLIGHT_GROUPS; g++)
+            if (p->color[g] >= 0 && q->color[g] == p->color[g] && q->completed[g] > p->posted[g])
+                return y;
+    }
     return -1;
+}
+
+/* The group in which y contradicts x (see overtaken_by), for the message. */
+static int overtaken_group(const hpt_hang_analysis *a, int x, int y)
+{
+    const hpt_hang_hb *p = &a->hb[x], *q = &a->hb[y];
+    for (int g = 0; g < HPT_FLIGHT_GROUPS; g++)
+        if (p->color[g] >= 0 && q->color[g] == p->color[g] && q->completed[g] > p->posted[g])
+            return g;
+    return 0;
 }
 
 /* The instance (colour) of group g that rank y belongs to, as comm_mpi.c
@@ -325,7 +354,16 @@ static int blocked_in(const hpt_hang_hb *q, int g, int64_t seq)
 static int waits_for(const hpt_hang_analysis *a, int x, double stale, int *out)
 {
     const hpt_hang_hb *p = &a->hb[x];
-    if (!p->ok || a->now - p->time > stale || !p->blocked || overtaken_by(a, x) >= 0)
+    if (!p->ok || a->now - p->time > stale || overtaken_by(a, x) >= 0)
+        return END;
+    if (!p->blocked && p->in_save) { /* inside HDF5's collectives: for the frozen */
+        int k = 0;
+        for (int y = 0; y < a->n; y++)
+            if (y != x && a->hb[y].ok && a->now - a->hb[y].time > stale)
+                out[k++] = y;
+        return k ? k : END_UNSURE;
+    }
+    if (!p->blocked)
         return END;
     if (p->peer >= 0 && p->peer < a->n) {
         out[0] = p->peer;
@@ -347,17 +385,28 @@ static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *bu
     const hpt_hang_hb *p = &a->hb[x];
     double age = a->now - p->time;
     int y = overtaken_by(a, x);
-    if (y >= 0)
-        snprintf(buf, n, "heartbeat %.0f s old and stale: rank %d has since reached %s seq %lld, "
-                 "past this rank's last record (%s seq %lld at step %lld); process stopped or "
-                 "node unreachable", age, y, hpt_flight_group_name(p->group),
-                 (long long)a->hb[y].posted[p->group], hpt_flight_op_name(p->op),
-                 (long long)p->seq, (long long)p->step);
+    if (y >= 0) {
+        int g = overtaken_group(a, x, y);
+        char last[96];
+        if (p->blocked)
+            snprintf(last, sizeof last, "waiting in %s %s seq %lld", hpt_flight_op_name(p->op),
+                     hpt_flight_group_name(p->group), (long long)p->seq);
+        else
+            snprintf(last, sizeof last, "not in a communication call");
+        snprintf(buf, n, "heartbeat %.0f s old and stale: rank %d has since completed %s seq "
+                 "%lld, past this rank's last record (%s, %s posted %lld, at step %lld); process "
+                 "stopped or node unreachable", age, y, hpt_flight_group_name(g),
+                 (long long)a->hb[y].completed[g], last, hpt_flight_group_name(g),
+                 (long long)p->posted[g], (long long)p->step);
+    }
     else if (!p->ok)
         snprintf(buf, n, "no heartbeat file (never started the watchdog, or its file system "
                          "is unreachable)");
     else if (age > stale)
         snprintf(buf, n, "heartbeat %.0f s old (process stopped or node unreachable)", age);
+    else if (!p->blocked && p->in_save)
+        snprintf(buf, n, "inside a checkpoint save (HDF5's collectives are not recorded) after "
+                 "step %lld, no member's heartbeat older than %.0f s", (long long)p->step, stale);
     else if (!p->blocked)
         snprintf(buf, n, "not in a communication call, no progress for %.*f s at step %lld",
                  secs_prec(p->idle + age), p->idle + age, (long long)p->step);
@@ -375,6 +424,7 @@ static void why_phrase(const hpt_hang_analysis *a, int x, double stale, char *bu
  * ranks — candidates, a->ambiguous set. */
 void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale)
 {
+    a->me = me;
     int n = a->n, *queue = malloc(sizeof(int) * n), *seen = calloc(n, sizeof(int));
     int *out = malloc(sizeof(int) * n), *unsure = calloc(n, sizeof(int));
     a->suspect = calloc(n, sizeof(int));
@@ -421,8 +471,8 @@ void hpt_hang_analyse(hpt_hang_analysis *a, int me, double stale)
         a->nsuspects = tail;
     }
     for (int x = 0; x < n; x++)
-        if (a->suspect[x] && (a->why[x] = malloc(256)))
-            why_phrase(a, x, stale, a->why[x], 256);
+        if (a->suspect[x] && (a->why[x] = malloc(WHY_MAX)))
+            why_phrase(a, x, stale, a->why[x], WHY_MAX);
 done:
     free(queue);
     free(seen);
@@ -450,6 +500,7 @@ static void own_hb(const hpt_watchdog *w, const rank_state *s, hpt_hang_hb *p)
     p->idle = s->idle;
     p->waited = s->waited;
     p->step = s->step;
+    p->in_save = s->in_save > 0;
     p->blocked = s->blocked;
     p->group = s->op.group;
     p->op = s->op.op;
@@ -519,7 +570,7 @@ static int write_dump(hpt_watchdog *w, const rank_state *s, const hpt_hang_analy
             a ? a->ambiguous : 0);
     for (int x = 0, k = 0; a && x < a->n; x++)
         if (a->suspect && a->suspect[x]) {
-            char why[300];
+            char why[WHY_MAX + 44];
             json_safe(why, sizeof why, a->why && a->why[x] ? a->why[x] : "");
             fprintf(f, "%s{\"rank\":%d,\"host\":\"%s\",\"node\":\"%s\",\"why\":\"%s\"}",
                     k++ ? "," : "", x, a->hb[x].ok ? a->hb[x].host : "?",
@@ -611,6 +662,7 @@ static void on_hang(hpt_watchdog *w, const rank_state *s, const char *reason)
                     read_hb(w->dir, x, &a.hb[x]);
             a.now = unix_now();
             a.tp = c->tp, a.pp = c->pp, a.dp = c->dp;
+            a.current = 2 * every + 1; /* a changed state is rewritten within every + a poll */
             hpt_hang_analyse(&a, c->world_rank, 6 * every + 10);
         }
         if ((err = write_dump(w, s, a.hb ? &a : NULL, reason)))
@@ -685,6 +737,26 @@ static const char *check(const hpt_watchdog *w, const rank_state *s, char *buf, 
                  hpt_flight_group_name(s->op.group), (long long)s->op.seq, peer,
                  (long long)s->step);
         return buf;
+    }
+    if (!s->blocked && s->in_save > T && w->dir[0] && w->c->world_size > 1) {
+        /* a save waits inside HDF5's MPI-IO collectives, which are not
+         * recorded: a slow disk is no hang as long as every heartbeat is
+         * fresh (the watchdogs keep writing them); the next rank's being
+         * older than the stale limit is. Each rank reads only its
+         * successor's (a rank frozen after a frozen one is found by the
+         * rank before it), one small read per poll */
+        double every = T / 4 < 0.5 ? 0.5 : T / 4 > 5 ? 5 : T / 4, stale = 6 * every + 10;
+        int y = (w->c->world_rank + 1) % w->c->world_size;
+        hpt_hang_hb q;
+        read_hb(w->dir, y, &q);
+        if (q.ok && unix_now() - q.time > stale) {
+            snprintf(buf, n, "has been inside a checkpoint save for %.*f s (--collective-timeout "
+                     "%g s) after step %lld, and rank %d's heartbeat is %.1f s old (stale "
+                     "limit %.1f s)",
+                     secs_prec(s->in_save), s->in_save, T, (long long)s->step, y,
+                     unix_now() - q.time, stale);
+            return buf;
+        }
     }
     if (!s->blocked && s->in_step && s->idle > T) {
         snprintf(buf, n, "made no progress for %.*f s (--collective-timeout %g s) outside "

@@ -1,7 +1,11 @@
 /* watchdog.h — the hang watchdog: one thread per rank that never calls MPI
  * on the training communicators. It reads the rank's flight recorder
  * (lib/flight.h); when the training thread has waited in one communication
- * call, or made no progress inside a step, for longer than the timeout, it
+ * call, or made no progress inside a step, for longer than the timeout, or
+ * has been inside a checkpoint save (hpt_flight_save_begin) for longer
+ * than the timeout while the next world rank's heartbeat is older than the
+ * stale limit (6 x heartbeat period + 10 s: that rank froze; a slow disk
+ * leaves every heartbeat fresh), it
  * dumps the recorder to RUN_DIR/hang/rank-NNNNN.json, reads the other
  * ranks' heartbeat files (RUN_DIR/hang/hb-NNNNN.json, which every watchdog
  * rewrites when its rank's state changes) to name the rank(s) the job waits
@@ -70,6 +74,7 @@ typedef struct {
     double time;            /* when written (Unix s)                      */
     double idle, waited;    /* seconds, as of `time`                      */
     int64_t step;
+    int in_save;            /* 1: inside a checkpoint save                 */
     int blocked;            /* 1: in a communication call: group, op, seq, peer */
     int group, op, peer;    /* peer: world rank (point-to-point) or -1   */
     int64_t seq;
@@ -87,6 +92,11 @@ typedef struct {
     int tp, pp, dp;  /* the rank grid (lib/comm.h), to place a rank without
                       * a heartbeat in its group instances; 0: unknown
                       * (then it is placed in the world group only)       */
+    double current;  /* s: a heartbeat younger than this is current even where
+                      * another's contradicts it (a live rank rewrites its
+                      * heartbeat within a period and a poll of a change);
+                      * 0: 5 s                                             */
+    int me;          /* set by hpt_hang_analyse: the analysing rank        */
     int *suspect;    /* out, per rank: 1 = suspect                        */
     char **why;      /* out, per suspect: one phrase                       */
     int nsuspects;
@@ -103,8 +113,12 @@ typedef struct {
  * waits for those that have not completed s and are elsewhere (not
  * blocked in g seq s: a nonblocking collective progresses only while
  * every member is inside MPI). Blocked in point-to-point: for its peer.
- * Ends of the chain — not blocked, no heartbeat, heartbeat older than
- * `stale` s — are the suspects. When no end is found that way — every
+ * A rank inside a checkpoint save, not in a recorded call (HDF5's own
+ * MPI-IO collectives), waits for every rank whose heartbeat is older than
+ * `stale` (none: END_UNSURE, ambiguous). Ends of the chain — not blocked, no heartbeat, heartbeat older than
+ * `stale` s, or another rank's than `me` older than a->current s and
+ * contradicted by a member's (it completed more collectives of a shared
+ * group than that rank had posted) — are the suspects. When no end is found that way — every
  * member reached waits in the same collective ("stuck in the network", or
  * a member frozen inside it: the heartbeats cannot tell), or a cycle of
  * blocked ranks — the ranks blocked there are the suspects with

@@ -143,9 +143,12 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "                        status 6; 0 = off [max(300, 10 x median step time)]\n"
             "  --fault-stall-rank R, --fault-stall-step S  testing: world rank R sleeps\n"
             "                        forever before the first collective of step S\n"
-            "  --fault-stall-at WHERE  testing: step (the default, as above) or boundary:\n"
-            "                        after step S that rank stops itself (SIGSTOP, as a\n"
-            "                        frozen process) before the step-boundary agreement\n"
+            "  --fault-stall-at WHERE  testing: step (the default, as above), or that rank\n"
+            "                        stops itself (SIGSTOP, as a frozen process): boundary:\n"
+            "                        after step S, before the step-boundary agreement;\n"
+            "                        bucket: in step S's backward, after its first DP\n"
+            "                        bucket is posted; save: inside the checkpoint save\n"
+            "                        after step S, between the file's create and close\n"
             "  --help, --version\n\n"
             "Exit status: 0 done; 1 internal error; 2 bad option or model config;\n"
             "3 bad data (missing, truncated or malformed shard, token id >= vocab_size);\n"
@@ -310,11 +313,13 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_STALL_RANK: return hpt_cli_parse_int(name, arg, &o->fault_stall_rank);
     case OPT_STALL_STEP: return hpt_cli_parse_int(name, arg, &o->fault_stall_step);
     case OPT_STALL_AT:
-        if (strcmp(arg, "step") && strcmp(arg, "boundary"))
-            return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at '%s': expected step or boundary",
-                                 arg);
-        o->fault_stall_boundary = !strcmp(arg, "boundary");
-        return HPT_OK;
+        for (int i = 0; i <= HPT_STALL_AT_SAVE; i++)
+            if (!strcmp(arg, hpt_stall_at_names[i])) {
+                o->fault_stall_at = i;
+                return HPT_OK;
+            }
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at '%s': expected step, boundary, "
+                             "bucket or save", arg);
     case OPT_KEEP: return hpt_cli_parse_int(name, arg, &o->keep);
     case OPT_NO_SIGNAL_SAVE: o->save_signals = 0; return HPT_OK;
     case OPT_MAX_RUNTIME: return hpt_cli_parse_double(name, arg, &o->max_runtime);

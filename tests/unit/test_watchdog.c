@@ -5,7 +5,10 @@
  * group instances kept apart by their colour, and the cases of issue 33:
  * a DP bucket the frozen partner posted before it froze in compute, a rank
  * waiting in the world agreement with the frozen rank's heartbeat missing
- * or saying it is between steps. */
+ * or saying it is between steps; and the DP bucket pattern of the hang2
+ * report (several iallreduces posted by every live replica, the frozen one
+ * behind): the frozen rank or an ambiguous result, never a healthy rank;
+ * and a rank frozen inside a checkpoint save. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +41,14 @@ static void blocked(int r, int group, int64_t seq, int peer)
     hb[r].peer = peer;
     hb[r].posted[group] = seq;
     hb[r].completed[group] = seq - 1;
+}
+
+/* Rank r posted DP buckets first..last and waits in the first. */
+static void buckets(int r, int group, int64_t first, int64_t last)
+{
+    blocked(r, group, first, -1);
+    hb[r].op = HPT_FLIGHT_IALLREDUCE;
+    hb[r].posted[group] = last;
 }
 
 /* Analyse from `me`; returns the suspects as a bit mask. */
@@ -112,9 +123,9 @@ int main(void)
     hb[0].step = 164;
     m = analyse(2, 1, &a);
     EXPECT(m == 1 && a.why[0] &&
-               strstr(a.why[0], "heartbeat 10 s old and stale: rank 1 has since reached tp seq "
-                                "3115, past this rank's last record (allreduce seq 1960 at step "
-                                "164)"),
+               strstr(a.why[0], "heartbeat 10 s old and stale: rank 1 has since completed tp seq "
+                                "3114, past this rank's last record (waiting in allreduce tp seq "
+                                "1960, tp posted 1960, at step 164)"),
            "overtaken: %#x %s", m, a.why[0] ? a.why[0] : "(null)");
     hpt_hang_analysis_free(&a);
     /* one collective apart is not evidence (rank 1 may have left seq 1960 first) */
@@ -219,6 +230,97 @@ int main(void)
     EXPECT(m == 1, "DP partner without a heartbeat: suspects %#x, want rank 0 only", m);
     hpt_hang_analysis_free(&a);
     grid[0] = grid[1] = grid[2] = 0;
+
+    /* hang2: DP4, rank 2 froze in the backward after posting bucket 56;
+     * ranks 0, 1, 3 posted 56..59 and wait in 56. Every analysing rank
+     * names rank 2 only (the old rule compared rank 1's posted 59 with the
+     * analysing rank's wait in 56 and named the analysing rank itself) */
+    for (int me = 0; me < 4; me += me == 1 ? 2 : 1) {
+        reset(4);
+        for (int r = 0; r < 4; r++)
+            if (r != 2)
+                buckets(r, DP, 56, 59);
+        hb[2].posted[DP] = 56;
+        hb[2].completed[DP] = 55;
+        hb[2].time = NOW - 6;
+        m = analyse(4, me, &a);
+        EXPECT(m == 1u << 2 && !a.ambiguous, "DP4 buckets, rank 2 frozen after its first, from "
+               "rank %d: suspects %#x (want rank 2 only), ambiguous %d", me, m, a.ambiguous);
+        hpt_hang_analysis_free(&a);
+    }
+    /* the same with rank 2's heartbeat written in the setup (waiting in
+     * world seq 6; the others completed world 8 since) and 6 s old:
+     * contradicted, so stale: rank 2 (what hang-dp-bucket.sh sees) */
+    reset(4);
+    for (int r = 0; r < 4; r++) {
+        buckets(r, DP, 56, 59);
+        hb[r].posted[0] = hb[r].completed[0] = 8;
+    }
+    blocked(2, 0, 6, -1);
+    hb[2].posted[DP] = hb[2].completed[DP] = 0;
+    hb[2].time = NOW - 6;
+    m = analyse(4, 0, &a);
+    EXPECT(m == 1u << 2 && !a.ambiguous && a.why[2] && strstr(a.why[2], "stale"),
+           "DP4 buckets, rank 2's heartbeat from the setup: suspects %#x (want rank 2), "
+           "ambiguous %d, why %s", m, a.ambiguous, a.why[2] ? a.why[2] : "(null)");
+    hpt_hang_analysis_free(&a);
+    /* ... and that heartbeat only 1 s old (rank 2 may be alive, about to
+     * rewrite it): not proof; rank 2 a candidate at most, no healthy rank */
+    hb[2].time = NOW - 1;
+    m = analyse(4, 0, &a);
+    EXPECT((m & ~(1u << 2)) == 0 && (m == 1u << 2 || a.ambiguous), "DP4 buckets, rank 2's "
+           "heartbeat fresh: suspects %#x, ambiguous %d (a healthy rank named)", m, a.ambiguous);
+    hpt_hang_analysis_free(&a);
+    /* trial f43: rank 2 froze inside the all-reduce dp seq 55 after ranks
+     * 1 and 3 had completed it; rank 0 still waits in it (heartbeat 5 s
+     * old: unchanged, so not rewritten), 1 and 3 wait in world seq 19,
+     * rank 2's heartbeat (7 s old) is from the setup (world seq 6). Rank 0
+     * waits legitimately: it must not be named (it was, as "stale",
+     * under the rule "a member completed the seq it waits in") */
+    reset(4);
+    blocked(0, DP, 55, -1);
+    hb[0].posted[0] = hb[0].completed[0] = 18;
+    hb[0].time = NOW - 5.5;
+    for (int r = 1; r < 4; r += 2) {
+        blocked(r, 0, 19, -1);
+        hb[r].posted[DP] = hb[r].completed[DP] = 55;
+    }
+    blocked(2, 0, 6, -1);
+    hb[2].time = NOW - 7;
+    m = analyse(4, 3, &a);
+    EXPECT(m == 1u << 2, "trial f43 (rank 0 waits in dp 55 that 1 and 3 completed): suspects "
+           "%#x, want rank 2 only", m);
+    hpt_hang_analysis_free(&a);
+    /* the analysing rank is never stale by another's counts, even with an
+     * old own record: rank 1 completed more than rank 0 posted, rank 0 is
+     * the analyser: it follows its wait to rank 3, which posted nothing */
+    reset(4);
+    buckets(0, DP, 3, 3);
+    hb[0].time = NOW - 8;
+    buckets(1, DP, 5, 6);
+    hb[1].completed[DP] = 4;
+    buckets(2, DP, 3, 4);
+    hb[3].idle = 9;
+    m = analyse(4, 0, &a);
+    EXPECT(m == 1u << 3, "the analysing rank with an old record: suspects %#x, want rank 3", m);
+    hpt_hang_analysis_free(&a);
+
+    /* hang2 item 2: ranks 0 and 1 inside a checkpoint save (HDF5's own
+     * collectives, not recorded: not blocked), rank 2 frozen in it, its
+     * heartbeat 30 s old (over the stale limit): rank 2 alone, from 0 */
+    reset(3);
+    for (int r = 0; r < 3; r++)
+        hb[r].in_save = 1;
+    hb[2].time = NOW - 30;
+    m = analyse(3, 0, &a);
+    EXPECT(m == 1u << 2 && !a.ambiguous, "in a save, rank 2's heartbeat 30 s old: suspects %#x "
+           "(want rank 2), ambiguous %d", m, a.ambiguous);
+    hpt_hang_analysis_free(&a);
+    /* every heartbeat fresh (a slow disk): no definite suspect */
+    hb[2].time = NOW - 1;
+    m = analyse(3, 0, &a);
+    EXPECT(!m || a.ambiguous, "in a save, all fresh: suspects %#x without ambiguous", m);
+    hpt_hang_analysis_free(&a);
 
     if (failures)
         fprintf(stderr, "test_watchdog: %d failures\n", failures);
