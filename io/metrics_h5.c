@@ -179,6 +179,11 @@ hpt_status hpt_metrics_h5_probe(const char *path)
                              "attributes (signal %d, %s; a damaged global heap: the strings of "
                              "the attributes)", path, WTERMSIG(status),
                              sig_name(WTERMSIG(status)));
+    /* the child ends with _exit(0); a sanitizer's report ends it with a status */
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: damaged file: HDF5 failed reading its "
+                             "attributes (the reader ended with status %d; a damaged global "
+                             "heap: the strings of the attributes)", path, WEXITSTATUS(status));
     return HPT_OK;
 }
 

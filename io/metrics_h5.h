@@ -128,9 +128,10 @@ hid_t hpt_metrics_h5_fapl(void);
  * units, ...), which carry no checksum, and one overwritten size byte makes
  * H5Aread crash with SIGSEGV, abort in malloc, or loop. Call before the
  * caller's own process reads them. HPT_ERR_DATA "PATH: damaged file: HDF5
- * crashed reading its attributes (signal N, ...)" or "... did not finish
- * ... in HPT_METRICS_PROBE_S s"; HPT_OK otherwise, also when the child
- * merely failed (the caller's own read reports that) or fork failed. The
+ * crashed reading its attributes (signal N, ...)", "... failed reading
+ * its attributes (the reader ended with status N ...)" (a sanitizer build's
+ * report: the child itself exits 0) or "... did not finish ... in
+ * HPT_METRICS_PROBE_S s"; HPT_OK otherwise, also when fork failed. The
  * caller holds no other thread inside HDF5 meanwhile. */
 hpt_status hpt_metrics_h5_probe(const char *path);
 
