@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "durable.h"
 #include "live.h"
 #include "metrics_h5.h"
 #include "metrics_read.h"
@@ -424,9 +425,8 @@ hpt_status hpt_metrics_tool_csv(const char *path, const char *ranks, const char 
     if (f && f != out) {
         if (fclose(f) != 0 && !st)
             st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
-        if (!st && tmp[0] && rename(tmp, target) != 0)
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: cannot rename %s to it: %s", outpath, tmp,
-                               strerror(errno));
+        if (!st && tmp[0])
+            st = hpt_file_commit(tmp, target); /* fsync, rename, fsync of the directory */
         if (st && tmp[0])
             unlink(tmp);
     }
@@ -462,13 +462,10 @@ hpt_status hpt_metrics_tool_report(const char *const *files, int n, int points,
     } else if (f) {
         if (fflush(f) != 0 && !st)
             st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
-        if (!st && tmp[0] && fsync(fileno(f)) != 0)
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: fsync failed: %s", outpath, strerror(errno));
         if (fclose(f) != 0 && !st)
             st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
-        if (!st && tmp[0] && rename(tmp, target) != 0)
-            st = hpt_error_set(HPT_ERR_IO, "-o %s: cannot rename %s to it: %s", outpath, tmp,
-                               strerror(errno));
+        if (!st && tmp[0])
+            st = hpt_file_commit(tmp, target); /* fsync, rename, fsync of the directory */
         if (st && tmp[0])
             unlink(tmp);
     }
