@@ -110,6 +110,26 @@ void hpt_train_opts_default(hpt_train_opts *o);
  * (--zero1 is --zero 1). */
 hpt_status hpt_train_opts_zero(hpt_train_opts *o, const char *arg);
 
+/* The options that take one word of a fixed set: "fault-stall-at"
+ * (hpt_stall_at_names), "resume" (auto, strict, none), "pp-schedule"
+ * (1f1b, gpipe); sets the field of o. Errors: HPT_ERR_USAGE "--OPT 'ARG':
+ * expected ..." naming the accepted words. */
+hpt_status hpt_train_opts_choice(hpt_train_opts *o, const char *opt, const char *arg);
+
+/* Every rank of `comm` must have parsed the same arguments: a rank whose
+ * own failed to parse (st), or that alone was given --help, --version or
+ * --print-config (action: 0 train, 1 help, 2 version, 3 print-config),
+ * would leave the others waiting in the run's first collective.
+ * Collective. Returns the first rank's error, or HPT_ERR_USAGE when the
+ * actions differ; HPT_OK otherwise (the run then compares the options
+ * themselves). */
+hpt_status hpt_train_opts_agree_parse(MPI_Comm comm, hpt_status st, int action);
+
+/* --print-config: resolve o->model (and --tie/--untie-embeddings) on
+ * every rank, the same verdict everywhere, and write the config JSON to
+ * out (rank 0; NULL elsewhere). Errors: those of hpt_config_resolve. */
+hpt_status hpt_train_opts_print_config(const hpt_train_opts *o, FILE *out);
+
 /* Check option values (sizes > 0, lr > 0, ...). Errors: HPT_ERR_USAGE
  * naming the option, the value and the rule. */
 hpt_status hpt_train_opts_validate(const hpt_train_opts *o);

@@ -74,6 +74,56 @@ hpt_status hpt_train_opts_zero(hpt_train_opts *o, const char *arg)
     return HPT_OK;
 }
 
+hpt_status hpt_train_opts_choice(hpt_train_opts *o, const char *opt, const char *arg)
+{
+    if (!strcmp(opt, "fault-stall-at")) {
+        for (int i = 0; i <= HPT_STALL_AT_SAVE; i++)
+            if (!strcmp(arg, hpt_stall_at_names[i])) {
+                o->fault_stall_at = i;
+                return HPT_OK;
+            }
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at '%s': expected step, boundary, "
+                             "bucket or save", arg);
+    }
+    if (!strcmp(opt, "resume")) {
+        static const char *const w[] = {"none", "auto", "strict"}; /* o->resume 0, 1, 2 */
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(arg, w[i])) {
+                o->resume = i;
+                return HPT_OK;
+            }
+        return hpt_error_set(HPT_ERR_USAGE, "--resume '%s': expected auto, strict or none", arg);
+    }
+    if (strcmp(arg, "1f1b") && strcmp(arg, "gpipe"))
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe", arg);
+    o->gpipe = !strcmp(arg, "gpipe");
+    return HPT_OK;
+}
+
+hpt_status hpt_train_opts_agree_parse(MPI_Comm comm, hpt_status st, int action)
+{
+    st = hpt_comm_agree(comm, st);
+    int lo = action, hi = action;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, comm);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, comm);
+    if (!st && lo != hi)
+        st = hpt_error_set(HPT_ERR_USAGE, "the ranks were given other options (--help, --version "
+                           "or --print-config on some ranks only): every rank must run the same "
+                           "hpt-train command");
+    return st;
+}
+
+hpt_status hpt_train_opts_print_config(const hpt_train_opts *o, FILE *out)
+{
+    hpt_config cfg;
+    hpt_status st = hpt_config_resolve(o->model, &cfg);
+    if (st)
+        return st;
+    if (o->tie_embeddings >= 0)
+        cfg.tie_word_embeddings = o->tie_embeddings;
+    return out ? hpt_config_write(&cfg, out) : HPT_OK;
+}
+
 hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
 {
     const struct {

@@ -312,28 +312,12 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     }
     case OPT_STALL_RANK: return hpt_cli_parse_int(name, arg, &o->fault_stall_rank);
     case OPT_STALL_STEP: return hpt_cli_parse_int(name, arg, &o->fault_stall_step);
-    case OPT_STALL_AT:
-        for (int i = 0; i <= HPT_STALL_AT_SAVE; i++)
-            if (!strcmp(arg, hpt_stall_at_names[i])) {
-                o->fault_stall_at = i;
-                return HPT_OK;
-            }
-        return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at '%s': expected step, boundary, "
-                             "bucket or save", arg);
+    case OPT_STALL_AT: return hpt_train_opts_choice(o, "fault-stall-at", arg);
     case OPT_KEEP: return hpt_cli_parse_int(name, arg, &o->keep);
     case OPT_NO_SIGNAL_SAVE: o->save_signals = 0; return HPT_OK;
     case OPT_MAX_RUNTIME: return hpt_cli_parse_double(name, arg, &o->max_runtime);
-    case OPT_RESUME:
-        if (!strcmp(arg, "none") || !strcmp(arg, "auto") || !strcmp(arg, "strict")) {
-            o->resume = !strcmp(arg, "none") ? 0 : !strcmp(arg, "auto") ? 1 : 2;
-            return HPT_OK;
-        }
-        return hpt_error_set(HPT_ERR_USAGE, "--resume '%s': expected auto, strict or none", arg);
-    case OPT_PP_SCHEDULE:
-        if (strcmp(arg, "1f1b") && strcmp(arg, "gpipe"))
-            return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe", arg);
-        o->gpipe = !strcmp(arg, "gpipe");
-        return HPT_OK;
+    case OPT_RESUME: return hpt_train_opts_choice(o, "resume", arg);
+    case OPT_PP_SCHEDULE: return hpt_train_opts_choice(o, "pp-schedule", arg);
     case OPT_PRINT_CONFIG: *action = 3; return HPT_OK;
     case OPT_HELP: *action = 1; return HPT_OK;
     case OPT_VERSION: *action = 2; return HPT_OK;
@@ -352,19 +336,6 @@ static hpt_status parse_args(int argc, char **argv, hpt_train_opts *o, int *acti
     return hpt_cli_parse(argc, argv, long_opts, "hpt-train", OPT_HELP, apply_cb, o, action);
 }
 
-/* Resolve the model on every rank (same verdict everywhere); print on
- * rank 0 (out != NULL). */
-static hpt_status print_config(const hpt_train_opts *o, FILE *out)
-{
-    hpt_config cfg;
-    hpt_status st = hpt_config_resolve(o->model, &cfg);
-    if (st)
-        return st;
-    if (o->tie_embeddings >= 0)
-        cfg.tie_word_embeddings = o->tie_embeddings;
-    return out ? hpt_config_write(&cfg, out) : HPT_OK;
-}
-
 int main(int argc, char **argv)
 {
     /* FUNNELED: --async-save's writer threads make no MPI calls, but MPI
@@ -377,18 +348,7 @@ int main(int argc, char **argv)
     hpt_train_opts_default(&o);
     defaults = o;
     hpt_status st = parse_args(argc, argv, &o, &action);
-    /* every rank must have parsed the same arguments: a rank whose own fail
-     * to parse, or that alone was given --help, would otherwise leave the
-     * others waiting in the run's first collective (the run compares the
-     * options themselves: lib/train_opts.c train_opts_agree) */
-    st = hpt_comm_agree(MPI_COMM_WORLD, st);
-    int lo = action, hi = action;
-    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!st && lo != hi)
-        st = hpt_error_set(HPT_ERR_USAGE, "the ranks were given other options (--help, --version "
-                           "or --print-config on some ranks only): every rank must run the same "
-                           "hpt-train command");
+    st = hpt_train_opts_agree_parse(MPI_COMM_WORLD, st, action);
     /* --help, --version and --print-config print on rank 0 and never train
      * on any rank. */
     if (!st && action == 1) {
@@ -398,7 +358,7 @@ int main(int argc, char **argv)
         if (rank == 0)
             printf("hpt-train (hpt) %s\n", PACKAGE_VERSION);
     } else if (!st && action == 3) {
-        st = print_config(&o, rank == 0 ? stdout : NULL);
+        st = hpt_train_opts_print_config(&o, rank == 0 ? stdout : NULL);
     } else if (!st) {
         st = hpt_train_run(MPI_COMM_WORLD, stdout, &o);
     }
