@@ -216,7 +216,8 @@ static void write_rank_families(hpt_sbuf *b, hpt_live_run *const *runs, int nrun
     family(b, "hpt_slowest_rank_step_seconds", "gauge", "Step time of the newest row on the "
            "slowest ranks (s; hpt-live --prometheus-top-k of them).");
     for (int i = 0; i < nruns; i++) {
-        qsort(t[i], n[i], sizeof *t[i], cmp_slow);
+        if (n[i]) /* a run without per-rank values (damaged, empty) has t[i] NULL */
+            qsort(t[i], n[i], sizeof *t[i], cmp_slow);
         for (size_t j = 0; j < n[i] && j < (size_t)topk; j++) {
             series_open(b, "hpt_slowest_rank_step_seconds", runs[i]);
             hpt_sbuf_printf(b, ",rank=\"%zu\"", t[i][j].rank);
