@@ -57,7 +57,7 @@ hpt_status hpt_cli_parse_int(const char *opt, const char *s, int *out)
     return HPT_OK;
 }
 
-hpt_status hpt_cli_parse_zero(const char *s, int *out)
+static hpt_status parse_zero(const char *s, int *out)
 {
     int v = 0;
     hpt_status st = hpt_cli_parse_int("zero", s, &v);
@@ -71,6 +71,23 @@ hpt_status hpt_cli_parse_zero(const char *s, int *out)
         return hpt_error_set(HPT_ERR_USAGE, "--zero %d: expected 0, 1 or 2 (the ZeRO stage; 3 is "
                              "not implemented yet)", v);
     *out = v;
+    return HPT_OK;
+}
+
+hpt_status hpt_cli_zero_option(const char *arg, int *zero, int *zero_given, int *zero1_given)
+{
+    int v = 1;
+    hpt_status st = arg ? parse_zero(arg, &v) : HPT_OK;
+    if (st)
+        return st;
+    if (arg)
+        *zero_given = v + 1;
+    else
+        *zero1_given = 1;
+    if (*zero1_given && *zero_given && *zero_given != 2)
+        return hpt_error_set(HPT_ERR_USAGE, "--zero1 and --zero %d contradict: --zero1 is "
+                             "--zero 1; give one of them", *zero_given - 1);
+    *zero = v;
     return HPT_OK;
 }
 

@@ -104,12 +104,6 @@ extern const char *const hpt_stall_at_names[4];
 /* Fill *o with the defaults documented in `hpt-train --help`. */
 void hpt_train_opts_default(hpt_train_opts *o);
 
-/* --zero ARG (arg: the text) or, with arg NULL, --zero1: sets o->zero.
- * Errors (HPT_ERR_USAGE): those of hpt_cli_parse_zero (lib/cli.h), and
- * "--zero1 and --zero N contradict" when both are given with N != 1
- * (--zero1 is --zero 1). */
-hpt_status hpt_train_opts_zero(hpt_train_opts *o, const char *arg);
-
 /* The options that take one word of a fixed set: "fault-stall-at"
  * (hpt_stall_at_names), "resume" (auto, strict, none), "pp-schedule"
  * (1f1b, gpipe); sets the field of o. Errors: HPT_ERR_USAGE "--OPT 'ARG':

@@ -57,23 +57,6 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->fault_stall_rank = -1;
 }
 
-hpt_status hpt_train_opts_zero(hpt_train_opts *o, const char *arg)
-{
-    int v = 1;
-    hpt_status st = arg ? hpt_cli_parse_zero(arg, &v) : HPT_OK;
-    if (st)
-        return st;
-    if (arg)
-        o->zero_given = v + 1;
-    else
-        o->zero1_given = 1;
-    if (o->zero1_given && o->zero_given && o->zero_given != 2)
-        return hpt_error_set(HPT_ERR_USAGE, "--zero1 and --zero %d contradict: --zero1 is "
-                             "--zero 1; give one of them", o->zero_given - 1);
-    o->zero = v;
-    return HPT_OK;
-}
-
 hpt_status hpt_train_opts_choice(hpt_train_opts *o, const char *opt, const char *arg)
 {
     if (!strcmp(opt, "fault-stall-at")) {

@@ -168,21 +168,9 @@ static hpt_status apply(hpt_plan_opts *o, int c, const char *arg, int *action)
     case OPT_RECOMPUTE: o->recompute_given = 1; return hpt_recompute_parse(arg, &o->recompute);
     case OPT_SEQ_PAR: o->seqpar = 1; return HPT_OK;
     case OPT_ZERO1:
-    case OPT_ZERO: {
-        int v = 1;
-        hpt_status st = c == OPT_ZERO ? hpt_cli_parse_zero(arg, &v) : HPT_OK;
-        if (st)
-            return st;
-        if (c == OPT_ZERO)
-            o->zero_given = v + 1;
-        else
-            o->zero1_given = 1;
-        if (o->zero1_given && o->zero_given && o->zero_given != 2)
-            return hpt_error_set(HPT_ERR_USAGE, "--zero1 and --zero %d contradict: --zero1 is "
-                                 "--zero 1; give one of them", o->zero_given - 1);
-        o->zero = v;
-        return HPT_OK;
-    }
+    case OPT_ZERO:
+        return hpt_cli_zero_option(c == OPT_ZERO ? arg : NULL, &o->zero, &o->zero_given,
+                                   &o->zero1_given);
     case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
     case OPT_JSON: o->json = 1; return HPT_OK;
     case OPT_SEARCH: o->search = 1; return HPT_OK;

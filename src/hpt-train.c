@@ -256,8 +256,10 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
                                  o->dp);
         return st;
     }
-    case OPT_ZERO1: return hpt_train_opts_zero(o, NULL);
-    case OPT_ZERO: return hpt_train_opts_zero(o, arg);
+    case OPT_ZERO1:
+    case OPT_ZERO:
+        return hpt_cli_zero_option(c == OPT_ZERO ? arg : NULL, &o->zero, &o->zero_given,
+                                   &o->zero1_given);
     case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
     case OPT_EXPORT_DTYPE: {
