@@ -232,14 +232,14 @@ static void nc_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const
 
 /* Equal blocks: ncclReduceScatter; uneven: one reduce per block to its
  * owner, in one NCCL group call. */
-static void nc_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
-                                      const int *counts)
+/* Enqueue on `stream` the sum over group g of send (the group's counts,
+ * concatenated) with this rank's block into recv: ncclReduceScatter when
+ * the blocks are equal, one grouped ncclReduce per block when not (uneven
+ * shards), a device copy of the own block in a group of one. Returns the
+ * elements reduced (the sum of counts). */
+static size_t rs_enqueue(hpt_comm *c, hpt_group g, const float *send, float *recv,
+                         const int *counts, cudaStream_t stream)
 {
-    if (!on_device(send) || !on_device(recv)) {
-        hpt_comm_mpi.reduce_scatter_sum_f32(c, g, send, recv, counts);
-        return;
-    }
-    double t0 = MPI_Wtime();
     int size = c->group_size[g], equal = 1;
     size_t total = 0, mine = 0;
     for (int i = 0; i < size; i++) {
@@ -252,20 +252,32 @@ static void nc_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *sen
     if (!nc) {
         if (send + mine != recv)
             CUDA_OK(cudaMemcpyAsync(recv, send + mine, (size_t)counts[0] * sizeof(float),
-                                    cudaMemcpyDeviceToDevice, st(c)->compute));
+                                    cudaMemcpyDeviceToDevice, stream));
     } else if (equal) {
         NCCL_OK(ncclReduceScatter(send, recv, (size_t)counts[0], ncclFloat32, ncclSum, nc,
-                                  st(c)->compute));
+                                  stream));
     } else {
         size_t off = 0;
         NCCL_OK(ncclGroupStart());
         for (int i = 0; i < size; i++) {
             NCCL_OK(ncclReduce(send + off, recv, (size_t)counts[i], ncclFloat32, ncclSum, i, nc,
-                               st(c)->compute));
+                               stream));
             off += (size_t)counts[i];
         }
         NCCL_OK(ncclGroupEnd());
     }
+    return total;
+}
+
+static void nc_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
+                                      const int *counts)
+{
+    if (!on_device(send) || !on_device(recv)) {
+        hpt_comm_mpi.reduce_scatter_sum_f32(c, g, send, recv, counts);
+        return;
+    }
+    double t0 = MPI_Wtime();
+    size_t total = rs_enqueue(c, g, send, recv, counts, st(c)->compute);
     count(c, g, total * sizeof(float), t0);
 }
 
@@ -286,37 +298,9 @@ static void nc_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *se
     }
     nccl_state *s = st(c);
     double t0 = MPI_Wtime();
-    int size = c->group_size[g], equal = 1;
-    size_t total = 0, mine = 0;
-    for (int i = 0; i < size; i++) {
-        if (i == c->group_rank[g])
-            mine = total;
-        total += (size_t)counts[i];
-        equal &= counts[i] == counts[0];
-    }
+    size_t total = 0;
     cudaEvent_t done;
-    ncclComm_t nc = s->group[g];
-    if (!nc) {
-        ON_SIDE_STREAM(s, s->dp, done,
-                       if (send + mine != recv) CUDA_OK(cudaMemcpyAsync(
-                           recv, send + mine, (size_t)counts[0] * sizeof(float),
-                           cudaMemcpyDeviceToDevice, s->dp)));
-    } else if (equal) {
-        ON_SIDE_STREAM(s, s->dp, done,
-                       NCCL_OK(ncclReduceScatter(send, recv, (size_t)counts[0], ncclFloat32,
-                                                 ncclSum, nc, s->dp)));
-    } else {
-        ON_SIDE_STREAM(s, s->dp, done, {
-            size_t off = 0;
-            NCCL_OK(ncclGroupStart());
-            for (int i = 0; i < size; i++) {
-                NCCL_OK(ncclReduce(send + off, recv, (size_t)counts[i], ncclFloat32, ncclSum, i,
-                                   nc, s->dp));
-                off += (size_t)counts[i];
-            }
-            NCCL_OK(ncclGroupEnd());
-        });
-    }
+    ON_SIDE_STREAM(s, s->dp, done, total = rs_enqueue(c, g, send, recv, counts, s->dp));
     r->stage_host = (void *)done;
     count(c, g, total * sizeof(float), t0);
 }
