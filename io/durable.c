@@ -78,7 +78,9 @@ hpt_status hpt_tmp_commit(int fd, const char *tmp, const char *path, hpt_status 
     return st;
 }
 
-hpt_status hpt_file_write_durable(const char *path, const void *buf, size_t n)
+/* PATH.tmp written with buf and renamed over PATH; durable: synced first
+ * (hpt_tmp_commit), else only closed and renamed. */
+static hpt_status write_via_tmp(const char *path, const void *buf, size_t n, int durable)
 {
     char tmp[PATH_MAX + 8];
     int fd;
@@ -97,5 +99,23 @@ hpt_status hpt_file_write_durable(const char *path, const void *buf, size_t n)
         p += w;
         n -= (size_t)w;
     }
-    return hpt_tmp_commit(fd, tmp, path, st);
+    if (durable)
+        return hpt_tmp_commit(fd, tmp, path, st);
+    if (close(fd) && !st)
+        st = hpt_error_set(HPT_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    if (!st && rename(tmp, path))
+        st = hpt_error_set(HPT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (st)
+        unlink(tmp);
+    return st;
+}
+
+hpt_status hpt_file_write_durable(const char *path, const void *buf, size_t n)
+{
+    return write_via_tmp(path, buf, n, 1);
+}
+
+hpt_status hpt_file_write_atomic(const char *path, const void *buf, size_t n)
+{
+    return write_via_tmp(path, buf, n, 0);
 }

@@ -41,4 +41,12 @@ hpt_status hpt_tmp_commit(int fd, const char *tmp, const char *path, hpt_status 
  * PATH.tmp is left. */
 hpt_status hpt_file_write_durable(const char *path, const void *buf, size_t n);
 
+/* The same without the two fsyncs: a reader still sees the old PATH or the
+ * whole new one, but after a crash PATH may be the old one. For files
+ * rewritten every few seconds whose loss in a crash is harmless (the
+ * watchdog's heartbeats), where a sync per rewrite would load a shared
+ * file system and delay the heartbeat itself. Errors: as
+ * hpt_file_write_durable ("cannot rename TMP to PATH: E" for the rename). */
+hpt_status hpt_file_write_atomic(const char *path, const void *buf, size_t n);
+
 #endif

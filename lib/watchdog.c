@@ -61,11 +61,12 @@ static void json_safe(char *dst, size_t n, const char *s)
     dst[i] = 0;
 }
 
-/* Write `text` to path durably (io/durable.h: readers never see half a
- * file). Returns 0 on success. */
+/* Write `text` to path by temp name + rename (io/durable.h: readers never
+ * see half a file; not synced: a heartbeat is rewritten every few seconds
+ * and worthless after a crash). Returns 0 on success. */
 static int write_atomic(const char *path, const char *text, size_t len)
 {
-    return hpt_file_write_durable(path, text, len) ? -1 : 0;
+    return hpt_file_write_atomic(path, text, len) ? -1 : 0;
 }
 
 static double timeout_s(const hpt_watchdog *w)

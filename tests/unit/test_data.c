@@ -312,6 +312,16 @@ static void test_durable(void)
     EXPECT(hpt_file_write_durable(f, "xy", 2) == HPT_OK, "overwrite: %s", hpt_error_msg());
     EXPECT(file_is(f, "xy") && stat(ft, &sb) != 0, "d.txt is not 'xy', or d.txt.tmp is left");
     EXPECT_ERR(hpt_file_write_durable(tpath("no/x"), "a", 1), HPT_ERR_IO, "no/x.tmp: cannot create: No such file");
+    /* the unsynced form (heartbeats): the same replacement and the same errors */
+    EXPECT(hpt_file_write_atomic(f, "hb1", 3) == HPT_OK, "atomic write: %s", hpt_error_msg());
+    EXPECT(file_is(f, "hb1") && stat(ft, &sb) != 0, "d.txt is not 'hb1', or d.txt.tmp is left");
+    EXPECT_ERR(hpt_file_write_atomic(tpath("no/x"), "a", 1), HPT_ERR_IO, "no/x.tmp: cannot create: No such file");
+    EXPECT(mkdir(tpath("adir"), 0777) == 0, "fixture adir");
+    EXPECT(mkdir(tpath("adir/full"), 0777) == 0 &&
+               hpt_file_write_durable(tpath("adir/full/k"), "1", 1) == HPT_OK,
+           "fixture full");
+    EXPECT_ERR(hpt_file_write_atomic(tpath("adir/full"), "a", 1), HPT_ERR_IO, "cannot rename ");
+    EXPECT(stat(tpath("adir/full.tmp"), &sb) != 0, "a failed atomic write left its .tmp");
     EXPECT_ERR(hpt_file_commit(tpath("gone.tmp"), tpath("gone")), HPT_ERR_IO,
                "gone.tmp: cannot open for fsync: No such file");
     EXPECT(stat(tpath("gone"), &sb) != 0, "a failed commit created its target");
