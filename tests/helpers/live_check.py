@@ -121,8 +121,8 @@ trainer = subprocess.Popen(train_args + ["--steps", "400", "--fault-nan-steps", 
                                          "--fault-slow-rank", "1", "--fault-slow-ms", "150"],
                            stdout=out1, stderr=subprocess.STDOUT)
 wait_for("state live", lambda: seen("state", lambda d: d["state"] == "live"))
-rows = wait_for("rows of 8 steps in the stream",
-                lambda: (lambda s: s if len(s) >= 8 else None)(
+rows = wait_for("rows of 24 steps in the stream",  # enough to downsample (below)
+                lambda: (lambda s: s if len(s) >= 24 else None)(
                     {st for d in seen("rows") for st in d["columns"]["step"]}))
 print("stream: state live, rows of steps", sorted(rows)[:10], "...")
 al = wait_for("the nonfinite alert in the stream", lambda: seen("alert"))
@@ -206,7 +206,7 @@ def check_history():
 
 h, cols = check_history()
 n1 = len(cols["step"])
-assert n1 >= 8
+assert n1 >= 24
 # every row the stream sent before the kill carries the file's values
 for d in seen("rows"):
     for s, loss in zip(d["columns"]["step"], d["columns"]["loss"]):
@@ -219,7 +219,13 @@ st, body = get("/api/history?run=0&points=4")
 hd = json.loads(body)
 assert hd["columns"]["step"][0] == 1 and hd["columns"]["step"][-1] == n1, hd["columns"]["step"]
 assert 3 in hd["columns"]["step"], hd["columns"]["step"]
-assert len(hd["columns"]["step"]) < n1
+# at most max(points, 8) + 2 rows besides the event and alert steps
+# (lib/live_json.c select_rows); how many events a run has depends on the
+# machine's load (slow_rank), so the bound counts them rather than assuming
+kept = {e["step"] for e in h["events"]} | {a["step"] for a in h["alerts"]}
+bound = max(4, 8) + 2 + len(kept)
+assert len(hd["columns"]["step"]) <= bound, (len(hd["columns"]["step"]), bound)
+assert n1 <= bound or len(hd["columns"]["step"]) < n1, (n1, bound)
 print("points=4: %d of %d steps, first/last/event steps kept" % (len(hd["columns"]["step"]), n1))
 for q in ["/api/history?run=1", "/api/history?run=x", "/api/history?run=0&points=1",
           "/api/history?run=-1", "/api/history"]:
