@@ -90,8 +90,9 @@ static void check_meta_values(verify_ctx *v, const hpt_ckpt_meta *m)
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].value < f[i].min)
             finding(v, f[i].name, "attribute is %lld, must be >= %lld", f[i].value, f[i].min);
-    if (m->zero1 > 2) /* the ZeRO stage of the writer; 0/1 before ZeRO-2 existed */
-        finding(v, "zero1", "attribute is %d, must be 0, 1 or 2 (the ZeRO stage)", (int)m->zero1);
+    if (m->zero1 > 3) /* the ZeRO stage of the writer; 0/1 before ZeRO-2 existed */
+        finding(v, "zero1", "attribute is %d, must be 0, 1, 2 or 3 (the ZeRO stage)",
+                (int)m->zero1);
 }
 
 /* /model/<name> has shape `want` and attribute layer == `layer`. */
@@ -372,7 +373,7 @@ static void list_row_fill(const char *dir, const entry *e, int verify, const hpt
     }
     H5Fclose(f);
     snprintf(r->layout, sizeof r->layout, "%dx%dx%d", (int)m.tp, (int)m.pp, (int)m.dp);
-    snprintf(r->zero1, sizeof r->zero1, "%s", m.zero1 == 2 ? "yes-2" : m.zero1 ? "yes" : "no");
+    snprintf(r->zero1, sizeof r->zero1, "%s", m.zero1 >= 2 ? (m.zero1 == 3 ? "yes-3" : "yes-2") : m.zero1 ? "yes" : "no");
     snprintf(r->samples, sizeof r->samples, "%lld", (long long)m.samples);
     verify_ctx v = {file, mdl, NULL, 0, ""};
     if (verify && verify_file(file, &v)) /* opened a moment ago: a race, or out of memory */
@@ -570,7 +571,7 @@ static void info_meta(const char *file, const hpt_ckpt_meta *m, FILE *out)
     fprintf(out, "batch          %lld sequences of %d tokens per step, micro-batch %d\n",
             (long long)m->global_batch, (int)m->seq_len, (int)m->micro_batch);
     fprintf(out, "layout         tp %d x pp %d x dp %d, ZeRO-1 %s%s\n", (int)m->tp, (int)m->pp,
-            (int)m->dp, m->zero1 ? "on" : "off", m->zero1 == 2 ? ", ZeRO-2 on" : "");
+            (int)m->dp, m->zero1 ? "on" : "off", m->zero1 == 3 ? ", ZeRO-3 on" : m->zero1 == 2 ? ", ZeRO-2 on" : "");
 }
 
 static void info_model(const char *file, const hpt_ckpt_meta *m, const hpt_ckpt_model *mdl,

@@ -13,6 +13,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,18 +32,26 @@ static int row_item(int C) { return C >= ROW_ITEM_FLOATS ? 1 : ROW_ITEM_FLOATS /
 
 /* ------------------------------------------------------------- memory */
 
+/* Zeroed, 64-byte aligned. calloc: a large block is fresh anonymous
+ * memory (glibc maps it), zero without being written, so its pages take
+ * memory only once used — what lets ZeRO-3's parameter block and ZeRO-2's
+ * gradient block hold only the pages in use. The pointer calloc returned
+ * sits just below the aligned one. */
 static void *cpu_alloc(size_t bytes)
 {
-    void *p = NULL;
-    if (bytes == 0)
-        bytes = 64;
-    if (posix_memalign(&p, 64, bytes))
+    char *base = calloc(1, bytes + 64 + sizeof(void *));
+    if (!base)
         return NULL;
-    memset(p, 0, bytes);
+    char *p = (char *)(((uintptr_t)base + sizeof(void *) + 63) / 64 * 64);
+    ((void **)p)[-1] = base;
     return p;
 }
 
-static void cpu_free(void *p) { free(p); }
+static void cpu_free(void *p)
+{
+    if (p)
+        free(((void **)p)[-1]);
+}
 static void cpu_memset0(void *dst, size_t bytes) { memset(dst, 0, bytes); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
 

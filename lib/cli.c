@@ -63,13 +63,9 @@ static hpt_status parse_zero(const char *s, int *out)
     hpt_status st = hpt_cli_parse_int("zero", s, &v);
     if (st)
         return st;
-    if (v == 3)
-        return hpt_error_set(HPT_ERR_USAGE,
-                             "--zero 3: ZeRO-3 (parameters sharded over DP) is not implemented "
-                             "yet; use --zero 2 (gradients and AdamW state sharded) or --zero 1");
-    if (v < 0 || v > 2)
-        return hpt_error_set(HPT_ERR_USAGE, "--zero %d: expected 0, 1 or 2 (the ZeRO stage; 3 is "
-                             "not implemented yet)", v);
+    if (v < 0 || v > 3)
+        return hpt_error_set(HPT_ERR_USAGE, "--zero %d: expected 0, 1, 2 or 3 (the ZeRO stage)",
+                             v);
     *out = v;
     return HPT_OK;
 }

@@ -39,11 +39,10 @@ const char *hpt_cli_opt_name(const struct option *opts, int val);
 hpt_status hpt_cli_parse_int(const char *opt, const char *s, int *out);
 
 /* --zero ARG, or with arg NULL --zero1 (hpt-train, hpt-plan): sets *zero
- * to the stage (0, 1 or 2) and records which was given (*zero_given =
+ * to the stage (0, 1, 2 or 3) and records which was given (*zero_given =
  * stage + 1, *zero1_given = 1; both start at 0). Errors (HPT_ERR_USAGE,
- * *zero unchanged): "--zero 'abc': not an integer"; "--zero 3: ZeRO-3
- * (parameters sharded over DP) is not implemented yet" with what to use
- * instead; any other value "--zero N: expected 0, 1 or 2"; "--zero1 and
+ * *zero unchanged): "--zero 'abc': not an integer"; any other value
+ * "--zero N: expected 0, 1, 2 or 3"; "--zero1 and
  * --zero N contradict" when both are given with N != 1 (--zero1 is
  * --zero 1). */
 hpt_status hpt_cli_zero_option(const char *arg, int *zero, int *zero_given, int *zero1_given);

@@ -87,6 +87,15 @@ static void t_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const 
     hpt_flight_done(c->fr, id, g);
 }
 
+static void t_iallgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts,
+                                     const int *displs, hpt_comm_req *r)
+{
+    int64_t id = hpt_flight_post(c->fr, g, HPT_FLIGHT_ALLGATHERV,
+                                 (int64_t)counts[c->group_rank[g]] * (int64_t)sizeof(float), -1);
+    c->inner->iallgather_inplace_f32(c, g, buf, counts, displs, r);
+    r->fr_id = id;
+}
+
 static void t_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
                                      const int *counts)
 {
@@ -138,6 +147,7 @@ const hpt_comm_backend hpt_comm_traced = {
     .wait = t_wait,
     .allgather_f32 = t_allgather_f32,
     .allgather_inplace_f32 = t_allgather_inplace_f32,
+    .iallgather_inplace_f32 = t_iallgather_inplace_f32,
     .reduce_scatter_sum_f32 = t_reduce_scatter_sum_f32,
     .ireduce_scatter_sum_f32 = t_ireduce_scatter_sum_f32,
     .isend_f32 = t_isend_f32,

@@ -73,6 +73,15 @@ typedef struct {
     /* Block i of buf (counts[i] floats, blocks back to back in rank order)
      * is rank i's; every rank receives all blocks, in place. */
     void (*allgather_inplace_f32)(hpt_comm *c, hpt_group g, float *buf, const int *counts);
+    /* The same, nonblocking (MPI_Iallgatherv in place; NCCL: one
+     * broadcast per block in a group call on the DP side stream): start
+     * it; finish with wait. displs[i] = counts[0] + ... + counts[i-1];
+     * buf, counts and displs must not change until the wait (MPI reads
+     * them until then). Counted as allgather_inplace_f32 is: one call,
+     * this rank's block's bytes. ZeRO-3's parameter gathers and their
+     * prefetch (lib/train_zero3.c). */
+    void (*iallgather_inplace_f32)(hpt_comm *c, hpt_group g, float *buf, const int *counts,
+                                   const int *displs, hpt_comm_req *r);
     /* recv (counts[rank]) = sum over the group of this rank's block of send
      * (blocks of counts[i] floats back to back in rank order). */
     void (*reduce_scatter_sum_f32)(hpt_comm *c, hpt_group g, const float *send, float *recv,

@@ -115,6 +115,17 @@ static void mpi_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, cons
     count(c, g, (size_t)counts[c->group_rank[g]] * sizeof(float), t0);
 }
 
+static void mpi_iallgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts,
+                                       const int *displs, hpt_comm_req *r)
+{
+    r->group = g;
+    r->t_start = wtime();
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
+                    c->comms[g], &r->req);
+    c->counters[g].calls++;
+    c->counters[g].bytes += (int64_t)((size_t)counts[c->group_rank[g]] * sizeof(float));
+}
+
 static void mpi_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, int peer, int tag,
                           hpt_comm_req *r)
 {
@@ -153,6 +164,7 @@ const hpt_comm_backend hpt_comm_mpi = {
     .wait = mpi_wait,
     .allgather_f32 = mpi_allgather_f32,
     .allgather_inplace_f32 = mpi_allgather_inplace_f32,
+    .iallgather_inplace_f32 = mpi_iallgather_inplace_f32,
     .reduce_scatter_sum_f32 = mpi_reduce_scatter_sum_f32,
     .ireduce_scatter_sum_f32 = mpi_ireduce_scatter_sum_f32,
     .isend_f32 = mpi_isend_f32,

@@ -207,8 +207,38 @@ static void nc_allgather_f32(hpt_comm *c, hpt_group g, const float *send, float 
     count(c, g, n * sizeof(float), t0);
 }
 
-/* Uneven blocks: NCCL has no all-gather-v; one broadcast per block, in one
- * NCCL group call (NCCL fuses them). */
+/* Enqueue on `stream` the in-place all-gather of group g's blocks of buf
+ * (counts[i] floats each, back to back): ncclAllGather when the blocks
+ * are equal, else (NCCL has no all-gather-v) one broadcast per block in
+ * one NCCL group call (NCCL fuses them); nothing in a group of one. */
+static void ag_enqueue(hpt_comm *c, hpt_group g, float *buf, const int *counts,
+                       cudaStream_t stream)
+{
+    ncclComm_t nc = st(c)->group[g];
+    if (!nc)
+        return;
+    int size = c->group_size[g], me = c->group_rank[g], equal = 1;
+    size_t off = 0, mine = 0;
+    for (int i = 0; i < size; i++) {
+        if (i == me)
+            mine = off;
+        off += (size_t)counts[i];
+        equal &= counts[i] == counts[0];
+    }
+    if (equal) {
+        NCCL_OK(ncclAllGather(buf + mine, buf, (size_t)counts[0], ncclFloat32, nc, stream));
+        return;
+    }
+    off = 0;
+    NCCL_OK(ncclGroupStart());
+    for (int i = 0; i < size; i++) {
+        NCCL_OK(ncclBroadcast(buf + off, buf + off, (size_t)counts[i], ncclFloat32, i, nc,
+                              stream));
+        off += (size_t)counts[i];
+    }
+    NCCL_OK(ncclGroupEnd());
+}
+
 static void nc_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts)
 {
     if (!on_device(buf)) {
@@ -216,17 +246,30 @@ static void nc_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const
         return;
     }
     double t0 = MPI_Wtime();
-    ncclComm_t nc = st(c)->group[g];
-    if (nc) {
-        size_t off = 0;
-        NCCL_OK(ncclGroupStart());
-        for (int i = 0; i < c->group_size[g]; i++) {
-            NCCL_OK(ncclBroadcast(buf + off, buf + off, (size_t)counts[i], ncclFloat32, i, nc,
-                                  st(c)->compute));
-            off += (size_t)counts[i];
-        }
-        NCCL_OK(ncclGroupEnd());
+    ag_enqueue(c, g, buf, counts, st(c)->compute);
+    count(c, g, (size_t)counts[c->group_rank[g]] * sizeof(float), t0);
+}
+
+/* A ZeRO-3 parameter gather: like nc_iallreduce_sum_f32 (the DP stream,
+ * ordered after the compute stream by an event, waited for by the compute
+ * stream in nc_wait), gathered like nc_allgather_inplace_f32. */
+static void nc_iallgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts,
+                                      const int *displs, hpt_comm_req *r)
+{
+    r->stage_host = r->stage_dev = NULL;
+    r->stage_bytes = 0;
+    r->group = g;
+    r->t_start = MPI_Wtime();
+    if (!on_device(buf)) {
+        hpt_comm_mpi.iallgather_inplace_f32(c, g, buf, counts, displs, r);
+        r->stage_bytes = 1; /* marks an MPI request */
+        return;
     }
+    nccl_state *s = st(c);
+    double t0 = MPI_Wtime();
+    cudaEvent_t done;
+    ON_SIDE_STREAM(s, s->dp, done, ag_enqueue(c, g, buf, counts, s->dp));
+    r->stage_host = (void *)done;
     count(c, g, (size_t)counts[c->group_rank[g]] * sizeof(float), t0);
 }
 
@@ -377,6 +420,7 @@ static const hpt_comm_backend nccl_backend = {
     .wait = nc_wait,
     .allgather_f32 = nc_allgather_f32,
     .allgather_inplace_f32 = nc_allgather_inplace_f32,
+    .iallgather_inplace_f32 = nc_iallgather_inplace_f32,
     .reduce_scatter_sum_f32 = nc_reduce_scatter_sum_f32,
     .ireduce_scatter_sum_f32 = nc_ireduce_scatter_sum_f32,
     .isend_f32 = nc_isend_f32,

@@ -185,6 +185,25 @@ static void st_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const
     s->upload(buf, h, total * sizeof(float));
 }
 
+/* One host copy of the whole range per operation: this rank's block is
+ * downloaded into it, every block comes back into it, and the range goes
+ * up to buf at wait. */
+static void st_iallgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts,
+                                      const int *displs, hpt_comm_req *r)
+{
+    hpt_comm_stage *s = c->stage;
+    r->stage_host = r->stage_dev = NULL;
+    if (!dev(c, buf)) {
+        s->inner->iallgather_inplace_f32(c, g, buf, counts, displs, r);
+        return;
+    }
+    int me = c->group_rank[g], last = c->group_size[g] - 1;
+    size_t total = (size_t)displs[last] + (size_t)counts[last];
+    float *h = own(r, buf, total * sizeof(float), 1);
+    s->download(h + displs[me], buf + displs[me], (size_t)counts[me] * sizeof(float));
+    s->inner->iallgather_inplace_f32(c, g, h, counts, displs, r);
+}
+
 static void st_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
                                       const int *counts)
 {
@@ -244,6 +263,7 @@ static const hpt_comm_backend staged = {
     .wait = st_wait,
     .allgather_f32 = st_allgather_f32,
     .allgather_inplace_f32 = st_allgather_inplace_f32,
+    .iallgather_inplace_f32 = st_iallgather_inplace_f32,
     .reduce_scatter_sum_f32 = st_reduce_scatter_sum_f32,
     .ireduce_scatter_sum_f32 = st_ireduce_scatter_sum_f32,
     .isend_f32 = st_isend_f32,

@@ -160,29 +160,43 @@ static uint64_t tensor_stream(const hpt_tensor *t)
 
 void hpt_model_init_params(hpt_model *m, uint64_t seed)
 {
-    float *host = malloc(sizeof(float) * m->nparams);
+    hpt_model_init_params_range(m, seed, 0, m->nparams);
+}
+
+void hpt_model_init_params_range(hpt_model *m, uint64_t seed, size_t lo, size_t hi)
+{
+    if (hi <= lo)
+        return;
+    float *host = calloc(hi - lo, sizeof(float));
     if (!host)
         HPT_FATAL("out of memory: %zu bytes for parameter initialisation",
-                  sizeof(float) * m->nparams);
-    memset(host, 0, sizeof(float) * m->nparams);
+                  sizeof(float) * (hi - lo));
     for (int i = 0; i < m->ntensors; i++) {
         const hpt_tensor *t = &m->tensors[i];
-        float *p = host + t->offset;
+        size_t a = t->offset, b = a + (size_t)(t->rows * t->cols);
+        if (b <= lo || a >= hi)
+            continue;
         uint64_t stream = tensor_stream(t);
         float std = t->init_std;
+        /* the rows holding elements of [lo, hi) */
+        int64_t r0 = a < lo ? (int64_t)((lo - a) / (size_t)t->cols) : 0;
+        int64_t r1 = b > hi ? (int64_t)((hi - a + (size_t)t->cols - 1) / (size_t)t->cols) : t->rows;
 #pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < t->rows; r++) {
+        for (int64_t r = r0; r < r1; r++) {
             int64_t gr = t->row0 + r;
             for (int64_t c = 0; c < t->cols; c++) {
+                size_t x = a + (size_t)(r * t->cols + c);
+                if (x < lo || x >= hi)
+                    continue;
                 /* value of global element (gr, col0 + c); padding rows stay 0 */
                 uint64_t e = (uint64_t)(gr * t->g_cols + t->col0 + c);
-                p[r * t->cols + c] = gr >= t->g_rows ? 0.0f
-                                     : std > 0  ? std * hpt_philox_normal(seed, stream, e)
-                                                : 1.0f;
+                host[x - lo] = gr >= t->g_rows ? 0.0f
+                               : std > 0  ? std * hpt_philox_normal(seed, stream, e)
+                                          : 1.0f;
             }
         }
     }
-    m->be->upload(m->params, host, sizeof(float) * m->nparams);
+    m->be->upload(m->params + lo, host, sizeof(float) * (hi - lo));
     free(host);
 }
 
@@ -596,6 +610,73 @@ static void residual_add_norm(hpt_model *m, float *out, const float *x, const fl
         be->rmsnorm_forward(norm_out, rstd, out, w, rows, C, m->cfg.rms_norm_eps);
 }
 
+/* ZeRO-3's units (hpt_model_param_units): where each one starts and
+ * ends, and the hooks around their use (no-ops without them). */
+static size_t head_lo(const hpt_model *m)
+{
+    return hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset;
+}
+
+static size_t layer_lo(const hpt_model *m, int i)
+{
+    return hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, m->l0 + i)->offset;
+}
+
+static size_t layer_hi(const hpt_model *m, int i)
+{
+    return i + 1 < m->nl ? layer_lo(m, i + 1) : m->last ? head_lo(m) : m->nparams;
+}
+
+int hpt_model_param_units(const hpt_model *m, size_t (*units)[2])
+{
+    int n = 0;
+#define UNIT(a, b)                                                                                 \
+    do {                                                                                           \
+        if (units) {                                                                               \
+            units[n][0] = (a);                                                                     \
+            units[n][1] = (b);                                                                     \
+        }                                                                                          \
+        n++;                                                                                       \
+    } while (0)
+    if (m->first)
+        UNIT(0, m->nl ? layer_lo(m, 0) : m->last ? head_lo(m) : m->nparams);
+    for (int i = 0; i < m->nl; i++)
+        UNIT(layer_lo(m, i), layer_hi(m, i));
+    if (m->last && head_lo(m) < m->nparams)
+        UNIT(head_lo(m), m->nparams);
+#undef UNIT
+    return n;
+}
+
+static void need(hpt_model *m, size_t lo, size_t hi, int backward)
+{
+    if (m->param_need && hi > lo)
+        m->param_need(m->param_ctx, lo, hi, backward);
+}
+
+static void done(hpt_model *m, size_t lo, size_t hi)
+{
+    if (m->param_done && hi > lo)
+        m->param_done(m->param_ctx, lo, hi);
+}
+
+/* The head's parameters: the final norm and the head unit, and on one
+ * stage with tied embeddings the embedding unit (the head is the
+ * embedding). */
+static void need_head(hpt_model *m, int backward)
+{
+    need(m, head_lo(m), m->nparams, backward);
+    if (m->first && !hpt_model_tensor(m, HPT_TENSOR_LM_HEAD, -1))
+        need(m, 0, layer_lo(m, 0), backward);
+}
+
+static void done_head(hpt_model *m)
+{
+    done(m, head_lo(m), m->nparams);
+    if (m->first && !hpt_model_tensor(m, HPT_TENSOR_LM_HEAD, -1))
+        done(m, 0, layer_lo(m, 0));
+}
+
 /* x_out (Nl,C) = layer l applied to a->x (Nl,C). Local shapes: q (N,Hl*hd),
  * k/v (N,KVl*hd), gate/up/h (N,Il); o_proj and down_proj produce partial
  * sums that are all-reduced over TP (reduce-scattered under sequence
@@ -638,10 +719,12 @@ static void layer_forward(hpt_model *m, int i, float *x_out, int chain)
     float *rstd = NULL;
     const float *w = NULL;
     if (chain && i + 1 < m->nl) {
+        need(m, layer_lo(m, i + 1), layer_hi(m, i + 1), 0); /* its norm weight */
         ln = act_at(m, m->layers[i + 1].ln1, o);
         rstd = m->layers[i + 1].rstd1;
         w = W(HPT_TENSOR_ATTN_NORM, l + 1);
     } else if (chain && m->last) {
+        need(m, head_lo(m), m->nparams, 0); /* the final norm's weight */
         ln = act_at(m, m->lnf, o);
         rstd = m->rstdf;
         w = W(HPT_TENSOR_FINAL_NORM, -1);
@@ -698,6 +781,7 @@ double hpt_model_stage_forward(hpt_model *m, int k, const int32_t *inputs, const
     int N = m->B * m->T, C = c->hidden_size;
     hpt_model_use_slot(m, k);
     if (m->first) {
+        need(m, 0, layer_lo(m, 0), 0);
         be->upload(m->tokens, inputs, sizeof(int32_t) * N);
         if (m->sp) { /* vocab-parallel partial rows, reduce-scattered to this rank's tokens */
             be->embedding_forward(m->dtmp, m->tokens, W(HPT_TENSOR_EMBED, -1), N, C, m->v0, m->Vl);
@@ -708,15 +792,21 @@ double hpt_model_stage_forward(hpt_model *m, int k, const int32_t *inputs, const
                                   m->Vl);
             tp_sum(m, m->layers[0].x, (size_t)N * C);
         }
+        done(m, 0, layer_lo(m, 0));
     }
-    for (int i = 0; i < m->nl; i++)
+    for (int i = 0; i < m->nl; i++) {
+        need(m, layer_lo(m, i), layer_hi(m, i), 0);
         layer_forward(m, i, i + 1 < m->nl ? m->layers[i + 1].x : m->x_final, 1);
+        done(m, layer_lo(m, i), layer_hi(m, i));
+    }
     if (!m->last)
         return 0.0;
     be->upload(m->targets, targets, sizeof(int32_t) * N);
     /* the last layer's residual add computed the final norm (lnf, rstdf) */
     sp_gather(m, m->lnf); /* all N tokens before the vocab-parallel head */
+    need_head(m, 0);
     be->matmul_forward(m->logits, HPT_DTYPE_F32, m->lnf, W(HPT_TENSOR_LM_HEAD, -1), N, C, m->Vl);
+    done_head(m);
     if (m->tp > 1)
         return vocab_parallel_ce(m, train ? grad_scale : 0.0f);
     if (train)
@@ -786,13 +876,15 @@ static void head_backward(hpt_model *m)
 {
     const hpt_backend *be = m->be;
     int N = m->B * m->T, C = m->cfg.hidden_size;
+    need_head(m, 1);
     be->matmul_backward(m->dtmp, G(HPT_TENSOR_LM_HEAD, -1), m->logits, m->lnf,
                         W(HPT_TENSOR_LM_HEAD, -1), N, C, m->Vl, 0);
     const float *dlnf = tp_reduce(m, m->dtmp);
     be->memset0(m->dx, sizeof(float) * (size_t)m->Nl * C);
     be->rmsnorm_backward(m->dx, G(HPT_TENSOR_FINAL_NORM, -1), dlnf, m->x_final,
                          W(HPT_TENSOR_FINAL_NORM, -1), m->rstdf, m->Nl, C);
-    ready(m, hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset, m->nparams);
+    done_head(m);
+    ready(m, head_lo(m), m->nparams);
 }
 
 void hpt_model_stage_backward(hpt_model *m, int k)
@@ -800,14 +892,16 @@ void hpt_model_stage_backward(hpt_model *m, int k)
     hpt_model_use_slot(m, k);
     if (m->last)
         head_backward(m);
-    size_t end = m->last ? hpt_model_tensor(m, HPT_TENSOR_FINAL_NORM, -1)->offset : m->nparams;
+    size_t end = m->last ? head_lo(m) : m->nparams;
     for (int i = m->nl - 1; i >= 0; i--) {
+        need(m, layer_lo(m, i), layer_hi(m, i), 1);
         if (m->recompute == HPT_RECOMPUTE_FULL) /* the layer's activations from its input */
             layer_forward(m, i, m->recompute_out, 0);
         else if (m->recompute == HPT_RECOMPUTE_SELECTIVE)
             layer_recompute_selective(m, i);
         layer_backward(m, i);
-        size_t lo = hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, m->l0 + i)->offset;
+        done(m, layer_lo(m, i), layer_hi(m, i));
+        size_t lo = layer_lo(m, i);
         ready(m, lo, end);
         end = lo;
     }

@@ -186,7 +186,29 @@ typedef struct {
      * goes on. offset, count: elements. NULL = no callback. */
     void (*grad_ready)(void *ctx, size_t offset, size_t count);
     void *grad_ready_ctx;
+
+    /* Optional (ZeRO-3, lib/train_zero3.h): the parameters of a unit of
+     * the block — one of hpt_model_param_units' ranges [lo, hi) — are
+     * read only between param_need(ctx, lo, hi, backward) and
+     * param_done(ctx, lo, hi): need returns once params[lo, hi) hold the
+     * current values (backward: 1 in a stage backward, 0 in a forward,
+     * the order its prefetch follows); done says the model will not read
+     * them again before the next need. The forward sweep also needs the
+     * next unit (its first norm weight, or the final norm) inside a
+     * layer, and the head of a tied model on one stage needs the
+     * embedding. NULL = the whole block is always there. */
+    void (*param_need)(void *ctx, size_t lo, size_t hi, int backward);
+    void (*param_done)(void *ctx, size_t lo, size_t hi);
+    void *param_ctx;
 } hpt_model;
+
+/* The units of m's parameter block in forward order, as [lo, hi) element
+ * ranges that tile it: the embedding (first stage), each layer of the
+ * stage, then the final norm with the head (last stage: the LM head, or
+ * the last stage's copy of a tied embedding; nothing more on one stage
+ * with tied embeddings, whose head is the embedding unit). Writes at most
+ * nl + 2 entries to units (NULL: count only); returns their number. */
+int hpt_model_param_units(const hpt_model *m, size_t (*units)[2]);
 
 /* Build the tensor table for cfg, allocate parameters, gradients and
  * activations for micro-batches of B sequences of T tokens on backend `be`,
@@ -270,6 +292,11 @@ void hpt_model_free(hpt_model *m);
  * A value depends only on the seed, the tensor, the layer and the global
  * element index, never on how the tensor is sharded. */
 void hpt_model_init_params(hpt_model *m, uint64_t seed);
+
+/* The same for the elements [lo, hi) of the parameter block only (the
+ * others untouched): ZeRO-3's fresh start, each DP rank drawing its own
+ * block (lib/train_zero3.h). The values equal hpt_model_init_params'. */
+void hpt_model_init_params_range(hpt_model *m, uint64_t seed, size_t lo, size_t hi);
 
 /* Hugging Face name of logical tensor (kind, layer) ("model.layers.3.mlp.up_proj.weight"). */
 void hpt_tensor_name(hpt_tensor_kind kind, int layer, char *buf, size_t n);

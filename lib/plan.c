@@ -420,8 +420,47 @@ static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
 /* DP gradient buckets of a stage: the head, each layer, the embedding. */
 static double dp_buckets(int nl, int first, int last) { return nl + first + last; }
 
-/* ", ZeRO-1" / ", ZeRO-2" for stage z, "" for 0 (the text reports). */
-static const char *zero_label(int z) { return z == 2 ? ", ZeRO-2" : z ? ", ZeRO-1" : ""; }
+/* ", ZeRO-1" / ", ZeRO-2" / ", ZeRO-3" for stage z, "" for 0 (the text reports). */
+static const char *zero_label(int z)
+{
+    return z == 3 ? ", ZeRO-3" : z == 2 ? ", ZeRO-2" : z ? ", ZeRO-1" : "";
+}
+
+/* ZeRO-3 (lib/train_zero3.c): the most parameter elements of `stage` held
+ * at once besides the own block — the gathered units (embedding, each
+ * layer, final norm + head, as lib/model.c hpt_model_param_units) in use or
+ * prefetched: a window of prefetch + 1 consecutive units (at least 2: a
+ * layer's forward also reads the next unit's norm weight), and on one
+ * stage with tied embeddings the head with the embedding — of which 1/DP
+ * is on average the own block's. hpt-train's default prefetch, 1. */
+static double zero3_gathered(const hpt_plan_setup *s, int stage)
+{
+    const hpt_config *c = &s->cfg;
+    double C = c->hidden_size, Vl = vocab_local(s);
+    int l0, l1, first = stage == 0, last = stage == s->pp - 1, prefetch = 1;
+    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
+    int nl = l1 - l0, tied1 = c->tie_word_embeddings && first && last;
+    double layer = (hpt_plan_stage_params(s, stage) - (first ? tensor_elems(s, Vl * C) : 0) -
+                    (last ? tensor_elems(s, C) + (tied1 ? 0 : tensor_elems(s, Vl * C)) : 0)) /
+                   (nl > 0 ? nl : 1);
+    double unit[nl + 2];
+    int n = 0;
+    if (first)
+        unit[n++] = tensor_elems(s, Vl * C);
+    for (int i = 0; i < nl; i++)
+        unit[n++] = layer;
+    if (last)
+        unit[n++] = tensor_elems(s, C) + (tied1 ? 0 : tensor_elems(s, Vl * C));
+    int w = prefetch + 1 > 2 ? prefetch + 1 : 2;
+    double most = tied1 ? unit[n - 1] + unit[0] : 0;
+    for (int i = 0; i < n; i++) {
+        double sum = 0;
+        for (int j = i; j < n && j < i + w; j++)
+            sum += unit[j];
+        most = fmax(most, sum);
+    }
+    return most * (1.0 - 1.0 / s->dp);
+}
 
 static double shard_of(double P, int dp, int d)
 {
@@ -437,9 +476,11 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
     double C = s->cfg.hidden_size, lg = 0;
     if (s->cl.exact) { /* hpt's fp32 allocations, lib/model.c + optim.c + train.c */
         double own = s->zero ? shard_of(P, s->dp, d) : P;
-        m.weights = 4 * P;
+        /* ZeRO-3: the own block and the gathered units; the other pages go
+         * back to the OS once a unit is used (lib/train_zero3.c) */
+        m.weights = s->zero == 3 && s->dp > 1 ? 4 * fmin(P, own + zero3_gathered(s, stage)) : 4 * P;
         m.grads = 4 * P;
-        if (s->zero == 2 && s->dp > 1 && M == 1) {
+        if (s->zero >= 2 && s->dp > 1 && M == 1) {
             /* ZeRO-2 without accumulation: a bucket's pages go back to the
              * OS once reduce-scattered (lib/train_dp_buckets.c), at most
              * two in flight and one being written: 3 buckets resident */
@@ -460,8 +501,11 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
          * too (backward writes into it; docs/ARCHITECTURE.md) */
         m.comm_buffers = (s->zero ? 4 * fmax(ceil(P / s->dp), 1) : 0) +
                          (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0);
+        /* ZeRO-3 measured about one own block below that (small, DP 4,
+         * docs/PLAN.md): the temporary goes with the whole-block
+         * all-gather ZeRO-1/2 run after the step, which ZeRO-3 has not */
         if (s->dp > 1)
-            m.comm_buffers += s->zero ? 4 * own : 0.5 * 4 * P;
+            m.comm_buffers += s->zero == 3 ? 0 : s->zero ? 4 * own : 0.5 * 4 * P;
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
     } else {
         /* hpt's CUDA backend: the fp32 weights (the master copy the
@@ -471,7 +515,10 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
          * m and v 8, over DP with ZeRO-1 (lib/optim.c), plus then the fp32
          * reduce-scatter target of the own gradient shard (lib/train.c
          * setup_zero): 16 (fp32, tf32) or 18 (bf16) bytes per parameter
-         * without ZeRO; ZeRO-2 as ZeRO-1 (the full gradient block stays) */
+         * without ZeRO; ZeRO-2 as ZeRO-1 (the full gradient block stays);
+         * ZeRO-3 as ZeRO-2: on a device the parameter block stays
+         * allocated (lib/train_zero3.h; releasing it needs CUDA's virtual
+         * memory management) */
         double own = s->zero ? ceil(P / s->dp) : P;
         m.weights = (s->fp32 ? 4 : 4 + 2) * P;
         m.grads = 4 * P;
@@ -714,11 +761,25 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
     case HPT_PLAN_DP:
         if (s->dp == 1)
             break;
-        if (s->zero) { /* ZeRO-2: one reduce-scatter per bucket */
-            double own = shard_of(P, s->dp, d), nb = s->zero == 2 ? dp_buckets(nl, first, last) : 1;
+        if (s->zero) { /* ZeRO-2 and 3: one reduce-scatter per bucket */
+            double own = shard_of(P, s->dp, d), nb = s->zero >= 2 ? dp_buckets(nl, first, last) : 1;
             add_op(&pc, s, g, HPT_COLL_REDUCE_SCATTER, s->dp, nb, gb * P / nb, gb * P / nb);
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->dp, 1, 8, 8); /* norm^2 (f64) */
-            add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->dp, 1, wb * P, wb * own);
+            if (s->zero < 3) {
+                add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->dp, 1, wb * P, wb * own);
+            } else {
+                /* ZeRO-3: every unit gathered before each micro-batch's
+                 * forward, all but the embedding before its backward
+                 * (Rajbhandari et al. 2020, section 7.2.2: 1.5x the DP
+                 * volume of an all-reduce at M = 1) */
+                double Pe = first ? tensor_elems(s, vocab_local(s) * c->hidden_size) : 0;
+                double lo = fmin(d * ceil(P / s->dp), P), own_e = fmax(0, fmin(lo + own, Pe) - lo);
+                add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->dp, (double)M * nb, wb * P / nb,
+                       wb * own / nb);
+                if (nb > first) /* counted: this rank's block outside the embedding */
+                    add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->dp, (double)M * (nb - first),
+                           wb * (P - Pe) / (nb - first), wb * (own - own_e) / (nb - first));
+            }
         } else {
             double nb = dp_buckets(nl, first, last);
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->dp, nb, gb * P / nb, gb * P / nb);
@@ -857,8 +918,14 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
          * ZeRO-2's bucket reduce-scatters (about half of its DP time, the
          * same volume as the parameter all-gather) do */
         double dp = sg->comm[HPT_PLAN_DP].seconds;
+        /* ZeRO-3's gathers (2M of the 2M + 1 equal parts of its DP time)
+         * are prefetched behind the M forwards and backwards; the
+         * reduce-scatters as ZeRO-2's */
+        double rs3 = dp / (2.0 * M + 1);
         double ex = (s->zero == 1   ? dp
                      : s->zero == 2 ? dp / 2 + fmax(0, dp / 2 - 2.0 / 3.0 * sg->compute_s)
+                     : s->zero == 3 ? fmax(0, rs3 - 2.0 / 3.0 * sg->compute_s) +
+                                          fmax(0, dp - rs3 - (double)M * sg->compute_s)
                                     : fmax(0, dp - 2.0 / 3.0 * sg->compute_s)) +
                     sg->comm[HPT_PLAN_EMBED].seconds + sg->comm[HPT_PLAN_MP].seconds;
         exposed = fmax(exposed, ex);
@@ -1109,7 +1176,7 @@ static void train_flags(const hpt_plan_setup *s, char *buf, size_t len)
     snprintf(buf, len, "--tp %d --pp %d --dp %d --seq-len %d --batch %d --grad-accum %d "
              "--recompute %s%s%s%s%s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
              micro_batches(s), rc_mode(s->recompute), sp_on(s) ? " --sequence-parallel" : "",
-             s->zero == 2 ? " --zero 2" : s->zero ? " --zero1" : "", s->pp > 1 && s->gpipe ? " --pp-schedule gpipe" : "",
+             s->zero == 3 ? " --zero 3" : s->zero == 2 ? " --zero 2" : s->zero ? " --zero1" : "", s->pp > 1 && s->gpipe ? " --pp-schedule gpipe" : "",
              s->async_save ? " --async-save" : "", gpu ? " --backend cuda --precision " : "",
              gpu ? hpt_plan_precision_name(s) : "",
              gpu && s->comm_lib == HPT_PLAN_COMM_MPI ? " --comm mpi" : "");
@@ -1147,7 +1214,8 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
                 s->pp, s->cfg.num_hidden_layers / s->pp, (s->cfg.num_hidden_layers + s->pp - 1) / s->pp,
                 s->gpipe ? "GPipe" : "1F1B", r->bubble, r->micro_batches);
     fprintf(f, "  - DP %d: gradient %s of %.3g GB per rank (%.3g s, %s)\n", s->dp,
-            s->zero == 2 ? "bucket reduce-scatters + parameter all-gather"
+            s->zero == 3 ? "bucket reduce-scatters + per-layer parameter all-gathers"
+            : s->zero == 2 ? "bucket reduce-scatters + parameter all-gather"
             : s->zero ? "reduce-scatter + parameter all-gather" : "all-reduce",
             r->comm[HPT_PLAN_DP].bytes / 1e9, r->comm[HPT_PLAN_DP].seconds,
             link_name(s, r->link_inter[HPT_PLAN_DP]));
@@ -1215,11 +1283,11 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             for (int mb = 1; !bad && mb <= base->global_batch && mb <= 1 << 20; mb *= 2) {
                 if (fx->micro_batch && mb != base->micro_batch)
                     continue;
-                for (int k = 0; !bad && k < 18; k++) {
+                for (int k = 0; !bad && k < 24; k++) {
                     /* k enumerates (recompute none/full/selective, ZeRO
-                     * 0/1/2, sequence parallelism off/on); a fixed or
+                     * 0/1/2/3, sequence parallelism off/on); a fixed or
                      * meaningless choice takes its first branch only */
-                    int rc = k % 3, z = (k / 3) % 3, sp = k / 9;
+                    int rc = k % 3, z = (k / 3) % 4, sp = k / 12;
                     if ((fx->recompute && rc) || ((fx->zero || dp == 1) && z) ||
                         ((fx->sequence_parallel || tp == 1) && sp))
                         continue;
@@ -1292,7 +1360,7 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-5s %9.2f %8.4g %12.5g %6.1f  %6.3f\n",
                     v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
                     rc_mode(v[i].s.recompute), sp_on(&v[i].s) ? "yes" : "no",
-                    v[i].s.zero == 2 ? "2" : v[i].s.zero ? "1" : "no", v[i].mem / GIB, v[i].step, v[i].tokens_per_s,
+                    v[i].s.zero == 3 ? "3" : v[i].s.zero == 2 ? "2" : v[i].s.zero ? "1" : "no", v[i].mem / GIB, v[i].step, v[i].tokens_per_s,
                     100 * v[i].mfu, v[i].bubble);
         if (fitting)
             explain(f, &v[0], v, n);

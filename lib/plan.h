@@ -75,7 +75,8 @@ typedef struct {
     int sequence_parallel;     /* hpt-train --sequence-parallel (TP > 1) */
     int zero;                  /* ZeRO stage over DP: 0 none, 1 AdamW
                                 * state sharded, 2 also the reduced
-                                * gradients (hpt-train --zero N)         */
+                                * gradients, 3 also the parameters
+                                * (hpt-train --zero N)                    */
     int gpipe;                 /* pipeline schedule: 0 = 1F1B, 1 = GPipe
                                 * (every stage holds all m micro-batches) */
     int fp32;                  /* 1: fp32 storage (--precision fp32 or tf32),

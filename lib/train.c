@@ -36,6 +36,7 @@
 #include "train_rundir.h"
 #include "train_signals.h"
 #include "train_state.h"
+#include "train_zero3.h"
 #include "watchdog.h"
 
 static void format_eta(char *buf, size_t n, double s)
@@ -48,6 +49,7 @@ static void format_eta(char *buf, size_t n, double s)
 
 static void run_free(run_state *r)
 {
+    zero3_free(r);
     if (r->model.be) {
         r->model.be->free(r->grad_shard);
         r->model.be->free(r->grad_send);
@@ -170,7 +172,7 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
     return HPT_OK;
 }
 
-/* ZeRO-1 and ZeRO-2: parameter range [lo, hi) owned by this DP rank,
+/* ZeRO-1, 2 and 3: parameter range [lo, hi) owned by this DP rank,
  * contiguous blocks of ceil(nparams/DP) elements in rank order (the last
  * ones shorter or empty when DP does not divide nparams), and the buffer
  * of this rank's reduced gradients, grad_shard (ceil(nparams/DP) floats). */
@@ -193,7 +195,7 @@ static hpt_status setup_zero(run_state *r, int stage, size_t *lo, size_t *hi)
     r->grad_shard = r->model.be->alloc(sizeof(float) * (S ? S : 1));
     if (!r->grad_shard)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    return stage == 2 ? dp_buckets_zero2_init(r) : HPT_OK;
+    return stage >= 2 ? dp_buckets_zero2_init(r) : HPT_OK;
 }
 
 static void abort_nccl(void *comm) { hpt_comm_nccl_abort(comm); }
@@ -303,7 +305,7 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
     hpt_model_opts mo = {.comm = &r->comm, .recompute = o->recompute,
                          .sequence_parallel = o->sequence_parallel,
                          .nslots = pipeline_slots(r, o), .l0 = r->l0, .l1 = r->l1,
-                         .skip_init = r->resume_from >= 0 || o->init_from};
+                         .skip_init = r->resume_from >= 0 || o->init_from || o->zero == 3};
     if ((st = hpt_model_init_opts(&r->model, &r->cfg, be, &mo, o->batch, o->seq_len, o->seed)) ||
         (st = setup_pipeline(r, mo.nslots)))
         return st;
@@ -313,6 +315,14 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
     hi = r->model.nparams;
     if (o->zero && (st = setup_zero(r, o->zero, &lo, &hi)))
         return st;
+    if (o->zero == 3 && (st = zero3_init(r, o->zero3_prefetch)))
+        return st;
+    if (o->zero == 3 && r->resume_from < 0 && !o->init_from) {
+        /* a fresh ZeRO-3 start: each rank draws its own block only (the
+         * draws are per element), so the whole block is never held */
+        hpt_model_init_params_range(&r->model, o->seed, lo, hi);
+        zero3_drop_all(r);
+    }
     if ((st = hpt_optim_init(&r->opt, &r->model, &oo, lo, hi)))
         return st;
     size_t n = (size_t)o->batch * o->seq_len;
@@ -330,7 +340,7 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
 /* Global gradient L2 norm, each parameter counted once (TP-replicated
  * tensors on one TP rank, shards summed over TP and, with ZeRO, over DP).
  * With ZeRO-1 the gradients are first reduce-scattered into this rank's
- * shard; with ZeRO-2 the buckets did that during backward
+ * shard; with ZeRO-2 and 3 the buckets did that during backward
  * (lib/train_dp_buckets.c). */
 static double grad_norm(run_state *r, const hpt_train_opts *o)
 {
@@ -366,7 +376,11 @@ static void update(run_state *r, const hpt_train_opts *o, float lr, double norm)
         return;
     }
     hpt_optim_step(&r->opt, &r->model, r->grad_shard, lr, clip);
-    r->comm.be->allgather_inplace_f32(&r->comm, HPT_GROUP_DP, r->model.params, r->shard_counts);
+    if (r->z3) /* ZeRO-3: the other blocks are gathered when next used */
+        zero3_drop_all(r);
+    else
+        r->comm.be->allgather_inplace_f32(&r->comm, HPT_GROUP_DP, r->model.params,
+                                          r->shard_counts);
 }
 
 static void print_step(FILE *out, const hpt_train_opts *o, int dp, int step, double loss, float lr,
@@ -443,8 +457,8 @@ static void train_step(run_state *r, const hpt_train_opts *o, int step, FILE *ou
     s->t_acc = now_s();
     r->comm_s_acc = comm_seconds(r);
     if (poison && o->fault_nan_rank < 0)
-        /* ZeRO-2 reduced the gradients into the shard during backward */
-        r->model.be->scale(o->zero == 2 ? r->grad_shard : r->model.grads, NAN, 1);
+        /* ZeRO-2/3 reduced the gradients into the shard during backward */
+        r->model.be->scale(o->zero >= 2 ? r->grad_shard : r->model.grads, NAN, 1);
     s->norm = grad_norm(r, o);
     s->lr = hpt_lr_at(&r->opt.o, step);
     s->skip = !isfinite(s->loss) || !isfinite(s->norm);
@@ -643,7 +657,8 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             r->model.be->describe ? " (" : "", r->model.be->describe ? r->model.be->describe() : "",
             r->model.be->describe ? ")" : "", r->comm.stage ? "mpi+host-staging" : (r->comm.inner ? r->comm.inner : r->comm.be)->name,
             r->comm.tp,
-            r->comm.pp, r->comm.dp, o->zero == 2 ? " (ZeRO-2)" : o->zero ? " (ZeRO-1)" : "",
+            r->comm.pp, r->comm.dp, o->zero == 3 ? " (ZeRO-3)" : o->zero == 2 ? " (ZeRO-2)"
+                                    : o->zero ? " (ZeRO-1)" : "",
             r->comm.world_size,
             o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective activation recomputation"
             : o->recompute ? ", full activation recomputation" : "",
@@ -657,9 +672,15 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
     fprintf(out, "hpt-train: gradients: %zu bytes full block", sizeof(float) * r->model.nparams);
     if (o->zero)
         fprintf(out, " + %zu bytes reduced shard (ZeRO-%d, %s%s)", sizeof(float) * (S ? S : 1),
-                o->zero, o->zero == 2 ? "bucket reduce-scatters" : "one reduce-scatter",
+                o->zero, o->zero >= 2 ? "bucket reduce-scatters" : "one reduce-scatter",
                 r->grads_release ? "; the block's pages given back after each bucket" : "");
     fprintf(out, "; AdamW state %zu bytes\n", 2 * sizeof(float) * (r->opt.hi - r->opt.lo));
+    if (r->z3) /* the parameters as held: the own block, the units gathered when used */
+        fprintf(out, "hpt-train: parameters: %zu bytes own block of %zu (ZeRO-3: each layer "
+                "all-gathered before its forward and its backward, prefetch %d%s)\n",
+                sizeof(float) * (r->opt.hi - r->opt.lo), sizeof(float) * r->model.nparams,
+                o->zero3_prefetch, r->model.be->is_device ? "; device memory: the block stays "
+                "allocated" : "; the other blocks' pages given back after use");
     fflush(out);
 }
 
@@ -710,10 +731,10 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
         return st; /* same verdict on every rank: no collective has started */
     hpt_comm_init(&r.comm, comm, o->tp, o->pp, dp, stderr);
     r.root = r.comm.world_rank == 0;
-    if (o->zero == 2 && dp == 1) { /* one replica: nothing to shard */
+    if (o->zero >= 2 && dp == 1) { /* one replica: nothing to shard */
         if (r.root)
-            fprintf(stderr, "hpt-train: note: --zero 2 with DP 1 shards nothing: running as "
-                    "--zero 0\n");
+            fprintf(stderr, "hpt-train: note: --zero %d with DP 1 shards nothing: running as "
+                    "--zero 0\n", o->zero);
         o->zero = 0;
     }
     /* each phase ends in an agreement, so no rank enters a collective that
@@ -752,6 +773,7 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
                     "nothing\n");
         if (r.root)
             print_banner(&r, o, out);
+        zero3_drop_all(&r); /* ZeRO-3: from here each rank holds its block */
         st = train_loop(&r, o, out);
         finish_async_save(&r, r.start_step + r.train_steps, out); /* an exit mid-save (agreed) */
         hpt_watchdog_stop(r.watchdog);
@@ -765,6 +787,8 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     }
     if (!st)
         st = hpt_comm_agree(comm, check_replicas(&r));
+    if (!st && r.z3 && o->export_path) /* ZeRO-3: the export reads the whole block */
+        zero3_gather_all(&r);
     if (!st && o->comm_stats)
         comm_stats(&r, o, out);
     if (!st && o->export_path && (st = hpt_comm_agree(comm, export_weights(&r, o))))

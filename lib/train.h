@@ -42,8 +42,9 @@ typedef struct {
     int tp, pp, dp;        /* layout; dp <= 0: inferred from the world size */
     int zero;              /* ZeRO stage over the DP ranks (Rajbhandari et al.
                             * 2020, section 5.1): 0 none, 1 AdamW state
-                            * sharded, 2 also the reduced gradients; 3 is
-                            * refused (not implemented)                    */
+                            * sharded, 2 also the reduced gradients, 3 also
+                            * the parameters (lib/train_zero3.h)          */
+    int zero3_prefetch;    /* ZeRO-3: units gathered ahead of use [1]       */
     int zero_given;        /* --zero N was given (its stage + 1)            */
     int zero1_given;       /* --zero1 was given                             */
     int recompute;         /* hpt_recompute (lib/model.h): 0 none, 1 full, 2 selective */

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "durable.h"
 #include "train_ckpt.h"
+#include "train_zero3.h"
 
 /* Keep only the rows of a per-step log (log.tsv, samples.*.tsv: step in
  * the first column) up to step `upto`: a resume continues the log from its
@@ -418,7 +419,9 @@ hpt_status save_checkpoint(run_state *r, const hpt_train_opts *o, int step, FILE
     cs.fault_stop = r->fault_stop_save; /* test: --fault-stall-at save */
     r->fault_stop_save = 0;
     hpt_flight_save_begin(r->comm.fr); /* the watchdog's save clock (lib/watchdog.h) */
+    zero3_gather_all(r); /* ZeRO-3: the writers read the whole block */
     hpt_status st = hpt_checkpoint_save(r->ckpt_dir, &cs, &meta, o->keep, &secs, &bytes);
+    zero3_drop_all(r);
     hpt_flight_save_end(r->comm.fr);
     if (!st && r->root) {
         fprintf(out, "step %d: checkpoint %s/step_%08d (%.1f MiB in %.2f s, %.0f MiB/s)\n", step,
@@ -442,7 +445,12 @@ hpt_status start_async_save(run_state *r, const hpt_train_opts *o, int step, FIL
     fill_meta(r, o, step, &meta);
     hpt_ckpt_state cs = ckpt_state(r);
     hpt_flight_save_begin(r->comm.fr); /* its collective create (lib/watchdog.h) */
+    zero3_gather_all(r);
     hpt_status st = hpt_ckpt_async_start(r->async, r->ckpt_dir, &cs, &meta, o->keep);
+    if (r->z3) { /* ZeRO-3: the snapshot copies the whole block before it is dropped */
+        (void)hpt_ckpt_async_snapshot_wait(r->async); /* in the caller's stall time */
+        zero3_drop_all(r);
+    }
     hpt_flight_save_end(r->comm.fr);
     if (st) {
         if (r->root)

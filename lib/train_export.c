@@ -11,6 +11,7 @@
 #include "h5out.h"
 #include "safetensors_write.h"
 #include "train_export.h"
+#include "train_zero3.h"
 #include "weights.h"
 
 /* Global (unsharded) values of tensor t, gathered over TP into `full`
@@ -240,7 +241,9 @@ static hpt_status check_tied_copies(run_state *r)
     float *host = malloc(sizeof(float) * n);
     if (!host)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    zero3_hold(r, t->offset); /* ZeRO-3: its unit gathered, then dropped */
     r->model.be->download(host, r->model.params + t->offset, sizeof(float) * n);
+    zero3_drop_all(r);
     int same = same_everywhere(r->comm.comms[HPT_GROUP_EMBED], hash_bytes(host, sizeof(float) * n));
     free(host);
     return same ? HPT_OK
@@ -266,7 +269,9 @@ hpt_status check_replicas(run_state *r)
             continue;
         size_t n = (size_t)(t->rows * t->cols);
         HPT_CHECK(n <= (size_t)r->cfg.hidden_size);
+        zero3_hold(r, t->offset);
         r->model.be->download(host, r->model.params + t->offset, sizeof(float) * n);
+        zero3_drop_all(r);
         if (!same_everywhere(r->comm.comms[HPT_GROUP_TP], hash_bytes(host, sizeof(float) * n)) &&
             !st)
             st = hpt_error_set(HPT_ERR_INTERNAL,

@@ -32,6 +32,7 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->batch = 4;
     o->seq_len = 256;
     o->grad_accum = 1;
+    o->zero3_prefetch = 1;
     o->steps = 1000;
     o->optim = (hpt_optim_opts){.lr = 6e-4f, .min_lr = 6e-5f, .warmup = 100, .total_steps = 1000,
                                 .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
@@ -296,7 +297,7 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
     S("fault-nan-steps", o->nan_steps); S("export", o->export_path);
     S("export-dtype", o->export_bf16 ? "bf16" : "f32"); I("export-shard-size", o->export_shard_size);
     S("init-from", o->init_from); I("tp", o->tp); I("pp", o->pp); I("dp", o->dp);
-    I("zero", o->zero);
+    I("zero", o->zero); I("zero3-prefetch", o->zero3_prefetch);
     S("recompute", o->recompute == 0 ? "none" : o->recompute == 1 ? "full" : "selective");
     B("sequence-parallel", o->sequence_parallel);
     S("pp-schedule", o->gpipe ? "gpipe" : "1f1b"); S("pp-split", o->pp_split);

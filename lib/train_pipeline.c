@@ -275,7 +275,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
 #define BWD(i)                                                                          \
     do {                                                                                \
         if ((i) + 1 == M && D > 1 && o->zero != 1) {                                    \
-            r->model.grad_ready = o->zero == 2 ? dp_bucket_reduce_scatter                \
+            r->model.grad_ready = o->zero >= 2 ? dp_bucket_reduce_scatter                \
                                                : dp_bucket_allreduce;                   \
             r->model.grad_ready_ctx = r;                                                \
         }                                                                               \
@@ -297,7 +297,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
     dp_buckets_wait(r);
     hpt_model_sp_sum_grads(&r->model); /* norm weights under sequence parallelism */
     tie_grads(r);
-    if (o->zero == 2) {
+    if (o->zero >= 2) {
         dp_buckets_deferred(r);
         r->grads_zero = r->grads_release; /* every range went through a bucket */
     }

@@ -57,6 +57,8 @@ typedef struct {
                                 * pages given back to the OS (MADV_DONTNEED) */
     int grads_zero;            /* the gradient block is all zero (released):
                                 * the next step skips hpt_model_zero_grad  */
+    struct hpt_zero3 *z3;      /* ZeRO-3 parameter sharding (train_zero3.h);
+                                * NULL below ZeRO-3                        */
     /* pipeline parallelism */
     int l0, l1;                /* this stage's layers                   */
     int *layer_stage;          /* stage of every layer (L entries)       */
@@ -90,10 +92,10 @@ typedef struct {
     hpt_comm_stage stage;      /* host staging of device buffers (--comm mpi on a GPU) */
 } run_state;
 
-/* " ZeRO-1", " ZeRO-2" for ZeRO stage z; "" for 0 (messages). */
+/* " ZeRO-1", " ZeRO-2", " ZeRO-3" for ZeRO stage z; "" for 0 (messages). */
 static inline const char *zero_words(int z)
 {
-    return z == 2 ? " ZeRO-2" : z == 1 ? " ZeRO-1" : z > 2 ? " ZeRO-?" : "";
+    return z == 3 ? " ZeRO-3" : z == 2 ? " ZeRO-2" : z == 1 ? " ZeRO-1" : z > 3 ? " ZeRO-?" : "";
 }
 
 /* Monotonic clock, seconds. */

@@ -77,7 +77,7 @@ HPT_MICRO_BATCH=${HPT_MICRO_BATCH:-1}
 HPT_STEPS=${HPT_STEPS:-1000}
 HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-100}
 HPT_ZERO1=${HPT_ZERO1:-0}             # 1: --zero1 (the same as HPT_ZERO=1)
-HPT_ZERO=${HPT_ZERO:-}                 # hpt-train --zero N: 0, 1 or 2 [HPT_ZERO1]
+HPT_ZERO=${HPT_ZERO:-}                 # hpt-train --zero N: 0, 1, 2 or 3 [HPT_ZERO1]
 HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
 HPT_ASYNC_SAVE=${HPT_ASYNC_SAVE:-0}   # 1: --async-save (periodic checkpoints written in the background)
 HPT_SIGNAL=${HPT_SIGNAL:-USR1}
@@ -97,15 +97,14 @@ for v in HPT_TP HPT_PP HPT_SEQ_LEN HPT_MICRO_BATCH HPT_STEPS; do is_count $v "${
   die "HPT_MAX_STALLED_RESTARTS='$HPT_MAX_STALLED_RESTARTS': expected an integer >= 0"
 for v in HPT_ZERO1 HPT_RECOMPUTE HPT_ASYNC_SAVE HPT_REQUEUE DRY_RUN DRY_RUN_VERBOSE; do is_bool $v "${!v}"; done
 if [ -n "$HPT_ZERO" ]; then
-  [ "$HPT_ZERO" != 3 ] || die "HPT_ZERO=3: ZeRO-3 (parameters sharded over DP) is not implemented yet; use HPT_ZERO=2 (gradients and AdamW state sharded) or HPT_ZERO=1"
-  [[ $HPT_ZERO =~ ^[012]$ ]] || die "HPT_ZERO='$HPT_ZERO': expected 0, 1 or 2 (the ZeRO stage)"
+  [[ $HPT_ZERO =~ ^[0123]$ ]] || die "HPT_ZERO='$HPT_ZERO': expected 0, 1, 2 or 3 (the ZeRO stage)"
   [ "$HPT_ZERO1" = 0 ] || [ "$HPT_ZERO" = 1 ] ||
     die "HPT_ZERO1=1 and HPT_ZERO=$HPT_ZERO contradict: HPT_ZERO1=1 is HPT_ZERO=1; set one of them"
 else
   HPT_ZERO=$HPT_ZERO1
 fi
 # zero_args: the hpt-train/hpt-plan option of HPT_ZERO (--zero1 as before for 1)
-zero_args() { case $HPT_ZERO in 1) echo --zero1 ;; 2) echo --zero 2 ;; esac; }
+zero_args() { case $HPT_ZERO in 1) echo --zero1 ;; 2) echo --zero 2 ;; 3) echo --zero 3 ;; esac; }
 [[ $HPT_COMM =~ ^(auto|mpi|nccl)$ ]] || die "HPT_COMM='$HPT_COMM': expected auto, mpi or nccl"
 [[ $HPT_PRECISION =~ ^(fp32|tf32|bf16)$ ]] || die "HPT_PRECISION='$HPT_PRECISION': expected fp32, tf32 or bf16"
 [[ $HPT_SIGNAL =~ ^(USR1|USR2|TERM|INT|HUP)$ ]] || die "HPT_SIGNAL='$HPT_SIGNAL': expected USR1, USR2, TERM, INT or HUP"
@@ -335,7 +334,7 @@ dry_run() {
   # this?", so a layout that does not fit is its failure (scripts can run
   # `jobs/X.sh --dry-run && sbatch jobs/X.sh`)
   if printf '%s\n' "$out" | grep -q '^worst: .*: DOES NOT FIT$'; then
-    die "the plan says this layout does not fit in $HPT_CLUSTER's $([ "$HPT_CLUSTER" = cpu-local ] && echo "memory" || echo "device memory") (line 'worst:' above): raise HPT_TP or HPT_PP, set HPT_RECOMPUTE=1 or HPT_ZERO=1 (or 2), lower HPT_MICRO_BATCH, drop the hpt-train options given to the plan above that raise it (they win over HPT_*), or plan another cluster with HPT_CLUSTER"
+    die "the plan says this layout does not fit in $HPT_CLUSTER's $([ "$HPT_CLUSTER" = cpu-local ] && echo "memory" || echo "device memory") (line 'worst:' above): raise HPT_TP or HPT_PP, set HPT_RECOMPUTE=1 or HPT_ZERO=1 (2 or 3), lower HPT_MICRO_BATCH, drop the hpt-train options given to the plan above that raise it (they win over HPT_*), or plan another cluster with HPT_CLUSTER"
   fi
 }
 

@@ -14,9 +14,8 @@ expect_error 2 "HPT_GLOBAL_BATCH=6 sequences is not a multiple of HPT_MICRO_BATC
   env HPT_GLOBAL_BATCH=6 HPT_MICRO_BATCH=2 bash "$T" --dry-run
 expect_error 2 "HPT_STEPS='ten': expected a positive integer" env HPT_STEPS=ten bash "$T" --dry-run
 expect_error 2 "HPT_ZERO1='yes': expected 0 or 1" env HPT_ZERO1=yes bash "$T" --dry-run
-expect_error 2 "HPT_ZERO=3: ZeRO-3 \(parameters sharded over DP\) is not implemented yet; use HPT_ZERO=2" \
-  env HPT_ZERO=3 bash "$T" --dry-run
-expect_error 2 "HPT_ZERO='two': expected 0, 1 or 2 \(the ZeRO stage\)" env HPT_ZERO=two bash "$T" --dry-run
+expect_error 2 "HPT_ZERO='4': expected 0, 1, 2 or 3 \(the ZeRO stage\)" env HPT_ZERO=4 bash "$T" --dry-run
+expect_error 2 "HPT_ZERO='two': expected 0, 1, 2 or 3 \(the ZeRO stage\)" env HPT_ZERO=two bash "$T" --dry-run
 expect_error 2 "HPT_ZERO1=1 and HPT_ZERO=2 contradict: HPT_ZERO1=1 is HPT_ZERO=1; set one of them" \
   env HPT_ZERO1=1 HPT_ZERO=2 bash "$T" --dry-run
 expect_error 2 "HPT_SIGNAL='KILL': expected USR1, USR2, TERM, INT or HUP" env HPT_SIGNAL=KILL bash "$T" --dry-run

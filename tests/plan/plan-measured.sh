@@ -56,4 +56,21 @@ check t22 4 "--model small --seq-len 128 --tp 2 --pp 2 --batch 1 --grad-accum 2 
 # peak here) is allocated and touched at the start; a plan without it is ~30 % low
 check as1 1 "--model small --seq-len 256 --batch 1 --save-every 1 --async-save" \
   "--model small --seq-len 256 --global-batch 1 --micro-batch 1 --async-save"
-pass "hpt-plan matches measured communication bytes exactly and peak RSS within 10 %"
+# ZeRO at DP 4: ZeRO-3 (each rank holds its block of the parameters and
+# the units in use) below ZeRO-1 by the predicted amount (within 20 %)
+check z1d4 4 "--model small --seq-len 256 --dp 4 --zero 1 --batch 1" \
+  "--model small --seq-len 256 --dp 4 --zero 1 --global-batch 4 --micro-batch 1"
+check z3d4 4 "--model small --seq-len 256 --dp 4 --zero 3 --batch 1" \
+  "--model small --seq-len 256 --dp 4 --zero 3 --global-batch 4 --micro-batch 1"
+"$PYTHON" - "$WORK" <<'PY' || fail "ZeRO-3's peak RSS is not below ZeRO-1's by the predicted amount"
+import statistics, sys
+w = sys.argv[1]
+def rss(path):  # median over ranks of the peak RSS column (MiB)
+    rows = [l.rstrip("\n").split("\t") for l in open(path)][1:]
+    return statistics.median({r[0]: float(r[5]) for r in rows}.values())
+meas = rss(f"{w}/z1d4/comm.tsv") - rss(f"{w}/z3d4/comm.tsv")
+pred = rss(f"{w}/z1d4.pred") - rss(f"{w}/z3d4.pred")
+print(f"ZeRO-1 - ZeRO-3 at DP 4 (small): measured {meas:.1f} MiB, predicted {pred:.1f} MiB")
+sys.exit(0 if pred > 0 and abs(meas - pred) <= 0.2 * pred else 1)
+PY
+pass "hpt-plan matches measured communication bytes exactly and peak RSS within 10 % (ZeRO-3 below ZeRO-1 as predicted)"

@@ -213,6 +213,27 @@ int main(int argc, char **argv)
         ref.be->wait(&ref, &p2);
         EXPECT(same_dev(dr, b, (own + own2) * sizeof(float)),
                "group %d: ireduce_scatter_sum_f32 differs", g);
+
+        /* two nonblocking in-place all-gathers in flight (ZeRO-3's gather
+         * and its prefetch), the second with an empty block for group
+         * rank 0, waited for in reverse order */
+        int displs[64], displs2[64];
+        for (int i = 0, o = 0, o2 = 0; i < gs; i++) {
+            displs[i] = o, displs2[i] = o2;
+            o += counts[i], o2 += counts2[i];
+        }
+        fill(a, total + total2, rank, 12 + gi);
+        d = dev_copy(a, (total + total2) * sizeof(float));
+        c.be->iallgather_inplace_f32(&c, g, d, counts, displs, &s1);
+        c.be->iallgather_inplace_f32(&c, g, d + total, counts2, displs2, &s2);
+        ref.be->iallgather_inplace_f32(&ref, g, a, counts, displs, &p1);
+        ref.be->iallgather_inplace_f32(&ref, g, a + total, counts2, displs2, &p2);
+        c.be->wait(&c, &s2);
+        c.be->wait(&c, &s1);
+        ref.be->wait(&ref, &p1);
+        ref.be->wait(&ref, &p2);
+        EXPECT(same_dev(d, a, (total + total2) * sizeof(float)),
+               "group %d: iallgather_inplace_f32 differs", g);
         dev_used = 0;
     }
     EXPECT(n_down > 0 && n_up > 0, "staging never used (%zu downloads, %zu uploads)", n_down, n_up);

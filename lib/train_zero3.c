@@ -1,0 +1,241 @@
+/* train_zero3.c — ZeRO-3 parameter sharding; see train_zero3.h. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "train_zero3.h"
+
+enum { DROPPED = 0, GATHERING = 1, RESIDENT = 2 };
+
+struct hpt_zero3 {
+    run_state *r;
+    int n;                 /* units, forward order                          */
+    size_t (*range)[2];    /* [lo, hi) of each unit in the parameter block   */
+    int *counts, *displs;  /* (n, DP): each DP rank's block of each unit     */
+    hpt_comm_req *req;     /* n: the gather in flight                        */
+    char *state;           /* n: DROPPED, GATHERING, RESIDENT                */
+    int prefetch;          /* units gathered ahead                           */
+    int release;           /* host memory: dropped pages go back to the OS   */
+    int prev;              /* the unit needed last (-1: none yet)            */
+    size_t own_lo, own_hi; /* this rank's block of the parameter block       */
+    size_t resident, peak; /* floats outside the own block held now, at most
+                            * since the first zero3_drop_all             */
+    int started;           /* zero3_drop_all was called                     */
+    int64_t gathers;
+    double wait_s;
+};
+
+static double mono_s(void) { return now_s(); }
+
+/* The unit that starts at lo (units are few: a linear search). */
+static int unit_at(const struct hpt_zero3 *z, size_t lo, size_t hi)
+{
+    for (int u = 0; u < z->n; u++)
+        if (z->range[u][0] == lo && z->range[u][1] == hi)
+            return u;
+    HPT_FATAL("ZeRO-3: parameter range [%zu, %zu) is not a unit of the block", lo, hi);
+}
+
+/* Floats of unit u outside this rank's own block. */
+static size_t foreign(const struct hpt_zero3 *z, int u)
+{
+    size_t lo = z->range[u][0], hi = z->range[u][1];
+    size_t a = lo > z->own_lo ? lo : z->own_lo, b = hi < z->own_hi ? hi : z->own_hi;
+    return hi - lo - (b > a ? b - a : 0);
+}
+
+static void start(struct hpt_zero3 *z, int u)
+{
+    run_state *r = z->r;
+    int D = r->comm.dp;
+    r->comm.be->iallgather_inplace_f32(&r->comm, HPT_GROUP_DP, r->model.params + z->range[u][0],
+                                       z->counts + (size_t)u * D, z->displs + (size_t)u * D,
+                                       &z->req[u]);
+    z->state[u] = GATHERING;
+    z->gathers++;
+    z->resident += foreign(z, u);
+    z->peak = z->resident > z->peak ? z->resident : z->peak;
+}
+
+static void finish(struct hpt_zero3 *z, int u)
+{
+    double t0 = mono_s();
+    z->r->comm.be->wait(&z->r->comm, &z->req[u]);
+    z->wait_s += mono_s() - t0;
+    z->state[u] = RESIDENT;
+}
+
+/* Give back the whole pages of [a, b) (elements of the parameter block). */
+static void give_back(struct hpt_zero3 *z, size_t a, size_t b)
+{
+    if (a >= b)
+        return;
+    float *base = z->r->model.params;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t p = ((uintptr_t)(base + a) + pg - 1) / pg * pg, e = (uintptr_t)(base + b) / pg * pg;
+    if (p < e)
+        (void)madvise((void *)p, (size_t)(e - p), MADV_DONTNEED); /* advice: a refusal costs memory only */
+}
+
+static void drop(struct hpt_zero3 *z, int u)
+{
+    if (z->state[u] == GATHERING)
+        finish(z, u);
+    if (z->state[u] == DROPPED)
+        return;
+    z->state[u] = DROPPED;
+    z->resident -= foreign(z, u);
+    if (!z->release)
+        return;
+    size_t lo = z->range[u][0], hi = z->range[u][1];
+    give_back(z, lo, hi < z->own_lo ? hi : z->own_lo);
+    give_back(z, lo > z->own_hi ? lo : z->own_hi, hi);
+}
+
+/* The model's param_need hook (ctx: the run_state). */
+static void need(void *ctx, size_t lo, size_t hi, int backward)
+{
+    struct hpt_zero3 *z = ((run_state *)ctx)->z3;
+    int u = unit_at(z, lo, hi);
+    if (z->state[u] == DROPPED)
+        start(z, u);
+    if (z->state[u] == GATHERING)
+        finish(z, u);
+    /* prefetch the next units of this pass: forward in unit order,
+     * backward in reverse down to the first layer (the embedding's backward
+     * reads no parameter); none after the tied head's embedding (one stage,
+     * tied: the forward pass has ended) */
+    int first_embed = z->r->model.first, tied_head = !backward && u == 0 && z->prev == z->n - 1 &&
+                                                     z->n > 1;
+    z->prev = u;
+    if (tied_head)
+        return;
+    for (int k = 1; k <= z->prefetch; k++) {
+        int v = backward ? u - k : u + k;
+        if (v < 0 || v >= z->n || (backward && v == 0 && first_embed))
+            break;
+        if (z->state[v] == DROPPED)
+            start(z, v);
+    }
+}
+
+/* The model's param_done hook. */
+static void done(void *ctx, size_t lo, size_t hi)
+{
+    struct hpt_zero3 *z = ((run_state *)ctx)->z3;
+    drop(z, unit_at(z, lo, hi));
+}
+
+hpt_status zero3_init(run_state *r, int prefetch)
+{
+    hpt_model *m = &r->model;
+    int D = r->comm.dp, n = hpt_model_param_units(m, NULL);
+    struct hpt_zero3 *z = calloc(1, sizeof *z);
+    if (!z || !(z->range = calloc((size_t)n, sizeof *z->range)) ||
+        !(z->counts = calloc((size_t)n * D, sizeof(int))) ||
+        !(z->displs = calloc((size_t)n * D, sizeof(int))) ||
+        !(z->req = calloc((size_t)n, sizeof *z->req)) || !(z->state = calloc((size_t)n, 1))) {
+        if (z) {
+            free(z->range), free(z->counts), free(z->displs), free(z->req), free(z->state);
+            free(z);
+        }
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory setting up ZeRO-3");
+    }
+    z->r = r;
+    z->n = hpt_model_param_units(m, z->range);
+    z->prefetch = prefetch;
+    z->release = m->be->is_device == NULL;
+    z->prev = -1;
+    size_t S = (m->nparams + D - 1) / D;
+    z->own_lo = (size_t)r->comm.dp_rank * S < m->nparams ? (size_t)r->comm.dp_rank * S
+                                                         : m->nparams;
+    z->own_hi = z->own_lo + (size_t)r->shard_counts[r->comm.dp_rank];
+    for (int u = 0; u < z->n; u++) {
+        size_t lo = z->range[u][0], hi = z->range[u][1];
+        int *c = z->counts + (size_t)u * D, *d = z->displs + (size_t)u * D, off = 0;
+        for (int i = 0; i < D; i++) {
+            size_t a = (size_t)i * S, b = a + S < m->nparams ? a + S : m->nparams;
+            a = a > lo ? a : lo;
+            b = b < hi ? b : hi;
+            c[i] = b > a ? (int)(b - a) : 0; /* a unit is below a shard (<= 2^31) */
+            d[i] = off;
+            off += c[i];
+        }
+        z->state[u] = RESIDENT; /* the whole block is there until zero3_drop_all */
+        z->resident += foreign(z, u);
+    }
+    z->peak = z->resident;
+    r->z3 = z;
+    m->param_need = need;
+    m->param_done = done;
+    m->param_ctx = r;
+    return HPT_OK;
+}
+
+void zero3_free(run_state *r)
+{
+    struct hpt_zero3 *z = r->z3;
+    if (!z)
+        return;
+    for (int u = 0; u < z->n; u++)
+        if (z->state[u] == GATHERING)
+            finish(z, u);
+    free(z->range), free(z->counts), free(z->displs), free(z->req), free(z->state);
+    free(z);
+    r->z3 = NULL;
+    r->model.param_need = NULL;
+    r->model.param_done = NULL;
+}
+
+void zero3_drop_all(run_state *r)
+{
+    struct hpt_zero3 *z = r->z3;
+    if (!z)
+        return;
+    for (int u = 0; u < z->n; u++)
+        drop(z, u);
+    z->prev = -1;
+    if (!z->started) /* the whole block held since set-up is not a step's */
+        z->peak = 0, z->started = 1;
+}
+
+void zero3_gather_all(run_state *r)
+{
+    struct hpt_zero3 *z = r->z3;
+    if (!z)
+        return;
+    for (int u = 0; u < z->n; u++)
+        if (z->state[u] == GATHERING)
+            finish(z, u);
+    r->comm.be->allgather_inplace_f32(&r->comm, HPT_GROUP_DP, r->model.params, r->shard_counts);
+    for (int u = 0; u < z->n; u++)
+        if (z->state[u] == DROPPED) {
+            z->state[u] = RESIDENT;
+            z->resident += foreign(z, u);
+        }
+}
+
+void zero3_hold(run_state *r, size_t x)
+{
+    struct hpt_zero3 *z = r->z3;
+    if (!z)
+        return;
+    for (int u = 0; u < z->n; u++)
+        if (z->range[u][0] <= x && x < z->range[u][1]) {
+            if (z->state[u] == DROPPED)
+                start(z, u);
+            if (z->state[u] == GATHERING)
+                finish(z, u);
+            return;
+        }
+}
+
+void zero3_stats(const run_state *r, size_t *peak_bytes, int64_t *gathers, double *wait_s)
+{
+    const struct hpt_zero3 *z = r->z3;
+    *peak_bytes = z ? sizeof(float) * (z->peak + (z->own_hi - z->own_lo)) : 0;
+    *gathers = z ? z->gathers : 0;
+    *wait_s = z ? z->wait_s : 0;
+}

@@ -1,0 +1,92 @@
+#!/bin/sh
+# ZeRO-3 (--zero 3: parameters sharded over DP as well, each unit —
+# embedding, layer, final norm + head — all-gathered before its forward and
+# its backward and dropped after use, the next ones prefetched) trains like
+# one rank: per-step loss, lr, grad norm and validation loss over 4 steps
+# and the exported weights within 1e-5 (tests/helpers/compare_runs.py) at
+# DP 2 with gradient accumulation, DP 3 with tied embeddings and full
+# recomputation (616768 parameters: uneven shards), TP 2 x DP 2 with
+# sequence parallelism, selective recomputation and no prefetch, and PP 2
+# x DP 2 with tied embeddings and prefetch 2. The gathered values are
+# copies, so log.tsv and the export are bitwise those of --zero 2 (DP 2).
+# The DP calls per step are the analytic count (gathers: every unit before
+# each forward, all but the embedding before each backward). Checkpoints: a
+# ZeRO-3 run stopped at step 2 resumes bitwise at ZeRO-3 and ZeRO-1; an
+# --async-save ZeRO-3 run trains bitwise like the plain one and its step-2
+# checkpoint resumes bitwise; a ZeRO-3 DP 4 checkpoint opened at ZeRO-1
+# DP 2 and at TP 2 without ZeRO exports exactly what hpt-ckpt export
+# writes from it. --zero 3 on one rank notes that it runs as --zero 0.
+. "$HPT_SRC/tests/helpers/lib.sh"
+need_corpus
+export OMP_NUM_THREADS=1   # up to 4 ranks on 2 cores
+A="--model tiny --data $CORPUS --steps 4 --seq-len 32 --lr 1e-3 --warmup 2 --clip 0.5 --eval-interval 2 --eval-batches 1 --quiet"
+run() { # NAME RANKS ARGS... (exit 0 or 75 accepted)
+  name=$1 n=$2; shift 2
+  st=0; timeout 300 "$MPIEXEC" -n "$n" "$TRAIN" $A --run-dir "$WORK/$name" "$@" \
+    > "$WORK/$name.out" 2>&1 || st=$?
+  [ $st = 0 ] || [ $st = 75 ] || { cat "$WORK/$name.out"; fail "run $name: exit $st"; }
+}
+bitwise_h5() { # A.h5 B.h5 WHAT
+  h5diff "$1" "$2" > "$WORK/h5diff.out" 2>&1 || { head -20 "$WORK/h5diff.out"; fail "$3"; }
+}
+run ref 1 --batch 6 --export "$WORK/ref.h5" --zero 3
+[ "$(grep -c "note: --zero 3 with DP 1 shards nothing: running as --zero 0" "$WORK/ref.out")" = 1 ] ||
+  fail "ref: no note (once) that --zero 3 runs as --zero 0"
+run z3 2 --batch 1 --grad-accum 3 --zero 3 --export "$WORK/z3.h5" --comm-stats
+run z2 2 --batch 1 --grad-accum 3 --zero 2 --export "$WORK/z2.h5"
+run tref 1 --batch 6 --tie-embeddings --export "$WORK/tref.h5"
+run t3 3 --batch 2 --zero 3 --tie-embeddings --recompute full --export "$WORK/t3.h5"
+run tp2sp 4 --batch 3 --tp 2 --sequence-parallel --recompute selective --zero 3 --zero3-prefetch 0 \
+  --export "$WORK/tp2sp.h5"
+run pp2t 4 --batch 1 --grad-accum 3 --pp 2 --tie-embeddings --zero 3 --zero3-prefetch 2 \
+  --export "$WORK/pp2t.h5"
+grep -q "layout TP 1 x PP 1 x DP 2 (ZeRO-3) on 2 ranks" "$WORK/z3.out" || fail "z3: banner does not show ZeRO-3"
+# tiny: 1141056 parameters, own block ceil(/2) = 570528 floats
+grep -q "^hpt-train: parameters: 2282112 bytes own block of 4564224 (ZeRO-3: each layer all-gathered before its forward and its backward, prefetch 1; the other blocks' pages given back after use)$" \
+  "$WORK/z3.out" || fail "z3: parameters line: $(grep 'parameters:' "$WORK/z3.out")"
+grep -q "prefetch 2;" "$WORK/pp2t.out" || fail "pp2t: --zero3-prefetch 2 not in the parameters line"
+"$PYTHON" "$HPT_SRC/tests/helpers/compare_runs.py" "$WORK" 4 ref=z3,tp2sp tref=t3,pp2t ||
+  fail "ZeRO-3 runs differ from one rank"
+cmp "$WORK/z2/log.tsv" "$WORK/z3/log.tsv" || fail "z3 (DP 2): log.tsv differs from ZeRO-2's"
+bitwise_h5 "$WORK/z2.h5" "$WORK/z3.h5" "z3 (DP 2): exported weights differ from ZeRO-2's"
+# DP calls per training step (--comm-stats), M = 3 micro-batches, 4 units
+# (embedding, 2 layers, head): gathers 3 x 4 + 3 x 3, 4 bucket
+# reduce-scatters, the norm and the loss all-reduces = 27
+awk -F'\t' '$2 == "dp" && $3 != 27 { print "rank " $1 ": " $3 " DP calls per step, expected 27"; bad = 1 }
+            END { exit bad }' "$WORK/z3/comm.tsv" || fail "z3: DP calls per step"
+# checkpoints: stop after step 2 at ZeRO-3, resume at ZeRO-3 and ZeRO-1
+run b 2 --batch 1 --grad-accum 3 --zero 3 --stop-at 2
+[ -d "$WORK/b/checkpoints/step_00000002" ] || fail "b: no checkpoint at step 2"
+for layout in "rz3 2 --batch 1 --grad-accum 3 --zero 3" "rz1 2 --batch 1 --grad-accum 3 --zero 1"; do
+  set -- $layout
+  name=$1; shift
+  mkdir -p "$WORK/$name" && cp -r "$WORK/b/checkpoints" "$WORK/b/log.tsv" "$WORK/$name/"
+  run "$name" "$@"
+  grep -q "resumed from .*written by TP 1 x PP 1 x DP 2 ZeRO-3" "$WORK/$name.out" ||
+    { cat "$WORK/$name.out"; fail "$name did not resume from the ZeRO-3 checkpoint"; }
+  cmp "$WORK/z3/log.tsv" "$WORK/$name/log.tsv" ||
+    fail "$name: the ZeRO-3 checkpoint resumed differs from the uninterrupted run"
+done
+# --async-save: the snapshot copies the gathered block before it is dropped
+run as 2 --batch 1 --grad-accum 3 --zero 3 --save-every 2 --async-save
+cmp "$WORK/z3/log.tsv" "$WORK/as/log.tsv" || fail "as: --async-save changed the ZeRO-3 run"
+mkdir -p "$WORK/ras/checkpoints" && cp -r "$WORK/as/checkpoints/step_00000002" "$WORK/ras/checkpoints/" &&
+  head -3 "$WORK/as/log.tsv" > "$WORK/ras/log.tsv"
+run ras 2 --batch 1 --grad-accum 3 --zero 3
+grep -q "resumed from .*step_00000002" "$WORK/ras.out" || { cat "$WORK/ras.out"; fail "ras did not resume"; }
+cmp "$WORK/z3/log.tsv" "$WORK/ras/log.tsv" || fail "ras: the async ZeRO-3 checkpoint resumed differs"
+# a ZeRO-3 DP 4 checkpoint on other layouts: nothing left to train, the
+# export is the checkpoint's weights
+run d4 4 --batch 1 --zero 3 --save-every 4
+"$HPT_BUILD/src/hpt-ckpt" export "$WORK/d4/checkpoints/step_00000004" "$WORK/d4.h5" > "$WORK/d4x.out" 2>&1 ||
+  { cat "$WORK/d4x.out"; fail "hpt-ckpt export of the ZeRO-3 DP 4 checkpoint"; }
+for layout in "o1 2 --batch 2 --zero 1" "o2 4 --batch 2 --tp 2"; do
+  set -- $layout
+  name=$1; shift
+  mkdir -p "$WORK/$name" && cp -r "$WORK/d4/checkpoints" "$WORK/d4/log.tsv" "$WORK/$name/"
+  run "$name" "$@" --export "$WORK/$name.h5"
+  grep -q "written by TP 1 x PP 1 x DP 4 ZeRO-3" "$WORK/$name.out" ||
+    { cat "$WORK/$name.out"; fail "$name did not open the ZeRO-3 DP 4 checkpoint"; }
+  bitwise_h5 "$WORK/d4.h5" "$WORK/$name.h5" "$name: export differs from hpt-ckpt export of the ZeRO-3 checkpoint"
+done
+pass "ZeRO-3 equals one rank (DP 2 accum, DP 3 uneven tied full recompute, TP 2 SP selective, PP 2 tied), bitwise ZeRO-2; resumes bitwise (sync, async) at ZeRO 3/1; a DP 4 ZeRO-3 checkpoint exports the same at ZeRO-1 DP 2 and TP 2"
