@@ -286,14 +286,19 @@ hpt_status hpt_metrics_open(hpt_metrics **out, MPI_Comm comm, const char *path, 
         }
     }
     /* one verdict: rank 0's */
-    int code = st, len = 0;
+    int code = st;
     char msg[1024] = "";
     if (m->rank == 0 && st)
-        len = snprintf(msg, sizeof msg, "%s", hpt_error_msg());
+        snprintf(msg, sizeof msg, "%s", hpt_error_msg());
+    /* watched collectives (lib/comm.h): every rank waits here for rank 0's
+     * open, so the hang watchdog times it */
+    hpt_comm_watch w = hpt_comm_watch_begin(comm, HPT_FLIGHT_BROADCAST, sizeof code);
     MPI_Bcast(&code, 1, MPI_INT, 0, comm);
-    MPI_Bcast(&len, 1, MPI_INT, 0, comm);
+    hpt_comm_watch_end(w);
     if (code) {
+        w = hpt_comm_watch_begin(comm, HPT_FLIGHT_BROADCAST, sizeof msg);
         MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, 0, comm);
+        hpt_comm_watch_end(w);
         free_m(m);
         return hpt_error_set((hpt_status)code, "%s", msg);
     }

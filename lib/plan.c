@@ -178,8 +178,8 @@ double hpt_plan_stage_params(const hpt_plan_setup *s, int stage)
 
 /* Micro-batches whose activations `stage` holds: under 1F1B min(PP -
  * stage, m) (Narayanan et al. 2021, section 2.2), under GPipe all m — every
- * forward runs before the first backward (Huang et al. 2019); lib/train.c
- * pipeline_slots allocates as many activation slots. */
+ * forward runs before the first backward (Huang et al. 2019);
+ * lib/train_pipeline.c pipeline_slots allocates as many activation slots. */
 static int in_flight(const hpt_plan_setup *s, int stage, int m)
 {
     int k = s->gpipe ? m : s->pp - stage;

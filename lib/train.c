@@ -749,9 +749,19 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     if (!st && r.resume_from >= 0)
         st = load_resume(&r, o, &meta);
     char hang_prev[1024] = ""; /* a previous hang's summary (lib/watchdog.h) */
-    if (!st && o->run_dir && o->collective_timeout != 0)
+    int hang_dir = 0;          /* RUN_DIR/hang prepared: tidied at the end */
+    if (!st && o->run_dir && o->collective_timeout != 0) {
         st = hpt_comm_agree(comm, r.root ? hpt_watchdog_prepare(o->run_dir, hang_prev,
                                                                 sizeof hang_prev) : HPT_OK);
+        hang_dir = !st;
+    }
+    /* from here on every collective is timed (docs/ARCHITECTURE.md, "Hang
+     * watchdog"): the metrics file's open verdict too */
+    if (!st)
+        st = hpt_comm_agree(comm, hpt_watchdog_start(&r.watchdog, &r.comm, o->run_dir,
+                                                     o->collective_timeout));
+    if (!st && r.comm.nccl) /* a hang ends NCCL's kernels before MPI_Abort */
+        hpt_watchdog_on_abort(r.watchdog, abort_nccl, &r.comm);
     if (!st)
         st = open_metrics(&r, o, &meta);
     if (!st && hang_prev[0]) {
@@ -759,11 +769,6 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
         hpt_metrics_event(r.metrics, r.start_step, p ? atoi(p + 14) : 0, "hang",
                           "the previous run hung: %s", hang_prev);
     }
-    if (!st)
-        st = hpt_comm_agree(comm, hpt_watchdog_start(&r.watchdog, &r.comm, o->run_dir,
-                                                     o->collective_timeout));
-    if (!st && r.comm.nccl) /* a hang ends NCCL's kernels before MPI_Abort */
-        hpt_watchdog_on_abort(r.watchdog, abort_nccl, &r.comm);
     if (!st)
         st = hpt_comm_agree(comm, setup_async_save(&r, o));
     if (!st) {
@@ -776,21 +781,29 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
         zero3_drop_all(&r); /* ZeRO-3: from here each rank holds its block */
         st = train_loop(&r, o, out);
         finish_async_save(&r, r.start_step + r.train_steps, out); /* an exit mid-save (agreed) */
-        hpt_watchdog_stop(r.watchdog);
-        r.watchdog = NULL;
-        if (r.root && o->run_dir && o->collective_timeout != 0)
-            hpt_watchdog_tidy(o->run_dir); /* the empty RUN_DIR/hang prepare made */
         hpt_metrics_event(r.metrics, r.start_step + r.train_steps, 0, "run_end", "%s",
                           st == HPT_OK ? "done" : hpt_error_msg());
         hpt_metrics_close(r.metrics, 1, r.root ? out : NULL); /* every exit of the loop is agreed */
         r.metrics = NULL;
     }
+    if (!st && o->fault_stall_at == HPT_STALL_AT_END && o->fault_stall_rank == r.comm.world_rank &&
+        o->fault_stall_step == r.start_step + r.train_steps)
+        raise(SIGSTOP); /* test: a frozen rank, the others in the replica check */
+    /* the end-of-run collectives are watched too: a rank frozen after the
+     * loop would hang the others in them for ever */
     if (!st)
         st = hpt_comm_agree(comm, check_replicas(&r));
     if (!st && r.z3 && o->export_path) /* ZeRO-3: the export reads the whole block */
         zero3_gather_all(&r);
     if (!st && o->comm_stats)
         comm_stats(&r, o, out);
+    /* not the export: rank 0 alone writes the whole model while the others
+     * wait for it, a wait a slow disk lengthens without bound
+     * (docs/ARCHITECTURE.md, "Hang watchdog") */
+    hpt_watchdog_stop(r.watchdog);
+    r.watchdog = NULL;
+    if (r.root && hang_dir)
+        hpt_watchdog_tidy(o->run_dir); /* the empty RUN_DIR/hang prepare made */
     if (!st && o->export_path && (st = hpt_comm_agree(comm, export_weights(&r, o))))
         st = keep_after_failed_export(&r, o, st, out);
     run_free(&r);

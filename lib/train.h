@@ -89,7 +89,11 @@ typedef struct {
                             * after its first DP bucket all-reduce is posted
                             * (DP > 1 without ZeRO-1); SAVE inside the
                             * checkpoint save after that step, between the
-                            * file's collective create and its close        */
+                            * file's collective create and its close; END
+                            * after the run's last step when that is step
+                            * fault_stall_step, before the end-of-run
+                            * replica check (TP > 1, or PP > 1 with tied
+                            * embeddings: a collective follows)             */
 } hpt_train_opts;
 
 /* --fault-stall-at (testing): where the stalled rank stops. */
@@ -97,10 +101,12 @@ typedef enum {
     HPT_STALL_AT_STEP,
     HPT_STALL_AT_BOUNDARY,
     HPT_STALL_AT_BUCKET,
-    HPT_STALL_AT_SAVE
+    HPT_STALL_AT_SAVE,
+    HPT_STALL_AT_END
 } hpt_stall_at;
-/* Their option spellings, indexed by hpt_stall_at: step, boundary, bucket, save. */
-extern const char *const hpt_stall_at_names[4];
+/* Their option spellings, indexed by hpt_stall_at: step, boundary, bucket,
+ * save, end. */
+extern const char *const hpt_stall_at_names[5];
 
 /* Fill *o with the defaults documented in `hpt-train --help`. */
 void hpt_train_opts_default(hpt_train_opts *o);

@@ -221,12 +221,17 @@ static uint64_t hash_bytes(const void *p, size_t n)
     return h;
 }
 
-/* Whether a 64-bit value is the same on every rank of communicator c. */
+/* Whether a 64-bit value is the same on every rank of communicator c.
+ * Watched collectives (lib/comm.h): the hang watchdog still runs. */
 static int same_everywhere(MPI_Comm c, uint64_t h)
 {
     uint64_t lo, hi;
+    hpt_comm_watch w = hpt_comm_watch_begin(c, HPT_FLIGHT_ALLREDUCE, sizeof h);
     MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, c);
+    hpt_comm_watch_end(w);
+    w = hpt_comm_watch_begin(c, HPT_FLIGHT_ALLREDUCE, sizeof h);
     MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, c);
+    hpt_comm_watch_end(w);
     return lo == hi;
 }
 

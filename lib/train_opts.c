@@ -20,7 +20,7 @@
 #include "train_export.h"
 #include "train_opts.h"
 
-const char *const hpt_stall_at_names[4] = {"step", "boundary", "bucket", "save"};
+const char *const hpt_stall_at_names[5] = {"step", "boundary", "bucket", "save", "end"};
 
 void hpt_train_opts_default(hpt_train_opts *o)
 {
@@ -61,13 +61,13 @@ void hpt_train_opts_default(hpt_train_opts *o)
 hpt_status hpt_train_opts_choice(hpt_train_opts *o, const char *opt, const char *arg)
 {
     if (!strcmp(opt, "fault-stall-at")) {
-        for (int i = 0; i <= HPT_STALL_AT_SAVE; i++)
+        for (int i = 0; i <= HPT_STALL_AT_END; i++)
             if (!strcmp(arg, hpt_stall_at_names[i])) {
                 o->fault_stall_at = i;
                 return HPT_OK;
             }
         return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at '%s': expected step, boundary, "
-                             "bucket or save", arg);
+                             "bucket, save or end", arg);
     }
     if (!strcmp(opt, "resume")) {
         static const char *const w[] = {"none", "auto", "strict"}; /* o->resume 0, 1, 2 */
