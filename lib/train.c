@@ -793,10 +793,10 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
      * loop would hang the others in them for ever */
     if (!st)
         st = hpt_comm_agree(comm, check_replicas(&r));
-    if (!st && r.z3 && o->export_path) /* ZeRO-3: the export reads the whole block */
-        zero3_gather_all(&r);
     if (!st && o->comm_stats)
         comm_stats(&r, o, out);
+    if (!st && r.z3 && o->export_path) /* ZeRO-3: the export reads the whole block */
+        zero3_gather_all(&r);
     /* not the export: rank 0 alone writes the whole model while the others
      * wait for it, a wait a slow disk lengthens without bound
      * (docs/ARCHITECTURE.md, "Hang watchdog") */
