@@ -281,7 +281,8 @@ hpt_status hpt_checkpoint_clean(const char *dir, MPI_Comm world)
 /* ------------------------------------------------------------------ save */
 
 /* Full local AdamW moments (first, second), each nparams elements: the
- * optimizer state itself, or with ZeRO-1 gathered over DP into `full`. */
+ * optimizer state itself, or with ZeRO gathered over the shard group
+ * (HPT_GROUP_DPS: DP, or HSDP's group) into `full`. */
 static void gather_moments(const hpt_ckpt_state *s, float *full, float **m1, float **m2)
 {
     hpt_model *m = s->model;
@@ -295,7 +296,7 @@ static void gather_moments(const hpt_ckpt_state *s, float *full, float **m1, flo
     for (int k = 0; k < 2; k++) {
         float *dst = full + k * n;
         m->be->copy(dst + o->lo, o->state + k * own, sizeof(float) * own);
-        s->comm->be->allgather_inplace_f32(s->comm, HPT_GROUP_DP, dst, s->shard_counts);
+        s->comm->be->allgather_inplace_f32(s->comm, HPT_GROUP_DPS, dst, s->shard_counts);
     }
     *m1 = full;
     *m2 = full + n;

@@ -70,6 +70,15 @@ static hpt_status parse_zero(const char *s, int *out)
     return HPT_OK;
 }
 
+hpt_status hpt_cli_parse_int_min(const char *opt, const char *s, int min, const char *what,
+                                 int *out)
+{
+    hpt_status st = hpt_cli_parse_int(opt, s, out);
+    return st || *out >= min ? st
+                             : hpt_error_set(HPT_ERR_USAGE, "--%s %d: must be >= %d (%s)", opt, *out,
+                                             min, what);
+}
+
 hpt_status hpt_cli_zero_option(const char *arg, int *zero, int *zero_given, int *zero1_given)
 {
     int v = 1;

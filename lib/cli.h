@@ -38,6 +38,13 @@ const char *hpt_cli_opt_name(const struct option *opts, int val);
  * float must not silently turn into inf or "off". */
 hpt_status hpt_cli_parse_int(const char *opt, const char *s, int *out);
 
+#define HPT_CLI_SHARD_WHAT "DP ranks per shard group" /* --zero-shard-group's */
+
+/* hpt_cli_parse_int, and at least `min`: otherwise HPT_ERR_USAGE
+ * "--OPT V: must be >= MIN (WHAT)" (*out set to V). */
+hpt_status hpt_cli_parse_int_min(const char *opt, const char *s, int min, const char *what,
+                                 int *out);
+
 /* --zero ARG, or with arg NULL --zero1 (hpt-train, hpt-plan): sets *zero
  * to the stage (0, 1, 2 or 3) and records which was given (*zero_given =
  * stage + 1, *zero1_given = 1; both start at 0). Errors (HPT_ERR_USAGE,

@@ -31,8 +31,22 @@ typedef enum {
     HPT_GROUP_EMBED, /* first and last stage of one pipeline (same tp, dp):
                       * holds the two copies of a tied embedding; NULL
                       * communicator on the other stages                 */
+    HPT_GROUP_DPS,   /* ZeRO's shard group: DP ranks q*N .. q*N + N-1 of
+                      * one DP group (N = hpt_comm_shard_group's; all of
+                      * DP unless HSDP)                                  */
+    HPT_GROUP_DPR,   /* HSDP's replica group: the DP ranks holding the
+                      * same shard (DP rank % N equal); one rank unless
+                      * HSDP                                             */
     HPT_GROUP_COUNT
 } hpt_group;
+
+/* The group whose counters count g's traffic: the shard and replica
+ * groups are parts of the data-parallel group, counted as DP (so
+ * --comm-stats, metrics.h5 and hpt-plan see one "dp" figure). */
+static inline int hpt_group_counted(int g)
+{
+    return g == HPT_GROUP_DPS || g == HPT_GROUP_DPR ? HPT_GROUP_DP : g;
+}
 
 typedef struct {
     int64_t calls;   /* collective or point-to-point calls                */
@@ -247,6 +261,15 @@ hpt_status hpt_grid_check(int world, int tp, int pp, int dp, int *dp_out);
  * warning line to `warn` (rank 0) when a TP group spans nodes. The grid
  * must have passed hpt_grid_check. */
 hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FILE *warn);
+
+/* Shard groups of n consecutive DP ranks (HSDP; Zhao et al. 2023,
+ * "PyTorch FSDP", section 3.2.2 hybrid sharding): HPT_GROUP_DPS becomes the
+ * DP ranks [q*n, q*n + n) holding this rank (q = dp_rank / n), and
+ * HPT_GROUP_DPR the DP/n ranks with the same dp_rank % n. hpt_comm_init
+ * sets n = DP (DPS is the whole DP group, DPR this rank alone). Collective
+ * over the world; call before the NCCL set-up (hpt_comm_nccl_on). Errors:
+ * HPT_ERR_USAGE when n does not divide DP (every rank the same). */
+hpt_status hpt_comm_shard_group(hpt_comm *c, int n);
 
 /* Free the sub-communicators; accepts a zeroed struct. */
 void hpt_comm_free(hpt_comm *c);

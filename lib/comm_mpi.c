@@ -9,9 +9,9 @@ static double wtime(void) { return MPI_Wtime(); }
 
 static void count(hpt_comm *c, hpt_group g, size_t bytes, double t0)
 {
-    c->counters[g].calls++;
-    c->counters[g].bytes += (int64_t)bytes;
-    c->counters[g].seconds += wtime() - t0;
+    c->counters[hpt_group_counted(g)].calls++;
+    c->counters[hpt_group_counted(g)].bytes += (int64_t)bytes;
+    c->counters[hpt_group_counted(g)].seconds += wtime() - t0;
 }
 
 /* MPI counts are int: large buffers go in chunks of at most 2^30 elements. */
@@ -59,15 +59,15 @@ static void mpi_iallreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t 
     r->group = g;
     r->t_start = wtime();
     MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comms[g], &r->req);
-    c->counters[g].calls++;
-    c->counters[g].bytes += (int64_t)(n * sizeof(float));
+    c->counters[hpt_group_counted(g)].calls++;
+    c->counters[hpt_group_counted(g)].bytes += (int64_t)(n * sizeof(float));
 }
 
 static void mpi_wait(hpt_comm *c, hpt_comm_req *r)
 {
     double t0 = wtime();
     MPI_Wait(&r->req, MPI_STATUS_IGNORE);
-    c->counters[r->group].seconds += wtime() - t0;
+    c->counters[hpt_group_counted(r->group)].seconds += wtime() - t0;
 }
 
 static void mpi_allgather_f32(hpt_comm *c, hpt_group g, const float *send, float *recv, size_t n)
@@ -99,8 +99,8 @@ static void mpi_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *s
     r->group = g;
     r->t_start = wtime();
     MPI_Ireduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, c->comms[g], &r->req);
-    c->counters[g].calls++;
-    c->counters[g].bytes += (int64_t)(n * sizeof(float));
+    c->counters[hpt_group_counted(g)].calls++;
+    c->counters[hpt_group_counted(g)].bytes += (int64_t)(n * sizeof(float));
 }
 
 static void mpi_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts)
@@ -122,8 +122,8 @@ static void mpi_iallgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, con
     r->t_start = wtime();
     MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
                     c->comms[g], &r->req);
-    c->counters[g].calls++;
-    c->counters[g].bytes += (int64_t)((size_t)counts[c->group_rank[g]] * sizeof(float));
+    c->counters[hpt_group_counted(g)].calls++;
+    c->counters[hpt_group_counted(g)].bytes += (int64_t)((size_t)counts[c->group_rank[g]] * sizeof(float));
 }
 
 static void mpi_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, int peer, int tag,
@@ -133,8 +133,8 @@ static void mpi_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, 
     r->group = g;
     r->t_start = wtime();
     MPI_Isend(buf, (int)n, MPI_FLOAT, peer, tag, c->comms[g], &r->req);
-    c->counters[g].calls++;
-    c->counters[g].bytes += (int64_t)(n * sizeof(float));
+    c->counters[hpt_group_counted(g)].calls++;
+    c->counters[hpt_group_counted(g)].bytes += (int64_t)(n * sizeof(float));
 }
 
 static void mpi_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag)
@@ -142,8 +142,8 @@ static void mpi_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int pee
     double t0 = wtime();
     HPT_CHECK(n < CHUNK);
     MPI_Recv(buf, (int)n, MPI_FLOAT, peer, tag, c->comms[g], MPI_STATUS_IGNORE);
-    c->counters[g].calls++;
-    c->counters[g].seconds += wtime() - t0;
+    c->counters[hpt_group_counted(g)].calls++;
+    c->counters[hpt_group_counted(g)].seconds += wtime() - t0;
 }
 
 static void mpi_broadcast(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root)
@@ -203,17 +203,45 @@ static void split(hpt_comm *c, MPI_Comm world, hpt_group g, int color, int key)
     c->group_color[g] = color;
 }
 
-/* c->group_world[g]: the world rank of every rank of each group (for the
+/* c->group_world[g]: the world rank of every rank of group g (for the
  * flight recorder's peers and dumps). */
+static void group_members_of(hpt_comm *c, int g)
+{
+    free(c->group_world[g]);
+    c->group_world[g] = NULL;
+    if (c->comms[g] == MPI_COMM_NULL || c->comms[g] == 0 || c->group_size[g] <= 0)
+        return;
+    c->group_world[g] = malloc(sizeof(int) * (size_t)c->group_size[g]);
+    if (c->group_world[g])
+        MPI_Allgather(&c->world_rank, 1, MPI_INT, c->group_world[g], 1, MPI_INT, c->comms[g]);
+}
+
 static void group_members(hpt_comm *c)
 {
-    for (int g = 0; g < HPT_GROUP_COUNT; g++) {
-        if (c->comms[g] == MPI_COMM_NULL || c->comms[g] == 0 || c->group_size[g] <= 0)
-            continue;
-        c->group_world[g] = malloc(sizeof(int) * (size_t)c->group_size[g]);
-        if (c->group_world[g])
-            MPI_Allgather(&c->world_rank, 1, MPI_INT, c->group_world[g], 1, MPI_INT, c->comms[g]);
-    }
+    for (int g = 0; g < HPT_GROUP_COUNT; g++)
+        group_members_of(c, g);
+}
+
+/* DPS and DPR for shard groups of n (see hpt_comm_shard_group). */
+static void split_shards(hpt_comm *c, MPI_Comm world, int n)
+{
+    int inst = c->tp_rank + c->pp_rank * c->tp, q = c->dp_rank / n, s = c->dp_rank % n;
+    split(c, world, HPT_GROUP_DPS, inst * (c->dp / n) + q, s);
+    split(c, world, HPT_GROUP_DPR, inst * n + s, q);
+}
+
+hpt_status hpt_comm_shard_group(hpt_comm *c, int n)
+{
+    if (n <= 0 || c->dp % n)
+        return hpt_error_set(HPT_ERR_USAGE, "shard group of %d ranks does not divide DP %d", n,
+                             c->dp);
+    for (int g = HPT_GROUP_DPS; g <= HPT_GROUP_DPR; g++)
+        if (c->comms[g] != MPI_COMM_NULL && c->comms[g] != 0)
+            MPI_Comm_free(&c->comms[g]);
+    split_shards(c, c->comms[HPT_GROUP_WORLD], n);
+    group_members_of(c, HPT_GROUP_DPS);
+    group_members_of(c, HPT_GROUP_DPR);
+    return HPT_OK;
 }
 
 hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FILE *warn)
@@ -239,6 +267,7 @@ hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FI
     split(c, world, HPT_GROUP_DP, c->tp_rank + c->pp_rank * tp, c->dp_rank);
     split(c, world, HPT_GROUP_PP, c->tp_rank + c->dp_rank * tp, c->pp_rank);
     split(c, world, HPT_GROUP_MP, c->dp_rank, c->tp_rank + c->pp_rank * tp);
+    split_shards(c, world, dp);
     int ends = c->pp_rank == 0 || c->pp_rank == pp - 1;
     MPI_Comm_split(world, ends ? c->tp_rank + c->dp_rank * tp : MPI_UNDEFINED, c->pp_rank,
                    &c->comms[HPT_GROUP_EMBED]);

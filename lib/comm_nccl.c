@@ -89,9 +89,9 @@ static int on_device(const void *p)
 
 static void count(hpt_comm *c, hpt_group g, size_t bytes, double t0)
 {
-    c->counters[g].calls++;
-    c->counters[g].bytes += (int64_t)bytes;
-    c->counters[g].seconds += MPI_Wtime() - t0;
+    c->counters[hpt_group_counted(g)].calls++;
+    c->counters[hpt_group_counted(g)].bytes += (int64_t)bytes;
+    c->counters[hpt_group_counted(g)].seconds += MPI_Wtime() - t0;
 }
 
 static void allreduce(hpt_comm *c, hpt_group g, void *buf, size_t n, ncclDataType_t t,
@@ -381,8 +381,8 @@ static void nc_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, i
                    NCCL_OK(ncclSend(buf, n, ncclFloat32, peer > c->group_rank[g] ? 1 : 0,
                                     p2p_comm(c, g, peer, 1), s->send)));
     r->stage_host = (void *)done;
-    c->counters[g].calls++;
-    c->counters[g].bytes += (int64_t)(n * sizeof(float));
+    c->counters[hpt_group_counted(g)].calls++;
+    c->counters[hpt_group_counted(g)].bytes += (int64_t)(n * sizeof(float));
 }
 
 static void nc_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag)
@@ -394,8 +394,8 @@ static void nc_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer
     double t0 = MPI_Wtime();
     NCCL_OK(ncclRecv(buf, n, ncclFloat32, peer > c->group_rank[g] ? 1 : 0,
                      p2p_comm(c, g, peer, 0), st(c)->compute));
-    c->counters[g].calls++;
-    c->counters[g].seconds += MPI_Wtime() - t0;
+    c->counters[hpt_group_counted(g)].calls++;
+    c->counters[hpt_group_counted(g)].seconds += MPI_Wtime() - t0;
 }
 
 static void nc_broadcast(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root)
@@ -468,7 +468,8 @@ static hpt_status init_over(MPI_Comm mpi, ncclComm_t *out, const char *what, int
 }
 
 static const char *const group_names[HPT_GROUP_COUNT] = {"world", "tensor-parallel",
-    "data-parallel", "pipeline", "model-parallel", "embedding"};
+    "data-parallel", "pipeline", "model-parallel", "embedding", "data-parallel shard",
+    "data-parallel replica"};
 
 /* This rank's (host, GPU): the current device's PCI bus id. */
 static void my_slot(hpt_gpu_slot *me)
@@ -536,10 +537,15 @@ hpt_status hpt_comm_nccl_on(hpt_comm *c)
      * rank and its host. */
     for (int g = 0; g < HPT_GROUP_COUNT && !err; g++) {
         hpt_status e = HPT_OK;
-        if (c->comms[g] != MPI_COMM_NULL && c->comms[g] != 0 && c->group_size[g] >= 2)
+        /* the shard group of plain ZeRO is the DP group: its communicator */
+        int same_as_dp = g == HPT_GROUP_DPS && c->group_size[g] == c->group_size[HPT_GROUP_DP];
+        if (c->comms[g] != MPI_COMM_NULL && c->comms[g] != 0 && c->group_size[g] >= 2 &&
+            !same_as_dp)
             e = init_over(c->comms[g], &s->group[g], group_names[g], c->world_rank);
         err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], e);
     }
+    if (!err && c->group_size[HPT_GROUP_DPS] == c->group_size[HPT_GROUP_DP])
+        s->group[HPT_GROUP_DPS] = s->group[HPT_GROUP_DP];
     /* Pipeline neighbours: for each boundary b (stages b, b+1) in order, a
      * forward pair (b sends, b+1 receives) then a backward pair. */
     for (int b = 0; b + 1 < c->pp && !err; b++) {
@@ -574,7 +580,7 @@ void hpt_comm_nccl_abort(hpt_comm *c)
     if (!s)
         return;
     for (int g = 0; g < HPT_GROUP_COUNT; g++)
-        if (s->group[g])
+        if (s->group[g] && !(g == HPT_GROUP_DPS && s->group[g] == s->group[HPT_GROUP_DP]))
             ncclCommAbort(s->group[g]);
     for (int k = 0; k < P2P_COUNT; k++)
         if (s->p2p[k])
@@ -589,8 +595,8 @@ void hpt_comm_nccl_off(hpt_comm *c)
     if (!s)
         return;
     for (int g = 0; g < HPT_GROUP_COUNT; g++)
-        if (s->group[g])
-            ncclCommDestroy(s->group[g]);
+        if (s->group[g] && !(g == HPT_GROUP_DPS && s->group[g] == s->group[HPT_GROUP_DP]))
+            ncclCommDestroy(s->group[g]); /* the DP communicator once */
     for (int k = 0; k < P2P_COUNT; k++)
         if (s->p2p[k])
             ncclCommDestroy(s->p2p[k]);

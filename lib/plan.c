@@ -158,6 +158,12 @@ static double vocab_local(const hpt_plan_setup *s)
     return ceil((double)s->cfg.vocab_size / s->tp);
 }
 
+/* The ZeRO shard group's size: HSDP's --zero-shard-group, else DP. */
+static int zshard(const hpt_plan_setup *s)
+{
+    return s->zero && s->zero_shard > 0 && s->zero_shard < s->dp ? s->zero_shard : s->dp;
+}
+
 double hpt_plan_stage_params(const hpt_plan_setup *s, int stage)
 {
     const hpt_config *c = &s->cfg;
@@ -426,6 +432,16 @@ static const char *zero_label(int z)
     return z == 3 ? ", ZeRO-3" : z == 2 ? ", ZeRO-2" : z ? ", ZeRO-1" : "";
 }
 
+/* ", HSDP 2 shard groups of 4" (text reports); "" without HSDP. */
+static const char *hsdp_label(const hpt_plan_setup *s)
+{
+    static char buf[64];
+    if (zshard(s) == s->dp)
+        return "";
+    snprintf(buf, sizeof buf, ", HSDP %d shard groups of %d", s->dp / zshard(s), zshard(s));
+    return buf;
+}
+
 /* ZeRO-3 (lib/train_zero3.c): the most parameter elements of `stage` held
  * at once besides the own block — the gathered units (embedding, each
  * layer, final norm + head, as lib/model.c hpt_model_param_units) in use or
@@ -459,7 +475,7 @@ static double zero3_gathered(const hpt_plan_setup *s, int stage)
             sum += unit[j];
         most = fmax(most, sum);
     }
-    return most * (1.0 - 1.0 / s->dp);
+    return most * (1.0 - 1.0 / zshard(s));
 }
 
 static double shard_of(double P, int dp, int d)
@@ -468,6 +484,7 @@ static double shard_of(double P, int dp, int d)
     return fmin(S, P - lo);
 }
 
+
 static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
 {
     hpt_plan_mem m = {0};
@@ -475,7 +492,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
     double P = hpt_plan_stage_params(s, stage), N = (double)s->micro_batch * s->seq_len;
     double C = s->cfg.hidden_size, lg = 0;
     if (s->cl.exact) { /* hpt's fp32 allocations, lib/model.c + optim.c + train.c */
-        double own = s->zero ? shard_of(P, s->dp, d) : P;
+        double own = s->zero ? shard_of(P, zshard(s), d % zshard(s)) : P;
         /* ZeRO-3: the own block and the gathered units; the other pages go
          * back to the OS once a unit is used (lib/train_zero3.c) */
         m.weights = s->zero == 3 && s->dp > 1 ? 4 * fmin(P, own + zero3_gathered(s, stage)) : 4 * P;
@@ -499,7 +516,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
          * copies of about half the gradient block at their peak (measured,
          * docs/PLAN.md). hpt keeps the full fp32 gradient block with ZeRO-2
          * too (backward writes into it; docs/ARCHITECTURE.md) */
-        m.comm_buffers = (s->zero ? 4 * fmax(ceil(P / s->dp), 1) : 0) +
+        m.comm_buffers = (s->zero ? 4 * fmax(ceil(P / zshard(s)), 1) : 0) +
                          (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0);
         /* ZeRO-3 measured about one own block below that (small, DP 4,
          * docs/PLAN.md): the temporary goes with the whole-block
@@ -519,7 +536,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
          * ZeRO-3 as ZeRO-2: on a device the parameter block stays
          * allocated (lib/train_zero3.h; releasing it needs CUDA's virtual
          * memory management) */
-        double own = s->zero ? ceil(P / s->dp) : P;
+        double own = s->zero ? ceil(P / zshard(s)) : P;
         m.weights = (s->fp32 ? 4 : 4 + 2) * P;
         m.grads = 4 * P;
         m.optimizer = 8 * own;
@@ -679,18 +696,17 @@ int hpt_plan_group_nodes(const hpt_plan_setup *s, hpt_plan_group g)
     }
 }
 
-/* Accumulate `calls` operations of `bytes` payload each over n ranks. */
-static void add_op(hpt_plan_comm *pc, const hpt_plan_setup *s, hpt_plan_group g, hpt_coll op,
-                   int n, double calls, double bytes, double counted)
+/* Accumulate `calls` operations of `bytes` payload each over n ranks
+ * whose group spans `nodes` nodes (inter: it crosses a node boundary). */
+static void add_op_on(hpt_plan_comm *pc, const hpt_plan_setup *s, int inter, int nodes,
+                      hpt_coll op, int n, double calls, double bytes, double counted)
 {
     double factor = hpt_plan_coll_factor(op, n), t;
     if (s->comm_lib == HPT_PLAN_COMM_NCCL) {
-        int nodes = op == HPT_COLL_P2P ? 1 + group_inter(s, g) : hpt_plan_group_nodes(s, g);
         double bw = nodes > 1 ? s->cl.inter_bw : s->cl.intra_bw;
         t = hpt_plan_nccl_seconds(op, (hpt_nccl_algo)s->nccl_algo, n, nodes, bytes, bw,
                                   s->cl.intra_lat, s->cl.inter_lat, &factor);
     } else {
-        int inter = group_inter(s, g);
         double bw = inter ? s->cl.inter_bw : s->cl.intra_bw;
         t = hpt_plan_coll_seconds(op, n, bytes, bw, inter ? s->cl.inter_lat : s->cl.intra_lat);
     }
@@ -698,6 +714,15 @@ static void add_op(hpt_plan_comm *pc, const hpt_plan_setup *s, hpt_plan_group g,
     pc->bytes += calls * counted;
     pc->wire_bytes += calls * factor * bytes;
     pc->seconds += calls * t;
+}
+
+/* add_op_on over group g's span. */
+static void add_op(hpt_plan_comm *pc, const hpt_plan_setup *s, hpt_plan_group g, hpt_coll op,
+                   int n, double calls, double bytes, double counted)
+{
+    int inter = group_inter(s, g);
+    int nodes = op == HPT_COLL_P2P ? 1 + inter : hpt_plan_group_nodes(s, g);
+    add_op_on(pc, s, inter, nodes, op, n, calls, bytes, counted);
 }
 
 /* Gradient-bucket all-reduces of one stage (lib/train_dp_buckets.c
@@ -762,24 +787,35 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
         if (s->dp == 1)
             break;
         if (s->zero) { /* ZeRO-2 and 3: one reduce-scatter per bucket */
-            double own = shard_of(P, s->dp, d), nb = s->zero >= 2 ? dp_buckets(nl, first, last) : 1;
-            add_op(&pc, s, g, HPT_COLL_REDUCE_SCATTER, s->dp, nb, gb * P / nb, gb * P / nb);
-            add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->dp, 1, 8, 8); /* norm^2 (f64) */
+            /* over the shard group (N ranks, stride TP: all of DP unless
+             * HSDP); HSDP adds the all-reduce of the own shard over the
+             * DP/N replicas (stride N x TP) */
+            int N = zshard(s), R = s->dp / N;
+            long TP = s->tp;
+            int zi = spans_nodes(s, N, TP), zn = worst_span(s, N, TP, 1, TP, TP * N, (long)R * s->pp);
+            double own = shard_of(P, N, d % N), nb = s->zero >= 2 ? dp_buckets(nl, first, last) : 1;
+#define ZOP(op, calls, bytes, counted) add_op_on(&pc, s, zi, zn, op, N, calls, bytes, counted)
+            ZOP(HPT_COLL_REDUCE_SCATTER, nb, gb * P / nb, gb * P / nb);
+            if (R > 1)
+                add_op_on(&pc, s, spans_nodes(s, R, TP * N),
+                          worst_span(s, R, TP * N, 1, TP * N, TP * s->dp, s->pp), HPT_COLL_ALLREDUCE,
+                          R, 1, gb * own, gb * own);
+            ZOP(HPT_COLL_ALLREDUCE, 1, 8, 8); /* norm^2 (f64) */
             if (s->zero < 3) {
-                add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->dp, 1, wb * P, wb * own);
+                ZOP(HPT_COLL_ALLGATHER, 1, wb * P, wb * own);
             } else {
                 /* ZeRO-3: every unit gathered before each micro-batch's
                  * forward, all but the embedding before its backward
                  * (Rajbhandari et al. 2020, section 7.2.2: 1.5x the DP
                  * volume of an all-reduce at M = 1) */
                 double Pe = first ? tensor_elems(s, vocab_local(s) * c->hidden_size) : 0;
-                double lo = fmin(d * ceil(P / s->dp), P), own_e = fmax(0, fmin(lo + own, Pe) - lo);
-                add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->dp, (double)M * nb, wb * P / nb,
-                       wb * own / nb);
+                double lo = fmin((d % N) * ceil(P / N), P), own_e = fmax(0, fmin(lo + own, Pe) - lo);
+                ZOP(HPT_COLL_ALLGATHER, (double)M * nb, wb * P / nb, wb * own / nb);
                 if (nb > first) /* counted: this rank's block outside the embedding */
-                    add_op(&pc, s, g, HPT_COLL_ALLGATHER, s->dp, (double)M * (nb - first),
-                           wb * (P - Pe) / (nb - first), wb * (own - own_e) / (nb - first));
+                    ZOP(HPT_COLL_ALLGATHER, (double)M * (nb - first), wb * (P - Pe) / (nb - first),
+                        wb * (own - own_e) / (nb - first));
             }
+#undef ZOP
         } else {
             double nb = dp_buckets(nl, first, last);
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->dp, nb, gb * P / nb, gb * P / nb);
@@ -1025,11 +1061,11 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->tp, s->pp, s->dp, s->nodes, s->gpus_per_node, (long)s->tp * s->pp * s->dp);
     fprintf(f, "  \"training\": {\"seq_len\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
             "\"micro_batches\": %d, \"recompute\": %s, \"recompute_mode\": \"%s\", \"zero1\": %s, "
-            "\"zero\": %d, \"sequence_parallel\": %s, \"pp_schedule\": \"%s\", "
-            "\"precision\": \"%s\", \"tokens_per_step\": %s},\n",
+            "\"zero\": %d, \"zero_shard_group\": %d, \"sequence_parallel\": %s, "
+            "\"pp_schedule\": \"%s\", \"precision\": \"%s\", \"tokens_per_step\": %s},\n",
             s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
             s->recompute ? "true" : "false", rc_mode(s->recompute),
-            s->zero ? "true" : "false", s->zero, sp_on(s) ? "true" : "false",
+            s->zero ? "true" : "false", s->zero, zshard(s), sp_on(s) ? "true" : "false",
             s->gpipe ? "gpipe" : "1f1b", hpt_plan_precision_name(s),
             json_z(&b[0], (double)s->global_batch * s->seq_len));
     fprintf(f, "  \"memory\": {\"worst_stage\": %d, \"worst\": ", r->worst_stage);
@@ -1100,10 +1136,10 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->cl.exact ? "measured SGEMM" : hpt_plan_precision_name(s), s->cl.efficiency,
             capacity(s) / u, un);
     fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
-            "micro-batches x DP %d; %s%s%s%s\n\n",
+            "micro-batches x DP %d; %s%s%s%s%s\n\n",
             s->tp, s->pp, s->dp, s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
             s->dp, s->fp32 ? hpt_plan_precision_name(s) : "bf16 mixed precision", rc_label(s->recompute),
-            sp_label(s), zero_label(s->zero));
+            sp_label(s), zero_label(s->zero), hsdp_label(s));
     fprintf(f, "memory per rank (%s)  weights     grads optimizer      acts    logits      comm  "
             "baseline     total\n", un);
     for (int i = 0; i < r->nstages; i++) {
@@ -1173,10 +1209,14 @@ static int by_speed(const void *a, const void *b)
 static void train_flags(const hpt_plan_setup *s, char *buf, size_t len)
 {
     int gpu = !s->cl.exact;
+    char hsdp[48] = "";
+    if (zshard(s) < s->dp)
+        snprintf(hsdp, sizeof hsdp, " --zero-shard-group %d", zshard(s));
     snprintf(buf, len, "--tp %d --pp %d --dp %d --seq-len %d --batch %d --grad-accum %d "
-             "--recompute %s%s%s%s%s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
+             "--recompute %s%s%s%s%s%s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
              micro_batches(s), rc_mode(s->recompute), sp_on(s) ? " --sequence-parallel" : "",
-             s->zero == 3 ? " --zero 3" : s->zero == 2 ? " --zero 2" : s->zero ? " --zero1" : "", s->pp > 1 && s->gpipe ? " --pp-schedule gpipe" : "",
+             s->zero == 3 ? " --zero 3" : s->zero == 2 ? " --zero 2" : s->zero ? " --zero1" : "",
+             hsdp, s->pp > 1 && s->gpipe ? " --pp-schedule gpipe" : "",
              s->async_save ? " --async-save" : "", gpu ? " --backend cuda --precision " : "",
              gpu ? hpt_plan_precision_name(s) : "",
              gpu && s->comm_lib == HPT_PLAN_COMM_MPI ? " --comm mpi" : "");
@@ -1193,8 +1233,8 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
     }
     char flags[256];
     train_flags(s, flags, sizeof flags);
-    fprintf(f, "why TP %d x PP %d x DP %d, micro-batch %d%s%s%s:\n", s->tp, s->pp, s->dp,
-            s->micro_batch, rc_label(s->recompute), sp_label(s), zero_label(s->zero));
+    fprintf(f, "why TP %d x PP %d x DP %d, micro-batch %d%s%s%s%s:\n", s->tp, s->pp, s->dp,
+            s->micro_batch, rc_label(s->recompute), sp_label(s), zero_label(s->zero), hsdp_label(s));
     if (sp_on(s)) /* lib/model.c: reduce-scatter after, all-gather before the GEMMs */
         fprintf(f, "  - TP %d with sequence parallelism %s: its %.0f collectives per step "
                 "(reduce-scatters and all-gathers in place of the all-reduces, %.3g s) run on "

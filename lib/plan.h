@@ -77,6 +77,9 @@ typedef struct {
                                 * state sharded, 2 also the reduced
                                 * gradients, 3 also the parameters
                                 * (hpt-train --zero N)                    */
+    int zero_shard;            /* HSDP: ZeRO shards within groups of this
+                                * many DP ranks, replicated across them;
+                                * 0 = all of DP (--zero-shard-group N)   */
     int gpipe;                 /* pipeline schedule: 0 = 1F1B, 1 = GPipe
                                 * (every stage holds all m micro-batches) */
     int fp32;                  /* 1: fp32 storage (--precision fp32 or tf32),

@@ -99,6 +99,10 @@ static hpt_status setup_grid(const hpt_plan_opts *o, hpt_plan_setup *s)
         s->dp = given ? (int)(given / ((long)s->tp * s->pp)) : 1;
     if (s->dp <= 0)
         return hpt_error_set(HPT_ERR_USAGE, "--dp %d: must be > 0", s->dp);
+    if (s->zero_shard && (s->dp % s->zero_shard || !s->zero))
+        return hpt_error_set(HPT_ERR_USAGE, s->zero ? "--zero-shard-group %d does not divide DP %d"
+                             : "--zero-shard-group %d needs --zero 1, 2 or 3 (DP %d)",
+                             s->zero_shard, s->dp);
     long world = (long)s->tp * s->pp * s->dp;
     if (o->gpus != HPT_PLAN_NOTSET && world != given) /* --nodes: hpt_plan_validate names it */
         return hpt_error_set(HPT_ERR_USAGE, "layout --tp %d x --pp %d x --dp %d = %ld GPUs does "
@@ -183,6 +187,7 @@ static hpt_status setup(const hpt_plan_opts *o, hpt_plan_setup *s)
     s->recompute = o->recompute;
     s->sequence_parallel = o->seqpar; /* lib/plan.c applies it only with TP > 1 */
     s->zero = o->zero;
+    s->zero_shard = o->zero_shard;
     s->async_save = o->async_save;
     s->store_scores = o->scores;
     if (o->scores && s->cl.exact) /* the exact model carves hpt-train's own buffers */

@@ -178,7 +178,7 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
  * of this rank's reduced gradients, grad_shard (ceil(nparams/DP) floats). */
 static hpt_status setup_zero(run_state *r, int stage, size_t *lo, size_t *hi)
 {
-    int D = r->comm.dp;
+    int D = r->comm.group_size[HPT_GROUP_DPS], me = r->comm.group_rank[HPT_GROUP_DPS];
     size_t n = r->model.nparams, S = (n + D - 1) / D;
     if (S > 2147483647u)
         return hpt_error_set(HPT_ERR_USAGE, "--zero %d: shard of %zu elements exceeds 2^31",
@@ -190,8 +190,8 @@ static hpt_status setup_zero(run_state *r, int stage, size_t *lo, size_t *hi)
         size_t a = (size_t)i * S < n ? (size_t)i * S : n, b = a + S < n ? a + S : n;
         r->shard_counts[i] = (int)(b - a);
     }
-    *lo = (size_t)r->comm.dp_rank * S < n ? (size_t)r->comm.dp_rank * S : n;
-    *hi = *lo + (size_t)r->shard_counts[r->comm.dp_rank];
+    *lo = (size_t)me * S < n ? (size_t)me * S : n;
+    *hi = *lo + (size_t)r->shard_counts[me];
     r->grad_shard = r->model.be->alloc(sizeof(float) * (S ? S : 1));
     if (!r->grad_shard)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
@@ -349,12 +349,16 @@ static double grad_norm(run_state *r, const hpt_train_opts *o)
         r->local_sumsq = hpt_model_grad_sumsq(&r->model, r->model.grads, 0, r->model.nparams);
     if (o->zero) {
         if (o->zero == 1)
-            r->comm.be->reduce_scatter_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads,
+            r->comm.be->reduce_scatter_sum_f32(&r->comm, HPT_GROUP_DPS, r->model.grads,
                                                r->grad_shard, r->shard_counts);
+        if (r->comm.group_size[HPT_GROUP_DPR] > 1) /* HSDP: the shard summed over the replicas */
+            r->comm.be->allreduce_sum_f32(&r->comm, HPT_GROUP_DPR, r->grad_shard,
+                                          r->opt.hi - r->opt.lo);
         ss = hpt_model_grad_sumsq(&r->model, r->grad_shard, r->opt.lo, r->opt.hi);
         if (r->comm.dp == 1)
             r->local_sumsq = ss;
-        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &ss, 1);
+        /* each shard once: over the shard group (its replicas hold the same) */
+        r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DPS, &ss, 1);
     } else {
         ss = hpt_model_grad_sumsq(&r->model, r->model.grads, 0, r->model.nparams);
         if (r->comm.dp == 1)
@@ -379,7 +383,7 @@ static void update(run_state *r, const hpt_train_opts *o, float lr, double norm)
     if (r->z3) /* ZeRO-3: the other blocks are gathered when next used */
         zero3_drop_all(r);
     else
-        r->comm.be->allgather_inplace_f32(&r->comm, HPT_GROUP_DP, r->model.params,
+        r->comm.be->allgather_inplace_f32(&r->comm, HPT_GROUP_DPS, r->model.params,
                                           r->shard_counts);
 }
 
@@ -639,7 +643,31 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     }
     if (r->root)
         print_done(r, o, out, t_start, s.val, dev_peak);
+    if (r->root && r->z3 && r->train_steps > 0) { /* rank 0's own figures: no collective */
+        size_t peak;
+        int64_t gathers;
+        double wait_s;
+        zero3_stats(r, &peak, &gathers, &wait_s);
+        fprintf(out, "ZeRO-3 (rank 0): %.1f parameter gathers per step, %.4f s per step waited "
+                "for them (prefetch %d; validation included), at most %zu bytes of parameters "
+                "held\n",
+                (double)gathers / r->train_steps, wait_s / r->train_steps, o->zero3_prefetch, peak);
+    }
     return HPT_OK;
+}
+
+/* " (ZeRO-3)", " (ZeRO-2, HSDP: 2 shard groups of 2 DP ranks)", "" (the banner). */
+static const char *zero_banner(const run_state *r, const hpt_train_opts *o)
+{
+    static char buf[96];
+    int n = r->comm.group_size[HPT_GROUP_DPS], q = r->comm.group_size[HPT_GROUP_DPR];
+    if (!o->zero)
+        return "";
+    if (q > 1)
+        snprintf(buf, sizeof buf, " (ZeRO-%d, HSDP: %d shard groups of %d DP ranks)", o->zero, q, n);
+    else
+        snprintf(buf, sizeof buf, " (ZeRO-%d)", o->zero);
+    return buf;
 }
 
 static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
@@ -657,8 +685,7 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             r->model.be->describe ? " (" : "", r->model.be->describe ? r->model.be->describe() : "",
             r->model.be->describe ? ")" : "", r->comm.stage ? "mpi+host-staging" : (r->comm.inner ? r->comm.inner : r->comm.be)->name,
             r->comm.tp,
-            r->comm.pp, r->comm.dp, o->zero == 3 ? " (ZeRO-3)" : o->zero == 2 ? " (ZeRO-2)"
-                                    : o->zero ? " (ZeRO-1)" : "",
+            r->comm.pp, r->comm.dp, zero_banner(r, o),
             r->comm.world_size,
             o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective activation recomputation"
             : o->recompute ? ", full activation recomputation" : "",
@@ -668,7 +695,8 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             r->comm.dp, (long long)o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);
     /* the gradient buffers as allocated (rank 0's stage): the full block
      * backward writes into, and with ZeRO the reduced shard */
-    size_t S = r->shard_counts ? (r->model.nparams + r->comm.dp - 1) / r->comm.dp : 0;
+    int ZD = r->comm.group_size[HPT_GROUP_DPS];
+    size_t S = r->shard_counts ? (r->model.nparams + ZD - 1) / ZD : 0;
     fprintf(out, "hpt-train: gradients: %zu bytes full block", sizeof(float) * r->model.nparams);
     if (o->zero)
         fprintf(out, " + %zu bytes reduced shard (ZeRO-%d, %s%s)", sizeof(float) * (S ? S : 1),
@@ -731,6 +759,8 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
         return st; /* same verdict on every rank: no collective has started */
     hpt_comm_init(&r.comm, comm, o->tp, o->pp, dp, stderr);
     r.root = r.comm.world_rank == 0;
+    if (o->zero_shard_group && o->zero && dp > 1) /* HSDP; checked to divide DP */
+        hpt_comm_shard_group(&r.comm, o->zero_shard_group);
     if (o->zero >= 2 && dp == 1) { /* one replica: nothing to shard */
         if (r.root)
             fprintf(stderr, "hpt-train: note: --zero %d with DP 1 shards nothing: running as "

@@ -45,6 +45,9 @@ typedef struct {
                             * sharded, 2 also the reduced gradients, 3 also
                             * the parameters (lib/train_zero3.h)          */
     int zero3_prefetch;    /* ZeRO-3: units gathered ahead of use [1]       */
+    int zero_shard_group;  /* HSDP: shard the ZeRO state within groups of
+                            * this many DP ranks, replicate across them; 0:
+                            * one group of all DP ranks                    */
     int zero_given;        /* --zero N was given (its stage + 1)            */
     int zero1_given;       /* --zero1 was given                             */
     int recompute;         /* hpt_recompute (lib/model.h): 0 none, 1 full, 2 selective */

@@ -80,7 +80,7 @@ static void finish_bucket(run_state *r, int i)
  * this rank's part lands at its place in r->grad_shard. */
 static void start_reduce_scatter(run_state *r, size_t offset, size_t count)
 {
-    int D = r->comm.dp, me = r->comm.dp_rank;
+    int D = r->comm.group_size[HPT_GROUP_DPS], me = r->comm.group_rank[HPT_GROUP_DPS];
     HPT_CHECK(r->nbuckets < r->bucket_cap);
     int *counts = r->bucket_counts + (size_t)r->nbuckets * D;
     size_t a = 0, end = offset + count;
@@ -94,7 +94,7 @@ static void start_reduce_scatter(run_state *r, size_t offset, size_t count)
     float *recv = r->grad_shard + (counts[me] ? at : 0);
     r->bucket_range[r->nbuckets][0] = offset;
     r->bucket_range[r->nbuckets][1] = count;
-    r->comm.be->ireduce_scatter_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, recv,
+    r->comm.be->ireduce_scatter_sum_f32(&r->comm, HPT_GROUP_DPS, r->model.grads + offset, recv,
                                         counts, &r->buckets[r->nbuckets++]);
 }
 
@@ -131,7 +131,8 @@ void dp_buckets_deferred(run_state *r)
 hpt_status dp_buckets_zero2_init(run_state *r)
 {
     r->bucket_cap = r->model.nl + 2; /* the head, each layer, the embedding */
-    r->bucket_counts = calloc((size_t)r->bucket_cap * (size_t)r->comm.dp, sizeof(int));
+    r->bucket_counts = calloc((size_t)r->bucket_cap * (size_t)r->comm.group_size[HPT_GROUP_DPS],
+                              sizeof(int));
     r->deferred = calloc((size_t)r->bucket_cap, sizeof *r->deferred);
     r->bucket_range = calloc((size_t)r->bucket_cap, sizeof *r->bucket_range);
     r->grads_release = r->model.be->is_device == NULL; /* host memory: pages can go back */

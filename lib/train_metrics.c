@@ -206,7 +206,8 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
     return HPT_OK;
 }
 
-static const char *const group_names[HPT_GROUP_COUNT] = {"world", "tp", "dp", "pp", "mp", "embed"};
+static const char *const group_names[HPT_GROUP_COUNT] = {"world", "tp", "dp", "pp", "mp", "embed",
+                                                         "dp-shard", "dp-replica"};
 
 /* Per-rank communication of the training steps, gathered to rank 0:
  * printed as a per-group summary and, with --run-dir, written to
@@ -236,6 +237,8 @@ void comm_stats(run_state *r, const hpt_train_opts *o, FILE *out)
         fprintf(tsv, "rank\tgroup\tcalls_per_step\tbytes_per_step\tseconds_per_step\tpeak_rss_mib\n");
     fprintf(out, "communication per training step (per rank, min..max over %d ranks):\n", W);
     for (int g = 1; g < G; g++) {
+        if (hpt_group_counted(g) != g) /* the shard and replica groups count as dp */
+            continue;
         double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {0, 0, 0};
         for (int w = 0; w < W; w++)
             for (int k = 0; k < 3; k++) {

@@ -298,6 +298,7 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
     S("export-dtype", o->export_bf16 ? "bf16" : "f32"); I("export-shard-size", o->export_shard_size);
     S("init-from", o->init_from); I("tp", o->tp); I("pp", o->pp); I("dp", o->dp);
     I("zero", o->zero); I("zero3-prefetch", o->zero3_prefetch);
+    I("zero-shard-group", o->zero_shard_group);
     S("recompute", o->recompute == 0 ? "none" : o->recompute == 1 ? "full" : "selective");
     B("sequence-parallel", o->sequence_parallel);
     S("pp-schedule", o->gpipe ? "gpipe" : "1f1b"); S("pp-split", o->pp_split);
@@ -417,5 +418,18 @@ hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *
     if (o->fault_stall_at != HPT_STALL_AT_STEP && o->fault_stall_rank < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at %s needs --fault-stall-rank "
                              "and --fault-stall-step", hpt_stall_at_names[o->fault_stall_at]);
+    int n = o->zero_shard_group;
+    if (n && *dp % n) {
+        char fit[256] = "";
+        for (int d = 1, k = 0; d <= *dp; d++)
+            if (*dp % d == 0)
+                k += snprintf(fit + k, sizeof fit - (size_t)k, "%s%d", k ? ", " : "", d);
+        return hpt_error_set(HPT_ERR_USAGE, "--zero-shard-group %d does not divide DP %d (the "
+                             "DP ranks split into shard groups of that size; one of %s)", n, *dp,
+                             fit);
+    }
+    if (n && !o->zero && *dp > 1)
+        return hpt_error_set(HPT_ERR_USAGE, "--zero-shard-group %d needs --zero 1, 2 or 3 (it "
+                             "shards the ZeRO state within groups of %d DP ranks)", n, n);
     return HPT_OK;
 }

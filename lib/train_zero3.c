@@ -49,8 +49,8 @@ static size_t foreign(const struct hpt_zero3 *z, int u)
 static void start(struct hpt_zero3 *z, int u)
 {
     run_state *r = z->r;
-    int D = r->comm.dp;
-    r->comm.be->iallgather_inplace_f32(&r->comm, HPT_GROUP_DP, r->model.params + z->range[u][0],
+    int D = r->comm.group_size[HPT_GROUP_DPS];
+    r->comm.be->iallgather_inplace_f32(&r->comm, HPT_GROUP_DPS, r->model.params + z->range[u][0],
                                        z->counts + (size_t)u * D, z->displs + (size_t)u * D,
                                        &z->req[u]);
     z->state[u] = GATHERING;
@@ -131,7 +131,8 @@ static void done(void *ctx, size_t lo, size_t hi)
 hpt_status zero3_init(run_state *r, int prefetch)
 {
     hpt_model *m = &r->model;
-    int D = r->comm.dp, n = hpt_model_param_units(m, NULL);
+    int D = r->comm.group_size[HPT_GROUP_DPS], me = r->comm.group_rank[HPT_GROUP_DPS];
+    int n = hpt_model_param_units(m, NULL);
     struct hpt_zero3 *z = calloc(1, sizeof *z);
     if (!z || !(z->range = calloc((size_t)n, sizeof *z->range)) ||
         !(z->counts = calloc((size_t)n * D, sizeof(int))) ||
@@ -149,9 +150,8 @@ hpt_status zero3_init(run_state *r, int prefetch)
     z->release = m->be->is_device == NULL;
     z->prev = -1;
     size_t S = (m->nparams + D - 1) / D;
-    z->own_lo = (size_t)r->comm.dp_rank * S < m->nparams ? (size_t)r->comm.dp_rank * S
-                                                         : m->nparams;
-    z->own_hi = z->own_lo + (size_t)r->shard_counts[r->comm.dp_rank];
+    z->own_lo = (size_t)me * S < m->nparams ? (size_t)me * S : m->nparams;
+    z->own_hi = z->own_lo + (size_t)r->shard_counts[me];
     for (int u = 0; u < z->n; u++) {
         size_t lo = z->range[u][0], hi = z->range[u][1];
         int *c = z->counts + (size_t)u * D, *d = z->displs + (size_t)u * D, off = 0;
@@ -209,7 +209,7 @@ void zero3_gather_all(run_state *r)
     for (int u = 0; u < z->n; u++)
         if (z->state[u] == GATHERING)
             finish(z, u);
-    r->comm.be->allgather_inplace_f32(&r->comm, HPT_GROUP_DP, r->model.params, r->shard_counts);
+    r->comm.be->allgather_inplace_f32(&r->comm, HPT_GROUP_DPS, r->model.params, r->shard_counts);
     for (int u = 0; u < z->n; u++)
         if (z->state[u] == DROPPED) {
             z->state[u] = RESIDENT;

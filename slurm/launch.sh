@@ -78,6 +78,7 @@ HPT_STEPS=${HPT_STEPS:-1000}
 HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-100}
 HPT_ZERO1=${HPT_ZERO1:-0}             # 1: --zero1 (the same as HPT_ZERO=1)
 HPT_ZERO=${HPT_ZERO:-}                 # hpt-train --zero N: 0, 1, 2 or 3 [HPT_ZERO1]
+HPT_ZERO_SHARD_GROUP=${HPT_ZERO_SHARD_GROUP:-auto} # HSDP (--zero-shard-group): auto, N, or 0 (off)
 HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
 HPT_ASYNC_SAVE=${HPT_ASYNC_SAVE:-0}   # 1: --async-save (periodic checkpoints written in the background)
 HPT_SIGNAL=${HPT_SIGNAL:-USR1}
@@ -103,8 +104,6 @@ if [ -n "$HPT_ZERO" ]; then
 else
   HPT_ZERO=$HPT_ZERO1
 fi
-# zero_args: the hpt-train/hpt-plan option of HPT_ZERO (--zero1 as before for 1)
-zero_args() { case $HPT_ZERO in 1) echo --zero1 ;; 2) echo --zero 2 ;; 3) echo --zero 3 ;; esac; }
 [[ $HPT_COMM =~ ^(auto|mpi|nccl)$ ]] || die "HPT_COMM='$HPT_COMM': expected auto, mpi or nccl"
 [[ $HPT_PRECISION =~ ^(fp32|tf32|bf16)$ ]] || die "HPT_PRECISION='$HPT_PRECISION': expected fp32, tf32 or bf16"
 [[ $HPT_SIGNAL =~ ^(USR1|USR2|TERM|INT|HUP)$ ]] || die "HPT_SIGNAL='$HPT_SIGNAL': expected USR1, USR2, TERM, INT or HUP"
@@ -162,6 +161,31 @@ is_count HPT_GLOBAL_BATCH "$HPT_GLOBAL_BATCH"
 (( HPT_GLOBAL_BATCH % (HPT_MICRO_BATCH * DP) == 0 )) ||
   die "HPT_GLOBAL_BATCH=$HPT_GLOBAL_BATCH sequences is not a multiple of HPT_MICRO_BATCH=$HPT_MICRO_BATCH x DP=$DP ($NODES nodes)"
 ACCUM=$((HPT_GLOBAL_BATCH / (HPT_MICRO_BATCH * DP)))
+# HSDP's shard group: auto = the DP ranks of one node (TPN / TP, ranks in
+# tp -> dp -> pp order) when ZeRO is on and DP spans several nodes with
+# more than one DP rank per node; N as given; 0 shards over all of DP.
+[[ $HPT_ZERO_SHARD_GROUP =~ ^(auto|[0-9]+)$ ]] ||
+  die "HPT_ZERO_SHARD_GROUP='$HPT_ZERO_SHARD_GROUP': expected auto, 0 (off) or a shard group size"
+SHARD="" shard_mode=$HPT_ZERO_SHARD_GROUP
+if [[ $shard_mode =~ ^[1-9][0-9]*$ ]]; then
+  [ "$HPT_ZERO" != 0 ] || die "HPT_ZERO_SHARD_GROUP=$shard_mode needs HPT_ZERO=1, 2 or 3"
+  if (( DP % shard_mode )); then # a restart on fewer nodes too: the node's DP ranks instead
+    say "warning: HPT_ZERO_SHARD_GROUP=$shard_mode does not divide DP=$DP ($NODES nodes): shard groups of the DP ranks of a node instead (auto)"
+    shard_mode=auto
+  elif (( shard_mode < DP )); then
+    SHARD=$shard_mode
+  fi
+fi
+if [ "$shard_mode" = auto ]; then
+  per=$((TPN / HPT_TP))
+  [ "$HPT_ZERO" != 0 ] && (( per > 1 && per < DP && DP % per == 0 )) && SHARD=$per
+fi
+# zero_args: the hpt-train/hpt-plan options of HPT_ZERO (--zero1 as before
+# for 1) and of the shard group
+zero_args() {
+  case $HPT_ZERO in 1) echo --zero1 ;; 2) echo --zero 2 ;; 3) echo --zero 3 ;; esac
+  [ -z "$SHARD" ] || echo --zero-shard-group "$SHARD"
+}
 
 # Node names: the allocation's, or node0.. in a dry run outside Slurm.
 if [ $IN_JOB = 1 ] && [ -n "${SLURM_JOB_NODELIST:-}" ]; then
@@ -186,6 +210,7 @@ fi
 # plural COUNT NOUN: "1 node", "2 nodes"
 plural() { if [ "$1" = 1 ]; then echo "$1 $2"; else echo "$1 ${2}s"; fi; }
 say "$(plural "$NODES" node) x $(plural "$TPN" task) = $(plural "$WORLD" rank) = TP $HPT_TP x PP $HPT_PP x DP $DP (rank = tp + dp*$HPT_TP + pp*$((HPT_TP * DP)))"
+[ -z "$SHARD" ] || say "HSDP: ZeRO-$HPT_ZERO state sharded within $((DP / SHARD)) groups of $SHARD DP ranks, all-reduced across them (HPT_ZERO_SHARD_GROUP=$HPT_ZERO_SHARD_GROUP)"
 say "global batch $HPT_GLOBAL_BATCH sequences x $HPT_SEQ_LEN tokens = $((HPT_GLOBAL_BATCH * HPT_SEQ_LEN)) tokens/step = micro-batch $HPT_MICRO_BATCH x grad-accum $ACCUM x DP $DP"
 
 # find_prog NAME SUBDIR: the program in the build tree, else on PATH.
@@ -289,7 +314,7 @@ dry_run() {
               --tp "$HPT_TP" --pp "$HPT_PP" --dp "$DP" --seq-len "$HPT_SEQ_LEN"
               --global-batch "$HPT_GLOBAL_BATCH" --micro-batch "$HPT_MICRO_BATCH")
   [ "$HPT_RECOMPUTE" = 1 ] && args+=(--recompute)
-  # shellcheck disable=SC2207  # two words at most, no globs
+  # shellcheck disable=SC2207  # four words at most, no globs
   args+=($(zero_args))
   [ "$HPT_ASYNC_SAVE" = 1 ] && args+=(--async-save)
   # hpt-plan models NCCL on GPU presets; a GPU job told to use MPI is planned with MPI
@@ -479,7 +504,7 @@ ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
 [ -n "${HPT_EVAL_INTERVAL:-}" ] && ARGS+=(--eval-interval "$HPT_EVAL_INTERVAL")
 [ -n "${HPT_EVAL_BATCHES:-}" ] && ARGS+=(--eval-batches "$HPT_EVAL_BATCHES")
 [ -n "$HPT_INIT_FROM" ] && ARGS+=(--init-from "$HPT_INIT_FROM")
-# shellcheck disable=SC2207  # two words at most, no globs
+# shellcheck disable=SC2207  # four words at most, no globs
 ARGS+=($(zero_args))
 [ "$HPT_RECOMPUTE" = 1 ] && ARGS+=(--recompute)
 [ "$HPT_ASYNC_SAVE" = 1 ] && ARGS+=(--async-save)

@@ -56,9 +56,10 @@ static void usage(FILE *f)
             "                        none\n"
             "  --sequence-parallel   hpt-train's --sequence-parallel (with --tp > 1)\n"
             "  --zero N              ZeRO stage over DP: 0 none, 1 optimizer state sharded,\n"
-            "                        2 also the gradients (bucket reduce-scatters); 3 is not\n"
-            "                        implemented yet [0]\n"
+            "                        2 also the gradients (bucket reduce-scatters), 3 also\n"
+            "                        the parameters (per-layer all-gathers) [0]\n"
             "  --zero1               the same as --zero 1\n"
+            "  --zero-shard-group N  HSDP: ZeRO shards within groups of N DP ranks [DP]\n"
             "  --async-save          count hpt-train --async-save's host staging buffer\n"
             "  --pp-schedule S       1f1b or gpipe, as hpt-train's [1f1b]: under GPipe every\n"
             "                        stage holds all m micro-batches' activations\n"
@@ -104,7 +105,7 @@ static void usage(FILE *f)
 
 enum {
     OPT_MODEL = 256, OPT_CLUSTER, OPT_NODES, OPT_GPN, OPT_TP, OPT_PP, OPT_DP, OPT_SEQ, OPT_GB,
-    OPT_MB, OPT_RECOMPUTE, OPT_ZERO1, OPT_ZERO, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_JSON, OPT_SEARCH, OPT_GPUS, OPT_TOP,
+    OPT_MB, OPT_RECOMPUTE, OPT_ZERO1, OPT_ZERO, OPT_ZERO_SHARD, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_JSON, OPT_SEARCH, OPT_GPUS, OPT_TOP,
     OPT_PEAK, OPT_MEM, OPT_INTRA_BW, OPT_INTER_BW, OPT_INTRA_LAT, OPT_INTER_LAT, OPT_EFF,
     OPT_BASELINE, OPT_DATA_BYTES, OPT_SCORES, OPT_TIE, OPT_UNTIE, OPT_RANKS_TSV, OPT_HELP,
     OPT_VERSION, OPT_SCHEDULE, OPT_COMM, OPT_NCCL_ALGO, OPT_SEQ_PAR,
@@ -117,7 +118,7 @@ static const struct option long_opts[] = {
     {"dp", 1, 0, OPT_DP},                 {"seq-len", 1, 0, OPT_SEQ},
     {"global-batch", 1, 0, OPT_GB},       {"micro-batch", 1, 0, OPT_MB},
     {"recompute", 2, 0, OPT_RECOMPUTE},   {"zero1", 0, 0, OPT_ZERO1}, {"zero", 1, 0, OPT_ZERO},
-    {"sequence-parallel", 0, 0, OPT_SEQ_PAR},
+    {"sequence-parallel", 0, 0, OPT_SEQ_PAR}, {"zero-shard-group", 1, 0, OPT_ZERO_SHARD},
     {"async-save", 0, 0, OPT_ASYNC_SAVE},
     {"precision", 1, 0, OPT_PRECISION},   {"json", 0, 0, OPT_JSON},
     {"search", 0, 0, OPT_SEARCH},         {"gpus", 1, 0, OPT_GPUS},
@@ -171,6 +172,7 @@ static hpt_status apply(hpt_plan_opts *o, int c, const char *arg, int *action)
     case OPT_ZERO:
         return hpt_cli_zero_option(c == OPT_ZERO ? arg : NULL, &o->zero, &o->zero_given,
                                    &o->zero1_given);
+    case OPT_ZERO_SHARD: return hpt_cli_parse_int_min(n, arg, 1, HPT_CLI_SHARD_WHAT, &o->zero_shard);
     case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
     case OPT_JSON: o->json = 1; return HPT_OK;
     case OPT_SEARCH: o->search = 1; return HPT_OK;

@@ -54,6 +54,8 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "                        layer all-gathered before its forward and backward) [0]\n"
             "  --zero1               the same as --zero 1\n"
             "  --zero3-prefetch N    ZeRO-3: layers gathered ahead of the one computing [1]\n"
+            "  --zero-shard-group N  HSDP: shard within groups of N DP ranks (a node), all-reduce\n"
+            "                        the shards across the DP/N groups [DP]\n"
             "  --recompute [MODE]    activation recomputation in backward: full (the default\n"
             "                        MODE: keep only layer inputs) or selective (keep GEMM\n"
             "                        outputs, recompute attention core, norms, SwiGLU);\n"
@@ -169,7 +171,7 @@ enum {
     OPT_MODEL = 256, OPT_DATA, OPT_VAL, OPT_RUN_DIR, OPT_BACKEND, OPT_BATCH, OPT_SEQ, OPT_ACCUM,
     OPT_STEPS, OPT_LR, OPT_MIN_LR, OPT_WARMUP, OPT_B1, OPT_B2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
-    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_ZERO, OPT_ZERO3_PREFETCH, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
+    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_ZERO, OPT_ZERO3_PREFETCH, OPT_ZERO_SHARD, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
@@ -194,7 +196,7 @@ static const struct option long_opts[] = {
     {"help", 0, 0, OPT_HELP},           {"version", 0, 0, OPT_VERSION},
     {"tp", 1, 0, OPT_TP},               {"pp", 1, 0, OPT_PP},
     {"dp", 1, 0, OPT_DP},               {"zero1", 0, 0, OPT_ZERO1}, {"zero", 1, 0, OPT_ZERO},
-    {"zero3-prefetch", 1, 0, OPT_ZERO3_PREFETCH},
+    {"zero3-prefetch", 1, 0, OPT_ZERO3_PREFETCH}, {"zero-shard-group", 1, 0, OPT_ZERO_SHARD},
     {"export", 1, 0, OPT_EXPORT},       {"recompute", 2, 0, OPT_RECOMPUTE},
     {"sequence-parallel", 0, 0, OPT_SEQ_PAR},
     {"pp-schedule", 1, 0, OPT_PP_SCHEDULE}, {"pp-split", 1, 0, OPT_PP_SPLIT},
@@ -265,12 +267,11 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_ZERO:
         return hpt_cli_zero_option(c == OPT_ZERO ? arg : NULL, &o->zero, &o->zero_given,
                                    &o->zero1_given);
-    case OPT_ZERO3_PREFETCH: {
-        hpt_status st = hpt_cli_parse_int(name, arg, &o->zero3_prefetch);
-        return st || o->zero3_prefetch >= 0 ? st
-               : hpt_error_set(HPT_ERR_USAGE, "--zero3-prefetch %d: must be >= 0 (layers "
-                               "gathered ahead; 0: each when used)", o->zero3_prefetch);
-    }
+    case OPT_ZERO_SHARD:
+        return hpt_cli_parse_int_min(name, arg, 1, HPT_CLI_SHARD_WHAT, &o->zero_shard_group);
+    case OPT_ZERO3_PREFETCH:
+        return hpt_cli_parse_int_min(name, arg, 0, "layers gathered ahead; 0: each when used",
+                                     &o->zero3_prefetch);
     case OPT_ASYNC_SAVE: o->async_save = 1; return HPT_OK;
     case OPT_EXPORT: o->export_path = arg; return HPT_OK;
     case OPT_EXPORT_DTYPE: {

@@ -16,6 +16,9 @@ expect_error 2 "HPT_STEPS='ten': expected a positive integer" env HPT_STEPS=ten 
 expect_error 2 "HPT_ZERO1='yes': expected 0 or 1" env HPT_ZERO1=yes bash "$T" --dry-run
 expect_error 2 "HPT_ZERO='4': expected 0, 1, 2 or 3 \(the ZeRO stage\)" env HPT_ZERO=4 bash "$T" --dry-run
 expect_error 2 "HPT_ZERO='two': expected 0, 1, 2 or 3 \(the ZeRO stage\)" env HPT_ZERO=two bash "$T" --dry-run
+expect_error 2 "HPT_ZERO_SHARD_GROUP='x': expected auto, 0 \(off\) or a shard group size" \
+  env HPT_ZERO_SHARD_GROUP=x bash "$T" --dry-run
+expect_error 2 "HPT_ZERO_SHARD_GROUP=2 needs HPT_ZERO=1, 2 or 3" env HPT_ZERO=0 HPT_ZERO_SHARD_GROUP=2 bash "$T" --dry-run
 expect_error 2 "HPT_ZERO1=1 and HPT_ZERO=2 contradict: HPT_ZERO1=1 is HPT_ZERO=1; set one of them" \
   env HPT_ZERO1=1 HPT_ZERO=2 bash "$T" --dry-run
 expect_error 2 "HPT_SIGNAL='KILL': expected USR1, USR2, TERM, INT or HUP" env HPT_SIGNAL=KILL bash "$T" --dry-run

@@ -15,7 +15,11 @@
 # --async-save ZeRO-3 run trains bitwise like the plain one and its step-2
 # checkpoint resumes bitwise; a ZeRO-3 DP 4 checkpoint opened at ZeRO-1
 # DP 2 and at TP 2 without ZeRO exports exactly what hpt-ckpt export
-# writes from it. --zero 3 on one rank notes that it runs as --zero 0.
+# writes from it. HSDP (--zero-shard-group 2 on DP 4: shard groups of 2,
+# their shards all-reduced across the 2 replicas) at ZeRO-1 and ZeRO-3
+# equals one rank, ZeRO-3's bitwise ZeRO-1's, with 14 DP calls per step,
+# and its checkpoint opens at plain ZeRO-3 DP 2 with the same weights.
+# --zero 3 on one rank notes that it runs as --zero 0.
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1   # up to 4 ranks on 2 cores
@@ -40,12 +44,24 @@ run tp2sp 4 --batch 3 --tp 2 --sequence-parallel --recompute selective --zero 3 
   --export "$WORK/tp2sp.h5"
 run pp2t 4 --batch 1 --grad-accum 3 --pp 2 --tie-embeddings --zero 3 --zero3-prefetch 2 \
   --export "$WORK/pp2t.h5"
+# HSDP: shard groups of 2 DP ranks, 2 replicas (the shards all-reduced
+# across them), at ZeRO-1 and ZeRO-3; the same sums in both
+run h1 4 --batch 1 --grad-accum 1 --zero 1 --zero-shard-group 2 --export "$WORK/h1.h5"
+run h3 4 --batch 1 --grad-accum 1 --zero 3 --zero-shard-group 2 --export "$WORK/h3.h5" --comm-stats
+run href 1 --batch 4 --export "$WORK/href.h5"
+grep -q "layout TP 1 x PP 1 x DP 4 (ZeRO-3, HSDP: 2 shard groups of 2 DP ranks) on 4 ranks" "$WORK/h3.out" ||
+  fail "h3: banner does not show HSDP: $(grep layout "$WORK/h3.out")"
+cmp "$WORK/h1/log.tsv" "$WORK/h3/log.tsv" || fail "h3: HSDP ZeRO-3 differs from HSDP ZeRO-1"
+# 4 units, no accumulation: 4 + 3 gathers, 4 reduce-scatters, the replica
+# all-reduce of the shard, the norm and the loss = 14 DP calls per step
+awk -F'\t' '$2 == "dp" && $3 != 14 { print "rank " $1 ": " $3 " DP calls per step, expected 14"; bad = 1 }
+            END { exit bad }' "$WORK/h3/comm.tsv" || fail "h3: DP calls per step"
 grep -q "layout TP 1 x PP 1 x DP 2 (ZeRO-3) on 2 ranks" "$WORK/z3.out" || fail "z3: banner does not show ZeRO-3"
 # tiny: 1141056 parameters, own block ceil(/2) = 570528 floats
 grep -q "^hpt-train: parameters: 2282112 bytes own block of 4564224 (ZeRO-3: each layer all-gathered before its forward and its backward, prefetch 1; the other blocks' pages given back after use)$" \
   "$WORK/z3.out" || fail "z3: parameters line: $(grep 'parameters:' "$WORK/z3.out")"
 grep -q "prefetch 2;" "$WORK/pp2t.out" || fail "pp2t: --zero3-prefetch 2 not in the parameters line"
-"$PYTHON" "$HPT_SRC/tests/helpers/compare_runs.py" "$WORK" 4 ref=z3,tp2sp tref=t3,pp2t ||
+"$PYTHON" "$HPT_SRC/tests/helpers/compare_runs.py" "$WORK" 4 ref=z3,tp2sp tref=t3,pp2t href=h1,h3 ||
   fail "ZeRO-3 runs differ from one rank"
 cmp "$WORK/z2/log.tsv" "$WORK/z3/log.tsv" || fail "z3 (DP 2): log.tsv differs from ZeRO-2's"
 bitwise_h5 "$WORK/z2.h5" "$WORK/z3.h5" "z3 (DP 2): exported weights differ from ZeRO-2's"
@@ -89,4 +105,12 @@ for layout in "o1 2 --batch 2 --zero 1" "o2 4 --batch 2 --tp 2"; do
     { cat "$WORK/$name.out"; fail "$name did not open the ZeRO-3 DP 4 checkpoint"; }
   bitwise_h5 "$WORK/d4.h5" "$WORK/$name.h5" "$name: export differs from hpt-ckpt export of the ZeRO-3 checkpoint"
 done
-pass "ZeRO-3 equals one rank (DP 2 accum, DP 3 uneven tied full recompute, TP 2 SP selective, PP 2 tied), bitwise ZeRO-2; resumes bitwise (sync, async) at ZeRO 3/1; a DP 4 ZeRO-3 checkpoint exports the same at ZeRO-1 DP 2 and TP 2"
+# an HSDP checkpoint (ZeRO-3, 2 x 2) opened at plain ZeRO-3 DP 2: the same weights
+run hb 4 --batch 1 --zero 3 --zero-shard-group 2 --stop-at 2
+mkdir -p "$WORK/hr" && cp -r "$WORK/hb/checkpoints" "$WORK/hb/log.tsv" "$WORK/hr/"
+run hr 2 --batch 2 --zero 3 --steps 2 --export "$WORK/hr.h5"
+grep -q "written by TP 1 x PP 1 x DP 4 ZeRO-3" "$WORK/hr.out" || { cat "$WORK/hr.out"; fail "hr did not open the HSDP checkpoint"; }
+"$HPT_BUILD/src/hpt-ckpt" export "$WORK/hb/checkpoints/step_00000002" "$WORK/hb.h5" > "$WORK/hbx.out" 2>&1 ||
+  { cat "$WORK/hbx.out"; fail "hpt-ckpt export of the HSDP checkpoint"; }
+bitwise_h5 "$WORK/hb.h5" "$WORK/hr.h5" "hr: export differs from hpt-ckpt export of the HSDP checkpoint"
+pass "HSDP 2 x 2 (ZeRO-1, ZeRO-3) and ZeRO-3 equal one rank (DP 2 accum, DP 3 uneven tied full recompute, TP 2 SP selective, PP 2 tied), bitwise ZeRO-2; resumes bitwise (sync, async) at ZeRO 3/1; a DP 4 ZeRO-3 checkpoint exports the same at ZeRO-1 DP 2 and TP 2"

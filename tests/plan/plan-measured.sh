@@ -62,6 +62,9 @@ check z1d4 4 "--model small --seq-len 256 --dp 4 --zero 1 --batch 1" \
   "--model small --seq-len 256 --dp 4 --zero 1 --global-batch 4 --micro-batch 1"
 check z3d4 4 "--model small --seq-len 256 --dp 4 --zero 3 --batch 1" \
   "--model small --seq-len 256 --dp 4 --zero 3 --global-batch 4 --micro-batch 1"
+# HSDP: ZeRO-3 sharded within 2 groups of 2 DP ranks, the shards all-reduced across them
+check hsdp 4 "--model small --seq-len 256 --dp 4 --zero 3 --zero-shard-group 2 --batch 1" \
+  "--model small --seq-len 256 --dp 4 --zero 3 --zero-shard-group 2 --global-batch 4 --micro-batch 1"
 "$PYTHON" - "$WORK" <<'PY' || fail "ZeRO-3's peak RSS is not below ZeRO-1's by the predicted amount"
 import statistics, sys
 w = sys.argv[1]

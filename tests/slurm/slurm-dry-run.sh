@@ -92,6 +92,16 @@ if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
   HPT_ZERO=2 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70bz2" 2>&1 || fail "70B HPT_ZERO=2 dry run"
   grep -q "hpt-plan .* --micro-batch 1 --recompute --zero 2 " "$WORK/70bz2" &&
     grep -q "^layout: .*, ZeRO-2$" "$WORK/70bz2" || { cat "$WORK/70bz2"; fail "70B: HPT_ZERO=2 not planned as --zero 2"; }
+  # HSDP by default when DP spans nodes with several DP ranks per node: 8B
+  # at TP 2 has 4 DP ranks per node and DP 16 -> shard groups of 4
+  HPT_TP=2 HPT_ZERO=3 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bh" 2>&1 || fail "8B HSDP dry run"
+  grep -q "^launch: HSDP: ZeRO-3 state sharded within 4 groups of 4 DP ranks, all-reduced across them (HPT_ZERO_SHARD_GROUP=auto)$" "$WORK/8bh" &&
+    grep -q "hpt-plan .* --zero 3 --zero-shard-group 4 " "$WORK/8bh" &&
+    grep -q "^layout: .*, ZeRO-3, HSDP 4 shard groups of 4$" "$WORK/8bh" ||
+    { cat "$WORK/8bh"; fail "8B TP 2 HPT_ZERO=3: not planned as HSDP 4 x 4"; }
+  HPT_TP=2 HPT_ZERO=3 HPT_ZERO_SHARD_GROUP=0 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bh0" 2>&1 ||
+    fail "8B HPT_ZERO_SHARD_GROUP=0 dry run"
+  grep -q -- "--zero-shard-group\|HSDP" "$WORK/8bh0" && fail "HPT_ZERO_SHARD_GROUP=0: HSDP still on"
 fi
 HPT_ASYNC_SAVE=yes bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bx" 2>&1 && fail "HPT_ASYNC_SAVE=yes accepted"
 grep -q "HPT_ASYNC_SAVE='yes': expected 0 or 1" "$WORK/8bx" || fail "HPT_ASYNC_SAVE=yes: $(cat "$WORK/8bx")"
