@@ -67,6 +67,14 @@ static void finish(struct hpt_zero3 *z, int u)
     z->state[u] = RESIDENT;
 }
 
+/* Every gather in flight waited for. */
+static void finish_all(struct hpt_zero3 *z)
+{
+    for (int u = 0; u < z->n; u++)
+        if (z->state[u] == GATHERING)
+            finish(z, u);
+}
+
 /* Give back the whole pages of [a, b) (elements of the parameter block). */
 static void give_back(struct hpt_zero3 *z, size_t a, size_t b)
 {
@@ -179,9 +187,7 @@ void zero3_free(run_state *r)
     struct hpt_zero3 *z = r->z3;
     if (!z)
         return;
-    for (int u = 0; u < z->n; u++)
-        if (z->state[u] == GATHERING)
-            finish(z, u);
+    finish_all(z);
     free(z->range), free(z->counts), free(z->displs), free(z->req), free(z->state);
     free(z);
     r->z3 = NULL;
@@ -206,9 +212,7 @@ void zero3_gather_all(run_state *r)
     struct hpt_zero3 *z = r->z3;
     if (!z)
         return;
-    for (int u = 0; u < z->n; u++)
-        if (z->state[u] == GATHERING)
-            finish(z, u);
+    finish_all(z);
     r->comm.be->allgather_inplace_f32(&r->comm, HPT_GROUP_DPS, r->model.params, r->shard_counts);
     for (int u = 0; u < z->n; u++)
         if (z->state[u] == DROPPED) {

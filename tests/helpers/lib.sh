@@ -43,6 +43,17 @@ expect_error() {
   echo "PASS: exit $st, message matches /$pat/"
 }
 
+# run_train NAME RANKS ARG... : hpt-train on RANKS ranks with the caller's
+# options $A and ARG..., --run-dir $WORK/NAME, output in $WORK/NAME.out;
+# exit 0 or 75 (--stop-at) accepted, anything else fails the test with the
+# output shown.
+run_train() {
+  local name=$1 n=$2 st=0; shift 2
+  timeout 300 "$MPIEXEC" -n "$n" "$TRAIN" $A --run-dir "$WORK/$name" "$@" \
+    > "$WORK/$name.out" 2>&1 || st=$?
+  [ $st = 0 ] || [ $st = 75 ] || { cat "$WORK/$name.out"; fail "run $name: exit $st"; }
+}
+
 # tiny_ckpts DIR ARG... : checkpoints of the tiny model written by
 # tests/helpers/make_ckpt.py (h5py; its config in $WORK/tiny.json) into the
 # checkpoints directory DIR; ARG... are make_ckpt.py's (e.g. --steps 10 20).

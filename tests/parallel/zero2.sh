@@ -20,12 +20,7 @@
 need_corpus
 export OMP_NUM_THREADS=1   # up to 4 ranks on 2 cores
 A="--model tiny --data $CORPUS --steps 4 --seq-len 32 --lr 1e-3 --warmup 2 --clip 0.5 --eval-interval 2 --eval-batches 1 --quiet"
-run() { # NAME RANKS ARGS... (exit 0 or 75 accepted)
-  name=$1 n=$2; shift 2
-  st=0; timeout 300 "$MPIEXEC" -n "$n" "$TRAIN" $A --run-dir "$WORK/$name" "$@" \
-    > "$WORK/$name.out" 2>&1 || st=$?
-  [ $st = 0 ] || [ $st = 75 ] || { cat "$WORK/$name.out"; fail "run $name: exit $st"; }
-}
+run() { run_train "$@"; } # NAME RANKS ARGS... (tests/helpers/lib.sh)
 run ref 1 --batch 6 --export "$WORK/ref.h5" --zero 2
 [ "$(grep -c "note: --zero 2 with DP 1 shards nothing: running as --zero 0" "$WORK/ref.out")" = 1 ] ||
   fail "ref: no note (once) that --zero 2 runs as --zero 0 on DP 1"

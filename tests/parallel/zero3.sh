@@ -24,12 +24,7 @@
 need_corpus
 export OMP_NUM_THREADS=1   # up to 4 ranks on 2 cores
 A="--model tiny --data $CORPUS --steps 4 --seq-len 32 --lr 1e-3 --warmup 2 --clip 0.5 --eval-interval 2 --eval-batches 1 --quiet"
-run() { # NAME RANKS ARGS... (exit 0 or 75 accepted)
-  name=$1 n=$2; shift 2
-  st=0; timeout 300 "$MPIEXEC" -n "$n" "$TRAIN" $A --run-dir "$WORK/$name" "$@" \
-    > "$WORK/$name.out" 2>&1 || st=$?
-  [ $st = 0 ] || [ $st = 75 ] || { cat "$WORK/$name.out"; fail "run $name: exit $st"; }
-}
+run() { run_train "$@"; } # NAME RANKS ARGS... (tests/helpers/lib.sh)
 bitwise_h5() { # A.h5 B.h5 WHAT
   h5diff "$1" "$2" > "$WORK/h5diff.out" 2>&1 || { head -20 "$WORK/h5diff.out"; fail "$3"; }
 }
