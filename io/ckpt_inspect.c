@@ -570,8 +570,12 @@ static void info_meta(const char *file, const hpt_ckpt_meta *m, FILE *out)
     fprintf(out, "seed           %llu\n", (unsigned long long)m->seed);
     fprintf(out, "batch          %lld sequences of %d tokens per step, micro-batch %d\n",
             (long long)m->global_batch, (int)m->seq_len, (int)m->micro_batch);
-    fprintf(out, "layout         tp %d x pp %d x dp %d, ZeRO-1 %s%s\n", (int)m->tp, (int)m->pp,
-            (int)m->dp, m->zero1 ? "on" : "off", m->zero1 == 3 ? ", ZeRO-3 on" : m->zero1 == 2 ? ", ZeRO-2 on" : "");
+    if (m->zero1)
+        fprintf(out, "layout         tp %d x pp %d x dp %d, ZeRO-%d\n", (int)m->tp, (int)m->pp,
+                (int)m->dp, (int)m->zero1);
+    else
+        fprintf(out, "layout         tp %d x pp %d x dp %d, no ZeRO\n", (int)m->tp, (int)m->pp,
+                (int)m->dp);
 }
 
 static void info_model(const char *file, const hpt_ckpt_meta *m, const hpt_ckpt_model *mdl,

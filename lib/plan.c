@@ -445,8 +445,10 @@ static const char *hsdp_label(const hpt_plan_setup *s)
 /* ZeRO-3 (lib/train_zero3.c): the most parameter elements of `stage` held
  * at once besides the own block — the gathered units (embedding, each
  * layer, final norm + head, as lib/model.c hpt_model_param_units) in use or
- * prefetched: a window of prefetch + 1 consecutive units (at least 2: a
- * layer's forward also reads the next unit's norm weight), and on one
+ * prefetched: a window of prefetch + 2 consecutive units (a layer's
+ * forward also needs the next unit for its norm weight, and that need
+ * prefetches the units after it before the layer's own unit is dropped),
+ * and on one
  * stage with tied embeddings the head with the embedding — of which 1/DP
  * is on average the own block's. hpt-train's default prefetch, 1. */
 static double zero3_gathered(const hpt_plan_setup *s, int stage)
@@ -467,7 +469,7 @@ static double zero3_gathered(const hpt_plan_setup *s, int stage)
         unit[n++] = layer;
     if (last)
         unit[n++] = tensor_elems(s, C) + (tied1 ? 0 : tensor_elems(s, Vl * C));
-    int w = prefetch + 1 > 2 ? prefetch + 1 : 2;
+    int w = prefetch + 2;
     double most = tied1 ? unit[n - 1] + unit[0] : 0;
     for (int i = 0; i < n; i++) {
         double sum = 0;
@@ -954,14 +956,22 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
          * ZeRO-2's bucket reduce-scatters (about half of its DP time, the
          * same volume as the parameter all-gather) do */
         double dp = sg->comm[HPT_PLAN_DP].seconds;
-        /* ZeRO-3's gathers (2M of the 2M + 1 equal parts of its DP time)
-         * are prefetched behind the M forwards and backwards; the
+        /* ZeRO-3's gathers (2M of the 2M + 1 equal parts of its DP time):
+         * with NCCL (its own stream) the prefetched ones hide behind the M
+         * forwards and backwards, but each pass waits for its first unit
+         * (one of the stage's units); MPI moves a nonblocking collective
+         * only inside MPI calls (no progress thread), so none hides. The
          * reduce-scatters as ZeRO-2's */
-        double rs3 = dp / (2.0 * M + 1);
+        int l0, l1;
+        hpt_plan_stage_layers(s->cfg.num_hidden_layers, s->pp, st_, &l0, &l1);
+        double rs3 = dp / (2.0 * M + 1), ag3 = dp - rs3;
+        double units = (l1 - l0) + (st_ == 0) + (st_ == s->pp - 1);
+        double ag3_ex = s->comm_lib == HPT_PLAN_COMM_NCCL
+                            ? ag3 / units + fmax(0, ag3 * (1 - 1 / units) - (double)M * sg->compute_s)
+                            : ag3;
         double ex = (s->zero == 1   ? dp
                      : s->zero == 2 ? dp / 2 + fmax(0, dp / 2 - 2.0 / 3.0 * sg->compute_s)
-                     : s->zero == 3 ? fmax(0, rs3 - 2.0 / 3.0 * sg->compute_s) +
-                                          fmax(0, dp - rs3 - (double)M * sg->compute_s)
+                     : s->zero == 3 ? fmax(0, rs3 - 2.0 / 3.0 * sg->compute_s) + ag3_ex
                                     : fmax(0, dp - 2.0 / 3.0 * sg->compute_s)) +
                     sg->comm[HPT_PLAN_EMBED].seconds + sg->comm[HPT_PLAN_MP].seconds;
         exposed = fmax(exposed, ex);

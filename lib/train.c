@@ -802,6 +802,9 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     if (!st)
         st = hpt_comm_agree(comm, setup_async_save(&r, o));
     if (!st) {
+        if (r.root && o->zero3_prefetch != 1 && o->zero != 3)
+            fprintf(stderr, "hpt-train: warning: --zero3-prefetch %d applies to --zero 3 only "
+                    "(ZeRO-%d here): it does nothing\n", o->zero3_prefetch, o->zero);
         if (r.root && o->sequence_parallel && r.comm.tp == 1)
             fprintf(stderr, "hpt-train: warning: --sequence-parallel splits the tokens over the "
                     "tensor-parallel ranks; with --tp 1 there is nothing to split and it does "

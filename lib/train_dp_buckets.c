@@ -13,6 +13,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* Test (--fault-stall-at bucket): frozen with this step's first bucket in
+ * flight. */
+static void fault_stop(run_state *r)
+{
+    if (r->fault_stop_bucket) {
+        r->fault_stop_bucket = 0;
+        raise(SIGSTOP);
+    }
+}
+
 void dp_bucket_allreduce(void *ctx, size_t offset, size_t count)
 {
     run_state *r = ctx;
@@ -22,10 +32,7 @@ void dp_bucket_allreduce(void *ctx, size_t offset, size_t count)
                                                offset + count);
     r->comm.be->iallreduce_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, count,
                                    &r->buckets[r->nbuckets++]);
-    if (r->fault_stop_bucket) { /* test: frozen with a bucket in flight (--fault-stall-at bucket) */
-        r->fault_stop_bucket = 0;
-        raise(SIGSTOP);
-    }
+    fault_stop(r);
 }
 
 /* Does [offset, offset + count) hold a gradient that is summed over
@@ -96,6 +103,7 @@ static void start_reduce_scatter(run_state *r, size_t offset, size_t count)
     r->bucket_range[r->nbuckets][1] = count;
     r->comm.be->ireduce_scatter_sum_f32(&r->comm, HPT_GROUP_DPS, r->model.grads + offset, recv,
                                         counts, &r->buckets[r->nbuckets++]);
+    fault_stop(r);
 }
 
 void dp_bucket_reduce_scatter(void *ctx, size_t offset, size_t count)

@@ -164,7 +164,7 @@ ACCUM=$((HPT_GLOBAL_BATCH / (HPT_MICRO_BATCH * DP)))
 # HSDP's shard group: auto = the DP ranks of one node (TPN / TP, ranks in
 # tp -> dp -> pp order) when ZeRO is on and DP spans several nodes with
 # more than one DP rank per node; N as given; 0 shards over all of DP.
-[[ $HPT_ZERO_SHARD_GROUP =~ ^(auto|[0-9]+)$ ]] ||
+[[ $HPT_ZERO_SHARD_GROUP =~ ^(auto|0|[1-9][0-9]*)$ ]] ||
   die "HPT_ZERO_SHARD_GROUP='$HPT_ZERO_SHARD_GROUP': expected auto, 0 (off) or a shard group size"
 SHARD="" shard_mode=$HPT_ZERO_SHARD_GROUP
 if [[ $shard_mode =~ ^[1-9][0-9]*$ ]]; then
@@ -180,10 +180,11 @@ if [ "$shard_mode" = auto ]; then
   per=$((TPN / HPT_TP))
   [ "$HPT_ZERO" != 0 ] && (( per > 1 && per < DP && DP % per == 0 )) && SHARD=$per
 fi
-# zero_args: the hpt-train/hpt-plan options of HPT_ZERO (--zero1 as before
-# for 1) and of the shard group
+# zero_args: the hpt-train/hpt-plan options of HPT_ZERO (--zero N, so that
+# a --zero N among the hpt-train options given later wins, as in hpt-train)
+# and of the shard group
 zero_args() {
-  case $HPT_ZERO in 1) echo --zero1 ;; 2) echo --zero 2 ;; 3) echo --zero 3 ;; esac
+  case $HPT_ZERO in 1|2|3) echo --zero "$HPT_ZERO" ;; esac
   [ -z "$SHARD" ] || echo --zero-shard-group "$SHARD"
 }
 
@@ -338,7 +339,10 @@ dry_run() {
         if [ -n "$next" ] && [ "${next#-}" = "$next" ]; then args+=("$next"); i=$((i + 1)); fi ;;
       --sequence-parallel|--zero1|--zero=*|--async-save|--recompute=*|--pp-schedule=*|--tie-embeddings|--untie-embeddings)
         args+=("$w") ;;
-      --zero) args+=("$w" "$next"); i=$((i + 1)) ;;
+      --zero|--zero-shard-group) args+=("$w" "$next"); i=$((i + 1)) ;;
+      --zero-shard-group=*) args+=("$w") ;;
+      --zero3-prefetch|--zero3-prefetch=*) # the plan assumes hpt-train's default, 1
+        unmodelled+=("$w"); [ "${w#*=}" != "$w" ] || i=$((i + 1)) ;;
       --precision=*|--comm=*) [ "$HPT_BACKEND" = cpu ] || args+=("$w") ;;
       --pp-schedule) args+=("$w" "$next"); i=$((i + 1)) ;;
       --precision|--comm)

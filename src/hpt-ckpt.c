@@ -34,7 +34,7 @@ static void usage(FILE *f)
           "\n"
           "commands:\n"
           "  list DIR        one line per checkpoint, newest first: step, layout\n"
-          "                  (tp x pp x dp, ZeRO-1: yes, no, yes-2 for ZeRO-2), size in MiB, samples consumed and status:\n"
+          "                  (tp x pp x dp, ZeRO: no, yes (stage 1), yes-2, yes-3), size in MiB, samples consumed and status:\n"
           "                  complete, incomplete (a step_NNNNNNNN.tmp left by an interrupted\n"
           "                  save), unreadable, or with --verify damaged (first bad dataset);\n"
           "                  marks the one 'latest' names and says when 'latest' is missing\n"

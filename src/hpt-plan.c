@@ -89,7 +89,7 @@ static void usage(FILE *f)
             "  --ranks-tsv FILE      predicted comm.tsv rows (rank, group, calls, bytes, seconds,\n"
             "                        peak RSS MiB) of every rank, as hpt-train --comm-stats writes\n"
             "  --search              enumerate layouts (TP, PP, DP, micro-batch, recomputation\n"
-            "                        none/full/selective, ZeRO 0/1/2, sequence parallelism where\n"
+            "                        none/full/selective, ZeRO 0-3, sequence parallelism where\n"
             "                        TP > 1) for --gpus N [nodes x GPUs per node], rank those\n"
             "                        that fit by tokens/s, explain the first and print its\n"
             "                        hpt-train options; --tp, --pp, --dp, --micro-batch,\n"

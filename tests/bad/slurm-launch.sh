@@ -18,6 +18,8 @@ expect_error 2 "HPT_ZERO='4': expected 0, 1, 2 or 3 \(the ZeRO stage\)" env HPT_
 expect_error 2 "HPT_ZERO='two': expected 0, 1, 2 or 3 \(the ZeRO stage\)" env HPT_ZERO=two bash "$T" --dry-run
 expect_error 2 "HPT_ZERO_SHARD_GROUP='x': expected auto, 0 \(off\) or a shard group size" \
   env HPT_ZERO_SHARD_GROUP=x bash "$T" --dry-run
+expect_error 2 "HPT_ZERO_SHARD_GROUP='007': expected auto, 0 \(off\) or a shard group size" \
+  env HPT_ZERO=3 HPT_ZERO_SHARD_GROUP=007 bash "$T" --dry-run
 expect_error 2 "HPT_ZERO_SHARD_GROUP=2 needs HPT_ZERO=1, 2 or 3" env HPT_ZERO=0 HPT_ZERO_SHARD_GROUP=2 bash "$T" --dry-run
 expect_error 2 "HPT_ZERO1=1 and HPT_ZERO=2 contradict: HPT_ZERO1=1 is HPT_ZERO=1; set one of them" \
   env HPT_ZERO1=1 HPT_ZERO=2 bash "$T" --dry-run
@@ -40,7 +42,7 @@ grep -q "hpt-plan .* --pp-schedule gpipe$" "$WORK/out.$$" || fail "the plan was 
 # (was: dropped, so "--recompute none" was planned as full recomputation)
 expect_error 2 "the plan says this layout does not fit in h100-80gb's device memory" \
   env HPT_TRAIN_ARGS="--recompute none" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
-grep -q "hpt-plan .* --recompute --zero1 --async-save --precision tf32 --recompute none$" "$WORK/out.$$" ||
+grep -q "hpt-plan .* --recompute --zero 1 --async-save --precision tf32 --recompute none$" "$WORK/out.$$" ||
   fail "the plan was not given --recompute none"
 expect_error 2 "unknown argument '--fast'" bash "$T" --fast
 expect_error 2 "not inside a Slurm job: submit with sbatch" bash "$T"

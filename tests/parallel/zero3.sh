@@ -32,7 +32,9 @@ run ref 1 --batch 6 --export "$WORK/ref.h5" --zero 3
 [ "$(grep -c "note: --zero 3 with DP 1 shards nothing: running as --zero 0" "$WORK/ref.out")" = 1 ] ||
   fail "ref: no note (once) that --zero 3 runs as --zero 0"
 run z3 2 --batch 1 --grad-accum 3 --zero 3 --export "$WORK/z3.h5" --comm-stats
-run z2 2 --batch 1 --grad-accum 3 --zero 2 --export "$WORK/z2.h5"
+run z2 2 --batch 1 --grad-accum 3 --zero 2 --export "$WORK/z2.h5" --zero3-prefetch 2
+grep -q "^hpt-train: warning: --zero3-prefetch 2 applies to --zero 3 only (ZeRO-2 here): it does nothing$" \
+  "$WORK/z2.out" || fail "z2: no warning that --zero3-prefetch does nothing at ZeRO-2"
 run tref 1 --batch 6 --tie-embeddings --export "$WORK/tref.h5"
 run t3 3 --batch 2 --zero 3 --tie-embeddings --recompute full --export "$WORK/t3.h5"
 run tp2sp 4 --batch 3 --tp 2 --sequence-parallel --recompute selective --zero 3 --zero3-prefetch 0 \

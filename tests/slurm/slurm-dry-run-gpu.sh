@@ -80,7 +80,7 @@ grep -q -- "hpt-plan .* --precision fp32" "$WORK/cpubf16" && grep -q "^layout: .
 HPT_TRAIN_ARGS="--lr 1e-4 --pp-schedule 1f1b" bash "$HPT_SRC/jobs/train_8b.sh" --dry-run -- \
   --recompute=selective --sequence-parallel --pp-split 16,16 > "$WORK/args" 2>&1 ||
   fail "8B dry run with hpt-train options: $(cat "$WORK/args")"
-grep -q -- "hpt-plan .* --zero1 --async-save --precision tf32 --pp-schedule 1f1b --recompute=selective --sequence-parallel$" "$WORK/args" &&
+grep -q -- "hpt-plan .* --zero 1 --async-save --precision tf32 --pp-schedule 1f1b --recompute=selective --sequence-parallel$" "$WORK/args" &&
   grep -q "^layout: .*, selective recomputation, sequence parallel, ZeRO-1$" "$WORK/args" &&
   grep -q "^note: the plan models the HPT_\* layout, not these hpt-train options of the job: --pp-split$" "$WORK/args" ||
   fail "the job's hpt-train options did not reach the plan: $(grep 'hpt-plan\|^layout\|^note' "$WORK/args")"

@@ -55,7 +55,7 @@ for g, nodes in groups["PP"]:
 print("70B: every rank in one TP, PP and DP group; TP groups = 8 consecutive ranks on one node")
 PY
 if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
-  grep -q "hpt-plan --model llama2-70b --cluster h100-80gb --nodes 16 --gpus-per-node 8 --tp 8 --pp 4 --dp 4 --seq-len 4096 --global-batch 1024 --micro-batch 1 --recompute --zero1" "$WORK/70b" ||
+  grep -q "hpt-plan --model llama2-70b --cluster h100-80gb --nodes 16 --gpus-per-node 8 --tp 8 --pp 4 --dp 4 --seq-len 4096 --global-batch 1024 --micro-batch 1 --recompute --zero 1" "$WORK/70b" ||
     fail "70B: hpt-plan not called with the layout"
 else
   grep -q "^hpt-plan is not built" "$WORK/70b" || fail "70B: no word about the missing hpt-plan"
@@ -102,6 +102,13 @@ if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
   HPT_TP=2 HPT_ZERO=3 HPT_ZERO_SHARD_GROUP=0 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bh0" 2>&1 ||
     fail "8B HPT_ZERO_SHARD_GROUP=0 dry run"
   grep -q -- "--zero-shard-group\|HSDP" "$WORK/8bh0" && fail "HPT_ZERO_SHARD_GROUP=0: HSDP still on"
+  # hpt-train options win over the template's HPT_ZERO default (passed as
+  # --zero 1, so a later --zero N is no contradiction), in the plan too
+  HPT_TRAIN_ARGS="--zero 3 --zero-shard-group 2" bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bt" 2>&1 ||
+    { cat "$WORK/8bt"; fail "8B dry run with HPT_TRAIN_ARGS='--zero 3 --zero-shard-group 2'"; }
+  grep -q "hpt-plan .* --zero 1 .*--zero 3 --zero-shard-group 2" "$WORK/8bt" &&
+    grep -q "^layout: .*, ZeRO-3, HSDP 2 shard groups of 2$" "$WORK/8bt" ||
+    { cat "$WORK/8bt"; fail "8B: HPT_TRAIN_ARGS' --zero 3 --zero-shard-group 2 not planned"; }
 fi
 HPT_ASYNC_SAVE=yes bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bx" 2>&1 && fail "HPT_ASYNC_SAVE=yes accepted"
 grep -q "HPT_ASYNC_SAVE='yes': expected 0 or 1" "$WORK/8bx" || fail "HPT_ASYNC_SAVE=yes: $(cat "$WORK/8bx")"
