@@ -7,10 +7,19 @@
 
 static double wtime(void) { return MPI_Wtime(); }
 
+/* A nonblocking operation of `bytes` started on group g (its wait adds the
+ * seconds); the shard and replica groups count as DP (hpt_group_counted). */
+static void posted(hpt_comm *c, hpt_group g, size_t bytes)
+{
+    hpt_comm_counter *k = &c->counters[hpt_group_counted(g)];
+    k->calls++;
+    k->bytes += (int64_t)bytes;
+}
+
+/* A blocking operation of `bytes` on group g that started at t0. */
 static void count(hpt_comm *c, hpt_group g, size_t bytes, double t0)
 {
-    c->counters[hpt_group_counted(g)].calls++;
-    c->counters[hpt_group_counted(g)].bytes += (int64_t)bytes;
+    posted(c, g, bytes);
     c->counters[hpt_group_counted(g)].seconds += wtime() - t0;
 }
 
@@ -59,8 +68,7 @@ static void mpi_iallreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t 
     r->group = g;
     r->t_start = wtime();
     MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comms[g], &r->req);
-    c->counters[hpt_group_counted(g)].calls++;
-    c->counters[hpt_group_counted(g)].bytes += (int64_t)(n * sizeof(float));
+    posted(c, g, n * sizeof(float));
 }
 
 static void mpi_wait(hpt_comm *c, hpt_comm_req *r)
@@ -99,8 +107,7 @@ static void mpi_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *s
     r->group = g;
     r->t_start = wtime();
     MPI_Ireduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, c->comms[g], &r->req);
-    c->counters[hpt_group_counted(g)].calls++;
-    c->counters[hpt_group_counted(g)].bytes += (int64_t)(n * sizeof(float));
+    posted(c, g, n * sizeof(float));
 }
 
 static void mpi_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts)
@@ -122,8 +129,7 @@ static void mpi_iallgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, con
     r->t_start = wtime();
     MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
                     c->comms[g], &r->req);
-    c->counters[hpt_group_counted(g)].calls++;
-    c->counters[hpt_group_counted(g)].bytes += (int64_t)((size_t)counts[c->group_rank[g]] * sizeof(float));
+    posted(c, g, (size_t)counts[c->group_rank[g]] * sizeof(float));
 }
 
 static void mpi_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, int peer, int tag,
@@ -133,8 +139,7 @@ static void mpi_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, 
     r->group = g;
     r->t_start = wtime();
     MPI_Isend(buf, (int)n, MPI_FLOAT, peer, tag, c->comms[g], &r->req);
-    c->counters[hpt_group_counted(g)].calls++;
-    c->counters[hpt_group_counted(g)].bytes += (int64_t)(n * sizeof(float));
+    posted(c, g, n * sizeof(float));
 }
 
 static void mpi_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag)

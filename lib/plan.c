@@ -448,9 +448,9 @@ static const char *hsdp_label(const hpt_plan_setup *s)
  * prefetched: a window of prefetch + 2 consecutive units (a layer's
  * forward also needs the next unit for its norm weight, and that need
  * prefetches the units after it before the layer's own unit is dropped),
- * and on one
- * stage with tied embeddings the head with the embedding — of which 1/DP
- * is on average the own block's. hpt-train's default prefetch, 1. */
+ * and on one stage with tied embeddings the head with the embedding — of
+ * which 1/N (N: the shard group) is on average the own block's.
+ * hpt-train's default prefetch, 1. */
 static double zero3_gathered(const hpt_plan_setup *s, int stage)
 {
     const hpt_config *c = &s->cfg;
@@ -485,7 +485,6 @@ static double shard_of(double P, int dp, int d)
     double S = ceil(P / dp), lo = fmin(d * S, P);
     return fmin(S, P - lo);
 }
-
 
 static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
 {
@@ -965,7 +964,7 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
         int l0, l1;
         hpt_plan_stage_layers(s->cfg.num_hidden_layers, s->pp, st_, &l0, &l1);
         double rs3 = dp / (2.0 * M + 1), ag3 = dp - rs3;
-        double units = (l1 - l0) + (st_ == 0) + (st_ == s->pp - 1);
+        double units = dp_buckets(l1 - l0, st_ == 0, st_ == s->pp - 1); /* one per unit */
         double ag3_ex = s->comm_lib == HPT_PLAN_COMM_NCCL
                             ? ag3 / units + fmax(0, ag3 * (1 - 1 / units) - (double)M * sg->compute_s)
                             : ag3;

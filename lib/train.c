@@ -315,7 +315,7 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
     hi = r->model.nparams;
     if (o->zero && (st = setup_zero(r, o->zero, &lo, &hi)))
         return st;
-    if (o->zero == 3 && (st = zero3_init(r, o->zero3_prefetch)))
+    if (o->zero == 3 && (st = zero3_init(r, o->zero3_prefetch, lo, hi)))
         return st;
     if (o->zero == 3 && r->resume_from < 0 && !o->init_from) {
         /* a fresh ZeRO-3 start: each rank draws its own block only (the

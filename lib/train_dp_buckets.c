@@ -7,11 +7,8 @@
 #include "train_dp_buckets.h"
 
 #include <signal.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 /* Test (--fault-stall-at bucket): frozen with this step's first bucket in
  * flight. */
@@ -63,10 +60,8 @@ static void release_range(run_state *r, size_t offset, size_t count)
 {
     if (!r->grads_release)
         return;
-    char *p = (char *)(r->model.grads + offset), *end = p + count * sizeof(float);
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    char *a = (char *)(((uintptr_t)p + pg - 1) / pg * pg), *b = (char *)((uintptr_t)end / pg * pg);
-    if (a >= b || madvise(a, (size_t)(b - a), MADV_DONTNEED) != 0) {
+    char *p = (char *)(r->model.grads + offset), *end = p + count * sizeof(float), *a, *b;
+    if (!pages_release(p, end, &a, &b)) {
         memset(p, 0, (size_t)(end - p));
         return;
     }
@@ -90,13 +85,7 @@ static void start_reduce_scatter(run_state *r, size_t offset, size_t count)
     int D = r->comm.group_size[HPT_GROUP_DPS], me = r->comm.group_rank[HPT_GROUP_DPS];
     HPT_CHECK(r->nbuckets < r->bucket_cap);
     int *counts = r->bucket_counts + (size_t)r->nbuckets * D;
-    size_t a = 0, end = offset + count;
-    for (int i = 0; i < D; i++) { /* shard i is [a, a + shard_counts[i]) */
-        size_t b = a + (size_t)r->shard_counts[i];
-        size_t lo = a > offset ? a : offset, hi = b < end ? b : end;
-        counts[i] = lo < hi ? (int)(hi - lo) : 0;
-        a = b;
-    }
+    shard_parts(r, offset, offset + count, counts, NULL);
     size_t at = offset > r->opt.lo ? offset - r->opt.lo : 0; /* own part's place in the shard */
     float *recv = r->grad_shard + (counts[me] ? at : 0);
     r->bucket_range[r->nbuckets][0] = offset;

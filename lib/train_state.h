@@ -12,7 +12,9 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "comm.h"
@@ -104,6 +106,38 @@ static inline double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* Each ZeRO shard's part of parameter elements [lo, hi): counts[i] for
+ * rank i of the shard group (HPT_GROUP_DPS; the shards r->shard_counts
+ * lie back to back in rank order) and, when displs is not NULL, displs[i]
+ * = counts[0] + ... + counts[i-1]. A part is at most a shard (< 2^31). */
+static inline void shard_parts(const run_state *r, size_t lo, size_t hi, int *counts, int *displs)
+{
+    size_t a = 0;
+    int off = 0;
+    for (int i = 0; i < r->comm.group_size[HPT_GROUP_DPS]; i++) {
+        size_t b = a + (size_t)r->shard_counts[i];
+        size_t x = a > lo ? a : lo, y = b < hi ? b : hi;
+        counts[i] = x < y ? (int)(y - x) : 0;
+        if (displs)
+            displs[i] = off;
+        off += counts[i];
+        a = b;
+    }
+}
+
+/* Give the whole pages inside bytes [p, end) of host memory back to the OS
+ * (MADV_DONTNEED: anonymous private pages then read as zero and take no
+ * memory until written again): ZeRO-2's reduced gradient buckets, ZeRO-3's
+ * dropped parameters. Returns 1 with [*a, *b) the pages given back, 0
+ * when there is no whole page or madvise refused (nothing given back). */
+static inline int pages_release(char *p, char *end, char **a, char **b)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    *a = (char *)(((uintptr_t)p + pg - 1) / pg * pg);
+    *b = (char *)((uintptr_t)end / pg * pg);
+    return *a < *b && madvise(*a, (size_t)(*b - *a), MADV_DONTNEED) == 0;
 }
 
 /* Seconds spent in communication calls so far, all groups. */

@@ -1,9 +1,5 @@
 /* train_zero3.c — ZeRO-3 parameter sharding; see train_zero3.h. */
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "train_zero3.h"
 
@@ -26,8 +22,6 @@ struct hpt_zero3 {
     int64_t gathers;
     double wait_s;
 };
-
-static double mono_s(void) { return now_s(); }
 
 /* The unit that starts at lo (units are few: a linear search). */
 static int unit_at(const struct hpt_zero3 *z, size_t lo, size_t hi)
@@ -61,9 +55,9 @@ static void start(struct hpt_zero3 *z, int u)
 
 static void finish(struct hpt_zero3 *z, int u)
 {
-    double t0 = mono_s();
+    double t0 = now_s();
     z->r->comm.be->wait(&z->r->comm, &z->req[u]);
-    z->wait_s += mono_s() - t0;
+    z->wait_s += now_s() - t0;
     z->state[u] = RESIDENT;
 }
 
@@ -75,16 +69,13 @@ static void finish_all(struct hpt_zero3 *z)
             finish(z, u);
 }
 
-/* Give back the whole pages of [a, b) (elements of the parameter block). */
+/* Give back the whole pages of elements [a, b) of the parameter block. */
 static void give_back(struct hpt_zero3 *z, size_t a, size_t b)
 {
-    if (a >= b)
-        return;
-    float *base = z->r->model.params;
-    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t p = ((uintptr_t)(base + a) + pg - 1) / pg * pg, e = (uintptr_t)(base + b) / pg * pg;
-    if (p < e)
-        (void)madvise((void *)p, (size_t)(e - p), MADV_DONTNEED); /* advice: a refusal costs memory only */
+    char *p, *e;
+    if (a < b) /* advice: a refusal costs memory only */
+        (void)pages_release((char *)(z->r->model.params + a), (char *)(z->r->model.params + b),
+                            &p, &e);
 }
 
 static void drop(struct hpt_zero3 *z, int u)
@@ -102,15 +93,21 @@ static void drop(struct hpt_zero3 *z, int u)
     give_back(z, lo > z->own_hi ? lo : z->own_hi, hi);
 }
 
+/* Unit u resident: gathered now, or its gather in flight waited for. */
+static void gather_now(struct hpt_zero3 *z, int u)
+{
+    if (z->state[u] == DROPPED)
+        start(z, u);
+    if (z->state[u] == GATHERING)
+        finish(z, u);
+}
+
 /* The model's param_need hook (ctx: the run_state). */
 static void need(void *ctx, size_t lo, size_t hi, int backward)
 {
     struct hpt_zero3 *z = ((run_state *)ctx)->z3;
     int u = unit_at(z, lo, hi);
-    if (z->state[u] == DROPPED)
-        start(z, u);
-    if (z->state[u] == GATHERING)
-        finish(z, u);
+    gather_now(z, u);
     /* prefetch the next units of this pass: forward in unit order,
      * backward in reverse down to the first layer (the embedding's backward
      * reads no parameter); none after the tied head's embedding (one stage,
@@ -136,11 +133,10 @@ static void done(void *ctx, size_t lo, size_t hi)
     drop(z, unit_at(z, lo, hi));
 }
 
-hpt_status zero3_init(run_state *r, int prefetch)
+hpt_status zero3_init(run_state *r, int prefetch, size_t lo, size_t hi)
 {
     hpt_model *m = &r->model;
-    int D = r->comm.group_size[HPT_GROUP_DPS], me = r->comm.group_rank[HPT_GROUP_DPS];
-    int n = hpt_model_param_units(m, NULL);
+    int D = r->comm.group_size[HPT_GROUP_DPS], n = hpt_model_param_units(m, NULL);
     struct hpt_zero3 *z = calloc(1, sizeof *z);
     if (!z || !(z->range = calloc((size_t)n, sizeof *z->range)) ||
         !(z->counts = calloc((size_t)n * D, sizeof(int))) ||
@@ -157,20 +153,11 @@ hpt_status zero3_init(run_state *r, int prefetch)
     z->prefetch = prefetch;
     z->release = m->be->is_device == NULL;
     z->prev = -1;
-    size_t S = (m->nparams + D - 1) / D;
-    z->own_lo = (size_t)me * S < m->nparams ? (size_t)me * S : m->nparams;
-    z->own_hi = z->own_lo + (size_t)r->shard_counts[me];
+    z->own_lo = lo;
+    z->own_hi = hi;
     for (int u = 0; u < z->n; u++) {
-        size_t lo = z->range[u][0], hi = z->range[u][1];
-        int *c = z->counts + (size_t)u * D, *d = z->displs + (size_t)u * D, off = 0;
-        for (int i = 0; i < D; i++) {
-            size_t a = (size_t)i * S, b = a + S < m->nparams ? a + S : m->nparams;
-            a = a > lo ? a : lo;
-            b = b < hi ? b : hi;
-            c[i] = b > a ? (int)(b - a) : 0; /* a unit is below a shard (<= 2^31) */
-            d[i] = off;
-            off += c[i];
-        }
+        shard_parts(r, z->range[u][0], z->range[u][1], z->counts + (size_t)u * D,
+                    z->displs + (size_t)u * D);
         z->state[u] = RESIDENT; /* the whole block is there until zero3_drop_all */
         z->resident += foreign(z, u);
     }
@@ -228,10 +215,7 @@ void zero3_hold(run_state *r, size_t x)
         return;
     for (int u = 0; u < z->n; u++)
         if (z->range[u][0] <= x && x < z->range[u][1]) {
-            if (z->state[u] == DROPPED)
-                start(z, u);
-            if (z->state[u] == GATHERING)
-                finish(z, u);
+            gather_now(z, u);
             return;
         }
 }

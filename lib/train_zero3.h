@@ -24,11 +24,12 @@
 #include "train_state.h"
 
 /* Set up ZeRO-3 for r's model (after setup_zero: needs r->shard_counts,
- * r->model, r->comm): the units, their per-rank counts and displacements,
- * the model's param_need/param_done hooks (ctx r), prefetch depth
- * `prefetch` (>= 0). The parameter block stays whole until zero3_drop_all.
- * Errors: HPT_ERR_INTERNAL when out of memory. Freed by zero3_free. */
-hpt_status zero3_init(run_state *r, int prefetch);
+ * r->model, r->comm; [lo, hi) this rank's block, setup_zero's): the units,
+ * their per-rank counts and displacements, the model's
+ * param_need/param_done hooks (ctx r), prefetch depth `prefetch` (>= 0).
+ * The parameter block stays whole until zero3_drop_all. Errors:
+ * HPT_ERR_INTERNAL when out of memory. Freed by zero3_free. */
+hpt_status zero3_init(run_state *r, int prefetch, size_t lo, size_t hi);
 
 /* Free the ZeRO-3 state (waits for gathers in flight); accepts NULL. */
 void zero3_free(run_state *r);
