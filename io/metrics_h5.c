@@ -324,6 +324,25 @@ typedef struct {
         H5Tclose(m_);                                                                            \
     } while (0)
 
+hid_t hpt_metrics_trace_type(void)
+{
+    typedef hpt_metrics_trace_row R;
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(R)), s = str_type(HPT_METRICS_TRACE_NAME_LEN);
+    H5Tinsert(t, "segment", HOFFSET(R, segment), H5T_NATIVE_INT32);
+    H5Tinsert(t, "step", HOFFSET(R, step), H5T_NATIVE_INT32);
+    H5Tinsert(t, "rank", HOFFSET(R, rank), H5T_NATIVE_INT32);
+    H5Tinsert(t, "stage", HOFFSET(R, stage), H5T_NATIVE_INT32);
+    H5Tinsert(t, "micro", HOFFSET(R, micro), H5T_NATIVE_INT32);
+    H5Tinsert(t, "peer", HOFFSET(R, peer), H5T_NATIVE_INT32);
+    H5Tinsert(t, "bytes", HOFFSET(R, bytes), H5T_NATIVE_INT64);
+    H5Tinsert(t, "t_start", HOFFSET(R, t_start), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "t_end", HOFFSET(R, t_end), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "name", HOFFSET(R, name), s);
+    H5Tinsert(t, "stream", HOFFSET(R, stream), s);
+    H5Tclose(s);
+    return t;
+}
+
 static int file_has(hid_t ft, const char *name)
 {
     return ft < 0 || H5Tget_member_index(ft, name) >= 0;
@@ -601,6 +620,10 @@ static hpt_status open_datasets(hpt_metrics_h5 *h)
         return damaged(h, "dataset /segments is missing or unreadable");
     if ((h->ev_ds = H5Dopen2(h->file, "events", H5P_DEFAULT)) < 0)
         return damaged(h, "dataset /events is missing or unreadable");
+    h->tr_ds = H5Lexists(h->file, "trace", H5P_DEFAULT) > 0 /* optional */
+                   ? H5Dopen2(h->file, "trace", H5P_DEFAULT) : 0;
+    if (h->tr_ds < 0)
+        return damaged(h, "dataset /trace is unreadable");
     return HPT_OK;
 }
 
@@ -715,6 +738,14 @@ int hpt_metrics_h5_start_segment(hpt_metrics_h5 *h, hid_t fapl, hpt_metrics_seg_
     H5E_BEGIN_TRY
     {
         e = append_1d(h, h->seg_ds, h->seg_t, s, 1);
+        if (!e && h->want_trace && h->tr_ds == 0) { /* SWMR writing creates nothing */
+            hid_t tt = hpt_metrics_trace_type();
+            h->tr_ds = make_table(h, "trace", tt,
+                                  "the step timeline (hpt-train --trace-steps): one row per "
+                                  "span of work on one rank, Unix seconds");
+            H5Tclose(tt);
+            e = h->tr_ds < 0 ? -1 : 0;
+        }
         if (!e) {
             hpt_metrics_h5_close(h);
             if ((h->file = H5Fopen(h->path, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl)) < 0)
@@ -807,6 +838,26 @@ int hpt_metrics_h5_append(hpt_metrics_h5 *h, int n, int64_t *const ints[HPT_SC_N
     return e;
 }
 
+int hpt_metrics_h5_append_trace(hpt_metrics_h5 *h, const hpt_metrics_trace_row *rows, size_t n)
+{
+    int e = 0;
+    h->cause[0] = 0;
+    if (h->tr_ds <= 0) {
+        snprintf(h->cause, sizeof h->cause, "no /trace table");
+        return -1;
+    }
+    hid_t t = hpt_metrics_trace_type();
+    H5E_BEGIN_TRY
+    {
+        e = n ? append_1d(h, h->tr_ds, t, rows, (hsize_t)n) : 0;
+        if (!e && H5Fflush(h->file, H5F_SCOPE_GLOBAL) < 0)
+            e = fail_note(h);
+    }
+    H5E_END_TRY;
+    H5Tclose(t);
+    return e;
+}
+
 /* --------------------------------------------------------------- close */
 
 void hpt_metrics_h5_close(hpt_metrics_h5 *h)
@@ -824,6 +875,8 @@ void hpt_metrics_h5_close(hpt_metrics_h5 *h)
                 H5Dclose(h->seg_ds);
             if (h->ev_ds > 0)
                 H5Dclose(h->ev_ds);
+            if (h->tr_ds > 0)
+                H5Dclose(h->tr_ds);
             H5Fclose(h->file);
         }
         H5E_END_TRY;
@@ -831,7 +884,7 @@ void hpt_metrics_h5_close(hpt_metrics_h5 *h)
     h->file = 0;
     memset(h->sd, 0, sizeof h->sd);
     memset(h->rd, 0, sizeof h->rd);
-    h->seg_ds = h->ev_ds = 0;
+    h->seg_ds = h->ev_ds = h->tr_ds = 0;
 }
 
 void hpt_metrics_h5_free(hpt_metrics_h5 *h)

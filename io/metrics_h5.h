@@ -77,6 +77,31 @@ typedef struct {
     char message[HPT_METRICS_MSG_LEN + 1];
 } hpt_metrics_event_row;
 
+/* One row of /trace (the step timeline, hpt-train --trace-steps; lib/
+ * trace.h): a span of work on one rank. Written in this layout (memory
+ * and file alike); names are NUL-terminated, at most
+ * HPT_METRICS_TRACE_NAME_LEN - 1 characters. */
+#define HPT_METRICS_TRACE_NAME_LEN 16
+typedef struct hpt_metrics_trace_row {
+    int32_t segment;  /* row of /segments that traced it                    */
+    int32_t step;     /* 1-based optimizer step it belongs to               */
+    int32_t rank;     /* world rank                                         */
+    int32_t stage;    /* pipeline stage of that rank                        */
+    int32_t micro;    /* micro-batch (0-based) of a forward/backward; -1    */
+    int32_t peer;     /* point-to-point: the peer's world rank; -1          */
+    int64_t bytes;    /* communication: payload bytes this rank handed in; 0 */
+    double t_start;   /* Unix time, seconds (this rank's clock)             */
+    double t_end;
+    char name[HPT_METRICS_TRACE_NAME_LEN];   /* forward, backward, data, optimizer,
+                                              * checkpoint, validation, step; or the
+                                              * operation: allreduce, isend, recv ... */
+    char stream[HPT_METRICS_TRACE_NAME_LEN]; /* "step", "compute", or the group:
+                                              * "tp", "dp", "pp", "mp", ...       */
+} hpt_metrics_trace_row;
+
+/* The HDF5 type of hpt_metrics_trace_row (H5Tclose it). */
+hid_t hpt_metrics_trace_type(void);
+
 /* The HDF5 memory type of hpt_metrics_seg_row for a /segments of file
  * type `file_type`: every member the struct has, the newer ones
  * (sequence_parallel, recompute) only where file_type has them
@@ -101,6 +126,8 @@ typedef struct {
 typedef struct {
     char path[4096];
     hid_t file, sd[HPT_SC_COUNT], rd[HPT_RC_COUNT], seg_ds, ev_ds, seg_t, ev_t;
+    hid_t tr_ds;           /* /trace; 0 when the file has none               */
+    int want_trace;        /* set before start_segment: create /trace if absent */
     int64_t rows;          /* complete rows in the file                     */
     int64_t rank_cols_n;   /* extent of the rank axis                       */
     int64_t prev_max_step; /* largest step logged by earlier segments       */
@@ -170,6 +197,11 @@ int hpt_metrics_h5_start_segment(hpt_metrics_h5 *h, hid_t fapl, hpt_metrics_seg_
 int hpt_metrics_h5_append(hpt_metrics_h5 *h, int n, int64_t *const ints[HPT_SC_NINT],
                           double *const cols[HPT_SC_COUNT], const double *all, int world,
                           const hpt_metrics_event_row *ev, int nev);
+
+/* Append n rows to /trace and flush (SWMR: the table exists from
+ * hpt_metrics_h5_start_segment with want_trace). 0, or -1 with h->cause
+ * (no /trace: "no /trace table"). */
+int hpt_metrics_h5_append_trace(hpt_metrics_h5 *h, const hpt_metrics_trace_row *rows, size_t n);
 
 /* Close the file (types kept; h->file = 0). Safe when nothing is open. */
 void hpt_metrics_h5_close(hpt_metrics_h5 *h);

@@ -332,6 +332,19 @@ hpt_status hpt_mread_events(const hpt_mread *m, hpt_mread_event **out, size_t *n
     return st;
 }
 
+hpt_status hpt_mread_trace(const hpt_mread *m, hpt_metrics_trace_row **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (H5Lexists(m->file, "trace", H5P_DEFAULT) <= 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s has no /trace: the run was not traced (hpt-train "
+                             "--trace-steps A-B)", m->path);
+    hid_t t = hpt_metrics_trace_type();
+    hpt_status st = read_table(m, "/trace", t, sizeof **out, (void **)out, n);
+    H5Tclose(t);
+    return st;
+}
+
 /* The names in /ranks, comma-separated, into buf (for the error message). */
 void hpt_mread_ranks_col_names(const hpt_mread *m, char *buf, size_t len)
 {

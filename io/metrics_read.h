@@ -74,6 +74,12 @@ void hpt_mread_ranks_col_names(const hpt_mread *m, char *buf, size_t len);
 hpt_status hpt_mread_segments(const hpt_mread *m, hpt_mread_seg **out, size_t *n);
 hpt_status hpt_mread_events(const hpt_mread *m, hpt_mread_event **out, size_t *n);
 
+/* Every row of /trace (the step timeline, io/metrics_h5.h): *out
+ * malloc'd [*n] (caller frees). A file without /trace: HPT_ERR_DATA
+ * "PATH has no /trace: the run was not traced (hpt-train --trace-steps
+ * A-B)". */
+hpt_status hpt_mread_trace(const hpt_mread *m, hpt_metrics_trace_row **out, size_t *n);
+
 /* ------------------------------------------------- incremental follow */
 /* For a reader that keeps the file and its datasets open and reads only
  * what was appended since its last look (lib/live_follow.c, SWMR read).

@@ -113,6 +113,8 @@ static int64_t post_at(hpt_flight *f, int group, int op, int64_t bytes, int peer
     hpt_flight_rec r = {.id = id, .seq = seq, .bytes = bytes, .t_start = 1e-9 * (double)now,
                         .group = group, .op = op, .peer = peer};
     slot_write(&f->slots[(size_t)id % f->n], &r);
+    if (f->cap && id - f->cap_first < (int64_t)f->cap_n)
+        f->cap[id - f->cap_first] = r;
     atomic_store_explicit(&f->posted[group], seq, memory_order_relaxed);
     atomic_store_explicit(&f->progress_ns, now, memory_order_relaxed);
     atomic_store_explicit(&f->nops, id + 1, memory_order_release);
@@ -147,11 +149,27 @@ void hpt_flight_done(hpt_flight *f, int64_t id, int group)
         r.t_end = 1e-9 * (double)now;
         slot_write(s, &r);
     }
+    if (f->cap && id >= f->cap_first && id - f->cap_first < (int64_t)f->cap_n)
+        f->cap[id - f->cap_first].t_end = 1e-9 * (double)now;
     atomic_store_explicit(&f->completed[group],
                           atomic_load_explicit(&f->completed[group], memory_order_relaxed) + 1,
                           memory_order_relaxed);
     atomic_store_explicit(&f->blocked, -1, memory_order_release);
     atomic_store_explicit(&f->progress_ns, now, memory_order_relaxed);
+}
+
+void hpt_flight_capture(hpt_flight *f, hpt_flight_rec *buf, size_t n)
+{
+    f->cap = buf;
+    f->cap_n = buf ? n : 0;
+    f->cap_first = atomic_load_explicit(&f->nops, memory_order_relaxed);
+}
+
+int64_t hpt_flight_capture_take(hpt_flight *f)
+{
+    int64_t n = atomic_load_explicit(&f->nops, memory_order_relaxed), posted = n - f->cap_first;
+    f->cap_first = n;
+    return posted;
 }
 
 void hpt_flight_step_begin(hpt_flight *f, int64_t step)

@@ -66,6 +66,12 @@ typedef struct hpt_flight {
     _Atomic int64_t save_ns;    /* when the training thread entered a
                                  * checkpoint save (monotonic ns); 0 outside */
     hpt_flight_slot *slots;     /* n slots, one allocation                  */
+    /* capture (the step timeline, lib/trace.h): operations with id >=
+     * cap_first are also copied into cap[id - cap_first] while that is
+     * < cap_n; training thread only, the watchdog never reads it */
+    hpt_flight_rec *cap;
+    int64_t cap_first;
+    size_t cap_n;
 } hpt_flight;
 
 /* Names for dumps and messages ("allreduce", ...; "tp", ...). */
@@ -110,6 +116,15 @@ void hpt_flight_step_end(hpt_flight *f);
  * watchdog's "in a save" clock, from _begin to _end. NULL f is accepted. */
 void hpt_flight_save_begin(hpt_flight *f);
 void hpt_flight_save_end(hpt_flight *f);
+
+/* Capture (training thread only): from the next operation on, each one
+ * posted is also copied into buf[0 .. n) in posting order, its t_end
+ * set when it completes; buf NULL stops. The ring is unaffected; a
+ * capture never allocates. hpt_flight_capture_take returns how many
+ * operations were posted since the capture (re)started (those beyond n
+ * were not kept) and restarts it at buf[0] with the next operation. */
+void hpt_flight_capture(hpt_flight *f, hpt_flight_rec *buf, size_t n);
+int64_t hpt_flight_capture_take(hpt_flight *f);
 
 /* Reader side (any thread). Copy operation `id` into *out; 0 when it has
  * left the ring (or was never posted), 1 on success. */

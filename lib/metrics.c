@@ -227,6 +227,7 @@ static hpt_status open_root(hpt_metrics *m)
     if (!st && !m->broken) {
         hpt_metrics_seg_row s;
         fill_segment(m, &s);
+        m->h.want_trace = m->info.trace;
         if (hpt_metrics_h5_start_segment(&m->h, fapl, &s) < 0) /* damaged: aside, go on */
             give_up(m, "cannot append the segment or reopen the file for SWMR writing",
                     m->h.cause[0] ? m->h.cause : "HDF5 error");
@@ -660,6 +661,20 @@ void hpt_metrics_write_events(hpt_metrics *m)
     else if (write_rows(m, NULL) < 0)
         give_up(m, "an HDF5 write or flush failed", m->h.cause[0] ? m->h.cause : "HDF5 error");
     m->n = n;
+    m->seconds += MPI_Wtime() - t0;
+}
+
+void hpt_metrics_trace(hpt_metrics *m, hpt_metrics_trace_row *rows, size_t n)
+{
+    if (!m || m->rank != 0 || m->broken || !m->info.trace || n == 0)
+        return;
+    double t0 = MPI_Wtime();
+    for (size_t i = 0; i < n; i++)
+        rows[i].segment = m->h.segment;
+    if (free_bytes(m) < bytes_needed(m, 0) + (double)n * sizeof *rows)
+        give_up(m, "the disk is nearly full", NULL);
+    else if (hpt_metrics_h5_append_trace(&m->h, rows, n) < 0)
+        give_up(m, "an HDF5 write or flush failed", m->h.cause[0] ? m->h.cause : "HDF5 error");
     m->seconds += MPI_Wtime() - t0;
 }
 

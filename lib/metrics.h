@@ -76,6 +76,7 @@ typedef struct {
     const int *dp_rank;        /* [world]: DP rank of every world rank        */
     double slow_factor;        /* slow rank: busy > factor x median           */
     double spike_factor;       /* grad-norm spike: > factor x running median  */
+    int trace;                 /* 1: --trace-steps, the file gets a /trace table */
     const hpt_alert_rule *alerts; /* --alert rules (lib/alert.h), copied at open */
     int nalerts;
 } hpt_metrics_info;
@@ -123,6 +124,14 @@ void hpt_metrics_event(hpt_metrics *m, int64_t step, int rank, const char *kind,
 /* Append the pending events now (rank 0 only, no communication; a no-op
  * elsewhere), e.g. right after a checkpoint is committed. */
 void hpt_metrics_write_events(hpt_metrics *m);
+
+/* Append n rows of the step timeline to /trace (rank 0, no
+ * communication; a no-op elsewhere, without info.trace, or after the
+ * metrics stopped). Each row's segment is set to this segment's. Never
+ * fails: a full disk or an HDF5 failure stops the metrics with one
+ * warning, as hpt_metrics_flush. The row is io/metrics_h5.h's. */
+struct hpt_metrics_trace_row;
+void hpt_metrics_trace(hpt_metrics *m, struct hpt_metrics_trace_row *rows, size_t n);
 
 /* Flush what is buffered when `collective` (every rank calls it), then
  * close the file and free m (NULL is accepted). */

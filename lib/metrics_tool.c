@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "durable.h"
+#include "hpt_config.h"
 #include "live.h"
 #include "metrics_h5.h"
 #include "metrics_read.h"
@@ -511,4 +512,181 @@ hpt_status hpt_metrics_tool_resolve(const char *arg, char *buf, size_t len)
         return hpt_error_set(HPT_ERR_DATA, "%s: not a regular file (a metrics file or a run "
                              "directory is needed)", buf);
     return HPT_OK;
+}
+
+/* --------------------------------------------------------------- trace */
+
+/* Thread ids of the Trace Event Format, one per stream: the step, the
+ * compute stream, then the communication groups in lib/flight.c's order. */
+static const char *const trace_streams[] = {"step", "compute", "world", "tp", "dp", "pp", "mp",
+                                            "embed", "dp-shard", "dp-replica"};
+#define TRACE_NSTREAMS ((int)(sizeof trace_streams / sizeof *trace_streams))
+
+#define TRACE_LANES 16 /* threads per stream for spans that overlap */
+
+/* The stream's first thread id (a multiple of TRACE_LANES). */
+static int trace_tid(const char *stream)
+{
+    for (int i = 0; i < TRACE_NSTREAMS; i++)
+        if (!strcmp(stream, trace_streams[i]))
+            return i * TRACE_LANES;
+    return TRACE_NSTREAMS * TRACE_LANES; /* a group this reader does not know */
+}
+
+typedef struct {
+    const hpt_metrics_trace_row *r;
+    int64_t pid;
+    int tid, lane;
+} trace_ev;
+
+static int cmp_trace_ev(const void *a, const void *b)
+{
+    const trace_ev *x = a, *y = b;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    if (x->tid != y->tid)
+        return x->tid < y->tid ? -1 : 1;
+    if (x->r->t_start != y->r->t_start)
+        return x->r->t_start < y->r->t_start ? -1 : 1;
+    return x->r->t_end < y->r->t_end ? -1 : x->r->t_end > y->r->t_end;
+}
+
+/* A name of the trace (fixed-size, NUL-terminated in the file) as a JSON
+ * string body: only [A-Za-z0-9_-] kept, so nothing needs escaping. */
+static const char *trace_name(const char *s, char buf[HPT_METRICS_TRACE_NAME_LEN])
+{
+    int k = 0;
+    for (int i = 0; i < HPT_METRICS_TRACE_NAME_LEN - 1 && s[i]; i++)
+        if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+            (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-')
+            buf[k++] = s[i];
+    buf[k] = 0;
+    return k ? buf : "?";
+}
+
+/* The Trace Event Format document (JSON object form) of events ev[0..n),
+ * sorted; t0: the time origin (Unix seconds). */
+static void trace_write(FILE *f, const trace_ev *ev, size_t n, double t0, int multi)
+{
+    char a[HPT_METRICS_TRACE_NAME_LEN], b[HPT_METRICS_TRACE_NAME_LEN];
+    fprintf(f, "{\"displayTimeUnit\": \"ms\",\n \"otherData\": {\"producer\": \"hpt-metrics "
+            "trace (hpt %s)\", \"time_origin_unix_s\": %.6f},\n \"traceEvents\": [\n",
+            PACKAGE_VERSION, t0);
+    int first = 1;
+    for (size_t i = 0; i < n; i++) {
+        const hpt_metrics_trace_row *r = ev[i].r;
+        if (i == 0 || ev[i].pid != ev[i - 1].pid) { /* the rank's process */
+            fprintf(f, "%s  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %lld, \"tid\": 0, "
+                    "\"args\": {\"name\": \"", first ? "" : ",\n", (long long)ev[i].pid);
+            if (multi)
+                fprintf(f, "segment %d, ", r->segment);
+            fprintf(f, "rank %d (stage %d)\"}},\n  {\"name\": \"process_sort_index\", \"ph\": "
+                    "\"M\", \"pid\": %lld, \"tid\": 0, \"args\": {\"sort_index\": %lld}}",
+                    r->rank, r->stage, (long long)ev[i].pid, (long long)ev[i].pid);
+            first = 0;
+        }
+        if (i == 0 || ev[i].pid != ev[i - 1].pid || ev[i].tid != ev[i - 1].tid) {
+            fprintf(f, ",\n  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %lld, \"tid\": %d, "
+                    "\"args\": {\"name\": \"%s", (long long)ev[i].pid, ev[i].tid,
+                    trace_name(r->stream, a));
+            if (ev[i].tid % TRACE_LANES)
+                fprintf(f, " (overlapping %d)", ev[i].tid % TRACE_LANES + 1);
+            fprintf(f, "\"}},\n  {\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %lld, "
+                    "\"tid\": %d, \"args\": {\"sort_index\": %d}}", (long long)ev[i].pid,
+                    ev[i].tid, ev[i].tid);
+        }
+        /* both ends rounded to the printed nanosecond, so a span that ends
+         * before the next starts still does when printed */
+        double ts = round((r->t_start - t0) * 1e9) / 1e3;
+        double dur = round((r->t_end - t0) * 1e9) / 1e3 - ts;
+        fprintf(f, ",\n  {\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %lld, "
+                "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"step\": %d",
+                trace_name(r->name, a), ev[i].tid < TRACE_LANES ? "step"
+                                        : ev[i].tid < 2 * TRACE_LANES ? "compute" : "comm",
+                (long long)ev[i].pid, ev[i].tid, ts, dur > 0 ? dur : 0, r->step);
+        if (r->micro >= 0)
+            fprintf(f, ", \"micro\": %d", r->micro);
+        if (ev[i].tid >= 2 * TRACE_LANES)
+            fprintf(f, ", \"group\": \"%s\", \"bytes\": %lld", trace_name(r->stream, b),
+                    (long long)r->bytes);
+        if (r->peer >= 0)
+            fprintf(f, ", \"peer\": %d", r->peer);
+        fprintf(f, "}}");
+    }
+    fprintf(f, "\n]}\n");
+}
+
+hpt_status hpt_metrics_tool_trace(const char *path, int step, const char *outpath, FILE *out)
+{
+    hpt_mread m;
+    hpt_metrics_trace_row *rows = NULL;
+    trace_ev *ev = NULL;
+    size_t nrows = 0, n = 0;
+    char target[PATH_MAX + 8] = "", tmp[PATH_MAX + 8] = "";
+    FILE *f = out;
+    hpt_status st = hpt_mread_open(&m, path);
+    if (!st)
+        st = hpt_mread_trace(&m, &rows, &nrows);
+    if (!st && !(ev = malloc(sizeof *ev * (nrows ? nrows : 1))))
+        st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory (%zu trace rows)", nrows);
+    int lo = INT32_MAX, hi = 0, seg0 = -1, multi = 0;
+    double t0 = INFINITY;
+    for (size_t i = 0; !st && i < nrows; i++) {
+        const hpt_metrics_trace_row *r = &rows[i];
+        lo = r->step < lo ? r->step : lo;
+        hi = r->step > hi ? r->step : hi;
+        if (step && r->step != step)
+            continue;
+        multi |= seg0 >= 0 && r->segment != seg0;
+        seg0 = seg0 < 0 ? r->segment : seg0;
+        ev[n].r = r;
+        ev[n].tid = trace_tid(r->stream);
+        ev[n].pid = r->rank;
+        t0 = r->t_start < t0 ? r->t_start : t0;
+        n++;
+    }
+    if (!st && nrows == 0)
+        st = hpt_error_set(HPT_ERR_DATA, "%s: /trace is empty: the traced run stopped before "
+                           "its trace was gathered (at the end of the last traced step)", path);
+    else if (!st && n == 0)
+        st = hpt_error_set(HPT_ERR_USAGE, "--step %d: not traced in %s (traced steps: %d-%d)",
+                           step, path, lo, hi);
+    for (size_t i = 0; !st && multi && i < n; i++) /* a process per segment and rank */
+        ev[i].pid = (int64_t)ev[i].r->segment * 1000000 + ev[i].r->rank;
+    if (!st) {
+        /* spans of one stream that overlap (nonblocking operations in
+         * flight together) go to further threads of the stream, so that
+         * within a thread every span ends before the next starts */
+        qsort(ev, n, sizeof *ev, cmp_trace_ev);
+        double lane_end[TRACE_LANES];
+        for (size_t i = 0; i < n; i++) {
+            if (i == 0 || ev[i].pid != ev[i - 1].pid || ev[i].tid != ev[i - 1].tid)
+                for (int l = 0; l < TRACE_LANES; l++)
+                    lane_end[l] = -INFINITY;
+            int l = 0;
+            while (l < TRACE_LANES - 1 && lane_end[l] > ev[i].r->t_start)
+                l++;
+            lane_end[l] = ev[i].r->t_end > lane_end[l] ? ev[i].r->t_end : lane_end[l];
+            ev[i].lane = l;
+        }
+        for (size_t i = 0; i < n; i++)
+            ev[i].tid += ev[i].lane;
+        qsort(ev, n, sizeof *ev, cmp_trace_ev);
+        if (outpath)
+            st = csv_open_out(outpath, &path, 1, out, target, tmp, sizeof tmp, &f);
+    }
+    if (!st)
+        trace_write(f, ev, n, t0, multi);
+    if (f && f != out) {
+        if (fclose(f) != 0 && !st)
+            st = hpt_error_set(HPT_ERR_IO, "-o %s: write failed: %s", outpath, strerror(errno));
+        if (!st && tmp[0])
+            st = hpt_file_commit(tmp, target);
+        if (st && tmp[0])
+            unlink(tmp);
+    }
+    free(ev);
+    free(rows);
+    hpt_mread_close(&m);
+    return st;
 }

@@ -38,6 +38,18 @@ hpt_status hpt_metrics_tool_report(const char *const *files, int n, int points,
  * done; a warning (no lock support) on `err`. */
 hpt_status hpt_metrics_tool_close(const char *path, FILE *out, FILE *err);
 
+/* `trace FILE [--step N] [-o OUT]`: the step timeline /trace
+ * (hpt-train --trace-steps) in the Trace Event Format (JSON object form,
+ * as Perfetto and chrome://tracing open it): one process per rank (per
+ * segment and rank when several segments traced), one thread per stream
+ * ("step", "compute", then each communication group), complete ("X")
+ * events with ts/dur in microseconds from the earliest span, args step,
+ * micro, group, bytes, peer; sorted so ts never decreases within a
+ * thread. step 0: every traced step. To `out`, or OUT as csv -o.
+ * Errors: HPT_ERR_DATA no /trace or an empty one; HPT_ERR_USAGE a step
+ * not traced (the message gives the traced ones). */
+hpt_status hpt_metrics_tool_trace(const char *path, int step, const char *outpath, FILE *out);
+
 /* The metrics file a command-line argument names: arg itself, or
  * DIR/metrics.h5 for a (run) directory that has one, into buf (len
  * bytes); a path that does not exist is passed on (the reader says "no

@@ -37,6 +37,7 @@
 #include "train_signals.h"
 #include "train_state.h"
 #include "train_zero3.h"
+#include "trace.h"
 #include "watchdog.h"
 
 static void format_eta(char *buf, size_t n, double s)
@@ -75,6 +76,7 @@ static void run_free(run_state *r)
     free(r->deferred);
     free(r->bucket_range);
     hpt_watchdog_stop(r->watchdog);
+    hpt_trace_free(r->trace); /* before the flight recorder it captures from */
     if (r->log)
         fclose(r->log);
     hpt_comm_free(&r->comm);
@@ -421,6 +423,30 @@ static int should_stop(run_state *r, const hpt_train_opts *o, double t_start, do
     return v[0];
 }
 
+/* --trace-steps: the recorder (lib/trace.h), or a note when the run
+ * starts after the traced steps. Needs the flight recorder (it captures
+ * the communication). */
+static hpt_status setup_trace(run_state *r, const hpt_train_opts *o, FILE *out)
+{
+    int a, b;
+    hpt_status st = hpt_trace_parse(o->trace_steps, &a, &b);
+    if (st)
+        return st;
+    if (!r->comm.fr)
+        return hpt_error_set(HPT_ERR_USAGE, "--trace-steps %s records the communication from "
+                             "the flight recorder, which HPT_FLIGHT_RECORDER=0 turns off (unset "
+                             "it)", o->trace_steps);
+    if (r->start_step >= b) {
+        if (r->root)
+            fprintf(out, "trace: --trace-steps %s: this run starts after step %d, past the "
+                    "traced steps: nothing traced\n", o->trace_steps, r->start_step);
+        return HPT_OK;
+    }
+    if (!(r->trace = hpt_trace_new(a, b, r->comm.world_rank, r->comm.pp_rank, r->comm.fr)))
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the trace (--trace-steps)");
+    return HPT_OK;
+}
+
 /* One optimizer step's results, for the progress line, log.tsv and the
  * metrics. t0, t_acc, t1: start of the step, end of forward/backward, end
  * of the update (seconds, monotonic). */
@@ -476,6 +502,7 @@ static void train_step(run_state *r, const hpt_train_opts *o, int step, FILE *ou
         update(r, o, s->lr, s->norm);
     }
     s->t1 = now_s();
+    hpt_trace_span(r->trace, "optimizer", "compute", -1, s->t_acc, s->t1);
     count_step_comm(r, before);
     r->train_steps++;
 }
@@ -503,7 +530,8 @@ static double maybe_validate(run_state *r, const hpt_train_opts *o, int step, FI
     int last = step + 1 == o->steps;
     if (!r->val || !(last || (o->eval_interval > 0 && (step + 1) % o->eval_interval == 0)))
         return NAN;
-    double val = pipe_evaluate(r, o);
+    double t0 = now_s(), val = pipe_evaluate(r, o);
+    hpt_trace_span(r->trace, "validation", "compute", -1, t0, now_s());
     if (r->root && r->val_stopped)
         fprintf(out, "step %d: validation stopped by a stop signal\n", step + 1);
     else if (r->root)
@@ -561,10 +589,14 @@ static hpt_status step_boundary(run_state *r, const hpt_train_opts *o, int step,
         if (!bg)
             *save_s = now_s() - ts;
         r->ckpt_save_s += now_s() - ts; /* the training stall, recorded with the next step */
+        hpt_trace_span(r->trace, bg ? "checkpoint_snap" : "checkpoint", "compute", -1, ts,
+                       now_s());
         if (st)
             return st;
         hpt_metrics_write_events(r->metrics); /* rank 0, no communication */
     }
+    if (hpt_trace_due(r->trace, step + 1, stop || last))
+        hpt_trace_flush(r->trace, r->comm.comms[HPT_GROUP_WORLD], r->metrics, r->root ? out : NULL);
     if (stop && !last)
         return hpt_error_set(HPT_REQUEUE,
                              "checkpointed step %d after %s; exiting with status 75 (requeue "
@@ -604,6 +636,7 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     for (int step = r->start_step; step < o->steps; step++) {
         if (r->comm.fr)
             hpt_flight_step_begin(r->comm.fr, step + 1);
+        hpt_trace_step(r->trace, step + 1);
         if (o->fault_stall_step == step + 1 && o->fault_stall_rank == r->comm.world_rank &&
             o->fault_stall_at == HPT_STALL_AT_STEP)
             for (;;) /* test: a stalled rank, before the step's first collective */
@@ -614,6 +647,7 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
         train_step(r, o, step, out, &s);
         if (r->comm.fr)
             hpt_flight_step_end(r->comm.fr);
+        hpt_trace_span(r->trace, "step", "step", -1, s.t0, s.t1);
         hpt_watchdog_step(r->watchdog, s.t1 - s.t0);
         if (!o->quiet && r->root)
             print_step(out, o, r->comm.dp, step, s.loss, s.lr, s.norm, s.t1 - s.t0,
@@ -794,6 +828,8 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
         hpt_watchdog_on_abort(r.watchdog, abort_nccl, &r.comm);
     if (!st)
         st = open_metrics(&r, o, &meta);
+    if (!st && o->trace_steps)
+        st = hpt_comm_agree(comm, setup_trace(&r, o, out));
     if (!st && hang_prev[0]) {
         const char *p = strstr(hang_prev, "suspect: rank ");
         hpt_metrics_event(r.metrics, r.start_step, p ? atoi(p + 14) : 0, "hang",

@@ -71,6 +71,8 @@ typedef struct {
     /* metrics (docs/METRICS.md) */
     const char *metrics;   /* metrics file; default RUN_DIR/metrics.h5; "none" = off */
     int metrics_interval;  /* steps between gathers and file flushes          */
+    const char *trace_steps; /* --trace-steps "A-B": the step timeline into the
+                              * metrics file's /trace (lib/trace.h); NULL = off */
     double peak_flops;     /* FLOP/s per rank for MFU; 0 = backend default     */
     double slow_factor;    /* slow-rank event: busy > factor x median over ranks */
     double spike_factor;   /* grad-norm spike: > factor x running median        */

@@ -167,7 +167,7 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
                         "B, attention over the causal half: PaLM's 12*L*T*C halved); N_matmul = "
                         "weights used in matrix products incl. the LM head",
         .model_config = cfg, .dp_rank = dp_rank, .slow_factor = o->slow_factor,
-        .spike_factor = o->spike_factor, .alerts = o->alerts, .nalerts = o->nalerts};
+        .spike_factor = o->spike_factor, .trace = o->trace_steps != NULL, .alerts = o->alerts, .nalerts = o->nalerts};
     hpt_status st = check_metrics_path(path, o);
     if (!st)
         st = hpt_metrics_open(&r->metrics, r->comm.comms[HPT_GROUP_WORLD], path,

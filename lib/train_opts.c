@@ -18,6 +18,7 @@
 #include "comm.h"
 #include "fsutil.h"
 #include "train_export.h"
+#include "trace.h"
 #include "train_opts.h"
 
 const char *const hpt_stall_at_names[5] = {"step", "boundary", "bucket", "save", "end"};
@@ -141,6 +142,8 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
                 return hpt_error_set(HPT_ERR_USAGE,
                                      "--fault-nan-steps '%s': expected step numbers like 3,4",
                                      o->nan_steps);
+    if (o->init_from && !*o->init_from)
+        return hpt_error_set(HPT_ERR_USAGE, "--init-from '': expected a weights file or directory");
     if (o->export_path && !*o->export_path)
         return hpt_error_set(HPT_ERR_USAGE, "--export '': expected a file name");
     hpt_status est = export_check_opts(o);
@@ -173,6 +176,19 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
                              o->max_runtime);
     if (o->eval_interval < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--eval-interval %d: must be >= 0", o->eval_interval);
+    if (o->trace_steps) {
+        int a, b;
+        hpt_status ts = hpt_trace_parse(o->trace_steps, &a, &b);
+        if (ts)
+            return ts;
+        if (b > o->steps)
+            return hpt_error_set(HPT_ERR_USAGE, "--trace-steps %s: beyond the run: it has %d "
+                                 "steps (--steps)", o->trace_steps, o->steps);
+        if ((o->metrics && !strcmp(o->metrics, "none")) || (!o->metrics && !o->run_dir))
+            return hpt_error_set(HPT_ERR_USAGE, "--trace-steps %s: the trace goes into the "
+                                 "metrics file: needs --run-dir DIR or --metrics PATH (not "
+                                 "--metrics none)", o->trace_steps);
+    }
     if (o->metrics_interval < 1)
         return hpt_error_set(HPT_ERR_USAGE, "--metrics-interval %d: must be >= 1",
                              o->metrics_interval);
@@ -307,6 +323,7 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
     S("resume", o->resume == 0 ? "none" : o->resume == 1 ? "auto" : "strict");
     D("max-runtime", o->max_runtime); B("no-signal-save", !o->save_signals);
     S("signals", o->signals); B("log-samples", o->log_samples); I("stop-at", o->stop_at);
+    S("trace-steps", o->trace_steps);
     S("metrics", o->metrics); I("metrics-interval", o->metrics_interval);
     D("peak-flops", o->peak_flops); D("slow-rank-factor", o->slow_factor);
     D("spike-factor", o->spike_factor); I("fault-nan-rank", o->fault_nan_rank);

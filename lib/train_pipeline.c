@@ -11,6 +11,7 @@
 #include "train_dp_buckets.h"
 #include "train_pipeline.h"
 #include "train_signals.h"
+#include "trace.h"
 
 /* Layers [l0, l1) of this pipeline stage: balanced (stage s gets layers
  * s*L/P .. (s+1)*L/P) or from --pp-split "a,b,..." (one count per stage,
@@ -105,9 +106,12 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
     double c2 = comm_seconds(r);
     double loss = hpt_model_stage_forward(&r->model, k, r->inputs, r->targets, grad_scale, train);
     if (train) { /* compute only: the TP all-reduces inside are communication */
+        double t3 = now_s();
         r->t_data += t1 - t0;
         r->t_wait += t2 - t1;
-        r->t_fwd += now_s() - t2 - (comm_seconds(r) - c2);
+        r->t_fwd += t3 - t2 - (comm_seconds(r) - c2);
+        hpt_trace_span(r->trace, "data", "compute", i, t0, t1);
+        hpt_trace_span(r->trace, "forward", "compute", i, t2, t3);
     }
     if (!r->model.last) {
         c->be->isend_f32(c, HPT_GROUP_PP, hpt_model_stage_output(&r->model, k), act_elems(r),
@@ -128,8 +132,10 @@ static void pipe_backward(run_state *r, int i, int tag)
         c->be->recv_f32(c, HPT_GROUP_PP, r->model.dx, act_elems(r), c->pp_rank + 1, tag);
     double t1 = now_s(), c1 = comm_seconds(r);
     hpt_model_stage_backward(&r->model, k);
+    double t2 = now_s();
     r->t_wait += t1 - t0;
-    r->t_bwd += now_s() - t1 - (comm_seconds(r) - c1); /* compute only */
+    r->t_bwd += t2 - t1 - (comm_seconds(r) - c1); /* compute only */
+    hpt_trace_span(r->trace, "backward", "compute", i, t1, t2);
     if (!r->model.first) {
         float *buf = r->grad_send + (size_t)k * act_elems(r);
         if (r->bwd_busy[k])

@@ -25,6 +25,7 @@ static void usage(FILE *f)
           "       hpt-metrics close FILE\n"
           "       hpt-metrics report FILE... -o OUT.html\n"
           "       hpt-metrics hang RUN_DIR\n"
+          "       hpt-metrics trace FILE [--step N] [-o OUT.json]\n"
           "\n"
           "Read the metrics file hpt-train writes (RUN_DIR/metrics.h5; also the file of a\n"
           "live or a killed run; a FILE that is a run directory means its metrics.h5).\n"
@@ -61,6 +62,10 @@ static void usage(FILE *f)
           "                  and each rank's last completed operations, from the dumps\n"
           "                  in RUN_DIR/hang (else the newest RUN_DIR/hang.N, or RUN_DIR\n"
           "                  itself)\n"
+          "  trace FILE      the step timeline (hpt-train --trace-steps) in the Trace\n"
+          "                  Event Format for Perfetto or chrome://tracing: a process\n"
+          "                  per rank, a thread per stream (step, compute, each group);\n"
+          "                  --step N: that step only; -o as csv\n"
           "\n"
           "options:\n"
           "  -h, --help      print this help and exit\n"
@@ -104,6 +109,7 @@ typedef struct {
     int help, version;
     const char *files[REPORT_MAX_FILES]; /* report: every FILE (files[0] == file) */
     int nfiles, points;                  /* report --points (0: not given) */
+    int step;                            /* trace --step (0: every traced step) */
 } cli;
 
 static hpt_status parse_args(int argc, char **argv, cli *c)
@@ -119,14 +125,16 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
             if (i + 1 >= argc)
                 return hpt_error_set(HPT_ERR_USAGE, "%s needs a value (see --help)", a);
             *(!strcmp(a, "--ranks") ? &c->ranks : &c->out) = argv[++i];
-        } else if (!strcmp(a, "--points")) {
+        } else if (!strcmp(a, "--points") || !strcmp(a, "--step")) {
             if (i + 1 >= argc)
                 return hpt_error_set(HPT_ERR_USAGE, "%s needs a value (see --help)", a);
-            hpt_status st = hpt_cli_parse_int("points", argv[++i], &c->points);
+            int *v = a[2] == 'p' ? &c->points : &c->step;
+            hpt_status st = hpt_cli_parse_int(a + 2, argv[++i], v);
             if (st)
                 return st;
-            if (c->points < 2)
-                return hpt_error_set(HPT_ERR_USAGE, "--points %s: must be >= 2", argv[i]);
+            if (*v < (a[2] == 'p' ? 2 : 1))
+                return hpt_error_set(HPT_ERR_USAGE, "%s %s: must be >= %d", a, argv[i],
+                                     a[2] == 'p' ? 2 : 1);
         } else if (!strncmp(a, "--ranks=", 8))
             c->ranks = a + 8;
         else if (a[0] == '-' && a[1])
@@ -143,23 +151,26 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
     if (c->help || c->version)
         return HPT_OK;
     if (!c->cmd)
-        return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary, csv, close, report "
-                             "or hang (see --help)");
+        return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary, csv, close, report, "
+                             "hang or trace (see --help)");
     if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv") && strcmp(c->cmd, "close") &&
-        strcmp(c->cmd, "report") && strcmp(c->cmd, "hang"))
+        strcmp(c->cmd, "report") && strcmp(c->cmd, "hang") && strcmp(c->cmd, "trace"))
         return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv, close, report, "
-                             "hang; see --help)", c->cmd);
+                             "hang, trace; see --help)", c->cmd);
     if (!c->file)
         return hpt_error_set(HPT_ERR_USAGE, "%s needs a %s (see --help)", c->cmd,
                              strcmp(c->cmd, "hang") ? "metrics FILE" : "RUN_DIR");
     if (strcmp(c->cmd, "report") && c->points)
         return hpt_error_set(HPT_ERR_USAGE, "--points: only report takes it");
+    if (strcmp(c->cmd, "trace") && c->step)
+        return hpt_error_set(HPT_ERR_USAGE, "--step: only trace takes it");
     if (!strcmp(c->cmd, "report") && (c->ranks || !c->out))
         return hpt_error_set(HPT_ERR_USAGE, c->ranks ? "--ranks: report does not take it"
                              : "report needs -o OUT.html (see --help)");
-    if (strcmp(c->cmd, "csv") && strcmp(c->cmd, "report") && (c->ranks || c->out))
-        return hpt_error_set(HPT_ERR_USAGE, "%s: only csv takes --ranks and -o", c->ranks
-                             ? "--ranks" : "-o");
+    if (strcmp(c->cmd, "csv") && (c->ranks || (c->out && strcmp(c->cmd, "report") &&
+                                                 strcmp(c->cmd, "trace"))))
+        return hpt_error_set(HPT_ERR_USAGE, c->ranks ? "--ranks: only csv takes it"
+                             : "-o: only csv, report and trace take it");
     return HPT_OK;
 }
 
@@ -205,6 +216,8 @@ static hpt_status run(int argc, char **argv, FILE *out)
         return hpt_metrics_tool_close(c.file, out, stderr);
     if (!strcmp(c.cmd, "report"))
         return report(&c, out);
+    if (!strcmp(c.cmd, "trace"))
+        return hpt_metrics_tool_trace(c.file, c.step, c.out, out);
     if (!strcmp(c.cmd, "hang"))
         return hpt_hang_report(c.file, out);
     return hpt_metrics_tool_csv(c.file, c.ranks, c.out, out);

@@ -132,6 +132,8 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "  --metrics FILE        per-step, per-rank metrics and events in HDF5 (SWMR);\n"
             "                        'none' = off [RUN_DIR/metrics.h5 with --run-dir]\n"
             "  --metrics-interval N  steps between gathering to rank 0 and flushing [%d]\n"
+            "  --trace-steps A-B     step timeline of steps A..B on every rank into /trace\n"
+            "                        (hpt-metrics trace RUN_DIR -o trace.json) [off]\n"
             "  --peak-flops X        peak FLOP/s of one rank, for MFU [CPU: 233e9 per node\n"
             "                        shared by its ranks]\n"
             "  --slow-rank-factor X  slow-rank event: compute time > X x median of ranks [%g]\n"
@@ -175,47 +177,39 @@ enum {
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
-    OPT_STALL_AT, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM, OPT_SEQ_PAR, OPT_EXPORT_DTYPE,
+    OPT_STALL_AT, OPT_TRACE_STEPS, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM, OPT_SEQ_PAR, OPT_EXPORT_DTYPE,
     OPT_EXPORT_SHARD,
 };
 
 static const struct option long_opts[] = {
-    {"model", 1, 0, OPT_MODEL},         {"data", 1, 0, OPT_DATA},
-    {"val-data", 1, 0, OPT_VAL},        {"run-dir", 1, 0, OPT_RUN_DIR},
-    {"backend", 1, 0, OPT_BACKEND},     {"batch", 1, 0, OPT_BATCH},
-    {"seq-len", 1, 0, OPT_SEQ},         {"grad-accum", 1, 0, OPT_ACCUM},
-    {"steps", 1, 0, OPT_STEPS},         {"lr", 1, 0, OPT_LR},
-    {"min-lr", 1, 0, OPT_MIN_LR},       {"warmup", 1, 0, OPT_WARMUP},
-    {"beta1", 1, 0, OPT_B1},            {"beta2", 1, 0, OPT_B2},
-    {"adam-eps", 1, 0, OPT_EPS},        {"weight-decay", 1, 0, OPT_WD},
-    {"clip", 1, 0, OPT_CLIP},           {"seed", 1, 0, OPT_SEED},
+    {"model", 1, 0, OPT_MODEL}, {"data", 1, 0, OPT_DATA}, {"val-data", 1, 0, OPT_VAL},
+    {"run-dir", 1, 0, OPT_RUN_DIR}, {"backend", 1, 0, OPT_BACKEND}, {"batch", 1, 0, OPT_BATCH},
+    {"seq-len", 1, 0, OPT_SEQ}, {"grad-accum", 1, 0, OPT_ACCUM}, {"steps", 1, 0, OPT_STEPS},
+    {"lr", 1, 0, OPT_LR}, {"min-lr", 1, 0, OPT_MIN_LR}, {"warmup", 1, 0, OPT_WARMUP},
+    {"beta1", 1, 0, OPT_B1}, {"beta2", 1, 0, OPT_B2}, {"adam-eps", 1, 0, OPT_EPS},
+    {"weight-decay", 1, 0, OPT_WD}, {"clip", 1, 0, OPT_CLIP}, {"seed", 1, 0, OPT_SEED},
     {"eval-interval", 1, 0, OPT_EVAL_INT}, {"eval-batches", 1, 0, OPT_EVAL_BATCHES},
     {"max-skips", 1, 0, OPT_MAX_SKIPS}, {"tie-embeddings", 0, 0, OPT_TIE},
     {"untie-embeddings", 0, 0, OPT_UNTIE}, {"fault-nan-steps", 1, 0, OPT_NAN},
-    {"quiet", 0, 0, OPT_QUIET},         {"print-config", 0, 0, OPT_PRINT_CONFIG},
-    {"help", 0, 0, OPT_HELP},           {"version", 0, 0, OPT_VERSION},
-    {"tp", 1, 0, OPT_TP},               {"pp", 1, 0, OPT_PP},
-    {"dp", 1, 0, OPT_DP},               {"zero1", 0, 0, OPT_ZERO1}, {"zero", 1, 0, OPT_ZERO},
+    {"quiet", 0, 0, OPT_QUIET}, {"print-config", 0, 0, OPT_PRINT_CONFIG}, {"help", 0, 0, OPT_HELP},
+    {"version", 0, 0, OPT_VERSION}, {"tp", 1, 0, OPT_TP}, {"pp", 1, 0, OPT_PP},
+    {"dp", 1, 0, OPT_DP}, {"zero1", 0, 0, OPT_ZERO1}, {"zero", 1, 0, OPT_ZERO},
     {"zero3-prefetch", 1, 0, OPT_ZERO3_PREFETCH}, {"zero-shard-group", 1, 0, OPT_ZERO_SHARD},
-    {"export", 1, 0, OPT_EXPORT},       {"recompute", 2, 0, OPT_RECOMPUTE},
-    {"sequence-parallel", 0, 0, OPT_SEQ_PAR},
-    {"pp-schedule", 1, 0, OPT_PP_SCHEDULE}, {"pp-split", 1, 0, OPT_PP_SPLIT},
-    {"comm-stats", 0, 0, OPT_COMM_STATS},
+    {"export", 1, 0, OPT_EXPORT}, {"recompute", 2, 0, OPT_RECOMPUTE},
+    {"sequence-parallel", 0, 0, OPT_SEQ_PAR}, {"pp-schedule", 1, 0, OPT_PP_SCHEDULE},
+    {"pp-split", 1, 0, OPT_PP_SPLIT}, {"comm-stats", 0, 0, OPT_COMM_STATS},
     {"save-every", 1, 0, OPT_SAVE_EVERY}, {"checkpoint-dir", 1, 0, OPT_CKPT_DIR},
-    {"keep", 1, 0, OPT_KEEP},           {"resume", 1, 0, OPT_RESUME},
-    {"max-runtime", 1, 0, OPT_MAX_RUNTIME}, {"no-signal-save", 0, 0, OPT_NO_SIGNAL_SAVE},
-    {"stop-at", 1, 0, OPT_STOP_AT},     {"log-samples", 0, 0, OPT_LOG_SAMPLES},
-    {"signals", 1, 0, OPT_SIGNALS},
-    {"metrics", 1, 0, OPT_METRICS},     {"metrics-interval", 1, 0, OPT_METRICS_INT},
-    {"peak-flops", 1, 0, OPT_PEAK},     {"slow-rank-factor", 1, 0, OPT_SLOW_F},
+    {"keep", 1, 0, OPT_KEEP}, {"resume", 1, 0, OPT_RESUME}, {"max-runtime", 1, 0, OPT_MAX_RUNTIME},
+    {"no-signal-save", 0, 0, OPT_NO_SIGNAL_SAVE}, {"stop-at", 1, 0, OPT_STOP_AT},
+    {"log-samples", 0, 0, OPT_LOG_SAMPLES}, {"signals", 1, 0, OPT_SIGNALS},
+    {"metrics", 1, 0, OPT_METRICS}, {"metrics-interval", 1, 0, OPT_METRICS_INT},
+    {"peak-flops", 1, 0, OPT_PEAK}, {"slow-rank-factor", 1, 0, OPT_SLOW_F},
     {"spike-factor", 1, 0, OPT_SPIKE_F}, {"fault-nan-rank", 1, 0, OPT_NAN_RANK},
     {"fault-slow-rank", 1, 0, OPT_SLOW_RANK}, {"fault-slow-ms", 1, 0, OPT_SLOW_MS},
-    {"init-from", 1, 0, OPT_INIT_FROM},
-    {"alert", 1, 0, OPT_ALERT},
-    {"collective-timeout", 1, 0, OPT_COLL_TIMEOUT},
-    {"fault-stall-rank", 1, 0, OPT_STALL_RANK}, {"fault-stall-step", 1, 0, OPT_STALL_STEP},
-    {"fault-stall-at", 1, 0, OPT_STALL_AT},
-    {"async-save", 0, 0, OPT_ASYNC_SAVE},
+    {"init-from", 1, 0, OPT_INIT_FROM}, {"alert", 1, 0, OPT_ALERT},
+    {"collective-timeout", 1, 0, OPT_COLL_TIMEOUT}, {"fault-stall-rank", 1, 0, OPT_STALL_RANK},
+    {"fault-stall-step", 1, 0, OPT_STALL_STEP}, {"fault-stall-at", 1, 0, OPT_STALL_AT},
+    {"trace-steps", 1, 0, OPT_TRACE_STEPS}, {"async-save", 0, 0, OPT_ASYNC_SAVE},
     {"precision", 1, 0, OPT_PRECISION}, {"comm", 1, 0, OPT_COMM},
     {"export-dtype", 1, 0, OPT_EXPORT_DTYPE}, {"export-shard-size", 1, 0, OPT_EXPORT_SHARD},
     {0, 0, 0, 0},
@@ -286,12 +280,7 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
                                           : hpt_error_set(HPT_ERR_USAGE, "--%s 0: must be >= 1 "
                                                           "(bytes per shard)", name);
     }
-    case OPT_INIT_FROM:
-        if (!arg[0])
-            return hpt_error_set(HPT_ERR_USAGE,
-                                 "--init-from '': expected a weights file or directory");
-        o->init_from = arg;
-        return HPT_OK;
+    case OPT_INIT_FROM: o->init_from = arg; return HPT_OK;
     case OPT_RECOMPUTE: return hpt_recompute_parse(arg, &o->recompute);
     case OPT_SEQ_PAR: o->sequence_parallel = 1; return HPT_OK;
     case OPT_PP_SPLIT: o->pp_split = arg; return HPT_OK;
@@ -327,6 +316,7 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_STALL_RANK: return hpt_cli_parse_int(name, arg, &o->fault_stall_rank);
     case OPT_STALL_STEP: return hpt_cli_parse_int(name, arg, &o->fault_stall_step);
     case OPT_STALL_AT: return hpt_train_opts_choice(o, "fault-stall-at", arg);
+    case OPT_TRACE_STEPS: o->trace_steps = arg; return HPT_OK;
     case OPT_KEEP: return hpt_cli_parse_int(name, arg, &o->keep);
     case OPT_NO_SIGNAL_SAVE: o->save_signals = 0; return HPT_OK;
     case OPT_MAX_RUNTIME: return hpt_cli_parse_double(name, arg, &o->max_runtime);

@@ -63,6 +63,37 @@ static atomic_long torn;
 
 /* Reader: every record must be internally consistent (bytes == 8 x id,
  * seq == id + 1), never half-written. */
+/* The capture (the step timeline): ops posted after hpt_flight_capture
+ * are copied in order, their completion time set; those beyond the buffer
+ * are counted by _take, not written; _take restarts at buf[0]; an op
+ * posted before the capture and completed during it is not written. */
+static void test_capture(void)
+{
+    hpt_flight *f = hpt_flight_new(4);
+    hpt_flight_rec buf[3] = {{0}};
+    int64_t before = hpt_flight_post(f, 1, HPT_FLIGHT_IALLREDUCE, 8, -1);
+    hpt_flight_capture(f, buf, 3);
+    int64_t ids[5];
+    for (int i = 0; i < 5; i++)
+        ids[i] = hpt_flight_post(f, i % 2, HPT_FLIGHT_ALLREDUCE, 100 + i, -1);
+    hpt_flight_done(f, before, 1);
+    for (int i = 0; i < 4; i++) /* the last one stays posted */
+        hpt_flight_done(f, ids[i], i % 2);
+    for (int i = 0; i < 3; i++)
+        EXPECT(buf[i].id == ids[i] && buf[i].bytes == 100 + i && buf[i].t_end >= buf[i].t_start &&
+               buf[i].t_end > 0, "captured %d: id %lld bytes %lld t_end %g", i,
+               (long long)buf[i].id, (long long)buf[i].bytes, buf[i].t_end);
+    EXPECT(hpt_flight_capture_take(f) == 5, "take: not the 5 ops posted");
+    int64_t next = hpt_flight_post(f, 2, HPT_FLIGHT_ISEND, 7, 1);
+    EXPECT(buf[0].id == next && buf[0].peer == 1 && buf[0].t_end == 0, "after take: buf[0] id %lld",
+           (long long)buf[0].id);
+    EXPECT(hpt_flight_capture_take(f) == 1, "second take: not 1 op");
+    hpt_flight_capture(f, NULL, 0);
+    hpt_flight_post(f, 2, HPT_FLIGHT_ISEND, 9, 1);
+    EXPECT(buf[0].id == next, "stopped capture still writes");
+    hpt_flight_free(f);
+}
+
 static void *reader(void *arg)
 {
     hpt_flight *f = arg;
@@ -95,6 +126,7 @@ static void test_concurrent(void)
 int main(void)
 {
     test_ring();
+    test_capture();
     test_concurrent();
     EXPECT(hpt_flight_new(0) == NULL, "a ring of 0 slots");
     if (failures)
