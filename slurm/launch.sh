@@ -81,6 +81,7 @@ HPT_ZERO=${HPT_ZERO:-}                 # hpt-train --zero N: 0, 1, 2 or 3 [HPT_Z
 HPT_ZERO_SHARD_GROUP=${HPT_ZERO_SHARD_GROUP:-auto} # HSDP (--zero-shard-group): auto, N, or 0 (off)
 HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
 HPT_ASYNC_SAVE=${HPT_ASYNC_SAVE:-0}   # 1: --async-save (periodic checkpoints written in the background)
+HPT_TRACE_STEPS=${HPT_TRACE_STEPS:-}   # hpt-train --trace-steps A-B: the step timeline (docs/METRICS.md)
 HPT_SIGNAL=${HPT_SIGNAL:-USR1}
 HPT_SRUN_MPI=${HPT_SRUN_MPI:-pmi2}
 HPT_REQUEUE=${HPT_REQUEUE:-1}
@@ -97,6 +98,10 @@ for v in HPT_TP HPT_PP HPT_SEQ_LEN HPT_MICRO_BATCH HPT_STEPS; do is_count $v "${
 [[ $HPT_MAX_STALLED_RESTARTS =~ ^[0-9]+$ ]] ||
   die "HPT_MAX_STALLED_RESTARTS='$HPT_MAX_STALLED_RESTARTS': expected an integer >= 0"
 for v in HPT_ZERO1 HPT_RECOMPUTE HPT_ASYNC_SAVE HPT_REQUEUE DRY_RUN DRY_RUN_VERBOSE; do is_bool $v "${!v}"; done
+[[ -z $HPT_TRACE_STEPS || $HPT_TRACE_STEPS =~ ^[1-9][0-9]*(-[1-9][0-9]*)?$ ]] ||
+  die "HPT_TRACE_STEPS='$HPT_TRACE_STEPS': expected the steps to trace as A-B or A (1-based), e.g. 20-22"
+[ -z "$HPT_TRACE_STEPS" ] || [ "${HPT_TRACE_STEPS#*-}" -le "$HPT_STEPS" ] ||
+  die "HPT_TRACE_STEPS=$HPT_TRACE_STEPS: beyond the run's HPT_STEPS=$HPT_STEPS"
 if [ -n "$HPT_ZERO" ]; then
   [[ $HPT_ZERO =~ ^[0123]$ ]] || die "HPT_ZERO='$HPT_ZERO': expected 0, 1, 2 or 3 (the ZeRO stage)"
   [ "$HPT_ZERO1" = 0 ] || [ "$HPT_ZERO" = 1 ] ||
@@ -269,6 +274,8 @@ dry_run() {
     echo "== initial weights: --init-from $HPT_INIT_FROM (a requeued job resumes from its checkpoint instead) =="
   [ "$HPT_ASYNC_SAVE" = 0 ] ||
     echo "== checkpoints: --async-save (written in the background; the plan counts the staging buffer) =="
+  [ -z "$HPT_TRACE_STEPS" ] ||
+    echo "== step timeline: --trace-steps $HPT_TRACE_STEPS into RUN_DIR/metrics.h5 /trace (hpt-metrics trace RUN_DIR -o trace.json) =="
   if [ "$HPT_BACKEND" != cpu ]; then
     local g=$HPT_GPUS_PER_NODE
     echo "== GPUs: --backend $HPT_BACKEND --comm $HPT_COMM --precision $HPT_PRECISION; rank -> GPU (node-local rank mod $([ "$g" -gt 0 ] && echo "$g GPUs per node" || echo "the visible GPUs")) =="
@@ -512,6 +519,7 @@ ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
 ARGS+=($(zero_args))
 [ "$HPT_RECOMPUTE" = 1 ] && ARGS+=(--recompute)
 [ "$HPT_ASYNC_SAVE" = 1 ] && ARGS+=(--async-save)
+[ -n "$HPT_TRACE_STEPS" ] && ARGS+=(--trace-steps "$HPT_TRACE_STEPS")
 [ "$HPT_BACKEND" != cpu ] && ARGS+=(--comm "$HPT_COMM" --precision "$HPT_PRECISION")
 # shellcheck disable=SC2206  # HPT_RECIPE_ARGS, HPT_TRAIN_ARGS are word lists by design
 ARGS+=($HPT_RECIPE_ARGS $HPT_TRAIN_ARGS "${EXTRA[@]}")

@@ -14,6 +14,10 @@ expect_error 2 "HPT_GLOBAL_BATCH=6 sequences is not a multiple of HPT_MICRO_BATC
   env HPT_GLOBAL_BATCH=6 HPT_MICRO_BATCH=2 bash "$T" --dry-run
 expect_error 2 "HPT_STEPS='ten': expected a positive integer" env HPT_STEPS=ten bash "$T" --dry-run
 expect_error 2 "HPT_ZERO1='yes': expected 0 or 1" env HPT_ZERO1=yes bash "$T" --dry-run
+expect_error 2 "HPT_TRACE_STEPS='5-': expected the steps to trace as A-B or A \(1-based\), e.g. 20-22" \
+  env HPT_TRACE_STEPS=5- bash "$T" --dry-run
+expect_error 2 "HPT_TRACE_STEPS=20-22: beyond the run's HPT_STEPS=10" \
+  env HPT_TRACE_STEPS=20-22 HPT_STEPS=10 bash "$T" --dry-run
 expect_error 2 "HPT_ZERO='4': expected 0, 1, 2 or 3 \(the ZeRO stage\)" env HPT_ZERO=4 bash "$T" --dry-run
 expect_error 2 "HPT_ZERO='two': expected 0, 1, 2 or 3 \(the ZeRO stage\)" env HPT_ZERO=two bash "$T" --dry-run
 expect_error 2 "HPT_ZERO_SHARD_GROUP='x': expected auto, 0 \(off\) or a shard group size" \

@@ -73,6 +73,11 @@ grep -q "TP 8 x PP 4 x DP 2 .*" "$WORK/70b8" && grep -q "grad-accum 512 x DP 2" 
 HPT_INIT_FROM="$WORK/w.safetensors" bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bi" 2>&1 ||
   fail "8B dry run with HPT_INIT_FROM failed: $(cat "$WORK/8bi")"
 grep -q "^== initial weights: --init-from $WORK/w.safetensors " "$WORK/8bi" || fail "HPT_INIT_FROM not in the dry run"
+# HPT_TRACE_STEPS: named in the dry run
+HPT_TRACE_STEPS=20-22 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bt" 2>&1 ||
+  fail "8B dry run with HPT_TRACE_STEPS failed: $(cat "$WORK/8bt")"
+grep -q "^== step timeline: --trace-steps 20-22 into RUN_DIR/metrics.h5 /trace" "$WORK/8bt" ||
+  fail "HPT_TRACE_STEPS not in the dry run"
 # HPT_ASYNC_SAVE=1: named in the dry run, and the plan counts the staging buffer
 HPT_ASYNC_SAVE=1 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8ba" 2>&1 ||
   fail "8B dry run with HPT_ASYNC_SAVE=1 failed: $(cat "$WORK/8ba")"
