@@ -189,7 +189,10 @@ void hpt_live_runs_json(hpt_live_run *const *runs, int nruns, hpt_sbuf *out);
  * bucket) read from the file (left out, empty, while the file is closed
  * or r->damage is set). `seq`: the stream
  * sequence number to resume the stream from (GET /api/stream?from=SEQ),
- * -1 to leave it out. Returns HPT_OK or HPT_ERR_DATA (a read failed; the
+ * -1 to leave it out. "trace": the step timeline of --trace-steps (the
+ * /trace table: spans per traced step, ms from the step's first span;
+ * docs/LIVE.md), null without one or while the file is closed or damaged.
+ * Returns HPT_OK or HPT_ERR_DATA (a read failed; the
  * message names the file and dataset) with *out incomplete. */
 hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long seq, hpt_sbuf *out);
 

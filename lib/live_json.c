@@ -577,6 +577,116 @@ done:
     return ret;
 }
 
+#define TRACE_JSON_MAX 100000 /* spans in a history's "trace" (whole steps) */
+
+static int cmp_trace_row(const void *a, const void *b)
+{
+    const hpt_metrics_trace_row *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    if (x->segment != y->segment)
+        return x->segment > y->segment ? -1 : 1; /* the later segment first */
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return x->t_start < y->t_start ? -1 : x->t_start > y->t_start;
+}
+
+/* Index of s in names[*n] (added when new; at most 64). */
+static int name_index(char names[][HPT_METRICS_TRACE_NAME_LEN], int *n, const char *s)
+{
+    for (int i = 0; i < *n; i++)
+        if (!strncmp(names[i], s, HPT_METRICS_TRACE_NAME_LEN))
+            return i;
+    if (*n == 64)
+        return 63;
+    snprintf(names[*n], HPT_METRICS_TRACE_NAME_LEN, "%s", s);
+    return (*n)++;
+}
+
+/* "trace": the step timeline /trace (docs/METRICS.md), null when the file
+ * has none: {"steps":[...],"names":[...],"streams":[...],"truncated":B,
+ * "spans":{"STEP":[[rank,stage,stream,name,micro,t0,t1,bytes],...]}},
+ * stream and name indices into "streams" and "names", t0/t1 in ms from
+ * the step's earliest span, each step as its last segment traced it; at
+ * most TRACE_JSON_MAX spans (whole steps, the first ones). */
+static hpt_status trace_json(hpt_live_run *r, hpt_sbuf *out)
+{
+    if (H5Lexists(r->file, "trace", H5P_DEFAULT) <= 0) {
+        hpt_sbuf_printf(out, ",\"trace\":null");
+        return HPT_OK;
+    }
+    hid_t d = H5Dopen2(r->file, "trace", H5P_DEFAULT), t = hpt_metrics_trace_type(), sp = -1;
+    hssize_t n = -1;
+    hpt_metrics_trace_row *rows = NULL;
+    if (d >= 0 && H5Drefresh(d) >= 0 && (sp = H5Dget_space(d)) >= 0)
+        n = H5Sget_simple_extent_npoints(sp);
+    if (n >= 0 && !(rows = malloc(sizeof *rows * (size_t)(n ? n : 1))))
+        n = -2;
+    herr_t e = n > 0 ? H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) : 0;
+    char cause[256];
+    snprintf(cause, sizeof cause, "%s", hpt_h5_cause());
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (d >= 0)
+        H5Dclose(d);
+    H5Tclose(t);
+    if (n == -2)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (trace of %s)", r->path);
+    if (n < 0 || e < 0) {
+        free(rows);
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read the table /trace (damaged file; HDF5: "
+                             "%s)", r->path, cause);
+    }
+    qsort(rows, (size_t)n, sizeof *rows, cmp_trace_row);
+    char names[64][HPT_METRICS_TRACE_NAME_LEN], streams[64][HPT_METRICS_TRACE_NAME_LEN];
+    int nn = 0, ns = 0, truncated = 0;
+    size_t emitted = 0;
+    hpt_sbuf steps = {0};
+    hpt_sbuf_printf(out, ",\"trace\":{\"spans\":{");
+    for (size_t i = 0; i < (size_t)n;) {
+        size_t j = i; /* [i, j): this step as its last segment traced it */
+        while (j < (size_t)n && rows[j].step == rows[i].step && rows[j].segment == rows[i].segment)
+            j++;
+        size_t next = j;
+        while (next < (size_t)n && rows[next].step == rows[i].step) /* earlier segments' */
+            next++;
+        if (emitted + (j - i) > TRACE_JSON_MAX) {
+            truncated = 1;
+            break;
+        }
+        double t0 = rows[i].t_start;
+        for (size_t k = i; k < j; k++)
+            t0 = rows[k].t_start < t0 ? rows[k].t_start : t0;
+        hpt_sbuf_printf(&steps, "%s%d", steps.n ? "," : "", rows[i].step);
+        hpt_sbuf_printf(out, "%s\"%d\":[", emitted ? "," : "", rows[i].step);
+        for (size_t k = i; k < j; k++) {
+            const hpt_metrics_trace_row *w = &rows[k];
+            hpt_sbuf_printf(out, "%s[%d,%d,%d,%d,%d,%.4f,%.4f,%lld]", k > i ? "," : "", w->rank,
+                            w->stage, name_index(streams, &ns, w->stream),
+                            name_index(names, &nn, w->name), w->micro, (w->t_start - t0) * 1e3,
+                            (w->t_end - t0) * 1e3, (long long)w->bytes);
+        }
+        hpt_sbuf_put(out, "]", 1);
+        emitted += j - i;
+        i = next;
+    }
+    hpt_sbuf_printf(out, "},\"steps\":[%s],\"truncated\":%s,\"names\":[", steps.p ? steps.p : "",
+                    truncated ? "true" : "false");
+    for (int k = 0; k < nn; k++) {
+        hpt_sbuf_put(out, k ? "," : "", k ? 1 : 0);
+        hpt_sbuf_json_str(out, names[k]);
+    }
+    hpt_sbuf_printf(out, "],\"streams\":[");
+    for (int k = 0; k < ns; k++) {
+        hpt_sbuf_put(out, k ? "," : "", k ? 1 : 0);
+        hpt_sbuf_json_str(out, streams[k]);
+    }
+    hpt_sbuf_printf(out, "]}");
+    free(steps.p);
+    free(rows);
+    return steps.oom ? hpt_error_set(HPT_ERR_INTERNAL, "out of memory (trace JSON)") : HPT_OK;
+}
+
 hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long seq, hpt_sbuf *out)
 {
     size_t *idx = NULL, *vidx = NULL, *ridx = NULL, k = 0, kv = 0, kr = 0;
@@ -625,7 +735,12 @@ hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long s
         alert_fields(&r->alert[a], out);
         hpt_sbuf_put(out, "}", 1);
     }
-    hpt_sbuf_printf(out, "]}");
+    hpt_sbuf_put(out, "]", 1);
+    if (!st && r->file > 0 && !r->damage[0])
+        st = trace_json(r, out);
+    else
+        hpt_sbuf_printf(out, ",\"trace\":null");
+    hpt_sbuf_put(out, "}", 1);
     free(idx);
     free(vidx);
     free(ridx);

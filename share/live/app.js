@@ -45,11 +45,21 @@
   var PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#8c564b',
     '#e377c2'];
   var STEP_KEYS = ['step', 'loss', 'lr', 'grad_norm', 'clip', 'tokens_per_s', 'mfu'];
+  /* The step timeline (--trace-steps): compute spans by name; communication
+   * spans below them; the step's extent on a rank drawn first in the idle
+   * colour, so what no compute span covers shows as idle. */
+  var TL_COLOR = {
+    forward: '#1f77b4', backward: '#2ca02c', data: '#bcbd22', optimizer: '#ff7f0e',
+    validation: '#17becf', checkpoint: '#9467bd', checkpoint_snap: '#9467bd'
+  };
+  var TL_IDLE = '#f6c9c9';
+  var TL_COMM = { tp: '#8c564b', dp: '#e377c2', 'dp-shard': '#e377c2', 'dp-replica': '#c5b0d5',
+    pp: '#7f7f7f', mp: '#aec7e8', embed: '#98df8a', world: '#c49c94' };
 
   var S = {
     runs: [], hist: {}, alerts: [], charts: {}, heatMetric: 'busy_s', heatRun: null,
     renderTimer: null, conn: OFFLINE ? 'offline' : 'connecting', requests: 0, renders: 0,
-    errors: []
+    errors: [], tlRun: null, tlStep: null, tlBars: 0, tlRows: 0
   };
 
   window.addEventListener('error', function (e) { S.errors.push(String(e.message)); });
@@ -284,7 +294,8 @@
       el('section', { class: 'panel wide', 'data-panel': 'comm' }, [
         el('h2', { text: 'Communication time per group per rank (mean s per step)' }),
         el('div', { class: 'chart', id: 'chart-comm' })
-      ])
+      ]),
+      timelinePanel()
     ]);
     var side = el('aside', { id: 'side' }, [
       el('h2', { text: 'Alerts' }), el('ul', { id: 'alerts' }),
@@ -298,6 +309,7 @@
     PANELS.forEach(function (p) { initStepChart(p); });
     S.charts.heat = echarts.init(document.getElementById('chart-heat'));
     S.charts.comm = echarts.init(document.getElementById('chart-comm'));
+    S.charts.timeline = echarts.init(document.getElementById('chart-timeline'));
     echarts.connect(GROUP);
     window.addEventListener('resize', function () {
       Object.keys(S.charts).forEach(function (k) { S.charts[k].resize(); });
@@ -549,12 +561,105 @@
     });
   }
 
+  /* ------------------------------------------------------ step timeline */
+
+  function timelinePanel() {
+    var runSel = el('select', { id: 'timeline-run' }), stepSel = el('select', { id: 'timeline-step' });
+    runSel.addEventListener('change', function () { S.tlRun = Number(runSel.value); S.tlStep = null; render(); });
+    stepSel.addEventListener('change', function () { S.tlStep = Number(stepSel.value); render(); });
+    return el('section', { class: 'panel wide', 'data-panel': 'timeline', style: 'display:none' }, [
+      el('h2', {}, [document.createTextNode('Step timeline (--trace-steps): run '), runSel,
+        document.createTextNode(' step '), stepSel,
+        el('span', { class: 'legend-note', text: ' forward blue, backward green, data olive, ' +
+          'optimizer orange, checkpoint purple; communication below; idle shaded red' })]),
+      el('div', { class: 'chart tall', id: 'chart-timeline' })
+    ]);
+  }
+
+  function setOptions(sel, values, labels) {
+    if (Array.from(sel.options).map(function (o) { return o.value; }).join() === values.join()) return;
+    sel.textContent = '';
+    values.forEach(function (v, i) { sel.appendChild(el('option', { value: v, text: labels[i] })); });
+  }
+
+  /* One rectangle of the timeline: value [row, t0, t1, kind] (kind 0 the
+   * step's extent, 1 compute, 2 communication), clipped to the grid. */
+  function timelineItem(params, api) {
+    var row = api.value(0), a = api.coord([api.value(1), row]), b = api.coord([api.value(2), row]);
+    var h = api.size([0, 1])[1], kind = api.value(3);
+    var top = kind === 2 ? a[1] + 0.18 * h : a[1] - 0.4 * h;
+    var height = kind === 0 ? 0.8 * h : kind === 1 ? 0.55 * h : 0.2 * h;
+    var cs = params.coordSys;
+    var shape = echarts.graphic.clipRectByRect(
+      { x: a[0], y: top, width: Math.max(b[0] - a[0], 1), height: height },
+      { x: cs.x, y: cs.y, width: cs.width, height: cs.height });
+    return shape && { type: 'rect', shape: shape, style: api.style() };
+  }
+
+  function renderTimeline() {
+    var sec = document.querySelector('[data-panel="timeline"]');
+    var runs = S.runs.filter(function (r) {
+      var h = S.hist[r.id];
+      return h && h.trace && h.trace.steps && h.trace.steps.length;
+    });
+    S.tlBars = 0;
+    S.tlRows = 0;
+    var shown = sec.style.display !== 'none';
+    sec.style.display = runs.length ? '' : 'none';
+    if (!runs.length) { S.tlRun = null; return; }
+    if (!shown) S.charts.timeline.resize(); /* initialised while hidden: no width yet */
+    if (S.tlRun === null || !runs.some(function (r) { return r.id === S.tlRun; })) S.tlRun = runs[0].id;
+    setOptions(document.getElementById('timeline-run'), runs.map(function (r) { return String(r.id); }),
+      runs.map(function (r) { return runLabel(r); }));
+    document.getElementById('timeline-run').value = String(S.tlRun);
+    var tr = S.hist[S.tlRun].trace;
+    if (S.tlStep === null || tr.steps.indexOf(S.tlStep) < 0) S.tlStep = tr.steps[0];
+    setOptions(document.getElementById('timeline-step'), tr.steps.map(String), tr.steps.map(String));
+    document.getElementById('timeline-step').value = String(S.tlStep);
+    var spans = tr.spans[String(S.tlStep)] || [], rows = {}, stage = {};
+    spans.forEach(function (s) { rows[s[0]] = true; stage[s[0]] = s[1]; });
+    var ranks = Object.keys(rows).map(Number).sort(function (a, b) { return a - b; });
+    var at = {};
+    ranks.forEach(function (r, i) { at[r] = i; });
+    var data = [];
+    spans.forEach(function (s) {
+      var stream = tr.streams[s[2]], name = tr.names[s[3]];
+      var kind = stream === 'step' ? 0 : stream === 'compute' ? 1 : 2;
+      var color = kind === 0 ? TL_IDLE : kind === 1 ? (TL_COLOR[name] || '#607d8b')
+        : (TL_COMM[stream] || '#999999');
+      data.push({ value: [at[s[0]], s[5], s[6], kind, name, stream, s[4], s[7]],
+        itemStyle: { color: color } });
+    });
+    data.sort(function (x, y) { return x.value[3] - y.value[3]; }); /* the step's extent first */
+    S.tlBars = data.filter(function (d) { return d.value[3] > 0; }).length;
+    S.tlRows = ranks.length;
+    S.charts.timeline.setOption({
+      animation: false,
+      grid: { left: 130, right: 24, top: 10, bottom: 52 },
+      tooltip: { formatter: function (it) {
+        var v = it.value;
+        return esc(v[4]) + (v[6] >= 0 ? ' (micro-batch ' + esc(v[6]) + ')' : '') + ' on ' +
+          esc(v[5]) + '<br>' + esc(fmt(v[1])) + ' to ' + esc(fmt(v[2])) + ' ms (' +
+          esc(fmt(v[2] - v[1])) + ' ms)' + (v[3] === 2 ? '<br>' + esc(fmt(v[7])) + ' bytes' : '');
+      } },
+      xAxis: { type: 'value', name: 'ms', min: 0, max: 'dataMax', axisLabel: { formatter: fmt } },
+      yAxis: { type: 'category', inverse: true, data: ranks.map(function (r) {
+        return 'rank ' + r + ' (stage ' + stage[r] + ')';
+      }) },
+      dataZoom: [{ type: 'inside', xAxisIndex: 0, filterMode: 'none' },
+        { type: 'slider', xAxisIndex: 0, filterMode: 'none', height: 16, bottom: 4 }],
+      series: [{ id: 'timeline', type: 'custom', renderItem: timelineItem, data: data,
+        encode: { x: [1, 2], y: 0 } }]
+    }, { replaceMerge: ['series'] });
+  }
+
   function render() {
     if (S.renderTimer) { clearTimeout(S.renderTimer); S.renderTimer = null; }
     PANELS.forEach(function (p) {
       S.charts[p.id].setOption({ series: stepSeries(p) }, { replaceMerge: ['series'] });
     });
     renderHeat();
+    renderTimeline();
     renderStates();
     renderAlerts();
     renderEvents();
@@ -627,7 +732,11 @@
       r.state = d.state;
       r.error = d.error || null;
     });
-    on('event', function (d) { addEvent(d.run, d); });
+    on('event', function (d) {
+      addEvent(d.run, d);
+      var r = runById(d.run);
+      if (r && d.file_kind === 'trace') loadHistory(r).then(scheduleRender, fail); /* the new /trace */
+    });
     on('alert', function (d) { addAlert(d.run, d, false); });
     on('segment', function (d) { addSegment(d.run, d); });
     on('history', function (d) { /* too many new rows to push: read the history again */
@@ -664,6 +773,14 @@
       var s = S.charts[panel].getOption().series.filter(function (x) { return x.id === 'raw-' + run; })[0];
       return s ? s.data.length : -1;
     },
+    /* the step timeline: rectangles drawn (compute and communication spans,
+     * not the steps' extents), rank rows, the run and step shown */
+    timeline: function () {
+      return { bars: S.tlBars, rows: S.tlRows, run: S.tlRun, step: S.tlStep,
+        steps: S.tlRun === null ? [] : S.hist[S.tlRun].trace.steps.slice(),
+        visible: document.querySelector('[data-panel="timeline"]').style.display !== 'none' };
+    },
+    showTimeline: function (run, step) { S.tlRun = run; S.tlStep = step; render(); },
     heatCells: function () {
       var s = S.charts.heat.getOption().series[0];
       return s ? s.data.length : 0;

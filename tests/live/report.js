@@ -56,6 +56,7 @@ async function main() {
   check(bars === comm.groups.length, 'one bar series per communication group');
   const cells = want.busy_s.reduce((a, row) => a + row.filter((v) => v !== null).length, 0);
   check(await page.evaluate(() => window.hptDebug.heatCells()) === cells, 'heat map draws ' + cells + ' cells');
+  check(!(await page.evaluate(() => window.hptDebug.timeline().visible)), 'no step timeline panel for a run without /trace');
   const ev = await page.$$eval('#events li[data-run="0"]', (l) => l.map((x) => ({ step: Number(x.dataset.step), kind: x.dataset.rawKind })));
   check(ev.length === want.events.length, '#events lists the ' + want.events.length + ' events of the file');
   const last = want.events[want.events.length - 1];
