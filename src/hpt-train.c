@@ -138,9 +138,16 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "  --spike-factor X      gradient-norm spike: > X x running median [%g]\n"
             "  --alert RULE          e.g. 'grad_norm>10', 'loss>8', nonfinite: a job-log line\n"
             "                        and an alert event when it fires (docs/LIVE.md); repeatable\n"
+            "  --event-window N      job log: the first anomaly of a kind prints, more of it\n"
+            "                        within N steps are summed up in one line 'KIND xM more,\n"
+            "                        steps A-B' (the metrics file keeps each); 0 = a line\n"
+            "                        for every one [%d]\n"
             "  --fault-nan-rank R    testing: --fault-nan-steps poison only world rank R's own\n"
             "                        gradients (before the data-parallel reduction)\n"
             "  --fault-slow-rank R   testing: world rank R sleeps --fault-slow-ms MS per step\n"
+            "  --fault-anomaly KIND:A-B  testing: report anomaly KIND (grad_norm_spike or\n"
+            "                        throughput_drop) at every step A to B, whatever the\n"
+            "                        detector says (needs the metrics file)\n"
             "  --collective-timeout S  hang watchdog: a communication call (or a step without\n"
             "                        progress) taking over S seconds dumps the flight\n"
             "                        recorders to RUN_DIR/hang and aborts the job with exit\n"
@@ -164,7 +171,7 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "after a signal or --max-runtime: requeue the job (it resumes from the\n"
             "checkpoint).\n",
             d->eval_interval, d->eval_batches, d->max_skips, d->keep, d->metrics_interval,
-            d->slow_factor, d->spike_factor);
+            d->slow_factor, d->spike_factor, d->event_window);
 }
 
 enum {
@@ -176,7 +183,7 @@ enum {
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
     OPT_STALL_AT, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM, OPT_SEQ_PAR, OPT_EXPORT_DTYPE,
-    OPT_EXPORT_SHARD,
+    OPT_EXPORT_SHARD, OPT_EVENT_WINDOW, OPT_FAULT_ANOMALY,
 };
 
 static const struct option long_opts[] = {
@@ -210,6 +217,7 @@ static const struct option long_opts[] = {
     {"peak-flops", 1, 0, OPT_PEAK},     {"slow-rank-factor", 1, 0, OPT_SLOW_F},
     {"spike-factor", 1, 0, OPT_SPIKE_F}, {"fault-nan-rank", 1, 0, OPT_NAN_RANK},
     {"fault-slow-rank", 1, 0, OPT_SLOW_RANK}, {"fault-slow-ms", 1, 0, OPT_SLOW_MS},
+    {"event-window", 1, 0, OPT_EVENT_WINDOW}, {"fault-anomaly", 1, 0, OPT_FAULT_ANOMALY},
     {"init-from", 1, 0, OPT_INIT_FROM},
     {"alert", 1, 0, OPT_ALERT},
     {"collective-timeout", 1, 0, OPT_COLL_TIMEOUT},
@@ -307,6 +315,8 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_PEAK: return hpt_cli_parse_double(name, arg, &o->peak_flops);
     case OPT_SLOW_F: return hpt_cli_parse_double(name, arg, &o->slow_factor);
     case OPT_SPIKE_F: return hpt_cli_parse_double(name, arg, &o->spike_factor);
+    case OPT_EVENT_WINDOW: return hpt_cli_parse_int(name, arg, &o->event_window);
+    case OPT_FAULT_ANOMALY: return hpt_train_opts_fault_anomaly(o, arg);
     case OPT_ALERT:
         if (o->nalerts == HPT_ALERT_MAX)
             return hpt_error_set(HPT_ERR_USAGE, "--alert '%s': at most %d rules", arg,
