@@ -32,6 +32,32 @@ FORMAT_VERSION = 1
 # happen on every run and would only clutter the plot).
 MARKED_EVENTS = ("resume", "layout_change", "checkpoint_load", "signal", "skipped_step",
                  "grad_norm_spike", "throughput_drop", "slow_rank")
+# Anomaly kinds whose runs (occurrences 1..FLOOD_GAP steps apart; slow_rank:
+# of one rank) are one span, not a line per step: the live page's rule
+# (docs/LIVE.md, share/live/app.js eventGroups).
+FLOOD_KINDS = ("skipped_step", "grad_norm_spike", "throughput_drop", "slow_rank")
+FLOOD_GAP = 10
+
+
+def event_groups(events):
+    """events (dicts with kind, step, rank; in the file's order) with the
+    floods collapsed: a list of (first, last, count) in the order of each
+    group's first event. An event of FLOOD_KINDS joins the open group of its
+    kind (slow_rank: and rank) when it follows that group's last event by 1
+    to FLOOD_GAP steps; any other event is a group of its own."""
+    out, open_ = [], {}
+    for e in events:
+        if e["kind"] not in FLOOD_KINDS:
+            out.append([e, e, 1])
+            continue
+        key = (e["kind"], e["rank"] if e["kind"] == "slow_rank" else None)
+        g = open_.get(key)
+        if g is not None and 0 < e["step"] - g[1]["step"] <= FLOOD_GAP:
+            g[1], g[2] = e, g[2] + 1
+            continue
+        g = open_[key] = [e, e, 1]
+        out.append(g)
+    return [tuple(g) for g in out]
 
 
 # Datasets every version-1 file has and this module reads.

@@ -6,7 +6,9 @@
 
 For each run (FILE is RUN_DIR/metrics.h5, also of a live or killed run):
   curves     train loss (raw and smoothed), val loss, lr, grad norm with the
-             notable events as vertical lines, tokens/s, MFU — against step
+             notable events as vertical lines (a run of one anomaly kind as
+             one shaded span, as on the live page), tokens/s, MFU — against
+             step
   heatmap    rank x step heat maps of the per-rank busy time (own work,
              communication excluded: the straggler is bright) and step time
   breakdown  per-rank stacked bars: where the mean step's time goes
@@ -55,6 +57,7 @@ DPI_MAX = 600  # 12 x 9 in at 600 dpi is 7200 x 5400 pixels
 def _axes_manifest(ax, role):
     lines = [ln for ln in ax.get_lines() if ln.get_gid() != "event"]
     events = [ln for ln in ax.get_lines() if ln.get_gid() == "event"]
+    spans = [_span_x(p) for p in ax.patches if p.get_gid() == "event_span"]
     # points drawn: NaN (a skipped step's loss, a step without validation) draws nothing
     series = [{"label": ln.get_label(),
                "points": int(np.isfinite(np.asarray(ln.get_ydata(), dtype=np.float64)).sum())}
@@ -69,7 +72,18 @@ def _axes_manifest(ax, role):
     return {"role": role, "title": ax.get_title(), "xlabel": ax.get_xlabel(),
             "ylabel": ax.get_ylabel(), "series": series, "n_series": len(series),
             "events": len(events), "event_steps": sorted(float(ln.get_xdata()[0]) for ln in events),
+            "event_spans": sorted(spans),
             "images": images}
+
+
+def _span_x(p):
+    """[x0, x1] of an axvspan patch (a Polygon before matplotlib 3.9, then a
+    Rectangle)."""
+    if hasattr(p, "get_width"):
+        xs = [p.get_x(), p.get_x() + p.get_width()]
+    else:
+        xs = [v[0] for v in p.get_xy()]
+    return [float(min(xs)), float(max(xs))]
 
 
 def save_figure(fig, outdir, name, formats, extra=None):
@@ -98,14 +112,21 @@ def save_figure(fig, outdir, name, formats, extra=None):
 # ------------------------------------------------------------------- figures
 
 def _mark_events(ax, run):
+    """A dashed line per marked event; a run of one anomaly kind
+    (hm.event_groups) one shaded span from its first step - 1/2 to its
+    last + 1/2."""
     seen = set()
-    for e in run.events:
-        if e["kind"] not in hm.MARKED_EVENTS or e["step"] <= 0:
-            continue
-        lab = e["kind"] if e["kind"] not in seen else "_nolegend_"
-        seen.add(e["kind"])
-        ax.axvline(e["step"], color=EVENT_COLORS.get(e["kind"], "grey"), ls="--", lw=1,
-                   label=lab, gid="event")
+    marked = [e for e in run.events if e["kind"] in hm.MARKED_EVENTS and e["step"] > 0]
+    for first, last, count in hm.event_groups(marked):
+        kind = first["kind"]
+        lab = kind if kind not in seen else "_nolegend_"
+        seen.add(kind)
+        color = EVENT_COLORS.get(kind, "grey")
+        if count == 1:
+            ax.axvline(first["step"], color=color, ls="--", lw=1, label=lab, gid="event")
+        else:
+            ax.axvspan(first["step"] - 0.5, last["step"] + 0.5, color=color, alpha=0.2, lw=0,
+                       label=lab, gid="event_span")
 
 
 def _style(ax, title, ylabel, log=False):
@@ -135,7 +156,7 @@ def fig_curves(run, smooth, dpi):
     a[3].plot(x, s["grad_norm"], color="tab:purple", label="grad norm")
     _mark_events(a[3], run)
     _style(a[3], "gradient norm (before clipping), events", "L2 norm")
-    if any(ln.get_gid() == "event" for ln in a[3].get_lines()):
+    if any(x.get_gid() in ("event", "event_span") for x in list(a[3].get_lines()) + list(a[3].patches)):
         a[3].legend(fontsize=7)
     a[4].plot(x, s["tokens_per_s"], color="tab:orange", label="tokens/s")
     _style(a[4], "throughput", "tokens/s")

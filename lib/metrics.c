@@ -4,6 +4,7 @@
 #include "metrics.h"
 
 #include "comm.h"
+#include "event_window.h"
 #include "fsutil.h"
 #include "metrics_h5.h"
 
@@ -20,13 +21,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KIND_LEN HPT_METRICS_KIND_LEN
 #define HIST 64 /* running-median window of the anomaly detectors */
 
 /* The file's per-rank columns are this module's records, in order. */
 _Static_assert(HPT_MR_COUNT == HPT_RC_COUNT, "io/metrics_h5.h: one /ranks column per HPT_MR_*");
 
 typedef hpt_metrics_event_row event_row;
+
+const char *const hpt_fault_anomaly_kinds[3] = {"", "grad_norm_spike", "throughput_drop"};
 
 /* ----------------------------------------------------------- the state */
 
@@ -52,8 +54,7 @@ struct hpt_metrics {
     double *slow_buf;        /* [HIST][world] busy times awaiting judgement  */
     int nslow;
     int64_t slow_first;      /* first step in slow_buf                        */
-    char kinds[8][KIND_LEN]; /* anomaly lines printed per kind (rate limit)   */
-    int printed[8];
+    hpt_event_windows log_windows; /* the job log's rate limit of anomaly lines */
     hpt_alert_rule alerts[HPT_ALERT_MAX]; /* --alert rules and their state    */
     int nalerts;
 };
@@ -248,6 +249,7 @@ static void free_m(hpt_metrics *m)
     free(m->dp_rank);
     free(m->ev);
     free(m->slow_buf);
+    hpt_event_windows_free(&m->log_windows);
     if (m->lock_fd >= 0)
         close(m->lock_fd); /* releases the flock */
     free(m);
@@ -267,6 +269,7 @@ hpt_status hpt_metrics_open(hpt_metrics **out, MPI_Comm comm, const char *path, 
     MPI_Comm_size(comm, &m->world);
     m->interval = interval < 1 ? 1 : interval;
     m->info = *info;
+    hpt_event_windows_init(&m->log_windows, info->event_window);
     m->nalerts = info->nalerts < HPT_ALERT_MAX ? info->nalerts : HPT_ALERT_MAX;
     if (m->nalerts > 0)
         memcpy(m->alerts, info->alerts, sizeof *m->alerts * (size_t)m->nalerts);
@@ -355,7 +358,16 @@ void hpt_metrics_event(hpt_metrics *m, int64_t step, int rank, const char *kind,
     va_end(ap);
 }
 
-/* Anomaly: record an event and print one line to the job log. */
+int hpt_metrics_log_anomaly(hpt_metrics *m, FILE *log, int64_t step, int rank, const char *kind)
+{
+    if (!m || m->rank != 0)
+        return 0;
+    return hpt_event_windows_admit(&m->log_windows, log, step, kind,
+                                   strcmp(kind, "slow_rank") ? -1 : rank);
+}
+
+/* Anomaly: record an event and print one line to the job log (the first
+ * of its window: hpt_metrics_log_anomaly). */
 static void anomaly(hpt_metrics *m, FILE *log, int64_t step, int rank, const char *kind,
                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 static void anomaly(hpt_metrics *m, FILE *log, int64_t step, int rank, const char *kind,
@@ -376,16 +388,19 @@ static void anomaly(hpt_metrics *m, FILE *log, int64_t step, int rank, const cha
         m->ev[at - 1] = m->ev[at];
         m->ev[at--] = t;
     }
-    int k = 0; /* at most 5 lines per kind in the job log; all in the file */
-    while (k < 7 && m->kinds[k][0] && strcmp(m->kinds[k], kind))
-        k++;
-    snprintf(m->kinds[k], KIND_LEN, "%s", kind);
-    if (log && ++m->printed[k] <= 5) {
-        fprintf(log, "hpt-train: anomaly at step %lld: %s: %s%s\n", (long long)step, kind,
-                m->ev[at].message,
-                m->printed[k] == 5 ? " (further ones only in the metrics file)" : "");
+    if (hpt_metrics_log_anomaly(m, log, step, rank, kind) && log) {
+        fprintf(log, "hpt-train: anomaly at step %lld: %s: %s\n", (long long)step, kind,
+                m->ev[at].message);
         fflush(log);
     }
+}
+
+/* 1 when --fault-anomaly forces anomaly `which` (HPT_FAULT_ANOMALY_*) at
+ * `step`. */
+static int forced(const hpt_metrics *m, int which, int64_t step)
+{
+    return m->info.fault_anomaly == which && step >= m->info.fault_from &&
+           step <= m->info.fault_to;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -449,33 +464,43 @@ static void noise_scale(hpt_metrics *m, int n, int i, double *cols[HPT_SC_COUNT]
     }
 }
 
-/* Gradient-norm spike and throughput drop of row i against running
- * medians (rank 0). */
-static void spikes(hpt_metrics *m, FILE *log, int i, double *cols[HPT_SC_COUNT])
+/* Gradient-norm spike of step s against the running median (rank 0). */
+static void spike(hpt_metrics *m, FILE *log, const hpt_metrics_step *s)
 {
     double scratch[HIST];
-    const hpt_metrics_step *s = &m->steps[i];
-    if (!s->skipped && isfinite(s->grad_norm)) {
-        if (m->nnorm >= 10) {
-            double med = median(m->norm_hist, m->nnorm, scratch);
-            if (s->grad_norm > m->info.spike_factor * med)
-                anomaly(m, log, s->step, 0, "grad_norm_spike",
-                        "gradient norm %.4g is %.1fx the running median %.4g", s->grad_norm,
-                        s->grad_norm / med, med);
-        }
+    int ok = !s->skipped && isfinite(s->grad_norm);
+    if (forced(m, HPT_FAULT_ANOMALY_SPIKE, s->step))
+        anomaly(m, log, s->step, 0, "grad_norm_spike",
+                "forced by --fault-anomaly (testing): gradient norm %.4g", s->grad_norm);
+    else if (ok && m->nnorm >= 10) {
+        double med = median(m->norm_hist, m->nnorm, scratch);
+        if (s->grad_norm > m->info.spike_factor * med)
+            anomaly(m, log, s->step, 0, "grad_norm_spike",
+                    "gradient norm %.4g is %.1fx the running median %.4g", s->grad_norm,
+                    s->grad_norm / med, med);
+    }
+    if (ok)
         push(m->norm_hist, &m->nnorm, s->grad_norm);
+}
+
+/* Throughput drop of `step` (tps tokens/s) against the running median
+ * (rank 0). */
+static void drop(hpt_metrics *m, FILE *log, int64_t step, double tps)
+{
+    double scratch[HIST];
+    int ok = isfinite(tps) && tps > 0;
+    if (forced(m, HPT_FAULT_ANOMALY_DROP, step))
+        anomaly(m, log, step, 0, "throughput_drop",
+                "forced by --fault-anomaly (testing): %.0f tokens/s", tps);
+    else if (ok && m->ntps >= 10) {
+        double med = median(m->tps_hist, m->ntps, scratch);
+        if (tps < 0.5 * med)
+            anomaly(m, log, step, 0, "throughput_drop",
+                    "%.0f tokens/s is %.0f%% of the running median %.0f", tps, 100 * tps / med,
+                    med);
     }
-    double tps = cols[HPT_SC_TOK_S][i];
-    if (isfinite(tps) && tps > 0) {
-        if (m->ntps >= 10) {
-            double med = median(m->tps_hist, m->ntps, scratch);
-            if (tps < 0.5 * med)
-                anomaly(m, log, s->step, 0, "throughput_drop",
-                        "%.0f tokens/s is %.0f%% of the running median %.0f", tps,
-                        100 * tps / med, med);
-        }
+    if (ok)
         push(m->tps_hist, &m->ntps, tps);
-    }
 }
 
 /* The --alert rules on row i (rank 0): a rule that fires (lib/alert.h:
@@ -559,7 +584,8 @@ static void derive(hpt_metrics *m, FILE *log, int n, double *cols[HPT_SC_COUNT])
     double *busy = malloc(sizeof *busy * (size_t)m->world);
     for (int i = 0; sums && busy && i < n; i++) {
         noise_scale(m, n, i, cols, sums);
-        spikes(m, log, i, cols);
+        spike(m, log, &m->steps[i]);
+        drop(m, log, m->steps[i].step, cols[HPT_SC_TOK_S][i]);
         alerts(m, log, i, cols);
     }
     if (busy)
@@ -644,6 +670,8 @@ hpt_status hpt_metrics_flush(hpt_metrics *m, FILE *log)
             give_up(m, "an HDF5 write or flush failed", m->h.cause[0] ? m->h.cause
                                                                       : "HDF5 error");
     }
+    if (m->rank == 0 && n > 0) /* the job log's windows that ended by now */
+        hpt_event_windows_close(&m->log_windows, log, m->steps[n - 1].step);
     m->n = 0;
     m->seconds += MPI_Wtime() - t0;
     return HPT_OK;
@@ -684,6 +712,8 @@ void hpt_metrics_close(hpt_metrics *m, int collective, FILE *log)
         return;
     if (collective)
         hpt_metrics_flush(m, log);
+    if (m->rank == 0)
+        hpt_event_windows_close(&m->log_windows, log, INT64_MAX);
     if (m->rank == 0 && log && m->recorded > 0)
         fprintf(log, "metrics: %lld rows in %s; %.1f ms in the metrics code on rank 0 (%.3f ms "
                 "per step)%s\n", (long long)m->h.rows, m->h.path, 1e3 * m->seconds,

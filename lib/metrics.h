@@ -79,7 +79,20 @@ typedef struct {
     int trace;                 /* 1: --trace-steps, the file gets a /trace table */
     const hpt_alert_rule *alerts; /* --alert rules (lib/alert.h), copied at open */
     int nalerts;
+    int event_window;          /* --event-window: steps per job-log window of
+                                * an anomaly kind (lib/event_window.h); 0 = a
+                                * line for every occurrence                  */
+    int fault_anomaly;         /* testing (--fault-anomaly): 0 none, else an
+                                * HPT_FAULT_ANOMALY_* forced at every step of */
+    int64_t fault_from, fault_to; /* [fault_from, fault_to] (1-based steps)  */
 } hpt_metrics_info;
+
+/* --fault-anomaly (testing): the anomaly forced at every step of a range,
+ * whatever the detector's rule says. */
+enum { HPT_FAULT_ANOMALY_NONE, HPT_FAULT_ANOMALY_SPIKE, HPT_FAULT_ANOMALY_DROP };
+/* Their event kinds, indexed by the enum ("" for NONE): grad_norm_spike,
+ * throughput_drop. */
+extern const char *const hpt_fault_anomaly_kinds[3];
 
 typedef struct hpt_metrics hpt_metrics;
 
@@ -109,9 +122,11 @@ int hpt_metrics_due(const hpt_metrics *m);
 /* Gather the buffered records to rank 0 and append them (collective over
  * the world). Rank 0 also derives the gradient noise scale and detects
  * slow ranks, gradient-norm spikes and throughput drops, each appended to
- * the events table and printed as one line to `log` (may be NULL). Never
- * fails: a full disk or an HDF5 failure (a damaged file: moved aside)
- * stops the metrics with one warning, training goes on. */
+ * the events table and printed as one line to `log` (may be NULL) within
+ * the rate limit of info.event_window (hpt_metrics_log_anomaly); the "xN
+ * more" lines of the windows that end by the last flushed step follow.
+ * Never fails: a full disk or an HDF5 failure (a damaged file: moved
+ * aside) stops the metrics with one warning, training goes on. */
 hpt_status hpt_metrics_flush(hpt_metrics *m, FILE *log);
 
 /* Append an event (rank 0 only; a no-op elsewhere). kind: run_start,
@@ -120,6 +135,16 @@ hpt_status hpt_metrics_flush(hpt_metrics *m, FILE *log);
  * world rank the event concerns. Written at the next flush. */
 void hpt_metrics_event(hpt_metrics *m, int64_t step, int rank, const char *kind,
                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* The job log's rate limit of anomaly lines (lib/event_window.h, window
+ * info.event_window): 1 when the caller is to print the line of this
+ * occurrence of `kind` at `step` (the first of its window), 0 when it is
+ * only counted for the window's "KIND xN more, steps A-B" line — printed
+ * to `log` by this call when `step` lies past a window that counted some,
+ * else by hpt_metrics_flush or hpt_metrics_close. The key is the kind, and
+ * for slow_rank also `rank`. Records no event (hpt_metrics_event does).
+ * Rank 0; 0 elsewhere and for m NULL. */
+int hpt_metrics_log_anomaly(hpt_metrics *m, FILE *log, int64_t step, int rank, const char *kind);
 
 /* Append the pending events now (rank 0 only, no communication; a no-op
  * elsewhere), e.g. right after a checkpoint is committed. */
@@ -133,8 +158,9 @@ void hpt_metrics_write_events(hpt_metrics *m);
 struct hpt_metrics_trace_row;
 void hpt_metrics_trace(hpt_metrics *m, struct hpt_metrics_trace_row *rows, size_t n);
 
-/* Flush what is buffered when `collective` (every rank calls it), then
- * close the file and free m (NULL is accepted). */
+/* Flush what is buffered when `collective` (every rank calls it), print
+ * the "xN more" lines of the job log's open windows to `log` (rank 0),
+ * then close the file and free m (NULL is accepted). */
 void hpt_metrics_close(hpt_metrics *m, int collective, FILE *log);
 
 #endif

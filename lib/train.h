@@ -80,6 +80,12 @@ typedef struct {
                             * rank's gradients (before the DP reduction); -1 all */
     int fault_slow_rank;   /* testing: this world rank sleeps fault_slow_ms per step */
     double fault_slow_ms;
+    int event_window;      /* job log: one line per anomaly kind per window of
+                            * N steps, then "xN more" (lib/event_window.h); 0 =
+                            * every occurrence                                 */
+    const char *fault_anomaly; /* testing: "KIND:A-B" as given (--fault-anomaly) */
+    int fault_anomaly_kind;    /* its HPT_FAULT_ANOMALY_* (metrics.h); 0 = none */
+    int fault_anomaly_from, fault_anomaly_to; /* its steps A, B                */
     hpt_alert_rule alerts[HPT_ALERT_MAX]; /* --alert rules (lib/alert.h)       */
     int nalerts;
     /* hang watchdog (lib/watchdog.h) */
@@ -121,6 +127,12 @@ void hpt_train_opts_default(hpt_train_opts *o);
  * (1f1b, gpipe); sets the field of o. Errors: HPT_ERR_USAGE "--OPT 'ARG':
  * expected ..." naming the accepted words. */
 hpt_status hpt_train_opts_choice(hpt_train_opts *o, const char *opt, const char *arg);
+
+/* --fault-anomaly KIND:A-B (testing): the anomaly KIND (grad_norm_spike or
+ * throughput_drop) forced at every step A..B (1 <= A <= B) into
+ * o->fault_anomaly*. Errors: HPT_ERR_USAGE naming the option, the value
+ * and the expected form. */
+hpt_status hpt_train_opts_fault_anomaly(hpt_train_opts *o, const char *arg);
 
 /* Every rank of `comm` must have parsed the same arguments: a rank whose
  * own failed to parse (st), or that alone was given --help, --version or

@@ -14,7 +14,8 @@
 
 /* A skipped (non-finite) step: find the lowest world rank whose own loss
  * or pre-reduction gradient was non-finite (one all-reduce; every rank
- * takes this branch together) and record it as an event. */
+ * takes this branch together) and record it as an event, with a job-log
+ * line within --event-window's rate limit. */
 void skipped_step_event(run_state *r, int step, double loss, double norm, FILE *out)
 {
     if (!r->metrics)
@@ -30,15 +31,15 @@ void skipped_step_event(run_state *r, int step, double loss, double norm, FILE *
     if (!r->root)
         return;
     int tp = r->comm.tp, dp = r->comm.dp;
-    if (first < r->comm.world_size)
+    if (first < r->comm.world_size) {
         hpt_metrics_event(r->metrics, step, first, "skipped_step",
                           "non-finite loss %g / gradient norm %g: step skipped, no update; first "
                           "seen on rank %d (TP %d, DP %d, PP %d)",
                           loss, norm, first, first % tp, (first / tp) % dp, first / (tp * dp));
-    if (first < r->comm.world_size)
-        fprintf(out, "hpt-train: anomaly at step %d: skipped_step: non-finite values first seen "
-                "on rank %d\n", step, first);
-    else
+        if (hpt_metrics_log_anomaly(r->metrics, out, step, first, "skipped_step"))
+            fprintf(out, "hpt-train: anomaly at step %d: skipped_step: non-finite values first "
+                    "seen on rank %d\n", step, first);
+    } else
         hpt_metrics_event(r->metrics, step, -1, "skipped_step",
                           "non-finite loss %g / gradient norm %g: step skipped, no update; no "
                           "rank's own values were non-finite before the reductions",
@@ -167,7 +168,9 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
                         "B, attention over the causal half: PaLM's 12*L*T*C halved); N_matmul = "
                         "weights used in matrix products incl. the LM head",
         .model_config = cfg, .dp_rank = dp_rank, .slow_factor = o->slow_factor,
-        .spike_factor = o->spike_factor, .trace = o->trace_steps != NULL, .alerts = o->alerts, .nalerts = o->nalerts};
+        .spike_factor = o->spike_factor, .trace = o->trace_steps != NULL, .alerts = o->alerts, .nalerts = o->nalerts,
+        .event_window = o->event_window, .fault_anomaly = o->fault_anomaly_kind,
+        .fault_from = o->fault_anomaly_from, .fault_to = o->fault_anomaly_to};
     hpt_status st = check_metrics_path(path, o);
     if (!st)
         st = hpt_metrics_open(&r->metrics, r->comm.comms[HPT_GROUP_WORLD], path,

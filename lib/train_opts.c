@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "comm.h"
 #include "fsutil.h"
+#include "metrics.h"
 #include "train_export.h"
 #include "trace.h"
 #include "train_opts.h"
@@ -55,6 +56,7 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->spike_factor = 4.0;
     o->fault_nan_rank = -1;
     o->fault_slow_rank = -1;
+    o->event_window = 50;
     o->collective_timeout = -1;
     o->fault_stall_rank = -1;
 }
@@ -83,6 +85,41 @@ hpt_status hpt_train_opts_choice(hpt_train_opts *o, const char *opt, const char 
         return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe", arg);
     o->gpipe = !strcmp(arg, "gpipe");
     return HPT_OK;
+}
+
+/* A plain decimal number of at most 9 digits at *p, which moves past it;
+ * -1 when there is none. */
+static long digits_at(const char **p)
+{
+    long v = 0;
+    int n = 0;
+    for (; **p >= '0' && **p <= '9'; (*p)++, n++)
+        v = n < 9 ? 10 * v + (**p - '0') : v;
+    return n >= 1 && n <= 9 ? v : -1;
+}
+
+hpt_status hpt_train_opts_fault_anomaly(hpt_train_opts *o, const char *arg)
+{
+    const char *colon = strchr(arg, ':'), *p = colon ? colon + 1 : "";
+    long from = digits_at(&p), to = -1;
+    if (*p == '-') {
+        p++;
+        to = digits_at(&p);
+    }
+    for (int k = HPT_FAULT_ANOMALY_SPIKE; colon && k <= HPT_FAULT_ANOMALY_DROP; k++) {
+        const char *name = hpt_fault_anomaly_kinds[k];
+        if (strlen(name) == (size_t)(colon - arg) && !strncmp(arg, name, strlen(name)) && !*p &&
+            from >= 1 && to >= from) {
+            o->fault_anomaly = arg;
+            o->fault_anomaly_kind = k;
+            o->fault_anomaly_from = (int)from;
+            o->fault_anomaly_to = (int)to;
+            return HPT_OK;
+        }
+    }
+    return hpt_error_set(HPT_ERR_USAGE, "--fault-anomaly '%s': expected KIND:A-B, KIND "
+                         "grad_norm_spike or throughput_drop, steps 1 <= A <= B (e.g. "
+                         "throughput_drop:5-30)", arg);
 }
 
 hpt_status hpt_train_opts_agree_parse(MPI_Comm comm, hpt_status st, int action)
@@ -200,6 +237,16 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
                              o->slow_factor, o->spike_factor);
     if (o->fault_slow_rank >= 0 && !(o->fault_slow_ms > 0))
         return hpt_error_set(HPT_ERR_USAGE, "--fault-slow-rank needs --fault-slow-ms > 0");
+    if (o->event_window < 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--event-window %d: must be >= 0 steps (0 = a "
+                             "job-log line for every anomaly)", o->event_window);
+    /* a forced anomaly that could not take effect would make a test pass vacuously */
+    if (o->fault_anomaly && o->fault_anomaly_from > o->steps)
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-anomaly '%s': step %d is beyond --steps %d",
+                             o->fault_anomaly, o->fault_anomaly_from, o->steps);
+    if (o->fault_anomaly && (o->metrics ? !strcmp(o->metrics, "none") : !o->run_dir))
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-anomaly needs the metrics file (--run-dir, "
+                             "or --metrics FILE other than none): anomalies are detected there");
     if (!(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1))
         return hpt_error_set(HPT_ERR_USAGE, "--beta1 %g / --beta2 %g: must be in [0, 1)", p->beta1,
                              p->beta2);
@@ -328,6 +375,7 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
     D("peak-flops", o->peak_flops); D("slow-rank-factor", o->slow_factor);
     D("spike-factor", o->spike_factor); I("fault-nan-rank", o->fault_nan_rank);
     I("fault-slow-rank", o->fault_slow_rank); D("fault-slow-ms", o->fault_slow_ms);
+    I("event-window", o->event_window); S("fault-anomaly", o->fault_anomaly);
     for (int i = 0; i < o->nalerts; i++)
         L("--alert %s\n", o->alerts[i].text);
     D("collective-timeout", o->collective_timeout); I("fault-stall-rank", o->fault_stall_rank);

@@ -140,23 +140,21 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "  --spike-factor X      gradient-norm spike: > X x running median [%g]\n"
             "  --alert RULE          e.g. 'grad_norm>10', 'loss>8', nonfinite: a job-log line\n"
             "                        and an alert event when it fires (docs/LIVE.md); repeatable\n"
-            "  --fault-nan-rank R    testing: --fault-nan-steps poison only world rank R's own\n"
-            "                        gradients (before the data-parallel reduction)\n"
+            "  --event-window N      job log: more anomalies of a kind within N steps of its\n"
+            "                        first are one line 'KIND xM more, steps A-B'; 0: all [%d]\n"
+            "  --fault-nan-rank R    testing: --fault-nan-steps poison world rank R's only\n"
             "  --fault-slow-rank R   testing: world rank R sleeps --fault-slow-ms MS per step\n"
+            "  --fault-anomaly KIND:A-B  testing: report grad_norm_spike or throughput_drop\n"
+            "                        at every step A to B (needs the metrics file)\n"
             "  --collective-timeout S  hang watchdog: a communication call (or a step without\n"
             "                        progress) taking over S seconds dumps the flight\n"
             "                        recorders to RUN_DIR/hang and aborts the job with exit\n"
             "                        status 6; 0 = off [max(300, 10 x median step time)]\n"
             "  --fault-stall-rank R, --fault-stall-step S  testing: world rank R sleeps\n"
             "                        forever before the first collective of step S\n"
-            "  --fault-stall-at WHERE  testing: step (the default, as above), or that rank\n"
-            "                        stops itself (SIGSTOP, as a frozen process): boundary:\n"
-            "                        after step S, before the step-boundary agreement;\n"
-            "                        bucket: in step S's backward, after its first DP\n"
-            "                        bucket is posted; save: inside the checkpoint save\n"
-            "                        after step S, between the file's create and close;\n"
-            "                        end: after the last step (S = --steps), before the\n"
-            "                        end-of-run replica check\n"
+            "  --fault-stall-at WHERE  testing: step (as above), or that rank stops (SIGSTOP)\n"
+            "                        at boundary, bucket (step S's first DP bucket), save\n"
+            "                        (inside the save) or end (docs/ARCHITECTURE.md)\n"
             "  --help, --version\n\n"
             "Exit status: 0 done; 1 internal error; 2 bad option or model config;\n"
             "3 bad data (missing, truncated or malformed shard, token id >= vocab_size);\n"
@@ -166,7 +164,7 @@ static void usage_output(FILE *f, const hpt_train_opts *d)
             "after a signal or --max-runtime: requeue the job (it resumes from the\n"
             "checkpoint).\n",
             d->eval_interval, d->eval_batches, d->max_skips, d->keep, d->metrics_interval,
-            d->slow_factor, d->spike_factor);
+            d->slow_factor, d->spike_factor, d->event_window);
 }
 
 enum {
@@ -178,7 +176,7 @@ enum {
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
     OPT_STALL_AT, OPT_TRACE_STEPS, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM, OPT_SEQ_PAR, OPT_EXPORT_DTYPE,
-    OPT_EXPORT_SHARD,
+    OPT_EXPORT_SHARD, OPT_EVENT_WINDOW, OPT_FAULT_ANOMALY,
 };
 
 static const struct option long_opts[] = {
@@ -209,7 +207,8 @@ static const struct option long_opts[] = {
     {"init-from", 1, 0, OPT_INIT_FROM}, {"alert", 1, 0, OPT_ALERT},
     {"collective-timeout", 1, 0, OPT_COLL_TIMEOUT}, {"fault-stall-rank", 1, 0, OPT_STALL_RANK},
     {"fault-stall-step", 1, 0, OPT_STALL_STEP}, {"fault-stall-at", 1, 0, OPT_STALL_AT},
-    {"trace-steps", 1, 0, OPT_TRACE_STEPS}, {"async-save", 0, 0, OPT_ASYNC_SAVE},
+    {"trace-steps", 1, 0, OPT_TRACE_STEPS}, {"event-window", 1, 0, OPT_EVENT_WINDOW},
+    {"fault-anomaly", 1, 0, OPT_FAULT_ANOMALY}, {"async-save", 0, 0, OPT_ASYNC_SAVE},
     {"precision", 1, 0, OPT_PRECISION}, {"comm", 1, 0, OPT_COMM},
     {"export-dtype", 1, 0, OPT_EXPORT_DTYPE}, {"export-shard-size", 1, 0, OPT_EXPORT_SHARD},
     {0, 0, 0, 0},
@@ -296,6 +295,8 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_PEAK: return hpt_cli_parse_double(name, arg, &o->peak_flops);
     case OPT_SLOW_F: return hpt_cli_parse_double(name, arg, &o->slow_factor);
     case OPT_SPIKE_F: return hpt_cli_parse_double(name, arg, &o->spike_factor);
+    case OPT_EVENT_WINDOW: return hpt_cli_parse_int(name, arg, &o->event_window);
+    case OPT_FAULT_ANOMALY: return hpt_train_opts_fault_anomaly(o, arg);
     case OPT_ALERT:
         if (o->nalerts == HPT_ALERT_MAX)
             return hpt_error_set(HPT_ERR_USAGE, "--alert '%s': at most %d rules", arg,

@@ -10,6 +10,9 @@
  * own), ranks (rank x step maps), comm, events, segments, alerts. After a
  * resume a step can come again: the later row wins (rows from that step on
  * are replaced), the rule of the metrics file's readers.
+ * Repeated anomalies (a flood of throughput_drop, say) are collapsed: one
+ * entry in the events list and one shaded span on the loss chart per run of
+ * one kind (eventGroups); every event is still held.
  * Tests read what the page holds through window.hptDebug. */
 (function () {
   'use strict';
@@ -55,6 +58,9 @@
   var TL_IDLE = '#f6c9c9';
   var TL_COMM = { tp: '#8c564b', dp: '#e377c2', 'dp-shard': '#e377c2', 'dp-replica': '#c5b0d5',
     pp: '#7f7f7f', mp: '#aec7e8', embed: '#98df8a', world: '#c49c94' };
+  /* A run of one anomaly kind: its occurrences at most FLOOD_GAP steps apart. */
+  var FLOOD_GAP = 10;
+  var FLOOD_CLASSES = { nonfinite: 1, spike: 1, throughput: 1, slow_rank: 1 };
 
   var S = {
     runs: [], hist: {}, alerts: [], charts: {}, heatMetric: 'busy_s', heatRun: null,
@@ -132,6 +138,36 @@
     if (/alert/.test(k)) return 'alert';
     if (/run_end/.test(k)) return 'end';
     return 'other';
+  }
+
+  /* A run's events with the floods collapsed, in the order of their first
+   * occurrence: {e: the first event, last: the last one, count}. Anomaly
+   * events of one file kind (and, for slow_rank, one rank) join the group
+   * of the previous one while each follows it by 1 to FLOOD_GAP steps (a
+   * resume's redone steps start a new group); other kinds stay single. */
+  function eventGroups(events) {
+    var out = [], open = {};
+    events.forEach(function (e) {
+      var k = kindClass(e.kind);
+      if (!FLOOD_CLASSES[k]) { out.push({ e: e, last: e, count: 1 }); return; }
+      var key = (e.file_kind || e.kind) + (k === 'slow_rank' ? '#' + e.rank : '');
+      var g = open[key];
+      if (g && e.step > g.last.step && e.step - g.last.step <= FLOOD_GAP) {
+        g.last = e;
+        g.count++;
+        return;
+      }
+      g = open[key] = { e: e, last: e, count: 1 };
+      out.push(g);
+    });
+    return out;
+  }
+
+  /* "steps A–B · KIND ×N" of a group of several, "step A · KIND" of one. */
+  function groupTitle(g) {
+    var e = g.e;
+    return (g.count > 1 ? 'steps ' + e.step + '–' + g.last.step : 'step ' + e.step) + ' · ' +
+      e.kind + (g.count > 1 ? ' ×' + g.count : '') + (e.rank >= 0 ? ' · rank ' + e.rank : '');
   }
 
   function runById(id) {
@@ -387,18 +423,30 @@
     return 0;
   }
 
-  function markLines(h) {
+  /* Resumes, and single non-finite steps (a run of them is a span). */
+  function markLines(h, groups) {
     var d = h.segments.slice(1).map(function (s) {
       return { xAxis: s.step, name: 'segment', lineStyle: { color: KIND_COLOR.segment, type: 'dashed' },
         label: { formatter: 'resume', position: 'insideEndTop' } };
     });
-    h.events.forEach(function (e) {
-      if (kindClass(e.kind) === 'nonfinite')
-        d.push({ xAxis: e.step, name: 'nonfinite',
+    groups.forEach(function (g) {
+      if (g.count === 1 && kindClass(g.e.kind) === 'nonfinite')
+        d.push({ xAxis: g.e.step, name: 'nonfinite',
           lineStyle: { color: KIND_COLOR.nonfinite, type: 'solid', width: 1 },
           label: { formatter: 'NaN', position: 'insideEndTop' } });
     });
     return { symbol: 'none', silent: true, animation: false, data: d };
+  }
+
+  /* One shaded span per group of several events, half a step beyond its
+   * first and last. */
+  function markAreas(groups) {
+    var d = groups.filter(function (g) { return g.count > 1; }).map(function (g) {
+      var k = kindClass(g.e.kind);
+      return [{ xAxis: g.e.step - 0.5, name: groupTitle(g) + ': ' + (g.e.detail || ''),
+        itemStyle: { color: KIND_COLOR[k], opacity: 0.2 } }, { xAxis: g.last.step + 0.5 }];
+    });
+    return { silent: false, animation: false, label: { show: false }, data: d };
   }
 
   function stepSeries(p) {
@@ -406,12 +454,12 @@
     S.runs.forEach(function (r) {
       var h = S.hist[r.id];
       if (!h) return;
-      var c = h.columns, name = runLabel(r), col = color(r.id);
+      var c = h.columns, name = runLabel(r), col = color(r.id), groups = eventGroups(h.events);
       var raw = {
         id: 'raw-' + r.id, name: name, type: 'line', showSymbol: false, connectNulls: false,
         data: pairs(c.step, c[p.col] || [], p.scale), sampling: 'lttb', yAxisIndex: 0,
         lineStyle: { width: p.id === 'loss' ? 1 : 1.5, opacity: p.id === 'loss' ? 0.35 : 1 },
-        itemStyle: { color: col }, markLine: markLines(h)
+        itemStyle: { color: col }, markLine: markLines(h, groups)
       };
       series.push(raw);
       if (p.id === 'loss') {
@@ -420,18 +468,20 @@
         series.push({ id: 'val-' + r.id, name: name + ' validation', type: 'line', symbol: 'circle',
           symbolSize: 5, data: pairs(c.val_step, c.val_loss), itemStyle: { color: col },
           lineStyle: { type: 'dashed', width: 1.5 } });
-        var marks = h.events.filter(function (e) {
-          var k = kindClass(e.kind);
-          return k !== 'end' && !(k === 'segment' && e.step === 0);
-        }).map(function (e) {
-          var k = kindClass(e.kind);
+        var marks = groups.filter(function (g) {
+          var k = kindClass(g.e.kind);
+          return g.count === 1 && k !== 'end' && !(k === 'segment' && g.e.step === 0);
+        }).map(function (g) {
+          var e = g.e, k = kindClass(e.kind);
           return { value: [e.step, yAt(c, 'loss', e.step)], itemStyle: { color: KIND_COLOR[k] },
             label: e.kind + ' (step ' + e.step + (e.rank >= 0 ? ', rank ' + e.rank : '') + '): ' +
               (e.detail || '') };
         });
         series.push({ id: 'ev-' + r.id, name: name + ' events', type: 'scatter', symbol: 'pin',
-          symbolSize: 18, data: marks, itemStyle: { color: col }, z: 5,
-          tooltip: { trigger: 'item', formatter: function (it) { return esc(it.data.label); } } });
+          symbolSize: 18, data: marks, itemStyle: { color: col }, z: 5, markArea: markAreas(groups),
+          tooltip: { trigger: 'item', formatter: function (it) {
+            return esc(it.componentType === 'markArea' ? it.name : it.data.label);
+          } } });
       }
       if (p.right) {
         series.push({ id: 'clip-' + r.id, name: name + ' clip', type: 'line', showSymbol: false,
@@ -538,25 +588,28 @@
     }
   }
 
+  /* One entry per event group (eventGroups), newest last occurrence first;
+   * data-count and data-last-step say what a group holds. */
   function renderEvents() {
     var all = [];
     S.runs.forEach(function (r) {
       var h = S.hist[r.id];
-      if (h) h.events.forEach(function (e, i) { all.push({ r: r, e: e, i: i }); });
+      if (h) eventGroups(h.events).forEach(function (g, i) { all.push({ r: r, g: g, i: i }); });
     });
     all.sort(function (a, b) {
-      return (b.e.time || 0) - (a.e.time || 0) || b.e.step - a.e.step || b.i - a.i;
+      var x = a.g.last, y = b.g.last;
+      return (y.time || 0) - (x.time || 0) || y.step - x.step || b.i - a.i;
     });
     var ul = document.getElementById('events');
     ul.textContent = '';
     all.slice(0, 500).forEach(function (x) {
-      var e = x.e, k = kindClass(e.kind);
+      var g = x.g, e = g.e, k = kindClass(e.kind);
       var li = el('li', { class: 'ev ev-' + k, 'data-kind': k, 'data-raw-kind': e.file_kind || e.kind,
-        'data-run': x.r.id, 'data-step': e.step });
+        'data-run': x.r.id, 'data-step': e.step, 'data-last-step': g.last.step,
+        'data-count': g.count });
       li.appendChild(el('span', { class: 'dot', style: 'background:' + KIND_COLOR[k] }));
-      li.appendChild(document.createTextNode((S.runs.length > 1 ? x.r.name + ' · ' : '') + 'step ' +
-        e.step + ' · ' + e.kind + (e.rank >= 0 ? ' · rank ' + e.rank : '') +
-        (e.detail ? ': ' + e.detail : '')));
+      li.appendChild(document.createTextNode((S.runs.length > 1 ? x.r.name + ' · ' : '') +
+        groupTitle(g) + (e.detail ? ': ' + e.detail : '')));
       ul.appendChild(li);
     });
   }
@@ -788,6 +841,20 @@
     comm: function (run) { return S.hist[run] && S.hist[run].comm ? JSON.parse(JSON.stringify(S.hist[run].comm)) : null; },
     runs: function () { return JSON.parse(JSON.stringify(S.runs)); },
     events: function (run) { return S.hist[run] ? S.hist[run].events.slice() : []; },
+    /* the run's event groups: file kind, rank, first and last step, count */
+    eventGroups: function (run) {
+      return S.hist[run] ? eventGroups(S.hist[run].events).map(function (g) {
+        return { kind: g.e.file_kind || g.e.kind, rank: g.e.rank, step: g.e.step,
+          last: g.last.step, count: g.count };
+      }) : [];
+    },
+    /* the loss chart's shaded spans of a run ([from, to] in steps) and its markers' steps */
+    eventMarks: function (run) {
+      var s = S.charts.loss.getOption().series.filter(function (x) { return x.id === 'ev-' + run; })[0];
+      if (!s) return null;
+      return { spans: ((s.markArea && s.markArea.data) || []).map(function (a) { return [a[0].xAxis, a[1].xAxis]; }),
+        markers: s.data.map(function (d) { return d.value[0]; }) };
+    },
     segments: function (run) { return S.hist[run] ? S.hist[run].segments.slice() : []; },
     alerts: function () { return S.alerts.map(function (a) { return { run: a.run, rule: a.rule, step: a.step, value: a.value }; }); },
     state: function (run) { var r = runById(run); return r ? r.state : null; },

@@ -5,7 +5,9 @@
 # opened on it with every request refused and the network off makes no
 # request, shows every step of the file in each chart, and holds the values
 # h5py reads (columns bit for bit, rank x step busy/step time, events
-# newest first with the skipped step, the segment). Two files give two runs.
+# newest first with the skipped step, the segment; the throughput drops
+# forced at steps 30-38 one entry and one shaded span, every event of the
+# file counted by the entries). Two files give two runs.
 # --points 6 downsamples: fewer steps, yet the first and last, the event
 # steps and every curve's extremes are kept with their exact values.
 # Skipped (77) without node, chromium or npm's playwright-core.
@@ -19,7 +21,7 @@ export OMP_NUM_THREADS=1
 HM="$HPT_BUILD/src/hpt-metrics"
 "$MPIEXEC" -n 2 "$TRAIN" --model tiny --data "$CORPUS" --seq-len 32 --batch 2 --steps 40 --eval-interval 4 \
   --eval-batches 1 --metrics-interval 2 --fault-nan-steps 5 --fault-nan-rank 1 --quiet --run-dir "$WORK/r" \
-  > "$WORK/r.out" 2>&1 || { cat "$WORK/r.out"; fail "training run"; }
+  --fault-anomaly throughput_drop:30-38 > "$WORK/r.out" 2>&1 || { cat "$WORK/r.out"; fail "training run"; }
 "$HM" report "$WORK/r/metrics.h5" -o "$WORK/report.html" || fail "hpt-metrics report"
 [ ! -e "$WORK/report.html.tmp" ] || fail "report left its .tmp"
 grep -qiE '<script[^>]* src=|<link[^>]* href="[^d]' "$WORK/report.html" && fail "report.html refers to another file"
@@ -27,7 +29,7 @@ grep -q 'window.HPT_DATA = ' "$WORK/report.html" || fail "report.html does not i
 "$PYTHON" "$HPT_SRC/tests/live/h5points.py" "$WORK/r/metrics.h5" > "$WORK/want.json" || fail "h5py read"
 # move the report away from the run: it must not need anything beside it
 mkdir "$WORK/elsewhere" && mv "$WORK/report.html" "$WORK/elsewhere/"
-HPT_EXPECT_STATE=finished node "$HPT_SRC/tests/live/report.js" "$WORK/elsewhere/report.html" "$WORK/want.json" \
+HPT_EXPECT_STATE=finished HPT_EXPECT_FLOOD=throughput_drop:30-38 node "$HPT_SRC/tests/live/report.js" "$WORK/elsewhere/report.html" "$WORK/want.json" \
   ${HPT_LIVE_SCREENSHOT:+"$HPT_LIVE_SCREENSHOT"} || fail "report in chromium"
 # two runs overlaid: the same file twice (two entries, one per run)
 "$HM" report "$WORK/r/metrics.h5" "$WORK/r/metrics.h5" -o "$WORK/two.html" || fail "report of two files"

@@ -3,7 +3,8 @@
 // of two runs, rows pushed over SSE appear, a reload shows the full
 // history, a resume replaces the redone steps and adds a segment, states
 // (writer stopped, error with its message), an alert turns the header red
-// and lists the rule, events newest first, every request carries the token.
+// and lists the rule, events newest first, a flood of one anomaly kind is
+// one entry and one shaded span, every request carries the token.
 'use strict';
 const { check, fail, launch, waitFor, sameArray, describe } = require('./lib.js');
 const fixture = require('./fixture-server.js');
@@ -85,6 +86,28 @@ async function main() {
   fx.pushEvent(0, { step: 26, time: 3000, kind: 'nonfinite', rank: 1, detail: 'non-finite gradient norm' });
   await waitFor(page, () => { const li = document.querySelector('#events li'); return li && li.dataset.kind === 'nonfinite'; },
     null, 'a pushed event is listed first');
+
+  // a flood: 12 throughput_drop events at steps 3..14 are one entry and one
+  // shaded span; a later one at step 40 (26 steps on) stays an entry and a marker
+  for (let st = 3; st <= 14; st++)
+    fx.pushEvent(0, { step: st, time: 3100 + st, kind: 'throughput_drop', file_kind: 'throughput_drop', rank: 0,
+      detail: 'forced ' + st });
+  fx.pushEvent(0, { step: 40, time: 3200, kind: 'throughput_drop', file_kind: 'throughput_drop', rank: 0, detail: 'forced 40' });
+  await waitFor(page, () => window.hptDebug.events(0).filter((e) => e.kind === 'throughput_drop').length === 13 &&
+    document.querySelectorAll('#events li[data-raw-kind="throughput_drop"]').length > 0, null, 'the flood arrived');
+  await page.evaluate(() => window.hptDebug.render());
+  const drops = await page.$$eval('#events li[data-raw-kind="throughput_drop"]', (l) => l.map((x) =>
+    ({ step: Number(x.dataset.step), last: Number(x.dataset.lastStep), count: Number(x.dataset.count), text: x.textContent })));
+  check(drops.length === 2 && drops[0].step === 40 && drops[0].count === 1 &&
+    drops[1].step === 3 && drops[1].last === 14 && drops[1].count === 12 &&
+    drops[1].text.includes('steps 3–14 · throughput_drop ×12 · rank 0: forced 3'),
+    'the flood is one entry "steps 3–14 · throughput_drop ×12", the step-40 one its own ' + describe(drops));
+  const marks = await page.evaluate(() => window.hptDebug.eventMarks(0));
+  check(marks && sameArray(marks.spans, [[2.5, 14.5]]), 'the loss chart shades steps 3–14 as one span ' + describe(marks && marks.spans));
+  check(marks.markers.includes(40) && !marks.markers.some((st) => st >= 3 && st <= 14),
+    'the step-40 drop is a marker, none of steps 3–14 is ' + describe(marks.markers));
+  const groups = await page.evaluate(() => window.hptDebug.eventGroups(0).filter((g) => g.kind === 'throughput_drop'));
+  check(groups.reduce((n, g) => n + g.count, 0) === 13, 'the groups hold all 13 events');
 
   // shared zoom: zooming the loss panel zooms every step panel
   await page.evaluate(() => echarts.getInstanceByDom(document.getElementById('chart-loss'))

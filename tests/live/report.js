@@ -1,7 +1,9 @@
 // tests/live/report.js REPORT.html EXPECTED.json [SCREENSHOT.png] — open the
 // self-contained report of `hpt-metrics report` in headless chromium with
 // every network request refused and compare what the page holds with what
-// h5py read from the metrics file (tests/live/h5points.py).
+// h5py read from the metrics file (tests/live/h5points.py). HPT_EXPECT_FLOOD=
+// KIND:A-B: the run was given --fault-anomaly KIND:A-B, shown as one entry
+// and one span.
 'use strict';
 const { check, fail, launch, waitFor, sameArray, describe, readJSON } = require('./lib.js');
 const path = require('path');
@@ -57,13 +59,38 @@ async function main() {
   const cells = want.busy_s.reduce((a, row) => a + row.filter((v) => v !== null).length, 0);
   check(await page.evaluate(() => window.hptDebug.heatCells()) === cells, 'heat map draws ' + cells + ' cells');
   check(!(await page.evaluate(() => window.hptDebug.timeline().visible)), 'no step timeline panel for a run without /trace');
-  const ev = await page.$$eval('#events li[data-run="0"]', (l) => l.map((x) => ({ step: Number(x.dataset.step), kind: x.dataset.rawKind })));
-  check(ev.length === want.events.length, '#events lists the ' + want.events.length + ' events of the file');
+  const ev = await page.$$eval('#events li[data-run="0"]', (l) => l.map((x) => ({ step: Number(x.dataset.step),
+    kind: x.dataset.rawKind, last: Number(x.dataset.lastStep), count: Number(x.dataset.count) })));
+  // floods collapsed: the file's anomalies of one kind (slow_rank: and rank)
+  // 1..10 steps apart are one entry (docs/LIVE.md), computed here from h5py's list
+  const want_groups = [], open = {};
+  for (const e of want.events) {
+    const flood = ['skipped_step', 'grad_norm_spike', 'throughput_drop', 'slow_rank'].includes(e.kind);
+    const gk = e.kind + (e.kind === 'slow_rank' ? '#' + e.rank : '');
+    const g = flood ? open[gk] : null;
+    if (g && e.step > g.last && e.step - g.last <= 10) { g.last = e.step; g.count++; continue; }
+    want_groups.push(open[gk] = { kind: e.kind, step: e.step, last: e.step, count: 1 });
+  }
+  const key = (g) => [g.kind, g.step, g.last, g.count].join(' ');
+  check(sameArray(ev.map(key).sort(), want_groups.map(key).sort()),
+    '#events lists the ' + want.events.length + ' events of the file as ' + want_groups.length + ' entries ' +
+    describe(ev.map(key)));
+  check(ev.reduce((n, x) => n + x.count, 0) === want.events.length, 'the entries count every event of the file');
   const last = want.events[want.events.length - 1];
   check(ev[0].kind === last.kind && ev[0].step === last.step, 'newest event first (' + describe(ev[0]) + ')');
   const skipped = want.events.filter((e) => e.kind === 'skipped_step').length;
-  check(ev.filter((e) => e.kind === 'skipped_step').length === skipped,
+  check(ev.filter((e) => e.kind === 'skipped_step').reduce((n, x) => n + x.count, 0) === skipped,
     skipped + ' skipped_step event(s) listed with data-kind nonfinite');
+  const marks = await page.evaluate(() => window.hptDebug.eventMarks(0));
+  const spans = want_groups.filter((g) => g.count > 1).map((g) => [g.step - 0.5, g.last + 0.5]);
+  check(marks && sameArray(marks.spans.slice().sort((a, b) => a[0] - b[0]), spans.sort((a, b) => a[0] - b[0])),
+    'the loss chart shades each group of several as one span ' + describe(marks && marks.spans));
+  if (process.env.HPT_EXPECT_FLOOD) { // KIND:A-B forced by hpt-train --fault-anomaly
+    const [k, a, b] = process.env.HPT_EXPECT_FLOOD.split(/[:-]/);
+    check(ev.filter((x) => x.kind === k && x.step <= Number(a) && x.last >= Number(b)).length === 1 &&
+      marks.spans.filter((sp) => sp[0] <= Number(a) - 0.5 && sp[1] >= Number(b) + 0.5).length === 1,
+      'the forced ' + k + ' at steps ' + a + '–' + b + ' is one entry and one span');
+  }
   const segs = await page.evaluate(() => window.hptDebug.segments(0).map((s) => s.step));
   check(sameArray(segs, want.segments), 'segments ' + describe(segs));
   const state = await page.textContent('#state-0');

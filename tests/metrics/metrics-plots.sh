@@ -1,7 +1,8 @@
 #!/bin/sh
 # analysis/plot_metrics.py on the metrics files of two real runs (4 ranks
 # TP 2 x DP 2, and 2 ranks DP 2 with a non-finite loss injected at step 3,
-# a skipped step): every figure is a PNG of the stated pixel size that is
+# a skipped step, and throughput drops forced at steps 5-7, drawn as one
+# span): every figure is a PNG of the stated pixel size that is
 # not blank, and an SVG; its manifest has the expected axes and series,
 # checked against the file read with plain h5py (points per curve = steps
 # with a finite value, so the skipped step is not counted; val-loss points =
@@ -17,7 +18,8 @@ export OMP_NUM_THREADS=1
 PLOT="$HPT_SRC/analysis/plot_metrics.py"
 A="--model tiny --data $CORPUS --steps 8 --batch 2 --seq-len 64 --eval-interval 4 --eval-batches 1 --metrics-interval 2 --quiet"
 "$MPIEXEC" -n 4 "$TRAIN" $A --tp 2 --dp 2 --run-dir "$WORK/a" > "$WORK/a.out" 2>&1 || { cat "$WORK/a.out"; fail "run a"; }
-"$MPIEXEC" -n 2 "$TRAIN" $A --lr 2e-3 --fault-nan-steps 3 --fault-nan-rank 1 --run-dir "$WORK/b" > "$WORK/b.out" 2>&1 || { cat "$WORK/b.out"; fail "run b"; }
+"$MPIEXEC" -n 2 "$TRAIN" $A --lr 2e-3 --fault-nan-steps 3 --fault-nan-rank 1 --fault-anomaly throughput_drop:5-7 \
+  --run-dir "$WORK/b" > "$WORK/b.out" 2>&1 || { cat "$WORK/b.out"; fail "run b"; }
 
 "$PYTHON" "$PLOT" "$WORK/a" -o "$WORK/one" > "$WORK/one.out" 2>&1 || { cat "$WORK/one.out"; fail "plot one run"; }
 "$PYTHON" "$PLOT" "$WORK/a/metrics.h5" "$WORK/b/metrics.h5" -o "$WORK/two" --labels tp2dp2 dp2 \
@@ -34,9 +36,29 @@ MARKED = ("resume", "layout_change", "checkpoint_load", "signal", "skipped_step"
           "grad_norm_spike", "throughput_drop", "slow_rank")
 
 def events_of(path):
-    """(kind, step) of every event in the file, read with plain h5py."""
+    """(kind, step, rank) of every event in the file, read with plain h5py."""
     with h5py.File(path, "r", libver="latest", swmr=True) as f:
-        return [(e["kind"].decode(), int(e["step"])) for e in f["events"][:]]
+        return [(e["kind"].decode(), int(e["step"]), int(e["rank"])) for e in f["events"][:]]
+
+def lines_and_spans(ev):
+    """The marked events' steps drawn as lines, and [first - 1/2, last + 1/2]
+    of the runs drawn as spans: an anomaly of one kind (slow_rank: and rank)
+    1..10 steps after the previous one joins its run (docs/LIVE.md)."""
+    groups, last = [], {}
+    for k, s, r in ev:
+        if k not in MARKED or s <= 0:
+            continue
+        key = (k, r if k == "slow_rank" else None)
+        flood = k in ("skipped_step", "grad_norm_spike", "throughput_drop", "slow_rank")
+        if flood and key in last and 0 < s - last[key][1] <= 10:
+            last[key][1] = s
+            last[key][2] += 1
+        else:
+            groups.append([s, s, 1])
+            if flood:
+                last[key] = groups[-1]
+    return (sorted(float(a) for a, b, n in groups if n == 1),
+            sorted([a - 0.5, b + 0.5] for a, b, n in groups if n > 1))
 files = {n: os.listdir(os.path.join(w, n)) for n in ("one", "two")}
 want_one = {f"{fig}.{ext}" for fig in ("curves", "heatmap", "breakdown") for ext in ("png", "svg", "json")}
 assert want_one | {"summary.txt"} == set(files["one"]), files["one"]
@@ -73,15 +95,19 @@ for out, suf, dpi, runs in (("one", "", 100, [("a", 4)]), ("two", "-tp2dp2", 80,
         # events: the clean run has no grad_norm_spike and no non-finite
         # (skipped_step) event, the other exactly its skipped step 3; timing
         # events (slow_rank, throughput_drop) depend on the machine's load
-        # and are not asserted. Every marked event of the file is drawn.
+        # and are not asserted. Every marked event of the file is drawn: a
+        # line, or within the span of a run of its kind.
         ev = events_of(os.path.join(w, run, "metrics.h5"))
         for kind in ("grad_norm_spike", "skipped_step"):
-            got = sorted(s for k, s in ev if k == kind)
+            got = sorted(s for k, s, r in ev if k == kind)
             want = [3] if (run, kind) == ("b", "skipped_step") else []
             assert got == want, "run %s: %s events at steps %s, expected %s" % (run, kind, got, want)
-        marked = sorted(float(s) for k, s in ev if k in MARKED and s > 0)
-        assert p[3]["event_steps"] == marked, "run %s: event lines %s, file's events %s" % (
-            run, p[3]["event_steps"], ev)
+        lines, spans = lines_and_spans(ev)
+        if run == "b":  # the forced throughput drops of steps 5-7: one span; the skipped step a line
+            assert [4.5, 7.5] in spans and 3.0 in lines, (lines, spans)
+        assert p[3]["event_steps"] == lines and p[3]["event_spans"] == spans, \
+            "run %s: event lines %s, spans %s; file's events %s" % (
+                run, p[3]["event_steps"], p[3]["event_spans"], ev)
         # heat maps: busy and step time, [steps x ranks], row means = h5py's
         m = manifest(d, "heatmap" + suf)
         p = plots(m)
