@@ -438,18 +438,19 @@ static void noise_scale(hpt_metrics *m, int n, int i, double *cols[HPT_SC_COUNT]
     const hpt_metrics_step *s = &m->steps[i];
     cols[HPT_SC_G2][i] = cols[HPT_SC_S][i] = cols[HPT_SC_NOISE][i] = NAN;
     if (D > 1 && !s->skipped) {
-        /* McCandlish et al. 2018, appendix A.1: |G_small|^2 from each DP
-         * replica's gradient (the ranks' pre-reduction gradients are
-         * scaled by 1/global tokens, so a replica's mean gradient is D
-         * times their sum), |G_big|^2 from the global norm. */
+        /* McCandlish et al. 2018, appendix A.1: |G_small|^2 from the K
+         * small batches' gradients — each DP replica's (K = D), or each
+         * micro-batch's of each replica (K = D x grad-accum, sumsq_micro)
+         * — which the ranks hold scaled by 1/global tokens, so a small
+         * batch's mean gradient is K times it: |G_small|^2 = (1/K) sum_k
+         * |K g_k|^2 = K sum_k |g_k|^2; |G_big|^2 from the global norm. */
         memset(sums, 0, sizeof *sums * (size_t)D);
         for (int w = 0; w < W; w++)
             sums[m->dp_rank[w]] += AT(m, n, i, w, HPT_MR_GRAD_SUMSQ);
-        double gs2 = 0;
+        double K = (double)D * (m->info.sumsq_micro ? m->info.grad_accum : 1), gs2 = 0;
         for (int d = 0; d < D; d++)
-            gs2 += sums[d] * (double)D * D;
-        gs2 /= D;
-        double gb2 = s->grad_norm * s->grad_norm, bb = s->tokens, bs = s->tokens / D;
+            gs2 += sums[d] * K;
+        double gb2 = s->grad_norm * s->grad_norm, bb = s->tokens, bs = s->tokens / K;
         double g2 = (bb * gb2 - bs * gs2) / (bb - bs);
         double S = (gs2 - gb2) / (1.0 / bs - 1.0 / bb);
         cols[HPT_SC_G2][i] = g2;

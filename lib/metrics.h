@@ -77,6 +77,11 @@ typedef struct {
     double slow_factor;        /* slow rank: busy > factor x median           */
     double spike_factor;       /* grad-norm spike: > factor x running median  */
     int trace;                 /* 1: --trace-steps, the file gets a /trace table */
+    int sumsq_micro;           /* 1: HPT_MR_GRAD_SUMSQ sums each micro-batch's
+                                * squared gradient norm (ZeRO-2/3 with gradient
+                                * accumulation never holds a replica's summed
+                                * gradient): the noise scale's small batch is
+                                * one micro-batch, not one replica's batch  */
     const hpt_alert_rule *alerts; /* --alert rules (lib/alert.h), copied at open */
     int nalerts;
     int event_window;          /* --event-window: steps per job-log window of

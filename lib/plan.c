@@ -426,6 +426,31 @@ static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
 /* DP gradient buckets of a stage: the head, each layer, the embedding. */
 static double dp_buckets(int nl, int first, int last) { return nl + first + last; }
 
+/* ZeRO-2/3 buckets reduce-scattered only once a step, after the sum over
+ * another group (lib/train_dp_buckets.c needs_later_sum): under sequence
+ * parallelism every layer's and the head's (replicated norm weights); with
+ * a tied embedding split over two stages the embedding's and the last
+ * stage's head (its copy). Returns their elements; *n their count. The
+ * others are reduce-scattered in every micro-batch's backward. P: the
+ * stage's parameters; nl layers. */
+static double zero2_deferred(const hpt_plan_setup *s, double P, int nl, int first, int last,
+                             double *n)
+{
+    double C = s->cfg.hidden_size, Pm = tensor_elems(s, vocab_local(s) * C);
+    int tied_pp = s->pp > 1 && s->cfg.tie_word_embeddings;
+    double Pemb = first ? Pm : 0;
+    double Phead = last ? tensor_elems(s, C) + (!s->cfg.tie_word_embeddings || tied_pp ? Pm : 0) : 0;
+    double d = 0;
+    *n = 0;
+    if (first && tied_pp)
+        d += Pemb, ++*n;
+    if (last && (sp_on(s) || tied_pp))
+        d += Phead, ++*n;
+    if (sp_on(s) && nl > 0)
+        d += P - Pemb - Phead, *n += nl;
+    return d;
+}
+
 /* ", ZeRO-1" / ", ZeRO-2" / ", ZeRO-3" for stage z, "" for 0 (the text reports). */
 static const char *zero_label(int z)
 {
@@ -498,13 +523,19 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
          * back to the OS once a unit is used (lib/train_zero3.c) */
         m.weights = s->zero == 3 && s->dp > 1 ? 4 * fmin(P, own + zero3_gathered(s, stage)) : 4 * P;
         m.grads = 4 * P;
-        if (s->zero >= 2 && s->dp > 1 && M == 1) {
-            /* ZeRO-2 without accumulation: a bucket's pages go back to the
-             * OS once reduce-scattered (lib/train_dp_buckets.c), at most
-             * two in flight and one being written: 3 buckets resident */
-            int l0, l1;
+        if (s->zero >= 2 && s->dp > 1) {
+            /* ZeRO-2/3: a bucket's pages go back to the OS once
+             * reduce-scattered (lib/train_dp_buckets.c), at most two in
+             * flight and one being written: 3 buckets resident — in every
+             * micro-batch, the deferred ranges excepted (they accumulate
+             * in place); with accumulation a receive buffer of one shard */
+            int l0, l1, first = stage == 0, last = stage == s->pp - 1;
             hpt_plan_stage_layers(s->cfg.num_hidden_layers, s->pp, stage, &l0, &l1);
-            m.grads = 4 * P * fmin(1, 3 / dp_buckets(l1 - l0, stage == 0, stage == s->pp - 1));
+            double nd, Pd = zero2_deferred(s, P, l1 - l0, first, last, &nd);
+            double nb = dp_buckets(l1 - l0, first, last);
+            double live = M == 1 ? P * fmin(1, 3 / nb)
+                                 : Pd + (nb > nd ? (P - Pd) * fmin(1, 3 / (nb - nd)) : 0);
+            m.grads = 4 * fmin(P, live) + (M > 1 ? 4 * shard_of(P, zshard(s), 0) : 0);
         }
         m.optimizer = 8 * own;
         double act = hpt_plan_exact_act_bytes(s, stage, k, &lg);
@@ -796,7 +827,16 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
             int zi = spans_nodes(s, N, TP), zn = worst_span(s, N, TP, 1, TP, TP * N, (long)R * s->pp);
             double own = shard_of(P, N, d % N), nb = s->zero >= 2 ? dp_buckets(nl, first, last) : 1;
 #define ZOP(op, calls, bytes, counted) add_op_on(&pc, s, zi, zn, op, N, calls, bytes, counted)
-            ZOP(HPT_COLL_REDUCE_SCATTER, nb, gb * P / nb, gb * P / nb);
+            if (s->zero >= 2) { /* each micro-batch's, the deferred buckets once */
+                double nd, Pd = zero2_deferred(s, P, nl, first, last, &nd);
+                if (nb > nd)
+                    ZOP(HPT_COLL_REDUCE_SCATTER, M * (nb - nd), gb * (P - Pd) / (nb - nd),
+                        gb * (P - Pd) / (nb - nd));
+                if (nd > 0)
+                    ZOP(HPT_COLL_REDUCE_SCATTER, nd, gb * Pd / nd, gb * Pd / nd);
+            } else {
+                ZOP(HPT_COLL_REDUCE_SCATTER, nb, gb * P / nb, gb * P / nb);
+            }
             if (R > 1)
                 add_op_on(&pc, s, spans_nodes(s, R, TP * N),
                           worst_span(s, R, TP * N, 1, TP * N, TP * s->dp, s->pp), HPT_COLL_ALLREDUCE,

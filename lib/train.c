@@ -53,6 +53,7 @@ static void run_free(run_state *r)
     zero3_free(r);
     if (r->model.be) {
         r->model.be->free(r->grad_shard);
+        r->model.be->free(r->rs_tmp);
         r->model.be->free(r->grad_send);
     }
     free(r->layer_stage);
@@ -75,6 +76,7 @@ static void run_free(run_state *r)
     free(r->bucket_counts);
     free(r->deferred);
     free(r->bucket_range);
+    free(r->bucket_own);
     hpt_watchdog_stop(r->watchdog);
     hpt_trace_free(r->trace); /* before the flight recorder it captures from */
     if (r->log)
@@ -178,7 +180,7 @@ static hpt_status open_data(run_state *r, const hpt_train_opts *o)
  * contiguous blocks of ceil(nparams/DP) elements in rank order (the last
  * ones shorter or empty when DP does not divide nparams), and the buffer
  * of this rank's reduced gradients, grad_shard (ceil(nparams/DP) floats). */
-static hpt_status setup_zero(run_state *r, int stage, size_t *lo, size_t *hi)
+static hpt_status setup_zero(run_state *r, int stage, int micro_batches, size_t *lo, size_t *hi)
 {
     int D = r->comm.group_size[HPT_GROUP_DPS], me = r->comm.group_rank[HPT_GROUP_DPS];
     size_t n = r->model.nparams, S = (n + D - 1) / D;
@@ -197,7 +199,7 @@ static hpt_status setup_zero(run_state *r, int stage, size_t *lo, size_t *hi)
     r->grad_shard = r->model.be->alloc(sizeof(float) * (S ? S : 1));
     if (!r->grad_shard)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    return stage >= 2 ? dp_buckets_zero2_init(r) : HPT_OK;
+    return stage >= 2 ? dp_buckets_zero2_init(r, micro_batches) : HPT_OK;
 }
 
 static void abort_nccl(void *comm) { hpt_comm_nccl_abort(comm); }
@@ -315,7 +317,7 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
                                             r->root ? stderr : NULL)))
         return st;
     hi = r->model.nparams;
-    if (o->zero && (st = setup_zero(r, o->zero, &lo, &hi)))
+    if (o->zero && (st = setup_zero(r, o->zero, o->grad_accum, &lo, &hi)))
         return st;
     if (o->zero == 3 && (st = zero3_init(r, o->zero3_prefetch, lo, hi)))
         return st;
@@ -736,6 +738,9 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
         fprintf(out, " + %zu bytes reduced shard (ZeRO-%d, %s%s)", sizeof(float) * (S ? S : 1),
                 o->zero, o->zero >= 2 ? "bucket reduce-scatters" : "one reduce-scatter",
                 r->grads_release ? "; the block's pages given back after each bucket" : "");
+    if (r->rs_tmp) /* ZeRO-2/3 with gradient accumulation */
+        fprintf(out, " + %zu bytes receive buffer (each of the %d micro-batches reduce-scattered "
+                "and summed into the shard)", sizeof(float) * (S ? S : 1), o->grad_accum);
     fprintf(out, "; AdamW state %zu bytes\n", 2 * sizeof(float) * (r->opt.hi - r->opt.lo));
     if (r->z3) /* the parameters as held: the own block, the units gathered when used */
         fprintf(out, "hpt-train: parameters: %zu bytes own block of %zu (ZeRO-3: each layer "

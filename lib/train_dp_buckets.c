@@ -69,27 +69,45 @@ static void release_range(run_state *r, size_t offset, size_t count)
     memset(b, 0, (size_t)(end - b));
 }
 
-/* Wait for bucket i and release its gradients. */
+/* Wait for bucket i and release its gradients; with gradient
+ * accumulation its own part, received in rs_tmp, is copied (the first
+ * micro-batch) or added (the others) into grad_shard, and on device
+ * memory its range is cleared for the next micro-batch's backward. */
 static void finish_bucket(run_state *r, int i)
 {
     r->comm.be->wait(&r->comm, &r->buckets[i]);
-    if (r->bucket_range)
+    if (!r->bucket_range)
+        return;
+    size_t at = r->bucket_own[i][0], n = r->bucket_own[i][1];
+    const hpt_backend *be = r->model.be;
+    if (n && r->acc_micro == 0)
+        be->copy(r->grad_shard + at, r->rs_tmp + at, sizeof(float) * n);
+    else if (n)
+        be->add(r->grad_shard + at, r->grad_shard + at, r->rs_tmp + at, n);
+    if (r->grads_release)
         release_range(r, r->bucket_range[i][0], r->bucket_range[i][1]);
+    else if (r->acc_micro + 1 < r->acc_count) /* the next backward accumulates from zero */
+        be->memset0(r->model.grads + r->bucket_range[i][0], sizeof(float) * r->bucket_range[i][1]);
 }
 
 /* Start the reduce-scatter of gradient range [offset, offset + count)
  * over DP: rank i receives the part inside its shard (possibly nothing),
- * this rank's part lands at its place in r->grad_shard. */
-static void start_reduce_scatter(run_state *r, size_t offset, size_t count)
+ * this rank's part lands at its place in r->grad_shard — or, with
+ * gradient accumulation (rs_tmp) unless `direct`, at that place in rs_tmp,
+ * summed into grad_shard by finish_bucket. */
+static void start_reduce_scatter(run_state *r, size_t offset, size_t count, int direct)
 {
     int D = r->comm.group_size[HPT_GROUP_DPS], me = r->comm.group_rank[HPT_GROUP_DPS];
     HPT_CHECK(r->nbuckets < r->bucket_cap);
     int *counts = r->bucket_counts + (size_t)r->nbuckets * D;
     shard_parts(r, offset, offset + count, counts, NULL);
     size_t at = offset > r->opt.lo ? offset - r->opt.lo : 0; /* own part's place in the shard */
-    float *recv = r->grad_shard + (counts[me] ? at : 0);
+    int tmp = r->rs_tmp && !direct;
+    float *recv = (tmp ? r->rs_tmp : r->grad_shard) + (counts[me] ? at : 0);
     r->bucket_range[r->nbuckets][0] = offset;
     r->bucket_range[r->nbuckets][1] = count;
+    r->bucket_own[r->nbuckets][0] = at;
+    r->bucket_own[r->nbuckets][1] = tmp ? (size_t)counts[me] : 0;
     r->comm.be->ireduce_scatter_sum_f32(&r->comm, HPT_GROUP_DPS, r->model.grads + offset, recv,
                                         counts, &r->buckets[r->nbuckets++]);
     fault_stop(r);
@@ -98,16 +116,19 @@ static void start_reduce_scatter(run_state *r, size_t offset, size_t count)
 void dp_bucket_reduce_scatter(void *ctx, size_t offset, size_t count)
 {
     run_state *r = ctx;
+    int later = needs_later_sum(r, offset, count), last = r->acc_micro + 1 == r->acc_count;
+    if (later && !last) /* accumulates in place until the last micro-batch */
+        return;
     if (r->metrics) /* this replica's own gradient, before the sum over DP */
         r->local_sumsq += hpt_model_grad_sumsq(&r->model, r->model.grads + offset, offset,
                                                offset + count);
-    if (needs_later_sum(r, offset, count)) {
+    if (later) {
         HPT_CHECK(r->ndeferred < r->bucket_cap);
         r->deferred[r->ndeferred][0] = offset;
         r->deferred[r->ndeferred++][1] = count;
         return;
     }
-    start_reduce_scatter(r, offset, count);
+    start_reduce_scatter(r, offset, count, 0);
     /* releasing: at most two buckets in flight, so at most their gradients
      * (and the ones backward is writing) are resident */
     if (r->grads_release && r->nbuckets - r->nwaited > 2)
@@ -117,23 +138,28 @@ void dp_bucket_reduce_scatter(void *ctx, size_t offset, size_t count)
 void dp_buckets_deferred(run_state *r)
 {
     int first = r->nbuckets;
-    for (int i = 0; i < r->ndeferred; i++)
-        start_reduce_scatter(r, r->deferred[i][0], r->deferred[i][1]);
+    for (int i = 0; i < r->ndeferred; i++) /* only now: straight into the shard */
+        start_reduce_scatter(r, r->deferred[i][0], r->deferred[i][1], 1);
     for (int i = first; i < r->nbuckets; i++)
         finish_bucket(r, i);
     r->nwaited = r->nbuckets;
     r->ndeferred = 0;
 }
 
-hpt_status dp_buckets_zero2_init(run_state *r)
+hpt_status dp_buckets_zero2_init(run_state *r, int micro_batches)
 {
+    size_t S = (size_t)r->shard_counts[0]; /* the largest shard */
+    r->acc_count = micro_batches;
+    if (micro_batches > 1 && !(r->rs_tmp = r->model.be->alloc(sizeof(float) * (S ? S : 1))))
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the ZeRO-2 receive buffer");
     r->bucket_cap = r->model.nl + 2; /* the head, each layer, the embedding */
     r->bucket_counts = calloc((size_t)r->bucket_cap * (size_t)r->comm.group_size[HPT_GROUP_DPS],
                               sizeof(int));
     r->deferred = calloc((size_t)r->bucket_cap, sizeof *r->deferred);
     r->bucket_range = calloc((size_t)r->bucket_cap, sizeof *r->bucket_range);
+    r->bucket_own = calloc((size_t)r->bucket_cap, sizeof *r->bucket_own);
     r->grads_release = r->model.be->is_device == NULL; /* host memory: pages can go back */
-    if (!r->bucket_counts || !r->deferred || !r->bucket_range)
+    if (!r->bucket_counts || !r->deferred || !r->bucket_range || !r->bucket_own)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the ZeRO-2 buckets");
     release_range(r, 0, r->model.nparams); /* allocated zeroed: resident until given back */
     r->grads_zero = r->grads_release;
@@ -145,4 +171,10 @@ void dp_buckets_wait(run_state *r)
     for (int i = r->nwaited; i < r->nbuckets; i++)
         finish_bucket(r, i);
     r->nwaited = r->nbuckets;
+}
+
+void dp_buckets_micro_end(run_state *r)
+{
+    dp_buckets_wait(r);
+    r->nbuckets = r->nwaited = 0;
 }

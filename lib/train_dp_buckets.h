@@ -1,10 +1,13 @@
 /* train_dp_buckets.h — the data-parallel gradient buckets
  * (lib/train_dp_buckets.c), started by the model's grad_ready hook during
- * the last micro-batch's backward (lib/train_pipeline.c), waited for
- * before the gradient norm: all-reduces without ZeRO, reduce-scatters into
- * this rank's shard with ZeRO-2 (Rajbhandari et al. 2020, "ZeRO", section
- * 5.1, P_os+g). ZeRO-1 uses none (it reduce-scatters the whole block in
- * train.c after backward). */
+ * backward (lib/train_pipeline.c), waited for before the gradient norm:
+ * all-reduces without ZeRO (the last micro-batch's backward, the
+ * gradients accumulated in place), reduce-scatters into this rank's shard
+ * with ZeRO-2 and 3 (Rajbhandari et al. 2020, "ZeRO", section 5.1,
+ * P_os+g) during every micro-batch's backward, so that gradients
+ * accumulate in the shard, never in the whole block (M micro-batches cost
+ * M reduce-scatters a step). ZeRO-1 uses none (it reduce-scatters the
+ * whole block in train.c after backward). */
 #ifndef HPT_TRAIN_DP_BUCKETS_H
 #define HPT_TRAIN_DP_BUCKETS_H
 
@@ -31,24 +34,40 @@ void dp_bucket_allreduce(void *ctx, size_t offset, size_t count);
  * memory) at most two buckets stay in flight (the oldest is waited for
  * here), and every bucket, once waited for, returns its gradient range to
  * zero, its whole pages given back to the OS (MADV_DONTNEED): they are the
- * next step's zeroed gradients (r->grads_zero). At most r->bucket_cap
- * buckets per step (fatal beyond). Needs dp_buckets_zero2_init. */
+ * next micro-batch's or step's zeroed gradients (r->grads_zero).
+ * Gradient accumulation (r->acc_count > 1; r->acc_micro the micro-batch
+ * whose backward runs): each bucket's own part is received in r->rs_tmp
+ * and copied (micro-batch 0) or added (the others) into r->grad_shard
+ * when waited for — the sum over micro-batches of the sums over DP, so
+ * within rounding of, not bitwise, the sum over DP of the accumulated
+ * gradients of ZeRO 0/1; on device memory the range is then cleared. The
+ * ranges summed over another group are left to accumulate in place and
+ * recorded at the last micro-batch only. At most r->bucket_cap buckets
+ * per micro-batch (fatal beyond). Needs dp_buckets_zero2_init. */
 void dp_bucket_reduce_scatter(void *ctx, size_t offset, size_t count);
 
 /* ZeRO-2, after that other sum: reduce-scatter the recorded ranges and
  * wait for them. Collective over DP (every replica records the same). */
 void dp_buckets_deferred(run_state *r);
 
-/* ZeRO-2: allocate r->bucket_counts, r->deferred and r->bucket_range for
- * the stage's layers + 2 buckets (needs r->model and r->comm); on host
- * memory turn r->grads_release on and give the (zeroed) gradient block's
- * pages back at once. Errors:
- * HPT_ERR_INTERNAL when out of memory. Freed by the run's cleanup. */
-hpt_status dp_buckets_zero2_init(run_state *r);
+/* ZeRO-2/3: allocate r->bucket_counts, r->deferred, r->bucket_range and
+ * r->bucket_own for the stage's layers + 2 buckets (needs r->model,
+ * r->comm and r->shard_counts), and with micro_batches > 1 (the step's
+ * gradient accumulation) the receive buffer r->rs_tmp (one shard); on
+ * host memory turn r->grads_release on and give the (zeroed) gradient
+ * block's pages back at once. Errors: HPT_ERR_INTERNAL when out of
+ * memory. Freed by the run's cleanup. */
+hpt_status dp_buckets_zero2_init(run_state *r, int micro_batches);
 
 /* Wait for every bucket started this step (in start order): the
  * gradients are then summed over DP (ZeRO-2: into the shard, except the
  * deferred ranges). */
 void dp_buckets_wait(run_state *r);
+
+/* ZeRO-2/3 with gradient accumulation, after a micro-batch's backward
+ * that is not the step's last: wait for its buckets (their parts summed
+ * into the shard, their ranges zero again) and start the next micro-batch
+ * at bucket 0. */
+void dp_buckets_micro_end(run_state *r);
 
 #endif

@@ -168,7 +168,8 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
                         "B, attention over the causal half: PaLM's 12*L*T*C halved); N_matmul = "
                         "weights used in matrix products incl. the LM head",
         .model_config = cfg, .dp_rank = dp_rank, .slow_factor = o->slow_factor,
-        .spike_factor = o->spike_factor, .trace = o->trace_steps != NULL, .alerts = o->alerts, .nalerts = o->nalerts,
+        .spike_factor = o->spike_factor, .trace = o->trace_steps != NULL,
+        .sumsq_micro = o->zero >= 2 && o->grad_accum > 1 && r->comm.dp > 1, .alerts = o->alerts, .nalerts = o->nalerts,
         .event_window = o->event_window, .fault_anomaly = o->fault_anomaly_kind,
         .fault_from = o->fault_anomaly_from, .fault_to = o->fault_anomaly_to};
     hpt_status st = check_metrics_path(path, o);

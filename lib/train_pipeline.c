@@ -248,9 +248,10 @@ static void tie_grads(run_state *r)
  * PP - stage - 1 warm-up forwards, then alternates one forward and one
  * backward, then drains the backwards; GPipe runs all forwards, then all
  * backwards. Gradients are scaled by 1/(tokens of the global batch) and
- * summed over DP during the last backward (all-reduced, or with ZeRO-2
- * reduce-scattered into this rank's shard; with ZeRO-1 the reduce-scatter
- * is in grad_norm). Returns the mean loss per target token
+ * summed over DP: all-reduced during the last backward, or with ZeRO-2/3
+ * reduce-scattered into this rank's shard during each micro-batch's
+ * backward (accumulated there); with ZeRO-1 the reduce-scatter is in
+ * grad_norm. Returns the mean loss per target token
  * of the global batch. */
 double pipe_accumulate(run_state *r, const hpt_train_opts *o)
 {
@@ -278,15 +279,20 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
         }
     if (r->samples) /* like log.tsv: a killed run keeps every started step's rows */
         fflush(r->samples);
+    /* ZeRO-2/3: every micro-batch's gradient reduce-scattered into the
+     * shard during its backward; otherwise the last one's all-reduced */
 #define BWD(i)                                                                          \
     do {                                                                                \
-        if ((i) + 1 == M && D > 1 && o->zero != 1) {                                    \
-            r->model.grad_ready = o->zero >= 2 ? dp_bucket_reduce_scatter                \
-                                               : dp_bucket_allreduce;                   \
+        int shard_ = D > 1 && o->zero >= 2;                                             \
+        r->acc_micro = (i);                                                             \
+        if (shard_ || ((i) + 1 == M && D > 1 && o->zero != 1)) {                        \
+            r->model.grad_ready = shard_ ? dp_bucket_reduce_scatter : dp_bucket_allreduce; \
             r->model.grad_ready_ctx = r;                                                \
         }                                                                               \
         pipe_backward(r, (i), M + (i));                                                 \
         r->model.grad_ready = NULL;                                                     \
+        if (shard_ && (i) + 1 < M)                                                      \
+            dp_buckets_micro_end(r);                                                    \
     } while (0)
     for (int i = 0; i < warm; i++)
         FWD(i);

@@ -53,6 +53,16 @@ typedef struct {
                                 * the tied embedding's sum over its stages */
     size_t (*deferred)[2];     /* their (offset, count), bucket_cap entries */
     size_t (*bucket_range)[2]; /* ZeRO-2: (offset, count) of each bucket    */
+    size_t (*bucket_own)[2];   /* ZeRO-2 accumulating: (place in the shard,
+                                * count) of each bucket's own part, received
+                                * in rs_tmp; count 0: received in place    */
+    float *rs_tmp;             /* ZeRO-2/3 with gradient accumulation: the
+                                * shard-sized receive buffer of the buckets,
+                                * added into grad_shard when waited for    */
+    int acc_micro, acc_count;  /* ZeRO-2/3: the micro-batch whose backward
+                                * runs (0-based) of acc_count per step: every
+                                * one's gradient is reduce-scattered and
+                                * summed into grad_shard                   */
     int nwaited;               /* buckets [0, nwaited) already waited for  */
     int grads_release;         /* ZeRO-2 on host memory: a bucket's gradients
                                 * return to zero once reduce-scattered, whole
