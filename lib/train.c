@@ -503,7 +503,8 @@ static double maybe_validate(run_state *r, const hpt_train_opts *o, int step, FI
     int last = step + 1 == o->steps;
     if (!r->val || !(last || (o->eval_interval > 0 && (step + 1) % o->eval_interval == 0)))
         return NAN;
-    double val = pipe_evaluate(r, o);
+    double t0 = now_s(), val = pipe_evaluate(r, o);
+    r->val_s = now_s() - t0; /* the metrics' per-rank validation seconds */
     if (r->root && r->val_stopped)
         fprintf(out, "step %d: validation stopped by a stop signal\n", step + 1);
     else if (r->root)

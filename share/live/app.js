@@ -7,7 +7,9 @@
  * - offline: window.HPT_DATA = {runs:[...], history:[...]} inlined by
  *   `hpt-metrics report`; no request at all.
  * Data held per run: columns (step-aligned arrays; val_step/val_loss their
- * own), ranks (rank x step maps), comm, events, segments, alerts. After a
+ * own), ranks (rank x step maps), comm, events, segments, alerts, goodput
+ * (the wall time's split over all segments; live: api/goodput every
+ * GOODPUT_MS). After a
  * resume a step can come again: the later row wins (rows from that step on
  * are replaced), the rule of the metrics file's readers.
  * Tests read what the page holds through window.hptDebug. */
@@ -45,6 +47,17 @@
   var PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#8c564b',
     '#e377c2'];
   var STEP_KEYS = ['step', 'loss', 'lr', 'grad_norm', 'clip', 'tokens_per_s', 'mfu'];
+  /* The goodput's parts (docs/METRICS.md, "Goodput"), in the bar's order. */
+  var GOODPUT_PARTS = [
+    { key: 'productive', label: 'productive steps', color: '#2e7d32' },
+    { key: 'redone', label: 'steps redone after a restart', color: '#c62828' },
+    { key: 'checkpoint', label: 'checkpoint stalls', color: '#f9a825' },
+    { key: 'startup', label: 'start-up and loading', color: '#1565c0' },
+    { key: 'validation', label: 'validation', color: '#7b1fa2' },
+    { key: 'between', label: 'between segments', color: '#9e9e9e' },
+    { key: 'other', label: 'other', color: '#607d8b' }
+  ];
+  var GOODPUT_MS = 30000; /* live: the goodput asked for again */
 
   var S = {
     runs: [], hist: {}, alerts: [], charts: {}, heatMetric: 'busy_s', heatRun: null,
@@ -169,6 +182,7 @@
     h.events = h.events || [];
     h.segments = h.segments || [];
     h.alerts = h.alerts || [];
+    h.goodput = h.goodput || null;
     return h;
   }
 
@@ -286,6 +300,10 @@
         el('div', { class: 'chart', id: 'chart-comm' })
       ])
     ]);
+    var goodput = el('section', { class: 'panel wide', 'data-panel': 'goodput' }, [
+      el('h2', { text: 'Goodput: the wall time of every segment (restarts, requeues) split' }),
+      el('div', { id: 'goodput' })
+    ]);
     var side = el('aside', { id: 'side' }, [
       el('h2', { text: 'Alerts' }), el('ul', { id: 'alerts' }),
       el('h2', { text: 'Events (newest first)' }), el('ul', { id: 'events' })
@@ -293,7 +311,7 @@
     document.body.appendChild(header);
     document.body.appendChild(states);
     document.body.appendChild(el('div', { id: 'layout' }, [
-      el('main', {}, [panels, ranks]), side
+      el('main', {}, [panels, goodput, ranks]), side
     ]));
     PANELS.forEach(function (p) { initStepChart(p); });
     S.charts.heat = echarts.init(document.getElementById('chart-heat'));
@@ -488,6 +506,41 @@
     }, { replaceMerge: ['series'] });
   }
 
+  /* Per run: the productive fraction, a bar of the parts, their seconds. */
+  function renderGoodput() {
+    var box = document.getElementById('goodput');
+    box.textContent = '';
+    S.runs.forEach(function (r) {
+      var g = S.hist[r.id] ? S.hist[r.id].goodput : null;
+      if (!g || !(g.wall > 0)) return;
+      var pct = function (v) { return (100 * v / g.wall).toFixed(1) + ' %'; };
+      var bar = el('div', { class: 'gp-bar' });
+      var legend = el('ul', { class: 'gp-legend' });
+      GOODPUT_PARTS.forEach(function (p) {
+        var v = g[p.key];
+        if (v === null || v === undefined) return;
+        var w = Math.max(0, 100 * v / g.wall);
+        bar.appendChild(el('span', { class: 'gp-part', 'data-part': p.key,
+          style: 'width:' + w.toFixed(3) + '%;background:' + p.color,
+          title: p.label + ': ' + fmt(v) + ' s (' + pct(v) + ')' }));
+        legend.appendChild(el('li', { 'data-part': p.key, 'data-seconds': v }, [
+          el('span', { class: 'dot', style: 'background:' + p.color }),
+          document.createTextNode(p.label + ' ' + fmt(v) + ' s (' + pct(v) + ')' +
+            (p.key === 'redone' ? ', ' + g.redone_steps + ' steps' : '') +
+            (p.key === 'checkpoint' ? ', ' + g.saves + ' saves' : ''))
+        ]));
+      });
+      box.appendChild(el('div', { class: 'gp-run', id: 'goodput-' + r.id,
+        'data-run': r.id, 'data-fraction': g.fraction }, [
+        el('div', { class: 'gp-head', text: (S.runs.length > 1 ? runLabel(r) + ': ' : '') +
+          'goodput ' + (100 * g.fraction).toFixed(1) + ' % of ' + fmt(g.wall) + ' s (' +
+          g.segments + ' segment' + (g.segments === 1 ? '' : 's') + ', ' + g.steps + ' steps)' }),
+        bar, legend
+      ]));
+    });
+    if (!box.childNodes.length) box.appendChild(el('div', { class: 'gp-none', text: 'no rows yet' }));
+  }
+
   function renderStates() {
     var box = document.getElementById('states');
     box.textContent = '';
@@ -555,6 +608,7 @@
       S.charts[p.id].setOption({ series: stepSeries(p) }, { replaceMerge: ['series'] });
     });
     renderHeat();
+    renderGoodput();
     renderStates();
     renderAlerts();
     renderEvents();
@@ -588,6 +642,15 @@
     }).then(function (seqs) {
       seqs = seqs.filter(function (q) { return typeof q === 'number'; });
       return seqs.length ? Math.min.apply(null, seqs) : null;
+    });
+  }
+
+  /* Live: each run's goodput again (its parts grow with the run). */
+  function pollGoodput() {
+    S.runs.forEach(function (r) {
+      getJSON('api/goodput', { run: r.id }).then(function (d) {
+        if (S.hist[r.id]) { S.hist[r.id].goodput = d.goodput; scheduleRender(); }
+      }, function () { /* the next poll tries again */ });
     });
   }
 
@@ -671,6 +734,13 @@
     comm: function (run) { return S.hist[run] && S.hist[run].comm ? JSON.parse(JSON.stringify(S.hist[run].comm)) : null; },
     runs: function () { return JSON.parse(JSON.stringify(S.runs)); },
     events: function (run) { return S.hist[run] ? S.hist[run].events.slice() : []; },
+    /* the goodput held for a run and what its panel shows */
+    goodput: function (run) {
+      var g = S.hist[run] ? S.hist[run].goodput : null, e = document.getElementById('goodput-' + run);
+      return { held: g ? JSON.parse(JSON.stringify(g)) : null, text: e ? e.textContent : null,
+        parts: e ? Array.from(e.querySelectorAll('.gp-part')).map(function (p) {
+          return p.getAttribute('data-part'); }) : [] };
+    },
     segments: function (run) { return S.hist[run] ? S.hist[run].segments.slice() : []; },
     alerts: function () { return S.alerts.map(function (a) { return { run: a.run, rule: a.rule, step: a.step, value: a.value }; }); },
     state: function (run) { var r = runById(run); return r ? r.state : null; },
@@ -684,6 +754,7 @@
   function start() {
     buildDom();
     if (OFFLINE) { startOffline(); return; }
+    setInterval(pollGoodput, GOODPUT_MS);
     loadRuns().then(function (seq) { render(); openStream(seq); }, function (err) {
       fail(err);
       render();
