@@ -1,14 +1,14 @@
 #!/bin/sh
-# Goodput over restarts (issue 32): a 1-rank tiny run (each step >= 150 ms:
+# Goodput over restarts (issue 32): a 1-rank tiny run (each step >= 200 ms:
 # the rank sleeps; a save every 4 steps, validation every 4) is killed with
 # kill -9 after its checkpoint at step 4, resumed, stopped by a stop signal
 # (SIGUSR1: it saves and exits 75), and resumed to the end, step 30, with
-# the test's own pauses of 1 s between the runs. `hpt-metrics goodput`:
+# the test's own pauses of 1.5 s between the runs. `hpt-metrics goodput`:
 # - its parts add up to the wall time the test measured itself, from before
 #   the first start to after the last exit, within 2 %, and never exceed it;
 # - the redone steps are exactly the steps the killed run logged after its
 #   checkpoint (read from the file after the kill); 30 productive steps,
-#   each at least 150 ms, redone ones too;
+#   each at least 200 ms, redone ones too;
 # - the time between segments holds the test's pauses and no more than the
 #   time from the kill / the signal to the next start;
 # - it counts one save per checkpoint_save event, some validation;
@@ -25,7 +25,7 @@ need_corpus
 export OMP_NUM_THREADS=1
 HM="$HPT_BUILD/src/hpt-metrics"
 R="$WORK/run"
-A="--model tiny --data $CORPUS --seq-len 32 --batch 2 --eval-batches 1 --eval-interval 4 --save-every 4 --metrics-interval 1 --fault-slow-rank 0 --fault-slow-ms 150 --run-dir $R"
+A="--model tiny --data $CORPUS --seq-len 32 --batch 2 --eval-batches 1 --eval-interval 4 --save-every 4 --metrics-interval 1 --fault-slow-rank 0 --fault-slow-ms 200 --run-dir $R"
 now() { date +%s.%N; }
 # wait_for FILE REGEX: until FILE has a line matching REGEX (60 s at most)
 wait_for() {
@@ -42,12 +42,12 @@ wait_for "$WORK/a.out" "^step +7/30"
 kill -9 $pid
 wait $pid 2>/dev/null
 T1=$(now)
-grep -q "step 8: checkpoint" "$WORK/a.out" && fail "the kill came after the save at step 8 (a step took < 150 ms?)"
+grep -q "step 8: checkpoint" "$WORK/a.out" && fail "the kill came after the save at step 8 (a step took < 200 ms?)"
 K1=$("$HM" csv "$R" | tail -1 | cut -d, -f1)
 ls "$R/checkpoints" | grep -qx step_00000004 || fail "no checkpoint at step 4"
 [ "$K1" -ge 6 ] && [ "$K1" -le 8 ] || fail "the killed run logged $K1 steps, expected 6-8"
 echo "killed after $K1 logged steps; the checkpoint is at step 4"
-sleep 1
+sleep 1.5
 T2=$(now)
 "$TRAIN" $A --steps 30 > "$WORK/b.out" 2>&1 &
 pid=$!
@@ -58,7 +58,7 @@ st=0; wait $pid || st=$?
 [ $st = 75 ] || { cat "$WORK/b.out"; fail "the stopped run: exit $st, expected 75"; }
 N2=$(sed -n 's/.*checkpointed step \([0-9]*\) after a stop signal.*/\1/p' "$WORK/b.out")
 [ -n "$N2" ] || { cat "$WORK/b.out"; fail "no stop checkpoint"; }
-sleep 1
+sleep 1.5
 T4=$(now)
 "$TRAIN" $A --steps 30 > "$WORK/c.out" 2>&1 || { cat "$WORK/c.out"; fail "the last run"; }
 T5=$(now)
@@ -88,8 +88,8 @@ assert wall <= ext, ("more wall time than the test measured", wall, ext)
 assert abs(total - ext) <= 0.02 * ext, ("parts differ from the measured wall time by more than 2 %", total, ext)
 assert p["redone"][1] == K1 - 4, ("redone steps", p["redone"][1], K1 - 4)
 assert p["productive"][1] == 30, ("productive steps", p["productive"][1])
-assert p["productive"][0] >= 30 * 0.15, p["productive"]
-assert p["redone"][0] >= (K1 - 4) * 0.15, p["redone"]
+assert p["productive"][0] >= 30 * 0.2, p["productive"]
+assert p["redone"][0] >= (K1 - 4) * 0.2, p["redone"]
 assert p["checkpoint"][1] == saves, ("one save per checkpoint_save event", p["checkpoint"][1], saves)
 assert p["validation"][0] > 0 and p["startup"][0] > 0 and p["checkpoint"][0] > 0, p
 gap = p["between segments"][0]
