@@ -85,6 +85,9 @@ class Run:
                       rank did not exist in the segment that wrote the row
     units             {("steps"|"ranks", col): units string}
     raw_steps         {col: array [rows]}: every row as stored (time order)
+    raw_rank0         {col: array [rows]}: rank 0's /ranks/checkpoint and
+                      /ranks/validation of every row (a column the file
+                      predates is absent)
     rows              number of stored rows; keep: row index of each step
     segments          list of dicts (strings decoded)
     events            list of dicts: step, wall_time, rank, kind, message
@@ -93,6 +96,7 @@ class Run:
     def __init__(self, path, label):
         self.path, self.label = path, label
         self.attrs, self.steps, self.ranks, self.units, self.raw_steps = {}, {}, {}, {}, {}
+        self.raw_rank0 = {}
         self.segments, self.events = [], []
         self.rows, self.keep = 0, np.zeros(0, dtype=np.int64)
 
@@ -349,8 +353,10 @@ def load(path, label=None):
         run.raw_steps = {k: _read(path, "/steps/" + k, lambda d=d: d[:n]) for k, d in sds.items()}
         run.keep = dedup_index(run.raw_steps["step"])
         run.steps = {k: v[run.keep] for k, v in run.raw_steps.items()}
-        run.ranks = {k: _read(path, "/ranks/" + k, lambda d=d: d[:n])[run.keep]
-                     for k, d in rds.items()}
+        raw = {k: _read(path, "/ranks/" + k, lambda d=d: d[:n]) for k, d in rds.items()}
+        run.ranks = {k: v[run.keep] for k, v in raw.items()}
+        run.raw_rank0 = {k: raw[k][:, 0] if raw[k].shape[1] else np.full(n, np.nan)
+                         for k in ("checkpoint", "validation") if k in raw}
         for g, ds in (("steps", sds), ("ranks", rds)):
             for k, d in ds.items():
                 run.units[(g, k)] = _read(path, "/%s/%s" % (g, k),
@@ -439,6 +445,116 @@ def summary(run):
     return out
 
 
+def goodput(run):
+    """Where the run's wall time went over all its segments (docs/METRICS.md,
+    "Goodput"), as lib/goodput.c computes it, step for step in the same
+    order (so `hpt-metrics goodput` and this agree to the last bit): a dict
+    of seconds wall, productive, redone, checkpoint, startup, validation,
+    between, other, load, restart_startup; fraction = productive / wall;
+    counts rows, steps, redone_steps, segments, resumes, saves,
+    start_known, validation_known."""
+    nan = float("nan")
+    rs, segs, rows = run.raw_steps, run.segments, run.rows
+    step, segc = rs.get("step", np.zeros(0)), rs.get("segment", np.zeros(0))
+    wall, st = rs.get("wall_time", np.zeros(0)), rs.get("step_time", np.zeros(0))
+    ck, val = run.raw_rank0.get("checkpoint"), run.raw_rank0.get("validation")
+    kept = np.zeros(rows, bool)
+    kept[dedup_index(step[:rows])] = True
+    g = dict.fromkeys(("wall", "productive", "redone", "checkpoint", "startup", "validation",
+                       "between", "other", "load", "restart_startup"), 0.0)
+    g.update(saves=0, resumes=0, segments=len(segs), rows=rows, steps=int(kept.sum()),
+             redone_steps=rows - int(kept.sum()), validation_known=int(val is not None),
+             start_known=0, fraction=nan)
+    def or0(a, i):
+        return float(a[i]) if a is not None and np.isfinite(a[i]) else 0.0
+    def fin(sg, k):
+        v = sg.get(k, nan)
+        return float(v) if np.isfinite(v) else nan
+    S = len(segs)
+    start, end, save = [0.0] * S, [0.0] * S, [-float("inf")] * S
+    for s, sg in enumerate(segs):
+        ps, t0 = fin(sg, "process_start"), float(sg["start_time"])
+        start[s] = ps if np.isfinite(ps) and ps <= t0 else t0
+        end[s] = max(start[s], t0)
+        g["start_known"] += int(np.isfinite(ps))
+    for i in range(rows if S else 0):
+        c = float(segc[i])
+        if 0 <= c < S:
+            end[int(c)] = max(end[int(c)], float(wall[i]))
+    for e in run.events if S else []:
+        t, lo, hi = float(e["wall_time"]), 0, S  # the last segment started by t (C's search)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if start[mid] <= t else (lo, mid)
+        end[lo] = max(end[lo], t)
+        if e["kind"] == "checkpoint_save":
+            save[lo] = max(save[lo], t)
+    for s, sg in enumerate(segs):
+        P, E = start[s], end[s]
+        r0 = max(int(sg["first_row"]), 0)
+        nxt = int(segs[s + 1]["first_row"]) if s + 1 < S else -1
+        r1 = min(nxt if nxt >= 0 else rows, rows)
+        prev, startup = nan, 0.0
+        for i in range(r0, r1):
+            if float(segc[i]) != float(sg["segment"]):
+                continue
+            t, c, v, w = or0(st, i), or0(ck, i), or0(val, i), float(wall[i])
+            if np.isnan(prev):
+                startup = (w - t - c - v) - P
+            else:
+                g["other"] += (w - prev) - t - c - v
+            g["productive" if kept[i] else "redone"] += t
+            g["checkpoint"] += c
+            g["saves"] += int(c > 0)
+            g["validation"] += v
+            prev = w
+        if np.isnan(prev):
+            startup = E - P
+        elif save[s] > prev:
+            g["checkpoint"] += save[s] - prev
+            g["saves"] += 1
+            g["other"] += E - save[s]
+        else:
+            g["other"] += E - prev
+        g["startup"] += startup
+        if int(sg["resumed_from"]) >= 0:
+            g["restart_startup"] += startup
+            g["resumes"] += 1
+        ld = fin(sg, "load_seconds")
+        g["load"] += ld if np.isfinite(ld) else 0.0
+        if s > 0:
+            g["between"] += start[s] - end[s - 1]
+    g["wall"] = end[S - 1] - start[0] if S else 0.0
+    g["fraction"] = g["productive"] / g["wall"] if g["wall"] > 0 else nan
+    return g
+
+
+def goodput_text(run):
+    """goodput() as the lines `hpt-metrics goodput` prints after its file line."""
+    g = goodput(run)
+    W = g["wall"]
+    def pct(v):
+        return 100 * v / W if W > 0 else float("nan")
+    L = ["wall: %.3f s, %d segment%s (%d resumed), from the first process start to the last "
+         "known time" % (W, g["segments"], "" if g["segments"] == 1 else "s", g["resumes"]),
+         "productive: %.3f s (%.2f %%), %d steps" % (g["productive"], pct(g["productive"]), g["steps"]),
+         "redone: %.3f s (%.2f %%), %d steps run again after a restart"
+         % (g["redone"], pct(g["redone"]), g["redone_steps"]),
+         "checkpoint: %.3f s (%.2f %%), %d saves" % (g["checkpoint"], pct(g["checkpoint"]), g["saves"]),
+         "startup: %.3f s (%.2f %%), of which checkpoint loading %.3f s; %d of %d segments with "
+         "their process start recorded" % (g["startup"], pct(g["startup"]), g["load"],
+                                           g["start_known"], g["segments"])]
+    L.append("validation: %.3f s (%.2f %%)" % (g["validation"], pct(g["validation"]))
+             if g["validation_known"] else
+             "validation: not recorded (a file older than /ranks/validation: in other)")
+    L += ["between segments: %.3f s (%.2f %%), after each segment's last known time"
+          % (g["between"], pct(g["between"])),
+          "other: %.3f s (%.2f %%), metrics, logging and agreements between steps"
+          % (g["other"], pct(g["other"])),
+          "goodput: %.2f %% (productive / wall: effective training time)" % pct(g["productive"])]
+    return "\n".join(L) + "\n"
+
+
 def _fmt(v):
     return "nan" if v is None or not np.isfinite(v) else "%.6g" % v
 
@@ -488,4 +604,10 @@ def summary_text(run):
     L.append("events: %d" % len(d["events"]))
     for e in d["events"]:
         L.append("  step %d rank %d %s: %s" % (e["step"], e["rank"], e["kind"], e["message"]))
+    g = goodput(run)
+    L.append("goodput: %.2f %% of %.3f s (redone %d steps %.3f s, checkpoint %.3f s, startup %.3f s, "
+             "validation %.3f s, between segments %.3f s)"
+             % (100 * g["productive"] / g["wall"] if g["wall"] > 0 else float("nan"), g["wall"],
+                g["redone_steps"], g["redone"], g["checkpoint"], g["startup"], g["validation"],
+                g["between"]))
     return "\n".join(L) + "\n"

@@ -79,6 +79,8 @@ const hpt_metrics_column hpt_metrics_rank_cols[HPT_RC_COUNT] = {
     {"device_mem", "bytes", "peak device memory; NaN on the CPU backend"},
     {"busy", "s", "step_time minus time in communication calls: the rank's own work"},
     {"nonfinite", "1", "1: this rank's own loss or pre-reduction gradient was non-finite"},
+    {"validation", "s", "validation after this step (0 when none was due); NaN in rows written "
+                        "before the column existed"},
 };
 
 /* ---------------------------------------------------------- HDF5 helpers */
@@ -270,6 +272,7 @@ typedef struct {
     char hpt_version[HPT_METRICS_STR_LEN], slurm_job_id[HPT_METRICS_STR_LEN];
     char host[HPT_METRICS_HOST_LEN];
     int32_t sequence_parallel, recompute;
+    double process_start, load_seconds;
 } seg_disk;
 
 typedef struct {
@@ -282,7 +285,7 @@ typedef struct {
 
 /* The /segments members into compound t of a struct S (its string sizes
  * from S), the newer ones where `newer` allows. */
-#define SEG_MEMBERS(t, S, newer_sp, newer_rc)                                                    \
+#define SEG_MEMBERS(t, S, newer_sp, newer_rc, newer_ps, newer_ls)                            \
     do {                                                                                         \
         hid_t s_ = str_type(sizeof((S *)0)->hpt_version), h_ = str_type(sizeof((S *)0)->host); \
         H5Tinsert(t, "segment", HOFFSET(S, segment), H5T_NATIVE_INT32);                         \
@@ -308,6 +311,10 @@ typedef struct {
             H5Tinsert(t, "sequence_parallel", HOFFSET(S, sequence_parallel), H5T_NATIVE_INT32); \
         if (newer_rc)                                                                            \
             H5Tinsert(t, "recompute", HOFFSET(S, recompute), H5T_NATIVE_INT32);                 \
+        if (newer_ps)                                                                            \
+            H5Tinsert(t, "process_start", HOFFSET(S, process_start), H5T_NATIVE_DOUBLE);        \
+        if (newer_ls)                                                                            \
+            H5Tinsert(t, "load_seconds", HOFFSET(S, load_seconds), H5T_NATIVE_DOUBLE);          \
         H5Tclose(s_);                                                                            \
         H5Tclose(h_);                                                                            \
     } while (0)
@@ -353,7 +360,8 @@ hid_t hpt_metrics_seg_type(hid_t file_type)
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(hpt_metrics_seg_row));
     if (t >= 0)
         SEG_MEMBERS(t, hpt_metrics_seg_row, file_has(file_type, "sequence_parallel"),
-                    file_has(file_type, "recompute"));
+                    file_has(file_type, "recompute"), file_has(file_type, "process_start"),
+                    file_has(file_type, "load_seconds"));
     return t;
 }
 
@@ -373,7 +381,7 @@ hid_t hpt_metrics_event_type(void)
 static hid_t seg_file_type(void)
 {
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(seg_disk));
-    SEG_MEMBERS(t, seg_disk, 1, 1);
+    SEG_MEMBERS(t, seg_disk, 1, 1, 1, 1);
     return t;
 }
 
@@ -598,7 +606,9 @@ static hpt_status check_model(hpt_metrics_h5 *h, const char *model_config)
     return HPT_OK;
 }
 
-/* Open every dataset of the layout; a missing one is damage. */
+/* Open every dataset of the layout; a missing one is damage, except a
+ * per-rank column newer than the file (index >= HPT_RC_V1_COUNT): left 0
+ * for add_newer_rank_cols. */
 static hpt_status open_datasets(hpt_metrics_h5 *h)
 {
     char p[64], what[160];
@@ -609,10 +619,17 @@ static hpt_status open_datasets(hpt_metrics_h5 *h)
     }
     for (int c = 0; c < HPT_RC_COUNT && h->sd[HPT_SC_COUNT - 1] > 0; c++) {
         snprintf(p, sizeof p, "ranks/%s", hpt_metrics_rank_cols[c].name);
+        if (c >= HPT_RC_V1_COUNT && H5Lexists(h->file, p, H5P_DEFAULT) == 0) {
+            h->rd[c] = 0; /* an older file: created by add_newer_rank_cols */
+            continue;
+        }
         if ((h->rd[c] = H5Dopen2(h->file, p, H5P_DEFAULT)) < 0)
             break;
     }
-    if (h->sd[HPT_SC_COUNT - 1] <= 0 || h->rd[HPT_RC_COUNT - 1] <= 0) {
+    int bad_rank = 0;
+    for (int c = 0; c < HPT_RC_COUNT; c++)
+        bad_rank |= h->rd[c] < 0 || (c < HPT_RC_V1_COUNT && h->rd[c] == 0);
+    if (h->sd[HPT_SC_COUNT - 1] <= 0 || bad_rank) {
         snprintf(what, sizeof what, "dataset /%s is missing or unreadable", p);
         return damaged(h, what);
     }
@@ -627,16 +644,40 @@ static hpt_status open_datasets(hpt_metrics_h5 *h)
     return HPT_OK;
 }
 
+/* The per-rank columns newer than an older file's layout (open_datasets
+ * left them 0), created with `rows` rows of NaN and `cols` ranks. */
+static hpt_status add_newer_rank_cols(hpt_metrics_h5 *h, hsize_t rows, hsize_t cols)
+{
+    hid_t g = -1;
+    for (int c = HPT_RC_V1_COUNT; c < HPT_RC_COUNT; c++) {
+        if (h->rd[c] > 0)
+            continue;
+        hsize_t ext[2] = {rows, cols};
+        if (g < 0 && (g = H5Gopen2(h->file, "ranks", H5P_DEFAULT)) < 0)
+            return damaged(h, "cannot open group /ranks to add a newer column");
+        h->rd[c] = make_ds(h, g, &hpt_metrics_rank_cols[c], H5T_NATIVE_DOUBLE, 1);
+        if (h->rd[c] < 0 || H5Dset_extent(h->rd[c], ext) < 0) {
+            H5Gclose(g);
+            return damaged(h, "cannot add a newer per-rank column");
+        }
+    }
+    if (g >= 0)
+        H5Gclose(g);
+    return HPT_OK;
+}
+
 /* Cut every column to the rows all of them hold (a writer killed in the
  * middle of an append may leave some longer; done before SWMR writing,
- * which cannot shrink). */
+ * which cannot shrink); then add the per-rank columns newer than the
+ * file. */
 static hpt_status cut_to_complete_rows(hpt_metrics_h5 *h)
 {
     hsize_t dims[2] = {0, 0}, minrows = rows_of(h->sd[0]);
     for (int c = 0; c < HPT_SC_COUNT; c++)
         minrows = rows_of(h->sd[c]) < minrows ? rows_of(h->sd[c]) : minrows;
     for (int c = 0; c < HPT_RC_COUNT; c++)
-        minrows = rows_of(h->rd[c]) < minrows ? rows_of(h->rd[c]) : minrows;
+        if (h->rd[c] > 0)
+            minrows = rows_of(h->rd[c]) < minrows ? rows_of(h->rd[c]) : minrows;
     h->rows = (int64_t)minrows;
     for (int c = 0; c < HPT_SC_COUNT; c++)
         if (rows_of(h->sd[c]) != minrows && H5Dset_extent(h->sd[c], &minrows) < 0)
@@ -647,10 +688,10 @@ static hpt_status cut_to_complete_rows(hpt_metrics_h5 *h)
     h->rank_cols_n = (int64_t)dims[1];
     for (int c = 0; c < HPT_RC_COUNT; c++) {
         hsize_t ext[2] = {minrows, dims[1]};
-        if (rows_of(h->rd[c]) != minrows && H5Dset_extent(h->rd[c], ext) < 0)
+        if (h->rd[c] > 0 && rows_of(h->rd[c]) != minrows && H5Dset_extent(h->rd[c], ext) < 0)
             return damaged(h, "cannot cut a partly written row");
     }
-    return HPT_OK;
+    return add_newer_rank_cols(h, minrows, dims[1]);
 }
 
 /* The next segment's index and the largest step logged so far. */

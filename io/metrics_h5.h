@@ -43,8 +43,12 @@ enum {
 };
 #define HPT_SC_NINT 4
 /* Per-rank columns, /ranks/NAME of shape [rows, ranks], float64, in the
- * order of lib/metrics.h's HPT_MR_* (which checks the count). */
-#define HPT_RC_COUNT 24
+ * order of lib/metrics.h's HPT_MR_* (which checks the count). The first
+ * HPT_RC_V1_COUNT are in every file of format version 1; the later ones
+ * (validation) were added since: the writer creates them in an older file
+ * it appends to (NaN in the rows before), readers take them where present. */
+#define HPT_RC_COUNT 25
+#define HPT_RC_V1_COUNT 24
 
 extern const hpt_metrics_column hpt_metrics_step_cols[HPT_SC_COUNT];
 extern const hpt_metrics_column hpt_metrics_rank_cols[HPT_RC_COUNT];
@@ -67,6 +71,10 @@ typedef struct {
     /* hpt-train --sequence-parallel (0/1) and --recompute (0 none, 1 full,
      * 2 selective); files written before them lack the members */
     int32_t sequence_parallel, recompute;
+    /* Unix time rank 0's process started, seconds spent loading the
+     * checkpoint resumed from (0 for a fresh start); files written before
+     * them lack the members (readers give NaN) */
+    double process_start, load_seconds;
 } hpt_metrics_seg_row;
 
 typedef struct {
@@ -104,7 +112,8 @@ hid_t hpt_metrics_trace_type(void);
 
 /* The HDF5 memory type of hpt_metrics_seg_row for a /segments of file
  * type `file_type`: every member the struct has, the newer ones
- * (sequence_parallel, recompute) only where file_type has them
+ * (sequence_parallel, recompute, process_start, load_seconds) only where
+ * file_type has them
  * (file_type < 0: all, for writing; not a compound: none; the caller
  * fills absent ones). The
  * caller closes it (H5Tclose); negative on failure. */

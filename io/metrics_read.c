@@ -259,6 +259,48 @@ hpt_status hpt_mread_steps_col(const hpt_mread *m, const char *name, size_t from
     return st;
 }
 
+hpt_status hpt_mread_rows_col(const hpt_mread *m, const char *name, double **out)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/steps/%s", name);
+    *out = malloc(sizeof **out * (m->rows ? m->rows : 1));
+    if (!*out)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    hpt_status st = read_rows(m, path, H5T_NATIVE_DOUBLE, 1, *out);
+    if (st) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+hpt_status hpt_mread_rows_rank(const hpt_mread *m, const char *name, size_t w, double **out)
+{
+    *out = NULL;
+    if (!hpt_mread_has_ranks_col(m, name) || w >= m->nranks)
+        return HPT_OK;
+    char path[160];
+    snprintf(path, sizeof path, "/ranks/%s", name);
+    size_t W = m->nranks, cells = m->rows * W;
+    double *all = malloc(sizeof *all * (cells ? cells : 1));
+    *out = malloc(sizeof **out * (m->rows ? m->rows : 1));
+    if (!all || !*out) {
+        free(all);
+        free(*out);
+        *out = NULL;
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    }
+    hpt_status st = read_rows(m, path, H5T_NATIVE_DOUBLE, W, all);
+    for (size_t i = 0; !st && i < m->rows; i++)
+        (*out)[i] = all[i * W + w];
+    free(all);
+    if (st) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 /* /ranks/NAME of the kept rows ([n][nranks], malloc'd) in *out. */
 hpt_status hpt_mread_ranks_col(const hpt_mread *m, const char *name, size_t from, double **out)
 {
@@ -320,6 +362,14 @@ hpt_status hpt_mread_segments(const hpt_mread *m, hpt_mread_seg **out, size_t *n
     if (d >= 0)
         H5Dclose(d);
     hpt_status st = read_table(m, "/segments", t, sizeof(hpt_mread_seg), (void **)out, n);
+    int has_ps = hpt_metrics_seg_type_has(t, "process_start");
+    int has_ls = hpt_metrics_seg_type_has(t, "load_seconds");
+    for (size_t i = 0; !st && i < *n; i++) { /* not recorded by an older writer */
+        if (!has_ps)
+            (*out)[i].process_start = NAN;
+        if (!has_ls)
+            (*out)[i].load_seconds = NAN;
+    }
     H5Tclose(t);
     return st;
 }

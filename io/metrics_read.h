@@ -64,6 +64,16 @@ hpt_status hpt_mread_steps_col(const hpt_mread *m, const char *name, size_t from
  * in the row's segment) the caller frees. */
 hpt_status hpt_mread_ranks_col(const hpt_mread *m, const char *name, size_t from, double **out);
 
+/* Every raw row (file order, the dedup rule not applied: analyses over all
+ * segments, lib/goodput.h): /steps/NAME as doubles in *out, malloc'd
+ * [m->rows] (caller frees). */
+hpt_status hpt_mread_rows_col(const hpt_mread *m, const char *name, double **out);
+
+/* Every raw row of rank w's column of /ranks/NAME (w < m->nranks) in *out,
+ * malloc'd [m->rows]; *out NULL (and HPT_OK) when the file has no such
+ * column (one newer than the file, io/metrics_h5.h). */
+hpt_status hpt_mread_rows_rank(const hpt_mread *m, const char *name, size_t w, double **out);
+
 /* 1 when /ranks/NAME exists as a 2-D dataset (NAME a plain name). */
 int hpt_mread_has_ranks_col(const hpt_mread *m, const char *name);
 

@@ -22,6 +22,7 @@
 
 #include "alert.h"
 #include "error.h"
+#include "goodput.h"
 #include "metrics_h5.h"
 
 /* ------------------------------------------------------------ buffers */
@@ -175,6 +176,13 @@ int hpt_live_run_set_damage(hpt_live_run *r, const char *msg);
  * (HPT_ERR_DATA, naming the file). */
 int hpt_live_not_metrics(const char *path);
 
+/* The goodput of run r over the raw rows read so far (lib/goodput.h):
+ * the rows' /steps columns and rank 0's /ranks columns read again from
+ * the open file, the segments and events as held. Errors: HPT_ERR_DATA
+ * (the file is not open, or a read failed: the message names the file and
+ * the dataset), HPT_ERR_INTERNAL out of memory. */
+hpt_status hpt_live_goodput(const hpt_live_run *r, hpt_goodput *g);
+
 /* ---------------------------------------------------------------- JSON */
 
 /* The runs list of GET /api/runs: {"runs":[...]} (docs/LIVE.md). */
@@ -236,6 +244,11 @@ hpt_status hpt_live_report_write(const char *const *paths, int n, size_t points,
  * new rows are read from the file (ranks key). */
 void hpt_live_news_sse(hpt_live_run *r, const hpt_live_news *news, size_t max_rows,
                        hpt_sbuf *out);
+
+/* GET /api/goodput?run=ID: {"run":ID,"goodput":{...}} — the history's
+ * goodput object alone (docs/LIVE.md), null while the file is not open or
+ * marked damaged. Errors: as hpt_live_goodput (*out incomplete). */
+hpt_status hpt_live_goodput_json(hpt_live_run *r, hpt_sbuf *out);
 
 /* The JSON of event e of run r as in the history ("step", "time", "kind"
  * mapped to the live kinds, "file_kind", "rank", "detail"). */

@@ -323,7 +323,9 @@ static hpt_status open_file(hpt_live_run *r)
     }
     for (int c = 0; !st && c < HPT_RC_COUNT; c++) {
         snprintf(p, sizeof p, "/ranks/%s", hpt_metrics_rank_cols[c].name);
-        if ((r->rd[c] = H5Dopen2(r->file, p, H5P_DEFAULT)) < 0)
+        if (c >= HPT_RC_V1_COUNT && H5Lexists(r->file, p, H5P_DEFAULT) == 0)
+            r->rd[c] = 0; /* newer than the file (metrics_h5.h) */
+        else if ((r->rd[c] = H5Dopen2(r->file, p, H5P_DEFAULT)) < 0)
             st = HPT_ERR_DATA;
     }
     if (!st && (r->seg_ds = H5Dopen2(r->file, "/segments", H5P_DEFAULT)) < 0)
@@ -444,6 +446,8 @@ static hpt_status read_rows(hpt_live_run *r, hpt_live_news *news)
     }
     for (int c = 0; c < HPT_RC_COUNT; c++) {
         hsize_t e;
+        if (r->rd[c] <= 0) /* a column newer than the file */
+            continue;
         if (hpt_mread_follow_extent(r->rd[c], r->path, "/ranks/", hpt_metrics_rank_cols[c].name,
                                     &e, &ww))
             return HPT_ERR_DATA;
@@ -496,14 +500,20 @@ static hpt_status read_new(hpt_live_run *r, hpt_live_news *news)
         size_t seg0 = r->nseg;
         st = hpt_mread_follow_table(r->seg_ds, r->seg_t, sizeof(hpt_live_seg), r->path,
                                     "/segments", (void **)&r->seg, &r->nseg);
-        /* fields the file does not record: -1 (null in the JSON) */
+        /* fields the file does not record: -1 or NaN (null in the JSON) */
         int has_sp = hpt_metrics_seg_type_has(r->seg_t, "sequence_parallel");
         int has_rc = hpt_metrics_seg_type_has(r->seg_t, "recompute");
+        int has_ps = hpt_metrics_seg_type_has(r->seg_t, "process_start");
+        int has_ls = hpt_metrics_seg_type_has(r->seg_t, "load_seconds");
         for (size_t i = seg0; !st && i < r->nseg; i++) {
             if (!has_sp)
                 r->seg[i].sequence_parallel = -1;
             if (!has_rc)
                 r->seg[i].recompute = -1;
+            if (!has_ps)
+                r->seg[i].process_start = NAN;
+            if (!has_ls)
+                r->seg[i].load_seconds = NAN;
         }
         if (!st)
             st = read_rows(r, news);
@@ -512,6 +522,74 @@ static hpt_status read_new(hpt_live_run *r, hpt_live_news *news)
                                         "/events", (void **)&r->ev, &r->nev);
     }
     H5E_END_TRY;
+    return st;
+}
+
+/* ------------------------------------------------------------ goodput */
+
+/* Rows [0, n) of rank 0's column of the 2-D dataset d into out. */
+static hpt_status read_rank0(const hpt_live_run *r, hid_t d, const char *name, size_t n,
+                             double *out)
+{
+    hsize_t start[2] = {0, 0}, count[2] = {n, 1};
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(2, count, NULL);
+    herr_t e = fs < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    if (e >= 0 && n > 0)
+        e = H5Dread(d, H5T_NATIVE_DOUBLE, ms, fs, H5P_DEFAULT, out);
+    char cause[300];
+    snprintf(cause, sizeof cause, "%s", e < 0 ? hpt_h5_cause_line() : "");
+    H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    if (e < 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: cannot read dataset /ranks/%s (damaged file; "
+                             "HDF5: %s)", r->path, name, cause);
+    return HPT_OK;
+}
+
+static int rank_index(const char *name)
+{
+    for (int c = 0; c < HPT_RC_COUNT; c++)
+        if (!strcmp(hpt_metrics_rank_cols[c].name, name))
+            return c;
+    return -1;
+}
+
+hpt_status hpt_live_goodput(const hpt_live_run *r, hpt_goodput *g)
+{
+    static const int sc[4] = {HPT_SC_STEP, HPT_SC_SEGMENT, HPT_SC_WALL, HPT_SC_STEP_TIME};
+    static const char *const rc[2] = {"checkpoint", "validation"};
+    memset(g, 0, sizeof *g);
+    if (r->file <= 0)
+        return hpt_error_set(HPT_ERR_DATA, "%s: not open", r->path);
+    size_t n = r->rows;
+    double *v = malloc(sizeof *v * 6 * (n ? n : 1)), *col[6];
+    if (!v)
+        return hpt_error_set(HPT_ERR_INTERNAL, "%s: out of memory (goodput)", r->path);
+    hpt_status st = HPT_OK;
+    H5E_BEGIN_TRY
+    {
+        for (int c = 0; c < 6; c++)
+            col[c] = v + (size_t)c * n;
+        for (int c = 0; !st && c < 4; c++)
+            st = hpt_mread_follow_rows(r->sd[sc[c]], H5T_NATIVE_DOUBLE, 0, n, col[c], r->path,
+                                       "/steps/", hpt_metrics_step_cols[sc[c]].name);
+        for (int k = 0; k < 2; k++) { /* a column newer than the file: NULL */
+            int c = rank_index(rc[k]);
+            if (c < 0 || r->rd[c] <= 0)
+                col[4 + k] = NULL;
+            else if (!st)
+                st = read_rank0(r, r->rd[c], rc[k], n, col[4 + k]);
+        }
+    }
+    H5E_END_TRY;
+    if (!st) {
+        hpt_goodput_in in = {.rows = n, .step = col[0], .segment = col[1], .wall_time = col[2],
+                             .step_time = col[3], .checkpoint = col[4], .validation = col[5],
+                             .seg = r->seg, .nseg = r->nseg, .ev = r->ev, .nev = r->nev};
+        st = hpt_goodput_compute(&in, g);
+    }
+    free(v);
     return st;
 }
 

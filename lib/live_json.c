@@ -171,6 +171,28 @@ static void segment_json(const hpt_live_seg *s, hpt_sbuf *out)
     hpt_sbuf_put(out, "}", 1);
 }
 
+/* The goodput object of the history (docs/LIVE.md): seconds of each part,
+ * the fraction, the counts; validation null in a file that predates it. */
+static void goodput_json(const hpt_goodput *g, hpt_sbuf *out)
+{
+    const struct {
+        const char *key;
+        double v;
+    } parts[] = {{"wall", g->wall}, {"productive", g->productive}, {"redone", g->redone},
+                 {"checkpoint", g->checkpoint}, {"startup", g->startup},
+                 {"validation", g->validation_known ? g->validation : NAN},
+                 {"between", g->between}, {"other", g->other}, {"load", g->load},
+                 {"fraction", g->fraction}};
+    hpt_sbuf_put(out, "{", 1);
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        hpt_sbuf_printf(out, "%s\"%s\":", i ? "," : "", parts[i].key);
+        hpt_sbuf_json_num(out, parts[i].v);
+    }
+    hpt_sbuf_printf(out, ",\"steps\":%lld,\"redone_steps\":%lld,\"saves\":%d,\"segments\":%d,"
+                    "\"resumes\":%d}", (long long)g->steps, (long long)g->redone_steps, g->saves,
+                    g->segments, g->resumes);
+}
+
 /* --------------------------------------------------------------- runs */
 
 static void state_fields(const hpt_live_run *r, hpt_sbuf *out)
@@ -735,7 +757,12 @@ hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long s
         alert_fields(&r->alert[a], out);
         hpt_sbuf_put(out, "}", 1);
     }
-    hpt_sbuf_put(out, "]", 1);
+    hpt_sbuf_printf(out, "],\"goodput\":");
+    hpt_goodput g;
+    if (!st && r->file > 0 && !r->damage[0] && !(st = hpt_live_goodput(r, &g)))
+        goodput_json(&g, out);
+    else /* not open, or damaged: none (a failed read is the caller's) */
+        hpt_sbuf_put(out, "null", 4);
     if (!st && r->file > 0 && !r->damage[0])
         st = trace_json(r, out);
     else
@@ -746,6 +773,21 @@ hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long s
     free(ridx);
     if (!st && out->oom)
         st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory (history JSON)");
+    return st;
+}
+
+hpt_status hpt_live_goodput_json(hpt_live_run *r, hpt_sbuf *out)
+{
+    hpt_goodput g;
+    hpt_status st = HPT_OK;
+    hpt_sbuf_printf(out, "{\"run\":%d,\"goodput\":", r->id);
+    if (r->file > 0 && !r->damage[0] && !(st = hpt_live_goodput(r, &g)))
+        goodput_json(&g, out);
+    else
+        hpt_sbuf_put(out, "null", 4);
+    hpt_sbuf_put(out, "}", 1);
+    if (!st && out->oom)
+        st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory (goodput JSON)");
     return st;
 }
 

@@ -460,6 +460,31 @@ static enum MHD_Result send_history(server *s, struct MHD_Connection *conn)
     return ret;
 }
 
+static enum MHD_Result send_goodput(server *s, struct MHD_Connection *conn)
+{
+    long run;
+    if (!arg_int(conn, "run", 0, s->nruns - 1, -1, &run))
+        return send_json_error(conn, 400, "run=ID: expected the id of a run of /api/runs");
+    hpt_sbuf b = {0};
+    pthread_mutex_lock(&s->lock);
+    hpt_live_run *r = s->runs[run];
+    hpt_status st = hpt_live_goodput_json(r, &b);
+    if (st == HPT_ERR_DATA) { /* damaged: the run is in error, its goodput null */
+        if (hpt_live_run_set_damage(r, hpt_error_msg()))
+            push_state(s, r);
+        free(b.p);
+        b = (hpt_sbuf){0};
+        st = hpt_live_goodput_json(r, &b);
+    }
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", st ? hpt_error_msg() : "");
+    pthread_mutex_unlock(&s->lock);
+    enum MHD_Result ret = st ? send_json_error(conn, 500, msg)
+                             : send_buf(conn, 200, "application/json", b.p, b.n);
+    free(b.p);
+    return ret;
+}
+
 static enum MHD_Result send_runs(server *s, struct MHD_Connection *conn)
 {
     hpt_sbuf b = {0};
@@ -578,6 +603,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return send_runs(s, conn);
     if (!strcmp(url, "/api/history"))
         return send_history(s, conn);
+    if (!strcmp(url, "/api/goodput"))
+        return send_goodput(s, conn);
     if (!strcmp(url, "/api/stream"))
         return send_stream(s, conn);
     if (!strcmp(url, "/metrics"))

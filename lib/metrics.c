@@ -194,6 +194,8 @@ static void fill_segment(const hpt_metrics *m, hpt_metrics_seg_row *s)
     s->micro_batch = m->info.micro_batch;
     s->seq_len = m->info.seq_len;
     s->start_time = wall_now();
+    s->process_start = m->info.process_start;
+    s->load_seconds = m->info.load_seconds;
     s->flops_per_token = m->info.flops_per_token;
     s->peak_flops_per_rank = m->info.peak_flops_per_rank;
     snprintf(s->hpt_version, HPT_METRICS_STR_LEN, "%s", PACKAGE_VERSION); /* the file's lengths */

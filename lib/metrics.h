@@ -40,6 +40,7 @@ enum {
     HPT_MR_DEVICE_MEM, /* bytes of device memory at peak; NaN on the CPU  */
     HPT_MR_BUSY,       /* step time minus time in communication calls     */
     HPT_MR_NONFINITE,  /* 1 if this rank's own loss or gradient was non-finite */
+    HPT_MR_VALIDATION, /* validation after the step (0 when none was due)  */
     HPT_MR_COUNT
 };
 
@@ -69,6 +70,8 @@ typedef struct {
     int recompute;             /* --recompute: 0 none, 1 full, 2 selective   */
     int64_t first_step;        /* first step this segment runs (0-based count done) */
     int64_t resumed_from;      /* step of the checkpoint loaded; -1 = fresh  */
+    double process_start;      /* Unix time rank 0's process started (NaN unknown) */
+    double load_seconds;       /* loading the checkpoint resumed from (0 fresh) */
     double flops_per_token;    /* model FLOPs per token, forward+backward     */
     double peak_flops_per_rank;/* FLOP/s used for MFU                          */
     const char *flop_formula;  /* human-readable formula                     */

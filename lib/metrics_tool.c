@@ -1,6 +1,7 @@
 /* metrics_tool.c — the work of `hpt-metrics` (metrics_tool.h): summary,
- * CSV export, report and close of an hpt metrics file through the reader
- * API io/metrics_read.h, io/metrics_h5.h (close) and lib/live.h (report). */
+ * CSV export, report, goodput and close of an hpt metrics file through the
+ * reader API io/metrics_read.h, io/metrics_h5.h (close), lib/live.h
+ * (report) and lib/goodput.h. */
 #include "metrics_tool.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "durable.h"
+#include "goodput.h"
 #include "hpt_config.h"
 #include "live.h"
 #include "metrics_h5.h"
@@ -203,6 +205,9 @@ hpt_status hpt_metrics_tool_summary(const char *path, FILE *out)
     for (size_t i = 0; i < nev; i++)
         fprintf(out, "  step %lld rank %d %s: %s\n", (long long)ev[i].step, ev[i].rank,
                 ev[i].kind, ev[i].message);
+    hpt_goodput g;
+    if (!(st = hpt_goodput_read(&m, &g)))
+        hpt_goodput_print_line(&g, out);
 out:
     for (int c = 0; c < 6; c++)
         free(col[c]);
@@ -439,14 +444,36 @@ hpt_status hpt_metrics_tool_csv(const char *path, const char *ranks, const char 
 
 #define REPORT_POINTS 20000 /* steps per run before the report downsamples */
 
+/* The page asset `name`: the first of the ndirs directories that has it,
+ * into buf. */
+static hpt_status find_asset(const char *const *dirs, int ndirs, int install, const char *name,
+                             char *buf, size_t len)
+{
+    for (int i = 0; i < ndirs; i++) {
+        if (!dirs[i] || !dirs[i][0])
+            continue;
+        snprintf(buf, len, "%s/%s", dirs[i], name);
+        if (access(buf, R_OK) == 0)
+            return HPT_OK;
+    }
+    return hpt_error_set(HPT_ERR_IO, "report: page asset %s not found in $HPT_LIVE_ASSETS or %s "
+                         "(install hpt, or for echarts.min.js run `npm ci` in the source tree "
+                         "and rebuild)", name, install < ndirs ? dirs[install] : "");
+}
+
 /* report: the runs' history JSON and the page assets inlined into one
  * HTML file, written as OUT.tmp and renamed (see csv_open_out). */
 hpt_status hpt_metrics_tool_report(const char *const *files, int n, int points,
-                                   const char *const assets[3], const char *outpath, FILE *out)
+                                   const char *const *dirs, int ndirs, int install,
+                                   const char *outpath, FILE *out)
 {
-    char target[PATH_MAX + 8] = "", tmp[PATH_MAX + 8] = "";
+    static const char *const names[3] = {"style.css", "echarts.min.js", "app.js"};
+    char target[PATH_MAX + 8] = "", tmp[PATH_MAX + 8] = "", paths[3][PATH_MAX + 32];
+    const char *assets[3] = {paths[0], paths[1], paths[2]};
     FILE *f = NULL;
     hpt_status st = HPT_OK;
+    for (int a = 0; !st && a < 3; a++)
+        st = find_asset(dirs, ndirs, install, names[a], paths[a], sizeof paths[a]);
     for (int i = 0; !st && i < n; i++) { /* every file readable before OUT is touched */
         hpt_mread m;
         st = hpt_mread_open(&m, files[i]);
@@ -469,6 +496,19 @@ hpt_status hpt_metrics_tool_report(const char *const *files, int n, int points,
             st = hpt_file_commit(tmp, target); /* fsync, rename, fsync of the directory */
         if (st && tmp[0])
             unlink(tmp);
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------- goodput */
+
+hpt_status hpt_metrics_tool_goodput(const char *path, FILE *out)
+{
+    hpt_goodput g;
+    hpt_status st = hpt_goodput_of_file(path, &g);
+    if (!st) {
+        fprintf(out, "file: %s\n", path);
+        hpt_goodput_print(&g, out);
     }
     return st;
 }

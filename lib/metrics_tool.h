@@ -18,7 +18,7 @@
 
 /* `summary FILE`: the run's segments, steps, tokens, losses, throughput,
  * slowest ranks and events, the lines analysis/hpt_metrics.summary_text
- * prints. */
+ * prints, then the goodput line (hpt_goodput_print_line). */
 hpt_status hpt_metrics_tool_summary(const char *path, FILE *out);
 
 /* `csv FILE [--ranks COL] [-o OUT]`: the /steps columns (or /ranks/COL,
@@ -29,10 +29,19 @@ hpt_status hpt_metrics_tool_csv(const char *path, const char *ranks_col, const c
 
 /* `report FILE... -o OUT`: the n files (each readable first, before OUT
  * is touched) as one self-contained HTML page (hpt_live_report_write);
- * `points` steps per run before it downsamples (0: 20000); `assets`: the
- * paths of style.css, echarts.min.js, app.js; OUT "-" is `out`. */
+ * `points` steps per run before it downsamples (0: 20000); the page's
+ * assets style.css, echarts.min.js and app.js each from the first of the
+ * ndirs directories `dirs` that has it (NULL or empty entries skipped:
+ * $HPT_LIVE_ASSETS, the installed, build and source trees' share/live);
+ * OUT "-" is `out`. Errors also HPT_ERR_IO naming an asset found nowhere
+ * (dirs[install], the installed directory, in the message). */
 hpt_status hpt_metrics_tool_report(const char *const *files, int n, int points,
-                                   const char *const assets[3], const char *outpath, FILE *out);
+                                   const char *const *dirs, int ndirs, int install,
+                                   const char *outpath, FILE *out);
+
+/* `goodput FILE`: where the run's wall time went over all its segments
+ * (lib/goodput.h, hpt_goodput_print). */
+hpt_status hpt_metrics_tool_goodput(const char *path, FILE *out);
 
 /* `close FILE`: hpt_metrics_h5_clear, one line on `out` saying what was
  * done; a warning (no lock support) on `err`. */

@@ -16,17 +16,24 @@
  * and direction: NVLink 3 600 GB/s and NVLink 4 900 GB/s bidirectional;
  * one 200 Gb/s (HDR) or 400 Gb/s (NDR) InfiniBand NIC per GPU. Peaks:
  * dense bf16, tf32 and fp32 (CUDA cores) tensor FLOP/s from the SXM
- * datasheets (A100: 312, 156, 19.5 T; H100 and H200: 989, 494, 67 T). */
+ * datasheets (A100: 312, 156, 19.5 T; H100 and H200: 989, 494, 67 T).
+ * Checkpoint storage per node: Llama 3's 2 TB/s sustained (Tectonic)
+ * shared by the 3,072 nodes of its 24K-GPU cluster, ~0.65 GB/s (an
+ * assumption; --ckpt-bw). */
 static const hpt_cluster cluster_presets[] = {
-    {"a100-80gb", 8, 312e12, 80e9, 300e9, 25e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 156e12, 19.5e12},
-    {"h100-80gb", 8, 989e12, 80e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 494e12, 67e12},
-    {"h200-141gb", 8, 989e12, 141e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 494e12, 67e12},
+    {"a100-80gb", 8, 312e12, 80e9, 300e9, 25e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 156e12, 19.5e12,
+     0.65e9},
+    {"h100-80gb", 8, 989e12, 80e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 494e12, 67e12,
+     0.65e9},
+    {"h200-141gb", 8, 989e12, 141e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 494e12, 67e12,
+     0.65e9},
     /* this machine: 2 cores, OpenBLAS SGEMM peak 233.3 GFLOP/s
      * (docs/PERFORMANCE.md), hpt reaches 82 % of it; 24 GiB; MPI over
      * shared memory (docs/ENVIRONMENT: 1 MB all-reduce in 1.3 ms, a small
-     * one in 1.2 us); baseline: measured process RSS outside the tensors */
+     * one in 1.2 us); baseline: measured process RSS outside the tensors;
+     * checkpoints: the small model's 231 MiB saved in 0.15-0.19 s */
     {"cpu-local", 1, 233.3e9, 24 * GIB, 0.77e9, 0.77e9, 0.6e-6, 0.6e-6, 0.82, 31.4 * 1048576.0, 1,
-     1, 0, 0},
+     1, 0, 0, 1.3e9},
 };
 
 hpt_status hpt_cluster_preset(const char *name, hpt_cluster *c)
@@ -38,6 +45,12 @@ hpt_status hpt_cluster_preset(const char *name, hpt_cluster *c)
         }
     return hpt_error_set(HPT_ERR_USAGE, "--cluster '%s': unknown preset (presets: a100-80gb, "
                          "h100-80gb, h200-141gb, cpu-local)", name);
+}
+
+double hpt_plan_save_seconds(const hpt_plan_setup *s, double *bytes)
+{
+    *bytes = 12.0 * (double)hpt_config_num_params(&s->cfg);
+    return *bytes / (s->nodes * s->cl.ckpt_bw);
 }
 
 /* An fp32-only cluster (cpu-local) refuses tf32 and bf16. */
@@ -1089,6 +1102,38 @@ static void json_mem(FILE *f, const hpt_plan_mem *m)
     fputc('}', f);
 }
 
+/* A JSON string literal of s (the sources' words: no control characters). */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", (unsigned)*s);
+        else
+            fputc(*s, f);
+    fputc('"', f);
+}
+
+/* ",\n  "checkpoint_interval": {...}" (docs/PLAN.md). */
+static void json_ckpt(const hpt_plan_ckpt *c, FILE *f)
+{
+    jbuf b[10];
+    fprintf(f, ",\n  \"checkpoint_interval\": {\"mtbf_s\": %s, \"save_stall_s\": %s, "
+            "\"restart_s\": %s, \"checkpoint_bytes\": %s, \"young_s\": %s, \"daly_s\": %s, "
+            "\"save_every\": %d, \"goodput_young\": %s, \"goodput_daly\": %s, "
+            "\"goodput_save_every\": %s, \"save_stall_from\": ",
+            json_g(&b[0], c->mtbf_s), json_g(&b[1], c->save_s), json_g(&b[2], c->restart_s),
+            json_g(&b[3], c->ckpt_bytes), json_g(&b[4], c->young_s), json_g(&b[5], c->daly_s),
+            c->save_every, json_g(&b[6], c->goodput_young), json_g(&b[7], c->goodput_daly),
+            json_g(&b[8], c->goodput_every));
+    json_str(f, c->save_from);
+    fprintf(f, ", \"restart_from\": ");
+    json_str(f, c->restart_from);
+    fprintf(f, "}");
+}
+
 void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
 {
     const hpt_config *c = &s->cfg;
@@ -1154,10 +1199,13 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
                 json_g(&b[0], r->comm[g].seconds));
     fprintf(f, "},\n  \"bubble_fraction\": %s,\n  \"compute_s\": %s,\n  \"comm_s\": %s,\n"
             "  \"comm_compute_ratio\": %s,\n  \"step_time_s\": %s,\n  \"tokens_per_s\": %s,\n"
-            "  \"mfu\": %s\n}\n",
+            "  \"mfu\": %s",
             json_g(&b[0], r->bubble), json_g(&b[1], r->compute_s), json_g(&b[2], r->comm_s),
             json_g(&b[3], r->comm_compute_ratio), json_g(&b[4], r->step_time_s),
             json_g(&b[5], r->tokens_per_s), json_g(&b[6], r->mfu));
+    if (r->ckpt.mtbf_s > 0)
+        json_ckpt(&r->ckpt, f);
+    fprintf(f, "\n}\n");
 }
 
 /* Memory in GiB, or MiB for small (cpu-local) budgets. */
@@ -1168,6 +1216,20 @@ static void text_mem_row(FILE *f, const char *label, const hpt_plan_mem *m, doub
     fprintf(f, "  %-10s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", label, m->weights / u,
             m->grads / u, m->optimizer / u, m->activations / u, m->logits / u,
             m->comm_buffers / u, m->baseline / u, m->total / u);
+}
+
+/* The checkpoint interval section (docs/PLAN.md, "Checkpoint interval"). */
+static void text_ckpt(const hpt_plan_ckpt *c, double step_s, FILE *f)
+{
+    fprintf(f, "\ncheckpoint interval against failures: MTBF %.4g h, save stall %.4g s (%s), "
+            "restart %.4g s (%s)\n", c->mtbf_s / 3600, c->save_s, c->save_from, c->restart_s,
+            c->restart_from);
+    fprintf(f, "  Young 1974: every %.4g s of training (%.4g steps): expected goodput %.2f %%\n",
+            c->young_s, c->young_s / step_s, 100 * c->goodput_young);
+    fprintf(f, "  Daly 2006:  every %.4g s of training (%.4g steps): expected goodput %.2f %%\n",
+            c->daly_s, c->daly_s / step_s, 100 * c->goodput_daly);
+    fprintf(f, "  hpt-train --save-every %d (every %.4g s): expected goodput %.2f %%\n",
+            c->save_every, c->save_every * step_s, 100 * c->goodput_every);
 }
 
 void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
@@ -1216,6 +1278,8 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->gpipe ? "GPipe" : "1F1B", r->bubble, r->compute_s, r->comm_s, r->comm_compute_ratio);
     fprintf(f, "step time %.4g s, %.4g tokens/s, MFU %.1f %%\n", r->step_time_s, r->tokens_per_s,
             100 * r->mfu);
+    if (r->ckpt.mtbf_s > 0)
+        text_ckpt(&r->ckpt, r->step_time_s, f);
 }
 
 void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f)

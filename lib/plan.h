@@ -53,6 +53,8 @@ typedef struct {
     int fp32_only;        /* 1: the device trains in fp32 only (cpu-local)   */
     double peak_tf32;     /* dense tf32 tensor-core FLOP/s (0: peak_flops)   */
     double peak_fp32;     /* dense fp32 FLOP/s, CUDA cores (0: peak_flops)   */
+    double ckpt_bw;       /* bytes/s one node writes to the checkpoint storage
+                           * (the planned save stall, hpt-plan --mtbf-hours) */
 } hpt_cluster;
 
 /* Fill *c from a preset: a100-80gb, h100-80gb, h200-141gb (8 devices per
@@ -144,6 +146,22 @@ typedef struct {
     double compute_s;       /* flops_per_mb / (peak x efficiency)           */
 } hpt_plan_stage;
 
+/* The checkpoint interval against failures (hpt-plan --mtbf-hours; Young
+ * 1974, Daly 2006: lib/goodput.h), filled by the caller of hpt_plan_eval
+ * (lib/plan_cli.c) and printed by the writers when mtbf_s > 0. Seconds. */
+typedef struct {
+    double mtbf_s;            /* M: the job's mean time between failures   */
+    double save_s;            /* delta: the training stall of one save     */
+    double restart_s;         /* R: from a failure to training again       */
+    double ckpt_bytes;        /* a checkpoint's bytes (12 per parameter)    */
+    char save_from[4400], restart_from[200]; /* where delta and R come from */
+    double young_s, daly_s;   /* training time between saves               */
+    int save_every;           /* Daly's interval in steps (>= 1)           */
+    double goodput_young, goodput_daly, goodput_every; /* expected, Daly's
+                               * model, at Young's, Daly's and save_every's
+                               * interval                                 */
+} hpt_plan_ckpt;
+
 typedef struct {
     int micro_batches;          /* m = global_batch / (micro_batch x dp)    */
     int nstages;
@@ -161,6 +179,7 @@ typedef struct {
     double comm_s;              /* communication on the critical path      */
     double comm_compute_ratio;  /* all communication time / compute time   */
     double step_time_s, tokens_per_s, mfu;
+    hpt_plan_ckpt ckpt;         /* zero: not asked (see hpt_plan_ckpt)      */
 } hpt_plan_result;
 
 /* Set the run's precision from hpt-train's --precision name: "fp32" (fp32
@@ -184,6 +203,13 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s);
 
 /* Evaluate a validated setup into *r. Errors: as hpt_plan_validate. */
 hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r);
+
+/* The planned training stall of one synchronous checkpoint save, seconds:
+ * the checkpoint's bytes — 12 per parameter, fp32 weights and AdamW's two
+ * fp32 moments of every tensor once (docs/CHECKPOINT.md) — into *bytes,
+ * written by all nodes at once at cl.ckpt_bw each (docs/PLAN.md,
+ * "Checkpoint interval"). */
+double hpt_plan_save_seconds(const hpt_plan_setup *s, double *bytes);
 
 /* Layers [*l0, *l1) of stage `stage` of `pp` over L layers: hpt's
  * balanced split, stage s gets layers floor(sL/P) .. floor((s+1)L/P). */

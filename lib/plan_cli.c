@@ -7,7 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hdf5.h>
+
 #include "cli.h"
+#include "goodput.h"
+#include "metrics_tool.h"
 #include "model.h"
 #include "plan.h"
 
@@ -18,7 +22,8 @@ void hpt_plan_opts_init(hpt_plan_opts *o)
                          .gb = HPT_PLAN_NOTSET, .mb = HPT_PLAN_NOTSET, .gpus = HPT_PLAN_NOTSET,
                          .top = HPT_PLAN_NOTSET, .tie = -1, .peak = NAN, .mem_gb = NAN,
                          .intra_bw = NAN, .inter_bw = NAN, .intra_lat = NAN, .inter_lat = NAN,
-                         .eff = NAN, .baseline_mib = NAN, .data_bytes = NAN};
+                         .eff = NAN, .baseline_mib = NAN, .data_bytes = NAN,
+                         .mtbf_hours = NAN, .save_stall = NAN, .ckpt_bw = NAN};
 }
 
 /* Cluster preset with the overrides. */
@@ -37,7 +42,7 @@ static hpt_status setup_cluster(const hpt_plan_opts *o, hpt_cluster *cl)
                  {"intra-bw", o->intra_bw, 1e-6, 1e6}, {"inter-bw", o->inter_bw, 1e-6, 1e6},
                  {"intra-lat", o->intra_lat, 0, 1e9},  {"inter-lat", o->inter_lat, 0, 1e9},
                  {"efficiency", o->eff, 1e-6, 1},      {"baseline-mib", o->baseline_mib, 0, 1e9},
-                 {"data-bytes", o->data_bytes, 0, 1e18}};
+                 {"data-bytes", o->data_bytes, 0, 1e18},      {"ckpt-bw", o->ckpt_bw, 1e-6, 1e6}};
     for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
         if (!isnan(given[i].v) && !(given[i].v >= given[i].lo && given[i].v <= given[i].hi))
             return hpt_error_set(HPT_ERR_USAGE, "--%s %g: must be in [%g, %g]", given[i].opt,
@@ -49,6 +54,7 @@ static hpt_status setup_cluster(const hpt_plan_opts *o, hpt_cluster *cl)
     if (!isnan(o->intra_lat)) cl->intra_lat = o->intra_lat * 1e-6;
     if (!isnan(o->inter_lat)) cl->inter_lat = o->inter_lat * 1e-6;
     if (!isnan(o->eff)) cl->efficiency = o->eff;
+    if (!isnan(o->ckpt_bw)) cl->ckpt_bw = o->ckpt_bw * 1e9;
     if (!isnan(o->baseline_mib))
         cl->baseline_bytes = o->baseline_mib * 1048576.0;
     return HPT_OK;
@@ -207,12 +213,76 @@ static hpt_status setup(const hpt_plan_opts *o, hpt_plan_setup *s)
     return setup_grid(o, s);
 }
 
+/* --measured RUN_DIR: the save stall (mean over the run's saves) and the
+ * restart time (mean start-up of its resumed segments, else of all) the
+ * run's metrics file measured (lib/goodput.h) into c. */
+static hpt_status measured_ckpt(const char *arg, hpt_plan_ckpt *c)
+{
+    char path[4200];
+    hpt_goodput g;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the reader's messages, not HDF5's stack */
+    hpt_status st = hpt_metrics_tool_resolve(arg, path, sizeof path);
+    if (!st)
+        st = hpt_goodput_of_file(path, &g);
+    if (st)
+        return hpt_error_set(st, "--measured %s: %s", arg, hpt_error_msg());
+    if (g.saves == 0)
+        return hpt_error_set(HPT_ERR_DATA, "--measured %s: the run saved no checkpoint, so its "
+                             "save stall is unknown (give --save-stall S)", arg);
+    c->save_s = g.checkpoint / g.saves;
+    snprintf(c->save_from, sizeof c->save_from, "measured: mean of %d saves in %s", g.saves, path);
+    int n = g.resumes ? g.resumes : g.segments;
+    c->restart_s = (g.resumes ? g.restart_startup : g.startup) / (n ? n : 1);
+    snprintf(c->restart_from, sizeof c->restart_from, "measured: mean start-up of %d %ssegment%s",
+             n, g.resumes ? "resumed " : "", n == 1 ? "" : "s");
+    return HPT_OK;
+}
+
+/* --mtbf-hours: the checkpoint interval of the planned layout into r->ckpt
+ * (Young 1974, Daly 2006; lib/goodput.h). The save stall is --save-stall,
+ * or measured, or planned (hpt_plan_save_seconds); the restart time
+ * measured, or planned as reading the checkpoint back at the same
+ * bandwidth. */
+static hpt_status plan_ckpt(const hpt_plan_opts *o, const hpt_plan_setup *s, hpt_plan_result *r)
+{
+    hpt_plan_ckpt *c = &r->ckpt;
+    double planned = hpt_plan_save_seconds(s, &c->ckpt_bytes);
+    c->mtbf_s = o->mtbf_hours * 3600;
+    c->save_s = c->restart_s = planned;
+    snprintf(c->save_from, sizeof c->save_from, "planned: %.4g GB at %.4g GB/s per node x %d "
+             "node%s%s", c->ckpt_bytes / 1e9, s->cl.ckpt_bw / 1e9, s->nodes,
+             s->nodes == 1 ? "" : "s", s->async_save ? "; with --async-save the stall is the "
+             "snapshot, less: measure it" : "");
+    snprintf(c->restart_from, sizeof c->restart_from, "planned: reading the checkpoint back at "
+             "that bandwidth");
+    if (!isnan(o->save_stall)) {
+        c->save_s = o->save_stall;
+        snprintf(c->save_from, sizeof c->save_from, "--save-stall");
+    }
+    if (o->measured) {
+        hpt_status st = measured_ckpt(o->measured, c);
+        if (st)
+            return st;
+    }
+    c->young_s = hpt_goodput_young(c->save_s, c->mtbf_s);
+    c->daly_s = hpt_goodput_daly(c->save_s, c->mtbf_s);
+    double every = round(c->daly_s / r->step_time_s);
+    c->save_every = every < 1 ? 1 : every > 1e9 ? 1000000000 : (int)every;
+    c->goodput_young = hpt_goodput_expected(c->young_s, c->save_s, c->restart_s, c->mtbf_s);
+    c->goodput_daly = hpt_goodput_expected(c->daly_s, c->save_s, c->restart_s, c->mtbf_s);
+    c->goodput_every = hpt_goodput_expected(c->save_every * r->step_time_s, c->save_s,
+                                            c->restart_s, c->mtbf_s);
+    return HPT_OK;
+}
+
 static hpt_status run_one(const hpt_plan_opts *o, const hpt_plan_setup *s, FILE *out)
 {
     hpt_plan_result *r = malloc(sizeof *r);
     if (!r)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
     hpt_status st = hpt_plan_eval(s, r);
+    if (!st && !isnan(o->mtbf_hours))
+        st = plan_ckpt(o, s, r);
     if (!st && o->ranks_tsv) {
         FILE *f = fopen(o->ranks_tsv, "w");
         if (!f)
@@ -253,10 +323,35 @@ static hpt_status run_search(const hpt_plan_opts *o, hpt_plan_setup *s, FILE *ou
     return hpt_plan_search(s, &fx, (int)gpus, o->top != HPT_PLAN_NOTSET ? o->top : 10, o->json, out);
 }
 
+/* The --mtbf-hours options: ranges and the modes that use them. */
+static hpt_status check_mtbf(const hpt_plan_opts *o)
+{
+    const char *given = !isnan(o->save_stall) ? "--save-stall" : o->measured ? "--measured"
+                        : !isnan(o->ckpt_bw) ? "--ckpt-bw" : NULL;
+    if (isnan(o->mtbf_hours))
+        return given ? hpt_error_set(HPT_ERR_USAGE, "%s is only used with --mtbf-hours H", given)
+                     : HPT_OK;
+    if (!(o->mtbf_hours > 0 && o->mtbf_hours <= 1e6))
+        return hpt_error_set(HPT_ERR_USAGE, "--mtbf-hours %g: must be > 0 and at most 1e6 (the "
+                             "job's mean time between failures, hours)", o->mtbf_hours);
+    if (!isnan(o->save_stall) && !(o->save_stall > 0 && o->save_stall <= 1e9))
+        return hpt_error_set(HPT_ERR_USAGE, "--save-stall %g: must be > 0 and at most 1e9 "
+                             "(seconds)", o->save_stall);
+    if (!isnan(o->save_stall) && o->measured)
+        return hpt_error_set(HPT_ERR_USAGE, "--save-stall and --measured both give the save "
+                             "stall: give one");
+    if (o->search)
+        return hpt_error_set(HPT_ERR_USAGE, "--mtbf-hours is not used with --search (it plans "
+                             "the checkpoint interval of one layout)");
+    return HPT_OK;
+}
+
 hpt_status hpt_plan_run(const hpt_plan_opts *o, FILE *out)
 {
     hpt_plan_setup s;
-    hpt_status st;
+    hpt_status st = check_mtbf(o);
+    if (st)
+        return st;
     if (o->search && o->ranks_tsv)
         return hpt_error_set(HPT_ERR_USAGE, "--ranks-tsv is not used with --search (it writes "
                              "the ranks of one layout)");

@@ -23,6 +23,11 @@ typedef struct {
     int nodes, gpn, tp, pp, dp, seq, gb, mb, recompute, recompute_given, zero, zero_given, zero1_given, zero_shard, seqpar, async_save,
         json, search, gpus, top, scores, tie;
     double peak, mem_gb, intra_bw, inter_bw, intra_lat, inter_lat, eff, baseline_mib, data_bytes;
+    /* --mtbf-hours H (the checkpoint interval), --save-stall S, --ckpt-bw
+     * GB/s per node, --measured RUN_DIR (the save stall and restart time
+     * a run's metrics file measured) */
+    double mtbf_hours, save_stall, ckpt_bw;
+    const char *measured;
 } hpt_plan_opts;
 
 /* *o with nothing given. */
@@ -30,7 +35,11 @@ void hpt_plan_opts_init(hpt_plan_opts *o);
 
 /* Plan the layout o describes, or with o->search rank the layouts for its
  * GPUs, and write tables (or JSON with o->json) to out; with o->ranks_tsv
- * also that file (predicted comm.tsv rows of every rank). Errors:
+ * also that file (predicted comm.tsv rows of every rank); with
+ * o->mtbf_hours the checkpoint interval (plan.h hpt_plan_ckpt) from the
+ * planned save stall, o->save_stall, or the one measured in the metrics
+ * of the run o->measured (lib/goodput.h; HPT_ERR_DATA for a file that is
+ * missing, damaged or holds no save). Errors:
  * HPT_ERR_USAGE naming the option and the rule (missing --model,
  * --cluster, --seq-len or --global-batch; out-of-range overrides; a layout
  * that does not divide the GPUs; options the mode does not use), the

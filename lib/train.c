@@ -533,7 +533,8 @@ static double maybe_validate(run_state *r, const hpt_train_opts *o, int step, FI
     if (!r->val || !(last || (o->eval_interval > 0 && (step + 1) % o->eval_interval == 0)))
         return NAN;
     double t0 = now_s(), val = pipe_evaluate(r, o);
-    hpt_trace_span(r->trace, "validation", "compute", -1, t0, now_s());
+    r->val_s = now_s() - t0; /* the metrics' per-rank validation seconds */
+    hpt_trace_span(r->trace, "validation", "compute", -1, t0, t0 + r->val_s);
     if (r->root && r->val_stopped)
         fprintf(out, "step %d: validation stopped by a stop signal\n", step + 1);
     else if (r->root)

@@ -89,9 +89,24 @@ void record_metrics(run_state *r, const hpt_train_opts *o, int step, double t0,
                                                   : NAN; /* CPU: no device memory */
     v[HPT_MR_BUSY] = (t1 - t0) - comm;
     v[HPT_MR_NONFINITE] = !isfinite(r->local_sumsq) || (r->model.last && !isfinite(r->local_loss));
+    v[HPT_MR_VALIDATION] = r->val_s;
+    r->val_s = 0;
     if (v[HPT_MR_OPTIMIZER] < 0)
         v[HPT_MR_OPTIMIZER] = 0;
     hpt_metrics_record(r->metrics, &s, &m);
+}
+
+/* Unix time this process started, as near as a program can tell: read by
+ * a constructor before main (before MPI_Init, the data's and the model's
+ * set-up, the checkpoint load), for the goodput's start-up
+ * (docs/METRICS.md, /segments process_start). */
+static double process_start = NAN;
+
+__attribute__((constructor)) static void note_process_start(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+        process_start = ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 /* Default peak FLOP/s of one rank for MFU: the SGEMM peak measured on the
@@ -161,6 +176,7 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
         .sequence_parallel = o->sequence_parallel && r->comm.tp > 1, .recompute = o->recompute,
         .grad_accum = o->grad_accum, .micro_batch = o->batch, .seq_len = o->seq_len,
         .first_step = r->start_step, .resumed_from = r->resume_from,
+        .process_start = process_start, .load_seconds = r->resume_from >= 0 ? r->ckpt_load_s : 0,
         .flops_per_token = hpt_model_flops_per_token(&r->cfg, o->seq_len),
         .peak_flops_per_rank = o->peak_flops > 0 ? o->peak_flops
                                                  : HPT_CPU_NODE_PEAK_FLOPS / r->comm.node_size,

@@ -94,6 +94,7 @@ typedef struct {
     double local_loss;         /* this rank's loss sum over its micro-batches */
     double local_sumsq;        /* this rank's pre-DP-reduction gradient sum of squares */
     double ckpt_load_s, ckpt_save_s, ckpt_save_bytes;
+    double val_s;              /* validation after the current step, seconds */
     hpt_ckpt_async *async;     /* --async-save: the save in flight; NULL = off */
     int fault_stop_bucket;     /* test: SIGSTOP after this step's first DP bucket */
     int fault_stop_save;       /* test: SIGSTOP inside this step's checkpoint save */

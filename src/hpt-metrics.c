@@ -1,4 +1,4 @@
-/* hpt-metrics — summary, CSV export, close and HTML report of an hpt metrics file
+/* hpt-metrics — summary, CSV export, close, HTML report and goodput of an hpt metrics file
  * without Python (the file lib/metrics.c writes; docs/ANALYSIS.md): a thin
  * main, option parsing over lib/metrics_tool.h (the commands' work) and
  * lib/watchdog.h (hang). Under mpiexec rank 0 does the work and every rank
@@ -24,6 +24,7 @@ static void usage(FILE *f)
           "       hpt-metrics csv FILE [--ranks COL] [-o OUT]\n"
           "       hpt-metrics close FILE\n"
           "       hpt-metrics report FILE... -o OUT.html\n"
+          "       hpt-metrics goodput FILE\n"
           "       hpt-metrics hang RUN_DIR\n"
           "       hpt-metrics trace FILE [--step N] [-o OUT.json]\n"
           "\n"
@@ -35,7 +36,7 @@ static void usage(FILE *f)
           "commands:\n"
           "  summary FILE    segments and layouts, steps and rows, final/best train and\n"
           "                  validation loss, mean tokens/s and MFU, the slowest ranks\n"
-          "                  (mean busy time per step) and every event\n"
+          "                  (mean busy time per step), every event, the goodput\n"
           "  csv FILE        one row per step, the /steps columns (step, segment, ...,\n"
           "                  noise_scale), sorted by step\n"
           "    --ranks COL   instead: steps x ranks of the per-rank column /ranks/COL\n"
@@ -57,6 +58,9 @@ static void usage(FILE *f)
           "                  \"-o -\" is standard output; an input FILE is refused)\n"
           "    --points N    steps kept per run before downsampling (first and last\n"
           "                  step, event steps and each bucket's extremes) [20000]\n"
+          "  goodput FILE    over all segments (restarts, requeues): the wall time split\n"
+          "                  into productive and redone steps, checkpoint stalls, start-up\n"
+          "                  and loading, validation, time between segments; the goodput\n"
           "  hang RUN_DIR    after a job ended with exit status 6 (hang watchdog): which\n"
           "                  rank stopped where, the group and its members, the suspects\n"
           "                  and each rank's last completed operations, from the dumps\n"
@@ -79,28 +83,7 @@ static void usage(FILE *f)
           f);
 }
 
-/* -------------------------------------------------------------- report */
-
 #define REPORT_MAX_FILES 64
-
-/* The page asset `name`: the first of $HPT_LIVE_ASSETS, the installed
- * $(pkgdatadir)/live, the build tree's and the source tree's share/live
- * that has it (uninstalled programs find their tree's copy). */
-static hpt_status find_asset(const char *name, char *buf, size_t len)
-{
-    const char *dirs[] = {getenv("HPT_LIVE_ASSETS"), HPT_LIVE_DATADIR, HPT_LIVE_BUILDDIR,
-                          HPT_LIVE_SRCDIR};
-    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
-        if (!dirs[i] || !dirs[i][0])
-            continue;
-        snprintf(buf, len, "%s/%s", dirs[i], name);
-        if (access(buf, R_OK) == 0)
-            return HPT_OK;
-    }
-    return hpt_error_set(HPT_ERR_IO, "report: page asset %s not found in $HPT_LIVE_ASSETS or %s "
-                         "(install hpt, or for echarts.min.js run `npm ci` in the source tree "
-                         "and rebuild)", name, HPT_LIVE_DATADIR);
-}
 
 /* ----------------------------------------------------------------- CLI */
 
@@ -152,11 +135,12 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
         return HPT_OK;
     if (!c->cmd)
         return hpt_error_set(HPT_ERR_USAGE, "a command is required: summary, csv, close, report, "
-                             "hang or trace (see --help)");
+                             "goodput, hang or trace (see --help)");
     if (strcmp(c->cmd, "summary") && strcmp(c->cmd, "csv") && strcmp(c->cmd, "close") &&
-        strcmp(c->cmd, "report") && strcmp(c->cmd, "hang") && strcmp(c->cmd, "trace"))
+        strcmp(c->cmd, "report") && strcmp(c->cmd, "hang") && strcmp(c->cmd, "goodput") &&
+        strcmp(c->cmd, "trace"))
         return hpt_error_set(HPT_ERR_USAGE, "unknown command '%s' (summary, csv, close, report, "
-                             "hang, trace; see --help)", c->cmd);
+                             "goodput, hang, trace; see --help)", c->cmd);
     if (!c->file)
         return hpt_error_set(HPT_ERR_USAGE, "%s needs a %s (see --help)", c->cmd,
                              strcmp(c->cmd, "hang") ? "metrics FILE" : "RUN_DIR");
@@ -174,20 +158,15 @@ static hpt_status parse_args(int argc, char **argv, cli *c)
     return HPT_OK;
 }
 
-/* report: the page's assets found here (where this build installs them),
- * the work in lib/metrics_tool.c. */
+/* report: the page's assets from $HPT_LIVE_ASSETS, where this build
+ * installs them, the build tree's and the source tree's share/live
+ * (uninstalled programs find their tree's copy); the work in
+ * lib/metrics_tool.c. */
 static hpt_status report(const cli *c, FILE *out)
 {
-    static const char *const names[3] = {"style.css", "echarts.min.js", "app.js"};
-    static char paths[3][PATH_MAX + 32];
-    const char *assets[3];
-    for (int a = 0; a < 3; a++) {
-        hpt_status st = find_asset(names[a], paths[a], sizeof paths[a]);
-        if (st)
-            return st;
-        assets[a] = paths[a];
-    }
-    return hpt_metrics_tool_report(c->files, c->nfiles, c->points, assets, c->out, out);
+    const char *dirs[] = {getenv("HPT_LIVE_ASSETS"), HPT_LIVE_DATADIR, HPT_LIVE_BUILDDIR,
+                          HPT_LIVE_SRCDIR};
+    return hpt_metrics_tool_report(c->files, c->nfiles, c->points, dirs, 4, 1, c->out, out);
 }
 
 static hpt_status run(int argc, char **argv, FILE *out)
@@ -220,6 +199,8 @@ static hpt_status run(int argc, char **argv, FILE *out)
         return hpt_metrics_tool_trace(c.file, c.step, c.out, out);
     if (!strcmp(c.cmd, "hang"))
         return hpt_hang_report(c.file, out);
+    if (!strcmp(c.cmd, "goodput"))
+        return hpt_metrics_tool_goodput(c.file, out);
     return hpt_metrics_tool_csv(c.file, c.ranks, c.out, out);
 }
 

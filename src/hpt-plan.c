@@ -84,6 +84,13 @@ static void usage(FILE *f)
             "                        of FlashAttention's statistics (hpt's CPU and CUDA backends\n"
             "                        keep only the statistics; analytic presets only:\n"
             "                        refused with cpu-local)\n\n"
+            "Checkpoint interval against failures (Young 1974, Daly 2006; docs/PLAN.md):\n"
+            "  --mtbf-hours H        the job's mean time between failures, hours (> 0): the\n"
+            "                        save interval and the expected goodput\n"
+            "  --save-stall S        the training stall of one save, seconds [planned: 12\n"
+            "                        bytes/parameter at --ckpt-bw GB/s per node]\n"
+            "  --ckpt-bw X           checkpoint storage bandwidth per node, GB/s [cluster's]\n"
+            "  --measured RUN_DIR    the save stall and restart time a run measured\n\n"
             "Output:\n"
             "  --json                JSON instead of tables\n"
             "  --ranks-tsv FILE      predicted comm.tsv rows (rank, group, calls, bytes, seconds,\n"
@@ -100,7 +107,8 @@ static void usage(FILE *f)
             "Exit status: 0 done (also when the layout does not fit: see \"fits\"); 1 internal\n"
             "error; 2 bad option, model config or layout (also options that conflict, or\n"
             "that the mode does not use: --top without --search, --ranks-tsv with it);\n"
-            "5 --ranks-tsv FILE cannot be written.\n");
+            "3 --measured RUN_DIR missing, damaged or without a save; 5 --ranks-tsv FILE\n"
+            "cannot be written.\n");
 }
 
 enum {
@@ -108,7 +116,8 @@ enum {
     OPT_MB, OPT_RECOMPUTE, OPT_ZERO1, OPT_ZERO, OPT_ZERO_SHARD, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_JSON, OPT_SEARCH, OPT_GPUS, OPT_TOP,
     OPT_PEAK, OPT_MEM, OPT_INTRA_BW, OPT_INTER_BW, OPT_INTRA_LAT, OPT_INTER_LAT, OPT_EFF,
     OPT_BASELINE, OPT_DATA_BYTES, OPT_SCORES, OPT_TIE, OPT_UNTIE, OPT_RANKS_TSV, OPT_HELP,
-    OPT_VERSION, OPT_SCHEDULE, OPT_COMM, OPT_NCCL_ALGO, OPT_SEQ_PAR,
+    OPT_VERSION, OPT_SCHEDULE, OPT_COMM, OPT_NCCL_ALGO, OPT_SEQ_PAR, OPT_MTBF, OPT_STALL,
+    OPT_CKPT_BW, OPT_MEASURED,
 };
 
 static const struct option long_opts[] = {
@@ -132,6 +141,8 @@ static const struct option long_opts[] = {
     {"help", 0, 0, OPT_HELP},             {"version", 0, 0, OPT_VERSION},
     {"pp-schedule", 1, 0, OPT_SCHEDULE},
     {"comm", 1, 0, OPT_COMM},             {"nccl-algo", 1, 0, OPT_NCCL_ALGO},
+    {"mtbf-hours", 1, 0, OPT_MTBF},       {"save-stall", 1, 0, OPT_STALL},
+    {"ckpt-bw", 1, 0, OPT_CKPT_BW},       {"measured", 1, 0, OPT_MEASURED},
     {0, 0, 0, 0},
 };
 
@@ -166,6 +177,10 @@ static hpt_status apply(hpt_plan_opts *o, int c, const char *arg, int *action)
     case OPT_EFF: return hpt_cli_parse_double(n, arg, &o->eff);
     case OPT_BASELINE: return hpt_cli_parse_double(n, arg, &o->baseline_mib);
     case OPT_DATA_BYTES: return hpt_cli_parse_double(n, arg, &o->data_bytes);
+    case OPT_MTBF: return hpt_cli_parse_double(n, arg, &o->mtbf_hours);
+    case OPT_STALL: return hpt_cli_parse_double(n, arg, &o->save_stall);
+    case OPT_CKPT_BW: return hpt_cli_parse_double(n, arg, &o->ckpt_bw);
+    case OPT_MEASURED: o->measured = arg; return HPT_OK;
     case OPT_RECOMPUTE: o->recompute_given = 1; return hpt_recompute_parse(arg, &o->recompute);
     case OPT_SEQ_PAR: o->seqpar = 1; return HPT_OK;
     case OPT_ZERO1:

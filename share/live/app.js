@@ -7,7 +7,9 @@
  * - offline: window.HPT_DATA = {runs:[...], history:[...]} inlined by
  *   `hpt-metrics report`; no request at all.
  * Data held per run: columns (step-aligned arrays; val_step/val_loss their
- * own), ranks (rank x step maps), comm, events, segments, alerts. After a
+ * own), ranks (rank x step maps), comm, events, segments, alerts, goodput
+ * (the wall time's split over all segments; live: api/goodput every
+ * GOODPUT_MS). After a
  * resume a step can come again: the later row wins (rows from that step on
  * are replaced), the rule of the metrics file's readers.
  * Repeated anomalies (a flood of throughput_drop, say) are collapsed: one
@@ -61,6 +63,17 @@
   /* A run of one anomaly kind: its occurrences at most FLOOD_GAP steps apart. */
   var FLOOD_GAP = 10;
   var FLOOD_CLASSES = { nonfinite: 1, spike: 1, throughput: 1, slow_rank: 1 };
+  /* The goodput's parts (docs/METRICS.md, "Goodput"), in the bar's order. */
+  var GOODPUT_PARTS = [
+    { key: 'productive', label: 'productive steps', color: '#2e7d32' },
+    { key: 'redone', label: 'steps redone after a restart', color: '#c62828' },
+    { key: 'checkpoint', label: 'checkpoint stalls', color: '#f9a825' },
+    { key: 'startup', label: 'start-up and loading', color: '#1565c0' },
+    { key: 'validation', label: 'validation', color: '#7b1fa2' },
+    { key: 'between', label: 'between segments', color: '#9e9e9e' },
+    { key: 'other', label: 'other', color: '#607d8b' }
+  ];
+  var GOODPUT_MS = 30000; /* live: the goodput asked for again */
 
   var S = {
     runs: [], hist: {}, alerts: [], charts: {}, heatMetric: 'busy_s', heatRun: null,
@@ -215,6 +228,7 @@
     h.events = h.events || [];
     h.segments = h.segments || [];
     h.alerts = h.alerts || [];
+    h.goodput = h.goodput || null;
     return h;
   }
 
@@ -333,6 +347,10 @@
       ]),
       timelinePanel()
     ]);
+    var goodput = el('section', { class: 'panel wide', 'data-panel': 'goodput' }, [
+      el('h2', { text: 'Goodput: the wall time of every segment (restarts, requeues) split' }),
+      el('div', { id: 'goodput' })
+    ]);
     var side = el('aside', { id: 'side' }, [
       el('h2', { text: 'Alerts' }), el('ul', { id: 'alerts' }),
       el('h2', { text: 'Events (newest first)' }), el('ul', { id: 'events' })
@@ -340,7 +358,7 @@
     document.body.appendChild(header);
     document.body.appendChild(states);
     document.body.appendChild(el('div', { id: 'layout' }, [
-      el('main', {}, [panels, ranks]), side
+      el('main', {}, [panels, goodput, ranks]), side
     ]));
     PANELS.forEach(function (p) { initStepChart(p); });
     S.charts.heat = echarts.init(document.getElementById('chart-heat'));
@@ -550,6 +568,41 @@
     }, { replaceMerge: ['series'] });
   }
 
+  /* Per run: the productive fraction, a bar of the parts, their seconds. */
+  function renderGoodput() {
+    var box = document.getElementById('goodput');
+    box.textContent = '';
+    S.runs.forEach(function (r) {
+      var g = S.hist[r.id] ? S.hist[r.id].goodput : null;
+      if (!g || !(g.wall > 0)) return;
+      var pct = function (v) { return (100 * v / g.wall).toFixed(1) + ' %'; };
+      var bar = el('div', { class: 'gp-bar' });
+      var legend = el('ul', { class: 'gp-legend' });
+      GOODPUT_PARTS.forEach(function (p) {
+        var v = g[p.key];
+        if (v === null || v === undefined) return;
+        var w = Math.max(0, 100 * v / g.wall);
+        bar.appendChild(el('span', { class: 'gp-part', 'data-part': p.key,
+          style: 'width:' + w.toFixed(3) + '%;background:' + p.color,
+          title: p.label + ': ' + fmt(v) + ' s (' + pct(v) + ')' }));
+        legend.appendChild(el('li', { 'data-part': p.key, 'data-seconds': v }, [
+          el('span', { class: 'dot', style: 'background:' + p.color }),
+          document.createTextNode(p.label + ' ' + fmt(v) + ' s (' + pct(v) + ')' +
+            (p.key === 'redone' ? ', ' + g.redone_steps + ' steps' : '') +
+            (p.key === 'checkpoint' ? ', ' + g.saves + ' saves' : ''))
+        ]));
+      });
+      box.appendChild(el('div', { class: 'gp-run', id: 'goodput-' + r.id,
+        'data-run': r.id, 'data-fraction': g.fraction }, [
+        el('div', { class: 'gp-head', text: (S.runs.length > 1 ? runLabel(r) + ': ' : '') +
+          'goodput ' + (100 * g.fraction).toFixed(1) + ' % of ' + fmt(g.wall) + ' s (' +
+          g.segments + ' segment' + (g.segments === 1 ? '' : 's') + ', ' + g.steps + ' steps)' }),
+        bar, legend
+      ]));
+    });
+    if (!box.childNodes.length) box.appendChild(el('div', { class: 'gp-none', text: 'no rows yet' }));
+  }
+
   function renderStates() {
     var box = document.getElementById('states');
     box.textContent = '';
@@ -713,6 +766,7 @@
     });
     renderHeat();
     renderTimeline();
+    renderGoodput();
     renderStates();
     renderAlerts();
     renderEvents();
@@ -746,6 +800,15 @@
     }).then(function (seqs) {
       seqs = seqs.filter(function (q) { return typeof q === 'number'; });
       return seqs.length ? Math.min.apply(null, seqs) : null;
+    });
+  }
+
+  /* Live: each run's goodput again (its parts grow with the run). */
+  function pollGoodput() {
+    S.runs.forEach(function (r) {
+      getJSON('api/goodput', { run: r.id }).then(function (d) {
+        if (S.hist[r.id]) { S.hist[r.id].goodput = d.goodput; scheduleRender(); }
+      }, function () { /* the next poll tries again */ });
     });
   }
 
@@ -855,6 +918,13 @@
       return { spans: ((s.markArea && s.markArea.data) || []).map(function (a) { return [a[0].xAxis, a[1].xAxis]; }),
         markers: s.data.map(function (d) { return d.value[0]; }) };
     },
+    /* the goodput held for a run and what its panel shows */
+    goodput: function (run) {
+      var g = S.hist[run] ? S.hist[run].goodput : null, e = document.getElementById('goodput-' + run);
+      return { held: g ? JSON.parse(JSON.stringify(g)) : null, text: e ? e.textContent : null,
+        parts: e ? Array.from(e.querySelectorAll('.gp-part')).map(function (p) {
+          return p.getAttribute('data-part'); }) : [] };
+    },
     segments: function (run) { return S.hist[run] ? S.hist[run].segments.slice() : []; },
     alerts: function () { return S.alerts.map(function (a) { return { run: a.run, rule: a.rule, step: a.step, value: a.value }; }); },
     state: function (run) { var r = runById(run); return r ? r.state : null; },
@@ -868,6 +938,7 @@
   function start() {
     buildDom();
     if (OFFLINE) { startOffline(); return; }
+    setInterval(pollGoodput, GOODPUT_MS);
     loadRuns().then(function (seq) { render(); openStream(seq); }, function (err) {
       fail(err);
       render();

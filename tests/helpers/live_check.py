@@ -54,8 +54,8 @@ def wait_for(what, cond, limit=300):
 
 
 # ---------------------------------------------------------------- security
-for path in ["/", "/api/runs", "/api/history?run=0", "/api/stream", "/assets/index.html",
-             "/nonexistent"]:
+for path in ["/", "/api/runs", "/api/history?run=0", "/api/stream", "/api/goodput?run=0",
+             "/assets/index.html", "/nonexistent"]:
     st, body = get(path, token=None)
     assert st == 403 and b"runs" not in body and b"<html" not in body, (path, st, body)
     st, body = get(path, token="0" * 32)
@@ -228,9 +228,18 @@ assert len(hd["columns"]["step"]) <= bound, (len(hd["columns"]["step"]), bound)
 assert n1 <= bound or len(hd["columns"]["step"]) < n1, (n1, bound)
 print("points=4: %d of %d steps, first/last/event steps kept" % (len(hd["columns"]["step"]), n1))
 for q in ["/api/history?run=1", "/api/history?run=x", "/api/history?run=0&points=1",
-          "/api/history?run=-1", "/api/history"]:
+          "/api/history?run=-1", "/api/history", "/api/goodput?run=1", "/api/goodput"]:
     st, body = get(q)
     assert st == 400 and b"error" in body, (q, st, body)
+# the goodput (the file no longer changes: the writer was killed) as the
+# history has it; its parts add up to its wall time
+st, body = get("/api/goodput?run=0")
+g = json.loads(body)
+assert st == 200 and g["run"] == 0 and g["goodput"] == h["goodput"], (st, g, h["goodput"])
+g = g["goodput"]
+parts = sum(g[k] for k in ("productive", "redone", "checkpoint", "startup", "validation", "between", "other"))
+assert g["steps"] == n1 and g["segments"] == 1 and abs(parts - g["wall"]) < 1e-5, g
+print("/api/goodput = the history's goodput: %.1f %% of %.3f s" % (100 * g["fraction"], g["wall"]))
 
 # -------------------------------------------------- --on-alert exactly once
 lines = wait_for("the --on-alert line", lambda: open(os.path.join(WORK, "alerts.txt")).readlines()

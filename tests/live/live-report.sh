@@ -7,7 +7,8 @@
 # h5py reads (columns bit for bit, rank x step busy/step time, events
 # newest first with the skipped step, the segment; the throughput drops
 # forced at steps 30-38 one entry and one shaded span, every event of the
-# file counted by the entries). Two files give two runs.
+# file counted by the entries), and its goodput panel shows the figures
+# `hpt-metrics goodput` prints. Two files give two runs.
 # --points 6 downsamples: fewer steps, yet the first and last, the event
 # steps and every curve's extremes are kept with their exact values.
 # Skipped (77) without node, chromium or npm's playwright-core.
@@ -29,7 +30,12 @@ grep -q 'window.HPT_DATA = ' "$WORK/report.html" || fail "report.html does not i
 "$PYTHON" "$HPT_SRC/tests/live/h5points.py" "$WORK/r/metrics.h5" > "$WORK/want.json" || fail "h5py read"
 # move the report away from the run: it must not need anything beside it
 mkdir "$WORK/elsewhere" && mv "$WORK/report.html" "$WORK/elsewhere/"
-HPT_EXPECT_STATE=finished HPT_EXPECT_FLOOD=throughput_drop:30-38 node "$HPT_SRC/tests/live/report.js" "$WORK/elsewhere/report.html" "$WORK/want.json" \
+# the goodput panel holds what `hpt-metrics goodput` prints (3 decimals)
+GP=$("$HM" goodput "$WORK/r/metrics.h5" | awk -F'[: ]+' '
+  /^wall:/ {w=$2} /^productive:/ {p=$2} /^checkpoint:/ {c=$2} /^validation:/ {v=$2} /^startup:/ {s=$2}
+  END {printf "{\"wall\":%s,\"productive\":%s,\"checkpoint\":%s,\"validation\":%s,\"startup\":%s}", w, p, c, v, s}')
+echo "hpt-metrics goodput: $GP"
+HPT_EXPECT_GOODPUT="$GP" HPT_EXPECT_STATE=finished HPT_EXPECT_FLOOD=throughput_drop:30-38 node "$HPT_SRC/tests/live/report.js" "$WORK/elsewhere/report.html" "$WORK/want.json" \
   ${HPT_LIVE_SCREENSHOT:+"$HPT_LIVE_SCREENSHOT"} || fail "report in chromium"
 # two runs overlaid: the same file twice (two entries, one per run)
 "$HM" report "$WORK/r/metrics.h5" "$WORK/r/metrics.h5" -o "$WORK/two.html" || fail "report of two files"

@@ -100,6 +100,20 @@ async function main() {
       'state is ' + process.env.HPT_EXPECT_STATE);
   const legend = await page.evaluate(() => window.hptDebug.runs().map((r) => r.name));
   check(legend.length === Number(process.env.HPT_EXPECT_RUNS || 1), 'runs: ' + describe(legend));
+  // the goodput panel: the server's split, shown as a bar of its parts
+  const gp = await page.evaluate(() => window.hptDebug.goodput(0));
+  const g = gp.held;
+  check(g && g.wall > 0 && g.fraction > 0 && g.fraction <= 1, 'goodput held: ' + describe(g));
+  const parts = ['productive', 'redone', 'checkpoint', 'startup', 'validation', 'between', 'other'];
+  const sum = parts.reduce((a, k) => a + (g[k] || 0), 0);
+  check(Math.abs(sum - g.wall) <= 1e-5, 'goodput parts add up to the wall time (Unix times: ~1e-7 s rounding)');
+  check(gp.text && gp.text.includes('goodput ' + (100 * g.fraction).toFixed(1) + ' %') &&
+    sameArray(gp.parts, parts), 'goodput panel shows ' + describe(gp.text) + ', parts ' + describe(gp.parts));
+  if (process.env.HPT_EXPECT_GOODPUT) { // `hpt-metrics goodput`'s figures, 3 decimals
+    const want = JSON.parse(process.env.HPT_EXPECT_GOODPUT);
+    for (const k of Object.keys(want))
+      check(Math.abs(g[k] - want[k]) <= 0.0015, 'goodput ' + k + ' ' + g[k] + ' = hpt-metrics goodput ' + want[k]);
+  }
   if (shot) {
     await page.evaluate(() => window.hptDebug.render());
     await page.waitForTimeout(500);
