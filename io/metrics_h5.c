@@ -81,6 +81,14 @@ const hpt_metrics_column hpt_metrics_rank_cols[HPT_RC_COUNT] = {
     {"nonfinite", "1", "1: this rank's own loss or pre-reduction gradient was non-finite"},
     {"validation", "s", "validation after this step (0 when none was due); NaN in rows written "
                         "before the column existed"},
+    {"comm_dp_gather", "s", "of comm_dp: waited for the ZeRO parameter all-gathers (ZeRO-3 units; "
+                            "ZeRO-1/2: the update's all-gather)"},
+    {"bytes_dp_gather", "bytes", "of bytes_dp: handed to the ZeRO parameter all-gathers"},
+    {"comm_dp_rs", "s", "of comm_dp: waited for the ZeRO gradient reduce-scatters"},
+    {"bytes_dp_rs", "bytes", "of bytes_dp: handed to the ZeRO gradient reduce-scatters"},
+    {"dp_gather_hidden", "1", "share of the parameter all-gathers' time in flight (start to the end "
+                              "of its wait) not spent waiting: hidden behind compute; NaN without "
+                              "gathers or on NCCL (host clocks cannot see the device's)"},
 };
 
 /* ---------------------------------------------------------- HDF5 helpers */

@@ -54,12 +54,26 @@ typedef struct {
     double seconds;  /* wall time inside the calls (including waits)      */
 } hpt_comm_counter;
 
+/* ZeRO's sharding traffic on the DP groups (DP, its shard and replica
+ * groups), by kind: parameter all-gathers and gradient reduce-scatters.
+ * A blocking call waits its whole duration; a nonblocking one is in
+ * flight from its start to the end of its wait, and only its wait is
+ * waited: 1 - seconds/inflight is the share hidden behind other work. */
+enum { HPT_CK_GATHER, HPT_CK_RS, HPT_CK_COUNT };
+typedef struct {
+    int64_t calls, bytes; /* as hpt_comm_counter                          */
+    double seconds;       /* waited: inside the blocking call or the wait  */
+    double inflight;      /* from the start to the end of the wait          */
+} hpt_comm_kind_counter;
+
 typedef struct hpt_comm hpt_comm;
 
 /* A pending nonblocking operation. */
 typedef struct {
     MPI_Request req;
     hpt_group group;
+    int kind1;       /* HPT_CK_* + 1 for the kind counters; 0 none (set at
+                      * every start by the backends)                     */
     double t_start;
     /* host staging (comm_stage.c): the operation's own host copy, and the
      * device buffer it is uploaded to at wait (NULL: nothing to upload). */
@@ -69,6 +83,23 @@ typedef struct {
 } hpt_comm_req;
 
 typedef struct hpt_comm_stage hpt_comm_stage;
+
+/* Count a ZeRO sharding call of `kind` (HPT_CK_*) on group g (nothing
+ * when g is not one of the DP groups): `bytes` handed in, `waited` and
+ * `inflight` seconds (a blocking call: both its duration; a nonblocking
+ * start: 0, 0 with calls counted; its wait: calls 0 via bytes < 0). */
+static inline void hpt_comm_count_kind(hpt_comm_kind_counter *k, hpt_group g, int kind,
+                                       long long bytes, double waited, double inflight)
+{
+    if (kind < 0 || kind >= HPT_CK_COUNT || hpt_group_counted(g) != HPT_GROUP_DP)
+        return;
+    if (bytes >= 0) {
+        k[kind].calls++;
+        k[kind].bytes += bytes;
+    }
+    k[kind].seconds += waited;
+    k[kind].inflight += inflight;
+}
 
 typedef struct {
     const char *name;
@@ -128,6 +159,7 @@ struct hpt_comm {
     MPI_Comm comms[HPT_GROUP_COUNT];
     int group_rank[HPT_GROUP_COUNT], group_size[HPT_GROUP_COUNT];
     hpt_comm_counter counters[HPT_GROUP_COUNT];
+    hpt_comm_kind_counter kinds[HPT_CK_COUNT]; /* the DP gathers, reduce-scatters */
     hpt_comm_stage *stage;              /* host staging; NULL when off        */
     void *nccl;                         /* comm_nccl.c state; NULL when off   */
     /* flight recorder (lib/comm.c): `be` is hpt_comm_traced calling

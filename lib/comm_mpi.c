@@ -66,6 +66,7 @@ static void mpi_iallreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t 
 {
     HPT_CHECK(n < CHUNK);
     r->group = g;
+    r->kind1 = 0;
     r->t_start = wtime();
     MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comms[g], &r->req);
     posted(c, g, n * sizeof(float));
@@ -75,7 +76,10 @@ static void mpi_wait(hpt_comm *c, hpt_comm_req *r)
 {
     double t0 = wtime();
     MPI_Wait(&r->req, MPI_STATUS_IGNORE);
-    c->counters[hpt_group_counted(r->group)].seconds += wtime() - t0;
+    double t1 = wtime();
+    c->counters[hpt_group_counted(r->group)].seconds += t1 - t0;
+    hpt_comm_count_kind(c->kinds, r->group, r->kind1 - 1, -1, t1 - t0, t1 - r->t_start);
+    r->kind1 = 0;
 }
 
 static void mpi_allgather_f32(hpt_comm *c, hpt_group g, const float *send, float *recv, size_t n)
@@ -84,6 +88,8 @@ static void mpi_allgather_f32(hpt_comm *c, hpt_group g, const float *send, float
     HPT_CHECK(n < CHUNK);
     MPI_Allgather(send, (int)n, MPI_FLOAT, recv, (int)n, MPI_FLOAT, c->comms[g]);
     count(c, g, n * sizeof(float), t0);
+    hpt_comm_count_kind(c->kinds, g, HPT_CK_GATHER, (long long)(n * sizeof(float)), wtime() - t0,
+                        wtime() - t0);
 }
 
 static void mpi_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
@@ -95,6 +101,8 @@ static void mpi_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *se
         n += counts[i];
     MPI_Reduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, c->comms[g]);
     count(c, g, (size_t)n * sizeof(float), t0);
+    double dt = wtime() - t0;
+    hpt_comm_count_kind(c->kinds, g, HPT_CK_RS, (long long)n * (long long)sizeof(float), dt, dt);
 }
 
 static void mpi_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *send, float *recv,
@@ -105,9 +113,11 @@ static void mpi_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *s
         n += (size_t)counts[i];
     HPT_CHECK(n < CHUNK);
     r->group = g;
+    r->kind1 = HPT_CK_RS + 1;
     r->t_start = wtime();
     MPI_Ireduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, c->comms[g], &r->req);
     posted(c, g, n * sizeof(float));
+    hpt_comm_count_kind(c->kinds, g, HPT_CK_RS, (long long)n * (long long)sizeof(float), 0, 0);
 }
 
 static void mpi_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts)
@@ -120,16 +130,22 @@ static void mpi_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, cons
     }
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displ, MPI_FLOAT, c->comms[g]);
     count(c, g, (size_t)counts[c->group_rank[g]] * sizeof(float), t0);
+    double dt = wtime() - t0;
+    hpt_comm_count_kind(c->kinds, g, HPT_CK_GATHER,
+                        (long long)counts[c->group_rank[g]] * (long long)sizeof(float), dt, dt);
 }
 
 static void mpi_iallgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const int *counts,
                                        const int *displs, hpt_comm_req *r)
 {
     r->group = g;
+    r->kind1 = HPT_CK_GATHER + 1;
     r->t_start = wtime();
     MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
                     c->comms[g], &r->req);
     posted(c, g, (size_t)counts[c->group_rank[g]] * sizeof(float));
+    hpt_comm_count_kind(c->kinds, g, HPT_CK_GATHER,
+                        (long long)counts[c->group_rank[g]] * (long long)sizeof(float), 0, 0);
 }
 
 static void mpi_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, int peer, int tag,
@@ -137,6 +153,7 @@ static void mpi_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, 
 {
     HPT_CHECK(n < CHUNK);
     r->group = g;
+    r->kind1 = 0;
     r->t_start = wtime();
     MPI_Isend(buf, (int)n, MPI_FLOAT, peer, tag, c->comms[g], &r->req);
     posted(c, g, n * sizeof(float));

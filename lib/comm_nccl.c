@@ -161,6 +161,7 @@ static void nc_iallreduce_sum_f32(hpt_comm *c, hpt_group g, float *buf, size_t n
     r->stage_host = r->stage_dev = NULL; /* other fields belong to the recorder (lib/comm.c) */
     r->stage_bytes = 0;
     r->group = g;
+    r->kind1 = 0; /* the device path counts its kind at the start (host time) */
     r->t_start = MPI_Wtime();
     if (!on_device(buf)) {
         hpt_comm_mpi.iallreduce_sum_f32(c, g, buf, n, r);
@@ -205,6 +206,9 @@ static void nc_allgather_f32(hpt_comm *c, hpt_group g, const float *send, float 
         CUDA_OK(cudaMemcpyAsync(recv, send, n * sizeof(float), cudaMemcpyDeviceToDevice,
                                 st(c)->compute));
     count(c, g, n * sizeof(float), t0);
+    /* host time: the enqueue */
+    hpt_comm_count_kind(c->kinds, g, HPT_CK_GATHER, (long long)(n * sizeof(float)),
+                        MPI_Wtime() - t0, 0);
 }
 
 /* Enqueue on `stream` the in-place all-gather of group g's blocks of buf
@@ -248,6 +252,10 @@ static void nc_allgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, const
     double t0 = MPI_Wtime();
     ag_enqueue(c, g, buf, counts, st(c)->compute);
     count(c, g, (size_t)counts[c->group_rank[g]] * sizeof(float), t0);
+    /* host time: the enqueue */
+    hpt_comm_count_kind(c->kinds, g, HPT_CK_GATHER,
+                        (long long)((size_t)counts[c->group_rank[g]] * sizeof(float)),
+                        MPI_Wtime() - t0, 0);
 }
 
 /* A ZeRO-3 parameter gather: like nc_iallreduce_sum_f32 (the DP stream,
@@ -259,6 +267,7 @@ static void nc_iallgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, cons
     r->stage_host = r->stage_dev = NULL;
     r->stage_bytes = 0;
     r->group = g;
+    r->kind1 = 0; /* the device path counts its kind at the start (host time) */
     r->t_start = MPI_Wtime();
     if (!on_device(buf)) {
         hpt_comm_mpi.iallgather_inplace_f32(c, g, buf, counts, displs, r);
@@ -271,6 +280,10 @@ static void nc_iallgather_inplace_f32(hpt_comm *c, hpt_group g, float *buf, cons
     ON_SIDE_STREAM(s, s->dp, done, ag_enqueue(c, g, buf, counts, s->dp));
     r->stage_host = (void *)done;
     count(c, g, (size_t)counts[c->group_rank[g]] * sizeof(float), t0);
+    /* host time: the enqueue */
+    hpt_comm_count_kind(c->kinds, g, HPT_CK_GATHER,
+                        (long long)((size_t)counts[c->group_rank[g]] * sizeof(float)),
+                        MPI_Wtime() - t0, 0);
 }
 
 /* Equal blocks: ncclReduceScatter; uneven: one reduce per block to its
@@ -322,6 +335,9 @@ static void nc_reduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *sen
     double t0 = MPI_Wtime();
     size_t total = rs_enqueue(c, g, send, recv, counts, st(c)->compute);
     count(c, g, total * sizeof(float), t0);
+    /* host time: the enqueue */
+    hpt_comm_count_kind(c->kinds, g, HPT_CK_RS, (long long)(total * sizeof(float)),
+                        MPI_Wtime() - t0, 0);
 }
 
 /* A ZeRO-2 gradient bucket: like nc_iallreduce_sum_f32 (the DP stream,
@@ -333,6 +349,7 @@ static void nc_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *se
     r->stage_host = r->stage_dev = NULL;
     r->stage_bytes = 0;
     r->group = g;
+    r->kind1 = 0; /* the device path counts its kind at the start (host time) */
     r->t_start = MPI_Wtime();
     if (!on_device(send) || !on_device(recv)) {
         hpt_comm_mpi.ireduce_scatter_sum_f32(c, g, send, recv, counts, r);
@@ -346,6 +363,9 @@ static void nc_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *se
     ON_SIDE_STREAM(s, s->dp, done, total = rs_enqueue(c, g, send, recv, counts, s->dp));
     r->stage_host = (void *)done;
     count(c, g, total * sizeof(float), t0);
+    /* host time: the enqueue */
+    hpt_comm_count_kind(c->kinds, g, HPT_CK_RS, (long long)(total * sizeof(float)),
+                        MPI_Wtime() - t0, 0);
 }
 
 /* The two-rank communicator that carries this send/receive. Only the
@@ -368,6 +388,7 @@ static void nc_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, i
     r->stage_host = r->stage_dev = NULL;
     r->stage_bytes = 0;
     r->group = g;
+    r->kind1 = 0; /* the device path counts its kind at the start (host time) */
     r->t_start = MPI_Wtime();
     if (!on_device(buf)) {
         hpt_comm_mpi.isend_f32(c, g, buf, n, peer, tag, r);

@@ -41,6 +41,13 @@ enum {
     HPT_MR_BUSY,       /* step time minus time in communication calls     */
     HPT_MR_NONFINITE,  /* 1 if this rank's own loss or gradient was non-finite */
     HPT_MR_VALIDATION, /* validation after the step (0 when none was due)  */
+    HPT_MR_COMM_DP_GATHER, /* of comm_dp: waited for ZeRO parameter all-gathers */
+    HPT_MR_BYTES_DP_GATHER,
+    HPT_MR_COMM_DP_RS,     /* of comm_dp: waited for gradient reduce-scatters  */
+    HPT_MR_BYTES_DP_RS,
+    HPT_MR_DP_GATHER_HIDDEN, /* share of the gathers' time in flight not waited
+                              * for (hidden behind compute); NaN without
+                              * gathers or where unmeasured (NCCL)          */
     HPT_MR_COUNT
 };
 

@@ -479,8 +479,10 @@ static void count_step_comm(run_state *r, const hpt_comm_counter *before)
 static void train_step(run_state *r, const hpt_train_opts *o, int step, FILE *out, step_result *s)
 {
     hpt_comm_counter before[HPT_GROUP_COUNT];
+    hpt_comm_kind_counter kinds0[HPT_CK_COUNT];
     s->t0 = now_s();
     memcpy(before, r->comm.counters, sizeof before);
+    memcpy(kinds0, r->comm.kinds, sizeof kinds0);
     r->t_fwd = r->t_bwd = r->t_data = r->t_wait = 0;
     int poison = train_opts_in_list(o->nan_steps, step + 1);
     r->poison = poison && o->fault_nan_rank == r->comm.world_rank;
@@ -506,6 +508,12 @@ static void train_step(run_state *r, const hpt_train_opts *o, int step, FILE *ou
     s->t1 = now_s();
     hpt_trace_span(r->trace, "optimizer", "compute", -1, s->t_acc, s->t1);
     count_step_comm(r, before);
+    for (int k = 0; k < HPT_CK_COUNT; k++) {
+        r->step_kinds[k].calls = r->comm.kinds[k].calls - kinds0[k].calls;
+        r->step_kinds[k].bytes = r->comm.kinds[k].bytes - kinds0[k].bytes;
+        r->step_kinds[k].seconds = r->comm.kinds[k].seconds - kinds0[k].seconds;
+        r->step_kinds[k].inflight = r->comm.kinds[k].inflight - kinds0[k].inflight;
+    }
     r->train_steps++;
 }
 

@@ -90,6 +90,12 @@ void record_metrics(run_state *r, const hpt_train_opts *o, int step, double t0,
     v[HPT_MR_BUSY] = (t1 - t0) - comm;
     v[HPT_MR_NONFINITE] = !isfinite(r->local_sumsq) || (r->model.last && !isfinite(r->local_loss));
     v[HPT_MR_VALIDATION] = r->val_s;
+    const hpt_comm_kind_counter *kg = &r->step_kinds[HPT_CK_GATHER], *kr = &r->step_kinds[HPT_CK_RS];
+    v[HPT_MR_COMM_DP_GATHER] = kg->seconds;
+    v[HPT_MR_BYTES_DP_GATHER] = (double)kg->bytes;
+    v[HPT_MR_COMM_DP_RS] = kr->seconds;
+    v[HPT_MR_BYTES_DP_RS] = (double)kr->bytes;
+    v[HPT_MR_DP_GATHER_HIDDEN] = kg->inflight > 0 ? fmax(0, 1 - kg->seconds / kg->inflight) : NAN;
     r->val_s = 0;
     if (v[HPT_MR_OPTIMIZER] < 0)
         v[HPT_MR_OPTIMIZER] = 0;

@@ -101,6 +101,7 @@ typedef struct {
     int poison;                /* poison this rank's gradients this step (test) */
     double comm_s_acc;         /* seconds in communication at the end of accumulate */
     hpt_comm_counter step_ctr[HPT_GROUP_COUNT]; /* this step's communication */
+    hpt_comm_kind_counter step_kinds[HPT_CK_COUNT]; /* its ZeRO gathers, reduce-scatters */
     struct hpt_watchdog *watchdog; /* hang watchdog (lib/watchdog.h); NULL = off */
     struct hpt_trace *trace;   /* --trace-steps (lib/trace.h); NULL = off   */
     hpt_comm_stage stage;      /* host staging of device buffers (--comm mpi on a GPU) */

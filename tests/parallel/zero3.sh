@@ -68,6 +68,30 @@ bitwise_h5 "$WORK/z2.h5" "$WORK/z3.h5" "z3 (DP 2): exported weights differ from 
 # in the shard) 3 x 4, the norm and the loss all-reduces = 35
 awk -F'\t' '$2 == "dp" && $3 != 35 { print "rank " $1 ": " $3 " DP calls per step, expected 35"; bad = 1 }
             END { exit bad }' "$WORK/z3/comm.tsv" || fail "z3: DP calls per step"
+# metrics: comm_dp split into the parameter gathers and the gradient
+# reduce-scatters: each row's reduce-scatter bytes are M x the block
+# (4564224 bytes x 3), the gathers' the rest of bytes_dp but the norm and
+# loss sums (16 bytes); their seconds within comm_dp; the gathers' hidden
+# share in [0, 1]; DP 1 (ref) has neither (0, NaN)
+"$PYTHON" - "$WORK/z3/metrics.h5" "$WORK/ref/metrics.h5" <<'PY' || fail "z3: the gather/reduce-scatter columns"
+import math, sys
+import h5py
+f = h5py.File(sys.argv[1], "r")
+r = {c: f["ranks/" + c][:] for c in ("comm_dp", "bytes_dp", "comm_dp_gather", "bytes_dp_gather",
+                                      "comm_dp_rs", "bytes_dp_rs", "dp_gather_hidden")}
+for i in range(r["comm_dp"].shape[0]):
+    for w in range(2):
+        v = {c: float(a[i, w]) for c, a in r.items()}
+        assert v["bytes_dp_rs"] == 3 * 4564224, (i, w, v)
+        assert v["bytes_dp_gather"] == v["bytes_dp"] - v["bytes_dp_rs"] - 16, (i, w, v)
+        assert 0 < v["comm_dp_gather"] and 0 < v["comm_dp_rs"], (i, w, v)
+        assert v["comm_dp_gather"] + v["comm_dp_rs"] <= v["comm_dp"] + 1e-9, (i, w, v)
+        assert 0 <= v["dp_gather_hidden"] <= 1, (i, w, v)
+g = h5py.File(sys.argv[2], "r")
+assert (g["ranks/bytes_dp_gather"][:] == 0).all() and (g["ranks/bytes_dp_rs"][:] == 0).all()
+assert all(math.isnan(x) for x in g["ranks/dp_gather_hidden"][:].ravel())
+print("z3: gather/reduce-scatter split of comm_dp per row and rank as expected")
+PY
 # checkpoints: stop after step 2 at ZeRO-3, resume at ZeRO-3 and ZeRO-2
 # (the same sums: each micro-batch reduce-scattered into the shard)
 run b 2 --batch 1 --grad-accum 3 --zero 3 --stop-at 2
