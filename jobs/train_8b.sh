@@ -1,7 +1,8 @@
 #!/bin/bash
 # jobs/train_8b.sh — an 8 B model (preset llama3-8b, 8.03 B parameters, GQA with
 # 8 key/value heads, 128256-token vocabulary) on 4 nodes x 8 GPUs (80 GB each):
-# TP 8 inside a node, DP 4 across nodes, no pipeline.
+# TP 2 inside a node, DP 16 as HSDP — ZeRO-1 sharded within each node's 4 DP
+# ranks, replicated across the 4 nodes — no pipeline.
 #   sbatch jobs/train_8b.sh                       submit (from hpt's directory)
 #   bash jobs/train_8b.sh --dry-run               rank layout + memory plan, no training
 # Every value is a default: override it in the environment, with
@@ -13,22 +14,39 @@
 # 1.0, 2000 warm-up steps, cosine decay to 10 % of the peak lr 3e-4; 2 T tokens
 # = 500 000 steps.
 #
-# Memory per GPU in the default tf32 mode (16 B per parameter: fp32 weights,
-# fp32 gradients and AdamW moments, as hpt's CUDA backend allocates them and
-# hpt-plan counts; bf16 mode adds a 2 B bf16 working copy of the weights;
-# ZeRO-1 shards the moments and adds a 4 B gradient shard):
-#   parameters per rank   8.03e9 / TP 8                     = 1.00e9
-#   weights + gradients   1.00e9 x (4 + 4) B                =  8.0 GB  (bf16: + 2.0 GB)
-#   optimizer, ZeRO-1     1.00e9 x (8 + 4) B / DP 4         =  3.0 GB  (8.0 GB without ZeRO-1)
-#   activations (hpt's CUDA allocations: all fp32 in tf32 mode, plus the
-#     attention's chunk scratch; in bf16 mode the residual stream, statistics and
-#     activation gradients fp32, the rest bf16 (docs/PLAN.md); TP 8;
-#     `bash jobs/train_8b.sh --dry-run` runs hpt-plan), 32 layers, no recomputation,
-#     FlashAttention-style (no T x T scores)                  = 12.1 GiB -> 24.5 GiB in all
-#                                                     (bf16:  8.6 GiB -> 22.9 GiB)
-#   logits, vocab / TP (their gradient overwrites them): 4096 x 16032 x 4 B = 0.26 GB
-#   (hpt-plan, GiB: weights 3.74 (bf16 5.61), gradients 3.74, optimizer 1.87, CUDA context 1.86)
-#   micro-batch 1 x grad-accum 256 x DP 4 = 1024 sequences; larger micro-batches fit too.
+# Layout: the fastest that fits by hpt-plan's search (a model, not a measurement:
+# no multi-GPU machine has run hpt), over TP, PP, micro-batch, recomputation,
+# sequence parallelism, ZeRO 0-3 and HSDP shard groups, in this template's tf32
+# mode with --async-save and NCCL:
+#   hpt-plan --model llama3-8b --cluster h100-80gb --nodes 4 --seq-len 4096 \
+#            --global-batch 1024 --precision tf32 --async-save --search
+# ranks 1st of 3810 layouts (1335 fit in 74.5 GiB):
+#   TP 2 x PP 1 x DP 16, micro-batch 1 x grad-accum 64, no recomputation, ZeRO-1,
+#   HSDP 4 shard groups of 4 (--zero 1 --zero-shard-group 4):
+#   step 22.77 s, 1.842e5 tokens/s, MFU 56.2 %; 66.2 GiB per GPU of 74.5.
+#   DP per step: the gradient reduce-scatter and the parameter all-gather inside
+#   the node (NVLink), the 4 GB gradient shard all-reduced across the 4 nodes
+#   (InfiniBand, after backward: on the critical path); 0.17 s in all. TP 2's
+#   8448 all-reduces 1.26 s.
+# Runners-up: the same with --sequence-parallel (2nd: equally fast to 4 digits,
+# 64.3 GiB); ZeRO-2 with the same shard groups and sequence parallelism 22.80 s,
+# 68.0 GiB (3rd: with gradient accumulation ZeRO-2 reduce-scatters each of the 64
+# micro-batches into the shard — 64 x the reduce-scatter volume, hidden behind
+# backward on NVLink — and adds a shard-sized receive buffer); ZeRO-2 over all 16
+# DP ranks 42.01 s (those 64 reduce-scatters cross InfiniBand); the template's
+# previous TP 8 x DP 4, ZeRO-1: 30.62 s, 1.37e5 tokens/s, MFU 41.8 %, 24.5 GiB.
+# TP 1 does not fit in tf32 (the fp32 weights and gradients alone are 64 GB: hpt
+# keeps them whole on a GPU at every ZeRO stage); in bf16 (HPT_PRECISION=bf16,
+# not yet run on a GPU) the search picks other layouts — rerun it.
+#
+# Memory per GPU (hpt-plan, GiB, tf32: fp32 weights, gradients and AdamW moments,
+# as hpt's CUDA backend allocates them; ZeRO-1 shards the moments over the 4 ranks
+# of a shard group and adds the 4 B/parameter reduced-gradient shard):
+#   parameters per rank   8.03e9 / TP 2                     = 4.02e9
+#   weights 14.96, gradients 14.96, moments 7.48 (8 B / 4), gradient shard 3.74,
+#   activations 22.23 (all fp32 in tf32 mode, no recomputation, FlashAttention-
+#   style: no T x T scores), logits 0.98, CUDA context etc. 1.86 = 66.20 GiB;
+#   the async-save staging buffer, 5.61 GiB of host memory per rank, beside it.
 #SBATCH --job-name=hpt-8b
 #SBATCH --nodes=4
 #SBATCH --exclusive
@@ -54,7 +72,7 @@ export HPT_BACKEND=${HPT_BACKEND:-cuda}
 export HPT_COMM=${HPT_COMM:-auto}              # nccl (one GPU per rank) when built with NCCL, else MPI
 export HPT_PRECISION=${HPT_PRECISION:-tf32}     # tensor cores; bf16 (mixed precision) exists but has not yet run on a GPU
 export HPT_TASKS_PER_NODE=${HPT_TASKS_PER_NODE:-${SLURM_NTASKS_PER_NODE:-8}} HPT_GPUS_PER_NODE=${HPT_GPUS_PER_NODE:-8}
-export HPT_TP=${HPT_TP:-8} HPT_PP=${HPT_PP:-1}        # DP = 4 x 8 / 8 = 4
+export HPT_TP=${HPT_TP:-2} HPT_PP=${HPT_PP:-1}        # DP = 4 x 8 / 2 = 16
 export HPT_SEQ_LEN=${HPT_SEQ_LEN:-4096}
 export HPT_MICRO_BATCH=${HPT_MICRO_BATCH:-1}
 export HPT_GLOBAL_BATCH=${HPT_GLOBAL_BATCH:-1024}     # 4 M tokens
@@ -65,6 +83,9 @@ export HPT_RECIPE_ARGS=${HPT_RECIPE_ARGS:---adam-eps 1e-5 --weight-decay 0.1 --c
 export HPT_EVAL_INTERVAL=${HPT_EVAL_INTERVAL:-1000} HPT_EVAL_BATCHES=${HPT_EVAL_BATCHES:-8}
 export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-500}
 export HPT_ZERO=${HPT_ZERO:-${HPT_ZERO1:-1}} HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
+# HSDP shard group: auto = the DP ranks of one node (8 GPUs / TP 2 = 4) wherever DP
+# spans nodes, as planned above; N, or 0 to shard over all of DP
+export HPT_ZERO_SHARD_GROUP=${HPT_ZERO_SHARD_GROUP:-auto}
 # HPT_ASYNC_SAVE=1 (default): --async-save, the periodic checkpoints written in the
 # background from a host staging buffer (the dry run's plan shows its size per rank);
 # measured to pay (bench/ckpt-async.sh, docs/PERFORMANCE.md); 0: synchronous saves

@@ -93,6 +93,16 @@ const char *hpt_plan_group_name(hpt_plan_group g)
 
 /* ------------------------------------------------------------ checks */
 
+int hpt_plan_zero_dp1(hpt_plan_setup *s)
+{
+    if (s->zero < 2 || s->dp != 1)
+        return 0;
+    s->zero_requested = s->zero;
+    s->zero = 0;
+    s->zero_shard = 0;
+    return 1;
+}
+
 hpt_status hpt_plan_validate(const hpt_plan_setup *s)
 {
     const hpt_config *c = &s->cfg;
@@ -176,6 +186,9 @@ static int zshard(const hpt_plan_setup *s)
 {
     return s->zero && s->zero_shard > 0 && s->zero_shard < s->dp ? s->zero_shard : s->dp;
 }
+
+/* The shard group as reported: zshard with ZeRO, 0 without (nothing sharded). */
+static int shard_group(const hpt_plan_setup *s) { return s->zero ? zshard(s) : 0; }
 
 double hpt_plan_stage_params(const hpt_plan_setup *s, int stage)
 {
@@ -565,9 +578,17 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
                          (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0);
         /* ZeRO-3 measured about one own block below that (small, DP 4,
          * docs/PLAN.md): the temporary goes with the whole-block
-         * all-gather ZeRO-1/2 run after the step, which ZeRO-3 has not */
-        if (s->dp > 1)
-            m.comm_buffers += s->zero == 3 ? 0 : s->zero ? 4 * own : 0.5 * 4 * P;
+         * all-gather ZeRO-1/2 run after the step, which ZeRO-3 has not,
+         * and which a shard group of one rank runs as a local no-op. HSDP:
+         * the blocking all-reduce of the own shard across the replicas
+         * holds about half a shard, as the buckets' — in the memory the
+         * all-gather's temporary left, where there is one (measured at
+         * shard groups of 1 and 2, docs/PLAN.md) */
+        if (s->dp > 1 && !s->zero)
+            m.comm_buffers += 0.5 * 4 * P;
+        if (s->dp > 1 && s->zero)
+            m.comm_buffers += fmax(s->zero < 3 && zshard(s) > 1 ? 4 * own : 0,
+                                   zshard(s) < s->dp ? 0.5 * 4 * own : 0);
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
     } else {
         /* hpt's CUDA backend: the fp32 weights (the master copy the
@@ -577,7 +598,9 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
          * m and v 8, over DP with ZeRO-1 (lib/optim.c), plus then the fp32
          * reduce-scatter target of the own gradient shard (lib/train.c
          * setup_zero): 16 (fp32, tf32) or 18 (bf16) bytes per parameter
-         * without ZeRO; ZeRO-2 as ZeRO-1 (the full gradient block stays);
+         * without ZeRO; ZeRO-2 as ZeRO-1 (the full gradient block stays),
+         * with gradient accumulation + the shard-sized receive buffer of
+         * the micro-batches' reduce-scatters (lib/train_dp_buckets.c);
          * ZeRO-3 as ZeRO-2: on a device the parameter block stays
          * allocated (lib/train_zero3.h; releasing it needs CUDA's virtual
          * memory management) */
@@ -590,7 +613,8 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         /* PP: the fp32 gradient send slots, one per micro-batch in flight
          * (lib/train_pipeline.c setup_pipeline; the output is sent from the
          * slot's x_final, counted in the activations) */
-        m.comm_buffers = (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0) + (s->zero ? 4 * own : 0);
+        m.comm_buffers = (s->pp > 1 ? 4 * local_tokens(s) * C * k : 0) + (s->zero ? 4 * own : 0) +
+                         (s->zero >= 2 && s->dp > 1 && M > 1 ? 4 * own : 0);
         m.baseline = s->cl.baseline_bytes + s->data_bytes;
     }
     /* --async-save (lib/checkpoint.c): each rank stages the fp32 weights and
@@ -770,9 +794,28 @@ static void add_op(hpt_plan_comm *pc, const hpt_plan_setup *s, hpt_plan_group g,
     add_op_on(pc, s, inter, nodes, op, n, calls, bytes, counted);
 }
 
-/* Gradient-bucket all-reduces of one stage (lib/train_dp_buckets.c
- * dp_bucket_allreduce, lib/model.c ready): head + final norm, each layer,
- * the embedding. */
+/* HSDP (lib/train.c grad_norm): the all-reduce of a DP rank's reduced
+ * gradient shard, own elements in fp32, across the DP/N replicas of its
+ * shard group (N = zshard, ranks N x TP apart), once per step; nothing
+ * without HSDP. */
+static void add_hsdp_allreduce(hpt_plan_comm *pc, const hpt_plan_setup *s, double own)
+{
+    int N = zshard(s), R = s->dp / N;
+    long TP = s->tp;
+    if (R > 1)
+        add_op_on(pc, s, spans_nodes(s, R, TP * N),
+                  worst_span(s, R, TP * N, 1, TP * N, TP * s->dp, s->pp), HPT_COLL_ALLREDUCE, R,
+                  1, 4 * own, 4 * own);
+}
+
+/* add_hsdp_allreduce's share of DP rank 0's communication on `stage`. */
+static hpt_plan_comm hsdp_allreduce(const hpt_plan_setup *s, int stage)
+{
+    hpt_plan_comm pc = {0};
+    if (s->zero)
+        add_hsdp_allreduce(&pc, s, shard_of(hpt_plan_stage_params(s, stage), zshard(s), 0));
+    return pc;
+}
 
 static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan_group g)
 {
@@ -850,10 +893,7 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
             } else {
                 ZOP(HPT_COLL_REDUCE_SCATTER, nb, gb * P / nb, gb * P / nb);
             }
-            if (R > 1)
-                add_op_on(&pc, s, spans_nodes(s, R, TP * N),
-                          worst_span(s, R, TP * N, 1, TP * N, TP * s->dp, s->pp), HPT_COLL_ALLREDUCE,
-                          R, 1, gb * own, gb * own);
+            add_hsdp_allreduce(&pc, s, own);
             ZOP(HPT_COLL_ALLREDUCE, 1, 8, 8); /* norm^2 (f64) */
             if (s->zero < 3) {
                 ZOP(HPT_COLL_ALLGATHER, 1, wb * P, wb * own);
@@ -1006,8 +1046,10 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
         /* DP all-reduce buckets overlap the last backward (2/3 of a
          * micro-batch); ZeRO-1, the tied embedding and the norm do not;
          * ZeRO-2's bucket reduce-scatters (about half of its DP time, the
-         * same volume as the parameter all-gather) do */
-        double dp = sg->comm[HPT_PLAN_DP].seconds;
+         * same volume as the parameter all-gather) do. HSDP's all-reduce
+         * across the replicas runs after backward (rep: exposed); dp is
+         * the shard group's part */
+        double rep = hsdp_allreduce(s, st_).seconds, dp = sg->comm[HPT_PLAN_DP].seconds - rep;
         /* ZeRO-3's gathers (2M of the 2M + 1 equal parts of its DP time):
          * with NCCL (its own stream) the prefetched ones hide behind the M
          * forwards and backwards, but each pass waits for its first unit
@@ -1025,7 +1067,7 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
                      : s->zero == 2 ? dp / 2 + fmax(0, dp / 2 - 2.0 / 3.0 * sg->compute_s)
                      : s->zero == 3 ? fmax(0, rs3 - 2.0 / 3.0 * sg->compute_s) + ag3_ex
                                     : fmax(0, dp - 2.0 / 3.0 * sg->compute_s)) +
-                    sg->comm[HPT_PLAN_EMBED].seconds + sg->comm[HPT_PLAN_MP].seconds;
+                    rep + sg->comm[HPT_PLAN_EMBED].seconds + sg->comm[HPT_PLAN_MP].seconds;
         exposed = fmax(exposed, ex);
         ratio = fmax(ratio, all / (M * sg->compute_s));
         if (sg->mem.total > r->worst.total) {
@@ -1155,11 +1197,13 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->tp, s->pp, s->dp, s->nodes, s->gpus_per_node, (long)s->tp * s->pp * s->dp);
     fprintf(f, "  \"training\": {\"seq_len\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
             "\"micro_batches\": %d, \"recompute\": %s, \"recompute_mode\": \"%s\", \"zero1\": %s, "
-            "\"zero\": %d, \"zero_shard_group\": %d, \"sequence_parallel\": %s, "
-            "\"pp_schedule\": \"%s\", \"precision\": \"%s\", \"tokens_per_step\": %s},\n",
+            "\"zero\": %d, \"zero_requested\": %d, \"zero_shard_group\": %d, \"hsdp\": %s, "
+            "\"sequence_parallel\": %s, \"pp_schedule\": \"%s\", \"precision\": \"%s\", "
+            "\"tokens_per_step\": %s},\n",
             s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
             s->recompute ? "true" : "false", rc_mode(s->recompute),
-            s->zero ? "true" : "false", s->zero, zshard(s), sp_on(s) ? "true" : "false",
+            s->zero ? "true" : "false", s->zero, s->zero_requested ? s->zero_requested : s->zero,
+            shard_group(s), zshard(s) < s->dp ? "true" : "false", sp_on(s) ? "true" : "false",
             s->gpipe ? "gpipe" : "1f1b", hpt_plan_precision_name(s),
             json_z(&b[0], (double)s->global_batch * s->seq_len));
     fprintf(f, "  \"memory\": {\"worst_stage\": %d, \"worst\": ", r->worst_stage);
@@ -1247,10 +1291,14 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->cl.exact ? "measured SGEMM" : hpt_plan_precision_name(s), s->cl.efficiency,
             capacity(s) / u, un);
     fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
-            "micro-batches x DP %d; %s%s%s%s%s\n\n",
+            "micro-batches x DP %d; %s%s%s%s%s\n",
             s->tp, s->pp, s->dp, s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
             s->dp, s->fp32 ? hpt_plan_precision_name(s) : "bf16 mixed precision", rc_label(s->recompute),
             sp_label(s), zero_label(s->zero), hsdp_label(s));
+    if (s->zero_requested) /* hpt-train's note, lib/train.c */
+        fprintf(f, "note: --zero %d with DP 1 shards nothing: planned as --zero 0, as hpt-train "
+                "runs it\n", s->zero_requested);
+    fputc('\n', f);
     fprintf(f, "memory per rank (%s)  weights     grads optimizer      acts    logits      comm  "
             "baseline     total\n", un);
     for (int i = 0; i < r->nstages; i++) {
@@ -1335,6 +1383,33 @@ static void train_flags(const hpt_plan_setup *s, char *buf, size_t len)
              gpu && s->comm_lib == HPT_PLAN_COMM_MPI ? " --comm mpi" : "");
 }
 
+/* explain's DP line: the collectives, their bytes, seconds and link; with
+ * HSDP split into the shard group's part and the all-reduce across the
+ * replicas (of the stage with the most DP time). */
+static void explain_dp(FILE *f, const hpt_plan_setup *s, const hpt_plan_result *r)
+{
+    const char *what = s->zero == 3   ? "bucket reduce-scatters + per-layer parameter all-gathers"
+                       : s->zero == 2 ? "bucket reduce-scatters + parameter all-gather"
+                       : s->zero      ? "reduce-scatter + parameter all-gather"
+                                      : "all-reduce";
+    int N = zshard(s), R = s->dp / N, w = 0;
+    if (R == 1) {
+        fprintf(f, "  - DP %d: gradient %s of %.3g GB per rank (%.3g s, %s)\n", s->dp, what,
+                r->comm[HPT_PLAN_DP].bytes / 1e9, r->comm[HPT_PLAN_DP].seconds,
+                link_name(s, r->link_inter[HPT_PLAN_DP]));
+        return;
+    }
+    for (int i = 1; i < r->nstages; i++)
+        if (r->stage[i].comm[HPT_PLAN_DP].seconds > r->stage[w].comm[HPT_PLAN_DP].seconds)
+            w = i;
+    hpt_plan_comm all = r->stage[w].comm[HPT_PLAN_DP], rep = hsdp_allreduce(s, w);
+    fprintf(f, "  - DP %d as HSDP, %d shard groups of %d: gradient %s of %.3g GB per rank inside "
+            "each group (%.3g s, %s); the %.3g GB gradient shard all-reduced across %d replicas "
+            "(%.3g s, %s)\n", s->dp, R, N, what, (all.bytes - rep.bytes) / 1e9,
+            all.seconds - rep.seconds, link_name(s, spans_nodes(s, N, s->tp)), rep.bytes / 1e9, R,
+            rep.seconds, link_name(s, spans_nodes(s, R, (long)s->tp * N)));
+}
+
 /* Why the first layout wins, in words, from its numbers. */
 static void explain(FILE *f, const candidate *best, const candidate *all, int n)
 {
@@ -1366,12 +1441,7 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
         fprintf(f, "  - PP %d: %d-%d layers per stage, %s bubble %.3f with %d micro-batches\n",
                 s->pp, s->cfg.num_hidden_layers / s->pp, (s->cfg.num_hidden_layers + s->pp - 1) / s->pp,
                 s->gpipe ? "GPipe" : "1F1B", r->bubble, r->micro_batches);
-    fprintf(f, "  - DP %d: gradient %s of %.3g GB per rank (%.3g s, %s)\n", s->dp,
-            s->zero == 3 ? "bucket reduce-scatters + per-layer parameter all-gathers"
-            : s->zero == 2 ? "bucket reduce-scatters + parameter all-gather"
-            : s->zero ? "reduce-scatter + parameter all-gather" : "all-reduce",
-            r->comm[HPT_PLAN_DP].bytes / 1e9, r->comm[HPT_PLAN_DP].seconds,
-            link_name(s, r->link_inter[HPT_PLAN_DP]));
+    explain_dp(f, s, r);
     fprintf(f, "  - memory: %.1f of %.1f GiB on stage %d (weights %.1f, optimizer %.1f, "
             "activations %.1f)\n", r->worst.total / GIB, capacity(s) / GIB, r->worst_stage,
             r->worst.weights / GIB, r->worst.optimizer / GIB, r->worst.activations / GIB);
@@ -1384,10 +1454,11 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
             100 * r->mfu, r->comm_compute_ratio);
     for (int i = 0; i < n; i++)
         if (!all[i].fits && all[i].tokens_per_s > best->tokens_per_s) {
-            fprintf(f, "  - faster but does not fit: TP %d x PP %d x DP %d, micro-batch %d%s%s%s "
+            fprintf(f, "  - faster but does not fit: TP %d x PP %d x DP %d, micro-batch %d%s%s%s%s "
                     "(%.4g tokens/s, needs %.1f GiB)\n", all[i].s.tp, all[i].s.pp, all[i].s.dp,
                     all[i].s.micro_batch, rc_label(all[i].s.recompute), sp_label(&all[i].s),
-                    zero_label(all[i].s.zero), all[i].tokens_per_s, all[i].mem / GIB);
+                    zero_label(all[i].s.zero), hsdp_label(&all[i].s), all[i].tokens_per_s,
+                    all[i].mem / GIB);
             break;
         }
     fprintf(f, "hpt-train options: %s\n", flags);
@@ -1409,6 +1480,63 @@ static int add_candidate(candidate **v, int *n, int *cap, const hpt_plan_setup *
     }
     (*v)[(*n)++] = (candidate){*s, r->tokens_per_s, r->worst.total, r->step_time_s, r->mfu,
                                r->bubble, r->comm_compute_ratio, r->fits};
+    return 0;
+}
+
+static int gcd(int a, int b)
+{
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int hpt_plan_hsdp_groups(const hpt_plan_setup *s, int *out, int max)
+{
+    int gpn = s->gpus_per_node, dp = s->dp, n = 0;
+    if (s->tp <= 0 || gpn % s->tp || (long)s->tp * dp <= gpn)
+        return 0; /* a DP group inside one node */
+    int b = gcd(gpn / s->tp, dp), q = dp / b, hi[64], nh = 0;
+    /* N = b*j for the divisors j < q of q, ascending: the small ones up to
+     * sqrt(q), then the cofactors of those below it (at most 2 sqrt(q) steps) */
+    for (int j = 1; (long)j * j <= q; j++) {
+        if (q % j)
+            continue;
+        if (j < q && (long)b * j > 1 && n < max)
+            out[n++] = b * j;
+        if ((long)j * j < q && j > 1 && nh < 64)
+            hi[nh++] = b * (q / j);
+    }
+    while (nh > 0 && n < max)
+        out[n++] = hi[--nh];
+    return n;
+}
+
+/* Add layout s (everything but the shard group set) once per shard group
+ * the search tries: all of DP; with ZeRO 1-3 also HSDP's groups
+ * (hpt_plan_hsdp_groups); a fixed --zero-shard-group N (`shard`) only N,
+ * and only where DP is a multiple of N and ZeRO is on (DP > 1). Returns -1
+ * out of memory, else 0. */
+static int add_shard_groups(candidate **v, int *n, int *cap, hpt_plan_setup *s, int fixed,
+                            int shard, hpt_plan_result *r)
+{
+    int groups[64], ng = 0;
+    if (fixed) {
+        if (s->dp % shard || (!s->zero && s->dp > 1))
+            return 0;
+        groups[ng++] = shard < s->dp ? shard : 0;
+    } else {
+        groups[ng++] = 0;
+        if (s->zero)
+            ng += hpt_plan_hsdp_groups(s, groups + 1, 63);
+    }
+    for (int i = 0; i < ng; i++) {
+        s->zero_shard = groups[i];
+        if (add_candidate(v, n, cap, s, r))
+            return -1;
+    }
     return 0;
 }
 
@@ -1452,7 +1580,7 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
                                           tp > 1;
                     s.gpus_per_node = gpus < gpn ? gpus : gpn;
                     s.nodes = gpus / s.gpus_per_node;
-                    bad = add_candidate(&v, &n, &cap, &s, r) != 0;
+                    bad = add_shard_groups(&v, &n, &cap, &s, fx->zero_shard, base->zero_shard, r) != 0;
                 }
             }
         }
@@ -1465,7 +1593,8 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
     if (!n)
         return hpt_error_set(HPT_ERR_USAGE, "no valid layout for %d GPUs: TP must divide the "
                              "node and the heads, PP at most the layers, DP x micro-batch the "
-                             "global batch %d", gpus, base->global_batch);
+                             "global batch %d%s", gpus, base->global_batch,
+                             fx->zero_shard ? ", and --zero-shard-group DP" : "");
     qsort(v, (size_t)n, sizeof *v, by_speed);
     int fitting = 0;
     for (int i = 0; i < n; i++)
@@ -1480,12 +1609,14 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             train_flags(&v[i].s, flags, sizeof flags);
             fprintf(f, "%s\n  {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, "
                     "\"recompute\": %s, \"recompute_mode\": \"%s\", \"sequence_parallel\": %s, "
-                    "\"zero1\": %s, \"zero\": %d, \"train_options\": \"%s\", \"mem_bytes\": %s, "
+                    "\"zero1\": %s, \"zero\": %d, \"zero_shard_group\": %d, \"hsdp\": %s, "
+                    "\"train_options\": \"%s\", \"mem_bytes\": %s, "
                     "\"step_time_s\": %s, \"tokens_per_s\": %s, \"mfu\": %s, "
                     "\"bubble_fraction\": %s}",
                     i ? "," : "", v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
                     v[i].s.recompute ? "true" : "false", rc_mode(v[i].s.recompute),
-                    sp_on(&v[i].s) ? "true" : "false", v[i].s.zero ? "true" : "false", v[i].s.zero, flags,
+                    sp_on(&v[i].s) ? "true" : "false", v[i].s.zero ? "true" : "false", v[i].s.zero,
+                    shard_group(&v[i].s), zshard(&v[i].s) < v[i].s.dp ? "true" : "false", flags,
                     json_z(&b[0], v[i].mem), json_g(&b[1], v[i].step), json_g(&b[2], v[i].tokens_per_s),
                     json_g(&b[3], v[i].mfu), json_g(&b[4], v[i].bubble));
         }
@@ -1503,18 +1634,23 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
         if (fitting) {
             fprintf(f, "%d layouts for %d GPUs, %d fit in %.1f GiB; fastest first:\n", n, gpus,
                     fitting, capacity(&v[0].s) / GIB);
-            fprintf(f, "   TP   PP     DP  mb  recompute  sp  zero    mem GiB   step s     "
+            fprintf(f, "   TP   PP     DP  mb  recompute  sp  zero  shard    mem GiB   step s     "
                     "tokens/s   MFU %%  bubble\n");
         } else {
             fprintf(f, "%d layouts for %d GPUs, none fits in %.1f GiB\n", n, gpus,
                     capacity(&v[0].s) / GIB);
         }
-        for (int i = 0; i < shown; i++)
-            fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-5s %9.2f %8.4g %12.5g %6.1f  %6.3f\n",
+        for (int i = 0; i < shown; i++) {
+            char shard[16] = "-"; /* the ZeRO shard group: DP, or HSDP's N */
+            if (v[i].s.zero)
+                snprintf(shard, sizeof shard, "%d", zshard(&v[i].s));
+            fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-4s %6s %9.2f %8.4g %12.5g %6.1f  %6.3f\n",
                     v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
                     rc_mode(v[i].s.recompute), sp_on(&v[i].s) ? "yes" : "no",
-                    v[i].s.zero == 3 ? "3" : v[i].s.zero == 2 ? "2" : v[i].s.zero ? "1" : "no", v[i].mem / GIB, v[i].step, v[i].tokens_per_s,
-                    100 * v[i].mfu, v[i].bubble);
+                    v[i].s.zero == 3 ? "3" : v[i].s.zero == 2 ? "2" : v[i].s.zero ? "1" : "no",
+                    shard, v[i].mem / GIB, v[i].step, v[i].tokens_per_s, 100 * v[i].mfu,
+                    v[i].bubble);
+        }
         if (fitting)
             explain(f, &v[0], v, n);
         else {

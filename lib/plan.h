@@ -82,6 +82,8 @@ typedef struct {
     int zero_shard;            /* HSDP: ZeRO shards within groups of this
                                 * many DP ranks, replicated across them;
                                 * 0 = all of DP (--zero-shard-group N)   */
+    int zero_requested;        /* the --zero stage asked for where the plan
+                                * runs another (hpt_plan_zero_dp1), else 0 */
     int gpipe;                 /* pipeline schedule: 0 = 1F1B, 1 = GPipe
                                 * (every stage holds all m micro-batches) */
     int fp32;                  /* 1: fp32 storage (--precision fp32 or tf32),
@@ -194,6 +196,14 @@ hpt_status hpt_plan_set_precision(hpt_plan_setup *s, const char *precision, int 
 
 /* "fp32", "tf32" or "bf16": the precision of s, as hpt-train names it. */
 const char *hpt_plan_precision_name(const hpt_plan_setup *s);
+
+/* hpt-train's rule for ZeRO over one DP rank (lib/train.c): --zero 2 or 3
+ * with DP 1 shards nothing and runs as --zero 0, with a note. Applies it to
+ * s: sets s->zero_requested to the stage asked for, s->zero and
+ * s->zero_shard to 0, and returns 1; returns 0 and leaves s alone
+ * otherwise (ZeRO-1 on DP 1 runs as ZeRO-1, hpt-train's too). The text
+ * report prints the note, the JSON "training.zero_requested". */
+int hpt_plan_zero_dp1(hpt_plan_setup *s);
 
 /* Check the setup (sizes > 0, layout = nodes x gpus_per_node, TP divides
  * heads, kv heads and intermediate_size, PP <= layers, global batch a
@@ -353,18 +363,36 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
 void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f);
 
 /* Search: every (TP, PP, DP = gpus/(TP*PP), micro-batch, recomputation
- * none/full/selective, ZeRO-1 off/on, sequence parallelism off/on where TP
- * > 1) for `gpus` devices with TP dividing the node and the heads, PP <=
- * layers, DP dividing the global batch; a field is kept at base's value
- * when `fixed` says so (ZeRO-1 kept on means on wherever DP > 1: on DP 1
- * it shards nothing; sequence parallelism kept on, wherever TP > 1). The
- * pipeline schedule is base's. Ranks the layouts that fit by tokens/s
- * (equally fast: less memory first), prints the top `top`, why the first
- * wins and its hpt-train options; json = 1: as JSON.
- * Errors: HPT_ERR_USAGE when no layout is valid. */
+ * none/full/selective, ZeRO stage 0-3, ZeRO shard group, sequence
+ * parallelism off/on where TP > 1) for `gpus` devices with TP dividing the
+ * node and the heads, PP <= layers, DP dividing the global batch. Shard
+ * groups (ZeRO 1-3, DP > 1): all of DP, and HSDP's where the DP group
+ * spans nodes (hpt_plan_hsdp_groups). A field is kept at base's value when
+ * `fixed` says so (a ZeRO stage kept means it wherever DP > 1: on DP 1 it
+ * shards nothing; sequence parallelism kept on, wherever TP > 1; a shard
+ * group N kept: only layouts whose DP is a multiple of N, with ZeRO 1-3
+ * where DP > 1, N = DP being plain ZeRO). The pipeline schedule is base's.
+ * Ranks the layouts that fit by tokens/s (equally fast: less memory
+ * first), prints the top `top` with their shard groups, why the first wins
+ * and its hpt-train options; json = 1: as JSON.
+ * Errors: HPT_ERR_USAGE when no layout is valid; HPT_ERR_INTERNAL out of
+ * memory. */
 typedef struct {
-    int tp, pp, dp, micro_batch, recompute, zero, sequence_parallel; /* 1 = fixed */
+    int tp, pp, dp, micro_batch, recompute, zero, sequence_parallel, zero_shard; /* 1 = fixed */
 } hpt_plan_fixed;
+
+/* The HSDP shard groups --search tries for layout s (its TP, PP, DP and
+ * gpus_per_node): none where a DP group fits in a node (its ranks share
+ * the fast link already: smaller groups only add memory); else every N
+ * with 1 < N < DP, DP a multiple of N and N a multiple of b = gcd(node's
+ * GPUs / TP, DP) — b DP ranks of one node (a group of b never leaves its
+ * node; b = node / TP where that divides DP), then groups of several
+ * nodes (less memory, more of the all-gathers on the inter-node links).
+ * Groups smaller than b shard less for a larger inter-node all-reduce;
+ * groups of 1 are plain replication with ZeRO's extra shard buffer.
+ * Writes at most `max` of them to out in increasing order; returns how
+ * many it wrote. */
+int hpt_plan_hsdp_groups(const hpt_plan_setup *s, int *out, int max);
 hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fixed, int gpus,
                            int top, int json, FILE *f);
 

@@ -308,7 +308,12 @@ static hpt_status run_search(const hpt_plan_opts *o, hpt_plan_setup *s, FILE *ou
 {
     hpt_plan_fixed fx = {.tp = o->tp != HPT_PLAN_NOTSET, .pp = o->pp != HPT_PLAN_NOTSET, .dp = o->dp != HPT_PLAN_NOTSET,
                          .micro_batch = o->mb != HPT_PLAN_NOTSET, .recompute = o->recompute_given,
-                         .zero = o->zero_given || o->zero1_given, .sequence_parallel = o->seqpar};
+                         .zero = o->zero_given || o->zero1_given, .sequence_parallel = o->seqpar,
+                         .zero_shard = o->zero_shard != 0};
+    if (o->zero_shard && fx.zero && !o->zero)
+        return hpt_error_set(HPT_ERR_USAGE, "--zero-shard-group %d needs --zero 1, 2 or 3",
+                             o->zero_shard);
+    s->zero_shard = o->zero_shard; /* kept where DP is a multiple of it (hpt_plan_search) */
     long gpus;
     hpt_status st = given_gpus(o, o->gpn != HPT_PLAN_NOTSET ? o->gpn : s->cl.gpus_per_node, &gpus);
     if (st)
@@ -362,9 +367,13 @@ hpt_status hpt_plan_run(const hpt_plan_opts *o, FILE *out)
         g.nodes = HPT_PLAN_NOTSET, g.gpn = HPT_PLAN_NOTSET, g.gpus = HPT_PLAN_NOTSET;
         g.tp = g.tp != HPT_PLAN_NOTSET ? g.tp : 1, g.pp = g.pp != HPT_PLAN_NOTSET ? g.pp : 1;
         g.dp = g.dp != HPT_PLAN_NOTSET ? g.dp : 1;
+        g.zero_shard = 0; /* DP is searched: run_search keeps the group */
         st = setup(&g, &s);
         return st ? st : run_search(o, &s, out);
     }
     st = setup(o, &s);
+    if (!st) /* --zero 2/3 on DP 1: ZeRO 0, as hpt-train (the report notes it); the search
+              * applies the stage where DP > 1 */
+        hpt_plan_zero_dp1(&s);
     return st ? st : run_one(o, &s, out);
 }

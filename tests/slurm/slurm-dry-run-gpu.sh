@@ -80,8 +80,8 @@ grep -q -- "hpt-plan .* --precision fp32" "$WORK/cpubf16" && grep -q "^layout: .
 HPT_TRAIN_ARGS="--lr 1e-4 --pp-schedule 1f1b" bash "$HPT_SRC/jobs/train_8b.sh" --dry-run -- \
   --recompute=selective --sequence-parallel --pp-split 16,16 > "$WORK/args" 2>&1 ||
   fail "8B dry run with hpt-train options: $(cat "$WORK/args")"
-grep -q -- "hpt-plan .* --zero 1 --async-save --precision tf32 --pp-schedule 1f1b --recompute=selective --sequence-parallel$" "$WORK/args" &&
-  grep -q "^layout: .*, selective recomputation, sequence parallel, ZeRO-1$" "$WORK/args" &&
+grep -q -- "hpt-plan .* --zero 1 --zero-shard-group 4 --async-save --precision tf32 --pp-schedule 1f1b --recompute=selective --sequence-parallel$" "$WORK/args" &&
+  grep -q "^layout: .*, selective recomputation, sequence parallel, ZeRO-1, HSDP 4 shard groups of 4$" "$WORK/args" &&
   grep -q "^note: the plan models the HPT_\* layout, not these hpt-train options of the job: --pp-split$" "$WORK/args" ||
   fail "the job's hpt-train options did not reach the plan: $(grep 'hpt-plan\|^layout\|^note' "$WORK/args")"
 pass "GPU binding in the dry run for 1, 2 and 16 nodes; shared GPUs fall back to MPI; bad HPT_COMM/HPT_PRECISION refused; the plan's comm model follows HPT_COMM and its precision HPT_PRECISION (fp32 for the CPU backend); no plan for a GPU job on cpu-local"

@@ -1,9 +1,10 @@
 #!/bin/sh
 # The 70B and 8B dry runs (no cluster needed): every TP group inside one node,
 # group counts as in the templates' headers (70B: 16 nodes x 8 = 128 ranks,
-# 16 TP groups of 8, 32 PP groups of 4, 32 DP groups of 4; 8B: 4 TP groups of 8,
-# 8 DP groups of 4), every rank in exactly one group of each kind, and the
-# memory plan from hpt-plan when it is built. By default the groups are
+# 16 TP groups of 8, 32 PP groups of 4, 32 DP groups of 4; 8B: 16 TP groups of 2,
+# 2 DP groups of 16 as HSDP, ZeRO-1 within each node's 4 DP ranks — the layout
+# hpt-plan --search ranks fastest, as its header says), every rank in exactly
+# one group of each kind, and the memory plan from hpt-plan when it is built. By default the groups are
 # summarised (first and last of each kind); --verbose or
 # HPT_DRY_RUN_VERBOSE=1 lists every one.
 . "$HPT_SRC/tests/helpers/lib.sh"
@@ -61,9 +62,22 @@ else
   grep -q "^hpt-plan is not built" "$WORK/70b" || fail "70B: no word about the missing hpt-plan"
 fi
 bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8b" 2>&1 || fail "8B dry run failed: $(cat "$WORK/8b")"
-grep -q "^launch: 4 nodes x 8 tasks = 32 ranks = TP 8 x PP 1 x DP 4 " "$WORK/8b" || fail "8B: layout line"
-grep -qx "TP groups: 4 of 8 ranks; 0 cross a node boundary" "$WORK/8b" || fail "8B: TP groups"
-grep -qx "DP groups: 8 of 4 ranks; 8 cross a node boundary" "$WORK/8b" || fail "8B: DP groups"
+grep -q "^launch: 4 nodes x 8 tasks = 32 ranks = TP 2 x PP 1 x DP 16 " "$WORK/8b" || fail "8B: layout line"
+grep -qx "TP groups: 16 of 2 ranks; 0 cross a node boundary" "$WORK/8b" || fail "8B: TP groups"
+grep -qx "DP groups: 2 of 16 ranks; 2 cross a node boundary" "$WORK/8b" || fail "8B: DP groups"
+grep -qx "launch: HSDP: ZeRO-1 state sharded within 4 groups of 4 DP ranks, all-reduced across them (HPT_ZERO_SHARD_GROUP=auto)" "$WORK/8b" ||
+  fail "8B: not HSDP 4 x 4 at ZeRO-1 by default"
+grep -q "micro-batch 1 x grad-accum 64 x DP 16" "$WORK/8b" || fail "8B: batch split"
+if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
+  # the plan of the template's layout: what its header states
+  grep -q "hpt-plan --model llama3-8b --cluster h100-80gb --nodes 4 --gpus-per-node 8 --tp 2 --pp 1 --dp 16 --seq-len 4096 --global-batch 1024 --micro-batch 1 --zero 1 --zero-shard-group 4 --async-save --precision tf32$" "$WORK/8b" &&
+    grep -qx "layout: TP 2 x PP 1 x DP 16; seq 4096, global batch 1024 = micro-batch 1 x 64 micro-batches x DP 16; tf32, ZeRO-1, HSDP 4 shard groups of 4" "$WORK/8b" &&
+    grep -qx "worst: stage 0, 66.20 GiB of 74.51 GiB: FITS" "$WORK/8b" &&
+    grep -qx "step time 22.77 s, 1.842e+05 tokens/s, MFU 56.2 %" "$WORK/8b" ||
+    fail "8B: the plan is not the header's (TP 2 x DP 16, ZeRO-1, HSDP 4 x 4: 66.20 GiB, 22.77 s)"
+  grep -q "^#   step 22.77 s, 1.842e5 tokens/s, MFU 56.2 %; 66.2 GiB per GPU of 74.5.$" "$HPT_SRC/jobs/train_8b.sh" ||
+    fail "8B: the header no longer states the planned figures"
+fi
 # An override reaches the layout: 8 nodes instead of 16 -> DP 2, grad-accum 512.
 HPT_NODES=8 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70b8" 2>&1 || fail "70B on 8 nodes failed"
 grep -q "TP 8 x PP 4 x DP 2 .*" "$WORK/70b8" && grep -q "grad-accum 512 x DP 2" "$WORK/70b8" ||
@@ -109,11 +123,11 @@ if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
   grep -q -- "--zero-shard-group\|HSDP" "$WORK/8bh0" && fail "HPT_ZERO_SHARD_GROUP=0: HSDP still on"
   # hpt-train options win over the template's HPT_ZERO default (passed as
   # --zero 1, so a later --zero N is no contradiction), in the plan too
-  HPT_TRAIN_ARGS="--zero 3 --zero-shard-group 2" bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bt" 2>&1 ||
-    { cat "$WORK/8bt"; fail "8B dry run with HPT_TRAIN_ARGS='--zero 3 --zero-shard-group 2'"; }
-  grep -q "hpt-plan .* --zero 1 .*--zero 3 --zero-shard-group 2" "$WORK/8bt" &&
-    grep -q "^layout: .*, ZeRO-3, HSDP 2 shard groups of 2$" "$WORK/8bt" ||
-    { cat "$WORK/8bt"; fail "8B: HPT_TRAIN_ARGS' --zero 3 --zero-shard-group 2 not planned"; }
+  HPT_TRAIN_ARGS="--zero 3 --zero-shard-group 8" bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bt" 2>&1 ||
+    { cat "$WORK/8bt"; fail "8B dry run with HPT_TRAIN_ARGS='--zero 3 --zero-shard-group 8'"; }
+  grep -q "hpt-plan .* --zero 1 --zero-shard-group 4 .*--zero 3 --zero-shard-group 8" "$WORK/8bt" &&
+    grep -q "^layout: .*, ZeRO-3, HSDP 2 shard groups of 8$" "$WORK/8bt" ||
+    { cat "$WORK/8bt"; fail "8B: HPT_TRAIN_ARGS' --zero 3 --zero-shard-group 8 not planned"; }
 fi
 HPT_ASYNC_SAVE=yes bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bx" 2>&1 && fail "HPT_ASYNC_SAVE=yes accepted"
 grep -q "HPT_ASYNC_SAVE='yes': expected 0 or 1" "$WORK/8bx" || fail "HPT_ASYNC_SAVE=yes: $(cat "$WORK/8bx")"

@@ -531,6 +531,50 @@ static void test_attention_peak(void)
            s.cl.peak_flops / s.gpus_per_node, 0);
 }
 
+/* HSDP shard groups --search tries (hpt_plan_hsdp_groups): b = gcd(GPUs
+ * per node / TP, DP) and its multiples dividing DP, below DP, above 1; none
+ * where a DP group fits in a node; and hpt-train's DP 1 rule for ZeRO 2/3
+ * (hpt_plan_zero_dp1). */
+static void test_hsdp_groups(void)
+{
+    static const struct {
+        int tp, dp, gpn, n, want[6];
+    } k[] = {
+        {1, 32, 8, 2, {8, 16}}, /* a node's 8 DP ranks, two nodes' */
+        {2, 16, 8, 2, {4, 8}},
+        {8, 4, 8, 1, {2}},      /* one DP rank per node: groups of nodes */
+        {1, 8, 8, 0, {0}},      /* DP inside one node */
+        {2, 4, 8, 0, {0}},
+        {1, 12, 8, 1, {4}},     /* 8 does not divide 12: b = 4, half a node */
+        {2, 36, 8, 2, {4, 12}}, /* b = 4, 36 / 4 = 9: 4 x 1, 4 x 3 */
+        {3, 30, 6, 3, {2, 6, 10}}, /* 6 GPUs per node, 2 DP ranks each */
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        hpt_plan_setup s = hand_setup();
+        s.tp = k[i].tp, s.dp = k[i].dp, s.gpus_per_node = k[i].gpn;
+        int out[64], n = hpt_plan_hsdp_groups(&s, out, 64);
+        char what[96];
+        snprintf(what, sizeof what, "HSDP groups, TP %d DP %d, %d per node: count", k[i].tp,
+                 k[i].dp, k[i].gpn);
+        expect(what, n, k[i].n, 0);
+        for (int j = 0; j < n && j < k[i].n; j++) {
+            snprintf(what, sizeof what, "HSDP groups, TP %d DP %d: group %d", k[i].tp, k[i].dp, j);
+            expect(what, out[j], k[i].want[j], 0);
+        }
+    }
+    hpt_plan_setup s = hand_setup();
+    s.dp = 1, s.zero = 3, s.zero_shard = 1;
+    expect("--zero 3 on DP 1: changed", hpt_plan_zero_dp1(&s), 1, 0);
+    expect("--zero 3 on DP 1: runs as ZeRO 0", s.zero, 0, 0);
+    expect("--zero 3 on DP 1: requested", s.zero_requested, 3, 0);
+    s = hand_setup();
+    s.dp = 1, s.zero = 1;
+    expect("--zero 1 on DP 1: kept (as hpt-train)", hpt_plan_zero_dp1(&s) + 10 * s.zero, 10, 0);
+    s = hand_setup();
+    s.zero = 3; /* DP 2 */
+    expect("--zero 3 on DP 2: kept", hpt_plan_zero_dp1(&s) + 10 * s.zero, 30, 0);
+}
+
 int main(void)
 {
     test_param_count_range();
@@ -542,6 +586,7 @@ int main(void)
     test_megatron_flops();
     test_exact_sizes();
     test_attention_peak();
+    test_hsdp_groups();
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
 }
