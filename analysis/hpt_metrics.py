@@ -441,8 +441,30 @@ def summary(run):
         v = _finite(s[name][ok]) if n else np.zeros(0)
         out["mean_" + name] = float(v.mean()) if v.size else float("nan")
     out["slowest_ranks"] = slowest_ranks(run, "busy", 3)
+    out["pipeline_bubble"] = pipeline_bubble(run)
     out["events"] = run.events
     return out
+
+
+def pipeline_bubble(run):
+    """The last segment with PP > 1 (else None; None too for a file older
+    than /ranks/pipeline_bubble): per kept step the most idle rank's
+    pipeline_bubble over the step time, the median over the steps that have
+    it, beside the theory (p - 1)/(m + p - 1) (Narayanan et al. 2021, 2.2):
+    {"measured", "steps", "theory", "pp", "micro_batches"}."""
+    if not run.segments or int(run.segments[-1]["pp"]) < 2 or "pipeline_bubble" not in run.ranks:
+        return None
+    pb, st = run.ranks["pipeline_bubble"], run.steps["step_time"]
+    ratio = []
+    for i in range(len(st)):
+        row = pb[i][np.isfinite(pb[i])]
+        if row.size and st[i] > 0:
+            ratio.append(float(row.max()) / float(st[i]))
+    if not ratio:
+        return None
+    p, m = int(run.segments[-1]["pp"]), int(run.segments[-1]["grad_accum"])
+    return {"measured": float(np.median(ratio)), "steps": len(ratio),
+            "theory": (p - 1) / (m + p - 1), "pp": p, "micro_batches": m}
 
 
 def goodput(run):
@@ -601,6 +623,11 @@ def summary_text(run):
             continue
         ratio = v / med if med > 0 else float("nan")
         L.append("  rank %d: %s (%.2fx, others %s)" % (r, _fmt(v), ratio, _fmt(med)))
+    b = d["pipeline_bubble"]
+    if b:
+        L.append("pipeline bubble: %s of the step (the most idle stage's, median of %d steps); "
+                 "theory (p-1)/(m+p-1) = %s (PP %d, %d micro-batches)"
+                 % (_fmt(b["measured"]), b["steps"], _fmt(b["theory"]), b["pp"], b["micro_batches"]))
     L.append("events: %d" % len(d["events"]))
     for e in d["events"]:
         L.append("  step %d rank %d %s: %s" % (e["step"], e["rank"], e["kind"], e["message"]))

@@ -89,6 +89,10 @@ const hpt_metrics_column hpt_metrics_rank_cols[HPT_RC_COUNT] = {
     {"dp_gather_hidden", "1", "share of the parameter all-gathers' time in flight (start to the end "
                               "of its wait) not spent waiting: hidden behind compute; NaN without "
                               "gathers or on NCCL (host clocks cannot see the device's)"},
+    {"pipeline_bubble", "s", "PP > 1: idle time in the step's pipeline phase, from its start to "
+                             "the end of this rank's last backward, spent in neither data, "
+                             "forward nor backward (waiting for a neighbour stage, mostly); NaN "
+                             "without PP"},
 };
 
 /* ---------------------------------------------------------- HDF5 helpers */

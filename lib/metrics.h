@@ -48,6 +48,10 @@ enum {
     HPT_MR_DP_GATHER_HIDDEN, /* share of the gathers' time in flight not waited
                               * for (hidden behind compute); NaN without
                               * gathers or where unmeasured (NCCL)          */
+    HPT_MR_PIPE_BUBBLE, /* PP > 1: this rank's idle time in the step's pipeline
+                         * phase (from its start to the end of the rank's
+                         * last backward) — neither data, forward nor
+                         * backward; NaN without PP                        */
     HPT_MR_COUNT
 };
 

@@ -155,6 +155,42 @@ out:
     free(order);
 }
 
+/* "pipeline bubble: ..." (the last segment with PP > 1): per kept step
+ * the most idle rank's /ranks/pipeline_bubble over the step time, the
+ * median over the steps that have it, beside (p - 1)/(m + p - 1)
+ * (Narayanan et al. 2021, section 2.2; 1F1B and GPipe alike). Nothing
+ * without PP or in a file older than the column. */
+static hpt_status print_bubble(FILE *out, const hpt_mread *m, const hpt_mread_seg *sg,
+                               size_t nseg)
+{
+    if (nseg == 0 || sg[nseg - 1].pp < 2 || !hpt_mread_has_ranks_col(m, "pipeline_bubble"))
+        return HPT_OK;
+    double *pb = NULL, *st = NULL, *ratio = malloc(sizeof(double) * (m->n ? m->n : 1));
+    hpt_status st_ = ratio ? hpt_mread_ranks_col(m, "pipeline_bubble", 0, &pb)
+                           : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    if (!st_)
+        st_ = hpt_mread_steps_col(m, "step_time", 0, &st);
+    size_t k = 0;
+    for (size_t i = 0; !st_ && i < m->n; i++) {
+        double worst = -1;
+        for (size_t w = 0; w < m->nranks; w++)
+            if (isfinite(pb[i * m->nranks + w]) && pb[i * m->nranks + w] > worst)
+                worst = pb[i * m->nranks + w];
+        if (worst >= 0 && st[i] > 0)
+            ratio[k++] = worst / st[i];
+    }
+    int p = sg[nseg - 1].pp, M = sg[nseg - 1].grad_accum;
+    char a[32], b[32];
+    if (!st_ && k)
+        fprintf(out, "pipeline bubble: %s of the step (the most idle stage's, median of %zu steps); "
+                "theory (p-1)/(m+p-1) = %s (PP %d, %d micro-batches)\n", g6(median_of(ratio, k), a),
+                k, g6((double)(p - 1) / (M + p - 1), b), p, M);
+    free(pb);
+    free(st);
+    free(ratio);
+    return st_;
+}
+
 hpt_status hpt_metrics_tool_summary(const char *path, FILE *out)
 {
     hpt_mread m;
@@ -201,6 +237,8 @@ hpt_status hpt_metrics_tool_summary(const char *path, FILE *out)
     fprintf(out, "mean tokens/s: %s\n", g6(mean_ok(col[4], skipped, n), a));
     fprintf(out, "mean MFU (%%): %s\n", g6(100 * mean_ok(col[5], skipped, n), a));
     print_slowest(out, busy, n, m.nranks);
+    if ((st = print_bubble(out, &m, sg, nseg)))
+        goto out;
     fprintf(out, "events: %zu\n", nev);
     for (size_t i = 0; i < nev; i++)
         fprintf(out, "  step %lld rank %d %s: %s\n", (long long)ev[i].step, ev[i].rank,

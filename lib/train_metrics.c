@@ -96,6 +96,8 @@ void record_metrics(run_state *r, const hpt_train_opts *o, int step, double t0,
     v[HPT_MR_COMM_DP_RS] = kr->seconds;
     v[HPT_MR_BYTES_DP_RS] = (double)kr->bytes;
     v[HPT_MR_DP_GATHER_HIDDEN] = kg->inflight > 0 ? fmax(0, 1 - kg->seconds / kg->inflight) : NAN;
+    v[HPT_MR_PIPE_BUBBLE] = r->comm.pp > 1 ? fmax(0, r->t_pipe_end - r->t_pipe0 - r->t_pipe_busy)
+                                           : NAN;
     r->val_s = 0;
     if (v[HPT_MR_OPTIMIZER] < 0)
         v[HPT_MR_OPTIMIZER] = 0;

@@ -110,6 +110,7 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
         r->t_data += t1 - t0;
         r->t_wait += t2 - t1;
         r->t_fwd += t3 - t2 - (comm_seconds(r) - c2);
+        r->t_pipe_busy += (t1 - t0) + (t3 - t2);
         hpt_trace_span(r->trace, "data", "compute", i, t0, t1);
         hpt_trace_span(r->trace, "forward", "compute", i, t2, t3);
     }
@@ -135,6 +136,8 @@ static void pipe_backward(run_state *r, int i, int tag)
     double t2 = now_s();
     r->t_wait += t1 - t0;
     r->t_bwd += t2 - t1 - (comm_seconds(r) - c1); /* compute only */
+    r->t_pipe_busy += t2 - t1;
+    r->t_pipe_end = t2;
     hpt_trace_span(r->trace, "backward", "compute", i, t1, t2);
     if (!r->model.first) {
         float *buf = r->grad_send + (size_t)k * act_elems(r);
@@ -269,6 +272,8 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
     r->nbuckets = r->nwaited = 0;
     r->ndeferred = 0;
     r->local_sumsq = 0;
+    r->t_pipe0 = r->t_pipe_end = now_s();
+    r->t_pipe_busy = 0;
 #define FWD(i) sum += pipe_forward(r, o, r->train, r->cursor + ((int64_t)(i) * D + d) * o->batch, \
                                    (i), (i), scale, 1)
     for (int i = 0; r->samples && i < M; i++) /* the samples this replica trains on */

@@ -91,6 +91,10 @@ typedef struct {
     /* metrics of the current step (docs/METRICS.md) */
     hpt_metrics *metrics;      /* NULL = off                              */
     double t_fwd, t_bwd, t_data, t_wait; /* seconds in this step           */
+    double t_pipe0, t_pipe_end, t_pipe_busy; /* the pipeline phase: its start,
+                                * the end of this rank's last backward, and
+                                * the data, forward and backward spans in it
+                                * (TP communication inside them is work) */
     double local_loss;         /* this rank's loss sum over its micro-batches */
     double local_sumsq;        /* this rank's pre-DP-reduction gradient sum of squares */
     double ckpt_load_s, ckpt_save_s, ckpt_save_bytes;

@@ -13,7 +13,9 @@
 # decreases and no span overlaps the next; --step 3 keeps step 3 only. A
 # PP 2 run stopped after step 2 (--stop-at) gathers what it traced (steps
 # 2-2) before exiting 75; resumed, it traces step 3 in a second segment,
-# and the JSON has one process per segment and rank.
+# and the JSON has one process per segment and rank. /ranks/pipeline_bubble
+# agrees with the trace's spans, and the summary sets it beside the theory
+# (p-1)/(m+p-1) (the same line from analysis/hpt_metrics.py).
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1   # 4 ranks on 2 cores
@@ -64,6 +66,18 @@ for rank in range(4):
             col = float(f["ranks/bytes_" + g][rows[step], rank])
             if by[g] != col:
                 bad.append(f"rank {rank} step {step}: traced {g} bytes {by[g]}, /ranks/bytes_{g} {col:.0f}")
+        # /ranks/pipeline_bubble: the pipeline phase (from before the first
+        # data span to the end of the last backward) minus the data, forward
+        # and backward spans: at least that from the first data span on,
+        # at most that from the step's start on
+        fb = [r for r in ev if s(r["name"]) in ("data", "forward", "backward")]
+        busy = sum(r["t_end"] - r["t_start"] for r in fb)
+        end = max(r["t_end"] for r in fb if s(r["name"]) == "backward")
+        lo = end - min(r["t_start"] for r in fb) - busy
+        hi = end - span["t_start"] - busy
+        got = float(f["ranks/pipeline_bubble"][rows[step], rank])
+        if not (lo - 1e-5 <= got <= hi + 1e-5):
+            bad.append(f"rank {rank} step {step}: pipeline_bubble {got:.6f} s outside [{lo:.6f}, {hi:.6f}] from the trace")
 if sum(1 for e in f["events"][:] if e["kind"] == b"trace") != 1:
     bad.append("not one 'trace' event in /events")
 def check_json(path, steps):
@@ -94,6 +108,15 @@ for b in bad:
     print("FAIL:", b)
 sys.exit(1 if bad else 0)
 PY
+# the summary sets the measured bubble beside the theory (p-1)/(m+p-1) =
+# 1/5 for PP 2 and 4 micro-batches, the same line from C and Python
+"$HM" summary "$WORK/pp" > "$WORK/pp.sum" || fail "hpt-metrics summary pp"
+grep -q "^pipeline bubble: [0-9.e-]* of the step (the most idle stage's, median of 3 steps); theory (p-1)/(m+p-1) = 0.2 (PP 2, 4 micro-batches)$" \
+  "$WORK/pp.sum" || { cat "$WORK/pp.sum"; fail "pp: no pipeline bubble line in the summary"; }
+grep "^pipeline bubble" "$WORK/pp.sum" > "$WORK/pp.b"
+PYTHONPATH="$HPT_SRC/analysis" "$PYTHON" -c 'import sys, hpt_metrics as h; print(h.summary_text(h.load(sys.argv[1])), end="")' \
+  "$WORK/pp/metrics.h5" | grep "^pipeline bubble" > "$WORK/pp.pyb"
+cmp -s "$WORK/pp.b" "$WORK/pp.pyb" || fail "pp: analysis/hpt_metrics.py's bubble line differs from hpt-metrics summary's"
 # stopped inside the traced steps, then resumed
 run_train st 2 $A --steps 3 --pp 2 --trace-steps 2-3 --stop-at 2
 grep -q "^trace: steps 2-2, " "$WORK/st.out" || { cat "$WORK/st.out"; fail "run st: no trace of steps 2-2 before the stop"; }
