@@ -6,7 +6,10 @@ for the exact algorithms in lib/train.c and lib/comm_mpi.c: TP all-reduces
 of activations, PP sends of (B*T, C) activations and gradients plus the loss
 sum, DP all-reduce of the stage's padded parameters per bucket (the head,
 each layer, the embedding), or ZeRO-1's one reduce-scatter, or ZeRO-2's
-reduce-scatter per bucket, then the norm and the parameter all-gather, the model-parallel norm, the tied-embedding sum."""
+reduce-scatter per bucket in every micro-batch's backward (the buckets
+waiting for the tied embedding's sum over two stages once, at the end),
+then the norm and the parameter all-gather, the model-parallel norm, the
+tied-embedding sum."""
 
 
 def expected(cfg, TP, PP, DP, zero, tied, M, B, T, w, g):
@@ -39,8 +42,18 @@ def expected(cfg, TP, PP, DP, zero, tied, M, B, T, w, g):
         if zero:
             S = -(-P // DP)
             own = max(0, min(S, P - dpr * S))
-            rs = nl + (1 if first else 0) + (1 if last else 0) if zero == 2 else 1
-            want = (rs + 3, 4 * P + 4 * own + 8 + 8)
+            if zero == 2:
+                nb = nl + (1 if first else 0) + (1 if last else 0)
+                # deferred: a tied embedding split over two stages (the
+                # first stage's embedding bucket, the last's head bucket)
+                nd, Pd = 0, 0
+                if tied and PP > 1 and first:
+                    nd, Pd = nd + 1, Pd + pad(Vl * C)
+                if tied and PP > 1 and last:
+                    nd, Pd = nd + 1, Pd + pad(C) + pad(Vl * C)
+                want = (M * (nb - nd) + nd + 3, 4 * (M * (P - Pd) + Pd) + 4 * own + 8 + 8)
+            else:
+                want = (4, 4 * P + 4 * own + 8 + 8)
         else:
             want = (nl + (1 if first else 0) + (1 if last else 0) + 1, 4 * P + 8)
     elif g == "mp" and TP * PP > 1:
