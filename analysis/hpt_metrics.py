@@ -485,7 +485,7 @@ def goodput(run):
     g = dict.fromkeys(("wall", "productive", "redone", "checkpoint", "startup", "validation",
                        "between", "other", "load", "restart_startup"), 0.0)
     g.update(saves=0, resumes=0, segments=len(segs), rows=rows, steps=int(kept.sum()),
-             redone_steps=rows - int(kept.sum()), validation_known=int(val is not None),
+             redone_steps=rows - int(kept.sum()), validation_known=int(val is not None or rows == 0),
              start_known=0, fraction=nan)
     def or0(a, i):
         return float(a[i]) if a is not None and np.isfinite(a[i]) else 0.0
@@ -509,8 +509,9 @@ def goodput(run):
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if start[mid] <= t else (lo, mid)
         end[lo] = max(end[lo], t)
-        if e["kind"] == "checkpoint_save":
+        if e["kind"] == "checkpoint_save":  # one per save committed (async: at its commit)
             save[lo] = max(save[lo], t)
+            g["saves"] += 1
     for s, sg in enumerate(segs):
         P, E = start[s], end[s]
         r0 = max(int(sg["first_row"]), 0)
@@ -527,14 +528,12 @@ def goodput(run):
                 g["other"] += (w - prev) - t - c - v
             g["productive" if kept[i] else "redone"] += t
             g["checkpoint"] += c
-            g["saves"] += int(c > 0)
             g["validation"] += v
             prev = w
         if np.isnan(prev):
             startup = E - P
         elif save[s] > prev:
             g["checkpoint"] += save[s] - prev
-            g["saves"] += 1
             g["other"] += E - save[s]
         else:
             g["other"] += E - prev
@@ -596,7 +595,7 @@ def summary_text(run):
         L.append("  segment %d: first row %d, %s, world %d (TP %d x PP %d x DP %d%s%s%s), "
                  "micro-batch %d x grad-accum %d x seq %d, host %s, job %s"
                  % (sg["segment"], sg["first_row"], res, sg["world"], sg["tp"], sg["pp"],
-                    sg["dp"], ", ZeRO-1" if sg["zero1"] else "",
+                    sg["dp"], ", ZeRO-%d" % int(sg["zero1"]) if sg["zero1"] else "",
                     ", sequence parallel" if sp else "",
                     {1: ", full recomputation", 2: ", selective recomputation"}.get(int(rc), ""),
                     sg["micro_batch"],

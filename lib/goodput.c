@@ -91,7 +91,6 @@ static void account_segment(const hpt_goodput_in *in, const unsigned char *kept,
             g->other += (w - prev) - t - c - v;
         *(kept[i] ? &g->productive : &g->redone) += t;
         g->checkpoint += c;
-        g->saves += c > 0;
         g->validation += v;
         prev = w;
     }
@@ -99,7 +98,6 @@ static void account_segment(const hpt_goodput_in *in, const unsigned char *kept,
         startup = E - P;
     } else if (last_save > prev) { /* the save that ended it (stop signal, last step) */
         g->checkpoint += last_save - prev;
-        g->saves++;
         g->other += E - last_save;
     } else {
         g->other += E - prev;
@@ -140,8 +138,12 @@ hpt_status hpt_goodput_compute(const hpt_goodput_in *in, hpt_goodput *g)
     for (size_t e = 0; S && e < in->nev; e++) {
         size_t s = seg_of_time(start, S, in->ev[e].wall_time);
         end[s] = fmax(end[s], in->ev[e].wall_time);
-        if (!strcmp(in->ev[e].kind, "checkpoint_save"))
+        if (!strcmp(in->ev[e].kind, "checkpoint_save")) { /* one per save committed
+                                                              * (--async-save: at its
+                                                              * commit) */
             save[s] = fmax(save[s], in->ev[e].wall_time);
+            g->saves++;
+        }
     }
     for (size_t s = 0; s < S; s++) {
         account_segment(in, kept, s, start[s], end[s], save[s], g);
@@ -154,7 +156,7 @@ hpt_status hpt_goodput_compute(const hpt_goodput_in *in, hpt_goodput *g)
     g->steps = steps;
     g->redone_steps = (int64_t)in->rows - steps;
     g->segments = (int)S;
-    g->validation_known = in->validation != NULL;
+    g->validation_known = in->validation != NULL || in->rows == 0; /* no rows: nothing unknown */
     free(kept);
     free(start);
     return HPT_OK;

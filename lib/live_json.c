@@ -627,10 +627,13 @@ static int name_index(char names[][HPT_METRICS_TRACE_NAME_LEN], int *n, const ch
 
 /* "trace": the step timeline /trace (docs/METRICS.md), null when the file
  * has none: {"steps":[...],"names":[...],"streams":[...],"truncated":B,
+ * "comm_left_out":{"STEP":N},
  * "spans":{"STEP":[[rank,stage,stream,name,micro,t0,t1,bytes],...]}},
  * stream and name indices into "streams" and "names", t0/t1 in ms from
  * the step's earliest span, each step as its last segment traced it; at
- * most TRACE_JSON_MAX spans (whole steps, the first ones). */
+ * most TRACE_JSON_MAX spans: whole steps, the first ones; a step that does
+ * not fit whole but whose step and compute spans do comes without its N
+ * communication spans (comm_left_out); then truncated. */
 static hpt_status trace_json(hpt_live_run *r, hpt_sbuf *out)
 {
     if (H5Lexists(r->file, "trace", H5P_DEFAULT) <= 0) {
@@ -663,7 +666,7 @@ static hpt_status trace_json(hpt_live_run *r, hpt_sbuf *out)
     char names[64][HPT_METRICS_TRACE_NAME_LEN], streams[64][HPT_METRICS_TRACE_NAME_LEN];
     int nn = 0, ns = 0, truncated = 0;
     size_t emitted = 0;
-    hpt_sbuf steps = {0};
+    hpt_sbuf steps = {0}, left = {0};
     hpt_sbuf_printf(out, ",\"trace\":{\"spans\":{");
     for (size_t i = 0; i < (size_t)n;) {
         size_t j = i; /* [i, j): this step as its last segment traced it */
@@ -672,28 +675,38 @@ static hpt_status trace_json(hpt_live_run *r, hpt_sbuf *out)
         size_t next = j;
         while (next < (size_t)n && rows[next].step == rows[i].step) /* earlier segments' */
             next++;
-        if (emitted + (j - i) > TRACE_JSON_MAX) {
+        size_t ncomp = 0; /* its step and compute spans */
+        for (size_t k = i; k < j; k++)
+            ncomp += !strcmp(rows[k].stream, "step") || !strcmp(rows[k].stream, "compute");
+        int comm = emitted + (j - i) <= TRACE_JSON_MAX;
+        if (!comm && emitted + ncomp > TRACE_JSON_MAX) {
             truncated = 1;
             break;
         }
+        if (!comm)
+            hpt_sbuf_printf(&left, "%s\"%d\":%zu", left.n ? "," : "", rows[i].step,
+                            (j - i) - ncomp);
         double t0 = rows[i].t_start;
         for (size_t k = i; k < j; k++)
             t0 = rows[k].t_start < t0 ? rows[k].t_start : t0;
         hpt_sbuf_printf(&steps, "%s%d", steps.n ? "," : "", rows[i].step);
         hpt_sbuf_printf(out, "%s\"%d\":[", emitted ? "," : "", rows[i].step);
+        int put = 0;
         for (size_t k = i; k < j; k++) {
             const hpt_metrics_trace_row *w = &rows[k];
-            hpt_sbuf_printf(out, "%s[%d,%d,%d,%d,%d,%.4f,%.4f,%lld]", k > i ? "," : "", w->rank,
+            if (!comm && strcmp(w->stream, "step") && strcmp(w->stream, "compute"))
+                continue;
+            hpt_sbuf_printf(out, "%s[%d,%d,%d,%d,%d,%.4f,%.4f,%lld]", put++ ? "," : "", w->rank,
                             w->stage, name_index(streams, &ns, w->stream),
                             name_index(names, &nn, w->name), w->micro, (w->t_start - t0) * 1e3,
                             (w->t_end - t0) * 1e3, (long long)w->bytes);
         }
         hpt_sbuf_put(out, "]", 1);
-        emitted += j - i;
+        emitted += comm ? j - i : ncomp;
         i = next;
     }
-    hpt_sbuf_printf(out, "},\"steps\":[%s],\"truncated\":%s,\"names\":[", steps.p ? steps.p : "",
-                    truncated ? "true" : "false");
+    hpt_sbuf_printf(out, "},\"steps\":[%s],\"truncated\":%s,\"comm_left_out\":{%s},\"names\":[",
+                    steps.p ? steps.p : "", truncated ? "true" : "false", left.p ? left.p : "");
     for (int k = 0; k < nn; k++) {
         hpt_sbuf_put(out, k ? "," : "", k ? 1 : 0);
         hpt_sbuf_json_str(out, names[k]);
@@ -705,8 +718,10 @@ static hpt_status trace_json(hpt_live_run *r, hpt_sbuf *out)
     }
     hpt_sbuf_printf(out, "]}");
     free(steps.p);
+    free(left.p);
     free(rows);
-    return steps.oom ? hpt_error_set(HPT_ERR_INTERNAL, "out of memory (trace JSON)") : HPT_OK;
+    return steps.oom || left.oom ? hpt_error_set(HPT_ERR_INTERNAL, "out of memory (trace JSON)")
+                                 : HPT_OK;
 }
 
 hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long seq, hpt_sbuf *out)

@@ -56,7 +56,7 @@ static void print_segments(FILE *out, const hpt_mread_seg *sg, size_t nseg)
                 "  segment %d: first row %lld, %s, world %d (TP %d x PP %d x DP %d%s%s%s), "
                 "micro-batch %d x grad-accum %d x seq %d, host %s, job %s\n",
                 s->segment, (long long)s->first_row, res, s->world, s->tp, s->pp, s->dp,
-                s->zero1 == 2 ? ", ZeRO-2" : s->zero1 ? ", ZeRO-1" : "",
+                s->zero1 == 3 ? ", ZeRO-3" : s->zero1 == 2 ? ", ZeRO-2" : s->zero1 ? ", ZeRO-1" : "",
                 s->sequence_parallel ? ", sequence parallel" : "",
                 s->recompute == 2 ? ", selective recomputation"
                 : s->recompute == 1 ? ", full recomputation" : "",
@@ -724,8 +724,9 @@ hpt_status hpt_metrics_tool_trace(const char *path, int step, const char *outpat
         n++;
     }
     if (!st && nrows == 0)
-        st = hpt_error_set(HPT_ERR_DATA, "%s: /trace is empty: the traced run stopped before "
-                           "its trace was gathered (at the end of the last traced step)", path);
+        st = hpt_error_set(HPT_ERR_DATA, "%s: /trace is empty: the spans are gathered after the "
+                           "last traced step (or at a stop inside the range); the run has not "
+                           "got there yet, or was killed before", path);
     else if (!st && n == 0)
         st = hpt_error_set(HPT_ERR_USAGE, "--step %d: not traced in %s (traced steps: %d-%d)",
                            step, path, lo, hi);

@@ -809,6 +809,10 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
     r.root = r.comm.world_rank == 0;
     if (o->zero_shard_group && o->zero && dp > 1) /* HSDP; checked to divide DP */
         hpt_comm_shard_group(&r.comm, o->zero_shard_group);
+    if (o->zero_shard_group == 1 && o->zero && dp > 1 && r.root) /* allowed, but pointless */
+        fprintf(stderr, "hpt-train: warning: --zero-shard-group 1 shards nothing: every rank "
+                "keeps the whole ZeRO-%d state and pays its collectives within itself (use "
+                "--zero 0, or a group of 2 or more)\n", o->zero);
     if (o->zero >= 2 && dp == 1) { /* one replica: nothing to shard */
         if (r.root)
             fprintf(stderr, "hpt-train: note: --zero %d with DP 1 shards nothing: running as "

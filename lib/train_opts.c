@@ -19,6 +19,7 @@
 #include "fsutil.h"
 #include "metrics.h"
 #include "train_export.h"
+#include "flight.h"
 #include "trace.h"
 #include "train_opts.h"
 
@@ -102,6 +103,9 @@ hpt_status hpt_train_opts_fault_anomaly(hpt_train_opts *o, const char *arg)
 {
     const char *colon = strchr(arg, ':'), *p = colon ? colon + 1 : "";
     long from = digits_at(&p), to = -1;
+    if (o->fault_anomaly) /* one forced anomaly per run: a second would replace the first */
+        return hpt_error_set(HPT_ERR_USAGE, "--fault-anomaly '%s': given twice (after '%s'); one "
+                             "forced anomaly per run", arg, o->fault_anomaly);
     if (*p == '-') {
         p++;
         to = digits_at(&p);
@@ -225,6 +229,10 @@ hpt_status hpt_train_opts_validate(const hpt_train_opts *o)
             return hpt_error_set(HPT_ERR_USAGE, "--trace-steps %s: the trace goes into the "
                                  "metrics file: needs --run-dir DIR or --metrics PATH (not "
                                  "--metrics none)", o->trace_steps);
+        if (hpt_flight_size_from_env() == 0) /* refused before the run directory is touched */
+            return hpt_error_set(HPT_ERR_USAGE, "--trace-steps %s records the communication from "
+                                 "the flight recorder, which HPT_FLIGHT_RECORDER=0 turns off "
+                                 "(unset it)", o->trace_steps);
     }
     if (o->metrics_interval < 1)
         return hpt_error_set(HPT_ERR_USAGE, "--metrics-interval %d: must be >= 1",

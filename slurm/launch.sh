@@ -100,6 +100,8 @@ for v in HPT_TP HPT_PP HPT_SEQ_LEN HPT_MICRO_BATCH HPT_STEPS; do is_count $v "${
 for v in HPT_ZERO1 HPT_RECOMPUTE HPT_ASYNC_SAVE HPT_REQUEUE DRY_RUN DRY_RUN_VERBOSE; do is_bool $v "${!v}"; done
 [[ -z $HPT_TRACE_STEPS || $HPT_TRACE_STEPS =~ ^[1-9][0-9]*(-[1-9][0-9]*)?$ ]] ||
   die "HPT_TRACE_STEPS='$HPT_TRACE_STEPS': expected the steps to trace as A-B or A (1-based), e.g. 20-22"
+[ -z "$HPT_TRACE_STEPS" ] || [ "${HPT_TRACE_STEPS%-*}" -le "${HPT_TRACE_STEPS#*-}" ] ||
+  die "HPT_TRACE_STEPS=$HPT_TRACE_STEPS: reversed: the first step is after the last"
 [ -z "$HPT_TRACE_STEPS" ] || [ "${HPT_TRACE_STEPS#*-}" -le "$HPT_STEPS" ] ||
   die "HPT_TRACE_STEPS=$HPT_TRACE_STEPS: beyond the run's HPT_STEPS=$HPT_STEPS"
 if [ -n "$HPT_ZERO" ]; then

@@ -678,6 +678,7 @@
         document.createTextNode(' step '), stepSel,
         el('span', { class: 'legend-note', text: ' forward blue, backward green, data olive, ' +
           'optimizer orange, checkpoint purple; communication below; idle shaded red' })]),
+      el('p', { class: 'legend-note', id: 'timeline-note' }),
       el('div', { class: 'chart tall', id: 'chart-timeline' })
     ]);
   }
@@ -688,13 +689,15 @@
     values.forEach(function (v, i) { sel.appendChild(el('option', { value: v, text: labels[i] })); });
   }
 
-  /* One rectangle of the timeline: value [row, t0, t1, kind] (kind 0 the
-   * step's extent, 1 compute, 2 communication), clipped to the grid. */
+  /* One rectangle of the timeline: value [row, t0, t1, kind, ..., lane,
+   * lanes] (kind 0 the step's extent, 1 compute, 2 communication: lane of
+   * lanes, so that calls in flight together do not hide each other),
+   * clipped to the grid. */
   function timelineItem(params, api) {
     var row = api.value(0), a = api.coord([api.value(1), row]), b = api.coord([api.value(2), row]);
-    var h = api.size([0, 1])[1], kind = api.value(3);
-    var top = kind === 2 ? a[1] + 0.18 * h : a[1] - 0.4 * h;
-    var height = kind === 0 ? 0.8 * h : kind === 1 ? 0.55 * h : 0.2 * h;
+    var h = api.size([0, 1])[1], kind = api.value(3), lanes = Math.max(1, api.value(9));
+    var top = kind === 2 ? a[1] + 0.17 * h + api.value(8) * 0.22 * h / lanes : a[1] - 0.4 * h;
+    var height = kind === 0 ? 0.8 * h : kind === 1 ? 0.55 * h : Math.max(1, 0.22 * h / lanes - 1);
     var cs = params.coordSys;
     var shape = echarts.graphic.clipRectByRect(
       { x: a[0], y: top, width: Math.max(b[0] - a[0], 1), height: height },
@@ -706,7 +709,7 @@
     var sec = document.querySelector('[data-panel="timeline"]');
     var runs = S.runs.filter(function (r) {
       var h = S.hist[r.id];
-      return h && h.trace && h.trace.steps && h.trace.steps.length;
+      return h && h.trace && h.trace.steps && (h.trace.steps.length || h.trace.truncated);
     });
     S.tlBars = 0;
     S.tlRows = 0;
@@ -718,8 +721,16 @@
     setOptions(document.getElementById('timeline-run'), runs.map(function (r) { return String(r.id); }),
       runs.map(function (r) { return runLabel(r); }));
     document.getElementById('timeline-run').value = String(S.tlRun);
-    var tr = S.hist[S.tlRun].trace;
-    if (S.tlStep === null || tr.steps.indexOf(S.tlStep) < 0) S.tlStep = tr.steps[0];
+    var tr = S.hist[S.tlRun].trace, note = document.getElementById('timeline-note');
+    if (S.tlStep === null || tr.steps.indexOf(S.tlStep) < 0) S.tlStep = tr.steps.length ? tr.steps[0] : null;
+    var left = (tr.comm_left_out || {})[String(S.tlStep)];
+    note.textContent = !tr.steps.length
+      ? 'The traced steps have more spans than the page draws (100,000): open them with ' +
+        'hpt-metrics trace RUN_DIR -o trace.json in Perfetto.'
+      : left ? 'This step\'s ' + left + ' communication spans are left out (over the page\'s ' +
+        '100,000 spans); hpt-metrics trace RUN_DIR -o trace.json has them.'
+      : tr.truncated ? 'Later traced steps are left out (over the page\'s 100,000 spans); ' +
+        'hpt-metrics trace has them.' : '';
     setOptions(document.getElementById('timeline-step'), tr.steps.map(String), tr.steps.map(String));
     document.getElementById('timeline-step').value = String(S.tlStep);
     var spans = tr.spans[String(S.tlStep)] || [], rows = {}, stage = {};
@@ -727,15 +738,22 @@
     var ranks = Object.keys(rows).map(Number).sort(function (a, b) { return a - b; });
     var at = {};
     ranks.forEach(function (r, i) { at[r] = i; });
-    var data = [];
-    spans.forEach(function (s) {
+    var data = [], laneEnd = {}, lanes = {};
+    spans.slice().sort(function (x, y) { return x[5] - y[5]; }).forEach(function (s) {
       var stream = tr.streams[s[2]], name = tr.names[s[3]];
-      var kind = stream === 'step' ? 0 : stream === 'compute' ? 1 : 2;
+      var kind = stream === 'step' ? 0 : stream === 'compute' ? 1 : 2, lane = 0;
+      if (kind === 2) { /* the first lane of the rank free by this span's start */
+        var ends = laneEnd[s[0]] || (laneEnd[s[0]] = []);
+        while (lane < ends.length && ends[lane] > s[5]) lane++;
+        ends[lane] = s[6];
+        lanes[s[0]] = Math.max(lanes[s[0]] || 1, lane + 1);
+      }
       var color = kind === 0 ? TL_IDLE : kind === 1 ? (TL_COLOR[name] || '#607d8b')
         : (TL_COMM[stream] || '#999999');
-      data.push({ value: [at[s[0]], s[5], s[6], kind, name, stream, s[4], s[7]],
+      data.push({ value: [at[s[0]], s[5], s[6], kind, name, stream, s[4], s[7], lane, 1],
         itemStyle: { color: color } });
     });
+    data.forEach(function (d) { d.value[9] = lanes[ranks[d.value[0]]] || 1; });
     data.sort(function (x, y) { return x.value[3] - y.value[3]; }); /* the step's extent first */
     S.tlBars = data.filter(function (d) { return d.value[3] > 0; }).length;
     S.tlRows = ranks.length;
@@ -893,6 +911,7 @@
      * not the steps' extents), rank rows, the run and step shown */
     timeline: function () {
       return { bars: S.tlBars, rows: S.tlRows, run: S.tlRun, step: S.tlStep,
+        note: document.getElementById('timeline-note').textContent,
         steps: S.tlRun === null ? [] : S.hist[S.tlRun].trace.steps.slice(),
         visible: document.querySelector('[data-panel="timeline"]').style.display !== 'none' };
     },

@@ -13,6 +13,10 @@ expect_error 2 "^hpt-train: --zero-shard-group 2 needs --zero 1, 2 or 3 \(it sha
 expect_error 2 "^hpt-train: --zero-shard-group 0: must be >= 1 \(DP ranks per shard group\)$" \
   "$TRAIN" $A --zero 3 --zero-shard-group 0
 expect_error 2 "^hpt-train: --zero-shard-group 'two': not an integer$" "$TRAIN" $A --zero 3 --zero-shard-group two
-# a valid group: past the options, the missing data is what fails
+# a valid group: past the options, the missing data is what fails; a
+# group of 1 is allowed but warned about (it shards nothing)
 expect_error 3 "none.bin: cannot open token shard" "$MPIEXEC" -n 2 "$TRAIN" $A --zero 3 --zero-shard-group 1
+grep -q "^hpt-train: warning: --zero-shard-group 1 shards nothing: every rank keeps the whole ZeRO-3 state" \
+  "$WORK/out.$$" || fail "--zero-shard-group 1: no warning that it shards nothing"
+[ "$(grep -c "shards nothing" "$WORK/out.$$")" = 1 ] || fail "--zero-shard-group 1: the warning is not printed once"
 pass "--zero-shard-group 3 on DP 4, without --zero, 0 and 'two' refused (exit 2, one message each)"

@@ -16,6 +16,8 @@ expect_error 2 "HPT_STEPS='ten': expected a positive integer" env HPT_STEPS=ten 
 expect_error 2 "HPT_ZERO1='yes': expected 0 or 1" env HPT_ZERO1=yes bash "$T" --dry-run
 expect_error 2 "HPT_TRACE_STEPS='5-': expected the steps to trace as A-B or A \(1-based\), e.g. 20-22" \
   env HPT_TRACE_STEPS=5- bash "$T" --dry-run
+expect_error 2 "HPT_TRACE_STEPS=3-2: reversed: the first step is after the last" \
+  env HPT_TRACE_STEPS=3-2 bash "$T" --dry-run
 expect_error 2 "HPT_TRACE_STEPS=20-22: beyond the run's HPT_STEPS=10" \
   env HPT_TRACE_STEPS=20-22 HPT_STEPS=10 bash "$T" --dry-run
 expect_error 2 "HPT_ZERO='4': expected 0, 1, 2 or 3 \(the ZeRO stage\)" env HPT_ZERO=4 bash "$T" --dry-run

@@ -2,7 +2,8 @@
 # Bad input: --event-window negative or not a number, and --fault-anomaly
 # malformed (no range, reversed, step 0, a kind it cannot force, junk after
 # the range), beyond --steps or without a metrics file (it would force
-# nothing) are refused with exit 2, naming the option and the rule.
+# nothing), or given twice (the second would replace the first) are
+# refused with exit 2, naming the option and the rule.
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 t() { "$TRAIN" --model tiny --data "$CORPUS" --steps 10 "$@"; }
@@ -18,5 +19,7 @@ expect_error 2 "\-\-fault-anomaly 'throughput_drop:11-12': step 11 is beyond \-\
 expect_error 2 "\-\-fault-anomaly needs the metrics file" t --fault-anomaly throughput_drop:1-2
 expect_error 2 "\-\-fault-anomaly needs the metrics file" t --run-dir "$WORK/r" --metrics none \
   --fault-anomaly grad_norm_spike:1-2
+expect_error 2 "\-\-fault-anomaly 'grad_norm_spike:3-4': given twice \(after 'throughput_drop:1-2'\)" \
+  t --run-dir "$WORK/r" --fault-anomaly throughput_drop:1-2 --fault-anomaly grad_norm_spike:3-4
 [ ! -e "$WORK/r" ] || fail "a refused run created its run directory"
 pass "bad --event-window and --fault-anomaly values are refused"

@@ -34,6 +34,9 @@ async function main() {
       document.getElementById('chart-timeline')).getOption().series[0].data.length);
     check(drawn === got.bars + want.ranks, 'step ' + step + ': the series holds the spans and one ' +
       'step extent per rank (' + drawn + ')');
+    const note = (want.notes || {})[String(step)] || '';
+    check(note ? got.note.includes(note) : got.note === '', 'step ' + step + ': the note reads "' +
+      got.note + '"' + (note ? ', expected "' + note + '"' : ', expected none'));
   }
   check(errors.length === 0, 'no page error (' + describe(errors) + ')');
   await browser.close();

@@ -54,6 +54,8 @@ cmp "$WORK/h1/log.tsv" "$WORK/h3/log.tsv" || fail "h3: HSDP ZeRO-3 differs from 
 awk -F'\t' '$2 == "dp" && $3 != 14 { print "rank " $1 ": " $3 " DP calls per step, expected 14"; bad = 1 }
             END { exit bad }' "$WORK/h3/comm.tsv" || fail "h3: DP calls per step"
 grep -q "layout TP 1 x PP 1 x DP 2 (ZeRO-3) on 2 ranks" "$WORK/z3.out" || fail "z3: banner does not show ZeRO-3"
+"$HPT_BUILD/src/hpt-metrics" summary "$WORK/z3" | grep -q "(TP 1 x PP 1 x DP 2, ZeRO-3)" ||
+  fail "z3: hpt-metrics summary does not name ZeRO-3: $("$HPT_BUILD/src/hpt-metrics" summary "$WORK/z3" | grep segment)"
 # tiny: 1141056 parameters, own block ceil(/2) = 570528 floats
 grep -q "^hpt-train: parameters: 2282112 bytes own block of 4564224 (ZeRO-3: each layer all-gathered before its forward and its backward, prefetch 1; the other blocks' pages given back after use)$" \
   "$WORK/z3.out" || fail "z3: parameters line: $(grep 'parameters:' "$WORK/z3.out")"
