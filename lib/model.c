@@ -87,7 +87,8 @@ static void build_tensor_table(hpt_model *m)
     float std = 0.02f, std_out = 0.02f / sqrtf(2.0f * L);
     if (m->first)
         add_tensor(m, HPT_TENSOR_EMBED, -1, V, C, 1, m->Vl, std);
-    for (int l = m->l0; l < m->l1; l++) {
+    for (int i = 0; i < m->nl; i++) {
+        int l = m->layer_global[i];
         add_tensor(m, HPT_TENSOR_ATTN_NORM, l, C, 1, 0, 0, 0.0f);
         add_tensor(m, HPT_TENSOR_Q, l, H * hd, C, 1, m->Hl * hd, std);
         add_tensor(m, HPT_TENSOR_K, l, KV * hd, C, 1, m->KVl * hd, std);
@@ -114,9 +115,15 @@ const hpt_tensor *hpt_model_tensor(const hpt_model *m, hpt_tensor_kind kind, int
     /* Layer tensors follow a fixed pattern after the optional embedding. */
     int per_layer = HPT_TENSOR_DOWN - HPT_TENSOR_ATTN_NORM + 1, base = m->first ? 1 : 0;
     if (kind >= HPT_TENSOR_ATTN_NORM && kind <= HPT_TENSOR_DOWN) {
-        if (layer < m->l0 || layer >= m->l1)
+        int i = -1; /* the local index of global `layer` */
+        for (int c = 0; c < m->nchunks && i < 0; c++) {
+            int i0 = m->chunk_i0[c], n = m->chunk_i0[c + 1] - i0, g0 = m->layer_global[i0];
+            if (layer >= g0 && layer < g0 + n)
+                i = i0 + (layer - g0);
+        }
+        if (i < 0)
             return NULL;
-        return &m->tensors[base + (layer - m->l0) * per_layer + (kind - HPT_TENSOR_ATTN_NORM)];
+        return &m->tensors[base + i * per_layer + (kind - HPT_TENSOR_ATTN_NORM)];
     }
     for (int i = 0; i < m->ntensors; i++)
         if (m->tensors[i].kind == kind)
@@ -260,10 +267,12 @@ static void carve_layer(hpt_model *m, char *base, size_t *off, hpt_layer_acts *a
 /* Slot k's activations: per layer (all of them; only the layer inputs
  * when recomputing fully; inputs and GEMM outputs when recomputing
  * selectively, the rest shared from `shared`), and the stage-end buffers. */
-static void carve_slot(hpt_model *m, char *base, size_t *off, hpt_slot *sl, hpt_layer_acts *shared)
+static void carve_slot(hpt_model *m, char *base, size_t *off, hpt_slot *sl, hpt_layer_acts *shared,
+                       int chunk)
 {
     size_t N = (size_t)m->B * m->T, Nl = m->Nl, C = m->cfg.hidden_size;
-    for (int i = 0; i < m->nl; i++) {
+    int last = m->last && chunk == m->nchunks - 1; /* the slot's chunk has the head */
+    for (int i = m->chunk_i0[chunk]; i < m->chunk_i0[chunk + 1]; i++) { /* its layers only */
         hpt_layer_acts *a = &sl->layers[i];
         *a = *shared;
         if (m->recompute == HPT_RECOMPUTE_NONE)
@@ -273,9 +282,9 @@ static void carve_slot(hpt_model *m, char *base, size_t *off, hpt_slot *sl, hpt_
         a->x = carve(base, off, Nl * C, 4);
     }
     sl->x_final = carve(base, off, Nl * C, 4);
-    sl->lnf = carve(base, off, m->last ? N * C : 1, m->act_elem);
+    sl->lnf = carve(base, off, last ? N * C : 1, m->act_elem);
     sl->rstdf = carve(base, off, Nl, 4);
-    sl->logits = carve(base, off, m->last ? N * m->Vl : 1, 4);
+    sl->logits = carve(base, off, last ? N * m->Vl : 1, 4);
     sl->tokens = carve(base, off, N, 4);
     sl->targets = carve(base, off, N, 4);
     sl->ce_mx = carve(base, off, N, 4);
@@ -298,7 +307,7 @@ static size_t layout_acts(hpt_model *m, char *base)
         carve_layer(m, base, &off, &shared, ACTS_ELEM);
     }
     for (int k = 0; k < m->nslots; k++)
-        carve_slot(m, base, &off, &m->slots[k], &shared);
+        carve_slot(m, base, &off, &m->slots[k], &shared, m->slot_chunk[k]);
     m->dx = carve(base, &off, N * C, 4);
     m->dtmp = carve(base, &off, N * C, 4);
     m->dq = carve(base, &off, N * QD, 4);
@@ -320,6 +329,11 @@ static size_t layout_acts(hpt_model *m, char *base)
 void hpt_model_use_slot(hpt_model *m, int k)
 {
     hpt_slot *sl = &m->slots[k];
+    int c = m->slot_chunk[k];
+    m->cur_i0 = m->chunk_i0[c];
+    m->cur_i1 = m->chunk_i0[c + 1];
+    m->cur_first = m->first && c == 0;
+    m->cur_last = m->last && c == m->nchunks - 1;
     m->layers = sl->layers;
     m->x_final = sl->x_final;
     m->lnf = sl->lnf;
@@ -332,7 +346,10 @@ void hpt_model_use_slot(hpt_model *m, int k)
     m->ce_tgt = sl->ce_tgt;
 }
 
-float *hpt_model_stage_input(hpt_model *m, int k) { return m->slots[k].layers[0].x; }
+float *hpt_model_stage_input(hpt_model *m, int k)
+{
+    return m->slots[k].layers[m->chunk_i0[m->slot_chunk[k]]].x;
+}
 float *hpt_model_stage_output(hpt_model *m, int k) { return m->slots[k].x_final; }
 size_t hpt_model_stage_elems(const hpt_model *m) { return (size_t)m->Nl * m->cfg.hidden_size; }
 
@@ -407,14 +424,35 @@ static hpt_status set_pp(hpt_model *m, const hpt_config *cfg, const hpt_model_op
     m->pp_rank = mo->comm ? mo->comm->pp_rank : 0;
     m->first = m->pp_rank == 0;
     m->last = m->pp_rank == m->pp - 1;
-    m->l0 = mo->l0;
-    m->l1 = mo->l1 ? mo->l1 : cfg->num_hidden_layers;
-    if (m->l0 < 0 || m->l1 > cfg->num_hidden_layers || m->l0 >= m->l1)
-        return hpt_error_set(HPT_ERR_USAGE, "pipeline stage %d: layer range [%d, %d) is empty or "
-                             "outside the model's %d layers", m->pp_rank, m->l0, m->l1,
-                             cfg->num_hidden_layers);
-    m->nl = m->l1 - m->l0;
+    int V = mo->nchunks > 1 ? mo->nchunks : 1, L = cfg->num_hidden_layers;
+    int one_l0 = mo->l0, one_l1 = mo->l1 ? mo->l1 : L;
+    m->nchunks = V;
     m->nslots = mo->nslots > 0 ? mo->nslots : 1;
+    m->chunk_i0 = calloc((size_t)V + 1, sizeof(int));
+    m->slot_chunk = calloc((size_t)m->nslots, sizeof(int));
+    m->layer_global = calloc((size_t)L, sizeof(int));
+    if (!m->chunk_i0 || !m->slot_chunk || !m->layer_global)
+        return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the layer map");
+    m->nl = 0;
+    for (int c = 0, prev = 0; c < V; c++) {
+        int a = V > 1 ? mo->chunk_l0[c] : one_l0, b = V > 1 ? mo->chunk_l1[c] : one_l1;
+        if (a < prev || b > L || a >= b)
+            return hpt_error_set(HPT_ERR_USAGE, "pipeline stage %d%s: layer range [%d, %d) is "
+                                 "empty, out of order or outside the model's %d layers",
+                                 m->pp_rank, V > 1 ? " (a model chunk)" : "", a, b, L);
+        m->chunk_i0[c] = m->nl;
+        for (int l = a; l < b; l++)
+            m->layer_global[m->nl++] = l;
+        prev = b;
+    }
+    m->chunk_i0[V] = m->nl;
+    m->l0 = m->layer_global[0];
+    m->l1 = m->layer_global[m->nl - 1] + 1;
+    int per = V > 1 && mo->slots_per_chunk > 0 ? mo->slots_per_chunk : m->nslots;
+    if (V > 1 && per * V != m->nslots)
+        return hpt_error_set(HPT_ERR_INTERNAL, "%d slots for %d chunks of %d", m->nslots, V, per);
+    for (int k = 0; k < m->nslots; k++)
+        m->slot_chunk[k] = k / per;
     return HPT_OK;
 }
 
@@ -507,6 +545,9 @@ void hpt_model_free(hpt_model *m)
         m->be->free(m->act_block);
     }
     free(m->tensors);
+    free(m->chunk_i0);
+    free(m->layer_global);
+    free(m->slot_chunk);
     free(m->sp_counts);
     free(m->sp_act_counts);
     for (int k = 0; m->slots && k < m->nslots; k++)
@@ -619,7 +660,7 @@ static size_t head_lo(const hpt_model *m)
 
 static size_t layer_lo(const hpt_model *m, int i)
 {
-    return hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, m->l0 + i)->offset;
+    return hpt_model_tensor(m, HPT_TENSOR_ATTN_NORM, m->layer_global[i])->offset;
 }
 
 static size_t layer_hi(const hpt_model *m, int i)
@@ -691,12 +732,12 @@ static void layer_forward(hpt_model *m, int i, float *x_out, int chain)
     const hpt_backend *be = m->be;
     const hpt_config *c = &m->cfg;
     hpt_layer_acts *a = &m->layers[i]; /* local index i, global layer l */
-    int l = m->l0 + i;
+    int l = m->layer_global[i];
     int N = m->B * m->T, C = c->hidden_size, I = m->Il, hd = hpt_config_head_dim(c);
     int H = m->Hl, KV = m->KVl, Nl = m->Nl;
     size_t o = (size_t)m->n0 * C; /* this rank's rows of a gathered (N,C) */
     hpt_dtype act = m->act, f32 = HPT_DTYPE_F32;
-    if (!chain || i == 0)
+    if (!chain || i == m->cur_i0)
         be->rmsnorm_forward(act_at(m, a->ln1, o), a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), Nl,
                             C, c->rms_norm_eps);
     sp_gather(m, a->ln1);
@@ -718,12 +759,12 @@ static void layer_forward(hpt_model *m, int i, float *x_out, int chain)
     void *ln = NULL;
     float *rstd = NULL;
     const float *w = NULL;
-    if (chain && i + 1 < m->nl) {
+    if (chain && i + 1 < m->cur_i1) {
         need(m, layer_lo(m, i + 1), layer_hi(m, i + 1), 0); /* its norm weight */
         ln = act_at(m, m->layers[i + 1].ln1, o);
         rstd = m->layers[i + 1].rstd1;
         w = W(HPT_TENSOR_ATTN_NORM, l + 1);
-    } else if (chain && m->last) {
+    } else if (chain && m->cur_last) {
         need(m, head_lo(m), m->nparams, 0); /* the final norm's weight */
         ln = act_at(m, m->lnf, o);
         rstd = m->rstdf;
@@ -744,7 +785,7 @@ static void layer_recompute_selective(hpt_model *m, int i)
     const hpt_backend *be = m->be;
     const hpt_config *c = &m->cfg;
     hpt_layer_acts *a = &m->layers[i];
-    int l = m->l0 + i;
+    int l = m->layer_global[i];
     int N = m->B * m->T, C = c->hidden_size, hd = hpt_config_head_dim(c);
     size_t o = (size_t)m->n0 * C;
     be->rmsnorm_forward(act_at(m, a->ln1, o), a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), m->Nl,
@@ -780,7 +821,7 @@ double hpt_model_stage_forward(hpt_model *m, int k, const int32_t *inputs, const
     const hpt_config *c = &m->cfg;
     int N = m->B * m->T, C = c->hidden_size;
     hpt_model_use_slot(m, k);
-    if (m->first) {
+    if (m->cur_first) {
         need(m, 0, layer_lo(m, 0), 0);
         be->upload(m->tokens, inputs, sizeof(int32_t) * N);
         if (m->sp) { /* vocab-parallel partial rows, reduce-scattered to this rank's tokens */
@@ -794,12 +835,12 @@ double hpt_model_stage_forward(hpt_model *m, int k, const int32_t *inputs, const
         }
         done(m, 0, layer_lo(m, 0));
     }
-    for (int i = 0; i < m->nl; i++) {
+    for (int i = m->cur_i0; i < m->cur_i1; i++) {
         need(m, layer_lo(m, i), layer_hi(m, i), 0);
-        layer_forward(m, i, i + 1 < m->nl ? m->layers[i + 1].x : m->x_final, 1);
+        layer_forward(m, i, i + 1 < m->cur_i1 ? m->layers[i + 1].x : m->x_final, 1);
         done(m, layer_lo(m, i), layer_hi(m, i));
     }
-    if (!m->last)
+    if (!m->cur_last)
         return 0.0;
     be->upload(m->targets, targets, sizeof(int32_t) * N);
     /* the last layer's residual add computed the final norm (lnf, rstdf) */
@@ -833,7 +874,7 @@ static void layer_backward(hpt_model *m, int i)
     const hpt_backend *be = m->be;
     const hpt_config *c = &m->cfg;
     hpt_layer_acts *a = &m->layers[i]; /* local index i, global layer l */
-    int l = m->l0 + i;
+    int l = m->layer_global[i];
     int N = m->B * m->T, C = c->hidden_size, I = m->Il, hd = hpt_config_head_dim(c);
     int H = m->Hl, KV = m->KVl, Nl = m->Nl;
     /* MLP: x_out = xmid + down(h) */
@@ -890,10 +931,10 @@ static void head_backward(hpt_model *m)
 void hpt_model_stage_backward(hpt_model *m, int k)
 {
     hpt_model_use_slot(m, k);
-    if (m->last)
+    if (m->cur_last)
         head_backward(m);
-    size_t end = m->last ? head_lo(m) : m->nparams;
-    for (int i = m->nl - 1; i >= 0; i--) {
+    size_t end = m->cur_last ? head_lo(m) : layer_hi(m, m->cur_i1 - 1);
+    for (int i = m->cur_i1 - 1; i >= m->cur_i0; i--) {
         need(m, layer_lo(m, i), layer_hi(m, i), 1);
         if (m->recompute == HPT_RECOMPUTE_FULL) /* the layer's activations from its input */
             layer_forward(m, i, m->recompute_out, 0);
@@ -905,7 +946,7 @@ void hpt_model_stage_backward(hpt_model *m, int k)
         ready(m, lo, end);
         end = lo;
     }
-    if (m->first) {
+    if (m->cur_first) {
         m->be->embedding_backward(G(HPT_TENSOR_EMBED, -1), sp_gather_grad(m, m->dx), m->tokens,
                                   m->B * m->T,
                                   m->cfg.hidden_size, m->v0, m->Vl);

@@ -109,6 +109,16 @@ typedef struct {
     int sequence_parallel; /* split norms and residual stream over TP      */
     int nslots;            /* micro-batches in flight (>= 1)               */
     int l0, l1;            /* this stage's layers [l0, l1); 0,0 = all      */
+    /* Interleaved pipeline (Narayanan et al. 2021, section 2.2): this rank
+     * holds nchunks > 1 model chunks (virtual stages), chunk c the global
+     * layers [chunk_l0[c], chunk_l1[c]), ascending and disjoint (l0/l1 are
+     * then ignored); the embedding goes with chunk 0 of the first stage,
+     * the final norm and head with the last chunk of the last stage. Slot k
+     * belongs to chunk k / slots_per_chunk (nslots = nchunks x
+     * slots_per_chunk) and holds activations for that chunk's layers only.
+     * 0 or 1: one chunk, [l0, l1). */
+    int nchunks, slots_per_chunk;
+    const int *chunk_l0, *chunk_l1;
     int skip_init;         /* parameters left zero: a checkpoint will be   */
                            /* loaded over them (saves the random draws)    */
 } hpt_model_opts;
@@ -143,6 +153,16 @@ typedef struct {
      * the embedding when first, the final norm and head when last. */
     int pp, pp_rank, first, last, l0, l1, nl;
     int nslots;
+    /* Model chunks (interleaved pipeline; 1 otherwise): chunk c is local
+     * layers [chunk_i0[c], chunk_i0[c + 1]); local layer i is global layer
+     * layer_global[i]; slot k serves chunk slot_chunk[k]. cur_i0, cur_i1,
+     * cur_first, cur_last: the chunk of the slot in use (its first and
+     * end local layer; whether it embeds and whether it has the head). */
+    int nchunks;
+    int *chunk_i0;            /* host, nchunks + 1 entries                 */
+    int *layer_global;        /* host, nl entries                          */
+    int *slot_chunk;          /* host, nslots entries                      */
+    int cur_i0, cur_i1, cur_first, cur_last;
     hpt_slot *slots;          /* host array; the fields below point at the
                                * slot selected by hpt_model_use_slot       */
     float *recompute_out;     /* (N,C) discarded output of a recomputed layer

@@ -309,6 +309,8 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
     hpt_model_opts mo = {.comm = &r->comm, .recompute = o->recompute,
                          .sequence_parallel = o->sequence_parallel,
                          .nslots = pipeline_slots(r, o), .l0 = r->l0, .l1 = r->l1,
+                         .nchunks = r->nchunks, .slots_per_chunk = r->slots_per_chunk,
+                         .chunk_l0 = r->chunk_l0, .chunk_l1 = r->chunk_l1,
                          .skip_init = r->resume_from >= 0 || o->init_from || o->zero == 3};
     if ((st = hpt_model_init_opts(&r->model, &r->cfg, be, &mo, o->batch, o->seq_len, o->seed)) ||
         (st = setup_pipeline(r, mo.nslots)))
@@ -701,6 +703,14 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     return HPT_OK;
 }
 
+/* ", interleaved 1F1B, 2 model chunks per stage" (the banner). */
+static const char *il_banner(const hpt_train_opts *o)
+{
+    static char buf[64];
+    snprintf(buf, sizeof buf, ", interleaved 1F1B, %d model chunks per stage", o->pp_virtual);
+    return buf;
+}
+
 /* " (ZeRO-3)", " (ZeRO-2, HSDP: 2 shard groups of 2 DP ranks)", "" (the banner). */
 static const char *zero_banner(const run_state *r, const hpt_train_opts *o)
 {
@@ -735,7 +745,8 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective activation recomputation"
             : o->recompute ? ", full activation recomputation" : "",
             r->model.sp ? ", sequence parallel" : "",
-            r->comm.pp > 1 ? (o->gpipe ? ", GPipe" : ", 1F1B") : "", r->model.act_bytes / 1048576.0,
+            r->comm.pp > 1 ? (o->gpipe ? ", GPipe" : o->interleaved ? il_banner(o) : ", 1F1B") : "",
+            r->model.act_bytes / 1048576.0,
             (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
             r->comm.dp, (long long)o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);
     /* the gradient buffers as allocated (rank 0's stage): the full block

@@ -53,6 +53,9 @@ typedef struct {
     int recompute;         /* hpt_recompute (lib/model.h): 0 none, 1 full, 2 selective */
     int sequence_parallel; /* split norms and residual over TP (TP > 1 only) */
     int gpipe;             /* pipeline schedule: 0 = 1F1B, 1 = GPipe         */
+    int interleaved;       /* --pp-schedule interleaved: Megatron's interleaved
+                            * 1F1B over pp_virtual model chunks per rank    */
+    int pp_virtual;        /* --pp-virtual V: model chunks per pipeline rank [1] */
     int comm_stats;        /* print per-group communication per step        */
     /* checkpoints (docs/CHECKPOINT.md) */
     const char *ckpt_dir;  /* default RUN_DIR/checkpoints                    */
@@ -124,7 +127,7 @@ void hpt_train_opts_default(hpt_train_opts *o);
 
 /* The options that take one word of a fixed set: "fault-stall-at"
  * (hpt_stall_at_names), "resume" (auto, strict, none), "pp-schedule"
- * (1f1b, gpipe); sets the field of o. Errors: HPT_ERR_USAGE "--OPT 'ARG':
+ * (1f1b, gpipe, interleaved); sets the field of o. Errors: HPT_ERR_USAGE "--OPT 'ARG':
  * expected ..." naming the accepted words. */
 hpt_status hpt_train_opts_choice(hpt_train_opts *o, const char *opt, const char *arg);
 

@@ -79,14 +79,15 @@ static void finish_bucket(run_state *r, int i)
     if (!r->bucket_range)
         return;
     size_t at = r->bucket_own[i][0], n = r->bucket_own[i][1];
+    int micro = (int)r->bucket_own[i][2]; /* the bucket's, not the one running now */
     const hpt_backend *be = r->model.be;
-    if (n && r->acc_micro == 0)
+    if (n && micro == 0)
         be->copy(r->grad_shard + at, r->rs_tmp + at, sizeof(float) * n);
     else if (n)
         be->add(r->grad_shard + at, r->grad_shard + at, r->rs_tmp + at, n);
     if (r->grads_release)
         release_range(r, r->bucket_range[i][0], r->bucket_range[i][1]);
-    else if (r->acc_micro + 1 < r->acc_count) /* the next backward accumulates from zero */
+    else if (micro + 1 < r->acc_count) /* the next backward accumulates from zero */
         be->memset0(r->model.grads + r->bucket_range[i][0], sizeof(float) * r->bucket_range[i][1]);
 }
 
@@ -108,6 +109,7 @@ static void start_reduce_scatter(run_state *r, size_t offset, size_t count, int 
     r->bucket_range[r->nbuckets][1] = count;
     r->bucket_own[r->nbuckets][0] = at;
     r->bucket_own[r->nbuckets][1] = tmp ? (size_t)counts[me] : 0;
+    r->bucket_own[r->nbuckets][2] = (size_t)r->acc_micro;
     r->comm.be->ireduce_scatter_sum_f32(&r->comm, HPT_GROUP_DPS, r->model.grads + offset, recv,
                                         counts, &r->buckets[r->nbuckets++]);
     fault_stop(r);

@@ -35,6 +35,7 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->batch = 4;
     o->seq_len = 256;
     o->grad_accum = 1;
+    o->pp_virtual = 1;
     o->zero3_prefetch = 1;
     o->steps = 1000;
     o->optim = (hpt_optim_opts){.lr = 6e-4f, .min_lr = 6e-5f, .warmup = 100, .total_steps = 1000,
@@ -82,9 +83,11 @@ hpt_status hpt_train_opts_choice(hpt_train_opts *o, const char *opt, const char 
             }
         return hpt_error_set(HPT_ERR_USAGE, "--resume '%s': expected auto, strict or none", arg);
     }
-    if (strcmp(arg, "1f1b") && strcmp(arg, "gpipe"))
-        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe", arg);
+    if (strcmp(arg, "1f1b") && strcmp(arg, "gpipe") && strcmp(arg, "interleaved"))
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b, gpipe or "
+                             "interleaved", arg);
     o->gpipe = !strcmp(arg, "gpipe");
+    o->interleaved = !strcmp(arg, "interleaved");
     return HPT_OK;
 }
 
@@ -372,7 +375,8 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
     I("zero-shard-group", o->zero_shard_group);
     S("recompute", o->recompute == 0 ? "none" : o->recompute == 1 ? "full" : "selective");
     B("sequence-parallel", o->sequence_parallel);
-    S("pp-schedule", o->gpipe ? "gpipe" : "1f1b"); S("pp-split", o->pp_split);
+    S("pp-schedule", o->gpipe ? "gpipe" : o->interleaved ? "interleaved" : "1f1b");
+    I("pp-virtual", o->pp_virtual); S("pp-split", o->pp_split);
     B("comm-stats", o->comm_stats); S("checkpoint-dir", o->ckpt_dir);
     I("save-every", o->save_every); I("keep", o->keep); B("async-save", o->async_save);
     S("resume", o->resume == 0 ? "none" : o->resume == 1 ? "auto" : "strict");
@@ -491,6 +495,36 @@ hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *
     if (o->fault_stall_at != HPT_STALL_AT_STEP && o->fault_stall_rank < 0)
         return hpt_error_set(HPT_ERR_USAGE, "--fault-stall-at %s needs --fault-stall-rank "
                              "and --fault-stall-step", hpt_stall_at_names[o->fault_stall_at]);
+    if (o->pp_virtual < 1)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-virtual %d: must be >= 1 (model chunks per "
+                             "pipeline rank)", o->pp_virtual);
+    if (o->pp_virtual > 1 && !o->interleaved)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-virtual %d needs --pp-schedule interleaved (the "
+                             "chunks of a rank only pay with that schedule)", o->pp_virtual);
+    if (o->interleaved) {
+        int P = o->pp, M = o->grad_accum;
+        if (P < 2)
+            return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule interleaved needs --pp >= 2 (it "
+                                 "interleaves model chunks over the pipeline ranks)");
+        if (o->pp_virtual < 2)
+            return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule interleaved needs --pp-virtual V "
+                                 ">= 2 (model chunks per pipeline rank; V = 1 is 1f1b)");
+        if (M % P) {
+            int lo = M / P * P, hi = lo + P;
+            char near[64];
+            if (lo > 0)
+                snprintf(near, sizeof near, "%d or %d", lo, hi);
+            else
+                snprintf(near, sizeof near, "%d", hi);
+            return hpt_error_set(HPT_ERR_USAGE, "--grad-accum %d: --pp-schedule interleaved needs "
+                                 "the micro-batches per step to be a multiple of --pp %d (the "
+                                 "nearest: %s)", M, P, near);
+        }
+        if (o->zero == 3)
+            return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule interleaved with --zero 3: not "
+                                 "supported yet (ZeRO-3's prefetch follows one chunk's layer "
+                                 "order); use --zero 2");
+    }
     int n = o->zero_shard_group;
     if (n && *dp % n) {
         char fit[256] = "";

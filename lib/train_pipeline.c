@@ -13,53 +13,123 @@
 #include "train_signals.h"
 #include "trace.h"
 
-/* Layers [l0, l1) of this pipeline stage: balanced (stage s gets layers
- * s*L/P .. (s+1)*L/P) or from --pp-split "a,b,..." (one count per stage,
- * summing to L). Errors: HPT_ERR_USAGE for more stages than layers or a
- * split that does not match. */
+/* Layers of this pipeline rank. P stages x V model chunks (V = 1 but for
+ * the interleaved schedule) make P*V virtual stages; virtual stage
+ * v = c*P + s (chunk c of stage s) gets layers v*L/(P*V) .. (v+1)*L/(P*V)
+ * (balanced; the interleaved schedule needs P*V to divide L), or the v-th
+ * count of --pp-split "a,b,..." (P*V counts summing to L). r->l0/l1 span
+ * chunk 0 .. V-1, r->chunk_l0/l1 each chunk, r->layer_stage every layer's
+ * stage. Errors: HPT_ERR_USAGE for more virtual stages than layers, a
+ * split that does not match, L not divisible by P*V. */
 hpt_status stage_layers(run_state *r, const hpt_train_opts *o)
 {
-    int P = r->comm.pp, L = r->cfg.num_hidden_layers, count = 0, total = 0;
-    if (P > L)
-        return hpt_error_set(HPT_ERR_USAGE, "--pp %d: more pipeline stages than the model's %d layers",
-                             P, L);
-    if (!(r->layer_stage = calloc((size_t)L, sizeof(int))))
+    int P = r->comm.pp, L = r->cfg.num_hidden_layers, V = o->interleaved ? o->pp_virtual : 1;
+    int PV = P * V, count = 0, total = 0, *first = calloc((size_t)PV + 1, sizeof(int));
+    if (!first)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
-    for (int s = 0; !o->pp_split && s < P; s++) /* balanced */
-        for (int l = (int)((long)s * L / P); l < (int)((long)(s + 1) * L / P); l++)
-            r->layer_stage[l] = s;
-    for (const char *p = o->pp_split; p && *p; count++) {
+    hpt_status st = HPT_OK;
+    if (V > 64)
+        st = hpt_error_set(HPT_ERR_USAGE, "--pp-virtual %d: at most 64 model chunks", V);
+    else if (PV > L)
+        st = V > 1 ? hpt_error_set(HPT_ERR_USAGE, "--pp %d x --pp-virtual %d = %d virtual stages: "
+                                   "more than the model's %d layers", P, V, PV, L)
+                   : hpt_error_set(HPT_ERR_USAGE, "--pp %d: more pipeline stages than the model's "
+                                   "%d layers", P, L);
+    else if (V > 1 && !o->pp_split && L % PV)
+        st = hpt_error_set(HPT_ERR_USAGE, "--pp-virtual %d: the model's %d layers do not split "
+                           "into --pp %d x %d = %d equal model chunks (choose V with P x V "
+                           "dividing %d, or give --pp-split with %d counts)", V, L, P, V, PV, L,
+                           PV);
+    for (int v = 0; !st && !o->pp_split && v <= PV; v++) /* balanced */
+        first[v] = (int)((long)v * L / PV);
+    for (const char *p = o->pp_split; !st && p && *p; count++) {
         char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v <= 0 || (*end && *end != ',') || count >= P || total + v > L)
-            return hpt_error_set(HPT_ERR_USAGE,
-                                 "--pp-split '%s': expected %d positive layer counts (--pp) "
-                                 "summing to the model's %d layers", o->pp_split, P, L);
-        for (long l = total; l < total + v; l++)
-            r->layer_stage[l] = count;
-        total += (int)v;
+        long n = strtol(p, &end, 10);
+        if (end == p || n <= 0 || (*end && *end != ',') || count >= PV || total + n > L) {
+            st = hpt_error_set(HPT_ERR_USAGE, "--pp-split '%s': expected %d positive layer "
+                               "counts (%s) summing to the model's %d layers", o->pp_split, PV,
+                               V > 1 ? "--pp x --pp-virtual" : "--pp", L);
+            break;
+        }
+        first[count] = total;
+        total += (int)n;
         p = *end ? end + 1 : end;
     }
-    if (o->pp_split && (count != P || total != L))
-        return hpt_error_set(HPT_ERR_USAGE,
-                             "--pp-split '%s': %d counts summing to %d, expected %d counts (--pp) "
-                             "summing to %d layers", o->pp_split, count, total, P, L);
-    r->l0 = L;
-    r->l1 = 0;
-    for (int l = 0; l < L; l++)
-        if (r->layer_stage[l] == r->comm.pp_rank) {
-            r->l0 = l < r->l0 ? l : r->l0;
-            r->l1 = l + 1;
+    if (!st && o->pp_split && (count != PV || total != L))
+        st = hpt_error_set(HPT_ERR_USAGE, "--pp-split '%s': %d counts summing to %d, expected %d "
+                           "counts (%s) summing to %d layers", o->pp_split, count, total, PV,
+                           V > 1 ? "--pp x --pp-virtual" : "--pp", L);
+    if (!st && o->pp_split)
+        first[PV] = L;
+    if (!st && !(r->layer_stage = calloc((size_t)L, sizeof(int))))
+        st = hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    for (int v = 0; !st && v < PV; v++)
+        for (int l = first[v]; l < first[v + 1]; l++)
+            r->layer_stage[l] = v % P;
+    if (!st) {
+        r->nchunks = V;
+        for (int c = 0; c < V; c++) {
+            r->chunk_l0[c] = first[c * P + r->comm.pp_rank];
+            r->chunk_l1[c] = first[c * P + r->comm.pp_rank + 1];
         }
-    return HPT_OK;
+        r->l0 = r->chunk_l0[0];
+        r->l1 = r->chunk_l1[V - 1];
+    }
+    free(first);
+    return st;
 }
 
-/* Micro-batches in flight on this stage: 1F1B keeps at most PP - stage
- * (Narayanan et al. 2021, section 2.2), GPipe all of them. */
-int pipeline_slots(const run_state *r, const hpt_train_opts *o)
+/* Megatron's interleaved 1F1B order (Narayanan et al. 2021, section 2.2;
+ * Megatron-LM's forward_backward_pipelining_with_interleaving): task k of
+ * the M*V forwards (or backwards) of a step runs micro-batch
+ * (k / (P*V))*P + k % P on model chunk (k / P) % V (backwards: the
+ * chunks in reverse). Stage s runs (P - s - 1)*2 + (V - 1)*P warm-up
+ * forwards (all of them when M == P), then one forward and one
+ * backward, then the remaining backwards. */
+static int il_micro(int k, int P, int V) { return (k / (P * V)) * P + k % P; }
+static int il_chunk(int k, int P, int V, int fwd)
 {
-    int inflight = o->gpipe ? o->grad_accum : r->comm.pp - r->comm.pp_rank;
-    return inflight < o->grad_accum ? inflight : o->grad_accum;
+    int c = (k / P) % V;
+    return fwd ? c : V - 1 - c;
+}
+static int il_warmup(int P, int V, int s, int M)
+{
+    int total = M * V, w = M == P ? total : (P - s - 1) * 2 + (V - 1) * P;
+    return w < total ? w : total;
+}
+
+/* Micro-batches in flight on this stage (activation slots): 1F1B keeps at
+ * most PP - stage (Narayanan et al. 2021, section 2.2), GPipe all of them;
+ * the interleaved schedule, per model chunk, the most forwards of that
+ * chunk whose backward has not run yet in its order (simulated), into
+ * r->slots_per_chunk; the slots are then chunks x that. */
+int pipeline_slots(run_state *r, const hpt_train_opts *o)
+{
+    int M = o->grad_accum;
+    if (r->nchunks > 1) {
+        int P = r->comm.pp, V = r->nchunks, s = r->comm.pp_rank, total = M * V;
+        int warm = il_warmup(P, V, s, M), live[64] = {0}, most = 1;
+        int f = 0, b = 0;
+#define IL_F()                                                                   \
+    do {                                                                         \
+        int c_ = il_chunk(f++, P, V, 1);                                         \
+        most = ++live[c_] > most ? live[c_] : most;                              \
+    } while (0)
+#define IL_B() live[il_chunk(b++, P, V, 0)]--
+        for (int k = 0; k < warm; k++)
+            IL_F();
+        for (int k = 0; k < total - warm; k++) {
+            IL_F();
+            IL_B();
+        }
+#undef IL_F
+#undef IL_B
+        r->slots_per_chunk = most < M ? most : M;
+        return r->slots_per_chunk * V;
+    }
+    int inflight = o->gpipe ? M : r->comm.pp - r->comm.pp_rank;
+    r->slots_per_chunk = inflight < M ? inflight : M;
+    return r->slots_per_chunk;
 }
 
 hpt_status setup_pipeline(run_state *r, int nslots)
@@ -85,10 +155,14 @@ static size_t act_elems(const run_state *r) { return hpt_model_stage_elems(&r->m
  * stage: receive the previous stage's output, run, send to the next.
  * Returns the stage's loss sum (non-zero on the last stage only). */
 static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld, int64_t first,
-                           int i, int tag, float grad_scale, int train)
+                           int i, int chunk, float grad_scale, int train)
 {
     hpt_comm *c = &r->comm;
-    int k = i % r->model.nslots;
+    int k = chunk * r->slots_per_chunk + i % r->slots_per_chunk, P = c->pp, M = o->grad_accum;
+    int from = !(r->model.first && chunk == 0), to = !(r->model.last && chunk == r->nchunks - 1);
+    /* a message is tagged by its receiver's chunk: (that chunk) x M + i;
+     * the last stage's chunk c feeds the first stage's chunk c + 1 */
+    int tag = chunk * M + i, to_tag = (chunk + (c->pp_rank == P - 1)) * M + i;
     double t0 = now_s();
     hpt_loader_batch(ld, first, o->batch, r->inputs, r->targets);
     double t1 = now_s();
@@ -96,9 +170,9 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
         c->be->wait(c, &r->fwd_req[k]);
         r->fwd_busy[k] = 0;
     }
-    if (!r->model.first)
+    if (from) /* the previous stage, or (a later chunk) the last one */
         c->be->recv_f32(c, HPT_GROUP_PP, hpt_model_stage_input(&r->model, k), act_elems(r),
-                        c->pp_rank - 1, tag);
+                        (c->pp_rank + P - 1) % P, tag);
     double t2 = now_s();
     if (train && i == 0 && o->fault_slow_rank == c->world_rank) /* test: a straggler */
         nanosleep(&(struct timespec){(time_t)(o->fault_slow_ms / 1e3),
@@ -114,9 +188,9 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
         hpt_trace_span(r->trace, "data", "compute", i, t0, t1);
         hpt_trace_span(r->trace, "forward", "compute", i, t2, t3);
     }
-    if (!r->model.last) {
+    if (to) {
         c->be->isend_f32(c, HPT_GROUP_PP, hpt_model_stage_output(&r->model, k), act_elems(r),
-                         c->pp_rank + 1, tag, &r->fwd_req[k]);
+                         (c->pp_rank + 1) % P, to_tag, &r->fwd_req[k]);
         r->fwd_busy[k] = 1;
     }
     return loss;
@@ -124,13 +198,17 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
 
 /* Backward of micro-batch i: receive dL/d(output) from the next stage, run,
  * send dL/d(input) to the previous stage. */
-static void pipe_backward(run_state *r, int i, int tag)
+static void pipe_backward(run_state *r, int i, int chunk, int M)
 {
     hpt_comm *c = &r->comm;
-    int k = i % r->model.nslots;
+    int k = chunk * r->slots_per_chunk + i % r->slots_per_chunk, P = c->pp, V = r->nchunks;
+    /* tagged by the receiver's chunk, after the forwards' tags: (V + that
+     * chunk) x M + i; the first stage's chunk c feeds the last's c - 1 */
+    int tag = (V + chunk) * M + i, to_tag = (V + chunk - (c->pp_rank == 0)) * M + i;
+    int from = !(r->model.last && chunk == r->nchunks - 1), to = !(r->model.first && chunk == 0);
     double t0 = now_s();
-    if (!r->model.last)
-        c->be->recv_f32(c, HPT_GROUP_PP, r->model.dx, act_elems(r), c->pp_rank + 1, tag);
+    if (from)
+        c->be->recv_f32(c, HPT_GROUP_PP, r->model.dx, act_elems(r), (c->pp_rank + 1) % P, tag);
     double t1 = now_s(), c1 = comm_seconds(r);
     hpt_model_stage_backward(&r->model, k);
     double t2 = now_s();
@@ -139,12 +217,13 @@ static void pipe_backward(run_state *r, int i, int tag)
     r->t_pipe_busy += t2 - t1;
     r->t_pipe_end = t2;
     hpt_trace_span(r->trace, "backward", "compute", i, t1, t2);
-    if (!r->model.first) {
+    if (to) {
         float *buf = r->grad_send + (size_t)k * act_elems(r);
         if (r->bwd_busy[k])
             c->be->wait(c, &r->bwd_req[k]);
         r->model.be->copy(buf, r->model.dx, sizeof(float) * act_elems(r));
-        c->be->isend_f32(c, HPT_GROUP_PP, buf, act_elems(r), c->pp_rank - 1, tag, &r->bwd_req[k]);
+        c->be->isend_f32(c, HPT_GROUP_PP, buf, act_elems(r), (c->pp_rank + P - 1) % P, to_tag,
+                         &r->bwd_req[k]);
         r->bwd_busy[k] = 1;
     }
 }
@@ -220,10 +299,11 @@ double pipe_evaluate(run_state *r, const hpt_train_opts *o)
     int poll = r->ckpt_dir[0] && o->save_signals; /* the stop signals are caught */
     stop_poll p = {.req = MPI_REQUEST_NULL};
     for (; done < o->eval_batches && !(poll && stop_poll_at(r, &p, done)); done++)
-        for (int k = 0; k < M; k++) {
-            int64_t pos = done * G + ((int64_t)k * D + r->comm.dp_rank) * o->batch;
-            sum += pipe_forward(r, o, r->val, pos % S, k, k, 0.0f, 0);
-        }
+        for (int c = 0; c < r->nchunks; c++) /* chunk by chunk: each waits for the last's */
+            for (int k = 0; k < M; k++) {
+                int64_t pos = done * G + ((int64_t)k * D + r->comm.dp_rank) * o->batch;
+                sum += pipe_forward(r, o, r->val, pos % S, k, c, 0.0f, 0);
+            }
     stop_poll_end(&p);
     pipe_drain(r);
     r->val_stopped = done < o->eval_batches;
@@ -274,8 +354,9 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
     r->local_sumsq = 0;
     r->t_pipe0 = r->t_pipe_end = now_s();
     r->t_pipe_busy = 0;
-#define FWD(i) sum += pipe_forward(r, o, r->train, r->cursor + ((int64_t)(i) * D + d) * o->batch, \
-                                   (i), (i), scale, 1)
+    int V = r->nchunks; /* micro-batch i of model chunk c */
+#define FWD(i, c) sum += pipe_forward(r, o, r->train, r->cursor + ((int64_t)(i) * D + d) * o->batch, \
+                                      (i), (c), scale, 1)
     for (int i = 0; r->samples && i < M; i++) /* the samples this replica trains on */
         for (int j = 0; j < o->batch; j++) {
             int64_t pos = r->cursor + ((int64_t)i * D + d) * o->batch + j;
@@ -286,7 +367,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
         fflush(r->samples);
     /* ZeRO-2/3: every micro-batch's gradient reduce-scattered into the
      * shard during its backward; otherwise the last one's all-reduced */
-#define BWD(i)                                                                          \
+#define BWD(i, c)                                                                       \
     do {                                                                                \
         int shard_ = D > 1 && o->zero >= 2;                                             \
         r->acc_micro = (i);                                                             \
@@ -294,19 +375,31 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
             r->model.grad_ready = shard_ ? dp_bucket_reduce_scatter : dp_bucket_allreduce; \
             r->model.grad_ready_ctx = r;                                                \
         }                                                                               \
-        pipe_backward(r, (i), M + (i));                                                 \
+        pipe_backward(r, (i), (c), M);                                                  \
         r->model.grad_ready = NULL;                                                     \
         if (shard_ && (i) + 1 < M)                                                      \
             dp_buckets_micro_end(r);                                                    \
     } while (0)
-    for (int i = 0; i < warm; i++)
-        FWD(i);
-    for (int j = 0; j < M - warm; j++) {
-        FWD(warm + j);
-        BWD(j);
+    if (V > 1) { /* interleaved 1F1B over the model chunks */
+        int total = M * V, iw = il_warmup(P, V, s, M);
+        for (int k = 0; k < iw; k++)
+            FWD(il_micro(k, P, V), il_chunk(k, P, V, 1));
+        for (int k = 0; k < total - iw; k++) {
+            FWD(il_micro(iw + k, P, V), il_chunk(iw + k, P, V, 1));
+            BWD(il_micro(k, P, V), il_chunk(k, P, V, 0));
+        }
+        for (int k = total - iw; k < total; k++)
+            BWD(il_micro(k, P, V), il_chunk(k, P, V, 0));
+        warm = M; /* the 1F1B loops below run nothing */
     }
-    for (int j = M - warm; j < M; j++)
-        BWD(j);
+    for (int i = 0; i < warm && V == 1; i++)
+        FWD(i, 0);
+    for (int j = 0; j < M - warm; j++) {
+        FWD(warm + j, 0);
+        BWD(j, 0);
+    }
+    for (int j = M - warm; j < M && V == 1; j++)
+        BWD(j, 0);
 #undef FWD
 #undef BWD
     pipe_drain(r);

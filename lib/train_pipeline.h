@@ -7,11 +7,14 @@
 
 #include "train_state.h"
 
-/* Layers [l0, l1) of this stage into r->l0/l1, r->layer_stage (every
- * layer's stage): balanced, or --pp-split. Errors: HPT_ERR_USAGE. */
+/* This rank's layers: r->l0/l1, its model chunks r->nchunks,
+ * r->chunk_l0/l1 (interleaved schedule: --pp-virtual of them), and
+ * r->layer_stage (every layer's stage): balanced, or --pp-split. Errors:
+ * HPT_ERR_USAGE. */
 hpt_status stage_layers(run_state *r, const hpt_train_opts *o);
-/* Micro-batches in flight on this stage (activation slots). */
-int pipeline_slots(const run_state *r, const hpt_train_opts *o);
+/* Activation slots of this stage (micro-batches in flight, per model
+ * chunk r->slots_per_chunk, set here). After stage_layers. */
+int pipeline_slots(run_state *r, const hpt_train_opts *o);
 /* Pipeline send buffers and requests for nslots slots. Errors:
  * HPT_ERR_INTERNAL (out of memory). */
 hpt_status setup_pipeline(run_state *r, int nslots);

@@ -53,9 +53,10 @@ typedef struct {
                                 * the tied embedding's sum over its stages */
     size_t (*deferred)[2];     /* their (offset, count), bucket_cap entries */
     size_t (*bucket_range)[2]; /* ZeRO-2: (offset, count) of each bucket    */
-    size_t (*bucket_own)[2];   /* ZeRO-2 accumulating: (place in the shard,
-                                * count) of each bucket's own part, received
-                                * in rs_tmp; count 0: received in place    */
+    size_t (*bucket_own)[3];   /* ZeRO-2 accumulating: (place in the shard,
+                                * count, micro-batch) of each bucket's own
+                                * part, received in rs_tmp; count 0:
+                                * received in place                       */
     float *rs_tmp;             /* ZeRO-2/3 with gradient accumulation: the
                                 * shard-sized receive buffer of the buckets,
                                 * added into grad_shard when waited for    */
@@ -73,6 +74,9 @@ typedef struct {
                                 * NULL below ZeRO-3                        */
     /* pipeline parallelism */
     int l0, l1;                /* this stage's layers                   */
+    int nchunks;               /* model chunks on this rank (interleaved: V) */
+    int chunk_l0[64], chunk_l1[64]; /* their global layer ranges            */
+    int slots_per_chunk;       /* activation slots of each chunk           */
     int *layer_stage;          /* stage of every layer (L entries)       */
     float *grad_send;          /* (nslots, N, C) gradients being sent    */
     hpt_comm_req *fwd_req, *bwd_req; /* per slot: pending sends         */

@@ -45,7 +45,8 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "Parallel layout (world = TP x PP x DP; run under mpiexec or srun):\n"
             "  --tp N                tensor parallel size (divides heads, kv heads, SwiGLU) [1]\n"
             "  --pp N                pipeline parallel size (stages; at most the layers) [1]\n"
-            "  --pp-schedule S       1f1b or gpipe [1f1b]\n"
+            "  --pp-schedule S       1f1b, gpipe or interleaved (--pp-virtual V chunks) [1f1b]\n"
+            "  --pp-virtual V        interleaved: model chunks per pipeline rank [1]\n"
             "  --pp-split A,B,...    layers per stage [balanced]\n"
             "  --dp N                data parallel size [world size / (TP x PP)]\n"
             "  --zero N              ZeRO stage over the DP ranks: 0 none, 1 AdamW state\n"
@@ -176,7 +177,7 @@ enum {
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
     OPT_STALL_AT, OPT_TRACE_STEPS, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_COMM, OPT_SEQ_PAR, OPT_EXPORT_DTYPE,
-    OPT_EXPORT_SHARD, OPT_EVENT_WINDOW, OPT_FAULT_ANOMALY,
+    OPT_EXPORT_SHARD, OPT_EVENT_WINDOW, OPT_FAULT_ANOMALY, OPT_PP_VIRTUAL,
 };
 
 static const struct option long_opts[] = {
@@ -195,6 +196,7 @@ static const struct option long_opts[] = {
     {"zero3-prefetch", 1, 0, OPT_ZERO3_PREFETCH}, {"zero-shard-group", 1, 0, OPT_ZERO_SHARD},
     {"export", 1, 0, OPT_EXPORT}, {"recompute", 2, 0, OPT_RECOMPUTE},
     {"sequence-parallel", 0, 0, OPT_SEQ_PAR}, {"pp-schedule", 1, 0, OPT_PP_SCHEDULE},
+    {"pp-virtual", 1, 0, OPT_PP_VIRTUAL},
     {"pp-split", 1, 0, OPT_PP_SPLIT}, {"comm-stats", 0, 0, OPT_COMM_STATS},
     {"save-every", 1, 0, OPT_SAVE_EVERY}, {"checkpoint-dir", 1, 0, OPT_CKPT_DIR},
     {"keep", 1, 0, OPT_KEEP}, {"resume", 1, 0, OPT_RESUME}, {"max-runtime", 1, 0, OPT_MAX_RUNTIME},
@@ -323,6 +325,7 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_MAX_RUNTIME: return hpt_cli_parse_double(name, arg, &o->max_runtime);
     case OPT_RESUME: return hpt_train_opts_choice(o, "resume", arg);
     case OPT_PP_SCHEDULE: return hpt_train_opts_choice(o, "pp-schedule", arg);
+    case OPT_PP_VIRTUAL: return hpt_cli_parse_int(name, arg, &o->pp_virtual);
     case OPT_PRINT_CONFIG: *action = 3; return HPT_OK;
     case OPT_HELP: *action = 1; return HPT_OK;
     case OPT_VERSION: *action = 2; return HPT_OK;
