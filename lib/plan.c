@@ -103,6 +103,41 @@ int hpt_plan_zero_dp1(hpt_plan_setup *s)
     return 1;
 }
 
+/* The interleaved schedule's rules (Megatron-LM's, and hpt-train's):
+ * a pipeline to interleave, V >= 1 chunks per rank, at least a layer per
+ * chunk, and micro-batches in whole groups of PP. */
+static hpt_status check_schedule(const hpt_plan_setup *s)
+{
+    if (s->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED)
+        return HPT_OK;
+    int V = s->pp_virtual, L = s->cfg.num_hidden_layers, p = s->pp;
+    if (V < 1)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-virtual %d: must be >= 1 (model chunks per "
+                             "pipeline rank)", V);
+    if (p < 2)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule interleaved needs --pp > 1 (it "
+                             "interleaves model chunks across pipeline stages; --pp %d)", p);
+    if ((long)p * V > L)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp %d x --pp-virtual %d = %ld model chunks: more "
+                             "than the model's %d layers (each chunk needs one)", p, V,
+                             (long)p * V, L);
+    int m = hpt_plan_micro_batches(s);
+    if (m % p == 0)
+        return HPT_OK;
+    long lo = (long)m / p * p, hi = lo + p, per = (long)s->micro_batch * s->dp;
+    if (lo == 0)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule interleaved: %d micro-batches per step "
+                             "(--global-batch %d / (--micro-batch %d x --dp %d)) is not a "
+                             "multiple of --pp %d; nearest valid: %ld micro-batches "
+                             "(--global-batch %ld)", m, s->global_batch, s->micro_batch, s->dp, p,
+                             hi, hi * per);
+    return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule interleaved: %d micro-batches per step "
+                         "(--global-batch %d / (--micro-batch %d x --dp %d)) is not a multiple of "
+                         "--pp %d; nearest valid: %ld or %ld micro-batches (--global-batch %ld or "
+                         "%ld)", m, s->global_batch, s->micro_batch, s->dp, p, lo, hi, lo * per,
+                         hi * per);
+}
+
 hpt_status hpt_plan_validate(const hpt_plan_setup *s)
 {
     const hpt_config *c = &s->cfg;
@@ -159,7 +194,7 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s)
                              "parts (hpt-train refuses it; choose them so that TP divides "
                              "micro-batch x seq-len)", s->micro_batch, s->seq_len,
                              (long)s->micro_batch * s->seq_len, s->tp);
-    return HPT_OK;
+    return check_schedule(s);
 }
 
 /* ------------------------------------------------------------ sizes */
@@ -168,6 +203,38 @@ void hpt_plan_stage_layers(int L, int pp, int stage, int *l0, int *l1)
 {
     *l0 = (int)((long)stage * L / pp);
     *l1 = (int)((long)(stage + 1) * L / pp);
+}
+
+void hpt_plan_chunk_layers(int L, int pp, int V, int stage, int chunk, int *l0, int *l1)
+{
+    hpt_plan_stage_layers(L, pp * V, chunk * pp + stage, l0, l1);
+}
+
+/* Model chunks per pipeline rank: V under the interleaved schedule, else 1. */
+static int vchunks(const hpt_plan_setup *s)
+{
+    return s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED && s->pp_virtual > 1 ? s->pp_virtual : 1;
+}
+
+int hpt_plan_stage_nlayers(const hpt_plan_setup *s, int stage)
+{
+    int n = 0, V = vchunks(s), l0, l1;
+    for (int c = 0; c < V; c++) {
+        hpt_plan_chunk_layers(s->cfg.num_hidden_layers, s->pp, V, stage, c, &l0, &l1);
+        n += l1 - l0;
+    }
+    return n;
+}
+
+/* Layers of the stage's largest chunk (all its layers without interleaving). */
+static int chunk_max_layers(const hpt_plan_setup *s, int stage)
+{
+    int most = 0, V = vchunks(s), l0, l1;
+    for (int c = 0; c < V; c++) {
+        hpt_plan_chunk_layers(s->cfg.num_hidden_layers, s->pp, V, stage, c, &l0, &l1);
+        most = l1 - l0 > most ? l1 - l0 : most;
+    }
+    return most;
 }
 
 /* Elements of a tensor as allocated: hpt pads each to 16 elements. */
@@ -199,28 +266,54 @@ double hpt_plan_stage_params(const hpt_plan_setup *s, int stage)
     double layer = 2 * tensor_elems(s, C) + tensor_elems(s, Hl * hd * C) +
                    2 * tensor_elems(s, KVl * hd * C) + tensor_elems(s, C * Hl * hd) +
                    2 * tensor_elems(s, Il * C) + tensor_elems(s, C * Il);
-    int l0, l1, first = stage == 0, last = stage == s->pp - 1;
-    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
-    double p = (l1 - l0) * layer + (first ? tensor_elems(s, Vl * C) : 0);
+    int first = stage == 0, last = stage == s->pp - 1;
+    double p = hpt_plan_stage_nlayers(s, stage) * layer + (first ? tensor_elems(s, Vl * C) : 0);
     if (last)
         p += tensor_elems(s, C) +
              (!c->tie_word_embeddings || !first ? tensor_elems(s, Vl * C) : 0);
     return p;
 }
 
-/* Micro-batches whose activations `stage` holds: under 1F1B min(PP -
- * stage, m) (Narayanan et al. 2021, section 2.2), under GPipe all m — every
- * forward runs before the first backward (Huang et al. 2019);
- * lib/train_pipeline.c pipeline_slots allocates as many activation slots. */
-static int in_flight(const hpt_plan_setup *s, int stage, int m)
-{
-    int k = s->gpipe ? m : s->pp - stage;
-    return k < m ? k : m;
-}
-
-static int micro_batches(const hpt_plan_setup *s)
+int hpt_plan_micro_batches(const hpt_plan_setup *s)
 {
     return s->global_batch / (s->micro_batch * s->dp);
+}
+
+static int micro_batches(const hpt_plan_setup *s) { return hpt_plan_micro_batches(s); }
+
+const char *hpt_plan_schedule_name(const hpt_plan_setup *s)
+{
+    return s->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE         ? "gpipe"
+           : s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED ? "interleaved"
+                                                             : "1f1b";
+}
+
+int hpt_plan_in_flight(const hpt_plan_setup *s, int stage)
+{
+    long m = micro_batches(s), p = s->pp, V = vchunks(s);
+    if (s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED) {
+        long warm = (p - stage - 1) * 2 + (V - 1) * p; /* Megatron's warm-up forwards */
+        return (int)(warm + 1 < m * V ? warm + 1 : m * V);
+    }
+    long k = s->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE ? m : p - stage;
+    return (int)(k < m ? k : m);
+}
+
+/* Slots of `stage` that hold the head's outputs (the final norm's, the
+ * logits): on the last stage each of the k slots, except under the
+ * interleaved schedule, where only the last chunk has the head and
+ * Megatron's order runs each of its forwards right before that
+ * micro-batch's backward (steady state: forward i + W, then backward i,
+ * the same micro-batch's last chunk): one of them in flight. */
+static int head_slots(const hpt_plan_setup *s, int k)
+{
+    return s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED && k > 1 ? 1 : k;
+}
+
+double hpt_plan_bubble(const hpt_plan_setup *s)
+{
+    double p = s->pp, idle = (p - 1) / vchunks(s); /* in micro-batch slots */
+    return idle / (micro_batches(s) + idle);
 }
 
 /* ", recomputation", ", selective recomputation" or "" for a layout line. */
@@ -303,8 +396,7 @@ double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, 
 {
     const hpt_config *c = &s->cfg;
     double N = (double)s->micro_batch * s->seq_len, C = c->hidden_size;
-    int l0, l1, last = stage == s->pp - 1;
-    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
+    int last = stage == s->pp - 1, nl = hpt_plan_stage_nlayers(s, stage);
     double layer = exact_layer_bytes(s, 3), lg = carve(last ? N * vocab_local(s) : 1);
     /* per layer and slot: all (none), the input only (full), the GEMM
      * outputs (selective); one shared set of the recomputed ones */
@@ -312,11 +404,16 @@ double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, 
     double kept = s->recompute == 1 ? 0 : s->recompute == 2 ? exact_layer_bytes(s, 1) : layer;
     double shared = s->recompute == 1   ? layer + carve(Nl * C)
                     : s->recompute == 2 ? exact_layer_bytes(s, 2) : 0;
-    double slot = (l1 - l0) * (kept + carve(Nl * C)) + carve(Nl * C) +
-                  carve(last ? N * C : 1) + carve(Nl) + lg + 3 * carve(N) + carve(2 * N);
+    /* a slot: its chunk's layers (interleaved: counted at the stage's
+     * largest chunk), the stage end; the head's part (final norm output,
+     * logits) only in head_slots of them, 64 bytes in the others */
+    double slot = chunk_max_layers(s, stage) * (kept + carve(Nl * C)) + carve(Nl * C) +
+                  carve(Nl) + 3 * carve(N) + carve(2 * N);
+    double head = carve(last ? N * C : 1) + lg, nhead = head_slots(s, nslots);
     if (logits)
-        *logits = nslots * lg;
-    return shared + nslots * slot + backward_scratch(s, l1 - l0, last, carve);
+        *logits = nhead * lg + (nslots - nhead) * carve(1);
+    return shared + nslots * slot + nhead * head + (nslots - nhead) * 2 * carve(1) +
+           backward_scratch(s, nl, last, carve);
 }
 
 static double act_elem_bytes(const hpt_plan_setup *s) { return s->fp32 ? 4.0 : 2.0; }
@@ -434,17 +531,19 @@ static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
 {
     const hpt_config *c = &s->cfg;
     double a = act_elem_bytes(s), N = (double)s->micro_batch * s->seq_len, h = c->hidden_size;
-    int l0, l1, last = stage == s->pp - 1;
-    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
+    int last = stage == s->pp - 1, nl = hpt_plan_stage_nlayers(s, stage);
     double Nl = local_tokens(s);
     double elem, gemm, x; /* layer = elem + gemm + x; selective recomputes elem */
     hpt_gpu_layer(s, &elem, &gemm, &x);
     double layer = elem + gemm + x;
     double per_layer = s->recompute == 1 ? x : s->recompute == 2 ? gemm + x : layer;
     double shared = s->recompute == 1 ? layer : s->recompute == 2 ? elem : 0;
-    double end = 4 * Nl * h + (last ? a * N * h : 0) + 4 * Nl + 4 * 5 * N;
-    return k * ((l1 - l0) * per_layer + end) + shared + backward_scratch(s, l1 - l0, last, f32_bytes) +
-           hpt_plan_attention_scratch_bytes(s) + bf16_operand_scratch(s, last);
+    /* k slots of a chunk's layers (interleaved: the stage's largest) and
+     * the stage end; lnf only in the slots that hold the head */
+    double end = 4 * Nl * h + 4 * Nl + 4 * 5 * N, head = last ? a * N * h : 0;
+    return k * (chunk_max_layers(s, stage) * per_layer + end) + head_slots(s, k) * head + shared +
+           backward_scratch(s, nl, last, f32_bytes) + hpt_plan_attention_scratch_bytes(s) +
+           bf16_operand_scratch(s, last);
 }
 
 /* ZeRO-1 shard of DP rank d: contiguous blocks of ceil(P/DP) elements
@@ -477,6 +576,27 @@ static double zero2_deferred(const hpt_plan_setup *s, double P, int nl, int firs
     return d;
 }
 
+/* "1F1B", "GPipe" or "interleaved 1F1B, V = 2": s's schedule in words. */
+static const char *sched_title(const hpt_plan_setup *s)
+{
+    static char buf[48];
+    if (s->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED)
+        return s->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE ? "GPipe" : "1F1B";
+    snprintf(buf, sizeof buf, "interleaved 1F1B, V = %d", vchunks(s));
+    return buf;
+}
+
+/* ", GPipe" or ", interleaved 1F1B, V = 2" for a layout line; "" for 1F1B
+ * and without a pipeline. */
+static const char *sched_label(const hpt_plan_setup *s)
+{
+    static char buf[56];
+    if (s->pp == 1 || s->pp_schedule == HPT_PLAN_SCHEDULE_1F1B)
+        return "";
+    snprintf(buf, sizeof buf, ", %s", sched_title(s));
+    return buf;
+}
+
 /* ", ZeRO-1" / ", ZeRO-2" / ", ZeRO-3" for stage z, "" for 0 (the text reports). */
 static const char *zero_label(int z)
 {
@@ -506,14 +626,14 @@ static double zero3_gathered(const hpt_plan_setup *s, int stage)
 {
     const hpt_config *c = &s->cfg;
     double C = c->hidden_size, Vl = vocab_local(s);
-    int l0, l1, first = stage == 0, last = stage == s->pp - 1, prefetch = 1;
-    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
-    int nl = l1 - l0, tied1 = c->tie_word_embeddings && first && last;
+    int first = stage == 0, last = stage == s->pp - 1, prefetch = 1;
+    int nl = hpt_plan_stage_nlayers(s, stage), tied1 = c->tie_word_embeddings && first && last;
     double layer = (hpt_plan_stage_params(s, stage) - (first ? tensor_elems(s, Vl * C) : 0) -
                     (last ? tensor_elems(s, C) + (tied1 ? 0 : tensor_elems(s, Vl * C)) : 0)) /
                    (nl > 0 ? nl : 1);
     double unit[nl + 2];
     int n = 0;
+    unit[0] = 0; /* (written below whenever read: first) */
     if (first)
         unit[n++] = tensor_elems(s, Vl * C);
     for (int i = 0; i < nl; i++)
@@ -540,7 +660,7 @@ static double shard_of(double P, int dp, int d)
 static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
 {
     hpt_plan_mem m = {0};
-    int M = micro_batches(s), k = in_flight(s, stage, M);
+    int M = micro_batches(s), k = hpt_plan_in_flight(s, stage);
     double P = hpt_plan_stage_params(s, stage), N = (double)s->micro_batch * s->seq_len;
     double C = s->cfg.hidden_size, lg = 0;
     if (s->cl.exact) { /* hpt's fp32 allocations, lib/model.c + optim.c + train.c */
@@ -555,10 +675,9 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
              * flight and one being written: 3 buckets resident — in every
              * micro-batch, the deferred ranges excepted (they accumulate
              * in place); with accumulation a receive buffer of one shard */
-            int l0, l1, first = stage == 0, last = stage == s->pp - 1;
-            hpt_plan_stage_layers(s->cfg.num_hidden_layers, s->pp, stage, &l0, &l1);
-            double nd, Pd = zero2_deferred(s, P, l1 - l0, first, last, &nd);
-            double nb = dp_buckets(l1 - l0, first, last);
+            int nl = hpt_plan_stage_nlayers(s, stage), first = stage == 0, last = stage == s->pp - 1;
+            double nd, Pd = zero2_deferred(s, P, nl, first, last, &nd);
+            double nb = dp_buckets(nl, first, last);
             double live = M == 1 ? P * fmin(1, 3 / nb)
                                  : Pd + (nb > nd ? (P - Pd) * fmin(1, 3 / (nb - nd)) : 0);
             m.grads = 4 * fmin(P, live) + (M > 1 ? 4 * shard_of(P, zshard(s), 0) : 0);
@@ -821,9 +940,8 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
 {
     hpt_plan_comm pc = {0};
     const hpt_config *c = &s->cfg;
-    int M = micro_batches(s), first = stage == 0, last = stage == s->pp - 1, l0, l1;
-    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
-    int nl = l1 - l0;
+    int M = micro_batches(s), first = stage == 0, last = stage == s->pp - 1;
+    int nl = hpt_plan_stage_nlayers(s, stage);
     /* bytes per element of what travels: the residual stream, partial sums
      * and gradients (r; hpt keeps them fp32 in bf16 mode too, docs/
      * ARCHITECTURE.md "bf16 activations (stage 2)"), the norm outputs that
@@ -864,7 +982,10 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
     case HPT_PLAN_PP: { /* sends counted with their payload, receives as calls */
         if (s->pp == 1)
             break;
-        int ends = !last + !first;
+        /* sends per micro-batch: each chunk's output forward unless it is
+         * the last virtual stage, its input gradient back unless it is
+         * the first (V chunks: 2V - first - last; 1F1B/GPipe V = 1) */
+        int ends = 2 * vchunks(s) - first - last;
         double sh = s->sequence_parallel && s->tp > 1 ? NC / s->tp : NC; /* the local shard */
         add_op(&pc, s, g, HPT_COLL_P2P, 2, (double)M * ends, sh * r, sh * r);
         pc.calls += (double)M * ends; /* the matching receives */
@@ -959,11 +1080,9 @@ static double stage_flops(const hpt_plan_setup *s, int stage)
     double C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, T = s->seq_len;
     double hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
     double layer = C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
-    int l0, l1;
-    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
     double per_layer = 6 * layer + 6 * T * C +
                        (s->recompute == 1 ? 2 * layer + 2 * T * C : s->recompute == 2 ? 2 * T * C : 0);
-    double per_tok = (l1 - l0) * per_layer + (stage == s->pp - 1 ? 6 * V * C : 0);
+    double per_tok = hpt_plan_stage_nlayers(s, stage) * per_layer + (stage == s->pp - 1 ? 6 * V * C : 0);
     return per_tok * T * s->micro_batch / s->tp;
 }
 
@@ -973,10 +1092,8 @@ static double stage_attention_flops(const hpt_plan_setup *s, int stage)
 {
     const hpt_config *c = &s->cfg;
     double C = c->hidden_size, T = s->seq_len;
-    int l0, l1;
-    hpt_plan_stage_layers(c->num_hidden_layers, s->pp, stage, &l0, &l1);
     double per_layer = 6 * T * C + (s->recompute ? 2 * T * C : 0);
-    return (l1 - l0) * per_layer * T * s->micro_batch / s->tp;
+    return hpt_plan_stage_nlayers(s, stage) * per_layer * T * s->micro_batch / s->tp;
 }
 
 /* ------------------------------------------------------------ evaluation */
@@ -1021,8 +1138,10 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
     double comp_mb = 0;
     for (int st_ = 0; st_ < P; st_++) {
         hpt_plan_stage *sg = &r->stage[st_];
-        hpt_plan_stage_layers(s->cfg.num_hidden_layers, P, st_, &sg->l0, &sg->l1);
-        sg->in_flight = in_flight(s, st_, M);
+        hpt_plan_chunk_layers(s->cfg.num_hidden_layers, P, vchunks(s), st_, 0, &sg->l0, &sg->l1);
+        sg->nlayers = hpt_plan_stage_nlayers(s, st_);
+        sg->in_flight = hpt_plan_in_flight(s, st_);
+        sg->in_flight_mb = (double)sg->in_flight / vchunks(s);
         sg->params = hpt_plan_stage_params(s, st_);
         sg->mem = mem_of(s, st_, 0);
         sg->flops_per_mb = stage_flops(s, st_);
@@ -1056,10 +1175,8 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
          * (one of the stage's units); MPI moves a nonblocking collective
          * only inside MPI calls (no progress thread), so none hides. The
          * reduce-scatters as ZeRO-2's */
-        int l0, l1;
-        hpt_plan_stage_layers(s->cfg.num_hidden_layers, s->pp, st_, &l0, &l1);
         double rs3 = dp / (2.0 * M + 1), ag3 = dp - rs3;
-        double units = dp_buckets(l1 - l0, st_ == 0, st_ == s->pp - 1); /* one per unit */
+        double units = dp_buckets(sg->nlayers, st_ == 0, st_ == s->pp - 1); /* one per unit */
         double ag3_ex = s->comm_lib == HPT_PLAN_COMM_NCCL
                             ? ag3 / units + fmax(0, ag3 * (1 - 1 / units) - (double)M * sg->compute_s)
                             : ag3;
@@ -1081,8 +1198,13 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
     r->model_flops_per_step = (double)s->global_batch * hpt_plan_flops_per_seq(&s->cfg, s->seq_len, 0);
     r->flops_per_step = (double)s->global_batch * hpt_plan_flops_per_seq(&s->cfg, s->seq_len,
                                                                         s->recompute);
-    double slots = (double)M + P - 1; /* M + P - 1 in int overflows for M near 2^31 */
-    r->bubble = (P - 1) / slots;
+    /* the step in micro-batch slots of the slowest stage: m, and the
+     * bubble's (p - 1)/V (hpt_plan_bubble); interleaving's extra sends are
+     * in t_mb (comm_of: 2V - first - last per micro-batch) */
+    double slots = (double)M + (P - 1.0) / vchunks(s);
+    r->bubble = hpt_plan_bubble(s);
+    r->boundaries = P * vchunks(s) - 1;
+    r->p2p_bytes = 2.0 * M * r->boundaries * local_tokens(s) * s->cfg.hidden_size * 4;
     r->compute_s = M * comp_mb;
     r->step_time_s = slots * t_mb + exposed;
     r->comm_s = slots * (t_mb - comp_mb) + exposed;
@@ -1176,6 +1298,21 @@ static void json_ckpt(const hpt_plan_ckpt *c, FILE *f)
     fprintf(f, "}");
 }
 
+/* A stage's layers: "layers": [l0, l1] where they are one range, else
+ * (interleaved, V > 1) "chunks": [[l0, l1], ...], chunk c = virtual stage
+ * c x p + stage. */
+static void json_stage_layers(FILE *f, const hpt_plan_setup *s, int stage)
+{
+    int V = vchunks(s), l0, l1;
+    fprintf(f, V == 1 ? "\"layers\": " : "\"chunks\": [");
+    for (int c = 0; c < V; c++) {
+        hpt_plan_chunk_layers(s->cfg.num_hidden_layers, s->pp, V, stage, c, &l0, &l1);
+        fprintf(f, "%s[%d, %d]", c ? ", " : "", l0, l1);
+    }
+    if (V > 1)
+        fputc(']', f);
+}
+
 void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
 {
     const hpt_config *c = &s->cfg;
@@ -1198,22 +1335,24 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
     fprintf(f, "  \"training\": {\"seq_len\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
             "\"micro_batches\": %d, \"recompute\": %s, \"recompute_mode\": \"%s\", \"zero1\": %s, "
             "\"zero\": %d, \"zero_requested\": %d, \"zero_shard_group\": %d, \"hsdp\": %s, "
-            "\"sequence_parallel\": %s, \"pp_schedule\": \"%s\", \"precision\": \"%s\", "
-            "\"tokens_per_step\": %s},\n",
+            "\"sequence_parallel\": %s, \"pp_schedule\": \"%s\", \"pp_virtual\": %d, "
+            "\"precision\": \"%s\", \"tokens_per_step\": %s},\n",
             s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
             s->recompute ? "true" : "false", rc_mode(s->recompute),
             s->zero ? "true" : "false", s->zero, s->zero_requested ? s->zero_requested : s->zero,
             shard_group(s), zshard(s) < s->dp ? "true" : "false", sp_on(s) ? "true" : "false",
-            s->gpipe ? "gpipe" : "1f1b", hpt_plan_precision_name(s),
+            hpt_plan_schedule_name(s), vchunks(s), hpt_plan_precision_name(s),
             json_z(&b[0], (double)s->global_batch * s->seq_len));
     fprintf(f, "  \"memory\": {\"worst_stage\": %d, \"worst\": ", r->worst_stage);
     json_mem(f, &r->worst);
     fprintf(f, ",\n    \"stages\": [");
     for (int i = 0; i < r->nstages; i++) {
         const hpt_plan_stage *sg = &r->stage[i];
-        fprintf(f, "%s\n      {\"stage\": %d, \"layers\": [%d, %d], \"in_flight\": %d, "
-                "\"params\": %s, \"memory\": ", i ? "," : "", i, sg->l0, sg->l1, sg->in_flight,
-                json_z(&b[0], sg->params));
+        fprintf(f, "%s\n      {\"stage\": %d, ", i ? "," : "", i);
+        json_stage_layers(f, s, i);
+        fprintf(f, ", \"num_layers\": %d, \"in_flight\": %d, \"in_flight_micro_batches\": %s, "
+                "\"params\": %s, \"memory\": ", sg->nlayers, sg->in_flight,
+                json_g(&b[1], sg->in_flight_mb), json_z(&b[0], sg->params));
         json_mem(f, &sg->mem);
         fprintf(f, ", \"compute_s_per_micro_batch\": %s}", json_g(&b[0], sg->compute_s));
     }
@@ -1241,7 +1380,11 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
         fprintf(f, "%s\"%s\": %s", g ? ", " : "", hpt_plan_group_name((hpt_plan_group)g),
                 json_g(&b[0], r->comm[g].seconds));
-    fprintf(f, "},\n  \"bubble_fraction\": %s,\n  \"compute_s\": %s,\n  \"comm_s\": %s,\n"
+    fprintf(f, "},\n  \"pipeline\": {\"schedule\": \"%s\", \"virtual\": %d, \"virtual_stages\": %d, "
+            "\"boundaries\": %d, \"p2p_bytes_per_step\": %s, \"bubble_fraction\": %s}",
+            hpt_plan_schedule_name(s), vchunks(s), s->pp * vchunks(s), r->boundaries,
+            json_z(&b[0], r->p2p_bytes), json_g(&b[1], r->bubble));
+    fprintf(f, ",\n  \"bubble_fraction\": %s,\n  \"compute_s\": %s,\n  \"comm_s\": %s,\n"
             "  \"comm_compute_ratio\": %s,\n  \"step_time_s\": %s,\n  \"tokens_per_s\": %s,\n"
             "  \"mfu\": %s",
             json_g(&b[0], r->bubble), json_g(&b[1], r->compute_s), json_g(&b[2], r->comm_s),
@@ -1276,6 +1419,29 @@ static void text_ckpt(const hpt_plan_ckpt *c, double step_s, FILE *f)
             c->save_every, c->save_every * step_s, 100 * c->goodput_every);
 }
 
+/* The pipeline line (PP > 1): activation slots in flight per stage (the
+ * first two and last two of more than 8), the boundaries a micro-batch
+ * crosses and one pipeline's point-to-point bytes per step. */
+static void text_pipeline(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
+{
+    int V = vchunks(s), n = r->nstages;
+    fprintf(f, "pipeline, %s: in flight per stage", sched_title(s));
+    for (int i = 0; i < n; i++)
+        if (n <= 8 || i < 2 || i >= n - 2)
+            fprintf(f, "%s%d", i ? (n > 8 && i == n - 2 ? ", ..., " : ", ") : " ",
+                    r->stage[i].in_flight);
+    if (s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED) {
+        fprintf(f, " chunk forwards (1/%d of the stage's layers each) =", V);
+        for (int i = 0; i < n; i++)
+            if (n <= 8 || i < 2 || i >= n - 2)
+                fprintf(f, "%s%.4g", i ? (n > 8 && i == n - 2 ? ", ..., " : ", ") : " ",
+                        r->stage[i].in_flight_mb);
+    }
+    fprintf(f, " micro-batches; %d %s boundaries per micro-batch each way, %.4g GB "
+            "point-to-point per step and pipeline\n", r->boundaries, V > 1 ? "chunk" : "stage",
+            r->p2p_bytes / 1e9);
+}
+
 void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
 {
     const hpt_config *c = &s->cfg;
@@ -1291,10 +1457,10 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->cl.exact ? "measured SGEMM" : hpt_plan_precision_name(s), s->cl.efficiency,
             capacity(s) / u, un);
     fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
-            "micro-batches x DP %d; %s%s%s%s%s\n",
+            "micro-batches x DP %d; %s%s%s%s%s%s\n",
             s->tp, s->pp, s->dp, s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
             s->dp, s->fp32 ? hpt_plan_precision_name(s) : "bf16 mixed precision", rc_label(s->recompute),
-            sp_label(s), zero_label(s->zero), hsdp_label(s));
+            sp_label(s), zero_label(s->zero), hsdp_label(s), sched_label(s));
     if (s->zero_requested) /* hpt-train's note, lib/train.c */
         fprintf(f, "note: --zero %d with DP 1 shards nothing: planned as --zero 0, as hpt-train "
                 "runs it\n", s->zero_requested);
@@ -1321,9 +1487,11 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
                 link_name(s, r->link_inter[g]));
     fprintf(f, "\nFLOPs per step: %.4g executed, %.4g model\n", r->flops_per_step,
             r->model_flops_per_step);
+    if (s->pp > 1)
+        text_pipeline(s, r, f);
     fprintf(f, "%s bubble: %.3f; compute %.4g s, communication on the critical path %.4g s; "
             "communication/compute %.3f\n",
-            s->gpipe ? "GPipe" : "1F1B", r->bubble, r->compute_s, r->comm_s, r->comm_compute_ratio);
+            sched_title(s), r->bubble, r->compute_s, r->comm_s, r->comm_compute_ratio);
     fprintf(f, "step time %.4g s, %.4g tokens/s, MFU %.1f %%\n", r->step_time_s, r->tokens_per_s,
             100 * r->mfu);
     if (r->ckpt.mtbf_s > 0)
@@ -1346,6 +1514,8 @@ void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f)
 }
 
 /* ------------------------------------------------------------ search */
+
+#define FLAGS_MAX 384 /* train_flags' buffer: every option at its longest */
 
 typedef struct {
     hpt_plan_setup s;
@@ -1370,14 +1540,19 @@ static int by_speed(const void *a, const void *b)
 static void train_flags(const hpt_plan_setup *s, char *buf, size_t len)
 {
     int gpu = !s->cl.exact;
-    char hsdp[48] = "";
+    char hsdp[48] = "", sched[64] = "";
     if (zshard(s) < s->dp)
         snprintf(hsdp, sizeof hsdp, " --zero-shard-group %d", zshard(s));
+    if (s->pp > 1 && s->pp_schedule != HPT_PLAN_SCHEDULE_1F1B)
+        snprintf(sched, sizeof sched, " --pp-schedule %s", hpt_plan_schedule_name(s));
+    if (s->pp > 1 && s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED)
+        snprintf(sched + strlen(sched), sizeof sched - strlen(sched), " --pp-virtual %d",
+                 vchunks(s));
     snprintf(buf, len, "--tp %d --pp %d --dp %d --seq-len %d --batch %d --grad-accum %d "
              "--recompute %s%s%s%s%s%s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
              micro_batches(s), rc_mode(s->recompute), sp_on(s) ? " --sequence-parallel" : "",
              s->zero == 3 ? " --zero 3" : s->zero == 2 ? " --zero 2" : s->zero ? " --zero1" : "",
-             hsdp, s->pp > 1 && s->gpipe ? " --pp-schedule gpipe" : "",
+             hsdp, sched,
              s->async_save ? " --async-save" : "", gpu ? " --backend cuda --precision " : "",
              gpu ? hpt_plan_precision_name(s) : "",
              gpu && s->comm_lib == HPT_PLAN_COMM_MPI ? " --comm mpi" : "");
@@ -1410,6 +1585,25 @@ static void explain_dp(FILE *f, const hpt_plan_setup *s, const hpt_plan_result *
             rep.seconds, link_name(s, spans_nodes(s, R, (long)s->tp * N)));
 }
 
+/* explain's PP line: layers per stage (per chunk when interleaved), the
+ * bubble (and 1F1B's beside an interleaved one), the in-flight activations
+ * and point-to-point volume interleaving adds. */
+static void explain_pp(FILE *f, const hpt_plan_setup *s, const hpt_plan_result *r)
+{
+    int L = s->cfg.num_hidden_layers, p = s->pp, V = vchunks(s), M = r->micro_batches;
+    if (s->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED) {
+        fprintf(f, "  - PP %d: %d-%d layers per stage, %s bubble %.3f with %d micro-batches\n", p,
+                L / p, (L + p - 1) / p, sched_title(s), r->bubble, M);
+        return;
+    }
+    fprintf(f, "  - PP %d, %s: %d chunks of %d-%d layers per stage, bubble %.3f with %d "
+            "micro-batches (1F1B: %.3f); stage 0 holds %.4g micro-batches' activations (1F1B: %d); "
+            "%d chunk boundaries per micro-batch instead of %d: %.3g x the point-to-point bytes\n",
+            p, sched_title(s), V, L / (p * V), (L + p * V - 1) / (p * V), r->bubble, M,
+            (p - 1.0) / (M + p - 1.0), r->stage[0].in_flight_mb, p < M ? p : M, r->boundaries,
+            p - 1, r->boundaries / (p - 1.0));
+}
+
 /* Why the first layout wins, in words, from its numbers. */
 static void explain(FILE *f, const candidate *best, const candidate *all, int n)
 {
@@ -1419,10 +1613,11 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
         free(r);
         return;
     }
-    char flags[256];
+    char flags[FLAGS_MAX];
     train_flags(s, flags, sizeof flags);
-    fprintf(f, "why TP %d x PP %d x DP %d, micro-batch %d%s%s%s%s:\n", s->tp, s->pp, s->dp,
-            s->micro_batch, rc_label(s->recompute), sp_label(s), zero_label(s->zero), hsdp_label(s));
+    fprintf(f, "why TP %d x PP %d x DP %d, micro-batch %d%s%s%s%s%s:\n", s->tp, s->pp, s->dp,
+            s->micro_batch, rc_label(s->recompute), sp_label(s), zero_label(s->zero), hsdp_label(s),
+            sched_label(s));
     if (sp_on(s)) /* lib/model.c: reduce-scatter after, all-gather before the GEMMs */
         fprintf(f, "  - TP %d with sequence parallelism %s: its %.0f collectives per step "
                 "(reduce-scatters and all-gathers in place of the all-reduces, %.3g s) run on "
@@ -1438,9 +1633,7 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
     else
         fprintf(f, "  - no tensor parallelism: no per-layer all-reduces on the critical path\n");
     if (s->pp > 1)
-        fprintf(f, "  - PP %d: %d-%d layers per stage, %s bubble %.3f with %d micro-batches\n",
-                s->pp, s->cfg.num_hidden_layers / s->pp, (s->cfg.num_hidden_layers + s->pp - 1) / s->pp,
-                s->gpipe ? "GPipe" : "1F1B", r->bubble, r->micro_batches);
+        explain_pp(f, s, r);
     explain_dp(f, s, r);
     fprintf(f, "  - memory: %.1f of %.1f GiB on stage %d (weights %.1f, optimizer %.1f, "
             "activations %.1f)\n", r->worst.total / GIB, capacity(s) / GIB, r->worst_stage,
@@ -1454,11 +1647,11 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
             100 * r->mfu, r->comm_compute_ratio);
     for (int i = 0; i < n; i++)
         if (!all[i].fits && all[i].tokens_per_s > best->tokens_per_s) {
-            fprintf(f, "  - faster but does not fit: TP %d x PP %d x DP %d, micro-batch %d%s%s%s%s "
+            fprintf(f, "  - faster but does not fit: TP %d x PP %d x DP %d, micro-batch %d%s%s%s%s%s "
                     "(%.4g tokens/s, needs %.1f GiB)\n", all[i].s.tp, all[i].s.pp, all[i].s.dp,
                     all[i].s.micro_batch, rc_label(all[i].s.recompute), sp_label(&all[i].s),
-                    zero_label(all[i].s.zero), hsdp_label(&all[i].s), all[i].tokens_per_s,
-                    all[i].mem / GIB);
+                    zero_label(all[i].s.zero), hsdp_label(&all[i].s), sched_label(&all[i].s),
+                    all[i].tokens_per_s, all[i].mem / GIB);
             break;
         }
     fprintf(f, "hpt-train options: %s\n", flags);
@@ -1540,6 +1733,41 @@ static int add_shard_groups(candidate **v, int *n, int *cap, hpt_plan_setup *s, 
     return 0;
 }
 
+/* Add layout s once per pipeline schedule the search tries: with PP > 1
+ * base's when fixed, else 1F1B and interleaved with V = 2 and 4; with PP 1
+ * (no pipeline) 1F1B. A schedule the layout cannot run (PP x V above the
+ * layers, m not a multiple of PP) fails hpt_plan_validate in
+ * add_candidate and is skipped. Returns -1 out of memory, else 0. */
+static int add_schedules(candidate **v, int *n, int *cap, hpt_plan_setup *s,
+                         const hpt_plan_setup *base, const hpt_plan_fixed *fx, hpt_plan_result *r)
+{
+    static const int virt[] = {1, 2, 4};
+    int one = s->pp == 1 || fx->pp_schedule;
+    for (int i = 0; i < (one ? 1 : 3); i++) {
+        s->pp_schedule = s->pp == 1 ? HPT_PLAN_SCHEDULE_1F1B
+                         : one      ? base->pp_schedule
+                         : i        ? HPT_PLAN_SCHEDULE_INTERLEAVED
+                                    : HPT_PLAN_SCHEDULE_1F1B;
+        s->pp_virtual = s->pp == 1 ? 1 : one ? base->pp_virtual : virt[i];
+        if (add_shard_groups(v, n, cap, s, fx->zero_shard, base->zero_shard, r))
+            return -1;
+    }
+    return 0;
+}
+
+/* The ranked table's `sched` column: "-" without a pipeline, "1f1b",
+ * "gpipe", or "int" and V ("int2"). */
+static const char *sched_column(const hpt_plan_setup *s)
+{
+    static char buf[16];
+    if (s->pp == 1)
+        return "-";
+    if (s->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED)
+        return hpt_plan_schedule_name(s);
+    snprintf(buf, sizeof buf, "int%d", vchunks(s));
+    return buf;
+}
+
 hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx, int gpus, int top,
                            int json, FILE *f)
 {
@@ -1580,7 +1808,7 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
                                           tp > 1;
                     s.gpus_per_node = gpus < gpn ? gpus : gpn;
                     s.nodes = gpus / s.gpus_per_node;
-                    bad = add_shard_groups(&v, &n, &cap, &s, fx->zero_shard, base->zero_shard, r) != 0;
+                    bad = add_schedules(&v, &n, &cap, &s, base, fx, r) != 0;
                 }
             }
         }
@@ -1605,18 +1833,20 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
                 fitting);
         for (int i = 0; i < shown; i++) {
             jbuf b[5];
-            char flags[256];
+            char flags[FLAGS_MAX];
             train_flags(&v[i].s, flags, sizeof flags);
             fprintf(f, "%s\n  {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, "
                     "\"recompute\": %s, \"recompute_mode\": \"%s\", \"sequence_parallel\": %s, "
                     "\"zero1\": %s, \"zero\": %d, \"zero_shard_group\": %d, \"hsdp\": %s, "
+                    "\"pp_schedule\": \"%s\", \"pp_virtual\": %d, "
                     "\"train_options\": \"%s\", \"mem_bytes\": %s, "
                     "\"step_time_s\": %s, \"tokens_per_s\": %s, \"mfu\": %s, "
                     "\"bubble_fraction\": %s}",
                     i ? "," : "", v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
                     v[i].s.recompute ? "true" : "false", rc_mode(v[i].s.recompute),
                     sp_on(&v[i].s) ? "true" : "false", v[i].s.zero ? "true" : "false", v[i].s.zero,
-                    shard_group(&v[i].s), zshard(&v[i].s) < v[i].s.dp ? "true" : "false", flags,
+                    shard_group(&v[i].s), zshard(&v[i].s) < v[i].s.dp ? "true" : "false",
+                    hpt_plan_schedule_name(&v[i].s), vchunks(&v[i].s), flags,
                     json_z(&b[0], v[i].mem), json_g(&b[1], v[i].step), json_g(&b[2], v[i].tokens_per_s),
                     json_g(&b[3], v[i].mfu), json_g(&b[4], v[i].bubble));
         }
@@ -1635,7 +1865,7 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             fprintf(f, "%d layouts for %d GPUs, %d fit in %.1f GiB; fastest first:\n", n, gpus,
                     fitting, capacity(&v[0].s) / GIB);
             fprintf(f, "   TP   PP     DP  mb  recompute  sp  zero  shard    mem GiB   step s     "
-                    "tokens/s   MFU %%  bubble\n");
+                    "tokens/s   MFU %%  bubble  sched\n");
         } else {
             fprintf(f, "%d layouts for %d GPUs, none fits in %.1f GiB\n", n, gpus,
                     capacity(&v[0].s) / GIB);
@@ -1644,12 +1874,12 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             char shard[16] = "-"; /* the ZeRO shard group: DP, or HSDP's N */
             if (v[i].s.zero)
                 snprintf(shard, sizeof shard, "%d", zshard(&v[i].s));
-            fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-4s %6s %9.2f %8.4g %12.5g %6.1f  %6.3f\n",
+            fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-4s %6s %9.2f %8.4g %12.5g %6.1f  %6.3f  %s\n",
                     v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
                     rc_mode(v[i].s.recompute), sp_on(&v[i].s) ? "yes" : "no",
                     v[i].s.zero == 3 ? "3" : v[i].s.zero == 2 ? "2" : v[i].s.zero ? "1" : "no",
                     shard, v[i].mem / GIB, v[i].step, v[i].tokens_per_s, 100 * v[i].mfu,
-                    v[i].bubble);
+                    v[i].bubble, sched_column(&v[i].s));
         }
         if (fitting)
             explain(f, &v[0], v, n);

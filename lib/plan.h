@@ -63,6 +63,22 @@ typedef struct {
  * HPT_ERR_USAGE listing the presets when `name` is unknown. */
 hpt_status hpt_cluster_preset(const char *name, hpt_cluster *c);
 
+/* Pipeline schedules (hpt-train --pp-schedule), as hpt_plan_setup.pp_schedule:
+ *  - 1F1B (PipeDream-Flush; Narayanan et al. 2021, section 2.2): stage s
+ *    holds min(p - s, m) micro-batches' activations;
+ *  - GPIPE (Huang et al. 2019): every forward before the first backward,
+ *    all m on every stage;
+ *  - INTERLEAVED (interleaved 1F1B; Narayanan et al. 2021, section 2.2.2;
+ *    Megatron-LM's forward_backward_pipelining_with_interleaving): each
+ *    rank holds V model chunks, virtual stage v = c x p + s holds layers
+ *    [v L/(p V), (v+1) L/(p V)); m must be a multiple of p.
+ * docs/PLAN.md, "Pipeline schedules", has the formulas. */
+typedef enum {
+    HPT_PLAN_SCHEDULE_1F1B,
+    HPT_PLAN_SCHEDULE_GPIPE,
+    HPT_PLAN_SCHEDULE_INTERLEAVED,
+} hpt_plan_schedule;
+
 /* What to plan. */
 typedef struct {
     hpt_config cfg;
@@ -84,8 +100,10 @@ typedef struct {
                                 * 0 = all of DP (--zero-shard-group N)   */
     int zero_requested;        /* the --zero stage asked for where the plan
                                 * runs another (hpt_plan_zero_dp1), else 0 */
-    int gpipe;                 /* pipeline schedule: 0 = 1F1B, 1 = GPipe
-                                * (every stage holds all m micro-batches) */
+    int pp_schedule;           /* hpt_plan_schedule (hpt-train --pp-schedule) */
+    int pp_virtual;            /* interleaved: model chunks per pipeline rank,
+                                * V >= 1 (--pp-virtual; 0 or 1: one chunk).
+                                * Ignored by the other schedules          */
     int fp32;                  /* 1: fp32 storage (--precision fp32 or tf32),
                                 * 0: bf16 mixed precision               */
     int tf32;                  /* with fp32: products on the tensor cores in
@@ -137,9 +155,14 @@ typedef struct {
 #define HPT_PLAN_MAX_STAGES 1024
 
 typedef struct {
-    int l0, l1;             /* layers [l0, l1)                              */
-    int in_flight;          /* micro-batches whose activations it holds:
-                             * 1F1B min(PP - stage, m), GPipe m             */
+    int l0, l1;             /* layers [l0, l1); interleaved: its first chunk's
+                             * (hpt_plan_chunk_layers has every chunk)       */
+    int nlayers;            /* layers on the stage, all its chunks          */
+    int in_flight;          /* activation slots it holds at its peak
+                             * (hpt_plan_in_flight): micro-batches, under
+                             * the interleaved schedule chunk forwards      */
+    double in_flight_mb;    /* the same in micro-batches through the whole
+                             * stage: in_flight / V                         */
     double params;          /* elements of this stage's parameter block     */
     hpt_plan_mem mem;       /* DP rank 0 (the largest ZeRO-1 shard)         */
     hpt_plan_comm comm[HPT_PLAN_GROUPS]; /* DP rank 0                        */
@@ -176,7 +199,12 @@ typedef struct {
                                  * with recomputation                       */
     hpt_plan_comm comm[HPT_PLAN_GROUPS]; /* max over stages, per rank      */
     int link_inter[HPT_PLAN_GROUPS]; /* 1: the group spans nodes (IB)       */
-    double bubble;              /* (p-1)/(m+p-1), 1F1B and GPipe            */
+    double bubble;              /* idle fraction of the step, hpt_plan_bubble */
+    int boundaries;             /* chunk boundaries a micro-batch crosses one
+                                 * way: p V - 1 (p - 1 without interleaving) */
+    double p2p_bytes;           /* point-to-point payload of one pipeline (one
+                                 * TP and DP index) per step, both ways:
+                                 * 2 m x boundaries x the message          */
     double compute_s;           /* m x slowest stage's micro-batch          */
     double comm_s;              /* communication on the critical path      */
     double comm_compute_ratio;  /* all communication time / compute time   */
@@ -207,7 +235,9 @@ int hpt_plan_zero_dp1(hpt_plan_setup *s);
 
 /* Check the setup (sizes > 0, layout = nodes x gpus_per_node, TP divides
  * heads, kv heads and intermediate_size, PP <= layers, global batch a
- * multiple of micro-batch x DP, precision available on the cluster).
+ * multiple of micro-batch x DP, precision available on the cluster; the
+ * interleaved schedule: PP > 1, V >= 1, PP x V <= layers, m a multiple of
+ * PP, the message naming the nearest valid micro-batch counts).
  * Errors: HPT_ERR_USAGE naming the option and the rule. */
 hpt_status hpt_plan_validate(const hpt_plan_setup *s);
 
@@ -224,6 +254,41 @@ double hpt_plan_save_seconds(const hpt_plan_setup *s, double *bytes);
 /* Layers [*l0, *l1) of stage `stage` of `pp` over L layers: hpt's
  * balanced split, stage s gets layers floor(sL/P) .. floor((s+1)L/P). */
 void hpt_plan_stage_layers(int L, int pp, int stage, int *l0, int *l1);
+
+/* Layers [*l0, *l1) of model chunk `chunk` of stage `stage` with V chunks
+ * per stage (interleaved schedule): virtual stage v = chunk x pp + stage of
+ * pp x V, hpt_plan_stage_layers(L, pp V, v). V = 1: the stage's layers. */
+void hpt_plan_chunk_layers(int L, int pp, int V, int stage, int chunk, int *l0, int *l1);
+
+/* Layers of `stage` in all: the sum over its chunks (V of them under the
+ * interleaved schedule, else 1). */
+int hpt_plan_stage_nlayers(const hpt_plan_setup *s, int stage);
+
+/* "1f1b", "gpipe" or "interleaved": s's schedule as hpt-train names it. */
+const char *hpt_plan_schedule_name(const hpt_plan_setup *s);
+
+/* Micro-batches per step and DP rank, m = global batch / (micro-batch x DP). */
+int hpt_plan_micro_batches(const hpt_plan_setup *s);
+
+/* Activation slots `stage` holds at its peak under s's schedule:
+ *   1F1B         min(p - s, m) micro-batches (Narayanan et al. 2021, 2.2);
+ *   GPipe        m (Huang et al. 2019);
+ *   interleaved  min((p - s - 1) x 2 + (V - 1) x p + 1, m V) chunk forwards,
+ *                each holding 1/V of the stage's layers: Megatron-LM's
+ *                warm-up count (schedules.py, num_warmup_microbatches) plus
+ *                the steady state's one forward ahead of its backward; on
+ *                stage 0 (p V + p - 1)/V = p (1 + (p - 1)/(p V)) micro-batches,
+ *                Korthikanti et al. 2022 / Narayanan et al. 2021's factor.
+ * lib/train_pipeline.c pipeline_slots allocates as many for 1F1B/GPipe. */
+int hpt_plan_in_flight(const hpt_plan_setup *s, int stage);
+
+/* The pipeline bubble as a fraction of the step, (p - 1)/(V m + p - 1)
+ * with V = 1 for 1F1B and GPipe: the p - 1 idle micro-batch slots of
+ * Narayanan et al. 2021, section 2.2.1 (bubble time (p - 1)(t_f + t_b)),
+ * shrunk to (p - 1)/V slots by interleaving (section 2.2.2: bubble time
+ * (p - 1)(t_f + t_b)/V, i.e. (p - 1)/(V m) of the ideal time), over the
+ * step's m + (p - 1)/V slots. 0 for p = 1. */
+double hpt_plan_bubble(const hpt_plan_setup *s);
 
 /* Elements of the parameter block of one rank of pipeline stage `stage`:
  * its layers' tensors (TP shards: q/k/v/gate/up by rows, o/down by
@@ -371,14 +436,17 @@ void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f);
  * `fixed` says so (a ZeRO stage kept means it wherever DP > 1: on DP 1 it
  * shards nothing; sequence parallelism kept on, wherever TP > 1; a shard
  * group N kept: only layouts whose DP is a multiple of N, with ZeRO 1-3
- * where DP > 1, N = DP being plain ZeRO). The pipeline schedule is base's.
+ * where DP > 1, N = DP being plain ZeRO). Pipeline schedule, where PP > 1:
+ * base's when fixed, else 1F1B and interleaved with V = 2 and 4 (where the
+ * layers allow p V chunks and p divides m); PP 1 has none (1F1B).
  * Ranks the layouts that fit by tokens/s (equally fast: less memory
- * first), prints the top `top` with their shard groups, why the first wins
- * and its hpt-train options; json = 1: as JSON.
+ * first), prints the top `top` with their shard groups and schedules, why
+ * the first wins and its hpt-train options; json = 1: as JSON.
  * Errors: HPT_ERR_USAGE when no layout is valid; HPT_ERR_INTERNAL out of
  * memory. */
 typedef struct {
-    int tp, pp, dp, micro_batch, recompute, zero, sequence_parallel, zero_shard; /* 1 = fixed */
+    int tp, pp, dp, micro_batch, recompute, zero, sequence_parallel, zero_shard,
+        pp_schedule; /* 1 = fixed */
 } hpt_plan_fixed;
 
 /* The HSDP shard groups --search tries for layout s (its TP, PP, DP and

@@ -20,7 +20,8 @@ void hpt_plan_opts_init(hpt_plan_opts *o)
     *o = (hpt_plan_opts){.nodes = HPT_PLAN_NOTSET, .gpn = HPT_PLAN_NOTSET, .tp = HPT_PLAN_NOTSET,
                          .pp = HPT_PLAN_NOTSET, .dp = HPT_PLAN_NOTSET, .seq = HPT_PLAN_NOTSET,
                          .gb = HPT_PLAN_NOTSET, .mb = HPT_PLAN_NOTSET, .gpus = HPT_PLAN_NOTSET,
-                         .top = HPT_PLAN_NOTSET, .tie = -1, .peak = NAN, .mem_gb = NAN,
+                         .top = HPT_PLAN_NOTSET, .pp_virtual = HPT_PLAN_NOTSET, .tie = -1,
+                         .peak = NAN, .mem_gb = NAN,
                          .intra_bw = NAN, .inter_bw = NAN, .intra_lat = NAN, .inter_lat = NAN,
                          .eff = NAN, .baseline_mib = NAN, .data_bytes = NAN,
                          .mtbf_hours = NAN, .save_stall = NAN, .ckpt_bw = NAN};
@@ -165,6 +166,32 @@ static hpt_status setup_comm(const hpt_plan_opts *o, hpt_plan_setup *s)
     return HPT_OK;
 }
 
+/* --pp-schedule and --pp-virtual (the schedule's own rules, which need the
+ * layout, are hpt_plan_validate's). */
+static hpt_status setup_schedule(const hpt_plan_opts *o, hpt_plan_setup *s)
+{
+    const char *name = o->schedule ? o->schedule : "1f1b";
+    int given = o->pp_virtual != HPT_PLAN_NOTSET;
+    if (!strcmp(name, "1f1b") || !strcmp(name, "gpipe") || !strcmp(name, "interleaved"))
+        s->pp_schedule = name[0] == '1'   ? HPT_PLAN_SCHEDULE_1F1B
+                         : name[0] == 'g' ? HPT_PLAN_SCHEDULE_GPIPE
+                                          : HPT_PLAN_SCHEDULE_INTERLEAVED;
+    else
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b, gpipe or "
+                             "interleaved", name);
+    if (given && o->pp_virtual < 1)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-virtual %d: must be >= 1 (model chunks per "
+                             "pipeline rank)", o->pp_virtual);
+    if (given && s->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-virtual %d is only used with --pp-schedule "
+                             "interleaved (the schedule is %s)", o->pp_virtual, name);
+    if (!given && s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule interleaved needs --pp-virtual V (model "
+                             "chunks per pipeline rank, e.g. 2)");
+    s->pp_virtual = given ? o->pp_virtual : 1;
+    return HPT_OK;
+}
+
 static hpt_status setup(const hpt_plan_opts *o, hpt_plan_setup *s)
 {
     memset(s, 0, sizeof *s);
@@ -202,10 +229,8 @@ static hpt_status setup(const hpt_plan_opts *o, hpt_plan_setup *s)
                              "models hpt-train's own allocations, and its attention keeps only "
                              "the softmax statistics");
     s->data_bytes = isnan(o->data_bytes) ? 0 : o->data_bytes;
-    if (o->schedule && strcmp(o->schedule, "1f1b") && strcmp(o->schedule, "gpipe"))
-        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b or gpipe",
-                             o->schedule);
-    s->gpipe = o->schedule && !strcmp(o->schedule, "gpipe");
+    if ((st = setup_schedule(o, s)))
+        return st;
     if ((st = hpt_plan_set_precision(s, o->precision, !isnan(o->peak))))
         return st;
     if ((st = setup_comm(o, s)))
@@ -309,7 +334,7 @@ static hpt_status run_search(const hpt_plan_opts *o, hpt_plan_setup *s, FILE *ou
     hpt_plan_fixed fx = {.tp = o->tp != HPT_PLAN_NOTSET, .pp = o->pp != HPT_PLAN_NOTSET, .dp = o->dp != HPT_PLAN_NOTSET,
                          .micro_batch = o->mb != HPT_PLAN_NOTSET, .recompute = o->recompute_given,
                          .zero = o->zero_given || o->zero1_given, .sequence_parallel = o->seqpar,
-                         .zero_shard = o->zero_shard != 0};
+                         .zero_shard = o->zero_shard != 0, .pp_schedule = o->schedule != NULL};
     if (o->zero_shard && fx.zero && !o->zero)
         return hpt_error_set(HPT_ERR_USAGE, "--zero-shard-group %d needs --zero 1, 2 or 3",
                              o->zero_shard);

@@ -72,6 +72,8 @@ HPT_COMM=${HPT_COMM:-auto}             # hpt-train --comm (GPU backends): nccl, 
 HPT_PRECISION=${HPT_PRECISION:-fp32}   # hpt-train --precision (GPU backends): fp32, tf32 or bf16
 HPT_TP=${HPT_TP:-1}
 HPT_PP=${HPT_PP:-1}
+HPT_PP_SCHEDULE=${HPT_PP_SCHEDULE:-}   # hpt-train --pp-schedule: 1f1b, gpipe or interleaved [hpt-train's, 1f1b]
+HPT_PP_VIRTUAL=${HPT_PP_VIRTUAL:-}     # hpt-train --pp-virtual N: model chunks per pipeline rank (interleaved)
 HPT_SEQ_LEN=${HPT_SEQ_LEN:-256}
 HPT_MICRO_BATCH=${HPT_MICRO_BATCH:-1}
 HPT_STEPS=${HPT_STEPS:-1000}
@@ -112,6 +114,21 @@ else
   HPT_ZERO=$HPT_ZERO1
 fi
 [[ $HPT_COMM =~ ^(auto|mpi|nccl)$ ]] || die "HPT_COMM='$HPT_COMM': expected auto, mpi or nccl"
+# The pipeline schedule: interleaved needs a pipeline and V (its micro-batch
+# rule needs DP: checked with the layout below)
+[[ -z $HPT_PP_SCHEDULE || $HPT_PP_SCHEDULE =~ ^(1f1b|gpipe|interleaved)$ ]] ||
+  die "HPT_PP_SCHEDULE='$HPT_PP_SCHEDULE': expected 1f1b, gpipe or interleaved"
+if [ -n "$HPT_PP_VIRTUAL" ]; then
+  is_count HPT_PP_VIRTUAL "$HPT_PP_VIRTUAL"
+  [ "$HPT_PP_SCHEDULE" = interleaved ] ||
+    die "HPT_PP_VIRTUAL=$HPT_PP_VIRTUAL needs HPT_PP_SCHEDULE=interleaved (model chunks per pipeline rank; the schedule is ${HPT_PP_SCHEDULE:-1f1b})"
+fi
+if [ "$HPT_PP_SCHEDULE" = interleaved ]; then
+  [ -n "$HPT_PP_VIRTUAL" ] ||
+    die "HPT_PP_SCHEDULE=interleaved needs HPT_PP_VIRTUAL=N (model chunks per pipeline rank, e.g. 2)"
+  [ "$HPT_PP" -gt 1 ] ||
+    die "HPT_PP_SCHEDULE=interleaved needs HPT_PP > 1 (it interleaves model chunks across pipeline stages)"
+fi
 [[ $HPT_PRECISION =~ ^(fp32|tf32|bf16)$ ]] || die "HPT_PRECISION='$HPT_PRECISION': expected fp32, tf32 or bf16"
 [[ $HPT_SIGNAL =~ ^(USR1|USR2|TERM|INT|HUP)$ ]] || die "HPT_SIGNAL='$HPT_SIGNAL': expected USR1, USR2, TERM, INT or HUP"
 # Initial weights (hpt-train --init-from); a requeued job resumes from its
@@ -146,7 +163,8 @@ usable() { # NODES
   local w=$(($1 * TPN)) d
   (( w % (HPT_TP * HPT_PP) == 0 )) || return 1
   d=$((w / (HPT_TP * HPT_PP)))
-  [ -z "${HPT_GLOBAL_BATCH:-}" ] || (( HPT_GLOBAL_BATCH % (HPT_MICRO_BATCH * d) == 0 ))
+  [ -z "${HPT_GLOBAL_BATCH:-}" ] || { (( HPT_GLOBAL_BATCH % (HPT_MICRO_BATCH * d) == 0 )) &&
+    { [ "$HPT_PP_SCHEDULE" != interleaved ] || (( HPT_GLOBAL_BATCH / (HPT_MICRO_BATCH * d) % HPT_PP == 0 )); }; }
 }
 if [ $IN_JOB = 1 ] && (( TPN % HPT_TP == 0 )) && ! usable "$NODES"; then
   for ((n = NODES - 1; n >= 1; n--)); do
@@ -168,6 +186,10 @@ is_count HPT_GLOBAL_BATCH "$HPT_GLOBAL_BATCH"
 (( HPT_GLOBAL_BATCH % (HPT_MICRO_BATCH * DP) == 0 )) ||
   die "HPT_GLOBAL_BATCH=$HPT_GLOBAL_BATCH sequences is not a multiple of HPT_MICRO_BATCH=$HPT_MICRO_BATCH x DP=$DP ($NODES nodes)"
 ACCUM=$((HPT_GLOBAL_BATCH / (HPT_MICRO_BATCH * DP)))
+if [ "$HPT_PP_SCHEDULE" = interleaved ] && (( ACCUM % HPT_PP )); then
+  lo=$((ACCUM / HPT_PP * HPT_PP)) hi=$((ACCUM / HPT_PP * HPT_PP + HPT_PP))
+  die "HPT_PP_SCHEDULE=interleaved needs the micro-batches per step, HPT_GLOBAL_BATCH=$HPT_GLOBAL_BATCH / (HPT_MICRO_BATCH=$HPT_MICRO_BATCH x DP=$DP) = $ACCUM, to be a multiple of HPT_PP=$HPT_PP (it runs them in groups of PP): nearest valid $([ $lo -gt 0 ] && echo "$lo or ")$hi (HPT_GLOBAL_BATCH=$([ $lo -gt 0 ] && echo "$((lo * HPT_MICRO_BATCH * DP)) or ")$((hi * HPT_MICRO_BATCH * DP)))"
+fi
 # HSDP's shard group: auto = the DP ranks of one node (TPN / TP, ranks in
 # tp -> dp -> pp order) when ZeRO is on and DP spans several nodes with
 # more than one DP rank per node; N as given; 0 shards over all of DP.
@@ -187,6 +209,12 @@ if [ "$shard_mode" = auto ]; then
   per=$((TPN / HPT_TP))
   [ "$HPT_ZERO" != 0 ] && (( per > 1 && per < DP && DP % per == 0 )) && SHARD=$per
 fi
+# sched_args: the hpt-train/hpt-plan options of HPT_PP_SCHEDULE and
+# HPT_PP_VIRTUAL (none unset: hpt-train's default schedule, 1F1B)
+sched_args() {
+  [ -z "$HPT_PP_SCHEDULE" ] || echo --pp-schedule "$HPT_PP_SCHEDULE"
+  [ -z "$HPT_PP_VIRTUAL" ] || echo --pp-virtual "$HPT_PP_VIRTUAL"
+}
 # zero_args: the hpt-train/hpt-plan options of HPT_ZERO (--zero N, so that
 # a --zero N among the hpt-train options given later wins, as in hpt-train)
 # and of the shard group
@@ -325,7 +353,7 @@ dry_run() {
               --global-batch "$HPT_GLOBAL_BATCH" --micro-batch "$HPT_MICRO_BATCH")
   [ "$HPT_RECOMPUTE" = 1 ] && args+=(--recompute)
   # shellcheck disable=SC2207  # four words at most, no globs
-  args+=($(zero_args))
+  args+=($(zero_args) $(sched_args))
   [ "$HPT_ASYNC_SAVE" = 1 ] && args+=(--async-save)
   # hpt-plan models NCCL on GPU presets; a GPU job told to use MPI is planned with MPI
   [ "$HPT_BACKEND" != cpu ] && [ "$HPT_COMM" = mpi ] && args+=(--comm mpi)
@@ -346,14 +374,14 @@ dry_run() {
       --recompute) # optional value: the next word when it is not an option (lib/cli.c)
         args+=("$w")
         if [ -n "$next" ] && [ "${next#-}" = "$next" ]; then args+=("$next"); i=$((i + 1)); fi ;;
-      --sequence-parallel|--zero1|--zero=*|--async-save|--recompute=*|--pp-schedule=*|--tie-embeddings|--untie-embeddings)
+      --sequence-parallel|--zero1|--zero=*|--async-save|--recompute=*|--pp-schedule=*|--pp-virtual=*|--tie-embeddings|--untie-embeddings)
         args+=("$w") ;;
       --zero|--zero-shard-group) args+=("$w" "$next"); i=$((i + 1)) ;;
       --zero-shard-group=*) args+=("$w") ;;
       --zero3-prefetch|--zero3-prefetch=*) # the plan assumes hpt-train's default, 1
         unmodelled+=("$w"); [ "${w#*=}" != "$w" ] || i=$((i + 1)) ;;
       --precision=*|--comm=*) [ "$HPT_BACKEND" = cpu ] || args+=("$w") ;;
-      --pp-schedule) args+=("$w" "$next"); i=$((i + 1)) ;;
+      --pp-schedule|--pp-virtual) args+=("$w" "$next"); i=$((i + 1)) ;;
       --precision|--comm)
         [ "$HPT_BACKEND" = cpu ] || args+=("$w" "$next"); i=$((i + 1)) ;;
       --pp-split|--pp-split=*|--batch|--batch=*|--grad-accum|--grad-accum=*|--seq-len|--seq-len=*|--tp|--tp=*|--pp|--pp=*|--dp|--dp=*|--model|--model=*|--backend|--backend=*)
@@ -518,7 +546,7 @@ ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
 [ -n "${HPT_EVAL_BATCHES:-}" ] && ARGS+=(--eval-batches "$HPT_EVAL_BATCHES")
 [ -n "$HPT_INIT_FROM" ] && ARGS+=(--init-from "$HPT_INIT_FROM")
 # shellcheck disable=SC2207  # four words at most, no globs
-ARGS+=($(zero_args))
+ARGS+=($(zero_args) $(sched_args))
 [ "$HPT_RECOMPUTE" = 1 ] && ARGS+=(--recompute)
 [ "$HPT_ASYNC_SAVE" = 1 ] && ARGS+=(--async-save)
 [ -n "$HPT_TRACE_STEPS" ] && ARGS+=(--trace-steps "$HPT_TRACE_STEPS")

@@ -61,8 +61,9 @@ static void usage(FILE *f)
             "  --zero1               the same as --zero 1\n"
             "  --zero-shard-group N  HSDP: ZeRO shards within groups of N DP ranks [DP]\n"
             "  --async-save          count hpt-train --async-save's host staging buffer\n"
-            "  --pp-schedule S       1f1b or gpipe, as hpt-train's [1f1b]: under GPipe every\n"
-            "                        stage holds all m micro-batches' activations\n"
+            "  --pp-schedule S       1f1b, gpipe (every stage holds all m micro-batches) or\n"
+            "                        interleaved (m a multiple of PP), as hpt-train's [1f1b]\n"
+            "  --pp-virtual V        interleaved: model chunks per pipeline rank, >= 1\n"
             "  --precision P         as hpt-train's, memory as hpt's CUDA backend allocates\n"
             "                        it: bf16 (mixed, 18 bytes/parameter; residual stream,\n"
             "                        statistics and gradients fp32, layer tensors bf16, plus\n"
@@ -97,11 +98,12 @@ static void usage(FILE *f)
             "                        peak RSS MiB) of every rank, as hpt-train --comm-stats writes\n"
             "  --search              enumerate layouts (TP, PP, DP, micro-batch, recomputation\n"
             "                        none/full/selective, ZeRO 0-3 with HSDP shard groups,\n"
-            "                        sequence parallelism) for --gpus N [nodes x GPUs per\n"
-            "                        node], rank those that fit by tokens/s, explain the first,\n"
-            "                        print its hpt-train options; kept when given: --tp, --pp,\n"
-            "                        --dp, --micro-batch, --recompute MODE, --zero N (DP > 1),\n"
-            "                        --zero-shard-group N, --sequence-parallel (TP > 1)\n"
+            "                        sequence parallelism, PP > 1: 1F1B or interleaved V 2/4)\n"
+            "                        for --gpus N [nodes x GPUs per node], rank those that fit\n"
+            "                        by tokens/s, explain the first, print its hpt-train\n"
+            "                        options; kept when given: --tp, --pp, --dp, --micro-batch,\n"
+            "                        --recompute MODE, --zero N (DP > 1), --zero-shard-group N,\n"
+            "                        --sequence-parallel (TP > 1), --pp-schedule (PP > 1)\n"
             "  --top N               layouts listed by --search [10]\n"
             "  --help, --version\n\n"
             "Exit status: 0 done (also when the layout does not fit: see \"fits\"); 1 internal\n"
@@ -117,7 +119,7 @@ enum {
     OPT_PEAK, OPT_MEM, OPT_INTRA_BW, OPT_INTER_BW, OPT_INTRA_LAT, OPT_INTER_LAT, OPT_EFF,
     OPT_BASELINE, OPT_DATA_BYTES, OPT_SCORES, OPT_TIE, OPT_UNTIE, OPT_RANKS_TSV, OPT_HELP,
     OPT_VERSION, OPT_SCHEDULE, OPT_COMM, OPT_NCCL_ALGO, OPT_SEQ_PAR, OPT_MTBF, OPT_STALL,
-    OPT_CKPT_BW, OPT_MEASURED,
+    OPT_CKPT_BW, OPT_MEASURED, OPT_VIRTUAL,
 };
 
 static const struct option long_opts[] = {
@@ -139,16 +141,18 @@ static const struct option long_opts[] = {
     {"store-scores", 0, 0, OPT_SCORES},   {"tie-embeddings", 0, 0, OPT_TIE},
     {"untie-embeddings", 0, 0, OPT_UNTIE},{"ranks-tsv", 1, 0, OPT_RANKS_TSV},
     {"help", 0, 0, OPT_HELP},             {"version", 0, 0, OPT_VERSION},
-    {"pp-schedule", 1, 0, OPT_SCHEDULE},
+    {"pp-schedule", 1, 0, OPT_SCHEDULE},  {"pp-virtual", 1, 0, OPT_VIRTUAL},
     {"comm", 1, 0, OPT_COMM},             {"nccl-algo", 1, 0, OPT_NCCL_ALGO},
     {"mtbf-hours", 1, 0, OPT_MTBF},       {"save-stall", 1, 0, OPT_STALL},
     {"ckpt-bw", 1, 0, OPT_CKPT_BW},       {"measured", 1, 0, OPT_MEASURED},
     {0, 0, 0, 0},
 };
 
-/* Negative values of the numbers are left to hpt_plan_validate. */
-static hpt_status apply(hpt_plan_opts *o, int c, const char *arg, int *action)
+/* Negative values of the numbers are left to hpt_plan_validate. ctx: the
+ * hpt_plan_opts (hpt_cli_parse's callback). */
+static hpt_status apply(void *ctx, int c, const char *arg, int *action)
 {
+    hpt_plan_opts *o = ctx;
     const char *n = hpt_cli_opt_name(long_opts, c);
     switch (c) {
     case OPT_MODEL: o->model = arg; return HPT_OK;
@@ -162,6 +166,7 @@ static hpt_status apply(hpt_plan_opts *o, int c, const char *arg, int *action)
     case OPT_GPN: return hpt_cli_parse_int(n, arg, &o->gpn);
     case OPT_TP: return hpt_cli_parse_int(n, arg, &o->tp);
     case OPT_PP: return hpt_cli_parse_int(n, arg, &o->pp);
+    case OPT_VIRTUAL: return hpt_cli_parse_int(n, arg, &o->pp_virtual);
     case OPT_DP: return hpt_cli_parse_int(n, arg, &o->dp);
     case OPT_SEQ: return hpt_cli_parse_int(n, arg, &o->seq);
     case OPT_GB: return hpt_cli_parse_int(n, arg, &o->gb);
@@ -200,14 +205,9 @@ static hpt_status apply(hpt_plan_opts *o, int c, const char *arg, int *action)
     }
 }
 
-static hpt_status apply_cb(void *ctx, int c, const char *arg, int *action)
-{
-    return apply(ctx, c, arg, action);
-}
-
 static hpt_status parse_args(int argc, char **argv, hpt_plan_opts *o, int *action)
 {
-    return hpt_cli_parse(argc, argv, long_opts, "hpt-plan", OPT_HELP, apply_cb, o, action);
+    return hpt_cli_parse(argc, argv, long_opts, "hpt-plan", OPT_HELP, apply, o, action);
 }
 
 int main(int argc, char **argv)

@@ -33,9 +33,29 @@ expect_error 2 "HPT_SIGNAL='KILL': expected USR1, USR2, TERM, INT or HUP" env HP
 expect_error 2 "HPT_TASKS_PER_NODE='0': expected a positive integer" env HPT_TASKS_PER_NODE=0 bash "$T" --dry-run
 expect_error 2 "HPT_INIT_FROM='$WORK/none.safetensors': no such file or directory" \
   env HPT_INIT_FROM="$WORK/none.safetensors" bash "$T" --dry-run
+# the pipeline schedule (train_tiny: TP 2 x PP 2 x DP 2, global batch 8)
+expect_error 2 "HPT_PP_SCHEDULE='zb-h1': expected 1f1b, gpipe or interleaved" \
+  env HPT_PP_SCHEDULE=zb-h1 bash "$T" --dry-run
+expect_error 2 "HPT_PP_VIRTUAL='0': expected a positive integer" \
+  env HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=0 bash "$T" --dry-run
+expect_error 2 "HPT_PP_VIRTUAL=2 needs HPT_PP_SCHEDULE=interleaved \(model chunks per pipeline rank; the schedule is 1f1b\)" \
+  env HPT_PP_VIRTUAL=2 bash "$T" --dry-run
+expect_error 2 "HPT_PP_VIRTUAL=2 needs HPT_PP_SCHEDULE=interleaved \(model chunks per pipeline rank; the schedule is gpipe\)" \
+  env HPT_PP_SCHEDULE=gpipe HPT_PP_VIRTUAL=2 bash "$T" --dry-run
+expect_error 2 "HPT_PP_SCHEDULE=interleaved needs HPT_PP_VIRTUAL=N \(model chunks per pipeline rank, e.g. 2\)" \
+  env HPT_PP_SCHEDULE=interleaved bash "$T" --dry-run
+expect_error 2 "HPT_PP_SCHEDULE=interleaved needs HPT_PP > 1" \
+  env HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=2 HPT_PP=1 bash "$T" --dry-run
+expect_error 2 "HPT_PP_SCHEDULE=interleaved needs the micro-batches per step, HPT_GLOBAL_BATCH=6 / \(HPT_MICRO_BATCH=1 x DP=2\) = 3, to be a multiple of HPT_PP=2 \(it runs them in groups of PP\): nearest valid 2 or 4 \(HPT_GLOBAL_BATCH=4 or 8\)" \
+  env HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=2 HPT_GLOBAL_BATCH=6 bash "$T" --dry-run
+expect_error 2 "HPT_GLOBAL_BATCH=2 / \(HPT_MICRO_BATCH=1 x DP=2\) = 1, to be a multiple of HPT_PP=2 \(it runs them in groups of PP\): nearest valid 2 \(HPT_GLOBAL_BATCH=4\)" \
+  env HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=2 HPT_GLOBAL_BATCH=2 bash "$T" --dry-run
 # a layout whose memory plan does not fit: the dry run prints the plan, then
 # fails (so `--dry-run && sbatch` submits nothing that would run out of memory)
 [ -x "$HPT_BUILD/src/hpt-plan" ] || fail "hpt-plan not built in $HPT_BUILD/src"
+# more model chunks than layers: refused by the dry run's plan (small: 8 layers)
+expect_error 2 "hpt-plan: \-\-pp 2 x \-\-pp-virtual 8 = 16 model chunks: more than the model's 8 layers" \
+  env HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=8 bash "$T" --dry-run
 expect_error 2 "the plan says this layout does not fit in h100-80gb's device memory \(line 'worst:' above\)" \
   env HPT_RECOMPUTE=0 HPT_ZERO1=0 HPT_MICRO_BATCH=4 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
 grep -q "^worst: stage 0, .*: DOES NOT FIT$" "$WORK/out.$$" || fail "the misfit dry run did not print the plan"

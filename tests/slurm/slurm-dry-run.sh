@@ -128,6 +128,24 @@ if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
   grep -q "hpt-plan .* --zero 1 --zero-shard-group 4 .*--zero 3 --zero-shard-group 8" "$WORK/8bt" &&
     grep -q "^layout: .*, ZeRO-3, HSDP 2 shard groups of 8$" "$WORK/8bt" ||
     { cat "$WORK/8bt"; fail "8B: HPT_TRAIN_ARGS' --zero 3 --zero-shard-group 8 not planned"; }
+  # HPT_PP_SCHEDULE / HPT_PP_VIRTUAL reach the plan (the template's own
+  # defaults stay 1F1B): 70B at PP 4, V 2, m = 256 per DP rank
+  HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=2 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70bi" 2>&1 ||
+    { cat "$WORK/70bi"; fail "70B dry run with HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=2"; }
+  grep -q "hpt-plan .* --micro-batch 1 --recompute --zero 1 --pp-schedule interleaved --pp-virtual 2 --async-save " "$WORK/70bi" &&
+    grep -q "^layout: TP 8 x PP 4 x DP 4; .*, interleaved 1F1B, V = 2$" "$WORK/70bi" &&
+    grep -q "^pipeline, interleaved 1F1B, V = 2: in flight per stage 11, 9, 7, 5 chunk forwards " "$WORK/70bi" ||
+    { cat "$WORK/70bi"; fail "70B: HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=2 not planned"; }
+  grep -q -- "--pp-schedule\|--pp-virtual\|interleaved" "$WORK/70b" && fail "70B template: not 1F1B by default"
+  HPT_PP_SCHEDULE=gpipe bash "$HPT_SRC/jobs/train_tiny.sh" --dry-run > "$WORK/tg" 2>&1 || fail "tiny dry run, gpipe"
+  grep -q "hpt-plan .* --pp-schedule gpipe " "$WORK/tg" && grep -q "^GPipe bubble: " "$WORK/tg" ||
+    { cat "$WORK/tg"; fail "tiny: HPT_PP_SCHEDULE=gpipe not planned"; }
+  # ... and as hpt-train options of the job (--pp-virtual with its value)
+  HPT_TRAIN_ARGS="--pp-schedule interleaved --pp-virtual 4" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70bt" 2>&1 ||
+    { cat "$WORK/70bt"; fail "70B dry run with HPT_TRAIN_ARGS='--pp-schedule interleaved --pp-virtual 4'"; }
+  grep -q "hpt-plan .* --pp-schedule interleaved --pp-virtual 4$" "$WORK/70bt" &&
+    grep -q "^layout: .*, interleaved 1F1B, V = 4$" "$WORK/70bt" ||
+    { cat "$WORK/70bt"; fail "70B: --pp-virtual 4 in HPT_TRAIN_ARGS not planned"; }
 fi
 HPT_ASYNC_SAVE=yes bash "$HPT_SRC/jobs/train_8b.sh" --dry-run > "$WORK/8bx" 2>&1 && fail "HPT_ASYNC_SAVE=yes accepted"
 grep -q "HPT_ASYNC_SAVE='yes': expected 0 or 1" "$WORK/8bx" || fail "HPT_ASYNC_SAVE=yes: $(cat "$WORK/8bx")"

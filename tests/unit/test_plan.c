@@ -170,7 +170,7 @@ static void test_hand_values(void)
     expect("stage 0 DP bytes, ZeRO-1", r.stage[0].comm[HPT_PLAN_DP].bytes,
            4 * P0 + 4 * P0 / 2 + 16, 0);
     s.zero = 0;
-    s.gpipe = 1; /* GPipe: every stage holds all m = 2 micro-batches */
+    s.pp_schedule = HPT_PLAN_SCHEDULE_GPIPE; /* GPipe: every stage holds all m = 2 micro-batches */
     hpt_plan_eval(&s, &r);
     expect("GPipe stage 1 in flight", r.stage[1].in_flight, 2, 0);
     expect("GPipe stage 1 activations", r.stage[1].mem.activations,
@@ -178,7 +178,7 @@ static void test_hand_values(void)
     expect("GPipe stage 0 activations", r.stage[0].mem.activations,
            2 * (24064 + 4480) + 31360 + 11264 + 8192, 0);
     expect("GPipe bubble (p-1)/(m+p-1) = 1/3", r.bubble, 1.0 / 3.0, 1e-15);
-    s.gpipe = 0;
+    s.pp_schedule = HPT_PLAN_SCHEDULE_1F1B;
     s.recompute = 1; /* 2 more TP all-reduces per layer; layer input only */
     hpt_plan_eval(&s, &r);
     expect("stage 0 TP bytes, recompute", r.stage[0].comm[HPT_PLAN_TP].bytes,

@@ -1,0 +1,47 @@
+#!/bin/sh
+# The hpt-train options the launcher builds for the training step, with srun
+# faked (no Slurm needed): HPT_PP_SCHEDULE and HPT_PP_VIRTUAL become
+# --pp-schedule S --pp-virtual N, and nothing of them is passed when they
+# are unset (hpt-train's default schedule). The fake srun answers the probe
+# step as a healthy MPI world (one "rank R of W on NODE" line per task) and
+# records the training step's command line.
+. "$HPT_SRC/tests/helpers/lib.sh"
+unset SLURM_JOB_NODELIST SLURM_NTASKS_PER_NODE SLURM_ARRAY_JOB_ID
+mkdir -p "$WORK/bin" "$WORK/data"
+cat > "$WORK/bin/srun" <<'SH'
+#!/bin/sh
+# fake srun: --ntasks=W --ntasks-per-node=T PROGRAM ARGS...
+W=1 T=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --ntasks=*) W=${1#*=} ;;
+    --ntasks-per-node=*) T=${1#*=} ;;
+    -*) ;;
+    *) break ;;
+  esac
+  shift
+done
+case $1 in
+  *hpt-mpi-probe) r=0; while [ $r -lt "$W" ]; do echo "rank $r of $W on node$((r / T))"; r=$((r + 1)); done ;;
+  *) echo "$*" > "$FAKE_SRUN_ARGS" ;;
+esac
+SH
+chmod +x "$WORK/bin/srun"
+export PATH="$WORK/bin:$PATH" HPT_BUILD HPT_DATA="$WORK/data"
+run() { # NAME VAR=VALUE...: the tiny template as job NAME in a fake allocation of 2 nodes
+  name=$1; shift
+  FAKE_SRUN_ARGS="$WORK/$name.args" env SLURM_JOB_ID=$name SLURM_JOB_NUM_NODES=2 SLURM_JOB_NAME=hpt-tiny \
+    HPT_RUN_DIR="$WORK/run-$name" "$@" bash "$HPT_SRC/jobs/train_tiny.sh" > "$WORK/$name.out" 2>&1 ||
+    { cat "$WORK/$name.out"; fail "$name: launcher failed"; }
+  [ -s "$WORK/$name.args" ] || { cat "$WORK/$name.out"; fail "$name: no training step started"; }
+  cat "$WORK/$name.args"
+}
+run 11 HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=2 HPT_GLOBAL_BATCH=8
+grep -Eq "/hpt-train .* --tp 2 --pp 2 --dp 2 --batch 1 --grad-accum 4 .* --pp-schedule interleaved --pp-virtual 2( |$)" "$WORK/11.args" ||
+  fail "HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=2: not passed to hpt-train"
+run 12 HPT_PP_SCHEDULE=gpipe
+grep -Eq " --pp-schedule gpipe( |$)" "$WORK/12.args" && ! grep -q -- "--pp-virtual" "$WORK/12.args" ||
+  fail "HPT_PP_SCHEDULE=gpipe: not passed to hpt-train as --pp-schedule gpipe alone"
+run 13
+grep -q -- "--pp-schedule\|--pp-virtual" "$WORK/13.args" && fail "no HPT_PP_SCHEDULE: a schedule was passed"
+pass "the launcher passes HPT_PP_SCHEDULE and HPT_PP_VIRTUAL to hpt-train"
