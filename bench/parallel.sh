@@ -7,7 +7,13 @@
 #     theory (p-1)/(m+p-1);
 #  2. peak memory per rank (RSS) for TP=2 and PP=2 against one rank;
 #  3. communication bytes per step and group (the analytic check is the
-#     test tests/parallel/comm-volume.sh).
+#     test tests/parallel/comm-volume.sh);
+#  4. schedules (SCHEDULES=1, the default): 1F1B against interleaved 1F1B
+#     (V = 2: the 8 layers in 4 chunks) at PP=2, m = 4 and 8, split 4,4:
+#     the median step time and the measured bubble — per step the most
+#     idle stage's /ranks/pipeline_bubble over the step time, the median
+#     over the steps (hpt-metrics summary) — beside each schedule's theory,
+#     (p-1)/(m+p-1) and (p-1)/(V*m+p-1) (Narayanan et al. 2021, 2.2).
 # Prints a Markdown table for docs/PERFORMANCE.md. Medians of STEPS steps
 # after the first.
 set -euo pipefail
@@ -54,3 +60,18 @@ for name in tp2 pp2; do
   awk -F'\t' -v n="$name" 'NR > 1 && $4 > 0 {b[$2] = b[$2] > $4 ? b[$2] : $4}
     END {for (g in b) printf "| bytes per step | %s, group %s (max over ranks) | %d | analytic (tests/parallel/comm-volume.sh) |\n", n, g, b[g]}' "$W/$name/comm.tsv"
 done
+if [ "${SCHEDULES:-1}" = 1 ]; then
+  for m in 4 8; do
+    for sched in 1f1b interleaved; do
+      extra=$([ "$sched" = interleaved ] && echo "--pp-schedule interleaved --pp-virtual 2" || true)
+      # shellcheck disable=SC2086  # extra is a word list
+      run "s$sched$m" 2 --pp 2 --batch 1 --grad-accum "$m" $extra
+      ms=$(median_ms "$W/s$sched$m.out")
+      bub=$("$B/src/hpt-metrics" summary "$W/s$sched$m" | sed -n 's/^pipeline bubble: \([^ ]*\) of the step.*/\1/p')
+      awk -v b="$bub" -v ms="$ms" -v m="$m" -v s="$sched" 'BEGIN {
+        V = s == "interleaved" ? 2 : 1
+        printf "| schedule | PP=2, %s%s, m=%d, small, 1x256 per micro-batch | %.0f ms/step, bubble %.3f | theory %.3f |\n",
+          s, (V > 1 ? " V=2" : ""), m, ms, b, 1 / (V * m + 1) }'
+    done
+  done
+fi

@@ -268,12 +268,18 @@ static void carve_layer(hpt_model *m, char *base, size_t *off, hpt_layer_acts *a
  * when recomputing fully; inputs and GEMM outputs when recomputing
  * selectively, the rest shared from `shared`), and the stage-end buffers. */
 static void carve_slot(hpt_model *m, char *base, size_t *off, hpt_slot *sl, hpt_layer_acts *shared,
-                       int chunk)
+                       int k)
 {
     size_t N = (size_t)m->B * m->T, Nl = m->Nl, C = m->cfg.hidden_size;
-    int last = m->last && chunk == m->nchunks - 1; /* the slot's chunk has the head */
-    for (int i = m->chunk_i0[chunk]; i < m->chunk_i0[chunk + 1]; i++) { /* its layers only */
-        hpt_layer_acts *a = &sl->layers[i];
+    /* one chunk: every slot has all layers and (last stage) the head; a
+     * pool (interleaved): the largest chunk's count of layer sets, the head
+     * in the head slots only */
+    int pool = m->nchunks > 1, n = pool ? 0 : m->nl;
+    int last = m->last && (!pool || k >= m->nslots - m->head_slots);
+    for (int c = 0; pool && c < m->nchunks; c++)
+        n = m->chunk_i0[c + 1] - m->chunk_i0[c] > n ? m->chunk_i0[c + 1] - m->chunk_i0[c] : n;
+    for (int i = 0; i < n; i++) {
+        hpt_layer_acts *a = &(pool ? sl->pool : sl->layers)[i];
         *a = *shared;
         if (m->recompute == HPT_RECOMPUTE_NONE)
             carve_layer(m, base, off, a, ACTS_ALL);
@@ -307,7 +313,7 @@ static size_t layout_acts(hpt_model *m, char *base)
         carve_layer(m, base, &off, &shared, ACTS_ELEM);
     }
     for (int k = 0; k < m->nslots; k++)
-        carve_slot(m, base, &off, &m->slots[k], &shared, m->slot_chunk[k]);
+        carve_slot(m, base, &off, &m->slots[k], &shared, k);
     m->dx = carve(base, &off, N * C, 4);
     m->dtmp = carve(base, &off, N * C, 4);
     m->dq = carve(base, &off, N * QD, 4);
@@ -344,6 +350,16 @@ void hpt_model_use_slot(hpt_model *m, int k)
     m->ce_mx = sl->ce_mx;
     m->ce_sum = sl->ce_sum;
     m->ce_tgt = sl->ce_tgt;
+}
+
+void hpt_model_bind_slot(hpt_model *m, int k, int c)
+{
+    hpt_slot *sl = &m->slots[k];
+    int head = m->last && c == m->nchunks - 1;
+    HPT_CHECK(m->nchunks > 1 && c >= 0 && c < m->nchunks && head == (k >= m->nslots - m->head_slots));
+    m->slot_chunk[k] = c;
+    for (int i = m->chunk_i0[c]; i < m->chunk_i0[c + 1]; i++)
+        sl->layers[i] = sl->pool[i - m->chunk_i0[c]];
 }
 
 float *hpt_model_stage_input(hpt_model *m, int k)
@@ -448,11 +464,11 @@ static hpt_status set_pp(hpt_model *m, const hpt_config *cfg, const hpt_model_op
     m->chunk_i0[V] = m->nl;
     m->l0 = m->layer_global[0];
     m->l1 = m->layer_global[m->nl - 1] + 1;
-    int per = V > 1 && mo->slots_per_chunk > 0 ? mo->slots_per_chunk : m->nslots;
-    if (V > 1 && per * V != m->nslots)
-        return hpt_error_set(HPT_ERR_INTERNAL, "%d slots for %d chunks of %d", m->nslots, V, per);
-    for (int k = 0; k < m->nslots; k++)
-        m->slot_chunk[k] = k / per;
+    m->head_slots = V > 1 && m->last ? mo->head_slots : 0;
+    if (V > 1 && m->last && (m->head_slots < 1 || m->head_slots >= m->nslots))
+        return hpt_error_set(HPT_ERR_INTERNAL, "%d head slots of %d", m->head_slots, m->nslots);
+    for (int k = 0; k < m->nslots; k++) /* bound before use when interleaved */
+        m->slot_chunk[k] = V > 1 && k >= m->nslots - m->head_slots ? V - 1 : 0;
     return HPT_OK;
 }
 
@@ -486,7 +502,8 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
     m->slots = calloc((size_t)m->nslots, sizeof(hpt_slot));
     int ok = m->tensors && m->slots;
     for (int k = 0; ok && k < m->nslots; k++)
-        ok = (m->slots[k].layers = calloc((size_t)m->nl, sizeof(hpt_layer_acts))) != NULL;
+        ok = (m->slots[k].layers = calloc((size_t)m->nl, sizeof(hpt_layer_acts))) != NULL &&
+             (m->slots[k].pool = calloc((size_t)m->nl, sizeof(hpt_layer_acts))) != NULL;
     if (!ok) {
         hpt_model_free(m);
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the tensor table");
@@ -551,7 +568,7 @@ void hpt_model_free(hpt_model *m)
     free(m->sp_counts);
     free(m->sp_act_counts);
     for (int k = 0; m->slots && k < m->nslots; k++)
-        free(m->slots[k].layers);
+        free(m->slots[k].layers), free(m->slots[k].pool);
     free(m->slots);
     memset(m, 0, sizeof *m);
 }

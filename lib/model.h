@@ -82,6 +82,9 @@ struct hpt_comm;
  * several: 1F1B up to PP - stage, GPipe all of them). */
 typedef struct {
     hpt_layer_acts *layers;   /* the stage's layers, local index           */
+    hpt_layer_acts *pool;     /* interleaved: the carved sets, bound to a
+                               * chunk's entries of layers by
+                               * hpt_model_bind_slot                        */
     float *x_final, *rstdf, *logits;
     void *lnf;                /* act                                       */
     int32_t *tokens, *targets;
@@ -113,11 +116,13 @@ typedef struct {
      * holds nchunks > 1 model chunks (virtual stages), chunk c the global
      * layers [chunk_l0[c], chunk_l1[c]), ascending and disjoint (l0/l1 are
      * then ignored); the embedding goes with chunk 0 of the first stage,
-     * the final norm and head with the last chunk of the last stage. Slot k
-     * belongs to chunk k / slots_per_chunk (nslots = nchunks x
-     * slots_per_chunk) and holds activations for that chunk's layers only.
-     * 0 or 1: one chunk, [l0, l1). */
-    int nchunks, slots_per_chunk;
+     * the final norm and head with the last chunk of the last stage. The
+     * slots are then a pool the caller binds to a chunk before each use
+     * (hpt_model_bind_slot): each holds activations for the largest
+     * chunk's layer count; the last head_slots of them (the last stage)
+     * also the head's (final norm, logits) and serve its last chunk only.
+     * 0 or 1: one chunk, [l0, l1), every slot for it. */
+    int nchunks, head_slots;
     const int *chunk_l0, *chunk_l1;
     int skip_init;         /* parameters left zero: a checkpoint will be   */
                            /* loaded over them (saves the random draws)    */
@@ -162,6 +167,7 @@ typedef struct {
     int *chunk_i0;            /* host, nchunks + 1 entries                 */
     int *layer_global;        /* host, nl entries                          */
     int *slot_chunk;          /* host, nslots entries                      */
+    int head_slots;           /* interleaved: the last slots, the head's    */
     int cur_i0, cur_i1, cur_first, cur_last;
     hpt_slot *slots;          /* host array; the fields below point at the
                                * slot selected by hpt_model_use_slot       */
@@ -263,6 +269,12 @@ hpt_status hpt_model_init(hpt_model *m, const hpt_config *cfg, const hpt_backend
  * so skipping them changes no other random number). */
 hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_backend *be,
                                const hpt_model_opts *mo, int B, int T, uint64_t seed);
+
+/* Interleaved pipeline: slot k (free) serves model chunk c from now on,
+ * until bound again: its activation sets are that chunk's layers. A head
+ * slot (the last head_slots on the last stage) takes only the last chunk
+ * there, the others any other chunk (fatal otherwise). */
+void hpt_model_bind_slot(hpt_model *m, int k, int c);
 
 /* Select micro-batch slot k (0 <= k < nslots) for the next forward or
  * backward. */

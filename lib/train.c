@@ -57,6 +57,9 @@ static void run_free(run_state *r)
         r->model.be->free(r->grad_send);
     }
     free(r->layer_stage);
+    free(r->slot_of);
+    free(r->free_slot);
+    free(r->free_head);
     if (r->samples)
         fclose(r->samples);
     free(r->fwd_req);
@@ -309,11 +312,11 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
     hpt_model_opts mo = {.comm = &r->comm, .recompute = o->recompute,
                          .sequence_parallel = o->sequence_parallel,
                          .nslots = pipeline_slots(r, o), .l0 = r->l0, .l1 = r->l1,
-                         .nchunks = r->nchunks, .slots_per_chunk = r->slots_per_chunk,
+                         .nchunks = r->nchunks, .head_slots = r->head_slots,
                          .chunk_l0 = r->chunk_l0, .chunk_l1 = r->chunk_l1,
                          .skip_init = r->resume_from >= 0 || o->init_from || o->zero == 3};
     if ((st = hpt_model_init_opts(&r->model, &r->cfg, be, &mo, o->batch, o->seq_len, o->seed)) ||
-        (st = setup_pipeline(r, mo.nslots)))
+        (st = setup_pipeline(r, mo.nslots, o->grad_accum)))
         return st;
     if (o->init_from && (st = hpt_init_from(&r->model, o->init_from, r->resume_from,
                                             r->root ? stderr : NULL)))

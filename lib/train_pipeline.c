@@ -99,23 +99,34 @@ static int il_warmup(int P, int V, int s, int M)
 }
 
 /* Micro-batches in flight on this stage (activation slots): 1F1B keeps at
- * most PP - stage (Narayanan et al. 2021, section 2.2), GPipe all of them;
- * the interleaved schedule, per model chunk, the most forwards of that
- * chunk whose backward has not run yet in its order (simulated), into
- * r->slots_per_chunk; the slots are then chunks x that. */
+ * most PP - stage (Narayanan et al. 2021, section 2.2), GPipe all of them.
+ * The interleaved schedule keeps a pool of slots bound to a chunk at each
+ * forward and freed after its backward: as many as the most chunk
+ * forwards in flight at once in its order (simulated: Megatron's warm-up
+ * count + 1, at most M x V), the last stage's last chunk — which carries
+ * the head's buffers — in head slots of its own (one: in that order each
+ * such forward is followed by its backward), r->head_slots. */
 int pipeline_slots(run_state *r, const hpt_train_opts *o)
 {
     int M = o->grad_accum;
     if (r->nchunks > 1) {
         int P = r->comm.pp, V = r->nchunks, s = r->comm.pp_rank, total = M * V;
-        int warm = il_warmup(P, V, s, M), live[64] = {0}, most = 1;
+        int warm = il_warmup(P, V, s, M), live = 0, head = 0, most = 1, most_head = 0;
         int f = 0, b = 0;
+#define IL_HEAD(c) (s == P - 1 && (c) == V - 1)
 #define IL_F()                                                                   \
     do {                                                                         \
         int c_ = il_chunk(f++, P, V, 1);                                         \
-        most = ++live[c_] > most ? live[c_] : most;                              \
+        if (IL_HEAD(c_))                                                         \
+            most_head = ++head > most_head ? head : most_head;                   \
+        else                                                                     \
+            most = ++live > most ? live : most;                                  \
     } while (0)
-#define IL_B() live[il_chunk(b++, P, V, 0)]--
+#define IL_B()                                                                   \
+    do {                                                                         \
+        int c_ = il_chunk(b++, P, V, 0);                                         \
+        *(IL_HEAD(c_) ? &head : &live) -= 1;                                     \
+    } while (0)
         for (int k = 0; k < warm; k++)
             IL_F();
         for (int k = 0; k < total - warm; k++) {
@@ -124,16 +135,32 @@ int pipeline_slots(run_state *r, const hpt_train_opts *o)
         }
 #undef IL_F
 #undef IL_B
-        r->slots_per_chunk = most < M ? most : M;
-        return r->slots_per_chunk * V;
+#undef IL_HEAD
+        r->head_slots = most_head;
+        r->slots_per_chunk = 0;
+        return most + most_head;
     }
     int inflight = o->gpipe ? M : r->comm.pp - r->comm.pp_rank;
     r->slots_per_chunk = inflight < M ? inflight : M;
     return r->slots_per_chunk;
 }
 
-hpt_status setup_pipeline(run_state *r, int nslots)
+hpt_status setup_pipeline(run_state *r, int nslots, int micro_batches)
 {
+    if (r->nchunks > 1) { /* the interleaved schedule's slot pool */
+        r->slot_of = calloc((size_t)micro_batches * r->nchunks, sizeof(int));
+        r->free_slot = calloc((size_t)nslots, sizeof(int));
+        r->free_head = calloc((size_t)nslots, sizeof(int));
+        if (!r->slot_of || !r->free_slot || !r->free_head)
+            return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the slot pool");
+        r->nfree = r->nfree_head = 0; /* queues, oldest first: a slot freed last is */
+        r->free_at = r->free_head_at = 0; /* reused last, its sends long done */
+        for (int k = 0; k < nslots; k++)
+            if (k >= nslots - r->head_slots)
+                r->free_head[r->nfree_head++] = k;
+            else
+                r->free_slot[r->nfree++] = k;
+    }
     size_t NC = hpt_model_stage_elems(&r->model); /* the local shard under SP */
     r->fwd_req = calloc((size_t)nslots, sizeof(hpt_comm_req));
     r->bwd_req = calloc((size_t)nslots, sizeof(hpt_comm_req));
@@ -144,6 +171,43 @@ hpt_status setup_pipeline(run_state *r, int nslots)
         (r->comm.pp > 1 && !r->grad_send))
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for pipeline buffers");
     return HPT_OK;
+}
+
+/* The slot of micro-batch i of chunk `chunk`: one chunk, i mod the slots;
+ * interleaved, at its forward (`take`) a free one of the pool (the head's
+ * for the last stage's last chunk), bound to the chunk, else the one its
+ * forward took. */
+static int slot_for(run_state *r, int i, int chunk, int M, int take)
+{
+    if (r->nchunks == 1)
+        return i % r->slots_per_chunk;
+    if (!take)
+        return r->slot_of[chunk * M + i];
+    int head = r->model.last && chunk == r->nchunks - 1, n = r->model.nslots, k;
+    HPT_CHECK(head ? r->nfree_head > 0 : r->nfree > 0);
+    if (head) {
+        k = r->free_head[r->free_head_at];
+        r->free_head_at = (r->free_head_at + 1) % n, r->nfree_head--;
+    } else {
+        k = r->free_slot[r->free_at];
+        r->free_at = (r->free_at + 1) % n, r->nfree--;
+    }
+    r->slot_of[chunk * M + i] = k;
+    hpt_model_bind_slot(&r->model, k, chunk);
+    return k;
+}
+
+/* Interleaved: slot k back to its pool (its pending send is waited for by
+ * the next forward or backward that uses it). */
+static void slot_free(run_state *r, int k)
+{
+    if (r->nchunks == 1)
+        return;
+    int n = r->model.nslots;
+    if (k >= n - r->head_slots)
+        r->free_head[(r->free_head_at + r->nfree_head++) % n] = k;
+    else
+        r->free_slot[(r->free_at + r->nfree++) % n] = k;
 }
 
 /* What crosses a pipeline boundary per micro-batch: the stage's output
@@ -158,7 +222,7 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
                            int i, int chunk, float grad_scale, int train)
 {
     hpt_comm *c = &r->comm;
-    int k = chunk * r->slots_per_chunk + i % r->slots_per_chunk, P = c->pp, M = o->grad_accum;
+    int P = c->pp, M = o->grad_accum, k = slot_for(r, i, chunk, M, 1);
     int from = !(r->model.first && chunk == 0), to = !(r->model.last && chunk == r->nchunks - 1);
     /* a message is tagged by its receiver's chunk: (that chunk) x M + i;
      * the last stage's chunk c feeds the first stage's chunk c + 1 */
@@ -193,6 +257,8 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
                          (c->pp_rank + 1) % P, to_tag, &r->fwd_req[k]);
         r->fwd_busy[k] = 1;
     }
+    if (!train) /* validation: nothing kept for a backward */
+        slot_free(r, k);
     return loss;
 }
 
@@ -201,7 +267,7 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
 static void pipe_backward(run_state *r, int i, int chunk, int M)
 {
     hpt_comm *c = &r->comm;
-    int k = chunk * r->slots_per_chunk + i % r->slots_per_chunk, P = c->pp, V = r->nchunks;
+    int P = c->pp, V = r->nchunks, k = slot_for(r, i, chunk, M, 0);
     /* tagged by the receiver's chunk, after the forwards' tags: (V + that
      * chunk) x M + i; the first stage's chunk c feeds the last's c - 1 */
     int tag = (V + chunk) * M + i, to_tag = (V + chunk - (c->pp_rank == 0)) * M + i;
@@ -226,6 +292,7 @@ static void pipe_backward(run_state *r, int i, int chunk, int M)
                          &r->bwd_req[k]);
         r->bwd_busy[k] = 1;
     }
+    slot_free(r, k); /* its activations are spent */
 }
 
 /* Complete every pending pipeline send. */
@@ -299,8 +366,8 @@ double pipe_evaluate(run_state *r, const hpt_train_opts *o)
     int poll = r->ckpt_dir[0] && o->save_signals; /* the stop signals are caught */
     stop_poll p = {.req = MPI_REQUEST_NULL};
     for (; done < o->eval_batches && !(poll && stop_poll_at(r, &p, done)); done++)
-        for (int c = 0; c < r->nchunks; c++) /* chunk by chunk: each waits for the last's */
-            for (int k = 0; k < M; k++) {
+        for (int k = 0; k < M; k++) /* each micro-batch through every chunk in turn: the */
+            for (int c = 0; c < r->nchunks; c++) { /* sends are received as they go */
                 int64_t pos = done * G + ((int64_t)k * D + r->comm.dp_rank) * o->batch;
                 sum += pipe_forward(r, o, r->val, pos % S, k, c, 0.0f, 0);
             }

@@ -12,12 +12,14 @@
  * r->layer_stage (every layer's stage): balanced, or --pp-split. Errors:
  * HPT_ERR_USAGE. */
 hpt_status stage_layers(run_state *r, const hpt_train_opts *o);
-/* Activation slots of this stage (micro-batches in flight, per model
- * chunk r->slots_per_chunk, set here). After stage_layers. */
+/* Activation slots of this stage (micro-batches in flight; one chunk:
+ * r->slots_per_chunk, interleaved: a pool whose last r->head_slots serve
+ * the last stage's last chunk; both set here). After stage_layers. */
 int pipeline_slots(run_state *r, const hpt_train_opts *o);
-/* Pipeline send buffers and requests for nslots slots. Errors:
- * HPT_ERR_INTERNAL (out of memory). */
-hpt_status setup_pipeline(run_state *r, int nslots);
+/* Pipeline send buffers and requests for nslots slots, and (interleaved)
+ * the slot pool's free lists and the slot of each of the step's
+ * micro_batches x chunks. Errors: HPT_ERR_INTERNAL (out of memory). */
+hpt_status setup_pipeline(run_state *r, int nslots, int micro_batches);
 /* Forward+backward of one step's micro-batches (1F1B or GPipe), gradients
  * summed over DP; returns the global batch's mean loss per token. */
 double pipe_accumulate(run_state *r, const hpt_train_opts *o);

@@ -76,7 +76,14 @@ typedef struct {
     int l0, l1;                /* this stage's layers                   */
     int nchunks;               /* model chunks on this rank (interleaved: V) */
     int chunk_l0[64], chunk_l1[64]; /* their global layer ranges            */
-    int slots_per_chunk;       /* activation slots of each chunk           */
+    int slots_per_chunk;       /* one chunk: the activation slots (micro-batch
+                                * i uses slot i mod this)                */
+    int head_slots;            /* interleaved: slots of the head's chunk (the
+                                * last stage's last), after the pool       */
+    int *slot_of;              /* interleaved: (chunk x M + i) -> its slot  */
+    int *free_slot, nfree, free_at; /* interleaved: free pool slots, a queue
+                                * (ring of nslots from free_at)           */
+    int *free_head, nfree_head, free_head_at; /* the free head slots, as well */
     int *layer_stage;          /* stage of every layer (L entries)       */
     float *grad_send;          /* (nslots, N, C) gradients being sent    */
     hpt_comm_req *fwd_req, *bwd_req; /* per slot: pending sends         */
