@@ -98,24 +98,30 @@ static int cmp_step_row(const void *a, const void *b)
     return (x->row > y->row) - (x->row < y->row);
 }
 
-/* The dedup rule: for each distinct step the last row (time order), sorted
- * by step. Fills m->keep and m->n. */
+long hpt_mread_keep(const int64_t *step, size_t rows, size_t *keep)
+{
+    step_row *idx = malloc(sizeof *idx * (rows ? rows : 1));
+    if (!idx)
+        return -1;
+    for (size_t i = 0; i < rows; i++)
+        idx[i] = (step_row){step[i], i};
+    qsort(idx, rows, sizeof *idx, cmp_step_row);
+    long n = 0;
+    for (size_t i = 0; i < rows; i++)
+        if (i + 1 == rows || idx[i + 1].step != idx[i].step)
+            keep[n++] = idx[i].row; /* the last (largest) row of this step */
+    free(idx);
+    return n;
+}
+
+/* The dedup rule (hpt_mread_keep) into m->keep and m->n. */
 static hpt_status dedup(hpt_mread *m)
 {
-    step_row *idx = malloc(sizeof *idx * (m->rows ? m->rows : 1));
     m->keep = malloc(sizeof *m->keep * (m->rows ? m->rows : 1));
-    if (!idx || !m->keep) {
-        free(idx);
+    long n = m->keep ? hpt_mread_keep(m->step, m->rows, m->keep) : -1;
+    if (n < 0)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (%zu rows)", m->rows);
-    }
-    for (size_t i = 0; i < m->rows; i++)
-        idx[i] = (step_row){m->step[i], i};
-    qsort(idx, m->rows, sizeof *idx, cmp_step_row);
-    m->n = 0;
-    for (size_t i = 0; i < m->rows; i++)
-        if (i + 1 == m->rows || idx[i + 1].step != idx[i].step)
-            m->keep[m->n++] = idx[i].row; /* the last (largest) row of this step */
-    free(idx);
+    m->n = (size_t)n;
     return HPT_OK;
 }
 

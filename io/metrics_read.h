@@ -52,6 +52,11 @@ typedef struct {
  * m. On error m is still safe to pass to hpt_mread_close. */
 hpt_status hpt_mread_open(hpt_mread *m, const char *path);
 
+/* The dedup rule on its own: of `rows` rows in time order with steps
+ * step[], the row kept for each distinct step (its last), sorted by step,
+ * into keep[] (room for rows); returns how many, -1 out of memory. */
+long hpt_mread_keep(const int64_t *step, size_t rows, size_t *keep);
+
 /* Close the file and free what hpt_mread_open allocated (zeroes m). */
 void hpt_mread_close(hpt_mread *m);
 

@@ -8,37 +8,22 @@
 
 /* ---------------------------------------------------------- accounting */
 
-typedef struct {
-    double step;
-    size_t row;
-} step_row;
-
-static int cmp_step_row(const void *a, const void *b)
-{
-    const step_row *x = a, *y = b;
-    if (x->step != y->step)
-        return x->step < y->step ? -1 : 1;
-    return (x->row > y->row) - (x->row < y->row);
-}
-
-/* kept[i] = 1 for the last row of each step (the dedup rule of
- * io/metrics_read.h); returns the distinct steps, -1 out of memory. */
+/* kept[i] = 1 for the last row of each step (the dedup rule,
+ * hpt_mread_keep); returns the distinct steps, -1 out of memory. */
 static long mark_kept(const hpt_goodput_in *in, unsigned char *kept)
 {
-    step_row *idx = malloc(sizeof *idx * (in->rows ? in->rows : 1));
-    if (!idx)
-        return -1;
-    for (size_t i = 0; i < in->rows; i++)
-        idx[i] = (step_row){in->step[i], i};
-    qsort(idx, in->rows, sizeof *idx, cmp_step_row);
-    long n = 0;
+    int64_t *step = malloc(sizeof *step * (in->rows ? in->rows : 1));
+    size_t *keep = malloc(sizeof *keep * (in->rows ? in->rows : 1));
+    long n = step && keep ? 0 : -1;
+    for (size_t i = 0; n == 0 && i < in->rows; i++)
+        step[i] = (int64_t)in->step[i];
+    if (n == 0)
+        n = hpt_mread_keep(step, in->rows, keep);
     memset(kept, 0, in->rows);
-    for (size_t i = 0; i < in->rows; i++)
-        if (i + 1 == in->rows || idx[i + 1].step != idx[i].step) {
-            kept[idx[i].row] = 1;
-            n++;
-        }
-    free(idx);
+    for (long k = 0; k < n; k++)
+        kept[keep[k]] = 1;
+    free(step);
+    free(keep);
     return n;
 }
 

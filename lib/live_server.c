@@ -433,23 +433,24 @@ static int arg_int(struct MHD_Connection *conn, const char *name, long lo, long 
     return 1;
 }
 
-static enum MHD_Result send_history(server *s, struct MHD_Connection *conn)
+/* A run's JSON from fn (history, goodput) under the lock; a read that
+ * finds damage marks the run (its state pushed) and fn runs again, now
+ * leaving out what the file no longer gives. */
+typedef hpt_status (*run_json_fn)(const server *s, hpt_live_run *r, long arg, hpt_sbuf *out);
+
+static enum MHD_Result send_run_json(server *s, struct MHD_Connection *conn, long run,
+                                     run_json_fn fn, long arg)
 {
-    long run, points;
-    if (!arg_int(conn, "run", 0, s->nruns - 1, -1, &run))
-        return send_json_error(conn, 400, "run=ID: expected the id of a run of /api/runs");
-    if (!arg_int(conn, "points", 2, 10000000, (long)s->o->points, &points))
-        return send_json_error(conn, 400, "points=N: expected an integer from 2 to 10000000");
     hpt_sbuf b = {0};
     pthread_mutex_lock(&s->lock);
     hpt_live_run *r = s->runs[run];
-    hpt_status st = hpt_live_run_history_json(r, (size_t)points, (long long)s->next_seq, &b);
-    if (st == HPT_ERR_DATA) { /* damaged: the run is in error, its history says so */
+    hpt_status st = fn(s, r, arg, &b);
+    if (st == HPT_ERR_DATA) { /* damaged: the run is in error, its JSON says so */
         if (hpt_live_run_set_damage(r, hpt_error_msg()))
             push_state(s, r);
         free(b.p);
         b = (hpt_sbuf){0};
-        st = hpt_live_run_history_json(r, (size_t)points, (long long)s->next_seq, &b);
+        st = fn(s, r, arg, &b);
     }
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", st ? hpt_error_msg() : "");
@@ -460,29 +461,35 @@ static enum MHD_Result send_history(server *s, struct MHD_Connection *conn)
     return ret;
 }
 
+/* arg: the points; the stream position is read under the lock, so the
+ * history and GET /api/stream?from=SEQ meet exactly */
+static hpt_status history_json(const server *s, hpt_live_run *r, long points, hpt_sbuf *out)
+{
+    return hpt_live_run_history_json(r, (size_t)points, (long long)s->next_seq, out);
+}
+
+static hpt_status goodput_json(const server *s, hpt_live_run *r, long arg, hpt_sbuf *out)
+{
+    (void)s, (void)arg;
+    return hpt_live_goodput_json(r, out);
+}
+
+static enum MHD_Result send_history(server *s, struct MHD_Connection *conn)
+{
+    long run, points;
+    if (!arg_int(conn, "run", 0, s->nruns - 1, -1, &run))
+        return send_json_error(conn, 400, "run=ID: expected the id of a run of /api/runs");
+    if (!arg_int(conn, "points", 2, 10000000, (long)s->o->points, &points))
+        return send_json_error(conn, 400, "points=N: expected an integer from 2 to 10000000");
+    return send_run_json(s, conn, run, history_json, points);
+}
+
 static enum MHD_Result send_goodput(server *s, struct MHD_Connection *conn)
 {
     long run;
     if (!arg_int(conn, "run", 0, s->nruns - 1, -1, &run))
         return send_json_error(conn, 400, "run=ID: expected the id of a run of /api/runs");
-    hpt_sbuf b = {0};
-    pthread_mutex_lock(&s->lock);
-    hpt_live_run *r = s->runs[run];
-    hpt_status st = hpt_live_goodput_json(r, &b);
-    if (st == HPT_ERR_DATA) { /* damaged: the run is in error, its goodput null */
-        if (hpt_live_run_set_damage(r, hpt_error_msg()))
-            push_state(s, r);
-        free(b.p);
-        b = (hpt_sbuf){0};
-        st = hpt_live_goodput_json(r, &b);
-    }
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", st ? hpt_error_msg() : "");
-    pthread_mutex_unlock(&s->lock);
-    enum MHD_Result ret = st ? send_json_error(conn, 500, msg)
-                             : send_buf(conn, 200, "application/json", b.p, b.n);
-    free(b.p);
-    return ret;
+    return send_run_json(s, conn, run, goodput_json, 0);
 }
 
 static enum MHD_Result send_runs(server *s, struct MHD_Connection *conn)
