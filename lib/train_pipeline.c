@@ -447,26 +447,19 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
         if (shard_ && (i) + 1 < M)                                                      \
             dp_buckets_micro_end(r);                                                    \
     } while (0)
-    if (V > 1) { /* interleaved 1F1B over the model chunks */
-        int total = M * V, iw = il_warmup(P, V, s, M);
-        for (int k = 0; k < iw; k++)
-            FWD(il_micro(k, P, V), il_chunk(k, P, V, 1));
-        for (int k = 0; k < total - iw; k++) {
-            FWD(il_micro(iw + k, P, V), il_chunk(iw + k, P, V, 1));
-            BWD(il_micro(k, P, V), il_chunk(k, P, V, 0));
-        }
-        for (int k = total - iw; k < total; k++)
-            BWD(il_micro(k, P, V), il_chunk(k, P, V, 0));
-        warm = M; /* the 1F1B loops below run nothing */
+    /* one loop for every schedule: task k runs micro-batch il_micro(k) of
+     * chunk il_chunk(k) — with one chunk, micro-batch k of chunk 0 — after
+     * w warm-up forwards (1F1B: P - s - 1, GPipe: all, interleaved:
+     * Megatron's count) */
+    int total = M * V, w = V > 1 ? il_warmup(P, V, s, M) : warm;
+    for (int k = 0; k < w; k++)
+        FWD(il_micro(k, P, V), il_chunk(k, P, V, 1));
+    for (int k = 0; k < total - w; k++) {
+        FWD(il_micro(w + k, P, V), il_chunk(w + k, P, V, 1));
+        BWD(il_micro(k, P, V), il_chunk(k, P, V, 0));
     }
-    for (int i = 0; i < warm && V == 1; i++)
-        FWD(i, 0);
-    for (int j = 0; j < M - warm; j++) {
-        FWD(warm + j, 0);
-        BWD(j, 0);
-    }
-    for (int j = M - warm; j < M && V == 1; j++)
-        BWD(j, 0);
+    for (int k = total - w; k < total; k++)
+        BWD(il_micro(k, P, V), il_chunk(k, P, V, 0));
 #undef FWD
 #undef BWD
     pipe_drain(r);
