@@ -450,8 +450,10 @@ def pipeline_bubble(run):
     """The last segment with PP > 1 (else None; None too for a file older
     than /ranks/pipeline_bubble): per kept step the most idle rank's
     pipeline_bubble over the step time, the median over the steps that have
-    it, beside the theory (p - 1)/(m + p - 1) (Narayanan et al. 2021, 2.2):
-    {"measured", "steps", "theory", "pp", "micro_batches"}."""
+    it, beside the schedule's theory as the segment records it
+    (bubble_theory; (p - 1)/(m + p - 1), Narayanan et al. 2021, 2.2, in a
+    file older than it): {"measured", "steps", "theory", "formula", "pp",
+    "micro_batches"}."""
     if not run.segments or int(run.segments[-1]["pp"]) < 2 or "pipeline_bubble" not in run.ranks:
         return None
     pb, st = run.ranks["pipeline_bubble"], run.steps["step_time"]
@@ -462,9 +464,17 @@ def pipeline_bubble(run):
             ratio.append(float(row.max()) / float(st[i]))
     if not ratio:
         return None
-    p, m = int(run.segments[-1]["pp"]), int(run.segments[-1]["grad_accum"])
+    sg = run.segments[-1]
+    p, m = int(sg["pp"]), int(sg["grad_accum"])
+    th = float(sg["bubble_theory"]) if "bubble_theory" in sg else float("nan")
+    known = np.isfinite(th)
+    sched, v = (int(sg["pp_schedule"]), int(sg["pp_virtual"])) if known else (0, 1)
+    form = ("(p-1)/(m+p-1)" if sched <= 1 else
+            "interleaved V = %d, (p-1)/(V m+p-1)" % v if sched == 2 else
+            "ZB-H1, (p-1)z/(m+(p-1)z) (z = (F+B-W)/(F+B+W) from FLOPs)")
     return {"measured": float(np.median(ratio)), "steps": len(ratio),
-            "theory": (p - 1) / (m + p - 1), "pp": p, "micro_batches": m}
+            "theory": th if known else (p - 1) / (m + p - 1), "formula": form, "pp": p,
+            "micro_batches": m}
 
 
 def goodput(run):
@@ -625,8 +635,9 @@ def summary_text(run):
     b = d["pipeline_bubble"]
     if b:
         L.append("pipeline bubble: %s of the step (the most idle stage's, median of %d steps); "
-                 "theory (p-1)/(m+p-1) = %s (PP %d, %d micro-batches)"
-                 % (_fmt(b["measured"]), b["steps"], _fmt(b["theory"]), b["pp"], b["micro_batches"]))
+                 "theory %s = %s (PP %d, %d micro-batches)"
+                 % (_fmt(b["measured"]), b["steps"], b["formula"], _fmt(b["theory"]), b["pp"],
+                    b["micro_batches"]))
     L.append("events: %d" % len(d["events"]))
     for e in d["events"]:
         L.append("  step %d rank %d %s: %s" % (e["step"], e["rank"], e["kind"], e["message"]))

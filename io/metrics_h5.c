@@ -285,6 +285,8 @@ typedef struct {
     char host[HPT_METRICS_HOST_LEN];
     int32_t sequence_parallel, recompute;
     double process_start, load_seconds;
+    int32_t pp_schedule, pp_virtual;
+    double bubble_theory;
 } seg_disk;
 
 typedef struct {
@@ -297,7 +299,7 @@ typedef struct {
 
 /* The /segments members into compound t of a struct S (its string sizes
  * from S), the newer ones where `newer` allows. */
-#define SEG_MEMBERS(t, S, newer_sp, newer_rc, newer_ps, newer_ls)                            \
+#define SEG_MEMBERS(t, S, newer_sp, newer_rc, newer_ps, newer_ls, newer_pb)                  \
     do {                                                                                         \
         hid_t s_ = str_type(sizeof((S *)0)->hpt_version), h_ = str_type(sizeof((S *)0)->host); \
         H5Tinsert(t, "segment", HOFFSET(S, segment), H5T_NATIVE_INT32);                         \
@@ -327,6 +329,11 @@ typedef struct {
             H5Tinsert(t, "process_start", HOFFSET(S, process_start), H5T_NATIVE_DOUBLE);        \
         if (newer_ls)                                                                            \
             H5Tinsert(t, "load_seconds", HOFFSET(S, load_seconds), H5T_NATIVE_DOUBLE);          \
+        if (newer_pb) {                                                                          \
+            H5Tinsert(t, "pp_schedule", HOFFSET(S, pp_schedule), H5T_NATIVE_INT32);             \
+            H5Tinsert(t, "pp_virtual", HOFFSET(S, pp_virtual), H5T_NATIVE_INT32);               \
+            H5Tinsert(t, "bubble_theory", HOFFSET(S, bubble_theory), H5T_NATIVE_DOUBLE);        \
+        }                                                                                        \
         H5Tclose(s_);                                                                            \
         H5Tclose(h_);                                                                            \
     } while (0)
@@ -373,7 +380,7 @@ hid_t hpt_metrics_seg_type(hid_t file_type)
     if (t >= 0)
         SEG_MEMBERS(t, hpt_metrics_seg_row, file_has(file_type, "sequence_parallel"),
                     file_has(file_type, "recompute"), file_has(file_type, "process_start"),
-                    file_has(file_type, "load_seconds"));
+                    file_has(file_type, "load_seconds"), file_has(file_type, "bubble_theory"));
     return t;
 }
 
@@ -393,7 +400,7 @@ hid_t hpt_metrics_event_type(void)
 static hid_t seg_file_type(void)
 {
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(seg_disk));
-    SEG_MEMBERS(t, seg_disk, 1, 1, 1, 1);
+    SEG_MEMBERS(t, seg_disk, 1, 1, 1, 1, 1);
     return t;
 }
 

@@ -77,6 +77,12 @@ typedef struct {
      * checkpoint resumed from (0 for a fresh start); files written before
      * them lack the members (readers give NaN) */
     double process_start, load_seconds;
+    /* the pipeline schedule (hpt_plan_schedule: 0 1F1B, 1 GPipe, 2
+     * interleaved, 3 ZB-H1), its model chunks per rank, and its bubble in
+     * theory as a fraction of the step (hpt_plan_bubble); files written
+     * before them lack the members (readers give -1, -1, NaN) */
+    int32_t pp_schedule, pp_virtual;
+    double bubble_theory;
 } hpt_metrics_seg_row;
 
 typedef struct {
@@ -114,7 +120,8 @@ hid_t hpt_metrics_trace_type(void);
 
 /* The HDF5 memory type of hpt_metrics_seg_row for a /segments of file
  * type `file_type`: every member the struct has, the newer ones
- * (sequence_parallel, recompute, process_start, load_seconds) only where
+ * (sequence_parallel, recompute, process_start, load_seconds, pp_schedule,
+ * pp_virtual, bubble_theory) only where
  * file_type has them
  * (file_type < 0: all, for writing; not a compound: none; the caller
  * fills absent ones). The

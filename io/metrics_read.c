@@ -370,11 +370,16 @@ hpt_status hpt_mread_segments(const hpt_mread *m, hpt_mread_seg **out, size_t *n
     hpt_status st = read_table(m, "/segments", t, sizeof(hpt_mread_seg), (void **)out, n);
     int has_ps = hpt_metrics_seg_type_has(t, "process_start");
     int has_ls = hpt_metrics_seg_type_has(t, "load_seconds");
+    int has_pb = hpt_metrics_seg_type_has(t, "bubble_theory");
     for (size_t i = 0; !st && i < *n; i++) { /* not recorded by an older writer */
         if (!has_ps)
             (*out)[i].process_start = NAN;
         if (!has_ls)
             (*out)[i].load_seconds = NAN;
+        if (!has_pb) {
+            (*out)[i].pp_schedule = (*out)[i].pp_virtual = -1;
+            (*out)[i].bubble_theory = NAN;
+        }
     }
     H5Tclose(t);
     return st;

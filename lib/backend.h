@@ -144,8 +144,10 @@ struct hpt_backend {
     void (*matmul_forward)(void *out, hpt_dtype out_dtype, const void *in, const float *w, int N,
                            int Ic, int O);
     /* din (N,Ic) (+)= dout (N,O) @ w (O,Ic) — accumulated when accum_din;
-     * dw (O,Ic) += dout^T @ in. din may be NULL (not needed). in: act;
-     * din, dout float. */
+     * dw (O,Ic) += dout^T @ in. din may be NULL (not needed), and dw
+     * (zero-bubble's B pass: the weight gradient comes later, from a call
+     * with din NULL; either product alone is bitwise what the call with
+     * both computes). in: act; din, dout float. */
     void (*matmul_backward)(float *din, float *dw, const float *dout, const void *in,
                             const float *w, int N, int Ic, int O, int accum_din);
 

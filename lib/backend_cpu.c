@@ -173,7 +173,7 @@ static void cpu_matmul_backward(float *din, float *dw, const float *dout, const 
      * The tiles of both products form one list, so no barrier between them. */
     int nt = omp_get_max_threads();
     gemm_grid gx = gemm_grid_for(N, Ic, nt), gw = gemm_grid_for(O, Ic, nt);
-    int nx = din ? gx.nr * gx.nc : 0, items = nx + gw.nr * gw.nc;
+    int nx = din ? gx.nr * gx.nc : 0, items = nx + (dw ? gw.nr * gw.nc : 0);
 #pragma omp parallel for schedule(dynamic, 1) if (items > 1)
     for (int t = 0; t < items; t++) {
         int r0, rn, c0, cn;

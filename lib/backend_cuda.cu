@@ -573,12 +573,14 @@ static void cuda_matmul_backward(float *din, float *dw, const float *dout, const
         if (din)
             gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, Ic, N, O, weight_bf16(w, (size_t)O * Ic), Ic, db, O,
                       accum_din ? 1.0f : 0.0f, din, CUDA_R_32F, Ic);
-        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, in, Ic, db, O, 1.0f, dw, CUDA_R_32F, Ic);
+        if (dw)
+            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, in, Ic, db, O, 1.0f, dw, CUDA_R_32F, Ic);
         return;
     }
     if (din)
         gemm(CUBLAS_OP_N, CUBLAS_OP_N, Ic, N, O, w, Ic, dout, O, accum_din ? 1.0f : 0.0f, din, Ic);
-    gemm(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, (const float *)in, Ic, dout, O, 1.0f, dw, Ic);
+    if (dw)
+        gemm(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, (const float *)in, Ic, dout, O, 1.0f, dw, Ic);
 }
 
 /* ---------------------------------------------------------------- table */

@@ -505,6 +505,7 @@ static hpt_status read_new(hpt_live_run *r, hpt_live_news *news)
         int has_rc = hpt_metrics_seg_type_has(r->seg_t, "recompute");
         int has_ps = hpt_metrics_seg_type_has(r->seg_t, "process_start");
         int has_ls = hpt_metrics_seg_type_has(r->seg_t, "load_seconds");
+        int has_pb = hpt_metrics_seg_type_has(r->seg_t, "bubble_theory");
         for (size_t i = seg0; !st && i < r->nseg; i++) {
             if (!has_sp)
                 r->seg[i].sequence_parallel = -1;
@@ -514,6 +515,10 @@ static hpt_status read_new(hpt_live_run *r, hpt_live_news *news)
                 r->seg[i].process_start = NAN;
             if (!has_ls)
                 r->seg[i].load_seconds = NAN;
+            if (!has_pb) {
+                r->seg[i].pp_schedule = r->seg[i].pp_virtual = -1;
+                r->seg[i].bubble_theory = NAN;
+            }
         }
         if (!st)
             st = read_rows(r, news);

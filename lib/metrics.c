@@ -196,6 +196,9 @@ static void fill_segment(const hpt_metrics *m, hpt_metrics_seg_row *s)
     s->start_time = wall_now();
     s->process_start = m->info.process_start;
     s->load_seconds = m->info.load_seconds;
+    s->pp_schedule = m->info.pp_schedule;
+    s->pp_virtual = m->info.pp_virtual;
+    s->bubble_theory = m->info.bubble_theory;
     s->flops_per_token = m->info.flops_per_token;
     s->peak_flops_per_rank = m->info.peak_flops_per_rank;
     snprintf(s->hpt_version, HPT_METRICS_STR_LEN, "%s", PACKAGE_VERSION); /* the file's lengths */

@@ -83,6 +83,9 @@ typedef struct {
     int64_t resumed_from;      /* step of the checkpoint loaded; -1 = fresh  */
     double process_start;      /* Unix time rank 0's process started (NaN unknown) */
     double load_seconds;       /* loading the checkpoint resumed from (0 fresh) */
+    int pp_schedule;           /* hpt_plan_schedule (0 1F1B ... 3 ZB-H1)       */
+    int pp_virtual;            /* model chunks per pipeline rank (1 but interleaved) */
+    double bubble_theory;      /* hpt_plan_bubble: the schedule's bubble, of the step */
     double flops_per_token;    /* model FLOPs per token, forward+backward     */
     double peak_flops_per_rank;/* FLOP/s used for MFU                          */
     const char *flop_formula;  /* human-readable formula                     */

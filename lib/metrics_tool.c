@@ -157,8 +157,11 @@ out:
 
 /* "pipeline bubble: ..." (the last segment with PP > 1): per kept step
  * the most idle rank's /ranks/pipeline_bubble over the step time, the
- * median over the steps that have it, beside (p - 1)/(m + p - 1)
- * (Narayanan et al. 2021, section 2.2; 1F1B and GPipe alike). Nothing
+ * median over the steps that have it, beside the schedule's theory as
+ * the segment records it (/segments bubble_theory: (p - 1)/(m + p - 1) for
+ * 1F1B and GPipe, Narayanan et al. 2021 section 2.2; interleaved's
+ * (p - 1)/(V m + p - 1); ZB-H1's, Qi et al. 2024), or (p - 1)/(m + p - 1)
+ * in a file older than it. Nothing
  * without PP or in a file older than the column. */
 static hpt_status print_bubble(FILE *out, const hpt_mread *m, const hpt_mread_seg *sg,
                                size_t nseg)
@@ -179,12 +182,20 @@ static hpt_status print_bubble(FILE *out, const hpt_mread *m, const hpt_mread_se
         if (worst >= 0 && st[i] > 0)
             ratio[k++] = worst / st[i];
     }
-    int p = sg[nseg - 1].pp, M = sg[nseg - 1].grad_accum;
-    char a[32], b[32];
+    const hpt_mread_seg *g = &sg[nseg - 1];
+    int p = g->pp, M = g->grad_accum, known = isfinite(g->bubble_theory);
+    char a[32], b[32], v[16];
+    snprintf(v, sizeof v, "%d", g->pp_virtual);
+    /* the schedule's own formula where the segment records it */
+    const char *form = !known || g->pp_schedule <= 1 ? "(p-1)/(m+p-1)"
+                       : g->pp_schedule == 2 ? "interleaved V = "
+                                             : "ZB-H1, (p-1)z/(m+(p-1)z) (z = (F+B-W)/(F+B+W) from FLOPs)";
     if (!st_ && k)
         fprintf(out, "pipeline bubble: %s of the step (the most idle stage's, median of %zu steps); "
-                "theory (p-1)/(m+p-1) = %s (PP %d, %d micro-batches)\n", g6(median_of(ratio, k), a),
-                k, g6((double)(p - 1) / (M + p - 1), b), p, M);
+                "theory %s%s%s = %s (PP %d, %d micro-batches)\n", g6(median_of(ratio, k), a), k,
+                form, known && g->pp_schedule == 2 ? v : "",
+                known && g->pp_schedule == 2 ? ", (p-1)/(V m+p-1)" : "",
+                g6(known ? g->bubble_theory : (double)(p - 1) / (M + p - 1), b), p, M);
     free(pb);
     free(st);
     free(ratio);

@@ -324,6 +324,24 @@ static size_t layout_acts(hpt_model *m, char *base)
     m->dgate = carve(base, &off, N * I, 4);
     m->dup = carve(base, &off, N * I, 4);
     m->dscores = carve(base, &off, P, 4);
+    for (int w = 0; w < m->nwstash; w++)
+        for (int i = 0; i < m->nl; i++) {
+            hpt_wgrad_layer *g = &m->wstash[w][i];
+            size_t ae = m->act_elem;
+            g->d_down = carve(base, &off, N * C, 4);
+            g->d_o = carve(base, &off, N * C, 4);
+            g->dgate = carve(base, &off, N * I, 4);
+            g->dup = carve(base, &off, N * I, 4);
+            g->dq = carve(base, &off, N * QD, 4);
+            g->dk = carve(base, &off, N * KD, 4);
+            g->dv = carve(base, &off, N * KD, 4);
+            if (m->recompute != HPT_RECOMPUTE_NONE) {
+                g->ln1 = carve(base, &off, N * C, ae);
+                g->atty = carve(base, &off, N * QD, ae);
+                g->ln2 = carve(base, &off, N * C, ae);
+                g->h = carve(base, &off, N * I, ae);
+            }
+        }
     if (m->sp) {
         m->sp_tmp = carve(base, &off, (size_t)m->Nl * C, 4);
         m->dfull = carve(base, &off, N * C, 4);
@@ -500,7 +518,11 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
     int per_layer = HPT_TENSOR_DOWN - HPT_TENSOR_ATTN_NORM + 1;
     m->tensors = calloc((size_t)(3 + m->nl * per_layer), sizeof(hpt_tensor));
     m->slots = calloc((size_t)m->nslots, sizeof(hpt_slot));
-    int ok = m->tensors && m->slots;
+    m->nwstash = mo->wstash > 0 ? mo->wstash : 0;
+    m->wstash = m->nwstash ? calloc((size_t)m->nwstash, sizeof *m->wstash) : NULL;
+    int ok = m->tensors && m->slots && (!m->nwstash || m->wstash);
+    for (int w = 0; ok && w < m->nwstash; w++)
+        ok = (m->wstash[w] = calloc((size_t)(m->nl ? m->nl : 1), sizeof(hpt_wgrad_layer))) != NULL;
     for (int k = 0; ok && k < m->nslots; k++)
         ok = (m->slots[k].layers = calloc((size_t)m->nl, sizeof(hpt_layer_acts))) != NULL &&
              (m->slots[k].pool = calloc((size_t)m->nl, sizeof(hpt_layer_acts))) != NULL;
@@ -570,6 +592,9 @@ void hpt_model_free(hpt_model *m)
     for (int k = 0; m->slots && k < m->nslots; k++)
         free(m->slots[k].layers), free(m->slots[k].pool);
     free(m->slots);
+    for (int w = 0; m->wstash && w < m->nwstash; w++)
+        free(m->wstash[w]);
+    free(m->wstash);
     memset(m, 0, sizeof *m);
 }
 
@@ -886,7 +911,7 @@ double hpt_model_forward(hpt_model *m, const int32_t *inputs, const int32_t *tar
  * over TP and are all-reduced (reduce-scattered under sequence
  * parallelism, after dx was all-gathered for the GEMMs) before each
  * norm's backward. */
-static void layer_backward(hpt_model *m, int i)
+static void layer_backward(hpt_model *m, int i, hpt_wgrad_layer *ws)
 {
     const hpt_backend *be = m->be;
     const hpt_config *c = &m->cfg;
@@ -894,31 +919,71 @@ static void layer_backward(hpt_model *m, int i)
     int l = m->layer_global[i];
     int N = m->B * m->T, C = c->hidden_size, I = m->Il, hd = hpt_config_head_dim(c);
     int H = m->Hl, KV = m->KVl, Nl = m->Nl;
+    /* B alone (ws): the projections' output gradients go to the W set and
+     * the weight gradients of the GEMMs are left for W (dw = NULL) */
+    float *dgate = ws ? ws->dgate : m->dgate, *dup = ws ? ws->dup : m->dup;
+    float *dq = ws ? ws->dq : m->dq, *dk = ws ? ws->dk : m->dk, *dv = ws ? ws->dv : m->dv;
+#define GW(kind) (ws ? NULL : G((kind), l))
     /* MLP: x_out = xmid + down(h) */
-    be->matmul_backward(m->dh, G(HPT_TENSOR_DOWN, l), sp_gather_grad(m, m->dx), a->h,
-                        W(HPT_TENSOR_DOWN, l), N, I, C, 0);
-    be->swiglu_backward(m->dgate, m->dup, m->dh, a->gate, a->up, (size_t)N * I);
-    be->matmul_backward(m->dtmp, G(HPT_TENSOR_GATE, l), m->dgate, a->ln2, W(HPT_TENSOR_GATE, l), N,
-                        C, I, 0);
-    be->matmul_backward(m->dtmp, G(HPT_TENSOR_UP, l), m->dup, a->ln2, W(HPT_TENSOR_UP, l), N, C, I,
-                        1);
+    const float *dout = sp_gather_grad(m, m->dx);
+    if (ws)
+        be->copy(ws->d_down, dout, sizeof(float) * (size_t)N * C);
+    be->matmul_backward(m->dh, GW(HPT_TENSOR_DOWN), dout, a->h, W(HPT_TENSOR_DOWN, l), N, I, C, 0);
+    be->swiglu_backward(dgate, dup, m->dh, a->gate, a->up, (size_t)N * I);
+    be->matmul_backward(m->dtmp, GW(HPT_TENSOR_GATE), dgate, a->ln2, W(HPT_TENSOR_GATE, l), N, C,
+                        I, 0);
+    be->matmul_backward(m->dtmp, GW(HPT_TENSOR_UP), dup, a->ln2, W(HPT_TENSOR_UP, l), N, C, I, 1);
     be->rmsnorm_backward(m->dx, G(HPT_TENSOR_MLP_NORM, l), tp_reduce(m, m->dtmp), a->xmid,
                          W(HPT_TENSOR_MLP_NORM, l), a->rstd2, Nl, C);
     /* Attention: xmid = x + o_proj(atty) */
-    be->matmul_backward(m->datty, G(HPT_TENSOR_O, l), sp_gather_grad(m, m->dx), a->atty,
-                        W(HPT_TENSOR_O, l), N, H * hd, C, 0);
-    be->attention_backward(m->dq, m->dk, m->dv, m->dscores, m->datty, a->atty, a->att_saved, a->q,
-                           a->k, a->v, m->B, m->T, H, KV, hd);
-    be->rope(m->dq, HPT_DTYPE_F32, m->B, m->T, H, hd, c->rope_theta, 1);
-    be->rope(m->dk, HPT_DTYPE_F32, m->B, m->T, KV, hd, c->rope_theta, 1);
-    be->matmul_backward(m->dtmp, G(HPT_TENSOR_Q, l), m->dq, a->ln1, W(HPT_TENSOR_Q, l), N, C,
-                        H * hd, 0);
-    be->matmul_backward(m->dtmp, G(HPT_TENSOR_K, l), m->dk, a->ln1, W(HPT_TENSOR_K, l), N, C,
-                        KV * hd, 1);
-    be->matmul_backward(m->dtmp, G(HPT_TENSOR_V, l), m->dv, a->ln1, W(HPT_TENSOR_V, l), N, C,
-                        KV * hd, 1);
+    dout = sp_gather_grad(m, m->dx);
+    if (ws)
+        be->copy(ws->d_o, dout, sizeof(float) * (size_t)N * C);
+    be->matmul_backward(m->datty, GW(HPT_TENSOR_O), dout, a->atty, W(HPT_TENSOR_O, l), N, H * hd,
+                        C, 0);
+    be->attention_backward(dq, dk, dv, m->dscores, m->datty, a->atty, a->att_saved, a->q, a->k,
+                           a->v, m->B, m->T, H, KV, hd);
+    be->rope(dq, HPT_DTYPE_F32, m->B, m->T, H, hd, c->rope_theta, 1);
+    be->rope(dk, HPT_DTYPE_F32, m->B, m->T, KV, hd, c->rope_theta, 1);
+    be->matmul_backward(m->dtmp, GW(HPT_TENSOR_Q), dq, a->ln1, W(HPT_TENSOR_Q, l), N, C, H * hd,
+                        0);
+    be->matmul_backward(m->dtmp, GW(HPT_TENSOR_K), dk, a->ln1, W(HPT_TENSOR_K, l), N, C, KV * hd,
+                        1);
+    be->matmul_backward(m->dtmp, GW(HPT_TENSOR_V), dv, a->ln1, W(HPT_TENSOR_V, l), N, C, KV * hd,
+                        1);
     be->rmsnorm_backward(m->dx, G(HPT_TENSOR_ATTN_NORM, l), tp_reduce(m, m->dtmp), a->x,
                          W(HPT_TENSOR_ATTN_NORM, l), a->rstd1, Nl, C);
+#undef GW
+    if (ws && ws->ln1) { /* recomputed activations: the next layer's overwrites them */
+        size_t ae = m->act_elem, QD = (size_t)H * hd;
+        be->copy(ws->ln1, a->ln1, ae * N * C);
+        be->copy(ws->atty, a->atty, ae * N * QD);
+        be->copy(ws->ln2, a->ln2, ae * N * C);
+        be->copy(ws->h, a->h, ae * N * I);
+    }
+}
+
+/* W of layer i: the seven projections' weight gradients dW += dout^T in
+ * from W set ws and the layer's activations (or ws's copies of them). */
+static void layer_weight_grads(hpt_model *m, int i, const hpt_wgrad_layer *ws)
+{
+    const hpt_backend *be = m->be;
+    const hpt_layer_acts *a = &m->layers[i];
+    int l = m->layer_global[i];
+    int N = m->B * m->T, C = m->cfg.hidden_size, I = m->Il, hd = hpt_config_head_dim(&m->cfg);
+    int QD = m->Hl * hd, KD = m->KVl * hd;
+    const void *ln1 = ws->ln1 ? ws->ln1 : a->ln1, *atty = ws->atty ? ws->atty : a->atty;
+    const void *ln2 = ws->ln2 ? ws->ln2 : a->ln2, *h = ws->h ? ws->h : a->h;
+#define DW(kind, dout, in, Ic, O)                                                                  \
+    be->matmul_backward(NULL, G((kind), l), (dout), (in), W((kind), l), N, (Ic), (O), 0)
+    DW(HPT_TENSOR_DOWN, ws->d_down, h, I, C);
+    DW(HPT_TENSOR_GATE, ws->dgate, ln2, C, I);
+    DW(HPT_TENSOR_UP, ws->dup, ln2, C, I);
+    DW(HPT_TENSOR_O, ws->d_o, atty, QD, C);
+    DW(HPT_TENSOR_Q, ws->dq, ln1, C, QD);
+    DW(HPT_TENSOR_K, ws->dk, ln1, C, KD);
+    DW(HPT_TENSOR_V, ws->dv, ln1, C, KD);
+#undef DW
 }
 
 /* Report [lo, hi) of the gradient block as final. */
@@ -942,14 +1007,18 @@ static void head_backward(hpt_model *m)
     be->rmsnorm_backward(m->dx, G(HPT_TENSOR_FINAL_NORM, -1), dlnf, m->x_final,
                          W(HPT_TENSOR_FINAL_NORM, -1), m->rstdf, m->Nl, C);
     done_head(m);
-    ready(m, head_lo(m), m->nparams);
 }
 
-void hpt_model_stage_backward(hpt_model *m, int k)
+/* The backward of the slot in use: whole (ws NULL: every gradient, each
+ * range reported final as soon as it is), or zero-bubble's B (ws: W set
+ * ws's layers; no weight gradient of a GEMM, no range reported). */
+static void stage_backward(hpt_model *m, hpt_wgrad_layer *ws)
 {
-    hpt_model_use_slot(m, k);
-    if (m->cur_last)
+    if (m->cur_last) {
         head_backward(m);
+        if (!ws)
+            ready(m, head_lo(m), m->nparams);
+    }
     size_t end = m->cur_last ? head_lo(m) : layer_hi(m, m->cur_i1 - 1);
     for (int i = m->cur_i1 - 1; i >= m->cur_i0; i--) {
         need(m, layer_lo(m, i), layer_hi(m, i), 1);
@@ -957,18 +1026,50 @@ void hpt_model_stage_backward(hpt_model *m, int k)
             layer_forward(m, i, m->recompute_out, 0);
         else if (m->recompute == HPT_RECOMPUTE_SELECTIVE)
             layer_recompute_selective(m, i);
-        layer_backward(m, i);
+        layer_backward(m, i, ws ? &ws[i] : NULL);
         done(m, layer_lo(m, i), layer_hi(m, i));
         size_t lo = layer_lo(m, i);
-        ready(m, lo, end);
+        if (!ws)
+            ready(m, lo, end);
         end = lo;
     }
     if (m->cur_first) {
         m->be->embedding_backward(G(HPT_TENSOR_EMBED, -1), sp_gather_grad(m, m->dx), m->tokens,
                                   m->B * m->T,
                                   m->cfg.hidden_size, m->v0, m->Vl);
-        ready(m, 0, end);
+        if (!ws)
+            ready(m, 0, end);
     }
+}
+
+void hpt_model_stage_backward(hpt_model *m, int k)
+{
+    hpt_model_use_slot(m, k);
+    stage_backward(m, NULL);
+}
+
+void hpt_model_stage_backward_input(hpt_model *m, int k, int w)
+{
+    HPT_CHECK(w >= 0 && w < m->nwstash);
+    hpt_model_use_slot(m, k);
+    stage_backward(m, m->wstash[w]);
+}
+
+void hpt_model_stage_backward_weight(hpt_model *m, int k, int w)
+{
+    HPT_CHECK(w >= 0 && w < m->nwstash);
+    hpt_model_use_slot(m, k);
+    if (m->cur_last) /* the head's and final norm's: from B */
+        ready(m, head_lo(m), m->nparams);
+    size_t end = m->cur_last ? head_lo(m) : layer_hi(m, m->cur_i1 - 1);
+    for (int i = m->cur_i1 - 1; i >= m->cur_i0; i--) {
+        layer_weight_grads(m, i, &m->wstash[w][i]);
+        size_t lo = layer_lo(m, i);
+        ready(m, lo, end);
+        end = lo;
+    }
+    if (m->cur_first) /* the embedding's: from B */
+        ready(m, 0, end);
 }
 
 void hpt_model_backward(hpt_model *m)

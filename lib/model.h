@@ -78,6 +78,21 @@ typedef struct {
 
 struct hpt_comm;
 
+/* What one layer's deferred weight-gradient pass W reads (zero-bubble
+ * pipelines): the output gradients of its seven projections, written by
+ * its input-gradient pass B, all float and (N, out) with N = B*T — under
+ * sequence parallelism the all-gathered rows — and, when the layer's
+ * activations are recomputed (their buffers then shared and overwritten
+ * by the next layer's recomputation), copies of the four GEMM inputs
+ * (act dtype; NULL without recomputation: W reads the slot's own). */
+typedef struct {
+    float *d_down, *d_o;      /* (N,C) dL/d(down_proj out), dL/d(o_proj out) */
+    float *dgate, *dup;       /* (N,I)                                      */
+    float *dq, *dk, *dv;      /* (N,H*hd), (N,KV*hd), (N,KV*hd), before RoPE
+                               * (the inverse rotation applied)            */
+    void *ln1, *atty, *ln2, *h; /* recomputation only; act                  */
+} hpt_wgrad_layer;
+
 /* The activations of one micro-batch in flight (pipeline parallelism keeps
  * several: 1F1B up to PP - stage, GPipe all of them). */
 typedef struct {
@@ -126,6 +141,12 @@ typedef struct {
     const int *chunk_l0, *chunk_l1;
     int skip_init;         /* parameters left zero: a checkpoint will be   */
                            /* loaded over them (saves the random draws)    */
+    /* Zero-bubble pipelines (Qi et al. 2024, "Zero Bubble Pipeline
+     * Parallelism", section 2): sets of the operands a deferred weight-
+     * gradient pass W needs after its input-gradient pass B
+     * (hpt_model_stage_backward_input / _weight); 0: none (every backward
+     * is whole). */
+    int wstash;
 } hpt_model_opts;
 
 typedef struct {
@@ -173,6 +194,8 @@ typedef struct {
                                * slot selected by hpt_model_use_slot       */
     float *recompute_out;     /* (N,C) discarded output of a recomputed layer
                                * (full recomputation only)                 */
+    int nwstash;              /* zero-bubble: W operand sets, each nl layers */
+    hpt_wgrad_layer **wstash; /* host, nwstash arrays of nl entries         */
 
     int ntensors;
     hpt_tensor *tensors;      /* host array, ntensors entries             */
@@ -293,6 +316,31 @@ double hpt_model_stage_forward(hpt_model *m, int k, const int32_t *inputs, const
  * non-last stage first needs dL/d(its output) (N,C) in m->dx. On return a
  * non-first stage has dL/d(its input) in m->dx. Gradients accumulate. */
 void hpt_model_stage_backward(hpt_model *m, int k);
+
+/* The backward of slot k split in two for zero-bubble pipelines (Qi et
+ * al. 2024, section 2): B, the input gradients (on the pipeline's critical
+ * path), then later W, the weight gradients of the linear layers (the
+ * GEMMs dW = dout^T in, a third of a layer's backward FLOPs), which may be
+ * deferred past other micro-batches' forwards and B passes. B takes
+ * hpt_model_stage_backward's input and leaves its output in m->dx, and
+ * computes everything but those weight gradients (the RMSNorm weights',
+ * and on the last stage the LM head's, whose operand is the logits
+ * gradient: N x V/TP floats not worth holding); it saves the operands W
+ * needs in W set w (0 <= w < wstash). W (slot k, set w, after B of the
+ * same slot and set and before the slot's next forward) adds the weight
+ * gradients and reports every range of the stage final through
+ * grad_ready, in the order hpt_model_stage_backward does; it reads no
+ * parameter and communicates nothing. B then W is bitwise
+ * hpt_model_stage_backward (each GEMM's tiles are the same products), and
+ * so is any order that runs the B passes in micro-batch order and the W
+ * passes in micro-batch order (each gradient element sums its
+ * micro-batches' terms in the same order). Ranges reported by W(j) may
+ * already hold later micro-batches' norm (and head) terms from their B:
+ * a caller that reduces at each W (ZeRO-2/3's per-micro-batch
+ * reduce-scatters) would mix micro-batches; one that reduces at the last
+ * micro-batch's W sees every term. */
+void hpt_model_stage_backward_input(hpt_model *m, int k, int w);
+void hpt_model_stage_backward_weight(hpt_model *m, int k, int w);
 
 /* The stage's input (Nl,C) and output (Nl,C) activations of slot k (the
  * local sequence shard under sequence parallelism, else all N tokens). */

@@ -108,6 +108,11 @@ int hpt_plan_zero_dp1(hpt_plan_setup *s)
  * chunk, and micro-batches in whole groups of PP. */
 static hpt_status check_schedule(const hpt_plan_setup *s)
 {
+    if (s->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 && s->zero >= 2 && s->dp > 1)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule zb-h1 with --zero %d: not supported "
+                             "(hpt-train refuses it: ZeRO-2/3's per-micro-batch reduce-scatters "
+                             "would start at the deferred weight-gradient passes); use --zero 1",
+                             s->zero);
     if (s->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED)
         return HPT_OK;
     int V = s->pp_virtual, L = s->cfg.num_hidden_layers, p = s->pp;
@@ -285,6 +290,7 @@ const char *hpt_plan_schedule_name(const hpt_plan_setup *s)
 {
     return s->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE         ? "gpipe"
            : s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED ? "interleaved"
+           : s->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1        ? "zb-h1"
                                                              : "1f1b";
 }
 
@@ -295,7 +301,9 @@ int hpt_plan_in_flight(const hpt_plan_setup *s, int stage)
         long warm = (p - stage - 1) * 2 + (V - 1) * p; /* Megatron's warm-up forwards */
         return (int)(warm + 1 < m * V ? warm + 1 : m * V);
     }
-    long k = s->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE ? m : p - stage;
+    long k = s->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE  ? m
+             : s->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 ? p
+                                                        : p - stage;
     return (int)(k < m ? k : m);
 }
 
@@ -310,9 +318,23 @@ static int head_slots(const hpt_plan_setup *s, int k)
     return s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED && k > 1 ? 1 : k;
 }
 
+double hpt_plan_zb_factor(const hpt_plan_setup *s)
+{
+    if (s->pp_schedule != HPT_PLAN_SCHEDULE_ZBH1)
+        return 1.0;
+    const hpt_config *c = &s->cfg;
+    double C = c->hidden_size, I = c->intermediate_size, T = s->seq_len;
+    double hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
+    double G = 2 * (C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I), A = 2 * T * C;
+    double R = s->recompute == 1 ? G + A : s->recompute == 2 ? A : 0; /* per token and layer */
+    double F = G + A, B = G + 2 * A + R, W = G;
+    return (F + B - W) / (F + B + W);
+}
+
 double hpt_plan_bubble(const hpt_plan_setup *s)
 {
-    double p = s->pp, idle = (p - 1) / vchunks(s); /* in micro-batch slots */
+    /* idle time in micro-batch slots */
+    double p = s->pp, idle = (p - 1) / vchunks(s) * hpt_plan_zb_factor(s);
     return idle / (micro_batches(s) + idle);
 }
 
@@ -413,10 +435,29 @@ double hpt_plan_exact_act_bytes(const hpt_plan_setup *s, int stage, int nslots, 
     if (logits)
         *logits = nhead * lg + (nslots - nhead) * carve(1);
     return shared + nslots * slot + nhead * head + (nslots - nhead) * 2 * carve(1) +
-           backward_scratch(s, nl, last, carve);
+           backward_scratch(s, nl, last, carve) + hpt_plan_wstash_bytes(s, stage, 1);
 }
 
 static double act_elem_bytes(const hpt_plan_setup *s) { return s->fp32 ? 4.0 : 2.0; }
+
+double hpt_plan_wstash_bytes(const hpt_plan_setup *s, int stage, int exact)
+{
+    int m = micro_batches(s);
+    if (s->pp_schedule != HPT_PLAN_SCHEDULE_ZBH1 || s->pp < 2 || stage == 0)
+        return 0;
+    const hpt_config *c = &s->cfg;
+    double N = (double)s->micro_batch * s->seq_len, C = c->hidden_size, t = s->tp;
+    double hd = hpt_config_head_dim(c), QD = c->num_attention_heads / t * hd;
+    double KD = c->num_key_value_heads / t * hd, I = c->intermediate_size / t;
+    double a = exact ? 4 : act_elem_bytes(s);
+#define PIECE(count, bytes) (exact ? carve(count) : (bytes) * (count))
+    double per = 2 * PIECE(N * C, 4) + 2 * PIECE(N * I, 4) + PIECE(N * QD, 4) + 2 * PIECE(N * KD, 4);
+    if (s->recompute)
+        per += 2 * PIECE(N * C, a) + PIECE(N * QD, a) + PIECE(N * I, a);
+#undef PIECE
+    int sets = stage + 1 < m ? stage + 1 : m;
+    return sets * hpt_plan_stage_nlayers(s, stage) * per;
+}
 
 /* Korthikanti et al. 2022's per-layer term for the scores: the stored
  * softmax (a bytes per element) or only its row statistics (fp32). */
@@ -543,7 +584,7 @@ static double analytic_acts(const hpt_plan_setup *s, int stage, int k)
     double end = 4 * Nl * h + 4 * Nl + 4 * 5 * N, head = last ? a * N * h : 0;
     return k * (chunk_max_layers(s, stage) * per_layer + end) + head_slots(s, k) * head + shared +
            backward_scratch(s, nl, last, f32_bytes) + hpt_plan_attention_scratch_bytes(s) +
-           bf16_operand_scratch(s, last);
+           bf16_operand_scratch(s, last) + hpt_plan_wstash_bytes(s, stage, 0);
 }
 
 /* ZeRO-1 shard of DP rank d: contiguous blocks of ceil(P/DP) elements
@@ -581,7 +622,9 @@ static const char *sched_title(const hpt_plan_setup *s)
 {
     static char buf[48];
     if (s->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED)
-        return s->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE ? "GPipe" : "1F1B";
+        return s->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE  ? "GPipe"
+               : s->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 ? "ZB-H1"
+                                                          : "1F1B";
     snprintf(buf, sizeof buf, "interleaved 1F1B, V = %d", vchunks(s));
     return buf;
 }
@@ -1201,7 +1244,7 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
     /* the step in micro-batch slots of the slowest stage: m, and the
      * bubble's (p - 1)/V (hpt_plan_bubble); interleaving's extra sends are
      * in t_mb (comm_of: 2V - first - last per micro-batch) */
-    double slots = (double)M + (P - 1.0) / vchunks(s);
+    double slots = (double)M + (P - 1.0) / vchunks(s) * hpt_plan_zb_factor(s);
     r->bubble = hpt_plan_bubble(s);
     r->boundaries = P * vchunks(s) - 1;
     r->p2p_bytes = 2.0 * M * r->boundaries * local_tokens(s) * s->cfg.hidden_size * 4;
@@ -1591,6 +1634,16 @@ static void explain_dp(FILE *f, const hpt_plan_setup *s, const hpt_plan_result *
 static void explain_pp(FILE *f, const hpt_plan_setup *s, const hpt_plan_result *r)
 {
     int L = s->cfg.num_hidden_layers, p = s->pp, V = vchunks(s), M = r->micro_batches;
+    if (s->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1) {
+        fprintf(f, "  - PP %d: %d-%d layers per stage, %s bubble %.3f with %d micro-batches "
+                "(1F1B: %.3f; W passes deferred into it, (t_F + t_B - t_W)/(t_F + t_B + t_W) = "
+                "%.3f of its idle time); every stage holds %d micro-batches' activations (1F1B: "
+                "%d on stage 0, 1 on the last) and the last stage %.3g GB of deferred weight-"
+                "gradient operands\n", p, L / p, (L + p - 1) / p, sched_title(s), r->bubble, M,
+                (p - 1.0) / (M + p - 1.0), hpt_plan_zb_factor(s), r->stage[0].in_flight,
+                p < M ? p : M, hpt_plan_wstash_bytes(s, p - 1, 0) / 1e9);
+        return;
+    }
     if (s->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED) {
         fprintf(f, "  - PP %d: %d-%d layers per stage, %s bubble %.3f with %d micro-batches\n", p,
                 L / p, (L + p - 1) / p, sched_title(s), r->bubble, M);
@@ -1734,18 +1787,20 @@ static int add_shard_groups(candidate **v, int *n, int *cap, hpt_plan_setup *s, 
 }
 
 /* Add layout s once per pipeline schedule the search tries: with PP > 1
- * base's when fixed, else 1F1B and interleaved with V = 2 and 4; with PP 1
+ * base's when fixed, else 1F1B, interleaved with V = 2 and 4, and zb-h1
+ * (skipped with ZeRO-2/3, which it cannot run); with PP 1
  * (no pipeline) 1F1B. A schedule the layout cannot run (PP x V above the
  * layers, m not a multiple of PP) fails hpt_plan_validate in
  * add_candidate and is skipped. Returns -1 out of memory, else 0. */
 static int add_schedules(candidate **v, int *n, int *cap, hpt_plan_setup *s,
                          const hpt_plan_setup *base, const hpt_plan_fixed *fx, hpt_plan_result *r)
 {
-    static const int virt[] = {1, 2, 4};
+    static const int virt[] = {1, 2, 4, 1};
     int one = s->pp == 1 || fx->pp_schedule;
-    for (int i = 0; i < (one ? 1 : 3); i++) {
+    for (int i = 0; i < (one ? 1 : 4); i++) {
         s->pp_schedule = s->pp == 1 ? HPT_PLAN_SCHEDULE_1F1B
                          : one      ? base->pp_schedule
+                         : i == 3   ? HPT_PLAN_SCHEDULE_ZBH1
                          : i        ? HPT_PLAN_SCHEDULE_INTERLEAVED
                                     : HPT_PLAN_SCHEDULE_1F1B;
         s->pp_virtual = s->pp == 1 ? 1 : one ? base->pp_virtual : virt[i];
@@ -1756,12 +1811,14 @@ static int add_schedules(candidate **v, int *n, int *cap, hpt_plan_setup *s,
 }
 
 /* The ranked table's `sched` column: "-" without a pipeline, "1f1b",
- * "gpipe", or "int" and V ("int2"). */
+ * "gpipe", "zbh1", or "int" and V ("int2"). */
 static const char *sched_column(const hpt_plan_setup *s)
 {
     static char buf[16];
     if (s->pp == 1)
         return "-";
+    if (s->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1)
+        return "zbh1";
     if (s->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED)
         return hpt_plan_schedule_name(s);
     snprintf(buf, sizeof buf, "int%d", vchunks(s));

@@ -71,12 +71,19 @@ hpt_status hpt_cluster_preset(const char *name, hpt_cluster *c);
  *  - INTERLEAVED (interleaved 1F1B; Narayanan et al. 2021, section 2.2.2;
  *    Megatron-LM's forward_backward_pipelining_with_interleaving): each
  *    rank holds V model chunks, virtual stage v = c x p + s holds layers
- *    [v L/(p V), (v+1) L/(p V)); m must be a multiple of p.
+ *    [v L/(p V), (v+1) L/(p V)); m must be a multiple of p;
+ *  - ZBH1 (zero-bubble ZB-H1; Qi et al. 2024, "Zero Bubble Pipeline
+ *    Parallelism", section 3.1): the backward split into B (input
+ *    gradients) and W (weight gradients of the linear layers), stage s
+ *    deferring s of its W passes into the bubbles; min(p, m) micro-batches
+ *    in flight on every stage (1F1B's bound, stage 0's) plus min(s + 1, m)
+ *    sets of W operands (hpt_plan_wstash_bytes).
  * docs/PLAN.md, "Pipeline schedules", has the formulas. */
 typedef enum {
     HPT_PLAN_SCHEDULE_1F1B,
     HPT_PLAN_SCHEDULE_GPIPE,
     HPT_PLAN_SCHEDULE_INTERLEAVED,
+    HPT_PLAN_SCHEDULE_ZBH1,
 } hpt_plan_schedule;
 
 /* What to plan. */
@@ -264,7 +271,8 @@ void hpt_plan_chunk_layers(int L, int pp, int V, int stage, int chunk, int *l0, 
  * interleaved schedule, else 1). */
 int hpt_plan_stage_nlayers(const hpt_plan_setup *s, int stage);
 
-/* "1f1b", "gpipe" or "interleaved": s's schedule as hpt-train names it. */
+/* "1f1b", "gpipe", "interleaved" or "zb-h1": s's schedule as hpt-train
+ * names it. */
 const char *hpt_plan_schedule_name(const hpt_plan_setup *s);
 
 /* Micro-batches per step and DP rank, m = global batch / (micro-batch x DP). */
@@ -278,16 +286,36 @@ int hpt_plan_micro_batches(const hpt_plan_setup *s);
  *                warm-up count (schedules.py, num_warmup_microbatches) plus
  *                the steady state's one forward ahead of its backward; on
  *                stage 0 (p V + p - 1)/V = p (1 + (p - 1)/(p V)) micro-batches,
- *                Korthikanti et al. 2022 / Narayanan et al. 2021's factor.
+ *                Korthikanti et al. 2022 / Narayanan et al. 2021's factor;
+ *   zb-h1        min(p, m) (a micro-batch's activations stay until its
+ *                deferred W: stage s holds s more than 1F1B).
  * lib/train_pipeline.c pipeline_slots allocates as many for 1F1B/GPipe. */
 int hpt_plan_in_flight(const hpt_plan_setup *s, int stage);
+
+/* zb-h1: the bytes of stage `stage`'s W operand sets (lib/model.h
+ * hpt_wgrad_layer): min(s + 1, m) sets on a stage s > 0 (none on stage 0
+ * and under other schedules) of, per layer, the seven projections' fp32
+ * output gradients (N x (2h + 2 I/t + h/t + 2 g h/t)) and, with
+ * recomputation, copies of the four GEMM inputs (ln1, atty, ln2, h in the
+ * activation dtype). exact = 1: CPU sizes (64-byte rounded pieces, fp32
+ * activations), 0: the GPU's (unrounded, a bytes per activation). */
+double hpt_plan_wstash_bytes(const hpt_plan_setup *s, int stage, int exact);
+
+/* zb-h1's share of 1F1B's idle time: (t_F + t_B - t_W)/(t_F + t_B + t_W)
+ * (Qi et al. 2024, section 3.1: ZB-H1's bubble (p - 1)(T_F + T_B - T_W)
+ * against 1F1B's (p - 1)(T_F + T_B + T_W)), from a layer's FLOPs: F the
+ * GEMMs G and the attention core A, B = G + 2A (+ the recomputation), W = G
+ * (the weight gradients of the GEMMs). About 1/3 for large models; 1 for
+ * the other schedules. */
+double hpt_plan_zb_factor(const hpt_plan_setup *s);
 
 /* The pipeline bubble as a fraction of the step, (p - 1)/(V m + p - 1)
  * with V = 1 for 1F1B and GPipe: the p - 1 idle micro-batch slots of
  * Narayanan et al. 2021, section 2.2.1 (bubble time (p - 1)(t_f + t_b)),
  * shrunk to (p - 1)/V slots by interleaving (section 2.2.2: bubble time
  * (p - 1)(t_f + t_b)/V, i.e. (p - 1)/(V m) of the ideal time), over the
- * step's m + (p - 1)/V slots. 0 for p = 1. */
+ * step's m + (p - 1)/V slots; zb-h1: (p - 1) z idle slots with z =
+ * hpt_plan_zb_factor. 0 for p = 1. */
 double hpt_plan_bubble(const hpt_plan_setup *s);
 
 /* Elements of the parameter block of one rank of pipeline stage `stage`:

@@ -309,11 +309,13 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
     size_t lo = 0, hi = 0;
     if ((st = stage_layers(r, o)))
         return st;
+    int nslots = pipeline_slots(r, o); /* sets r->wstash too */
     hpt_model_opts mo = {.comm = &r->comm, .recompute = o->recompute,
                          .sequence_parallel = o->sequence_parallel,
-                         .nslots = pipeline_slots(r, o), .l0 = r->l0, .l1 = r->l1,
+                         .nslots = nslots, .l0 = r->l0, .l1 = r->l1,
                          .nchunks = r->nchunks, .head_slots = r->head_slots,
                          .chunk_l0 = r->chunk_l0, .chunk_l1 = r->chunk_l1,
+                         .wstash = r->wstash,
                          .skip_init = r->resume_from >= 0 || o->init_from || o->zero == 3};
     if ((st = hpt_model_init_opts(&r->model, &r->cfg, be, &mo, o->batch, o->seq_len, o->seed)) ||
         (st = setup_pipeline(r, mo.nslots, o->grad_accum)))
@@ -748,7 +750,8 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective activation recomputation"
             : o->recompute ? ", full activation recomputation" : "",
             r->model.sp ? ", sequence parallel" : "",
-            r->comm.pp > 1 ? (o->gpipe ? ", GPipe" : o->interleaved ? il_banner(o) : ", 1F1B") : "",
+            r->comm.pp > 1 ? (o->gpipe ? ", GPipe" : o->interleaved ? il_banner(o)
+                              : o->zbh1 ? ", zero-bubble ZB-H1" : ", 1F1B") : "",
             r->model.act_bytes / 1048576.0,
             (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
             r->comm.dp, (long long)o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);

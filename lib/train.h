@@ -56,6 +56,8 @@ typedef struct {
     int interleaved;       /* --pp-schedule interleaved: Megatron's interleaved
                             * 1F1B over pp_virtual model chunks per rank    */
     int pp_virtual;        /* --pp-virtual V: model chunks per pipeline rank [1] */
+    int zbh1;              /* --pp-schedule zb-h1: zero-bubble ZB-H1 (Qi et al.
+                            * 2024): backward split into B and deferred W   */
     int comm_stats;        /* print per-group communication per step        */
     /* checkpoints (docs/CHECKPOINT.md) */
     const char *ckpt_dir;  /* default RUN_DIR/checkpoints                    */
@@ -127,7 +129,7 @@ void hpt_train_opts_default(hpt_train_opts *o);
 
 /* The options that take one word of a fixed set: "fault-stall-at"
  * (hpt_stall_at_names), "resume" (auto, strict, none), "pp-schedule"
- * (1f1b, gpipe, interleaved); sets the field of o. Errors: HPT_ERR_USAGE "--OPT 'ARG':
+ * (1f1b, gpipe, interleaved, zb-h1); sets the field of o. Errors: HPT_ERR_USAGE "--OPT 'ARG':
  * expected ..." naming the accepted words. */
 hpt_status hpt_train_opts_choice(hpt_train_opts *o, const char *opt, const char *arg);
 

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "fsutil.h"
+#include "plan.h"
 #include "train_metrics.h"
 #include "train_rundir.h"
 
@@ -179,12 +180,23 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (metrics)");
     for (int w = 0; w < W; w++)
         dp_rank[w] = (w / r->comm.tp) % r->comm.dp;
+    /* the schedule's bubble in theory (hpt-plan's formula for this run) */
+    hpt_plan_setup ps = {.cfg = r->cfg, .tp = r->comm.tp, .pp = r->comm.pp, .dp = r->comm.dp,
+                         .seq_len = o->seq_len, .micro_batch = o->batch,
+                         .global_batch = o->batch * o->grad_accum * r->comm.dp,
+                         .recompute = o->recompute, .pp_virtual = r->nchunks,
+                         .pp_schedule = o->gpipe ? HPT_PLAN_SCHEDULE_GPIPE
+                                        : o->interleaved ? HPT_PLAN_SCHEDULE_INTERLEAVED
+                                        : o->zbh1 ? HPT_PLAN_SCHEDULE_ZBH1
+                                                  : HPT_PLAN_SCHEDULE_1F1B};
     hpt_metrics_info info = {
         .world = W, .tp = r->comm.tp, .pp = r->comm.pp, .dp = r->comm.dp, .zero1 = o->zero,
         .sequence_parallel = o->sequence_parallel && r->comm.tp > 1, .recompute = o->recompute,
         .grad_accum = o->grad_accum, .micro_batch = o->batch, .seq_len = o->seq_len,
         .first_step = r->start_step, .resumed_from = r->resume_from,
         .process_start = process_start, .load_seconds = r->resume_from >= 0 ? r->ckpt_load_s : 0,
+        .pp_schedule = ps.pp_schedule, .pp_virtual = r->nchunks,
+        .bubble_theory = r->comm.pp > 1 ? hpt_plan_bubble(&ps) : 0,
         .flops_per_token = hpt_model_flops_per_token(&r->cfg, o->seq_len),
         .peak_flops_per_rank = o->peak_flops > 0 ? o->peak_flops
                                                  : HPT_CPU_NODE_PEAK_FLOPS / r->comm.node_size,

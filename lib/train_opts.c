@@ -83,11 +83,13 @@ hpt_status hpt_train_opts_choice(hpt_train_opts *o, const char *opt, const char 
             }
         return hpt_error_set(HPT_ERR_USAGE, "--resume '%s': expected auto, strict or none", arg);
     }
-    if (strcmp(arg, "1f1b") && strcmp(arg, "gpipe") && strcmp(arg, "interleaved"))
-        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b, gpipe or "
-                             "interleaved", arg);
+    if (strcmp(arg, "1f1b") && strcmp(arg, "gpipe") && strcmp(arg, "interleaved") &&
+        strcmp(arg, "zb-h1"))
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b, gpipe, "
+                             "interleaved or zb-h1", arg);
     o->gpipe = !strcmp(arg, "gpipe");
     o->interleaved = !strcmp(arg, "interleaved");
+    o->zbh1 = !strcmp(arg, "zb-h1");
     return HPT_OK;
 }
 
@@ -375,7 +377,7 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
     I("zero-shard-group", o->zero_shard_group);
     S("recompute", o->recompute == 0 ? "none" : o->recompute == 1 ? "full" : "selective");
     B("sequence-parallel", o->sequence_parallel);
-    S("pp-schedule", o->gpipe ? "gpipe" : o->interleaved ? "interleaved" : "1f1b");
+    S("pp-schedule", o->gpipe ? "gpipe" : o->interleaved ? "interleaved" : o->zbh1 ? "zb-h1" : "1f1b");
     I("pp-virtual", o->pp_virtual); S("pp-split", o->pp_split);
     B("comm-stats", o->comm_stats); S("checkpoint-dir", o->ckpt_dir);
     I("save-every", o->save_every); I("keep", o->keep); B("async-save", o->async_save);
@@ -525,6 +527,11 @@ hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *
                                  "supported yet (ZeRO-3's prefetch follows one chunk's layer "
                                  "order); use --zero 2");
     }
+    if (o->zbh1 && o->zero >= 2)
+        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule zb-h1 with --zero %d: not supported "
+                             "(its per-micro-batch reduce-scatters would start at a deferred "
+                             "weight-gradient pass, after later micro-batches' norm gradients); "
+                             "use --zero 1", o->zero);
     int n = o->zero_shard_group;
     if (n && *dp % n) {
         char fit[256] = "";

@@ -140,8 +140,15 @@ int pipeline_slots(run_state *r, const hpt_train_opts *o)
         r->slots_per_chunk = 0;
         return most + most_head;
     }
-    int inflight = o->gpipe ? M : r->comm.pp - r->comm.pp_rank;
+    /* ZB-H1 (Qi et al. 2024, section 3.1): a micro-batch's activations
+     * stay until its deferred W, which stage s runs s micro-batches after
+     * its B: PP in flight on every stage (1F1B's bound, on stage 0), and
+     * s + 1 W operand sets (s pending, plus the newest B's before the
+     * oldest W runs); stage 0 defers nothing (its B feeds no one) */
+    int P = r->comm.pp, s = r->comm.pp_rank;
+    int inflight = o->gpipe ? M : o->zbh1 ? P : P - s;
     r->slots_per_chunk = inflight < M ? inflight : M;
+    r->wstash = o->zbh1 && s > 0 ? (s + 1 < M ? s + 1 : M) : 0;
     return r->slots_per_chunk;
 }
 
@@ -263,8 +270,10 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
 }
 
 /* Backward of micro-batch i: receive dL/d(output) from the next stage, run,
- * send dL/d(input) to the previous stage. */
-static void pipe_backward(run_state *r, int i, int chunk, int M)
+ * send dL/d(input) to the previous stage. split (zb-h1): the input-gradient
+ * pass B only, its weight-gradient pass W left for pipe_weight (the slot
+ * stays taken until then). */
+static void pipe_backward(run_state *r, int i, int chunk, int M, int split)
 {
     hpt_comm *c = &r->comm;
     int P = c->pp, V = r->nchunks, k = slot_for(r, i, chunk, M, 0);
@@ -276,7 +285,10 @@ static void pipe_backward(run_state *r, int i, int chunk, int M)
     if (from)
         c->be->recv_f32(c, HPT_GROUP_PP, r->model.dx, act_elems(r), (c->pp_rank + 1) % P, tag);
     double t1 = now_s(), c1 = comm_seconds(r);
-    hpt_model_stage_backward(&r->model, k);
+    if (split)
+        hpt_model_stage_backward_input(&r->model, k, i % r->wstash);
+    else
+        hpt_model_stage_backward(&r->model, k);
     double t2 = now_s();
     r->t_wait += t1 - t0;
     r->t_bwd += t2 - t1 - (comm_seconds(r) - c1); /* compute only */
@@ -292,7 +304,23 @@ static void pipe_backward(run_state *r, int i, int chunk, int M)
                          &r->bwd_req[k]);
         r->bwd_busy[k] = 1;
     }
-    slot_free(r, k); /* its activations are spent */
+    if (!split)
+        slot_free(r, k); /* its activations are spent */
+}
+
+/* zb-h1: the deferred weight-gradient pass W of micro-batch i (after its
+ * B): compute only, traced as "weight". */
+static void pipe_weight(run_state *r, int i, int M)
+{
+    int k = slot_for(r, i, 0, M, 0);
+    double t0 = now_s();
+    hpt_model_stage_backward_weight(&r->model, k, i % r->wstash);
+    double t1 = now_s();
+    r->t_bwd += t1 - t0;
+    r->t_pipe_busy += t1 - t0;
+    r->t_pipe_end = t1;
+    hpt_trace_span(r->trace, "weight", "compute", i, t0, t1);
+    slot_free(r, k);
 }
 
 /* Complete every pending pipeline send. */
@@ -438,30 +466,63 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
     do {                                                                                \
         int shard_ = D > 1 && o->zero >= 2;                                             \
         r->acc_micro = (i);                                                             \
+        if (zb) { /* B only: no range is final before its W */                          \
+            pipe_backward(r, (i), (c), M, 1);                                           \
+            r->wpending++;                                                              \
+            break;                                                                      \
+        }                                                                               \
         if (shard_ || ((i) + 1 == M && D > 1 && o->zero != 1)) {                        \
             r->model.grad_ready = shard_ ? dp_bucket_reduce_scatter : dp_bucket_allreduce; \
             r->model.grad_ready_ctx = r;                                                \
         }                                                                               \
-        pipe_backward(r, (i), (c), M);                                                  \
+        pipe_backward(r, (i), (c), M, 0);                                               \
         r->model.grad_ready = NULL;                                                     \
         if (shard_ && (i) + 1 < M)                                                      \
             dp_buckets_micro_end(r);                                                    \
     } while (0)
+    /* zb-h1: the oldest pending W; the last micro-batch's starts the DP
+     * all-reduce (ZeRO-2/3 are refused with zb-h1) */
+#define WGT()                                                                           \
+    do {                                                                                \
+        int i_ = r->wnext++;                                                            \
+        r->wpending--;                                                                  \
+        r->acc_micro = i_;                                                              \
+        if (i_ + 1 == M && D > 1 && o->zero != 1) {                                     \
+            r->model.grad_ready = dp_bucket_allreduce;                                  \
+            r->model.grad_ready_ctx = r;                                                \
+        }                                                                               \
+        pipe_weight(r, i_, M);                                                          \
+        r->model.grad_ready = NULL;                                                     \
+    } while (0)
     /* one loop for every schedule: task k runs micro-batch il_micro(k) of
      * chunk il_chunk(k) — with one chunk, micro-batch k of chunk 0 — after
-     * w warm-up forwards (1F1B: P - s - 1, GPipe: all, interleaved:
-     * Megatron's count) */
+     * w warm-up forwards (1F1B and zb-h1: P - s - 1, GPipe: all,
+     * interleaved: Megatron's count). zb-h1 (Qi et al. 2024, figure 3;
+     * the exact order of their Megatron-DeepSpeed ZeroBubbleH1Pipeline):
+     * stage s > 0 runs each backward as B alone and its W later: none in
+     * the first s steady iterations, then after every B the oldest
+     * pending W, the rest at the end; stage 0 runs whole backwards. */
+    int zb = r->wstash > 0;
     int total = M * V, w = V > 1 ? il_warmup(P, V, s, M) : warm;
+    r->wnext = r->wpending = 0;
     for (int k = 0; k < w; k++)
         FWD(il_micro(k, P, V), il_chunk(k, P, V, 1));
     for (int k = 0; k < total - w; k++) {
         FWD(il_micro(w + k, P, V), il_chunk(w + k, P, V, 1));
         BWD(il_micro(k, P, V), il_chunk(k, P, V, 0));
+        if (zb && k >= s)
+            WGT();
     }
-    for (int k = total - w; k < total; k++)
+    for (int k = total - w; k < total; k++) {
         BWD(il_micro(k, P, V), il_chunk(k, P, V, 0));
+        if (zb)
+            WGT();
+    }
+    while (zb && r->wpending)
+        WGT();
 #undef FWD
 #undef BWD
+#undef WGT
     pipe_drain(r);
     r->cursor += (int64_t)M * o->batch * D;
     dp_buckets_wait(r);

@@ -76,6 +76,10 @@ typedef struct {
     int l0, l1;                /* this stage's layers                   */
     int nchunks;               /* model chunks on this rank (interleaved: V) */
     int chunk_l0[64], chunk_l1[64]; /* their global layer ranges            */
+    int wstash;                /* zb-h1: W operand sets (deferred weight-
+                                * gradient passes in flight + 1); 0 = none */
+    int wnext, wpending;       /* zb-h1: the oldest pending W (micro-batch)
+                                * and how many are pending                 */
     int slots_per_chunk;       /* one chunk: the activation slots (micro-batch
                                 * i uses slot i mod this)                */
     int head_slots;            /* interleaved: slots of the head's chunk (the

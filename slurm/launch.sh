@@ -72,7 +72,7 @@ HPT_COMM=${HPT_COMM:-auto}             # hpt-train --comm (GPU backends): nccl, 
 HPT_PRECISION=${HPT_PRECISION:-fp32}   # hpt-train --precision (GPU backends): fp32, tf32 or bf16
 HPT_TP=${HPT_TP:-1}
 HPT_PP=${HPT_PP:-1}
-HPT_PP_SCHEDULE=${HPT_PP_SCHEDULE:-}   # hpt-train --pp-schedule: 1f1b, gpipe or interleaved [hpt-train's, 1f1b]
+HPT_PP_SCHEDULE=${HPT_PP_SCHEDULE:-}   # hpt-train --pp-schedule: 1f1b, gpipe, interleaved or zb-h1 [hpt-train's, 1f1b]
 HPT_PP_VIRTUAL=${HPT_PP_VIRTUAL:-}     # hpt-train --pp-virtual N: model chunks per pipeline rank (interleaved)
 HPT_SEQ_LEN=${HPT_SEQ_LEN:-256}
 HPT_MICRO_BATCH=${HPT_MICRO_BATCH:-1}
@@ -116,8 +116,8 @@ fi
 [[ $HPT_COMM =~ ^(auto|mpi|nccl)$ ]] || die "HPT_COMM='$HPT_COMM': expected auto, mpi or nccl"
 # The pipeline schedule: interleaved needs a pipeline and V (its micro-batch
 # rule needs DP: checked with the layout below)
-[[ -z $HPT_PP_SCHEDULE || $HPT_PP_SCHEDULE =~ ^(1f1b|gpipe|interleaved)$ ]] ||
-  die "HPT_PP_SCHEDULE='$HPT_PP_SCHEDULE': expected 1f1b, gpipe or interleaved"
+[[ -z $HPT_PP_SCHEDULE || $HPT_PP_SCHEDULE =~ ^(1f1b|gpipe|interleaved|zb-h1)$ ]] ||
+  die "HPT_PP_SCHEDULE='$HPT_PP_SCHEDULE': expected 1f1b, gpipe, interleaved or zb-h1"
 if [ -n "$HPT_PP_VIRTUAL" ]; then
   is_count HPT_PP_VIRTUAL "$HPT_PP_VIRTUAL"
   [ "$HPT_PP_SCHEDULE" = interleaved ] ||

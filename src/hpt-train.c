@@ -45,7 +45,7 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "Parallel layout (world = TP x PP x DP; run under mpiexec or srun):\n"
             "  --tp N                tensor parallel size (divides heads, kv heads, SwiGLU) [1]\n"
             "  --pp N                pipeline parallel size (stages; at most the layers) [1]\n"
-            "  --pp-schedule S       1f1b, gpipe or interleaved (--pp-virtual V chunks) [1f1b]\n"
+            "  --pp-schedule S       1f1b, gpipe, interleaved (--pp-virtual V) or zb-h1 [1f1b]\n"
             "  --pp-virtual V        interleaved: model chunks per pipeline rank [1]\n"
             "  --pp-split A,B,...    layers per stage [balanced]\n"
             "  --dp N                data parallel size [world size / (TP x PP)]\n"

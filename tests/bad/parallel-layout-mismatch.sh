@@ -14,5 +14,5 @@ expect_error 2 "\-\-pp 3: more pipeline stages than the model's 2 layers" \
   timeout 120 "$MPIEXEC" -n 3 "$TRAIN" --model tiny --data "$CORPUS" --pp 3 --steps 1
 expect_error 2 "\-\-pp-split '1,2': expected 2 positive layer counts" \
   timeout 120 "$MPIEXEC" -n 2 "$TRAIN" --model tiny --data "$CORPUS" --pp 2 --pp-split 1,2 --steps 1
-expect_error 2 "\-\-pp-schedule 'zb': expected 1f1b, gpipe or interleaved" \
+expect_error 2 "\-\-pp-schedule 'zb': expected 1f1b, gpipe, interleaved or zb-h1" \
   "$TRAIN" --model tiny --data "$CORPUS" --pp-schedule zb

@@ -32,4 +32,4 @@ expect_error 2 "\-\-top is only used with \-\-search" "$HPT_BUILD/src/hpt-plan" 
 expect_error 2 "\-\-ranks-tsv is not used with \-\-search" \
   "$HPT_BUILD/src/hpt-plan" $M --search --gpus 8 --ranks-tsv "$WORK/r.tsv"
 [ ! -e "$WORK/r.tsv" ] || fail "--ranks-tsv written although refused"
-expect_error 2 "\-\-pp-schedule 'zb': expected 1f1b, gpipe or interleaved" "$HPT_BUILD/src/hpt-plan" $M --pp 2 --pp-schedule zb
+expect_error 2 "\-\-pp-schedule 'zb': expected 1f1b, gpipe, interleaved or zb-h1" "$HPT_BUILD/src/hpt-plan" $M --pp 2 --pp-schedule zb

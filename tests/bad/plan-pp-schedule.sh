@@ -8,8 +8,8 @@
 . "$HPT_SRC/tests/helpers/lib.sh"
 P="$HPT_BUILD/src/hpt-plan"
 A="--model llama3-8b --cluster h100-80gb --seq-len 4096"
-expect_error 2 "\-\-pp-schedule 'zb-h1': expected 1f1b, gpipe or interleaved" \
-  "$P" $A --global-batch 8 --pp 4 --pp-schedule zb-h1
+expect_error 2 "\-\-pp-schedule 'zb-h2': expected 1f1b, gpipe, interleaved or zb-h1" \
+  "$P" $A --global-batch 8 --pp 4 --pp-schedule zb-h2
 expect_error 2 "\-\-pp-virtual 2 is only used with \-\-pp-schedule interleaved \(the schedule is 1f1b\)" \
   "$P" $A --global-batch 8 --pp 4 --pp-virtual 2
 expect_error 2 "\-\-pp-virtual 2 is only used with \-\-pp-schedule interleaved \(the schedule is gpipe\)" \

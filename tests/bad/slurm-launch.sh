@@ -34,8 +34,8 @@ expect_error 2 "HPT_TASKS_PER_NODE='0': expected a positive integer" env HPT_TAS
 expect_error 2 "HPT_INIT_FROM='$WORK/none.safetensors': no such file or directory" \
   env HPT_INIT_FROM="$WORK/none.safetensors" bash "$T" --dry-run
 # the pipeline schedule (train_tiny: TP 2 x PP 2 x DP 2, global batch 8)
-expect_error 2 "HPT_PP_SCHEDULE='zb-h1': expected 1f1b, gpipe or interleaved" \
-  env HPT_PP_SCHEDULE=zb-h1 bash "$T" --dry-run
+expect_error 2 "HPT_PP_SCHEDULE='zb-h2': expected 1f1b, gpipe, interleaved or zb-h1" \
+  env HPT_PP_SCHEDULE=zb-h2 bash "$T" --dry-run
 expect_error 2 "HPT_PP_VIRTUAL='0': expected a positive integer" \
   env HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=0 bash "$T" --dry-run
 expect_error 2 "HPT_PP_VIRTUAL=2 needs HPT_PP_SCHEDULE=interleaved \(model chunks per pipeline rank; the schedule is 1f1b\)" \

@@ -29,6 +29,6 @@ expect_error 2 "\-\-pp-schedule interleaved with --zero 3: not supported yet" \
   timeout 120 "$MPIEXEC" -n 4 "$TRAIN" $A --pp 2 --dp 2 --zero 3 --grad-accum 4 --pp-schedule interleaved --pp-virtual 3
 expect_error 2 "\-\-pp-schedule interleaved needs --pp >= 2" \
   timeout 120 "$TRAIN" $A --grad-accum 2 --pp-schedule interleaved --pp-virtual 2
-expect_error 2 "\-\-pp-schedule 'zigzag': expected 1f1b, gpipe or interleaved" \
+expect_error 2 "\-\-pp-schedule 'zigzag': expected 1f1b, gpipe, interleaved or zb-h1" \
   timeout 120 "$TRAIN" $A --pp-schedule zigzag
 pass "--pp-virtual / --pp-schedule interleaved: each bad input refused with its rule"

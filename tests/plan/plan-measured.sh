@@ -4,7 +4,8 @@
 # bytes per step equal hpt-train's --comm-stats counters exactly, and the
 # predicted peak memory per rank is within 10 % of the measured peak RSS —
 # also under the GPipe schedule (gp8: every stage holds all 8 micro-batches,
-# about twice the 1F1B memory, so a plan that ignored --pp-schedule fails).
+# about twice the 1F1B memory, so a plan that ignored --pp-schedule fails)
+# and zb-h1 (zb2, zb2s).
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1
@@ -50,6 +51,13 @@ check rc1 1 "--model small --seq-len 256 --batch 2 --recompute" \
   "--model small --seq-len 256 --global-batch 2 --micro-batch 2 --recompute"
 check gp8 2 "--model small --seq-len 256 --pp 2 --batch 1 --grad-accum 8 --pp-schedule gpipe" \
   "--model small --seq-len 256 --pp 2 --global-batch 8 --micro-batch 1 --pp-schedule gpipe"
+# zb-h1: every stage holds PP micro-batches (stage 1: 2 where 1F1B holds 1)
+# and stage 1 two sets of deferred weight-gradient operands, with and
+# without (selective) recomputation (the recomputed W inputs copied)
+check zb2 2 "--model small --seq-len 256 --pp 2 --batch 1 --grad-accum 4 --pp-schedule zb-h1" \
+  "--model small --seq-len 256 --pp 2 --global-batch 4 --micro-batch 1 --pp-schedule zb-h1"
+check zb2s 2 "--model small --seq-len 256 --pp 2 --batch 1 --grad-accum 4 --pp-schedule zb-h1 --recompute selective" \
+  "--model small --seq-len 256 --pp 2 --global-batch 4 --micro-batch 1 --pp-schedule zb-h1 --recompute selective"
 check t22 4 "--model small --seq-len 128 --tp 2 --pp 2 --batch 1 --grad-accum 2 --tie-embeddings --recompute" \
   "--model small --seq-len 128 --tp 2 --pp 2 --global-batch 2 --micro-batch 1 --tie-embeddings --recompute"
 # --async-save: the staging buffer (the whole checkpoint at DP 1, ~1/3 of the

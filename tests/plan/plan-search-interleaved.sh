@@ -10,9 +10,9 @@
 #  - every interleaved candidate is one the schedule can run (PP > 1,
 #    PP x V <= 80 layers, m a multiple of PP);
 #  - where memory forbids it: TP 4 x PP 8, no recomputation, kept: V = 2 is
-#    faster but needs 85 GiB, so 1F1B (70.6 GiB) ranks first and V = 2 is
-#    named as the faster layout that does not fit; with --mem-gb 100 the
-#    same V = 2 ranks first;
+#    faster but needs 85 GiB (zb-h1 faster still, 112 GiB), so 1F1B (70.6
+#    GiB) ranks first and zb-h1 is named as the faster layout that does not
+#    fit; with --mem-gb 100 V = 2 ranks first;
 #  - --pp-schedule interleaved --pp-virtual 4 kept: every PP > 1 layout is V 4.
 . "$HPT_SRC/tests/helpers/lib.sh"
 P="$HPT_BUILD/src/hpt-plan"
@@ -41,6 +41,8 @@ for x in r:
     if x["pp_schedule"] == "interleaved":
         m = 64 // (x["micro_batch"] * x["dp"])
         assert x["pp"] > 1 and x["pp"] * x["pp_virtual"] <= 80 and m % x["pp"] == 0, x
+    elif x["pp_schedule"] == "zb-h1":  # tests/plan/plan-zb-h1.sh
+        assert x["pp"] > 1 and x["pp_virtual"] == 1 and x["zero"] < 2, x
     else:
         assert x["pp_schedule"] == "1f1b" and x["pp_virtual"] == 1, x
 assert {x["pp_virtual"] for x in r if x["pp_schedule"] == "interleaved"} == {2, 4}
@@ -61,7 +63,7 @@ cat "$WORK/k.txt"
 "$PYTHON" - "$WORK/k.json" "$WORK/k100.json" <<'PY' || fail "search: interleaved ranked where memory forbids it"
 import json, sys
 k, big = (json.load(open(p)) for p in sys.argv[1:])
-assert k["candidates"] == 3 and k["fitting"] == 1, (k["candidates"], k["fitting"])
+assert k["candidates"] == 4 and k["fitting"] == 1, (k["candidates"], k["fitting"])  # 1F1B, V 2, V 4, zb-h1
 assert [x["pp_schedule"] for x in k["ranked"]] == ["1f1b"], k["ranked"]
 assert k["ranked"][0]["mem_bytes"] <= k["best"]["mem_capacity"]
 b = big["ranked"][0]
@@ -69,7 +71,7 @@ assert (b["pp_schedule"], b["pp_virtual"]) == ("interleaved", 2), b
 assert b["mem_bytes"] > k["best"]["mem_capacity"], b     # needs more than the 80 GB card has
 assert b["tokens_per_s"] > k["ranked"][0]["tokens_per_s"]
 PY
-grep -q "^  - faster but does not fit: TP 4 x PP 8 x DP 2, micro-batch 1, sequence parallel, ZeRO-1, interleaved 1F1B, V = 2 (.* tokens/s, needs 8[0-9.]* GiB)$" "$WORK/k.txt" &&
+grep -q "^  - faster but does not fit: TP 4 x PP 8 x DP 2, micro-batch 1, sequence parallel, ZeRO-1, ZB-H1 (.* tokens/s, needs 1[0-9][0-9.]* GiB)$" "$WORK/k.txt" &&
   grep -q "^hpt-train options: --tp 4 --pp 8 --dp 2 .*--zero1 --backend cuda" "$WORK/k.txt" &&
   ! grep -q "^hpt-train options: .*--pp-schedule" "$WORK/k.txt" ||
   fail "search (text): the interleaved misfit not named, or the 1F1B layout's options wrong"
