@@ -140,6 +140,20 @@ if [ -x "$HPT_BUILD/src/hpt-plan" ]; then
   HPT_PP_SCHEDULE=gpipe bash "$HPT_SRC/jobs/train_tiny.sh" --dry-run > "$WORK/tg" 2>&1 || fail "tiny dry run, gpipe"
   grep -q "hpt-plan .* --pp-schedule gpipe " "$WORK/tg" && grep -q "^GPipe bubble: " "$WORK/tg" ||
     { cat "$WORK/tg"; fail "tiny: HPT_PP_SCHEDULE=gpipe not planned"; }
+  # HPT_RECOMPUTE=selective and HPT_SEQUENCE_PARALLEL=1: named in the dry run
+  # and planned (tiny: TP 2)
+  HPT_RECOMPUTE=selective HPT_SEQUENCE_PARALLEL=1 bash "$HPT_SRC/jobs/train_tiny.sh" --dry-run > "$WORK/tsel" 2>&1 ||
+    { cat "$WORK/tsel"; fail "tiny dry run, HPT_RECOMPUTE=selective HPT_SEQUENCE_PARALLEL=1"; }
+  grep -qx "== activations: selective recomputation, sequence parallelism over TP 2 (--recompute selective --sequence-parallel) ==" "$WORK/tsel" &&
+    grep -q "hpt-plan .* --recompute selective --sequence-parallel " "$WORK/tsel" &&
+    grep -q "^layout: .*, selective recomputation, sequence parallel" "$WORK/tsel" ||
+    { cat "$WORK/tsel"; fail "tiny: HPT_RECOMPUTE=selective HPT_SEQUENCE_PARALLEL=1 not shown or not planned"; }
+  # HPT_RECOMPUTE=full is HPT_RECOMPUTE=1: the same dry run
+  HPT_RECOMPUTE=full bash "$HPT_SRC/jobs/train_tiny.sh" --dry-run > "$WORK/tfull" 2>&1 || fail "tiny dry run, HPT_RECOMPUTE=full"
+  HPT_RECOMPUTE=1 bash "$HPT_SRC/jobs/train_tiny.sh" --dry-run > "$WORK/t1" 2>&1 || fail "tiny dry run, HPT_RECOMPUTE=1"
+  cmp -s "$WORK/tfull" "$WORK/t1" && grep -qx "== activations: full recomputation (--recompute) ==" "$WORK/t1" &&
+    grep -q "^layout: .*, recomputation" "$WORK/t1" || { cat "$WORK/tfull"; fail "tiny: HPT_RECOMPUTE=full is not HPT_RECOMPUTE=1"; }
+  grep -q "^== activations" "$WORK/tg" && fail "tiny: an activations line without HPT_RECOMPUTE or HPT_SEQUENCE_PARALLEL"
   # ... and as hpt-train options of the job (--pp-virtual with its value)
   HPT_TRAIN_ARGS="--pp-schedule interleaved --pp-virtual 4" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run > "$WORK/70bt" 2>&1 ||
     { cat "$WORK/70bt"; fail "70B dry run with HPT_TRAIN_ARGS='--pp-schedule interleaved --pp-virtual 4'"; }
