@@ -32,8 +32,10 @@
 # With --dry-run (or HPT_DRY_RUN=1), outside or inside an allocation, it prints
 # the layout (per kind of group, TP/PP/DP: the count, how many cross a node,
 # the first and the last group with their ranks and nodes; every group with
-# --verbose or HPT_DRY_RUN_VERBOSE=1) and hpt-plan's per-rank memory plan,
-# and trains nothing.
+# --verbose or HPT_DRY_RUN_VERBOSE=1), the settings beyond the layout that
+# change memory or time (recomputation, sequence parallelism, the pipeline
+# schedule, --async-save, ...) and hpt-plan's per-rank memory plan, and
+# trains nothing.
 #
 # Variables (defaults in brackets; every template sets its own): see
 # docs/SLURM.md. Exit status: 0 done or requeued; 2 bad variable, layout or

@@ -71,15 +71,16 @@ expect_error 2 "the plan says this layout does not fit in h100-80gb's device mem
   env HPT_RECOMPUTE=0 HPT_ZERO1=0 HPT_MICRO_BATCH=4 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
 grep -q "^worst: stage 0, .*: DOES NOT FIT$" "$WORK/out.$$" || fail "the misfit dry run did not print the plan"
 # ... also when the misfit comes from the job's own hpt-train options (GPipe
-# keeps every micro-batch's activations), which the plan is given
+# keeps every micro-batch's activations), which the plan is given (the
+# template's interleaved schedule set back to 1F1B, so that it sets no V)
 expect_error 2 "the plan says this layout does not fit in h100-80gb's device memory" \
-  env HPT_TRAIN_ARGS="--pp-schedule gpipe" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
+  env HPT_PP_SCHEDULE=1f1b HPT_TRAIN_ARGS="--pp-schedule gpipe" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
 grep -q "hpt-plan .* --pp-schedule gpipe$" "$WORK/out.$$" || fail "the plan was not given --pp-schedule gpipe"
 # --recompute's optional value written as the next word reaches the plan too
 # (was: dropped, so "--recompute none" was planned as full recomputation)
 expect_error 2 "the plan says this layout does not fit in h100-80gb's device memory" \
   env HPT_TRAIN_ARGS="--recompute none" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
-grep -q "hpt-plan .* --recompute --zero 1 --async-save --precision tf32 --recompute none$" "$WORK/out.$$" ||
+grep -q "hpt-plan .* --recompute selective --sequence-parallel --zero 1 --pp-schedule interleaved --pp-virtual 2 --async-save --precision tf32 --recompute none$" "$WORK/out.$$" ||
   fail "the plan was not given --recompute none"
 expect_error 2 "unknown argument '--fast'" bash "$T" --fast
 expect_error 2 "not inside a Slurm job: submit with sbatch" bash "$T"
