@@ -29,7 +29,7 @@
 #   auto would make it HSDP, 2 shard groups of 2: the 5th below), interleaved
 #   1F1B, V = 2 (16 chunks of 5 layers, 2 per stage):
 #   step 56.64 s, 7.406e4 tokens/s, MFU 50.2 %; 64.5 GiB on stage 0 of 74.5
-#   (10.0 GiB free; stage 7 41.4 GiB); bubble 0.013 = 3.5 / (256 + 3.5)
+#   (10.0 GiB free; stage 7 43.1 GiB); bubble 0.013 = 3.5 / (256 + 3.5)
 #   ((PP - 1) / V idle micro-batch slots beside m = 256; 1F1B at this layout:
 #   0.027). TP 4's 26625 collectives per step 5.92 s on NVLink; PP
 #   15 chunk boundaries per micro-batch each way (V x 1F1B's sends), 0.69 s,
