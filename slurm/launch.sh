@@ -332,10 +332,10 @@ dry_run() {
   [ "$HPT_ASYNC_SAVE" = 0 ] ||
     echo "== checkpoints: --async-save (written in the background; the plan counts the staging buffer) =="
   if [ "$HPT_RECOMPUTE" != none ] || [ "$HPT_SEQUENCE_PARALLEL" = 1 ]; then
-    local act=()
-    [ "$HPT_RECOMPUTE" = none ] || act+=("$HPT_RECOMPUTE recomputation")
-    [ "$HPT_SEQUENCE_PARALLEL" = 0 ] || act+=("sequence parallelism over TP $HPT_TP")
-    echo "== activations: $(IFS=,; echo "${act[*]}" | sed 's/,/, /g') ($(echo $(act_args))) =="
+    local act=""
+    [ "$HPT_RECOMPUTE" = none ] || act="$HPT_RECOMPUTE recomputation"
+    [ "$HPT_SEQUENCE_PARALLEL" = 0 ] || act+="${act:+, }sequence parallelism over TP $HPT_TP"
+    echo "== activations: $act ($(act_args | paste -sd ' ')) =="
   fi
   if [ -n "$HPT_PP_SCHEDULE" ]; then
     local sname=$HPT_PP_SCHEDULE
@@ -343,7 +343,7 @@ dry_run() {
       1f1b) sname=1F1B ;; gpipe) sname=GPipe ;;
       interleaved) sname="interleaved 1F1B, V = $HPT_PP_VIRTUAL model chunks per pipeline rank" ;;
     esac
-    echo "== pipeline schedule: $sname over PP $HPT_PP ($(echo $(sched_args))) =="
+    echo "== pipeline schedule: $sname over PP $HPT_PP ($(sched_args | paste -sd ' ')) =="
   fi
   [ -z "$HPT_TRACE_STEPS" ] ||
     echo "== step timeline: --trace-steps $HPT_TRACE_STEPS into RUN_DIR/metrics.h5 /trace (hpt-metrics trace RUN_DIR -o trace.json) =="
