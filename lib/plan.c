@@ -298,7 +298,8 @@ int hpt_plan_in_flight(const hpt_plan_setup *s, int stage)
 {
     long m = micro_batches(s), p = s->pp, V = vchunks(s);
     if (s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED) {
-        long warm = (p - stage - 1) * 2 + (V - 1) * p; /* Megatron's warm-up forwards */
+        /* Megatron's warm-up forwards (all of them when m = p) */
+        long warm = m == p ? m * V : (p - stage - 1) * 2 + (V - 1) * p;
         return (int)(warm + 1 < m * V ? warm + 1 : m * V);
     }
     long k = s->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE  ? m
@@ -307,15 +308,26 @@ int hpt_plan_in_flight(const hpt_plan_setup *s, int stage)
     return (int)(k < m ? k : m);
 }
 
+/* Interleaved with m = p micro-batches: Megatron's order (and hpt-train's,
+ * lib/train_pipeline.c il_warmup) runs every forward before the first
+ * backward. */
+static int all_warmup(const hpt_plan_setup *s)
+{
+    return s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED && hpt_plan_micro_batches(s) == s->pp;
+}
+
 /* Slots of `stage` that hold the head's outputs (the final norm's, the
  * logits): on the last stage each of the k slots, except under the
  * interleaved schedule, where only the last chunk has the head and
  * Megatron's order runs each of its forwards right before that
  * micro-batch's backward (steady state: forward i + W, then backward i,
- * the same micro-batch's last chunk): one of them in flight. */
+ * the same micro-batch's last chunk): one of them in flight — m of them
+ * when every forward runs first (all_warmup). */
 static int head_slots(const hpt_plan_setup *s, int k)
 {
-    return s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED && k > 1 ? 1 : k;
+    if (s->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED || k <= 1)
+        return k;
+    return all_warmup(s) ? hpt_plan_micro_batches(s) : 1;
 }
 
 double hpt_plan_zb_factor(const hpt_plan_setup *s)
@@ -700,10 +712,26 @@ static double shard_of(double P, int dp, int d)
     return fmin(S, P - lo);
 }
 
+/* Activation slots hpt-train allocates on `stage` (lib/train_pipeline.c
+ * pipeline_slots): the chunk forwards in flight, and one more on the last
+ * stage under the interleaved schedule (V > 1), whose pool keeps the head
+ * chunk's slot apart: there the warm-up forwards, all of earlier chunks,
+ * reach the in-flight count without it — except when every forward runs
+ * first (m = p), where the head's m slots are part of the m V. Checked
+ * against hpt-train's simulation for p <= 16, V 2-5, m p..8p. */
+static int alloc_slots(const hpt_plan_setup *s, int stage)
+{
+    int k = hpt_plan_in_flight(s, stage);
+    return s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED && vchunks(s) > 1 &&
+                   stage == s->pp - 1 && !all_warmup(s)
+               ? k + 1
+               : k;
+}
+
 static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
 {
     hpt_plan_mem m = {0};
-    int M = micro_batches(s), k = hpt_plan_in_flight(s, stage);
+    int M = micro_batches(s), k = alloc_slots(s, stage);
     double P = hpt_plan_stage_params(s, stage), N = (double)s->micro_batch * s->seq_len;
     double C = s->cfg.hidden_size, lg = 0;
     if (s->cl.exact) { /* hpt's fp32 allocations, lib/model.c + optim.c + train.c */

@@ -32,8 +32,10 @@
 # With --dry-run (or HPT_DRY_RUN=1), outside or inside an allocation, it prints
 # the layout (per kind of group, TP/PP/DP: the count, how many cross a node,
 # the first and the last group with their ranks and nodes; every group with
-# --verbose or HPT_DRY_RUN_VERBOSE=1) and hpt-plan's per-rank memory plan,
-# and trains nothing.
+# --verbose or HPT_DRY_RUN_VERBOSE=1), the settings beyond the layout that
+# change memory or time (recomputation, sequence parallelism, the pipeline
+# schedule, --async-save, ...) and hpt-plan's per-rank memory plan, and
+# trains nothing.
 #
 # Variables (defaults in brackets; every template sets its own): see
 # docs/SLURM.md. Exit status: 0 done or requeued; 2 bad variable, layout or
@@ -81,7 +83,8 @@ HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-100}
 HPT_ZERO1=${HPT_ZERO1:-0}             # 1: --zero1 (the same as HPT_ZERO=1)
 HPT_ZERO=${HPT_ZERO:-}                 # hpt-train --zero N: 0, 1, 2 or 3 [HPT_ZERO1]
 HPT_ZERO_SHARD_GROUP=${HPT_ZERO_SHARD_GROUP:-auto} # HSDP (--zero-shard-group): auto, N, or 0 (off)
-HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
+HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}     # hpt-train --recompute: 0 (none), 1 or full, selective
+HPT_SEQUENCE_PARALLEL=${HPT_SEQUENCE_PARALLEL:-0} # 1: --sequence-parallel (needs HPT_TP > 1)
 HPT_ASYNC_SAVE=${HPT_ASYNC_SAVE:-0}   # 1: --async-save (periodic checkpoints written in the background)
 HPT_TRACE_STEPS=${HPT_TRACE_STEPS:-}   # hpt-train --trace-steps A-B: the step timeline (docs/METRICS.md)
 HPT_SIGNAL=${HPT_SIGNAL:-USR1}
@@ -99,7 +102,22 @@ for v in HPT_TP HPT_PP HPT_SEQ_LEN HPT_MICRO_BATCH HPT_STEPS; do is_count $v "${
 [[ $HPT_SAVE_EVERY =~ ^[0-9]+$ ]] || die "HPT_SAVE_EVERY='$HPT_SAVE_EVERY': expected an integer >= 0"
 [[ $HPT_MAX_STALLED_RESTARTS =~ ^[0-9]+$ ]] ||
   die "HPT_MAX_STALLED_RESTARTS='$HPT_MAX_STALLED_RESTARTS': expected an integer >= 0"
-for v in HPT_ZERO1 HPT_RECOMPUTE HPT_ASYNC_SAVE HPT_REQUEUE DRY_RUN DRY_RUN_VERBOSE; do is_bool $v "${!v}"; done
+for v in HPT_ZERO1 HPT_SEQUENCE_PARALLEL HPT_ASYNC_SAVE HPT_REQUEUE DRY_RUN DRY_RUN_VERBOSE; do is_bool $v "${!v}"; done
+# Activation memory: recomputation (hpt-train's --recompute[=MODE]; 1 is full,
+# as when this was a 0/1 switch) and sequence parallelism, which splits the
+# norms and residual stream over the TP ranks along the tokens of a micro-batch
+case $HPT_RECOMPUTE in
+  0|none) HPT_RECOMPUTE=none ;;
+  1|full) HPT_RECOMPUTE=full ;;
+  selective) ;;
+  *) die "HPT_RECOMPUTE='$HPT_RECOMPUTE': expected 0 (none), 1 or full (keep only each layer's input, redo the layer in backward) or selective (keep the GEMM outputs, redo attention and the norms/SwiGLU)" ;;
+esac
+if [ "$HPT_SEQUENCE_PARALLEL" = 1 ]; then
+  [ "$HPT_TP" -gt 1 ] ||
+    die "HPT_SEQUENCE_PARALLEL=1 needs HPT_TP > 1 (it splits the norms and residual stream over the TP ranks)"
+  (( HPT_MICRO_BATCH * HPT_SEQ_LEN % HPT_TP == 0 )) ||
+    die "HPT_SEQUENCE_PARALLEL=1: a micro-batch of HPT_MICRO_BATCH=$HPT_MICRO_BATCH x HPT_SEQ_LEN=$HPT_SEQ_LEN = $((HPT_MICRO_BATCH * HPT_SEQ_LEN)) tokens does not split into HPT_TP=$HPT_TP equal parts"
+fi
 [[ -z $HPT_TRACE_STEPS || $HPT_TRACE_STEPS =~ ^[1-9][0-9]*(-[1-9][0-9]*)?$ ]] ||
   die "HPT_TRACE_STEPS='$HPT_TRACE_STEPS': expected the steps to trace as A-B or A (1-based), e.g. 20-22"
 [ -z "$HPT_TRACE_STEPS" ] || [ "${HPT_TRACE_STEPS%-*}" -le "${HPT_TRACE_STEPS#*-}" ] ||
@@ -215,6 +233,15 @@ sched_args() {
   [ -z "$HPT_PP_SCHEDULE" ] || echo --pp-schedule "$HPT_PP_SCHEDULE"
   [ -z "$HPT_PP_VIRTUAL" ] || echo --pp-virtual "$HPT_PP_VIRTUAL"
 }
+# act_args: the hpt-train/hpt-plan options of HPT_RECOMPUTE (full as a bare
+# --recompute) and HPT_SEQUENCE_PARALLEL
+act_args() {
+  case $HPT_RECOMPUTE in
+    full) echo --recompute ;;
+    selective) echo --recompute selective ;;
+  esac
+  [ "$HPT_SEQUENCE_PARALLEL" = 0 ] || echo --sequence-parallel
+}
 # zero_args: the hpt-train/hpt-plan options of HPT_ZERO (--zero N, so that
 # a --zero N among the hpt-train options given later wins, as in hpt-train)
 # and of the shard group
@@ -304,6 +331,20 @@ dry_run() {
     echo "== initial weights: --init-from $HPT_INIT_FROM (a requeued job resumes from its checkpoint instead) =="
   [ "$HPT_ASYNC_SAVE" = 0 ] ||
     echo "== checkpoints: --async-save (written in the background; the plan counts the staging buffer) =="
+  if [ "$HPT_RECOMPUTE" != none ] || [ "$HPT_SEQUENCE_PARALLEL" = 1 ]; then
+    local act=""
+    [ "$HPT_RECOMPUTE" = none ] || act="$HPT_RECOMPUTE recomputation"
+    [ "$HPT_SEQUENCE_PARALLEL" = 0 ] || act+="${act:+, }sequence parallelism over TP $HPT_TP"
+    echo "== activations: $act ($(act_args | paste -sd ' ')) =="
+  fi
+  if [ -n "$HPT_PP_SCHEDULE" ]; then
+    local sname=$HPT_PP_SCHEDULE
+    case $sname in
+      1f1b) sname=1F1B ;; gpipe) sname=GPipe ;;
+      interleaved) sname="interleaved 1F1B, V = $HPT_PP_VIRTUAL model chunks per pipeline rank" ;;
+    esac
+    echo "== pipeline schedule: $sname over PP $HPT_PP ($(sched_args | paste -sd ' ')) =="
+  fi
   [ -z "$HPT_TRACE_STEPS" ] ||
     echo "== step timeline: --trace-steps $HPT_TRACE_STEPS into RUN_DIR/metrics.h5 /trace (hpt-metrics trace RUN_DIR -o trace.json) =="
   if [ "$HPT_BACKEND" != cpu ]; then
@@ -351,9 +392,8 @@ dry_run() {
               --gpus-per-node "$([ "$HPT_GPUS_PER_NODE" -gt 0 ] && echo "$HPT_GPUS_PER_NODE" || echo "$TPN")"
               --tp "$HPT_TP" --pp "$HPT_PP" --dp "$DP" --seq-len "$HPT_SEQ_LEN"
               --global-batch "$HPT_GLOBAL_BATCH" --micro-batch "$HPT_MICRO_BATCH")
-  [ "$HPT_RECOMPUTE" = 1 ] && args+=(--recompute)
-  # shellcheck disable=SC2207  # four words at most, no globs
-  args+=($(zero_args) $(sched_args))
+  # shellcheck disable=SC2207  # seven words at most, no globs
+  args+=($(act_args) $(zero_args) $(sched_args))
   [ "$HPT_ASYNC_SAVE" = 1 ] && args+=(--async-save)
   # hpt-plan models NCCL on GPU presets; a GPU job told to use MPI is planned with MPI
   [ "$HPT_BACKEND" != cpu ] && [ "$HPT_COMM" = mpi ] && args+=(--comm mpi)
@@ -400,7 +440,7 @@ dry_run() {
   # this?", so a layout that does not fit is its failure (scripts can run
   # `jobs/X.sh --dry-run && sbatch jobs/X.sh`)
   if printf '%s\n' "$out" | grep -q '^worst: .*: DOES NOT FIT$'; then
-    die "the plan says this layout does not fit in $HPT_CLUSTER's $([ "$HPT_CLUSTER" = cpu-local ] && echo "memory" || echo "device memory") (line 'worst:' above): raise HPT_TP or HPT_PP, set HPT_RECOMPUTE=1 or HPT_ZERO=1 (2 or 3), lower HPT_MICRO_BATCH, drop the hpt-train options given to the plan above that raise it (they win over HPT_*), or plan another cluster with HPT_CLUSTER"
+    die "the plan says this layout does not fit in $HPT_CLUSTER's $([ "$HPT_CLUSTER" = cpu-local ] && echo "memory" || echo "device memory") (line 'worst:' above): raise HPT_TP or HPT_PP, set HPT_RECOMPUTE=1 (or selective), HPT_SEQUENCE_PARALLEL=1 or HPT_ZERO=1 (2 or 3), lower HPT_MICRO_BATCH, drop the hpt-train options given to the plan above that raise it (they win over HPT_*), or plan another cluster with HPT_CLUSTER"
   fi
 }
 
@@ -545,9 +585,8 @@ ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
 [ -n "${HPT_EVAL_INTERVAL:-}" ] && ARGS+=(--eval-interval "$HPT_EVAL_INTERVAL")
 [ -n "${HPT_EVAL_BATCHES:-}" ] && ARGS+=(--eval-batches "$HPT_EVAL_BATCHES")
 [ -n "$HPT_INIT_FROM" ] && ARGS+=(--init-from "$HPT_INIT_FROM")
-# shellcheck disable=SC2207  # four words at most, no globs
-ARGS+=($(zero_args) $(sched_args))
-[ "$HPT_RECOMPUTE" = 1 ] && ARGS+=(--recompute)
+# shellcheck disable=SC2207  # seven words at most, no globs
+ARGS+=($(zero_args) $(sched_args) $(act_args))
 [ "$HPT_ASYNC_SAVE" = 1 ] && ARGS+=(--async-save)
 [ -n "$HPT_TRACE_STEPS" ] && ARGS+=(--trace-steps "$HPT_TRACE_STEPS")
 [ "$HPT_BACKEND" != cpu ] && ARGS+=(--comm "$HPT_COMM" --precision "$HPT_PRECISION")
