@@ -9,7 +9,7 @@
 #  3. communication bytes per step and group (the analytic check is the
 #     test tests/parallel/comm-volume.sh);
 #  4. schedules (SCHEDULES=1, the default; SCHEDULES=only: this part alone):
-#     each schedule of SCHEDULE_LIST [1f1b interleaved] (interleaved with
+#     each schedule of SCHEDULE_LIST [1f1b interleaved zb-h1] (interleaved with
 #     V = 2: the 8 layers in 2 p chunks) at PP = 2 and 4 (2 and 4 ranks),
 #     m = 4 and 8, even layer split: the median step time and its ratio to
 #     1F1B's, the measured bubble — per step the most idle stage's
@@ -17,10 +17,11 @@
 #     (hpt-metrics summary) — and each stage's peak RSS (hpt-train
 #     --comm-stats, comm.tsv; rank = stage here), beside hpt-plan's figures
 #     for the same run (cluster cpu-local, --data-bytes of the corpus): its
-#     bubble, (p-1)/(m+p-1) for 1F1B and (p-1)/V / (m + (p-1)/V) interleaved
-#     (Narayanan et al. 2021, 2.2), and its predicted peak RSS per rank
-#     (--ranks-tsv). A schedule hpt-train and hpt-plan learn later (zb-h1) is
-#     one more word in SCHEDULE_LIST; sched_opts gives its options.
+#     bubble, (p-1)/(m+p-1) for 1F1B, (p-1)/V / (m + (p-1)/V) interleaved
+#     (Narayanan et al. 2021, 2.2) and (p-1)z / (m + (p-1)z) for zb-h1 (Qi
+#     et al. 2024; docs/PLAN.md), and its predicted peak RSS per rank
+#     (--ranks-tsv). A further schedule is one more word in SCHEDULE_LIST;
+#     sched_opts gives its options.
 #     ROUNDS=N [1] repeats each (PP, m) N times, the schedules in turn:
 #     medians over the rounds of the step time, of its ratio to the first
 #     schedule's in the same round, and of the bubble.
@@ -89,7 +90,7 @@ per_rank() {
 # median: the median of the numbers on stdin
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 if [ "${SCHEDULES:-1}" != 0 ]; then
-  SCHEDULE_LIST=${SCHEDULE_LIST:-1f1b interleaved}
+  SCHEDULE_LIST=${SCHEDULE_LIST:-1f1b interleaved zb-h1}
   ROUNDS=${ROUNDS:-1}
   DATA_BYTES=$(cat "$CORPUS"/train_*.bin "$CORPUS"/val_*.bin | wc -c)
   for p in 2 4; do

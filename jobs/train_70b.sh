@@ -15,12 +15,13 @@
 #
 # Layout: hpt-plan's search (a model, not a measurement: no multi-GPU machine
 # has run hpt) over TP, PP, micro-batch, recomputation, sequence parallelism,
-# ZeRO 0-3 with HSDP shard groups and, with PP > 1, 1F1B or interleaved V 2/4,
+# ZeRO 0-3 with HSDP shard groups and, with PP > 1, 1F1B, interleaved V 2/4 or ZB-H1,
 # in this template's tf32 mode with --async-save and NCCL:
 #   hpt-plan --model llama2-70b --cluster h100-80gb --nodes 16 --seq-len 4096 \
 #            --global-batch 1024 --precision tf32 --async-save --search --top 6
-# 14616 layouts, 930 fit in 74.5 GiB. "Fits" has no margin beyond hpt-plan's
-# 2 GB baseline (CUDA context, NCCL and cuBLAS buffers, allocator fragmentation:
+# 17064 layouts, 931 fit in 74.5 GiB (no ZB-H1 layout among the first 12: with
+# m = 256 its bubble gain is small and its W operand sets cost memory). "Fits"
+# has no margin beyond hpt-plan's 2 GB baseline (CUDA context, NCCL and cuBLAS buffers, allocator fragmentation:
 # an assumption, not measured), so the template takes the fastest layout that
 # leaves at least 10 % of the GPU (7.5 GiB) free on its worst stage — 6th,
 # 1.4 % slower than the 1st:
