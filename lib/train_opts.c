@@ -522,10 +522,6 @@ hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *
                                  "the micro-batches per step to be a multiple of --pp %d (the "
                                  "nearest: %s)", M, P, near);
         }
-        if (o->zero == 3)
-            return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule interleaved with --zero 3: not "
-                                 "supported yet (ZeRO-3's prefetch follows one chunk's layer "
-                                 "order); use --zero 2");
     }
     if (o->zbh1 && o->zero >= 2)
         return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule zb-h1 with --zero %d: not supported "
