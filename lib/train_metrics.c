@@ -235,7 +235,7 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
 }
 
 static const char *const group_names[HPT_GROUP_COUNT] = {"world", "tp", "dp", "pp", "mp", "embed",
-                                                         "dp-shard", "dp-replica"};
+                                                         "dp-shard", "dp-replica", "cp"};
 
 /* Per-rank communication of the training steps, gathered to rank 0:
  * printed as a per-group summary and, with --run-dir, written to
