@@ -34,8 +34,9 @@ seg at2 2 75 --cp 2 --stop-at 4   # the same step-2 checkpoint, resumed at CP 2 
 seg at4 1 0 --export "$WORK/at4.h5"
 seg s4 4 75 --cp 4 --stop-at 2    # straight CP 4
 seg ref 1 0 --export "$WORK/ref.h5"
-grep -q "resumed from .*step_00000002" "$WORK/chain.2.out" && grep -q "resumed from .*step_00000004" "$WORK/chain.1.out" ||
-  fail "the segments did not resume"
+grep -q "resumed from .*step_00000002 .*continuing as TP 1 x PP 1 x DP 1, context parallel CP 2$" "$WORK/chain.2.out" &&
+  grep -q "resumed from .*step_00000004 .*continuing as TP 1 x PP 1 x DP 1$" "$WORK/chain.1.out" ||
+  fail "the segments did not resume (or the resume line does not name CP)"
 head -n 3 "$WORK/chain/log.tsv" > "$WORK/c.12"; head -n 3 "$WORK/s4/log.tsv" > "$WORK/s.12"
 cmp "$WORK/c.12" "$WORK/s.12" || fail "steps 1-2 at CP 4 differ from a straight CP 4 run"
 EXPORT "$WORK/at4/checkpoints/step_00000004" "$WORK/c4.h5"

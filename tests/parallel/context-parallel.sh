@@ -6,7 +6,8 @@
 # CP 4 (GQA 2: the tiny preset), CP 2 with GQA 1 and CP 4 with GQA 4,
 # CP 2 x TP 2 with sequence parallelism, CP 2 x PP 2 (1F1B over 2
 # micro-batches) and CP 2 x DP 2 with ZeRO-1 (sharded over the 4 weight
-# replicas). --seq-len 80: chunks of 20 (CP 2) and 10 (CP 4) tokens, no
+# replicas); CP 2 with full and selective recomputation bitwise equal to
+# CP 2 without (log rows and weights). --seq-len 80: chunks of 20 (CP 2) and 10 (CP 4) tokens, no
 # multiple of the attention's 64-token tile. (At --seq-len 80 layer 1's
 # v_proj of this corpus is ill-conditioned under AdamW's first steps: TP 2
 # alone ends 9e-6 from one rank there, CP 2 x TP 2 2.5e-5.) Every run ends with
@@ -40,6 +41,12 @@ run g4cp4 4 --batch 2 --cp 4 --model "$WORK/g4.json"
 run cp2tp2 4 --batch 2 --cp 2 --tp 2 --sequence-parallel
 run cp2pp2 4 --batch 1 --grad-accum 2 --cp 2 --pp 2
 run cp2dp2 4 --batch 1 --cp 2 --dp 2 --zero1
+run cp2rf 2 --batch 2 --cp 2 --recompute full --comm-stats  # the ring runs again in backward
+run cp2rs 2 --batch 2 --cp 2 --recompute selective
+for rc in cp2rf cp2rs; do # recomputation is bitwise the run without it
+  cmp "$WORK/cp2/log.tsv" "$WORK/$rc/log.tsv" || fail "$rc differs from cp2"
+  "$HPT_BUILD/tests/helpers/h5maxdiff" "$WORK/$rc.h5" "$WORK/cp2.h5" 0 > /dev/null || fail "$rc: weights differ from cp2"
+done
 grep -q "layout TP 1 x CP 2 x PP 1 x DP 1 on 2 ranks" "$WORK/cp2.out" || fail "layout line does not name CP"
 grep -q "layout TP 2 x CP 2 x PP 1 x DP 1 on 4 ranks, sequence parallel" "$WORK/cp2tp2.out" ||
   fail "layout line of CP 2 x TP 2"
@@ -52,6 +59,17 @@ grep -q "layout TP 1 x CP 2 x PP 1 x DP 2 (ZeRO-1) on 4 ranks" "$WORK/cp2dp2.out
 awk -F'\t' '$2 == "cp" { print $4 }' "$WORK/cp2/comm.tsv" > "$WORK/cp.bytes"
 [ "$(sort -u "$WORK/cp.bytes")" = "$((2 * 8 * 2 * 40 * 2 * 16 * 4))" ] ||
   { cat "$WORK/cp2/comm.tsv"; fail "ring bytes per step: $(cat "$WORK/cp.bytes" | tr '\n' ' ')"; }
+# hpt-plan --cp predicts every rank's ring calls and bytes per step, also
+# when recomputation runs the forward ring again
+for p in "cp2" "cp2rf --recompute full"; do
+  set -- $p; name=$1; shift
+  "$HPT_BUILD/src/hpt-plan" --cluster cpu-local --model tiny --seq-len 80 --cp 2 --global-batch 2 \
+    --micro-batch 2 --ranks-tsv "$WORK/$name.pred" "$@" > /dev/null || fail "plan $name"
+  grep -P "\tcp\t" "$WORK/$name/comm.tsv" | cut -f1-4 > "$WORK/$name.ring"
+  grep -P "\tcp\t" "$WORK/$name.pred" | cut -f1-4 > "$WORK/$name.pring"
+  cmp "$WORK/$name.ring" "$WORK/$name.pring" ||
+    { cat "$WORK/$name.ring" "$WORK/$name.pring"; fail "$name: hpt-plan's ring calls/bytes differ"; }
+done
 "$PYTHON" "$HPT_SRC/tests/helpers/compare_runs.py" "$WORK" 3 ref=cp2,cp4,cp2tp2,cp2pp2,cp2dp2 \
   g1ref=g1cp2 g4ref=g4cp4 || fail "context-parallel runs differ from one rank"
 pass "context parallelism: CP 2 and 4, GQA 1/2/4, with TP 2 + SP, PP 2, DP 2 + ZeRO-1 equal one rank"
