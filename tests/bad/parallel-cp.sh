@@ -3,7 +3,7 @@
 # ranks (alone and with --tp/--dp), --seq-len not a multiple of 2 x CP and
 # too short for the zigzag split, --cp 0, and the refused combinations
 # (another backend than the CPU's, ZeRO-2/3, HSDP); every rank exits 2, the
-# message is printed once, nothing hangs.
+# message is printed once, nothing hangs. hpt-plan --cp refuses the same.
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1
@@ -24,4 +24,12 @@ expect_error 2 "\-\-cp 2 with \-\-zero 2: not supported yet" $T -n 2 "$TRAIN" $A
 expect_error 2 "\-\-cp 2 with \-\-zero 3: not supported yet" $T -n 2 "$TRAIN" $A --cp 2 --zero 3
 expect_error 2 "\-\-cp 2 with \-\-zero-shard-group: not supported yet" \
   $T -n 4 "$TRAIN" $A --cp 2 --zero1 --zero-shard-group 2
+# hpt-plan --cp: the same rules
+P="$HPT_BUILD/src/hpt-plan --model tiny --cluster cpu-local --global-batch 4"
+expect_error 2 "\-\-seq-len 30 does not split into the 2 x \-\-cp 4 = 8 equal zigzag chunks" \
+  $P --seq-len 30 --cp 4
+expect_error 2 "\-\-cp 2 with \-\-zero 2/3: hpt-train refuses it" $P --seq-len 32 --cp 2 --dp 2 --zero 2
+expect_error 2 "\-\-tp 1 x \-\-cp 4 x \-\-pp 1 = 4 does not divide the 6 GPUs of \-\-gpus" \
+  $P --seq-len 32 --cp 4 --gpus 6
+expect_error 2 "\-\-cp 0: must be >= 1 \(ranks per sequence\)" $P --seq-len 32 --cp 0
 pass "context parallelism: bad layouts, lengths and combinations refused with exit status 2"
