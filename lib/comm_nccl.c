@@ -419,6 +419,21 @@ static void nc_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer
     c->counters[hpt_group_counted(g)].seconds += MPI_Wtime() - t0;
 }
 
+/* Host buffers through MPI (waited by nc_wait's MPI path). Device buffers:
+ * no NCCL ring for context parallelism yet (the trainer refuses --cp with
+ * the CUDA backend before any ring runs), so a device buffer is fatal. */
+static void nc_irecv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag,
+                         hpt_comm_req *r)
+{
+    r->stage_host = r->stage_dev = NULL;
+    r->stage_bytes = 0;
+    if (on_device(buf))
+        HPT_FATAL("NCCL backend: no nonblocking receive into device memory (group %d, peer %d): "
+                  "context parallelism (--cp) runs on the CPU backend only", (int)g, peer);
+    hpt_comm_mpi.irecv_f32(c, g, buf, n, peer, tag, r);
+    r->stage_bytes = 1;
+}
+
 static void nc_broadcast(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root)
 {
     if (!on_device(buf)) {
@@ -446,6 +461,7 @@ static const hpt_comm_backend nccl_backend = {
     .ireduce_scatter_sum_f32 = nc_ireduce_scatter_sum_f32,
     .isend_f32 = nc_isend_f32,
     .recv_f32 = nc_recv_f32,
+    .irecv_f32 = nc_irecv_f32,
     .broadcast = nc_broadcast,
 };
 

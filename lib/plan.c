@@ -87,8 +87,47 @@ const char *hpt_plan_precision_name(const hpt_plan_setup *s)
 
 const char *hpt_plan_group_name(hpt_plan_group g)
 {
-    static const char *const names[HPT_PLAN_GROUPS] = {"tp", "pp", "dp", "mp", "embed"};
+    static const char *const names[HPT_PLAN_GROUPS] = {"tp", "pp", "dp", "mp", "embed", "cp"};
     return names[g];
+}
+
+/* ------------------------------------------------------------ CP view */
+
+/* CP (1 without), and the real DP, sequence length and global batch of a
+ * setup in the CP view. */
+static int cpn(const hpt_plan_setup *s) { return s->cp > 1 ? s->cp : 1; }
+static int real_dp(const hpt_plan_setup *s) { return s->dp / cpn(s); }
+static int real_seq(const hpt_plan_setup *s) { return s->seq_len * cpn(s); }
+static int real_gb(const hpt_plan_setup *s) { return s->global_batch / cpn(s); }
+
+hpt_status hpt_plan_cp_view(hpt_plan_setup *s, int cp)
+{
+    if (cp <= 1)
+        return HPT_OK;
+    if (s->seq_len % (2 * cp))
+        return hpt_error_set(HPT_ERR_USAGE, "--seq-len %d does not split into the 2 x --cp %d = "
+                             "%d equal zigzag chunks of context parallelism (choose a multiple "
+                             "of %d)", s->seq_len, cp, 2 * cp, 2 * cp);
+    if (s->zero >= 2 || s->zero_shard)
+        return hpt_error_set(HPT_ERR_USAGE, "--cp %d with %s: hpt-train refuses it (ZeRO-1 "
+                             "shards over the CP x DP replicas; use --zero 1)", cp,
+                             s->zero >= 2 ? "--zero 2/3" : "--zero-shard-group");
+    s->cp = cp;
+    s->dp *= cp;
+    s->seq_len /= cp;
+    s->global_batch *= cp;
+    return HPT_OK;
+}
+
+/* The ring's backend memory (lib/attention_ring.c hpt_ring_floats): 10
+ * blocks of B x T/CP x KV/TP x hd floats, once per rank. */
+static double cp_ring_bytes(const hpt_plan_setup *s)
+{
+    const hpt_config *c = &s->cfg;
+    if (cpn(s) == 1)
+        return 0;
+    return 4.0 * 10 * s->micro_batch * s->seq_len * (c->num_key_value_heads / s->tp) *
+           hpt_config_head_dim(c);
 }
 
 /* ------------------------------------------------------------ checks */
@@ -187,9 +226,9 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s)
                              "--global-batch %d must be a multiple of --micro-batch %d x --dp %d "
                              "= %ld (each DP rank runs whole micro-batches)",
                              s->global_batch, s->micro_batch, s->dp, (long)s->micro_batch * s->dp);
-    if (s->seq_len > c->max_position_embeddings)
+    if (real_seq(s) > c->max_position_embeddings)
         return hpt_error_set(HPT_ERR_USAGE, "--seq-len %d exceeds the model's "
-                             "max_position_embeddings = %d", s->seq_len,
+                             "max_position_embeddings = %d", real_seq(s),
                              c->max_position_embeddings);
     if ((st = check_precision(s)))
         return st;
@@ -756,7 +795,9 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         m.optimizer = 8 * own;
         double act = hpt_plan_exact_act_bytes(s, stage, k, &lg);
         m.logits = lg;
-        m.activations = act - lg + 2 * 4 * N; /* + host input/target batch */
+        /* + host input/target batch (whole sequences under CP) and the
+         * CP ring's buffers */
+        m.activations = act - lg + 2 * 4 * N * cpn(s) + cp_ring_bytes(s);
         /* ZeRO-1/2 receive shard; PP gradient send slots; MPICH's
          * temporaries: the pairwise-exchange reduce-scatter copies the own
          * shard (ZeRO-2's bucket reduce-scatters together: taken as the
@@ -799,7 +840,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         m.grads = 4 * P;
         m.optimizer = 8 * own;
         m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
-        m.activations = analytic_acts(s, stage, k);
+        m.activations = analytic_acts(s, stage, k) + cp_ring_bytes(s);
         /* PP: the fp32 gradient send slots, one per micro-batch in flight
          * (lib/train_pipeline.c setup_pipeline; the output is sent from the
          * slot's x_final, counted in the activations) */
@@ -871,6 +912,7 @@ static int group_inter(const hpt_plan_setup *s, hpt_plan_group g)
     case HPT_PLAN_DP: return spans_nodes(s, s->dp, TP);
     case HPT_PLAN_PP: return spans_nodes(s, s->pp, TP * DP);
     case HPT_PLAN_EMBED: return s->pp > 1 && spans_nodes(s, 2, TP * DP * (s->pp - 1));
+    case HPT_PLAN_CP: return spans_nodes(s, cpn(s), TP);
     default: return spans_nodes(s, s->tp, 1) || spans_nodes(s, s->pp, TP * DP);
     }
 }
@@ -948,6 +990,7 @@ int hpt_plan_group_nodes(const hpt_plan_setup *s, hpt_plan_group g)
     case HPT_PLAN_PP: return worst_span(s, s->pp, TP * DP, 1, TP * DP, 1, 1);
     case HPT_PLAN_EMBED:
         return s->pp > 1 ? worst_span(s, 2, TP * DP * (PP - 1), 1, TP * DP, 1, 1) : 1;
+    case HPT_PLAN_CP: return worst_span(s, cpn(s), TP, 1, TP, TP * cpn(s), DP / cpn(s) * PP);
     default: {
         long k = (long)hpt_plan_group_nodes(s, HPT_PLAN_TP) * hpt_plan_group_nodes(s, HPT_PLAN_PP);
         return (int)(k < TP * PP ? k : TP * PP);
@@ -1112,6 +1155,16 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
         if (s->tp * s->pp > 1)
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp * s->pp, 1, 8, 8);
         break;
+    case HPT_PLAN_CP: { /* lib/attention_ring.c: per layer and micro-batch */
+        if (cpn(s) == 1)
+            break;
+        int cp = cpn(s), fw = 1 + (s->recompute != 0); /* forward again when recomputed */
+        double blk = 4 * N * (c->num_key_value_heads / s->tp) * hpt_config_head_dim(c);
+        double sends = (double)M * nl * (fw * 2.0 * (cp - 1) + 2.0 * (cp - 1) + 2.0 * cp);
+        add_op(&pc, s, g, HPT_COLL_P2P, 2, sends, blk, blk);
+        pc.calls += sends; /* the matching receives (irecv_f32: a call, no bytes) */
+        break;
+    }
     case HPT_PLAN_EMBED:
         if (s->pp > 1 && c->tie_word_embeddings && (first || last))
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, 2, 1, gb * vocab_local(s) * c->hidden_size,
@@ -1151,8 +1204,9 @@ static double stage_flops(const hpt_plan_setup *s, int stage)
     double C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, T = s->seq_len;
     double hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
     double layer = C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
-    double per_layer = 6 * layer + 6 * T * C +
-                       (s->recompute == 1 ? 2 * layer + 2 * T * C : s->recompute == 2 ? 2 * T * C : 0);
+    double Ta = T * cpn(s); /* CP: each chunk attends its whole causal prefix */
+    double per_layer = 6 * layer + 6 * Ta * C +
+                       (s->recompute == 1 ? 2 * layer + 2 * Ta * C : s->recompute == 2 ? 2 * Ta * C : 0);
     double per_tok = hpt_plan_stage_nlayers(s, stage) * per_layer + (stage == s->pp - 1 ? 6 * V * C : 0);
     return per_tok * T * s->micro_batch / s->tp;
 }
@@ -1162,8 +1216,8 @@ static double stage_flops(const hpt_plan_setup *s, int stage)
 static double stage_attention_flops(const hpt_plan_setup *s, int stage)
 {
     const hpt_config *c = &s->cfg;
-    double C = c->hidden_size, T = s->seq_len;
-    double per_layer = 6 * T * C + (s->recompute ? 2 * T * C : 0);
+    double C = c->hidden_size, T = s->seq_len, Ta = T * cpn(s); /* see stage_flops */
+    double per_layer = 6 * Ta * C + (s->recompute ? 2 * Ta * C : 0);
     return hpt_plan_stage_nlayers(s, stage) * per_layer * T * s->micro_batch / s->tp;
 }
 
@@ -1194,6 +1248,39 @@ double hpt_plan_attention_peak(const hpt_plan_setup *s)
 static double capacity(const hpt_plan_setup *s)
 {
     return s->cl.exact ? s->cl.mem_bytes / s->gpus_per_node : s->cl.mem_bytes;
+}
+
+/* The CP ring of stage sg (cp > 1) into r's cp_* fields: each of the CP
+ * - 1 hops of a layer's forward moves a K/V block pair, overlapped with
+ * one ring step's attention (a 1/CP share of the layer's, att: the
+ * stage's attention FLOPs per micro-batch); the backward's hops move the
+ * K/V pair and the dK/dV pair over 3x the compute. Returns the seconds per
+ * micro-batch that do not hide (the excess of each hop over its step's
+ * compute, every hop of every layer). */
+static double cp_exposed(const hpt_plan_setup *s, hpt_plan_result *r, const hpt_plan_stage *sg,
+                         double att)
+{
+    int cp = cpn(s), nl = sg->nlayers;
+    if (cp == 1 || nl == 0)
+        return 0;
+    const hpt_config *c = &s->cfg;
+    double pair = 2 * 4.0 * s->micro_batch * s->seq_len * (c->num_key_value_heads / s->tp) *
+                  hpt_config_head_dim(c);
+    double hop = sg->comm[HPT_PLAN_CP].calls > 0
+                     ? sg->comm[HPT_PLAN_CP].seconds / (sg->comm[HPT_PLAN_CP].calls / 2) * 2
+                     : 0; /* one block pair's send: two sends */
+    double layer_att = att / nl / (1 + (s->recompute != 0) / 3.0) / 3; /* a layer's forward */
+    double blk = layer_att / cp / (hpt_plan_attention_peak(s) * s->cl.efficiency);
+    r->cp_fwd_bytes = pair * (cp - 1);
+    r->cp_bwd_bytes = pair * (cp - 1) + pair * cp;
+    r->cp_hop_s = hop;
+    r->cp_block_s = blk;
+    /* forward: cp - 1 hops against blk; backward: cp - 1 K/V hops and cp
+     * dK/dV hops against 2 blk each (the backward's two products) */
+    double fw = 1 + (s->recompute != 0);
+    double ex = nl * (fw * (cp - 1) * fmax(0, hop - blk) + (2.0 * cp - 1) * fmax(0, hop - 2 * blk));
+    r->cp_exposed_s = fmax(r->cp_exposed_s, ex);
+    return ex;
 }
 
 hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
@@ -1229,8 +1316,10 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
             w->seconds = fmax(w->seconds, sg->comm[g].seconds);
             all += sg->comm[g].seconds;
         }
-        /* per micro-batch on the critical path: compute, TP all-reduces, p2p */
-        double mb = sg->compute_s + (sg->comm[HPT_PLAN_TP].seconds + sg->comm[HPT_PLAN_PP].seconds) / M;
+        /* per micro-batch on the critical path: compute, TP all-reduces, p2p,
+         * and the CP ring's time not hidden behind its blocks' compute */
+        double mb = sg->compute_s + (sg->comm[HPT_PLAN_TP].seconds + sg->comm[HPT_PLAN_PP].seconds) / M +
+                    cp_exposed(s, r, sg, att);
         t_mb = fmax(t_mb, mb);
         comp_mb = fmax(comp_mb, sg->compute_s);
         /* DP all-reduce buckets overlap the last backward (2/3 of a
@@ -1266,9 +1355,9 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
         r->link_inter[g] = group_inter(s, (hpt_plan_group)g);
     r->fits = r->worst.total <= capacity(s);
-    r->model_flops_per_step = (double)s->global_batch * hpt_plan_flops_per_seq(&s->cfg, s->seq_len, 0);
-    r->flops_per_step = (double)s->global_batch * hpt_plan_flops_per_seq(&s->cfg, s->seq_len,
-                                                                        s->recompute);
+    r->model_flops_per_step = (double)real_gb(s) * hpt_plan_flops_per_seq(&s->cfg, real_seq(s), 0);
+    r->flops_per_step = (double)real_gb(s) * hpt_plan_flops_per_seq(&s->cfg, real_seq(s),
+                                                                    s->recompute);
     /* the step in micro-batch slots of the slowest stage: m, and the
      * bubble's (p - 1)/V (hpt_plan_bubble); interleaving's extra sends are
      * in t_mb (comm_of: 2V - first - last per micro-batch) */
@@ -1400,20 +1489,33 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->cl.name, json_g(&b[0], device_peak(s)), json_g(&b[1], capacity(s)), json_g(&b[2], s->cl.intra_bw),
             json_g(&b[3], s->cl.inter_bw), json_g(&b[4], s->cl.intra_lat), json_g(&b[5], s->cl.inter_lat),
             json_g(&b[6], s->cl.efficiency), json_g(&b[7], s->cl.baseline_bytes));
-    fprintf(f, "  \"layout\": {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"nodes\": %d, "
+    char cpk[24] = ""; /* "cp" only with context parallelism */
+    if (cpn(s) > 1)
+        snprintf(cpk, sizeof cpk, "\"cp\": %d, ", cpn(s));
+    fprintf(f, "  \"layout\": {\"tp\": %d, %s\"pp\": %d, \"dp\": %d, \"nodes\": %d, "
             "\"gpus_per_node\": %d, \"gpus\": %ld},\n",
-            s->tp, s->pp, s->dp, s->nodes, s->gpus_per_node, (long)s->tp * s->pp * s->dp);
+            s->tp, cpk, s->pp, real_dp(s), s->nodes, s->gpus_per_node,
+            (long)s->tp * s->pp * s->dp);
     fprintf(f, "  \"training\": {\"seq_len\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
             "\"micro_batches\": %d, \"recompute\": %s, \"recompute_mode\": \"%s\", \"zero1\": %s, "
             "\"zero\": %d, \"zero_requested\": %d, \"zero_shard_group\": %d, \"hsdp\": %s, "
             "\"sequence_parallel\": %s, \"pp_schedule\": \"%s\", \"pp_virtual\": %d, "
             "\"precision\": \"%s\", \"tokens_per_step\": %s},\n",
-            s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
+            real_seq(s), real_gb(s), s->micro_batch, r->micro_batches,
             s->recompute ? "true" : "false", rc_mode(s->recompute),
             s->zero ? "true" : "false", s->zero, s->zero_requested ? s->zero_requested : s->zero,
             shard_group(s), zshard(s) < s->dp ? "true" : "false", sp_on(s) ? "true" : "false",
             hpt_plan_schedule_name(s), vchunks(s), hpt_plan_precision_name(s),
             json_z(&b[0], (double)s->global_batch * s->seq_len));
+    if (cpn(s) > 1) /* the ring, per layer and micro-batch on one rank */
+        fprintf(f, "  \"context_parallel\": {\"cp\": %d, \"chunk_tokens\": %d, "
+                "\"ring_forward_bytes_per_layer\": %s, \"ring_backward_bytes_per_layer\": %s, "
+                "\"hop_s\": %s, \"block_compute_s\": %s, \"hidden\": %s, "
+                "\"exposed_s_per_micro_batch\": %s, \"ring_buffer_bytes\": %s},\n", cpn(s),
+                s->seq_len / 2, json_z(&b[0], r->cp_fwd_bytes), json_z(&b[1], r->cp_bwd_bytes),
+                json_g(&b[2], r->cp_hop_s), json_g(&b[3], r->cp_block_s),
+                r->cp_exposed_s > 0 ? "false" : "true", json_g(&b[4], r->cp_exposed_s),
+                json_z(&b[5], cp_ring_bytes(s)));
     fprintf(f, "  \"memory\": {\"worst_stage\": %d, \"worst\": ", r->worst_stage);
     json_mem(f, &r->worst);
     fprintf(f, ",\n    \"stages\": [");
@@ -1527,11 +1629,22 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->gpus_per_node == 1 ? "" : "s", device_peak(s) / 1e9,
             s->cl.exact ? "measured SGEMM" : hpt_plan_precision_name(s), s->cl.efficiency,
             capacity(s) / u, un);
-    fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
+    char cpl[24] = "";
+    if (cpn(s) > 1)
+        snprintf(cpl, sizeof cpl, "CP %d x ", cpn(s));
+    fprintf(f, "layout: TP %d x %sPP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
             "micro-batches x DP %d; %s%s%s%s%s%s\n",
-            s->tp, s->pp, s->dp, s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
-            s->dp, s->fp32 ? hpt_plan_precision_name(s) : "bf16 mixed precision", rc_label(s->recompute),
+            s->tp, cpl, s->pp, real_dp(s), real_seq(s), real_gb(s), s->micro_batch,
+            r->micro_batches, real_dp(s), s->fp32 ? hpt_plan_precision_name(s) : "bf16 mixed precision", rc_label(s->recompute),
             sp_label(s), zero_label(s->zero), hsdp_label(s), sched_label(s));
+    if (cpn(s) > 1)
+        fprintf(f, "context parallel: CP %d, chunks of %d tokens (zigzag: 2 per rank); ring per "
+                "layer and micro-batch: forward %.4g MB, backward %.4g MB; a K/V hop %.3g s "
+                "against %.3g s of attention per ring step: %s; ring buffers %.4g MiB per rank%s\n",
+                cpn(s), s->seq_len / 2, r->cp_fwd_bytes / 1e6, r->cp_bwd_bytes / 1e6, r->cp_hop_s,
+                r->cp_block_s, r->cp_exposed_s > 0 ? "not hidden" : "hidden",
+                cp_ring_bytes(s) / 1048576.0,
+                s->cl.exact ? "" : " (note: hpt-train runs --cp on the CPU backend only)");
     if (s->zero_requested) /* hpt-train's note, lib/train.c */
         fprintf(f, "note: --zero %d with DP 1 shards nothing: planned as --zero 0, as hpt-train "
                 "runs it\n", s->zero_requested);
@@ -1552,7 +1665,7 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             un, capacity(s) / u, un, r->fits ? "FITS" : "DOES NOT FIT");
     fprintf(f, "communication per step (worst rank; %s)\n", comm_model_name(s));
     fprintf(f, "                                      calls        bytes   wire bytes   seconds  link\n");
-    for (int g = 0; g < HPT_PLAN_GROUPS; g++)
+    for (int g = 0; g < HPT_PLAN_GROUPS - (cpn(s) == 1); g++) /* cp: with CP only */
         fprintf(f, "  %-34s %7.0f %12.4g %12.4g %9.4g  %s\n", hpt_plan_group_name((hpt_plan_group)g),
                 r->comm[g].calls, r->comm[g].bytes, r->comm[g].wire_bytes, r->comm[g].seconds,
                 link_name(s, r->link_inter[g]));
@@ -1586,7 +1699,7 @@ void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f)
 
 /* ------------------------------------------------------------ search */
 
-#define FLAGS_MAX 384 /* train_flags' buffer: every option at its longest */
+#define FLAGS_MAX 400 /* train_flags' buffer: every option at its longest */
 
 typedef struct {
     hpt_plan_setup s;
@@ -1619,8 +1732,12 @@ static void train_flags(const hpt_plan_setup *s, char *buf, size_t len)
     if (s->pp > 1 && s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched), " --pp-virtual %d",
                  vchunks(s));
-    snprintf(buf, len, "--tp %d --pp %d --dp %d --seq-len %d --batch %d --grad-accum %d "
-             "--recompute %s%s%s%s%s%s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
+    char cp[24] = "";
+    if (cpn(s) > 1)
+        snprintf(cp, sizeof cp, "--cp %d ", cpn(s));
+    snprintf(buf, len, "--tp %d %s--pp %d --dp %d --seq-len %d --batch %d --grad-accum %d "
+             "--recompute %s%s%s%s%s%s%s%s%s", s->tp, cp, s->pp, real_dp(s), real_seq(s),
+             s->micro_batch,
              micro_batches(s), rc_mode(s->recompute), sp_on(s) ? " --sequence-parallel" : "",
              s->zero == 3 ? " --zero 3" : s->zero == 2 ? " --zero 2" : s->zero ? " --zero1" : "",
              hsdp, sched,
@@ -1696,8 +1813,11 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
     }
     char flags[FLAGS_MAX];
     train_flags(s, flags, sizeof flags);
-    fprintf(f, "why TP %d x PP %d x DP %d, micro-batch %d%s%s%s%s%s:\n", s->tp, s->pp, s->dp,
-            s->micro_batch, rc_label(s->recompute), sp_label(s), zero_label(s->zero), hsdp_label(s),
+    char cpl[24] = "";
+    if (cpn(s) > 1)
+        snprintf(cpl, sizeof cpl, "CP %d x ", cpn(s));
+    fprintf(f, "why TP %d x %sPP %d x DP %d, micro-batch %d%s%s%s%s%s:\n", s->tp, cpl, s->pp,
+            real_dp(s), s->micro_batch, rc_label(s->recompute), sp_label(s), zero_label(s->zero), hsdp_label(s),
             sched_label(s));
     if (sp_on(s)) /* lib/model.c: reduce-scatter after, all-gather before the GEMMs */
         fprintf(f, "  - TP %d with sequence parallelism %s: its %.0f collectives per step "
@@ -1798,12 +1918,12 @@ static int add_shard_groups(candidate **v, int *n, int *cap, hpt_plan_setup *s, 
 {
     int groups[64], ng = 0;
     if (fixed) {
-        if (s->dp % shard || (!s->zero && s->dp > 1))
+        if (s->dp % shard || (!s->zero && s->dp > 1) || cpn(s) > 1)
             return 0;
         groups[ng++] = shard < s->dp ? shard : 0;
     } else {
         groups[ng++] = 0;
-        if (s->zero)
+        if (s->zero && cpn(s) == 1) /* CP: no HSDP (hpt-train refuses it) */
             ng += hpt_plan_hsdp_groups(s, groups + 1, 63);
     }
     for (int i = 0; i < ng; i++) {
@@ -1868,10 +1988,15 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
     for (int tp = 1; !bad && tp <= gpus && tp <= gpn; tp++) {
         if (gpus % tp || gpn % tp || (fx->tp && tp != base->tp))
             continue;
-        for (int pp = 1; !bad && pp <= gpus / tp; pp++) {
-            if ((gpus / tp) % pp || (fx->pp && pp != base->pp))
+        for (int pc = 0; !bad && pc < (gpus / tp) * 4; pc++) {
+            int pp = pc / 4 + 1, cp = 1 << (pc % 4); /* CP 1, 2, 4, 8 */
+            /* CP: hpt-train runs it on the CPU backend only, so on GPU
+             * presets only where --cp was given */
+            if ((gpus / tp) % pp || (fx->pp && pp != base->pp) || (gpus / tp / pp) % cp ||
+                (fx->cp ? cp != cpn(base)
+                        : cp > 1 && (base->seq_len % (2 * cp) || !base->cl.exact)))
                 continue;
-            int dp = gpus / tp / pp;
+            int dp = gpus / tp / pp / cp;
             if (fx->dp && dp != base->dp)
                 continue;
             for (int mb = 1; !bad && mb <= base->global_batch && mb <= 1 << 20; mb *= 2) {
@@ -1882,8 +2007,9 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
                      * 0/1/2/3, sequence parallelism off/on); a fixed or
                      * meaningless choice takes its first branch only */
                     int rc = k % 3, z = (k / 3) % 4, sp = k / 12;
-                    if ((fx->recompute && rc) || ((fx->zero || dp == 1) && z) ||
-                        ((fx->sequence_parallel || tp == 1) && sp))
+                    if ((fx->recompute && rc) || ((fx->zero || dp * cp == 1) && z) ||
+                        ((fx->sequence_parallel || tp == 1) && sp) || (cp > 1 && z >= 2) ||
+                        (cp > 1 && fx->zero && base->zero >= 2))
                         continue;
                     hpt_plan_setup s = *base;
                     s.tp = tp, s.pp = pp, s.dp = dp, s.micro_batch = mb;
@@ -1893,6 +2019,12 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
                                           tp > 1;
                     s.gpus_per_node = gpus < gpn ? gpus : gpn;
                     s.nodes = gpus / s.gpus_per_node;
+                    s.cp = 1;
+                    if (cp > 1) { /* ZeRO over the CP x DP replicas */
+                        s.zero = fx->zero ? base->zero : z;
+                        if (hpt_plan_cp_view(&s, cp))
+                            continue;
+                    }
                     bad = add_schedules(&v, &n, &cap, &s, base, fx, r) != 0;
                 }
             }
@@ -1912,7 +2044,9 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
     int fitting = 0;
     for (int i = 0; i < n; i++)
         fitting += v[i].fits;
-    int shown = fitting < top ? fitting : top;
+    int shown = fitting < top ? fitting : top, anycp = 0;
+    for (int i = 0; i < shown; i++)
+        anycp |= cpn(&v[i].s) > 1;
     if (json) {
         fprintf(f, "{\"gpus\": %d, \"candidates\": %d, \"fitting\": %d, \"ranked\": [", gpus, n,
                 fitting);
@@ -1920,14 +2054,15 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             jbuf b[5];
             char flags[FLAGS_MAX];
             train_flags(&v[i].s, flags, sizeof flags);
-            fprintf(f, "%s\n  {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, "
+            fprintf(f, "%s\n  {\"tp\": %d, \"cp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, "
                     "\"recompute\": %s, \"recompute_mode\": \"%s\", \"sequence_parallel\": %s, "
                     "\"zero1\": %s, \"zero\": %d, \"zero_shard_group\": %d, \"hsdp\": %s, "
                     "\"pp_schedule\": \"%s\", \"pp_virtual\": %d, "
                     "\"train_options\": \"%s\", \"mem_bytes\": %s, "
                     "\"step_time_s\": %s, \"tokens_per_s\": %s, \"mfu\": %s, "
                     "\"bubble_fraction\": %s}",
-                    i ? "," : "", v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
+                    i ? "," : "", v[i].s.tp, cpn(&v[i].s), v[i].s.pp, real_dp(&v[i].s),
+                    v[i].s.micro_batch,
                     v[i].s.recompute ? "true" : "false", rc_mode(v[i].s.recompute),
                     sp_on(&v[i].s) ? "true" : "false", v[i].s.zero ? "true" : "false", v[i].s.zero,
                     shard_group(&v[i].s), zshard(&v[i].s) < v[i].s.dp ? "true" : "false",
@@ -1950,21 +2085,24 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             fprintf(f, "%d layouts for %d GPUs, %d fit in %.1f GiB; fastest first:\n", n, gpus,
                     fitting, capacity(&v[0].s) / GIB);
             fprintf(f, "   TP   PP     DP  mb  recompute  sp  zero  shard    mem GiB   step s     "
-                    "tokens/s   MFU %%  bubble  sched\n");
+                    "tokens/s   MFU %%  bubble  sched%s\n", anycp ? "  CP" : "");
         } else {
             fprintf(f, "%d layouts for %d GPUs, none fits in %.1f GiB\n", n, gpus,
                     capacity(&v[0].s) / GIB);
         }
         for (int i = 0; i < shown; i++) {
-            char shard[16] = "-"; /* the ZeRO shard group: DP, or HSDP's N */
+            char shard[16] = "-", cpc[16] = ""; /* the ZeRO shard group: DP, or HSDP's N */
+            if (anycp) /* the CP column, where a shown layout has CP */
+                snprintf(cpc, sizeof cpc, "  %*s%d", (int)strlen(sched_column(&v[i].s)) < 5
+                         ? 5 - (int)strlen(sched_column(&v[i].s)) : 0, "", cpn(&v[i].s));
             if (v[i].s.zero)
                 snprintf(shard, sizeof shard, "%d", zshard(&v[i].s));
-            fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-4s %6s %9.2f %8.4g %12.5g %6.1f  %6.3f  %s\n",
-                    v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
+            fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-4s %6s %9.2f %8.4g %12.5g %6.1f  %6.3f  %s%s\n",
+                    v[i].s.tp, v[i].s.pp, real_dp(&v[i].s), v[i].s.micro_batch,
                     rc_mode(v[i].s.recompute), sp_on(&v[i].s) ? "yes" : "no",
                     v[i].s.zero == 3 ? "3" : v[i].s.zero == 2 ? "2" : v[i].s.zero ? "1" : "no",
                     shard, v[i].mem / GIB, v[i].step, v[i].tokens_per_s, 100 * v[i].mfu,
-                    v[i].bubble, sched_column(&v[i].s));
+                    v[i].bubble, sched_column(&v[i].s), cpc);
         }
         if (fitting)
             explain(f, &v[0], v, n);

@@ -18,6 +18,7 @@
 void hpt_plan_opts_init(hpt_plan_opts *o)
 {
     *o = (hpt_plan_opts){.nodes = HPT_PLAN_NOTSET, .gpn = HPT_PLAN_NOTSET, .tp = HPT_PLAN_NOTSET,
+                         .cp = HPT_PLAN_NOTSET,
                          .pp = HPT_PLAN_NOTSET, .dp = HPT_PLAN_NOTSET, .seq = HPT_PLAN_NOTSET,
                          .gb = HPT_PLAN_NOTSET, .mb = HPT_PLAN_NOTSET, .gpus = HPT_PLAN_NOTSET,
                          .top = HPT_PLAN_NOTSET, .pp_virtual = HPT_PLAN_NOTSET, .tie = -1,
@@ -97,24 +98,32 @@ static hpt_status setup_grid(const hpt_plan_opts *o, hpt_plan_setup *s)
         snprintf(from, sizeof from, "--gpus");
     else
         snprintf(from, sizeof from, "--nodes %d x --gpus-per-node %d", o->nodes, s->gpus_per_node);
+    int cp = o->cp != HPT_PLAN_NOTSET ? o->cp : 1; /* the CP view comes last (setup) */
+    long tcp = (long)s->tp * s->pp * cp;
     if (o->dp != HPT_PLAN_NOTSET)
         s->dp = o->dp;
-    else if (given && given % ((long)s->tp * s->pp))
-        return hpt_error_set(HPT_ERR_USAGE, "--tp %d x --pp %d = %ld does not divide the %ld GPUs "
-                             "of %s", s->tp, s->pp, (long)s->tp * s->pp, given, from);
+    else if (given && given % tcp)
+        return cp > 1 ? hpt_error_set(HPT_ERR_USAGE, "--tp %d x --cp %d x --pp %d = %ld does not "
+                                      "divide the %ld GPUs of %s", s->tp, cp, s->pp, tcp, given,
+                                      from)
+                      : hpt_error_set(HPT_ERR_USAGE, "--tp %d x --pp %d = %ld does not divide "
+                                      "the %ld GPUs of %s", s->tp, s->pp, tcp, given, from);
     else
-        s->dp = given ? (int)(given / ((long)s->tp * s->pp)) : 1;
+        s->dp = given ? (int)(given / tcp) : 1;
     if (s->dp <= 0)
         return hpt_error_set(HPT_ERR_USAGE, "--dp %d: must be > 0", s->dp);
     if (s->zero_shard && (s->dp % s->zero_shard || !s->zero))
         return hpt_error_set(HPT_ERR_USAGE, s->zero ? "--zero-shard-group %d does not divide DP %d"
                              : "--zero-shard-group %d needs --zero 1, 2 or 3 (DP %d)",
                              s->zero_shard, s->dp);
-    long world = (long)s->tp * s->pp * s->dp;
+    long world = tcp * s->dp;
     if (o->gpus != HPT_PLAN_NOTSET && world != given) /* --nodes: hpt_plan_validate names it */
-        return hpt_error_set(HPT_ERR_USAGE, "layout --tp %d x --pp %d x --dp %d = %ld GPUs does "
-                             "not match the %ld GPUs of %s", s->tp, s->pp, s->dp, world, given,
-                             from);
+        return cp > 1 ? hpt_error_set(HPT_ERR_USAGE, "layout --tp %d x --cp %d x --pp %d x --dp "
+                                      "%d = %ld GPUs does not match the %ld GPUs of %s", s->tp,
+                                      cp, s->pp, s->dp, world, given, from)
+                      : hpt_error_set(HPT_ERR_USAGE, "layout --tp %d x --pp %d x --dp %d = %ld "
+                                      "GPUs does not match the %ld GPUs of %s", s->tp, s->pp,
+                                      s->dp, world, given, from);
     if (o->nodes > 0) {
         s->nodes = o->nodes;
     } else if (s->cl.exact && o->gpn == HPT_PLAN_NOTSET) { /* cpu-local: every rank on this machine */
@@ -237,7 +246,9 @@ static hpt_status setup(const hpt_plan_opts *o, hpt_plan_setup *s)
         return st;
     if ((st = setup_comm(o, s)))
         return st;
-    return setup_grid(o, s);
+    if ((st = setup_grid(o, s)))
+        return st;
+    return hpt_plan_cp_view(s, o->cp != HPT_PLAN_NOTSET ? o->cp : 1);
 }
 
 /* --measured RUN_DIR: the save stall (mean over the run's saves) and the
@@ -336,7 +347,9 @@ static hpt_status run_search(const hpt_plan_opts *o, hpt_plan_setup *s, FILE *ou
     hpt_plan_fixed fx = {.tp = o->tp != HPT_PLAN_NOTSET, .pp = o->pp != HPT_PLAN_NOTSET, .dp = o->dp != HPT_PLAN_NOTSET,
                          .micro_batch = o->mb != HPT_PLAN_NOTSET, .recompute = o->recompute_given,
                          .zero = o->zero_given || o->zero1_given, .sequence_parallel = o->seqpar,
-                         .zero_shard = o->zero_shard != 0, .pp_schedule = o->schedule != NULL};
+                         .zero_shard = o->zero_shard != 0, .pp_schedule = o->schedule != NULL,
+                         .cp = o->cp != HPT_PLAN_NOTSET};
+    s->cp = o->cp != HPT_PLAN_NOTSET ? o->cp : 1; /* the search puts each layout in the CP view */
     if (o->zero_shard && fx.zero && !o->zero)
         return hpt_error_set(HPT_ERR_USAGE, "--zero-shard-group %d needs --zero 1, 2 or 3",
                              o->zero_shard);
@@ -395,6 +408,7 @@ hpt_status hpt_plan_run(const hpt_plan_opts *o, FILE *out)
         g.tp = g.tp != HPT_PLAN_NOTSET ? g.tp : 1, g.pp = g.pp != HPT_PLAN_NOTSET ? g.pp : 1;
         g.dp = g.dp != HPT_PLAN_NOTSET ? g.dp : 1;
         g.zero_shard = 0; /* DP is searched: run_search keeps the group */
+        g.cp = HPT_PLAN_NOTSET; /* CP is searched too: the setup on one GPU has none */
         st = setup(&g, &s);
         return st ? st : run_search(o, &s, out);
     }

@@ -49,6 +49,7 @@ static void usage(FILE *f)
             "                        [0]\n\n"
             "Layout and training:\n"
             "  --tp N, --pp N, --dp N   tensor, pipeline, data parallel sizes [1, 1, the rest]\n"
+            "  --cp N                context parallel size (hpt-train --cp; ring attention) [1]\n"
             "  --seq-len N           tokens per sequence (required)\n"
             "  --global-batch N      sequences per optimizer step (required)\n"
             "  --micro-batch N       sequences per micro-batch [1]\n"
@@ -114,7 +115,7 @@ static void usage(FILE *f)
 }
 
 enum {
-    OPT_MODEL = 256, OPT_CLUSTER, OPT_NODES, OPT_GPN, OPT_TP, OPT_PP, OPT_DP, OPT_SEQ, OPT_GB,
+    OPT_MODEL = 256, OPT_CLUSTER, OPT_NODES, OPT_GPN, OPT_TP, OPT_CP, OPT_PP, OPT_DP, OPT_SEQ, OPT_GB,
     OPT_MB, OPT_RECOMPUTE, OPT_ZERO1, OPT_ZERO, OPT_ZERO_SHARD, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_JSON, OPT_SEARCH, OPT_GPUS, OPT_TOP,
     OPT_PEAK, OPT_MEM, OPT_INTRA_BW, OPT_INTER_BW, OPT_INTRA_LAT, OPT_INTER_LAT, OPT_EFF,
     OPT_BASELINE, OPT_DATA_BYTES, OPT_SCORES, OPT_TIE, OPT_UNTIE, OPT_RANKS_TSV, OPT_HELP,
@@ -125,7 +126,7 @@ enum {
 static const struct option long_opts[] = {
     {"model", 1, 0, OPT_MODEL},           {"cluster", 1, 0, OPT_CLUSTER},
     {"nodes", 1, 0, OPT_NODES},           {"gpus-per-node", 1, 0, OPT_GPN},
-    {"tp", 1, 0, OPT_TP},                 {"pp", 1, 0, OPT_PP},
+    {"tp", 1, 0, OPT_TP}, {"cp", 1, 0, OPT_CP}, {"pp", 1, 0, OPT_PP},
     {"dp", 1, 0, OPT_DP},                 {"seq-len", 1, 0, OPT_SEQ},
     {"global-batch", 1, 0, OPT_GB},       {"micro-batch", 1, 0, OPT_MB},
     {"recompute", 2, 0, OPT_RECOMPUTE},   {"zero1", 0, 0, OPT_ZERO1}, {"zero", 1, 0, OPT_ZERO},
@@ -165,6 +166,7 @@ static hpt_status apply(void *ctx, int c, const char *arg, int *action)
     case OPT_NODES: return hpt_cli_parse_int(n, arg, &o->nodes);
     case OPT_GPN: return hpt_cli_parse_int(n, arg, &o->gpn);
     case OPT_TP: return hpt_cli_parse_int(n, arg, &o->tp);
+    case OPT_CP: return hpt_cli_parse_int_min(n, arg, 1, "ranks per sequence", &o->cp);
     case OPT_PP: return hpt_cli_parse_int(n, arg, &o->pp);
     case OPT_VIRTUAL: return hpt_cli_parse_int(n, arg, &o->pp_virtual);
     case OPT_DP: return hpt_cli_parse_int(n, arg, &o->dp);
