@@ -107,8 +107,12 @@ hpt_status hpt_ring_init(hpt_ring **out, const hpt_backend *be, hpt_comm *c, int
         return st;
     if (!be->attention_block_forward || !be->attention_block_backward || !be->attention_rowdot ||
         !be->rope_pos)
-        return hpt_error_set(HPT_ERR_USAGE, "--cp %d: the %s backend has no ring attention "
-                             "(context parallelism runs on the CPU backend)", c->cp, be->name);
+        return hpt_error_set(HPT_ERR_USAGE, "--cp %d: the %s backend has no ring attention",
+                             c->cp, be->name);
+    if (hpt_backend_act_dtype(be) != HPT_DTYPE_F32) /* the ring moves K/V as floats */
+        return hpt_error_set(HPT_ERR_USAGE, "--cp %d with bf16 activations (--precision bf16): "
+                             "not supported yet (the ring passes K/V blocks as fp32); use "
+                             "--precision tf32 or fp32", c->cp);
     hpt_ring *r = calloc(1, sizeof *r);
     if (!r)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the CP ring");

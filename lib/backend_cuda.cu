@@ -654,6 +654,10 @@ static hpt_backend make_table(void)
     b.attention_scratch_floats = cuda_attention_floats;
     b.rope_at = cuda_rope_at;
     b.attention_cached = cuda_attention_cached;
+    b.rope_pos = cuda_rope_pos; /* context parallelism (lib/attention_ring.c) */
+    b.attention_block_forward = cuda_attention_block_forward;
+    b.attention_block_backward = cuda_attention_block_backward;
+    b.attention_rowdot = cuda_attention_rowdot;
     b.swiglu_forward = cuda_swiglu_forward;
     b.swiglu_backward = cuda_swiglu_backward;
     b.add = cuda_add;

@@ -205,6 +205,16 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch, co
 size_t cuda_attention_floats(int B, int T, int H);
 void cuda_attention_cached(void *out, const void *q, const void *kc, const void *vc, int n,
     int pos0, int H, int KV, int hd);
+/* Context parallelism's ring attention blocks and rope_pos (lib/backend.h). */
+void cuda_attention_block_forward(void *out, float *lse, const void *q, const void *k,
+    const void *v, const hpt_attn_block *blk, int B, int H, int KV, int hd, int merge);
+void cuda_attention_block_backward(float *dq, float *dk, float *dv, const float *D,
+    const float *dout, const float *lse, const void *q, const void *k, const void *v,
+    const hpt_attn_block *blk, int B, int H, int KV, int hd);
+void cuda_attention_rowdot(float *D, const float *dout, const void *out, int B, int T, int H,
+    int hd);
+void cuda_rope_pos(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
+    int inverse, const int *pos);
 int att_use_blas(int hd);
 size_t att_backward_bytes(int B, int T, int H, int KV, int hd);
 extern scratch g_att_scratch, g_att_ptrs; /* the cuBLAS path's chunk scratch, pointer arrays */

@@ -472,9 +472,10 @@ hpt_status train_opts_agree(MPI_Comm comm, const hpt_train_opts *o)
 }
 
 /* Context parallelism's rules: the zigzag split of --seq-len, and the
- * combinations it refuses: a backend other than the CPU's (no ring
- * attention ops), ZeRO-2/3 and HSDP (they would shard over the CP x DP
- * replicas, which is not tested yet). */
+ * combinations it refuses: --comm nccl (NCCL's nonblocking receive into
+ * device memory is not written: the CUDA backend rings through MPI with
+ * host staging, which --comm auto picks), ZeRO-2/3 and HSDP (they would
+ * shard over the CP x DP replicas, which is not tested yet). */
 static hpt_status train_opts_check_cp(const hpt_train_opts *o)
 {
     if (o->cp <= 1)
@@ -482,10 +483,10 @@ static hpt_status train_opts_check_cp(const hpt_train_opts *o)
     hpt_status st = hpt_cp_check(o->seq_len, o->cp);
     if (st)
         return st;
-    if (strcmp(o->backend, "cpu"))
-        return hpt_error_set(HPT_ERR_USAGE, "--cp %d with --backend %s: context parallelism runs "
-                             "on the CPU backend only (the %s backend has no ring attention ops "
-                             "yet)", o->cp, o->backend, o->backend);
+    if (!strcmp(o->comm, "nccl"))
+        return hpt_error_set(HPT_ERR_USAGE, "--cp %d with --comm nccl: the ring's receives into "
+                             "device memory have no NCCL path yet; use --comm mpi (host staging; "
+                             "--comm auto picks it with --cp)", o->cp);
     if (o->zero >= 2)
         return hpt_error_set(HPT_ERR_USAGE, "--cp %d with --zero %d: not supported yet (ZeRO-1 "
                              "shards over the CP x DP replicas; use --zero 1)", o->cp, o->zero);

@@ -2,7 +2,7 @@
 # Bad input for context parallelism (--cp): CP that does not divide the
 # ranks (alone and with --tp/--dp), --seq-len not a multiple of 2 x CP and
 # too short for the zigzag split, --cp 0, and the refused combinations
-# (another backend than the CPU's, ZeRO-2/3, HSDP); every rank exits 2, the
+# (--comm nccl, ZeRO-2/3, HSDP); every rank exits 2, the
 # message is printed once, nothing hangs. hpt-plan --cp refuses the same.
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
@@ -18,8 +18,8 @@ expect_error 2 "\-\-seq-len 30 does not split into the 2 x \-\-cp 4 = 8 equal zi
 expect_error 2 "\-\-seq-len 3 is too short for \-\-cp 2: .*\(the nearest valid length: 4\)" \
   $T -n 2 "$TRAIN" $A --cp 2 --seq-len 3
 expect_error 2 "\-\-cp 0: must be >= 1 \(ranks per sequence\)" "$TRAIN" $A --cp 0
-expect_error 2 "\-\-cp 2 with \-\-backend cuda: context parallelism runs on the CPU backend only" \
-  $T -n 2 "$TRAIN" $A --cp 2 --backend cuda
+expect_error 2 "\-\-cp 2 with \-\-comm nccl: the ring's receives into device memory have no NCCL path yet; use \-\-comm mpi" \
+  $T -n 2 "$TRAIN" $A --cp 2 --comm nccl
 expect_error 2 "\-\-cp 2 with \-\-zero 2: not supported yet" $T -n 2 "$TRAIN" $A --cp 2 --zero 2
 expect_error 2 "\-\-cp 2 with \-\-zero 3: not supported yet" $T -n 2 "$TRAIN" $A --cp 2 --zero 3
 expect_error 2 "\-\-cp 2 with \-\-zero-shard-group: not supported yet" \

@@ -39,7 +39,7 @@
  * 1e-4).
  *
  * Arguments: optional group names (memory matmul embedding rmsnorm rope
- * attention elementwise crossentropy adamw bf16 reserve) run only those
+ * attention ring elementwise crossentropy adamw bf16 reserve) run only those
  * groups. The sections follow the backend's files: lib/backend_cuda.cu
  * (memory, matmul, reserve), lib/attention_cuda.cu (attention),
  * lib/kernels_cuda.cu (embedding, rmsnorm, rope, elementwise,
@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_ring.h"
 #include "backend.h"
 #include "bf16.h"
 #include "config.h"
@@ -1026,6 +1027,93 @@ static void test_rope(int B, int T, int nh, int hd)
     free(x), free(g);
 }
 
+/* ------------------------------------------- ring attention (CP) */
+
+/* Context parallelism's block ops and rope_pos (lib/attention_ring.c):
+ * rank `rank` of CP `cp` runs hpt_ring_step_forward/backward over every
+ * owner's K/V chunks (the ring order) on both backends from the same
+ * zigzag-local q, k, v, dout; out, lse, dq and each owner's dK/dV parts
+ * compared (outputs poisoned with NaN on the GPU: an unwritten row fails),
+ * and rope_pos at the rank's positions. */
+static void test_ring(int B, int T, int cp, int rank, int H, int KV, int hd)
+{
+    char name[200];
+    int Tl = T / cp;
+    size_t nq = (size_t)B * Tl * H * hd, nk = (size_t)B * Tl * KV * hd, nl = (size_t)B * H * Tl;
+    float *q = hrand(nq, 1.0), *dout = hrand(nq, 1.0), *k[8], *v[8];
+    float *d_q = dput(q, FB(nq)), *d_dout = dput(dout, FB(nq)), *d_k[8], *d_v[8];
+    for (int o = 0; o < cp; o++) {
+        k[o] = hrand(nk, 1.0), v[o] = hrand(nk, 1.0);
+        d_k[o] = dput(k[o], FB(nk)), d_v[o] = dput(v[o], FB(nk));
+    }
+    float *out = xmalloc(FB(nq)), *lse = xmalloc(FB(nl)), *d_out = dnan(nq), *d_lse = dnan(nl);
+    int sc[2] = {0, 0}, sg[2] = {0, 0};
+    for (int s = 0; s < cp; s++) {
+        int o = (rank - s + cp) % cp;
+        hpt_ring_step_forward(cpu, out, lse, q, k[o], v[o], B, T, cp, rank, o, H, KV, hd, sc);
+        hpt_ring_step_forward(gpu, d_out, d_lse, d_q, d_k[o], d_v[o], B, T, cp, rank, o, H, KV,
+                              hd, sg);
+    }
+    snprintf(name, sizeof name, "ring forward B=%d T=%d CP=%d rank=%d H=%d KV=%d hd=%d", B, T,
+             cp, rank, H, KV, hd);
+    float *g_out = dtake(d_out, nq), *g_lse = dtake(d_lse, nl);
+    cmp(name, g_out, out, nq);
+    snprintf(name, sizeof name, "ring lse B=%d T=%d CP=%d rank=%d", B, T, cp, rank);
+    cmp(name, g_lse, lse, nl);
+    /* backward from each backend's own forward (as the trainer runs it) */
+    float *D = xmalloc(FB(nl)), *dq = xmalloc(FB(nq)), *d_D = dnan(nl), *d_dq;
+    float *d_o2 = dput(g_out, FB(nq)), *d_l2 = dput(g_lse, FB(nl));
+    cpu->attention_rowdot(D, dout, out, B, Tl, H, hd);
+    gpu->attention_rowdot(d_D, d_dout, d_o2, B, Tl, H, hd);
+    float *g_D = dtake(d_D, nl);
+    snprintf(name, sizeof name, "ring rowdot B=%d T=%d CP=%d", B, T, cp);
+    cmp(name, g_D, D, nl);
+    d_D = dput(g_D, FB(nl));
+    memset(dq, 0, FB(nq));
+    d_dq = dput(dq, FB(nq));
+    for (int s = 0; s < cp; s++) {
+        int o = (rank - s + cp) % cp;
+        float *dk = xmalloc(FB(nk)), *dv = xmalloc(FB(nk));
+        memset(dk, 0, FB(nk)), memset(dv, 0, FB(nk));
+        float *d_dk = dput(dk, FB(nk)), *d_dv = dput(dv, FB(nk));
+        hpt_ring_step_backward(cpu, dq, dk, dv, D, dout, lse, q, k[o], v[o], B, T, cp, rank, o, H,
+                               KV, hd);
+        hpt_ring_step_backward(gpu, d_dq, d_dk, d_dv, d_D, d_dout, d_l2, d_q, d_k[o], d_v[o], B, T,
+                               cp, rank, o, H, KV, hd);
+        float *g_dk = dtake(d_dk, nk), *g_dv = dtake(d_dv, nk);
+        snprintf(name, sizeof name, "ring dK (owner %d) B=%d T=%d CP=%d rank=%d H=%d KV=%d", o, B,
+                 T, cp, rank, H, KV);
+        cmp(name, g_dk, dk, nk);
+        snprintf(name, sizeof name, "ring dV (owner %d) B=%d T=%d CP=%d rank=%d", o, B, T, cp,
+                 rank);
+        cmp(name, g_dv, dv, nk);
+        free(dk), free(dv), free(g_dk), free(g_dv);
+    }
+    float *g_dq = dtake(d_dq, nq);
+    snprintf(name, sizeof name, "ring dQ B=%d T=%d CP=%d rank=%d H=%d KV=%d", B, T, cp, rank, H,
+             KV);
+    cmp(name, g_dq, dq, nq);
+    /* rope at the rank's zigzag positions, forward and inverse */
+    int *pos = xmalloc(sizeof(int) * (size_t)Tl);
+    for (int t = 0; t < Tl; t++)
+        pos[t] = hpt_cp_pos(t, T, cp, rank);
+    for (int inverse = 0; inverse <= 1; inverse++) {
+        float *x = hrand(nq, 1.0), *d_x = dput(x, FB(nq));
+        cpu->rope_pos(x, HPT_DTYPE_F32, B, Tl, H, hd, 10000.0f, inverse, pos);
+        gpu->rope_pos(d_x, HPT_DTYPE_F32, B, Tl, H, hd, 10000.0f, inverse, pos);
+        float *g = dtake(d_x, nq);
+        snprintf(name, sizeof name, "rope_pos%s T=%d CP=%d rank=%d", inverse ? " (inverse)" : "",
+                 T, cp, rank);
+        cmp(name, g, x, nq);
+        free(x), free(g);
+    }
+    for (int o = 0; o < cp; o++)
+        free(k[o]), free(v[o]), gpu->free(d_k[o]), gpu->free(d_v[o]);
+    gpu->free(d_q), gpu->free(d_dout), gpu->free(d_o2), gpu->free(d_l2), gpu->free(d_D);
+    free(q), free(dout), free(out), free(lse), free(g_out), free(g_lse), free(D), free(dq);
+    free(g_D), free(g_dq), free(pos);
+}
+
 /* --------------------------------------------- SwiGLU and elementwise */
 
 static void test_elementwise(size_t n)
@@ -1248,6 +1336,13 @@ int main(int argc, char **argv)
         test_attention_cached(5, 13, 4, 2, 64);
         test_attention_cached(37, 0, 8, 1, 128);
         test_attention_cached(1, 40, 4, 4, 128);
+    }
+    if (want(argc, argv, "ring")) {
+        /* T = 2 CP x 5 and x 9: chunks not multiples of the 32-key tile */
+        test_ring(2, 20, 2, 0, 4, 2, 64);
+        test_ring(1, 20, 2, 1, 4, 4, 64);   /* MHA */
+        test_ring(1, 54, 3, 2, 8, 2, 128);  /* GQA 4, CP 3, the last rank */
+        test_ring(2, 36, 3, 1, 2, 1, 80);   /* head_dim not a multiple of 32 */
     }
     if (want(argc, argv, "elementwise")) {
         test_elementwise(100003);

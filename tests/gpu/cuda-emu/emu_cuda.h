@@ -33,6 +33,7 @@
 #include <cstdio>
 #include "bf16.h"
 using std::min;
+using std::max;
 struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
 inline thread_local dim3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
@@ -47,6 +48,7 @@ inline std::vector<emu_warp> emu_warps;
 #define __launch_bounds__(x)
 #define __shared__ static
 #define __syncthreads() emu_bar->arrive_and_wait()
+#define __syncwarp() emu_warps[emu_tid >> 5].bar->arrive_and_wait()
 template <class T> T __shfl_sync(unsigned, T v, int src)
 {
     emu_warp &w = emu_warps[emu_tid >> 5];
