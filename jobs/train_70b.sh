@@ -23,30 +23,30 @@
 # m = 256 its bubble gain is small and its W operand sets cost memory). "Fits"
 # has no margin beyond hpt-plan's 2 GB baseline (CUDA context, NCCL and cuBLAS buffers, allocator fragmentation:
 # an assumption, not measured), so the template takes the fastest layout that
-# leaves at least 10 % of the GPU (7.5 GiB) free on its worst stage — 6th,
-# 1.4 % slower than the 1st:
+# leaves at least 10 % of the GPU (7.5 GiB) free on its worst stage — 5th,
+# 1.3 % slower than the 1st (hpt-plan's step time counts FLOPs and, per
+# kernel class, the bytes the element-wise kernels move; docs/PLAN.md):
 #   TP 4 x PP 8 x DP 4, micro-batch 1 x grad-accum 256, selective recomputation,
 #   sequence parallelism, ZeRO-1 over all 4 DP ranks (HPT_ZERO_SHARD_GROUP=0;
-#   auto would make it HSDP, 2 shard groups of 2: the 5th below), interleaved
+#   auto would make it HSDP, 2 shard groups of 2: the 4th below), interleaved
 #   1F1B, V = 2 (16 chunks of 5 layers, 2 per stage):
-#   step 56.64 s, 7.406e4 tokens/s, MFU 50.2 %; 64.5 GiB on stage 0 of 74.5
+#   step 64.1 s, 6.544e4 tokens/s, MFU 44.3 %; 64.5 GiB on stage 0 of 74.5
 #   (10.0 GiB free; stage 7 43.1 GiB); bubble 0.013 = 3.5 / (256 + 3.5)
 #   ((PP - 1) / V idle micro-batch slots beside m = 256; 1F1B at this layout:
 #   0.027). TP 4's 26625 collectives per step 5.92 s on NVLink; PP
 #   15 chunk boundaries per micro-batch each way (V x 1F1B's sends), 0.69 s,
 #   and DP 0.26 s on InfiniBand.
 # Ranked above it (each with selective recomputation and ZeRO-1):
-#   1st TP 4 x PP 4 x DP 8, SP, interleaved V = 4: 55.87 s, 73.7 GiB (0.8 GiB
+#   1st TP 4 x PP 4 x DP 8, SP, interleaved V = 4: 63.25 s, 73.7 GiB (0.8 GiB
 #       free; on 8 nodes, DP 4, it needs 79.7 GiB: does not fit)
-#   2nd TP 4 x PP 4 x DP 8, SP, 1F1B, HSDP 2 groups of 4: 56.31 s, 74.0 GiB
-#   3rd TP 4 x PP 4 x DP 8, SP, 1F1B: 56.31 s, 67.9 GiB (6.6 GiB free; on 8
+#   2nd TP 4 x PP 4 x DP 8, SP, 1F1B: 63.81 s, 67.9 GiB (6.6 GiB free; on 8
 #       nodes 74.0 GiB of 74.5)
-#   4th TP 4 x PP 8 x DP 4, no SP, 1F1B: 56.38 s, 68.7 GiB
-#   5th this layout as HSDP, 2 groups of 2: 56.48 s, 70.6 GiB
-# The same layout with 1F1B (11th): 57.04 s, 52.3 GiB, bubble 0.027.
-# This layout on 8 nodes (DP 2, the low end of `--nodes=8-16`): 70.6 GiB, 112.0
+#   3rd TP 4 x PP 4 x DP 8, SP, 1F1B, HSDP 2 groups of 4: 63.82 s, 74.0 GiB
+#   4th this layout as HSDP, 2 groups of 2: 63.95 s, 70.6 GiB
+# The same layout with 1F1B (10th): 64.6 s, 52.3 GiB, bubble 0.027.
+# This layout on 8 nodes (DP 2, the low end of `--nodes=8-16`): 70.6 GiB, 126.8
 # s. The template's previous TP 8 x PP 4 x DP 4, 1F1B, full recomputation:
-# 82.12 s, 5.108e4 tokens/s, MFU 34.6 %, 36.8 GiB. In bf16 (HPT_PRECISION=bf16,
+# 95.25 s, 4.404e4 tokens/s, MFU 29.8 %. In bf16 (HPT_PRECISION=bf16,
 # not yet run on a GPU) the search ranks other layouts: rerun it.
 #
 # Memory per GPU on stage 0, the worst (hpt-plan, GiB; tf32: fp32 weights 4 B +

@@ -67,6 +67,21 @@ typedef struct {
     int q_pos0, k_pos0; /* global positions of rows q_off and k_off         */
 } hpt_attn_block;
 
+/* Host synchronisations of a device backend since its init (the debug
+ * counter of hpt_backend.host_syncs): every call that makes the host wait
+ * for the device, by kind. A training step's expected count is the loss
+ * read-back and the gradient norm's; anything more is a stall to find. */
+typedef struct {
+    uint64_t d2h;   /* device-to-host copies (download, a loss or sum returned
+                     * to the host): each waits for all earlier device work */
+    uint64_t h2d;   /* host-to-device copies (upload): from pageable memory
+                     * CUDA synchronises the stream before the copy         */
+    uint64_t sync;  /* explicit stream or device synchronisations
+                     * (HPT_CUDA_SYNC=1 after every launch)                 */
+    uint64_t alloc; /* device allocations and frees (cudaFree synchronises
+                     * the device; a step should make none)                 */
+} hpt_host_syncs;
+
 /* The shapes one rank's model runs (hpt_backend.reserve). */
 typedef struct {
     int B, T;         /* micro-batch (sequences), sequence length (tokens)     */
@@ -333,9 +348,24 @@ struct hpt_backend {
      * Bitwise equal to add(out, x, delta, N*C) followed by that
      * rmsnorm_forward. out may alias x or delta; norm_out and rstd alias
      * nothing. CPU: one sweep per row (lib/kernels_cpu.h add_rmsnorm_row);
-     * CUDA: NULL. */
+     * CUDA: one block per row (lib/kernels_cuda.cu), bitwise its own add
+     * and rmsnorm_forward. */
     void (*add_rmsnorm_forward)(float *out, void *norm_out, float *rstd, const float *x,
                                 const float *delta, const float *w, int N, int C, float eps);
+    /* RoPE of a layer's queries and keys in one pass (one launch on CUDA):
+     * q (B,T,H,hd) and k (B,T,KV,hd), both stored as dtype, rotated in
+     * place; bitwise equal to rope(q, dtype, B, T, H, hd, theta, inverse)
+     * followed by rope(k, dtype, B, T, KV, hd, theta, inverse). q and k do
+     * not overlap. CPU: NULL; CUDA: lib/kernels_cuda.cu. */
+    void (*rope_qk)(void *q, void *k, hpt_dtype dtype, int B, int T, int H, int KV, int hd,
+                    float theta, int inverse);
+
+    /* ---- debugging. Optional (NULL: a host backend, nothing to count) -- */
+    /* *out = the host synchronisations made since init (hpt_host_syncs),
+     * counted always (an increment per call); a caller takes the
+     * difference around a step. CUDA: the backend's own calls only (not
+     * NCCL's, lib/comm_nccl.c). */
+    void (*host_syncs)(hpt_host_syncs *out);
 };
 
 /* NULL-terminated registry of the backends compiled in ("cpu" first). */

@@ -43,7 +43,9 @@
  *   process ~215 MiB of resident memory at start-up (the relocations of
  *   libcublasLt, measured), CPU runs included.
  * All work runs on the legacy default stream; upload/download and the
- * host-returning reductions synchronise with it.
+ * host-returning reductions synchronise with it, and are counted (with
+ * explicit synchronisations and device allocations: the host_syncs slot,
+ * g_host) so a test can hold a training step to its expected number.
  */
 #include <dlfcn.h>
 #include <unistd.h>
@@ -119,6 +121,7 @@ int g_sync;                 /* HPT_CUDA_SYNC=1: sync after launches  */
 cublasHandle_t g_blas;
 cublasComputeType_t g_compute = CUBLAS_COMPUTE_32F;
 int g_bf16;                 /* --precision bf16                     */
+hpt_host_syncs g_host;      /* host synchronisations since init      */
 static size_t g_cur, g_peak;       /* bytes allocated now / at peak        */
 /* alloc sizes by base address (ordered: which allocation holds a pointer) */
 static std::map<uintptr_t, size_t> *g_sizes;
@@ -256,6 +259,7 @@ void *cuda_alloc(size_t bytes)
         bytes = 64;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes);
+    g_host.alloc++;
     if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         size_t fr = 0, tot = 0;
@@ -287,9 +291,11 @@ void cuda_free(void *p)
     if (w != g_work->end()) { /* its bf16 working copy goes with it */
         g_cur -= w->second.bytes;
         HPT_CUDA(cudaFree(w->second.bf));
+        g_host.alloc++;
         g_work->erase(w);
     }
     HPT_CUDA(cudaFree(p));
+    g_host.alloc++;
 }
 
 /* Base and bytes of the allocation (from cuda_alloc) that holds p; 0 when
@@ -371,15 +377,26 @@ void cuda_memset0(void *dst, size_t bytes)
 void cuda_upload(void *dst, const void *src, size_t bytes)
 {
     work_mark_dirty(dst);
-    if (bytes)
+    if (bytes) {
         HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+        g_host.h2d++;
+    }
+}
+
+void memcpy_d2h(void *dst, const void *src, size_t bytes)
+{
+    HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    g_host.d2h++;
 }
 
 static void cuda_download(void *dst, const void *src, size_t bytes)
 {
     if (bytes)
-        HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+        memcpy_d2h(dst, src, bytes);
 }
+
+/* The host_syncs slot: the counters since init. */
+static void cuda_host_syncs(hpt_host_syncs *out) { *out = g_host; }
 
 /* memmove semantics, as on the CPU: overlapping ranges go through a
  * temporary buffer (cudaMemcpy's are undefined for them). */
@@ -395,6 +412,7 @@ static void cuda_copy(void *dst, const void *src, size_t bytes)
         HPT_CUDA(cudaMemcpy(t, src, bytes, cudaMemcpyDeviceToDevice));
         HPT_CUDA(cudaMemcpy(dst, t, bytes, cudaMemcpyDeviceToDevice));
         HPT_CUDA(cudaFree(t));
+        g_host.alloc += 2;
         return;
     }
     HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
@@ -499,6 +517,7 @@ static working_copy *work_of(uintptr_t base, size_t bytes)
         return &it->second;
     working_copy c = {NULL, bytes / sizeof(float) * sizeof(uint16_t), 1};
     cudaError_t e = cudaMalloc((void **)&c.bf, c.bytes ? c.bytes : 64);
+    g_host.alloc++;
     if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         size_t fr = 0, tot = 0;
@@ -647,7 +666,9 @@ static hpt_backend make_table(void)
     b.embedding_backward = cuda_embedding_backward;
     b.rmsnorm_forward = cuda_rmsnorm_forward;
     b.rmsnorm_backward = cuda_rmsnorm_backward;
+    b.add_rmsnorm_forward = cuda_add_rmsnorm_forward;
     b.rope = cuda_rope;
+    b.rope_qk = cuda_rope_qk;
     b.attention_forward = cuda_attention_forward;
     b.attention_saved_floats = cuda_attention_floats;
     b.attention_backward = cuda_attention_backward;
@@ -670,6 +691,7 @@ static hpt_backend make_table(void)
     b.vocab_sumexp = cuda_vocab_sumexp;
     b.vocab_ce_finish = cuda_vocab_ce_finish;
     b.adamw = cuda_adamw;
+    b.host_syncs = cuda_host_syncs;
     return b;
 }
 

@@ -9,6 +9,10 @@
 #include "backend.h"
 
 #define GIB 1073741824.0
+/* This machine's memory bandwidth, bytes/s: a STREAM-style copy of 512 MiB
+ * arrays measured 25.6 GB/s with one thread (best of 10; 17 GB/s with two,
+ * the cores shared with other jobs), 2026-12-07; docs/PLAN.md. */
+#define CPU_LOCAL_MEM_BW 25e9
 
 /* ------------------------------------------------------------ clusters */
 
@@ -19,21 +23,24 @@
  * datasheets (A100: 312, 156, 19.5 T; H100 and H200: 989, 494, 67 T).
  * Checkpoint storage per node: Llama 3's 2 TB/s sustained (Tectonic)
  * shared by the 3,072 nodes of its 24K-GPU cluster, ~0.65 GB/s (an
- * assumption; --ckpt-bw). */
+ * assumption; --ckpt-bw). HBM bandwidth from the same datasheets: A100
+ * 80GB SXM 2,039 GB/s, H100 SXM 3.35 TB/s, H200 SXM 4.8 TB/s. */
 static const hpt_cluster cluster_presets[] = {
     {"a100-80gb", 8, 312e12, 80e9, 300e9, 25e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 156e12, 19.5e12,
-     0.65e9},
+     0.65e9, 2.039e12},
     {"h100-80gb", 8, 989e12, 80e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 494e12, 67e12,
-     0.65e9},
+     0.65e9, 3.35e12},
     {"h200-141gb", 8, 989e12, 141e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 494e12, 67e12,
-     0.65e9},
+     0.65e9, 4.8e12},
     /* this machine: 2 cores, OpenBLAS SGEMM peak 233.3 GFLOP/s
      * (docs/PERFORMANCE.md), hpt reaches 82 % of it; 24 GiB; MPI over
      * shared memory (docs/ENVIRONMENT: 1 MB all-reduce in 1.3 ms, a small
      * one in 1.2 us); baseline: measured process RSS outside the tensors;
-     * checkpoints: the small model's 231 MiB saved in 0.15-0.19 s */
+     * checkpoints: the small model's 231 MiB saved in 0.15-0.19 s; memory
+     * bandwidth: CPU_LOCAL_MEM_BW (reported; the efficiency, measured on
+     * whole steps, already covers the element-wise work) */
     {"cpu-local", 1, 233.3e9, 24 * GIB, 0.77e9, 0.77e9, 0.6e-6, 0.6e-6, 0.82, 31.4 * 1048576.0, 1,
-     1, 0, 0, 1.3e9},
+     1, 0, 0, 1.3e9, CPU_LOCAL_MEM_BW},
 };
 
 hpt_status hpt_cluster_preset(const char *name, hpt_cluster *c)
@@ -200,7 +207,7 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s)
         double v;
     } posd[] = {{"peak-flops", s->cl.peak_flops}, {"mem-gb", s->cl.mem_bytes},
                 {"intra-bw", s->cl.intra_bw},     {"inter-bw", s->cl.inter_bw},
-                {"efficiency", s->cl.efficiency}};
+                {"efficiency", s->cl.efficiency}, {"hbm-bw", s->cl.hbm_bw}};
     for (size_t i = 0; i < sizeof posd / sizeof posd[0]; i++)
         if (!(posd[i].v > 0))
             return hpt_error_set(HPT_ERR_USAGE, "--%s %g: must be > 0", posd[i].opt, posd[i].v);
@@ -1221,6 +1228,93 @@ static double stage_attention_flops(const hpt_plan_setup *s, int stage)
     return hpt_plan_stage_nlayers(s, stage) * per_layer * T * s->micro_batch / s->tp;
 }
 
+/* ------------------------------------------------------------ memory-bound kernels */
+
+const char *hpt_plan_kclass_name(hpt_plan_kclass k)
+{
+    static const char *const names[HPT_PLAN_KCLASSES] = {
+        "norm", "rope", "swiglu", "cast", "attention", "cross_entropy", "embedding"};
+    return k >= 0 && k < HPT_PLAN_KCLASSES ? names[k] : "?";
+}
+
+/* 1 when the run's attention goes through cuBLAS in query chunks with its
+ * scores in device memory (lib/attention_cuda.cu att_use_blas: bf16 or tf32
+ * with a head row a multiple of 16 bytes), 0 on the flash kernels. */
+static int attention_via_blas(const hpt_plan_setup *s)
+{
+    double hd = hpt_config_head_dim(&s->cfg);
+    return !(s->fp32 && !s->tf32) && fmod(hd * (s->tf32 ? 4.0 : 2.0), 16.0) == 0;
+}
+
+/* Device-memory bytes of one micro-batch through `stage`, one TP rank, per
+ * kernel class, as hpt's CUDA backend moves them (lib/kernels_cuda.cu,
+ * attention_cuda.cu; docs/PLAN.md "Memory-bound kernels" derives each
+ * term): a = activation element bytes (2 bf16, 4 fp32), f = 4 (fp32), N =
+ * b s tokens, N_l the rows of the residual stream (N/t with sequence
+ * parallelism), per layer:
+ *  - norm: two forwards fused with the residual add, N_l C (3f + a) each
+ *    (read x and delta, write the sum and the normalised row); two
+ *    backwards, N_l C 6f each (din: read dout, x, din, write din; dw: read
+ *    dout, x); full recomputation the forwards again, selective the norms
+ *    alone, N_l C (f + a) each; the last stage's final-norm backward N_l C
+ *    7f (memset of dx too);
+ *  - rope: q and k in place, N (QD + KD) 2a, their gradients 2f, full
+ *    recomputation the forward again;
+ *  - swiglu: forward N I/t 3a, backward N I/t (3f + 2a), recomputed (full
+ *    or selective) forward again;
+ *  - cast (bf16): each matmul_backward reads its fp32 gradient operand and
+ *    writes it in bf16, N O (f + 2) for O = QD, KD, KD, C, I/t, I/t, C, the
+ *    attention's dO N QD (f + 2) (cuBLAS path), the LM head's N V/t (f + 2);
+ *  - attention (cuBLAS path): the causal half of the scores, b H/t s^2 / 2
+ *    per layer, 12 bytes each forward (S written and read in fp32, P
+ *    written and read in bf16) and 26 backward (S, dP written and read in
+ *    fp32, P and dS written in bf16, P read once, dS twice); tf32: P and dS
+ *    in fp32 over S and dP, 16 and 36; recomputation the forward again;
+ *  - cross-entropy (last stage): N V/t f x 5 (the fused kernel reads the
+ *    logits three times and writes them twice), x 4 vocab-parallel;
+ *  - embedding (first stage): N C 5f (forward reads rows, writes x;
+ *    backward reads dout, reads and writes the table's rows).
+ * QD = H/t hd, KD = KV/t hd. The GEMMs' own operand traffic is not counted
+ * (their arithmetic intensity is far above the ridge point). */
+static void stage_kernel_bytes(const hpt_plan_setup *s, int stage, double k[HPT_PLAN_KCLASSES])
+{
+    const hpt_config *c = &s->cfg;
+    double a = act_elem_bytes(s), f = 4, t = s->tp, b = s->micro_batch, T = s->seq_len;
+    double N = b * T, Nl = local_tokens(s), C = c->hidden_size, hd = hpt_config_head_dim(c);
+    double QD = c->num_attention_heads / t * hd, KD = c->num_key_value_heads / t * hd;
+    double Il = c->intermediate_size / t, Vl = vocab_local(s), L = hpt_plan_stage_nlayers(s, stage);
+    int full = s->recompute == 1, sel = s->recompute == 2, bf = !s->fp32;
+    int first = stage == 0, last = stage == s->pp - 1, blas = attention_via_blas(s);
+    double norm_f = 2 * Nl * C * (3 * f + a), rope_f = N * (QD + KD) * 2 * a, sw_f = 3 * N * Il * a;
+    k[HPT_PLAN_K_NORM] = L * (norm_f + 2 * Nl * C * 6 * f +
+                              (full ? norm_f : sel ? 2 * Nl * C * (f + a) : 0)) +
+                         (last ? Nl * C * 7 * f : 0);
+    k[HPT_PLAN_K_ROPE] = L * (rope_f + N * (QD + KD) * 2 * f + (full ? rope_f : 0));
+    k[HPT_PLAN_K_SWIGLU] = L * (sw_f + N * Il * (3 * f + 2 * a) + (full || sel ? sw_f : 0));
+    k[HPT_PLAN_K_CAST] = bf ? L * N * (QD + 2 * KD + 2 * C + 2 * Il + (blas ? QD : 0)) * (f + 2) +
+                                  (last ? N * Vl * (f + 2) : 0)
+                            : 0;
+    double scores = b * (c->num_attention_heads / t) * T * T / 2;
+    double fw = bf ? 12 : 16, bw = bf ? 26 : 36;
+    k[HPT_PLAN_K_ATTENTION] = blas ? L * scores * (fw + bw + (s->recompute ? fw : 0)) : 0;
+    k[HPT_PLAN_K_XENT] = last ? N * Vl * f * (s->tp > 1 ? 4 : 5) : 0;
+    k[HPT_PLAN_K_EMBED] = first ? N * C * 5 * f : 0;
+}
+
+/* Device-memory bytes of one optimizer step on `stage`'s rank (DP rank 0):
+ * zero_grad writes the gradients (4 per parameter), the gradient norm reads
+ * them (the ZeRO-2/3 shard), AdamW reads p, g, m, v and writes p, m, v (28
+ * per parameter of the ZeRO shard), bf16 mode refreshes the weights'
+ * working copy (read 4, write 2 per parameter). */
+static double stage_optim_bytes(const hpt_plan_setup *s, int stage)
+{
+    double P = hpt_plan_stage_params(s, stage), z = s->zero ? zshard(s) : 1;
+    return 4 * P + 4 * (s->zero >= 2 ? P / z : P) + 28 * P / z + (s->fp32 ? 0 : 6 * P);
+}
+
+/* The bandwidth the memory-bound kernels reach, bytes/s. */
+static double hbm_rate(const hpt_plan_setup *s) { return s->cl.hbm_bw * HPT_PLAN_HBM_EFF; }
+
 /* ------------------------------------------------------------ evaluation */
 
 static double device_peak(const hpt_plan_setup *s)
@@ -1293,7 +1387,7 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
     r->micro_batches = M;
     r->nstages = P;
     double rate = device_peak(s) * s->cl.efficiency, t_mb = 0, exposed = 0, ratio = 0;
-    double comp_mb = 0;
+    double comp_mb = 0, mem_mb = 0, optim_s = 0;
     for (int st_ = 0; st_ < P; st_++) {
         hpt_plan_stage *sg = &r->stage[st_];
         hpt_plan_chunk_layers(s->cfg.num_hidden_layers, P, vchunks(s), st_, 0, &sg->l0, &sg->l1);
@@ -1304,8 +1398,23 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
         sg->mem = mem_of(s, st_, 0);
         sg->flops_per_mb = stage_flops(s, st_);
         double att = stage_attention_flops(s, st_);
-        sg->compute_s = (sg->flops_per_mb - att) / rate +
-                        att / (hpt_plan_attention_peak(s) * s->cl.efficiency);
+        double att_s = att / (hpt_plan_attention_peak(s) * s->cl.efficiency);
+        sg->compute_s = (sg->flops_per_mb - att) / rate + att_s;
+        /* roofline per kernel class, classes one after another on the
+         * stream: the GEMMs at their FLOP time, the element-wise classes at
+         * bytes / bandwidth, the attention at the larger of its FLOP and
+         * byte times; memory_s is what that adds to compute_s */
+        stage_kernel_bytes(s, st_, sg->kbytes);
+        sg->optim_bytes = stage_optim_bytes(s, st_);
+        sg->memory_s = 0;
+        for (int k = 0; k < HPT_PLAN_KCLASSES; k++)
+            if (k != HPT_PLAN_K_ATTENTION)
+                sg->memory_s += sg->kbytes[k] / hbm_rate(s);
+        sg->memory_s += fmax(0, sg->kbytes[HPT_PLAN_K_ATTENTION] / hbm_rate(s) - att_s);
+        double opt = sg->optim_bytes / hbm_rate(s);
+        if (s->cl.exact) /* cpu-local: the measured efficiency covers it */
+            sg->memory_s = opt = 0;
+        double busy = sg->compute_s + sg->memory_s;
         double all = 0;
         for (int g = 0; g < HPT_PLAN_GROUPS; g++) {
             sg->comm[g] = comm_of(s, st_, 0, (hpt_plan_group)g);
@@ -1316,12 +1425,15 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
             w->seconds = fmax(w->seconds, sg->comm[g].seconds);
             all += sg->comm[g].seconds;
         }
-        /* per micro-batch on the critical path: compute, TP all-reduces, p2p,
-         * and the CP ring's time not hidden behind its blocks' compute */
-        double mb = sg->compute_s + (sg->comm[HPT_PLAN_TP].seconds + sg->comm[HPT_PLAN_PP].seconds) / M +
+        /* per micro-batch on the critical path: compute (FLOPs or memory, per
+         * kernel class), TP all-reduces, p2p, and the CP ring's time not
+         * hidden behind its blocks' compute */
+        double mb = busy + (sg->comm[HPT_PLAN_TP].seconds + sg->comm[HPT_PLAN_PP].seconds) / M +
                     cp_exposed(s, r, sg, att);
         t_mb = fmax(t_mb, mb);
-        comp_mb = fmax(comp_mb, sg->compute_s);
+        if (busy > comp_mb)
+            comp_mb = busy, mem_mb = sg->memory_s;
+        optim_s = fmax(optim_s, opt);
         /* DP all-reduce buckets overlap the last backward (2/3 of a
          * micro-batch); ZeRO-1, the tied embedding and the norm do not;
          * ZeRO-2's bucket reduce-scatters (about half of its DP time, the
@@ -1338,15 +1450,15 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
         double rs3 = dp / (2.0 * M + 1), ag3 = dp - rs3;
         double units = dp_buckets(sg->nlayers, st_ == 0, st_ == s->pp - 1); /* one per unit */
         double ag3_ex = s->comm_lib == HPT_PLAN_COMM_NCCL
-                            ? ag3 / units + fmax(0, ag3 * (1 - 1 / units) - (double)M * sg->compute_s)
+                            ? ag3 / units + fmax(0, ag3 * (1 - 1 / units) - (double)M * busy)
                             : ag3;
         double ex = (s->zero == 1   ? dp
-                     : s->zero == 2 ? dp / 2 + fmax(0, dp / 2 - 2.0 / 3.0 * sg->compute_s)
-                     : s->zero == 3 ? fmax(0, rs3 - 2.0 / 3.0 * sg->compute_s) + ag3_ex
-                                    : fmax(0, dp - 2.0 / 3.0 * sg->compute_s)) +
+                     : s->zero == 2 ? dp / 2 + fmax(0, dp / 2 - 2.0 / 3.0 * busy)
+                     : s->zero == 3 ? fmax(0, rs3 - 2.0 / 3.0 * busy) + ag3_ex
+                                    : fmax(0, dp - 2.0 / 3.0 * busy)) +
                     rep + sg->comm[HPT_PLAN_EMBED].seconds + sg->comm[HPT_PLAN_MP].seconds;
         exposed = fmax(exposed, ex);
-        ratio = fmax(ratio, all / (M * sg->compute_s));
+        ratio = fmax(ratio, all / (M * busy));
         if (sg->mem.total > r->worst.total) {
             r->worst = sg->mem;
             r->worst_stage = st_;
@@ -1366,7 +1478,10 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
     r->boundaries = P * vchunks(s) - 1;
     r->p2p_bytes = 2.0 * M * r->boundaries * local_tokens(s) * s->cfg.hidden_size * 4;
     r->compute_s = M * comp_mb;
-    r->step_time_s = slots * t_mb + exposed;
+    r->optim_s = optim_s;
+    r->memory_bound_s = M * mem_mb + optim_s;
+    /* the optimizer step after the last backward and its reductions */
+    r->step_time_s = slots * t_mb + exposed + optim_s;
     r->comm_s = slots * (t_mb - comp_mb) + exposed;
     r->comm_compute_ratio = ratio;
     r->tokens_per_s = (double)s->global_batch * s->seq_len / r->step_time_s;
@@ -1485,10 +1600,12 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             (long long)hpt_config_num_params(c));
     fprintf(f, "  \"cluster\": {\"name\": \"%s\", \"peak_flops\": %s, \"mem_bytes\": %s, "
             "\"intra_bw\": %s, \"inter_bw\": %s, \"intra_lat\": %s, \"inter_lat\": %s, "
-            "\"efficiency\": %s, \"baseline_bytes\": %s},\n",
+            "\"efficiency\": %s, \"baseline_bytes\": %s, ",
             s->cl.name, json_g(&b[0], device_peak(s)), json_g(&b[1], capacity(s)), json_g(&b[2], s->cl.intra_bw),
             json_g(&b[3], s->cl.inter_bw), json_g(&b[4], s->cl.intra_lat), json_g(&b[5], s->cl.inter_lat),
             json_g(&b[6], s->cl.efficiency), json_g(&b[7], s->cl.baseline_bytes));
+    fprintf(f, "\"hbm_bw\": %s, \"hbm_efficiency\": %s},\n", json_g(&b[0], s->cl.hbm_bw),
+            json_g(&b[1], HPT_PLAN_HBM_EFF));
     char cpk[24] = ""; /* "cp" only with context parallelism */
     if (cpn(s) > 1)
         snprintf(cpk, sizeof cpk, "\"cp\": %d, ", cpn(s));
@@ -1527,7 +1644,13 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
                 "\"params\": %s, \"memory\": ", sg->nlayers, sg->in_flight,
                 json_g(&b[1], sg->in_flight_mb), json_z(&b[0], sg->params));
         json_mem(f, &sg->mem);
-        fprintf(f, ", \"compute_s_per_micro_batch\": %s}", json_g(&b[0], sg->compute_s));
+        fprintf(f, ", \"compute_s_per_micro_batch\": %s, \"memory_s_per_micro_batch\": %s, "
+                "\"kernel_bytes_per_micro_batch\": {", json_g(&b[0], sg->compute_s),
+                json_g(&b[1], sg->memory_s));
+        for (int k = 0; k < HPT_PLAN_KCLASSES; k++)
+            fprintf(f, "%s\"%s\": %s", k ? ", " : "", hpt_plan_kclass_name((hpt_plan_kclass)k),
+                    json_z(&b[0], sg->kbytes[k]));
+        fprintf(f, "}, \"optimizer_bytes_per_step\": %s}", json_z(&b[0], sg->optim_bytes));
     }
     fprintf(f, "]},\n  \"mem_capacity\": %s,\n  \"fits\": %s,\n", json_z(&b[0], capacity(s)),
             r->fits ? "true" : "false");
@@ -1563,6 +1686,8 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             json_g(&b[0], r->bubble), json_g(&b[1], r->compute_s), json_g(&b[2], r->comm_s),
             json_g(&b[3], r->comm_compute_ratio), json_g(&b[4], r->step_time_s),
             json_g(&b[5], r->tokens_per_s), json_g(&b[6], r->mfu));
+    fprintf(f, ",\n  \"memory_bound_s\": %s,\n  \"optimizer_s\": %s",
+            json_g(&b[0], r->memory_bound_s), json_g(&b[1], r->optim_s));
     if (r->ckpt.mtbf_s > 0)
         json_ckpt(&r->ckpt, f);
     fprintf(f, "\n}\n");
@@ -1613,6 +1738,30 @@ static void text_pipeline(const hpt_plan_setup *s, const hpt_plan_result *r, FIL
     fprintf(f, " micro-batches; %d %s boundaries per micro-batch each way, %.4g GB "
             "point-to-point per step and pipeline\n", r->boundaries, V > 1 ? "chunk" : "stage",
             r->p2p_bytes / 1e9);
+}
+
+/* The memory-bound kernels' lines: the slowest stage's bytes per class
+ * for one micro-batch, and their time in the step. */
+static void text_memory_bound(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
+{
+    int w = 0; /* the stage of the largest micro-batch time */
+    for (int i = 1; i < r->nstages; i++)
+        if (r->stage[i].compute_s + r->stage[i].memory_s >
+            r->stage[w].compute_s + r->stage[w].memory_s)
+            w = i;
+    const hpt_plan_stage *sg = &r->stage[w];
+    fprintf(f, "memory-bound kernels, stage %d, GB per micro-batch:", w);
+    for (int k = 0; k < HPT_PLAN_KCLASSES; k++)
+        fprintf(f, "%s %s %.4g", k ? "," : "", hpt_plan_kclass_name((hpt_plan_kclass)k),
+                sg->kbytes[k] / 1e9);
+    fprintf(f, "; optimizer %.4g GB per step\n", sg->optim_bytes / 1e9);
+    if (s->cl.exact)
+        fprintf(f, "memory-bound time: not added (cpu-local's efficiency was measured on whole "
+                "steps; memory %.4g GB/s)\n", s->cl.hbm_bw / 1e9);
+    else
+        fprintf(f, "memory-bound time %.4g s per step (%.4g s per micro-batch beyond the FLOPs, "
+                "optimizer %.4g s) at %.4g GB/s x %.2f (roofline per kernel class, summed)\n",
+                r->memory_bound_s, sg->memory_s, r->optim_s, s->cl.hbm_bw / 1e9, HPT_PLAN_HBM_EFF);
 }
 
 void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
@@ -1673,6 +1822,7 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             r->model_flops_per_step);
     if (s->pp > 1)
         text_pipeline(s, r, f);
+    text_memory_bound(s, r, f);
     fprintf(f, "%s bubble: %.3f; compute %.4g s, communication on the critical path %.4g s; "
             "communication/compute %.3f\n",
             sched_title(s), r->bubble, r->compute_s, r->comm_s, r->comm_compute_ratio);

@@ -55,7 +55,36 @@ typedef struct {
     double peak_fp32;     /* dense fp32 FLOP/s, CUDA cores (0: peak_flops)   */
     double ckpt_bw;       /* bytes/s one node writes to the checkpoint storage
                            * (the planned save stall, hpt-plan --mtbf-hours) */
+    double hbm_bw;        /* device memory bandwidth, bytes/s (datasheet peak;
+                           * the memory-bound kernels reach HPT_PLAN_HBM_EFF
+                           * of it; cpu-local: measured, reported only)      */
 } hpt_cluster;
+
+/* Fraction of hbm_bw the memory-bound kernels are planned to reach: a
+ * device-to-device copy's 4.3 of 4.8 TB/s measured on an H200 (docs/PLAN.md,
+ * "Memory-bound kernels"). */
+#define HPT_PLAN_HBM_EFF 0.9
+
+/* Kernel classes whose bytes the step-time model charges at the memory
+ * bandwidth (docs/PLAN.md, "Memory-bound kernels"): what hpt's CUDA
+ * backend moves through device memory besides the GEMMs' operands. */
+typedef enum {
+    HPT_PLAN_K_NORM,      /* RMSNorm forward (fused with the residual add),
+                           * backward, recomputation                        */
+    HPT_PLAN_K_ROPE,      /* RoPE of q, k and of their gradients            */
+    HPT_PLAN_K_SWIGLU,    /* SwiGLU forward and backward                    */
+    HPT_PLAN_K_CAST,      /* bf16 rounding of matmul_backward's fp32
+                           * gradient operand (bf16 only)                   */
+    HPT_PLAN_K_ATTENTION, /* the attention's score chunks through cuBLAS (S,
+                           * P, dP, dS in memory); 0 on the flash kernels   */
+    HPT_PLAN_K_XENT,      /* cross-entropy over the fp32 logits (last stage) */
+    HPT_PLAN_K_EMBED,     /* embedding lookup and gradient (first stage)    */
+    HPT_PLAN_KCLASSES
+} hpt_plan_kclass;
+
+/* "norm", "rope", "swiglu", "cast", "attention", "cross_entropy",
+ * "embedding": the JSON keys and text labels. */
+const char *hpt_plan_kclass_name(hpt_plan_kclass k);
 
 /* Fill *c from a preset: a100-80gb, h100-80gb, h200-141gb (8 devices per
  * node, NVLink + InfiniBand), cpu-local (this machine: hpt's CPU backend).
@@ -183,6 +212,14 @@ typedef struct {
     double flops_per_mb;    /* FLOPs of one micro-batch forward+backward,
                              * one TP rank (recomputation included)        */
     double compute_s;       /* flops_per_mb / (peak x efficiency)           */
+    double kbytes[HPT_PLAN_KCLASSES]; /* device-memory bytes of one micro-
+                             * batch per kernel class (hpt_plan_kclass)     */
+    double memory_s;        /* per micro-batch: what the memory-bound classes
+                             * add to compute_s (roofline: each class takes
+                             * max(its FLOP time, bytes / bandwidth); 0 on
+                             * cpu-local, whose efficiency covers it)       */
+    double optim_bytes;     /* per step: zero_grad, gradient norm, AdamW
+                             * (on the ZeRO shard), the bf16 working copy  */
 } hpt_plan_stage;
 
 /* The checkpoint interval against failures (hpt-plan --mtbf-hours; Young
@@ -219,7 +256,11 @@ typedef struct {
     double p2p_bytes;           /* point-to-point payload of one pipeline (one
                                  * TP and DP index) per step, both ways:
                                  * 2 m x boundaries x the message          */
-    double compute_s;           /* m x slowest stage's micro-batch          */
+    double compute_s;           /* m x slowest stage's micro-batch (FLOPs and
+                                 * memory-bound kernels)                    */
+    double memory_bound_s;      /* of the step: m x that stage's memory_s plus
+                                 * the optimizer's (optim_bytes / bandwidth) */
+    double optim_s;             /* the optimizer's part (slowest stage)     */
     double comm_s;              /* communication on the critical path      */
     double comm_compute_ratio;  /* all communication time / compute time   */
     double step_time_s, tokens_per_s, mfu;

@@ -25,7 +25,8 @@ void hpt_plan_opts_init(hpt_plan_opts *o)
                          .peak = NAN, .mem_gb = NAN,
                          .intra_bw = NAN, .inter_bw = NAN, .intra_lat = NAN, .inter_lat = NAN,
                          .eff = NAN, .baseline_mib = NAN, .data_bytes = NAN,
-                         .mtbf_hours = NAN, .save_stall = NAN, .ckpt_bw = NAN};
+                         .mtbf_hours = NAN, .save_stall = NAN, .ckpt_bw = NAN,
+                         .hbm_bw = NAN};
 }
 
 /* Cluster preset with the overrides. */
@@ -44,7 +45,8 @@ static hpt_status setup_cluster(const hpt_plan_opts *o, hpt_cluster *cl)
                  {"intra-bw", o->intra_bw, 1e-6, 1e6}, {"inter-bw", o->inter_bw, 1e-6, 1e6},
                  {"intra-lat", o->intra_lat, 0, 1e9},  {"inter-lat", o->inter_lat, 0, 1e9},
                  {"efficiency", o->eff, 1e-6, 1},      {"baseline-mib", o->baseline_mib, 0, 1e9},
-                 {"data-bytes", o->data_bytes, 0, 1e18},      {"ckpt-bw", o->ckpt_bw, 1e-6, 1e6}};
+                 {"data-bytes", o->data_bytes, 0, 1e18},      {"ckpt-bw", o->ckpt_bw, 1e-6, 1e6},
+                 {"hbm-bw", o->hbm_bw, 1e-3, 1e6}};
     for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
         if (!isnan(given[i].v) && !(given[i].v >= given[i].lo && given[i].v <= given[i].hi))
             return hpt_error_set(HPT_ERR_USAGE, "--%s %g: must be in [%g, %g]", given[i].opt,
@@ -57,6 +59,7 @@ static hpt_status setup_cluster(const hpt_plan_opts *o, hpt_cluster *cl)
     if (!isnan(o->inter_lat)) cl->inter_lat = o->inter_lat * 1e-6;
     if (!isnan(o->eff)) cl->efficiency = o->eff;
     if (!isnan(o->ckpt_bw)) cl->ckpt_bw = o->ckpt_bw * 1e9;
+    if (!isnan(o->hbm_bw)) cl->hbm_bw = o->hbm_bw * 1e9;
     if (!isnan(o->baseline_mib))
         cl->baseline_bytes = o->baseline_mib * 1048576.0;
     return HPT_OK;

@@ -27,6 +27,7 @@ typedef struct {
      * GB/s per node, --measured RUN_DIR (the save stall and restart time
      * a run's metrics file measured) */
     double mtbf_hours, save_stall, ckpt_bw;
+    double hbm_bw; /* --hbm-bw X: device memory bandwidth, GB/s (NAN: preset's) */
     const char *measured;
 } hpt_plan_opts;
 

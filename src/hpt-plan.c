@@ -42,6 +42,8 @@ static void usage(FILE *f)
             "  --intra-lat X, --inter-lat X link latency per message step, microseconds,\n"
             "                        0..1e9\n"
             "  --efficiency X        fraction of peak the matmuls reach, 1e-6..1 [cluster's]\n"
+            "  --hbm-bw X            device memory bandwidth, GB/s, 1e-3..1e6: the\n"
+            "                        memory-bound kernels run at 0.9 of it [cluster's]\n"
             "  --baseline-mib X      per-process memory outside the tensors, 0..1e9\n"
             "                        [cluster's]\n"
             "  --data-bytes N        token-shard bytes each rank maps and reads (hpt-train\n"
@@ -120,7 +122,7 @@ enum {
     OPT_PEAK, OPT_MEM, OPT_INTRA_BW, OPT_INTER_BW, OPT_INTRA_LAT, OPT_INTER_LAT, OPT_EFF,
     OPT_BASELINE, OPT_DATA_BYTES, OPT_SCORES, OPT_TIE, OPT_UNTIE, OPT_RANKS_TSV, OPT_HELP,
     OPT_VERSION, OPT_SCHEDULE, OPT_COMM, OPT_NCCL_ALGO, OPT_SEQ_PAR, OPT_MTBF, OPT_STALL,
-    OPT_CKPT_BW, OPT_MEASURED, OPT_VIRTUAL,
+    OPT_CKPT_BW, OPT_MEASURED, OPT_VIRTUAL, OPT_HBM_BW,
 };
 
 static const struct option long_opts[] = {
@@ -146,6 +148,7 @@ static const struct option long_opts[] = {
     {"comm", 1, 0, OPT_COMM},             {"nccl-algo", 1, 0, OPT_NCCL_ALGO},
     {"mtbf-hours", 1, 0, OPT_MTBF},       {"save-stall", 1, 0, OPT_STALL},
     {"ckpt-bw", 1, 0, OPT_CKPT_BW},       {"measured", 1, 0, OPT_MEASURED},
+    {"hbm-bw", 1, 0, OPT_HBM_BW},
     {0, 0, 0, 0},
 };
 
@@ -187,6 +190,7 @@ static hpt_status apply(void *ctx, int c, const char *arg, int *action)
     case OPT_MTBF: return hpt_cli_parse_double(n, arg, &o->mtbf_hours);
     case OPT_STALL: return hpt_cli_parse_double(n, arg, &o->save_stall);
     case OPT_CKPT_BW: return hpt_cli_parse_double(n, arg, &o->ckpt_bw);
+    case OPT_HBM_BW: return hpt_cli_parse_double(n, arg, &o->hbm_bw);
     case OPT_MEASURED: o->measured = arg; return HPT_OK;
     case OPT_RECOMPUTE: o->recompute_given = 1; return hpt_recompute_parse(arg, &o->recompute);
     case OPT_SEQ_PAR: o->seqpar = 1; return HPT_OK;
