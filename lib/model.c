@@ -795,6 +795,19 @@ static void attn_rope(hpt_model *m, void *x, hpt_dtype dt, int nh, int inverse)
         m->be->rope(x, dt, m->B, m->T, nh, hd, m->cfg.rope_theta, inverse);
 }
 
+/* RoPE of q (H heads) and k (KV heads): one launch where the backend has
+ * rope_qk (bitwise two rope calls), else attn_rope on each. */
+static void attn_rope_qk(hpt_model *m, void *q, void *k, hpt_dtype dt, int inverse)
+{
+    if (!m->ring && m->be->rope_qk) {
+        m->be->rope_qk(q, k, dt, m->B, m->T, m->Hl, m->KVl, hpt_config_head_dim(&m->cfg),
+                       m->cfg.rope_theta, inverse);
+        return;
+    }
+    attn_rope(m, q, dt, m->Hl, inverse);
+    attn_rope(m, k, dt, m->KVl, inverse);
+}
+
 /* The attention core of layer acts a: atty and att_saved from q, k, v
  * (after RoPE); over the CP ring under context parallelism (collective
  * over HPT_GROUP_CP). */
@@ -819,8 +832,7 @@ static void attn_core_backward(hpt_model *m, hpt_layer_acts *a, float *dq, float
     else
         m->be->attention_backward(dq, dk, dv, m->dscores, m->datty, a->atty, a->att_saved, a->q,
                                   a->k, a->v, m->B, m->T, m->Hl, m->KVl, hd);
-    attn_rope(m, dq, HPT_DTYPE_F32, m->Hl, 1);
-    attn_rope(m, dk, HPT_DTYPE_F32, m->KVl, 1);
+    attn_rope_qk(m, dq, dk, HPT_DTYPE_F32, 1);
 }
 
 static void layer_forward(hpt_model *m, int i, float *x_out, int chain)
@@ -840,8 +852,7 @@ static void layer_forward(hpt_model *m, int i, float *x_out, int chain)
     be->matmul_forward(a->q, act, a->ln1, W(HPT_TENSOR_Q, l), N, C, H * hd);
     be->matmul_forward(a->k, act, a->ln1, W(HPT_TENSOR_K, l), N, C, KV * hd);
     be->matmul_forward(a->v, act, a->ln1, W(HPT_TENSOR_V, l), N, C, KV * hd);
-    attn_rope(m, a->q, act, H, 0);
-    attn_rope(m, a->k, act, KV, 0);
+    attn_rope_qk(m, a->q, a->k, act, 0);
     attn_core_forward(m, a);
     be->matmul_forward(m->dtmp, f32, a->atty, W(HPT_TENSOR_O, l), N, H * hd, C);
     residual_add_norm(m, a->xmid, a->x, tp_reduce(m, m->dtmp), act_at(m, a->ln2, o), a->rstd2,
