@@ -381,23 +381,44 @@ static void cuda_download(void *dst, const void *src, size_t bytes)
         HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
-/* memmove semantics, as on the CPU: overlapping ranges go through a
- * temporary buffer (cudaMemcpy's are undefined for them). */
+/* memmove semantics, as on the CPU, enqueued on the compute stream (the
+ * legacy default stream) with no host synchronisation and no allocation
+ * inside a step. Overlapping ranges (cudaMemcpy's are undefined for them)
+ * go in pieces of the distance between them, in the direction that reads
+ * each piece before it is overwritten — when that takes at most
+ * COPY_PIECES copies — else through g_copy_scratch (grown on demand, kept). */
+enum { COPY_PIECES = 16 };
+static scratch g_copy_scratch;
+
+static void copy_async(void *dst, const void *src, size_t bytes)
+{
+    HPT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0));
+}
+
 static void cuda_copy(void *dst, const void *src, size_t bytes)
 {
     work_mark_dirty(dst);
     if (!bytes || dst == src)
         return;
-    const char *d = (const char *)dst, *s = (const char *)src;
-    if (d < s + bytes && s < d + bytes) {
-        void *t = NULL;
-        HPT_CUDA(cudaMalloc(&t, bytes));
-        HPT_CUDA(cudaMemcpy(t, src, bytes, cudaMemcpyDeviceToDevice));
-        HPT_CUDA(cudaMemcpy(dst, t, bytes, cudaMemcpyDeviceToDevice));
-        HPT_CUDA(cudaFree(t));
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    if (!(d < s + bytes && s < d + bytes)) {
+        copy_async(dst, src, bytes);
         return;
     }
-    HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    size_t gap = d > s ? (size_t)(d - s) : (size_t)(s - d);
+    if ((bytes + gap - 1) / gap > COPY_PIECES) {
+        void *t = scratch_need(&g_copy_scratch, bytes, "overlapping device copy");
+        copy_async(t, src, bytes);
+        copy_async(dst, t, bytes);
+        return;
+    }
+    for (size_t done = 0; done < bytes;) { /* pieces of `gap` bytes never overlap */
+        size_t k = bytes - done < gap ? bytes - done : gap;
+        size_t at = d < s ? done : bytes - done - k; /* forward: from the front */
+        copy_async(d + at, s + at, k);
+        done += k;
+    }
 }
 
 /* Grow s to at least `bytes`: 0, or -1 with the reason (the bytes asked

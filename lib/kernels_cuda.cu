@@ -18,7 +18,7 @@ namespace hpt_cuda {
 /* ---------------------------------------------------------- host sums */
 
 /* *out = sum of x[0..n) (one block, fixed order for a given n). */
-__global__ static void k_sum_d(double *out, const double *x, size_t n)
+__global__ static void __launch_bounds__(1024) k_sum_d(double *out, const double *x, size_t n)
 {
     double acc = 0.0;
     for (size_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -439,7 +439,7 @@ __global__ static void k_sumsq_list(double *part, sumsq_ranges r, int m)
 }
 
 /* Block i (1024 threads): k_sum_d over range i's partials, into out[i]. */
-__global__ static void k_sum_list(double *out, const double *part, sumsq_ranges r)
+__global__ static void __launch_bounds__(1024) k_sum_list(double *out, const double *part, sumsq_ranges r)
 {
     int i = blockIdx.x;
     double acc = 0.0;

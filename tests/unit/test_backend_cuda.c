@@ -270,6 +270,13 @@ static void test_memory(void)
     gpu->download(z, d, FB(n));
     result("memory: copy of overlapping ranges (memmove)",
            !memcmp(z + 10, x, FB(n - 10)) && !memcmp(z, x, FB(10)), "(%g)", 0.0);
+    /* overlapping by more than a sixteenth: in pieces, both directions */
+    gpu->upload(d, x, FB(n));
+    gpu->copy(d + 300, d, FB(n - 300));
+    gpu->copy(d, d + 300, FB(n - 300));
+    gpu->download(z, d, FB(n));
+    result("memory: overlapping copies in pieces (forward, then backward)",
+           !memcmp(z, x, FB(n - 300)) && !memcmp(z + n - 300, x + n - 600, FB(300)), "(%g)", 0.0);
     gpu->memset0(e, FB(n));
     gpu->download(z, e, FB(n));
     zero = 1;

@@ -123,6 +123,12 @@ inline cudaError_t cudaMalloc(void **p, size_t n) { *p = aligned_alloc(256, (n +
 inline cudaError_t cudaFree(void *p) { if (p) { emu_allocs.erase((uintptr_t)p); free(p); } return 0; }
 inline cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return 0; }
 inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return 0; }
+/* enqueued copies: overlapping ranges are undefined on a GPU, an error here */
+inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t = 0)
+{
+    if ((char *)d < (const char *)s + n && (const char *)s < (char *)d + n) return cudaErrorInvalidValue;
+    memcpy(d, s, n); return 0;
+}
 inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = 1; *t = 2; return 0; }
 /* page-locking: host memory stays host memory; the emulator counts pins */
 enum { cudaHostRegisterDefault = 0 };
