@@ -609,11 +609,12 @@ static void cuda_matmul_backward(float *din, float *dw, const float *dout, const
 /* ------------------------------------------------------------ reserve */
 
 /* Every scratch the ops will ask for with these shapes, at its final size:
- * dscratch (the cross-entropy losses N + 1, the embedding's 2N ints, the
- * RMSNorm dw slices, sumsq_list's partials), in bf16 mode the working copy
- * of the weights and the gradient operand of matmul_backward (N x widest),
- * on the cuBLAS attention path its chunk scratch and pointer arrays, and
- * the RoPE table of T positions. */
+ * dscratch (the cross-entropy losses N + 1, the RMSNorm dw slices,
+ * sumsq_list's partials), in bf16 mode the working copy of the weights and
+ * the gradient operand of matmul_backward (N x widest), on the cuBLAS
+ * attention path its chunk scratch and pointer arrays, and the RoPE table
+ * of T positions. (The embedding backward's chains, which need the
+ * vocabulary shard's size, grow their scratch at the first backward.) */
 static hpt_status cuda_reserve(const hpt_backend_shapes *s)
 {
     size_t N = (size_t)s->B * s->T;
@@ -681,6 +682,7 @@ static hpt_backend make_table(void)
     b.scale = cuda_scale;
     b.sumsq = cuda_sumsq;
     b.sumsq_list = cuda_sumsq_list;
+    b.sumsq_list_async = cuda_sumsq_list_async;
     b.crossentropy_fused = cuda_crossentropy_fused;
     b.crossentropy_loss = cuda_crossentropy_loss;
     b.vocab_max = cuda_vocab_max;

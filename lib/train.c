@@ -54,9 +54,11 @@ static void run_free(run_state *r)
     if (r->model.be) {
         r->model.be->free(r->grad_shard);
         r->model.be->free(r->rs_tmp);
+        r->model.be->free(r->sumsq_dev);
         r->model.be->free(r->grad_send);
     }
     free(r->layer_stage);
+    free(r->sumsq_per);
     free(r->slot_of);
     free(r->free_slot);
     free(r->free_head);

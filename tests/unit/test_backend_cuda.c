@@ -1096,6 +1096,24 @@ static void test_sumsq_list(void)
     cmp_scalar("sumsq_list of 70 ranges (vs cpu)", got, cref);
     result("sumsq_list of no ranges returns acc", gpu->sumsq_list(1.5, gx, len, 0) == 1.5, "(%g)",
            0.0);
+    /* sumsq_list_async (the DP buckets' sums left on the device): the
+     * non-empty ranges' sums, added on the host in order, = sumsq_list */
+    if (gpu->sumsq_list_async) {
+        const float *ax[K];
+        size_t an[K];
+        int k = 0;
+        for (int i = 0; i < K; i++)
+            if (len[i])
+                ax[k] = gx[i], an[k++] = len[i];
+        double *dout = gpu->alloc(sizeof(double) * K), hs[K], acc = 0.25;
+        gpu->sumsq_list_async(dout, ax, an, k);
+        gpu->download(hs, dout, sizeof(double) * (size_t)k);
+        for (int i = 0; i < k; i++)
+            acc += hs[i];
+        result("sumsq_list_async of 69 ranges, added in order = sumsq_list bit for bit",
+               acc == got, "(difference %g)", acc - got);
+        gpu->free(dout);
+    }
     gpu->free(d);
     free(h);
 }

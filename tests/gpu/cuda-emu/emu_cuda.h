@@ -65,6 +65,7 @@ inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, sizeof u);
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, sizeof f); return f; }
 inline std::mutex emu_atomic;
 inline float atomicAdd(float *p, float v) { std::lock_guard<std::mutex> g(emu_atomic); float o = *p; *p = o + v; return o; }
+inline int atomicAdd(int *p, int v) { std::lock_guard<std::mutex> g(emu_atomic); int o = *p; *p = o + v; return o; }
 /* Run f as kernel grid g x block b: nt = |b| threads, reused for every block
  * (blocks one after another, separated by block barriers). */
 inline void emu_run(dim3 g, dim3 b, size_t smem, const std::function<void()> &f)
