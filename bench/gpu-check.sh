@@ -547,7 +547,7 @@ call1() {
     n=${t%.sh}; cp "$bld/$n.log" "$work/logs/tests/" 2>/dev/null
     case $(sed -n 's/^:test-result: //p' "$bld/$n.trs" 2>/dev/null) in
       PASS) verdict PASS "test:$(basename "$n")" "logs/tests/$(basename "$n").log" ;;
-      SKIP) verdict SKIP "test:$(basename "$n")" "$(tail -n 1 "$bld/$n.log" | cut -c1-120)" ;;
+      SKIP) verdict SKIP "test:$(basename "$n")" "$(sed '/(exit status: /d' "$bld/$n.log" | tail -n 1 | cut -c1-120)" ;;
       "") verdict FAIL "test:$(basename "$n")" "unfinished when gpu-tests stopped" ;;
       *) verdict FAIL "test:$(basename "$n")" "logs/tests/$(basename "$n").log"
          { echo "--- test $n"; tail -n 12 "$bld/$n.log"; } >>"$work/failures.txt" ;;
