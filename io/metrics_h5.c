@@ -93,6 +93,9 @@ const hpt_metrics_column hpt_metrics_rank_cols[HPT_RC_COUNT] = {
                              "the end of this rank's last backward, spent in neither data, "
                              "forward nor backward (waiting for a neighbour stage, mostly); NaN "
                              "without PP"},
+    {"comm_cp", "s", "time in the context-parallel ring's calls (K/V and dK/dV sends, receives, "
+                     "waits); 0 without --cp"},
+    {"bytes_cp", "bytes", "payload bytes sent around the context-parallel ring"},
 };
 
 /* ---------------------------------------------------------- HDF5 helpers */

@@ -1,8 +1,8 @@
 #!/bin/bash
 # jobs/train_8b.sh — an 8 B model (preset llama3-8b, 8.03 B parameters, GQA with
 # 8 key/value heads, 128256-token vocabulary) on 4 nodes x 8 GPUs (80 GB each):
-# TP 2 inside a node, DP 16 as HSDP — ZeRO-1 sharded within each node's 4 DP
-# ranks, replicated across the 4 nodes — no pipeline.
+# TP 2 inside a node with sequence parallelism, DP 16 as HSDP — ZeRO-1 sharded
+# within each node's 4 DP ranks, replicated across the 4 nodes — no pipeline.
 #   sbatch jobs/train_8b.sh                       submit (from hpt's directory)
 #   bash jobs/train_8b.sh --dry-run               rank layout + memory plan, no training
 # Every value is a default: override it in the environment, with
@@ -15,26 +15,27 @@
 # = 500 000 steps.
 #
 # Layout: the fastest that fits by hpt-plan's search (a model, not a measurement:
-# no multi-GPU machine has run hpt), over TP, PP, micro-batch, recomputation,
+# no multi-GPU machine has run hpt; its step time counts FLOPs and, per kernel
+# class, the bytes the element-wise kernels move), over TP, PP, micro-batch, recomputation,
 # sequence parallelism, ZeRO 0-3 and HSDP shard groups, in this template's tf32
 # mode with --async-save and NCCL:
 #   hpt-plan --model llama3-8b --cluster h100-80gb --nodes 4 --seq-len 4096 \
 #            --global-batch 1024 --precision tf32 --async-save --search
-# ranks 1st of 3810 layouts (1335 fit in 74.5 GiB):
-#   TP 2 x PP 1 x DP 16, micro-batch 1 x grad-accum 64, no recomputation, ZeRO-1,
-#   HSDP 4 shard groups of 4 (--zero 1 --zero-shard-group 4):
-#   step 22.77 s, 1.842e5 tokens/s, MFU 56.2 %; 66.2 GiB per GPU of 74.5.
+# ranks 1st of 8646 layouts (2882 fit in 74.5 GiB):
+#   TP 2 x PP 1 x DP 16, micro-batch 1 x grad-accum 64, no recomputation,
+#   sequence parallelism, ZeRO-1, HSDP 4 shard groups of 4 (--sequence-parallel
+#   --zero 1 --zero-shard-group 4):
+#   step 27.41 s, 1.53e5 tokens/s, MFU 46.7 %; 64.3 GiB per GPU of 74.5.
 #   DP per step: the gradient reduce-scatter and the parameter all-gather inside
 #   the node (NVLink), the 4 GB gradient shard all-reduced across the 4 nodes
 #   (InfiniBand, after backward: on the critical path); 0.17 s in all. TP 2's
-#   8448 all-reduces 1.26 s.
-# Runners-up: the same with --sequence-parallel (2nd: equally fast to 4 digits,
-# 64.3 GiB); ZeRO-2 with the same shard groups and sequence parallelism 22.80 s,
-# 68.0 GiB (3rd: with gradient accumulation ZeRO-2 reduce-scatters each of the 64
-# micro-batches into the shard — 64 x the reduce-scatter volume, hidden behind
-# backward on NVLink — and adds a shard-sized receive buffer); ZeRO-2 over all 16
-# DP ranks 42.01 s (those 64 reduce-scatters cross InfiniBand); the template's
-# previous TP 8 x DP 4, ZeRO-1: 30.62 s, 1.37e5 tokens/s, MFU 41.8 %, 24.5 GiB.
+#   16769 reduce-scatters and all-gathers 1.26 s.
+# Runners-up: ZeRO-2 with the same shard groups 27.44 s, 68.0 GiB (2nd: with
+# gradient accumulation ZeRO-2 reduce-scatters each of the 64 micro-batches into
+# the shard — 64 x the reduce-scatter volume, hidden behind backward on NVLink —
+# and adds a shard-sized receive buffer); ZeRO-3 27.46 s, 68.0 GiB; without
+# sequence parallelism (6th) 27.87 s, 66.2 GiB: the norms and residual adds
+# then touch all the tokens on both TP ranks.
 # TP 1 does not fit in tf32 (the fp32 weights and gradients alone are 64 GB: hpt
 # keeps them whole on a GPU at every ZeRO stage); in bf16 (HPT_PRECISION=bf16,
 # not yet run on a GPU) the search picks other layouts — rerun it.
@@ -44,8 +45,9 @@
 # of a shard group and adds the 4 B/parameter reduced-gradient shard):
 #   parameters per rank   8.03e9 / TP 2                     = 4.02e9
 #   weights 14.96, gradients 14.96, moments 7.48 (8 B / 4), gradient shard 3.74,
-#   activations 22.23 (all fp32 in tf32 mode, no recomputation, FlashAttention-
-#   style: no T x T scores), logits 0.98, CUDA context etc. 1.86 = 66.20 GiB;
+#   activations 20.29 (all fp32 in tf32 mode, no recomputation, FlashAttention-
+#   style: no T x T scores; the norms' rows split over TP by sequence
+#   parallelism), logits 0.98, CUDA context etc. 1.86 = 64.27 GiB;
 #   the async-save staging buffer, 5.61 GiB of host memory per rank, beside it.
 #SBATCH --job-name=hpt-8b
 #SBATCH --nodes=4
@@ -83,6 +85,7 @@ export HPT_RECIPE_ARGS=${HPT_RECIPE_ARGS:---adam-eps 1e-5 --weight-decay 0.1 --c
 export HPT_EVAL_INTERVAL=${HPT_EVAL_INTERVAL:-1000} HPT_EVAL_BATCHES=${HPT_EVAL_BATCHES:-8}
 export HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-500}
 export HPT_ZERO=${HPT_ZERO:-${HPT_ZERO1:-1}} HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
+export HPT_SEQUENCE_PARALLEL=${HPT_SEQUENCE_PARALLEL:-1}
 # HSDP shard group: auto = the DP ranks of one node (8 GPUs / TP 2 = 4) wherever DP
 # spans nodes, as planned above; N, or 0 to shard over all of DP
 export HPT_ZERO_SHARD_GROUP=${HPT_ZERO_SHARD_GROUP:-auto}

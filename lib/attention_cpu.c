@@ -42,16 +42,41 @@ static float *tile_alloc(size_t floats)
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
-/* Geometry of one (batch, head) slice: row strides and base pointers. */
+/* Geometry of one call: row strides, and the block of rows it works on.
+ * Queries are rows [q_off, q_off + nq) of each sequence of Tq rows
+ * (q, out: (B,Tq,H,hd); lse, D: (B,H,Tq)), keys rows [k_off, k_off + nk)
+ * of sequences of Tk rows (k, v, dk, dv: (B,Tk,KV,hd)). Query row r (of
+ * the block) may attend key row s iff s <= r + dpos, dpos = (global
+ * position of query row 0) - (that of key row 0): the causal rule on
+ * global positions. The whole-sequence attention is Tq = Tk = nq = nk =
+ * T, offsets 0, dpos 0. */
 typedef struct {
     int T, H, KV, hd, ldq, ldk;
     float scale;
+    int Tq, Tk, q_off, k_off, nq, nk;
+    long dpos;
 } attn_geom;
 
 static attn_geom geom_of(int T, int H, int KV, int hd)
 {
-    attn_geom g = {T, H, KV, hd, H * hd, KV * hd, 1.0f / sqrtf((float)hd)};
+    attn_geom g = {T, H, KV, hd, H * hd, KV * hd, 1.0f / sqrtf((float)hd), T, T, 0, 0, T, T, 0};
     return g;
+}
+
+static attn_geom geom_block(const hpt_attn_block *blk, int H, int KV, int hd)
+{
+    attn_geom g = geom_of(blk->nq, H, KV, hd);
+    g.Tq = blk->Tq, g.Tk = blk->Tk, g.q_off = blk->q_off, g.k_off = blk->k_off;
+    g.nq = blk->nq, g.nk = blk->nk, g.dpos = (long)blk->q_pos0 - blk->k_pos0;
+    return g;
+}
+
+/* Valid key columns of query row r (block row) in the key tile starting
+ * at block key row s0 of nc columns: min(nc, r + dpos - s0 + 1), at least 0. */
+static int causal_lim(const attn_geom *g, int r, int s0, int nc)
+{
+    long lim = (long)r + g->dpos - s0 + 1;
+    return lim <= 0 ? 0 : lim >= nc ? nc : (int)lim;
 }
 
 /* exp(x) for x <= 0 (a score minus its row's max or log-sum-exp; rounding
@@ -101,6 +126,10 @@ static inline float exp_nonpos(float x)
  * row's output accumulator must be rescaled. */
 static float online_softmax_row(float *s, int lim, int nc, float *m, float *l)
 {
+    if (lim <= 0) { /* no valid key in this tile (a block's masked row) */
+        memset(s, 0, sizeof(float) * (size_t)nc);
+        return 1.0f;
+    }
     float mx = *m, sum = 0.0f;
 #pragma omp simd reduction(max : mx)
     for (int c = 0; c < lim; c++)
@@ -120,28 +149,36 @@ static float online_softmax_row(float *s, int lim, int nc, float *m, float *l)
     return alpha;
 }
 
-/* Query tile i of head h, batch b: out rows t0 .. t0+nr-1 and their lse.
- * S (TILE,TILE), O (TILE,hd), m, l (TILE) are the thread's buffers. */
+/* Query tile i of head h, batch b: out rows t0 .. t0+nr-1 (of the
+ * block) and their lse. S (TILE,TILE), O (TILE,hd), m, l (TILE) are the
+ * thread's buffers. merge = 0: out and lse are overwritten; a row that
+ * sees no key gets out 0, lse -inf. merge = 1: this block's normalised
+ * result (O/l, lse_b = m + log l) is merged into out, lse by the online
+ * softmax (Milakov & Gimelshein 2018; Liu et al. 2023, Ring Attention):
+ * L = logaddexp(lse, lse_b), out = e^(lse - L) out + e^(lse_b - L) O/l;
+ * rows without a key here are left as they are. */
 static void forward_tile(float *out, float *lse, const float *q, const float *k, const float *v,
                          const attn_geom *g, int b, int h, int i, float *S, float *O, float *m,
-                         float *l)
+                         float *l, int merge)
 {
-    int T = g->T, hd = g->hd, kvh = h / (g->H / g->KV), t0 = i * TILE, nr = min_int(TILE, T - t0);
-    const float *qi = q + ((size_t)b * T + t0) * g->ldq + (size_t)h * hd;
-    const float *kb = k + (size_t)b * T * g->ldk + (size_t)kvh * hd;
-    const float *vb = v + (size_t)b * T * g->ldk + (size_t)kvh * hd;
+    int hd = g->hd, kvh = h / (g->H / g->KV), t0 = i * TILE, nr = min_int(TILE, g->nq - t0);
+    const float *qi = q + ((size_t)b * g->Tq + g->q_off + t0) * g->ldq + (size_t)h * hd;
+    const float *kb = k + ((size_t)b * g->Tk + g->k_off) * g->ldk + (size_t)kvh * hd;
+    const float *vb = v + ((size_t)b * g->Tk + g->k_off) * g->ldk + (size_t)kvh * hd;
     memset(O, 0, sizeof(float) * (size_t)nr * hd);
     for (int r = 0; r < nr; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
-    for (int j = 0; j <= i; j++) { /* key tiles at or left of the diagonal */
-        int s0 = j * TILE, nc = min_int(TILE, T - s0);
+    /* key tiles with a key visible to the tile's last row: at or left of
+     * the diagonal */
+    for (int j = 0, s0 = 0; s0 < g->nk && s0 <= t0 + nr - 1 + g->dpos; j++, s0 += TILE) {
+        int nc = min_int(TILE, g->nk - s0);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, hd, g->scale, qi, g->ldq,
                     kb + (size_t)s0 * g->ldk, g->ldk, 0.0f, S, TILE);
         for (int r = 0; r < nr; r++) {
-            float alpha = online_softmax_row(S + (size_t)r * TILE, j == i ? r + 1 : nc, nc,
-                                             &m[r], &l[r]);
+            float alpha = online_softmax_row(S + (size_t)r * TILE, causal_lim(g, t0 + r, s0, nc),
+                                             nc, &m[r], &l[r]);
             float *o = O + (size_t)r * hd;
             for (int e = 0; e < hd; e++)
                 o[e] *= alpha;
@@ -149,12 +186,42 @@ static void forward_tile(float *out, float *lse, const float *q, const float *k,
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, hd, nc, 1.0f, S, TILE,
                     vb + (size_t)s0 * g->ldk, g->ldk, 1.0f, O, hd);
     }
-    float *lrow = lse + ((size_t)b * g->H + h) * T + t0;
+    float *lrow = lse + ((size_t)b * g->H + h) * g->Tq + g->q_off + t0;
     for (int r = 0; r < nr; r++) {
-        float inv = 1.0f / l[r], *o = out + ((size_t)b * T + t0 + r) * g->ldq + (size_t)h * hd;
-        for (int e = 0; e < hd; e++)
-            o[e] = O[(size_t)r * hd + e] * inv;
-        lrow[r] = m[r] + logf(l[r]);
+        float *o = out + ((size_t)b * g->Tq + g->q_off + t0 + r) * g->ldq + (size_t)h * hd;
+        /* l = 0 only for a row without a key (else l >= 1); a NaN stays */
+        float lb = l[r] != 0.0f ? m[r] + logf(l[r]) : -INFINITY, inv = 1.0f / l[r];
+        if (!merge || lrow[r] == -INFINITY) {
+            for (int e = 0; e < hd; e++)
+                o[e] = l[r] != 0.0f ? O[(size_t)r * hd + e] * inv : 0.0f;
+            lrow[r] = lb;
+        } else if (lb != -INFINITY) {
+            float L0 = lrow[r], mx = L0 > lb ? L0 : lb;
+            float L = mx + log1pf(expf((L0 > lb ? lb : L0) - mx));
+            float a = expf(L0 - L), c = expf(lb - L) * inv;
+            for (int e = 0; e < hd; e++)
+                o[e] = a * o[e] + c * O[(size_t)r * hd + e];
+            lrow[r] = L;
+        }
+    }
+}
+
+/* Every (b, h, query tile) item of g, longest first. */
+static void forward_all(float *out, float *lse, const float *q, const float *k, const float *v,
+                        const attn_geom *g, int B, int merge)
+{
+    int nt = (g->nq + TILE - 1) / TILE, bh = B * g->H, H = g->H;
+#pragma omp parallel
+    {
+        float *S = tile_alloc((size_t)TILE * TILE), *O = tile_alloc((size_t)TILE * g->hd);
+        float *m = tile_alloc(TILE), *l = tile_alloc(TILE);
+        /* longest items (last query tiles) first; each item is independent */
+#pragma omp for schedule(dynamic, 1)
+        for (long it = 0; it < (long)nt * bh; it++) {
+            int i = nt - 1 - (int)(it / bh), b = (int)(it % bh) / H, h = (int)(it % bh) % H;
+            forward_tile(out, lse, q, k, v, g, b, h, i, S, O, m, l, merge);
+        }
+        free(S), free(O), free(m), free(l);
     }
 }
 
@@ -162,19 +229,16 @@ void hpt_attn_cpu_forward(float *out, float *lse, const float *q, const float *k
                           int B, int T, int H, int KV, int hd)
 {
     attn_geom g = geom_of(T, H, KV, hd);
-    int nt = (T + TILE - 1) / TILE, bh = B * H;
-#pragma omp parallel
-    {
-        float *S = tile_alloc((size_t)TILE * TILE), *O = tile_alloc((size_t)TILE * hd);
-        float *m = tile_alloc(TILE), *l = tile_alloc(TILE);
-        /* longest items (last query tiles) first; each item is independent */
-#pragma omp for schedule(dynamic, 1)
-        for (long it = 0; it < (long)nt * bh; it++) {
-            int i = nt - 1 - (int)(it / bh), b = (int)(it % bh) / H, h = (int)(it % bh) % H;
-            forward_tile(out, lse, q, k, v, &g, b, h, i, S, O, m, l);
-        }
-        free(S), free(O), free(m), free(l);
-    }
+    forward_all(out, lse, q, k, v, &g, B, 0);
+}
+
+void hpt_attn_cpu_block_forward(float *out, float *lse, const float *q, const float *k,
+                                const float *v, const hpt_attn_block *blk, int B, int H, int KV,
+                                int hd, int merge)
+{
+    attn_geom g = geom_block(blk, H, KV, hd);
+    if (blk->nq > 0 && blk->nk > 0)
+        forward_all(out, lse, q, k, v, &g, B, merge);
 }
 
 /* ------------------------------------------------------------ backward */
@@ -209,24 +273,26 @@ static void probs_dscores_row(float *restrict p, float *restrict d, int lim, flo
     }
 }
 
-/* One tile pair (query tile i, key tile j <= i) of algorithm 2:
- * P = exp(scale q k^T - lse) (causal mask on the diagonal tile),
+/* One tile pair (query tile i, key tile j) of algorithm 2, both tiles of
+ * the block (query rows t0.., key rows s0.. counted from q_off, k_off):
+ * P = exp(scale q k^T - lse) (causal mask on global positions),
  * dV_j += P^T dO_i, dP = dO_i V_j^T, dS = P * (dP - D_i),
- * dK_j += scale dS^T Q_i, dQ_i += scale dS K_j. P, dP: (TILE,TILE). */
+ * dK_j += scale dS^T Q_i, dQ_i += scale dS K_j. P, dP: (TILE,TILE).
+ * a's pointers are at row 0 of the sequence (b) and the head. */
 static void backward_pair(const attn_head *a, const attn_geom *g, int i, int j, float *P,
                           float *dP)
 {
     int hd = g->hd, t0 = i * TILE, s0 = j * TILE;
-    int nr = min_int(TILE, g->T - t0), nc = min_int(TILE, g->T - s0);
-    size_t qo = (size_t)t0 * g->ldq, ko = (size_t)s0 * g->ldk;
+    int nr = min_int(TILE, g->nq - t0), nc = min_int(TILE, g->nk - s0);
+    size_t qo = (size_t)(g->q_off + t0) * g->ldq, ko = (size_t)(g->k_off + s0) * g->ldk;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, hd, g->scale, a->q + qo, g->ldq,
                 a->k + ko, g->ldk, 0.0f, P, TILE);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nc, hd, 1.0f, a->dout + qo, g->ldq,
                 a->v + ko, g->ldk, 0.0f, dP, TILE);
     for (int r = 0; r < nr; r++) {
         float *p = P + (size_t)r * TILE, *d = dP + (size_t)r * TILE;
-        float L = a->lse[t0 + r], Di = a->D[t0 + r];
-        int lim = i == j ? r + 1 : nc;
+        float L = a->lse[g->q_off + t0 + r], Di = a->D[g->q_off + t0 + r];
+        int lim = causal_lim(g, t0 + r, s0, nc);
         probs_dscores_row(p, d, lim, L, Di);
         for (int c = lim; c < nc; c++)
             p[c] = d[c] = 0.0f;
@@ -246,14 +312,37 @@ static void zero_rows(float *x, int rows, int n, int ld)
         memset(x + (size_t)r * ld, 0, sizeof(float) * n);
 }
 
-/* Work item (b, kvh): dk/dv of the kv head, dq of its query heads. Key
- * tiles outer, so dK_j/dV_j stay in cache; the order of every sum is
- * fixed. */
+/* The tile pairs of item (b, kvh) in a fixed order: key tiles outer (so
+ * dK_j/dV_j stay in cache), the group's query heads, then the query tiles
+ * that see key tile j (at or below the diagonal). D: (B,H,Tq). */
+static void backward_pairs(float *dq, float *dk, float *dv, const float *D, const float *dout,
+                           const float *lse, const float *q, const float *k, const float *v,
+                           const attn_geom *g, int b, int kvh, float *P, float *dP)
+{
+    int hd = g->hd, group = g->H / g->KV;
+    int nqt = (g->nq + TILE - 1) / TILE, nkt = (g->nk + TILE - 1) / TILE;
+    size_t kb = (size_t)b * g->Tk * g->ldk + (size_t)kvh * hd;
+    for (int j = 0; j < nkt; j++)
+        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
+            size_t qb = (size_t)b * g->Tq * g->ldq + (size_t)h * hd;
+            size_t rb = ((size_t)b * g->H + h) * g->Tq;
+            attn_head a = {q + qb, k + kb, v + kb, dout + qb, lse + rb, D + rb,
+                           dq + qb, dk + kb, dv + kb};
+            for (int i = 0; i < nqt; i++) {
+                int t0 = i * TILE, nr = min_int(TILE, g->nq - t0);
+                if ((long)t0 + nr - 1 + g->dpos >= (long)j * TILE) /* some key visible */
+                    backward_pair(&a, g, i, j, P, dP);
+            }
+        }
+}
+
+/* Work item (b, kvh) of the whole-sequence backward: dk/dv of the kv
+ * head, dq of its query heads (zeroed first), D of those heads. */
 static void backward_item(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                           const float *out, const float *lse, const float *q, const float *k,
                           const float *v, const attn_geom *g, int b, int kvh, float *P, float *dP)
 {
-    int T = g->T, hd = g->hd, group = g->H / g->KV, nt = (T + TILE - 1) / TILE;
+    int T = g->T, hd = g->hd, group = g->H / g->KV;
     size_t kb = (size_t)b * T * g->ldk + (size_t)kvh * hd;
     zero_rows(dk + kb, T, hd, g->ldk);
     zero_rows(dv + kb, T, hd, g->ldk);
@@ -262,14 +351,7 @@ static void backward_item(float *dq, float *dk, float *dv, float *scratch, const
         zero_rows(dq + qb, T, hd, g->ldq);
         rowdot(scratch + ((size_t)b * g->H + h) * T, dout, out, g, b, h);
     }
-    for (int j = 0; j < nt; j++)
-        for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-            size_t qb = (size_t)b * T * g->ldq + (size_t)h * hd, rb = ((size_t)b * g->H + h) * T;
-            attn_head a = {q + qb, k + kb, v + kb, dout + qb, lse + rb, scratch + rb,
-                           dq + qb, dk + kb, dv + kb};
-            for (int i = j; i < nt; i++) /* query tiles at or below the diagonal */
-                backward_pair(&a, g, i, j, P, dP);
-        }
+    backward_pairs(dq, dk, dv, scratch, dout, lse, q, k, v, g, b, kvh, P, dP);
 }
 
 void hpt_attn_cpu_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
@@ -286,4 +368,31 @@ void hpt_attn_cpu_backward(float *dq, float *dk, float *dv, float *scratch, cons
                           dP);
         free(P), free(dP);
     }
+}
+
+void hpt_attn_cpu_block_backward(float *dq, float *dk, float *dv, const float *D,
+                                 const float *dout, const float *lse, const float *q,
+                                 const float *k, const float *v, const hpt_attn_block *blk, int B,
+                                 int H, int KV, int hd)
+{
+    attn_geom g = geom_block(blk, H, KV, hd);
+    if (blk->nq <= 0 || blk->nk <= 0)
+        return;
+#pragma omp parallel
+    {
+        float *P = tile_alloc((size_t)TILE * TILE), *dP = tile_alloc((size_t)TILE * TILE);
+#pragma omp for schedule(dynamic, 1)
+        for (int bk = 0; bk < B * KV; bk++)
+            backward_pairs(dq, dk, dv, D, dout, lse, q, k, v, &g, bk / KV, bk % KV, P, dP);
+        free(P), free(dP);
+    }
+}
+
+void hpt_attn_cpu_rowdot(float *D, const float *dout, const float *out, int B, int T, int H,
+                         int hd)
+{
+    attn_geom g = geom_of(T, H, H, hd);
+#pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * H; bh++)
+        rowdot(D + (size_t)bh * T, dout, out, &g, bh / H, bh % H);
 }

@@ -814,5 +814,322 @@ void cuda_attention_cached(void *out, const void *q, const void *kc, const void 
     attention_fwd(out, NULL, q, kc, vc, 1, n, pos0 + n, pos0, H, KV, hd);
 }
 
+/* -------------------------------------------- ring attention blocks */
+
+/* Context parallelism's block ops (lib/backend.h, hpt_attn_block; Liu et
+ * al. 2023 "Ring Attention", the causal rule on global positions as
+ * attention_cpu.c's block ops): one warp per row, keys (forward, dQ) or
+ * queries (dK/dV) streamed from global memory one at a time, each score a
+ * warp reduction over hd; lane l holds elements l + 32u (u < 8, hd <= 256)
+ * of the row's accumulators. A straightforward, correct path (checked
+ * against the CPU backend in tests/unit/test_backend_cuda.c, group
+ * "ring", on the emulation; never run on a GPU), not a tuned one: it reads
+ * each key row once per query row. */
+#define RB_U (ATT_MAX_HD / 32)
+
+/* Forward of one block for rows of q: grid ceil(B H nq / ATT_WARPS),
+ * ATT_WARPS warps per block. merge as attention_block_forward's. */
+__global__ static void __launch_bounds__(ATT_WARPS * 32)
+    k_block_forward(void *out, float *lse, const void *q, const void *k, const void *v, int bf,
+                    hpt_attn_block g, int B, int H, int KV, int hd, float scale, int merge)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t row = (size_t)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    if (row >= (size_t)B * H * g.nq) /* warp-uniform */
+        return;
+    const int i = (int)(row % g.nq), h = (int)(row / g.nq % H), b = (int)(row / g.nq / H);
+    const int kvh = h / (H / KV);
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t qo = ((size_t)b * g.Tq + g.q_off + i) * ldq + (size_t)h * hd;
+    const size_t kb = ((size_t)b * g.Tk + g.k_off) * ldk + (size_t)kvh * hd;
+    const int lim = min(g.nk, g.q_pos0 + i - g.k_pos0 + 1); /* keys [0, lim) visible */
+    float qv[RB_U], acc[RB_U];
+#pragma unroll
+    for (int u = 0; u < RB_U; u++) {
+        int e = lane + 32 * u;
+        qv[u] = e < hd ? ld_act(q, qo + e, bf) : 0.0f;
+        acc[u] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int k0 = 0; k0 < lim; k0 += 32) {
+        int n = min(32, lim - k0);
+        float sc = -INFINITY;
+        for (int j = 0; j < n; j++) {
+            float d = 0.0f;
+#pragma unroll
+            for (int u = 0; u < RB_U; u++) {
+                int e = lane + 32 * u;
+                if (e < hd)
+                    d += qv[u] * ld_act(k, kb + (size_t)(k0 + j) * ldk + e, bf);
+            }
+            d = warp_sum(d);
+            if (lane == j)
+                sc = d * scale;
+        }
+        float mnew = fmaxf(m, warp_max(sc)); /* finite: n >= 1 */
+        float p = lane < n ? expf(sc - mnew) : 0.0f;
+        float alpha = expf(m - mnew);
+        l = l * alpha + warp_sum(p);
+        m = mnew;
+#pragma unroll
+        for (int u = 0; u < RB_U; u++)
+            acc[u] *= alpha;
+        for (int j = 0; j < n; j++) {
+            float pj = __shfl_sync(FULL_MASK, p, j);
+#pragma unroll
+            for (int u = 0; u < RB_U; u++) {
+                int e = lane + 32 * u;
+                if (e < hd)
+                    acc[u] += pj * ld_act(v, kb + (size_t)(k0 + j) * ldk + e, bf);
+            }
+        }
+    }
+    const size_t li = ((size_t)b * H + h) * g.Tq + g.q_off + i;
+    const float L0 = lse[li]; /* read by every lane before lane 0 writes */
+    __syncwarp();
+    /* l = 0 only for a row without a key here (else l >= 1) */
+    const float lb = l != 0.0f ? m + logf(l) : -INFINITY, inv = 1.0f / l;
+    if (!merge || L0 == -INFINITY) {
+#pragma unroll
+        for (int u = 0; u < RB_U; u++) {
+            int e = lane + 32 * u;
+            if (e < hd)
+                st_act(out, qo + e, l != 0.0f ? acc[u] * inv : 0.0f, bf);
+        }
+        if (lane == 0)
+            lse[li] = lb;
+    } else if (lb != -INFINITY) { /* L = logaddexp(L0, lb) */
+        float mx = fmaxf(L0, lb), L = mx + log1pf(expf(fminf(L0, lb) - mx));
+        float a = expf(L0 - L), c = expf(lb - L) * inv;
+#pragma unroll
+        for (int u = 0; u < RB_U; u++) {
+            int e = lane + 32 * u;
+            if (e < hd)
+                st_act(out, qo + e, a * ld_act(out, qo + e, bf) + c * acc[u], bf);
+        }
+        if (lane == 0)
+            lse[li] = L;
+    }
+}
+
+/* dQ of one block: a warp per query row; dq += scale sum_j dS_j k_j with
+ * P = exp(scale q.k - lse), dS = P (dout.v - D) (Dao 2023, algorithm 2). */
+__global__ static void __launch_bounds__(ATT_WARPS * 32)
+    k_block_dq(float *dq, const float *D, const float *dout, const float *lse, const void *q,
+               const void *k, const void *v, int bf, hpt_attn_block g, int B, int H, int KV,
+               int hd, float scale)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t row = (size_t)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    if (row >= (size_t)B * H * g.nq)
+        return;
+    const int i = (int)(row % g.nq), h = (int)(row / g.nq % H), b = (int)(row / g.nq / H);
+    const int kvh = h / (H / KV);
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t qo = ((size_t)b * g.Tq + g.q_off + i) * ldq + (size_t)h * hd;
+    const size_t kb = ((size_t)b * g.Tk + g.k_off) * ldk + (size_t)kvh * hd;
+    const size_t li = ((size_t)b * H + h) * g.Tq + g.q_off + i;
+    const int lim = min(g.nk, g.q_pos0 + i - g.k_pos0 + 1);
+    const float L = lse[li], Di = D[li];
+    float qv[RB_U], dov[RB_U], acc[RB_U];
+#pragma unroll
+    for (int u = 0; u < RB_U; u++) {
+        int e = lane + 32 * u;
+        qv[u] = e < hd ? ld_act(q, qo + e, bf) : 0.0f;
+        dov[u] = e < hd ? dout[qo + e] : 0.0f;
+        acc[u] = 0.0f;
+    }
+    for (int j = 0; j < lim; j++) {
+        const size_t ko = kb + (size_t)j * ldk;
+        float s = 0.0f, dp = 0.0f;
+#pragma unroll
+        for (int u = 0; u < RB_U; u++) {
+            int e = lane + 32 * u;
+            if (e < hd) {
+                s += qv[u] * ld_act(k, ko + e, bf);
+                dp += dov[u] * ld_act(v, ko + e, bf);
+            }
+        }
+        float p = expf(warp_sum(s) * scale - L), ds = p * (warp_sum(dp) - Di) * scale;
+#pragma unroll
+        for (int u = 0; u < RB_U; u++) {
+            int e = lane + 32 * u;
+            if (e < hd)
+                acc[u] += ds * ld_act(k, ko + e, bf);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < RB_U; u++) {
+        int e = lane + 32 * u;
+        if (e < hd)
+            dq[qo + e] += acc[u];
+    }
+}
+
+/* dK, dV of one block: a warp per (b, kv head, key row), over the query
+ * heads of its group and the query rows that see the key; dv += P dout,
+ * dk += scale dS q. */
+__global__ static void __launch_bounds__(ATT_WARPS * 32)
+    k_block_dkdv(float *dk, float *dv, const float *D, const float *dout, const float *lse,
+                 const void *q, const void *k, const void *v, int bf, hpt_attn_block g, int B,
+                 int H, int KV, int hd, float scale)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t row = (size_t)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    if (row >= (size_t)B * KV * g.nk)
+        return;
+    const int s = (int)(row % g.nk), kvh = (int)(row / g.nk % KV), b = (int)(row / g.nk / KV);
+    const int G = H / KV;
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    const size_t ko = ((size_t)b * g.Tk + g.k_off + s) * ldk + (size_t)kvh * hd;
+    const int i0 = max(0, g.k_pos0 + s - g.q_pos0); /* first query row that sees it */
+    float kv[RB_U], vv[RB_U], dka[RB_U], dva[RB_U];
+#pragma unroll
+    for (int u = 0; u < RB_U; u++) {
+        int e = lane + 32 * u;
+        kv[u] = e < hd ? ld_act(k, ko + e, bf) : 0.0f;
+        vv[u] = e < hd ? ld_act(v, ko + e, bf) : 0.0f;
+        dka[u] = dva[u] = 0.0f;
+    }
+    for (int gh = 0; gh < G; gh++) {
+        const int h = kvh * G + gh;
+        for (int i = i0; i < g.nq; i++) {
+            const size_t qo = ((size_t)b * g.Tq + g.q_off + i) * ldq + (size_t)h * hd;
+            const size_t li = ((size_t)b * H + h) * g.Tq + g.q_off + i;
+            float sc = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int u = 0; u < RB_U; u++) {
+                int e = lane + 32 * u;
+                if (e < hd) {
+                    sc += kv[u] * ld_act(q, qo + e, bf);
+                    dp += vv[u] * dout[qo + e];
+                }
+            }
+            float p = expf(warp_sum(sc) * scale - lse[li]);
+            float ds = p * (warp_sum(dp) - D[li]) * scale;
+#pragma unroll
+            for (int u = 0; u < RB_U; u++) {
+                int e = lane + 32 * u;
+                if (e < hd) {
+                    dva[u] += p * dout[qo + e];
+                    dka[u] += ds * ld_act(q, qo + e, bf);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < RB_U; u++) {
+        int e = lane + 32 * u;
+        if (e < hd) {
+            dk[ko + e] += dka[u];
+            dv[ko + e] += dva[u];
+        }
+    }
+}
+
+static unsigned warp_rows_blocks(size_t rows)
+{
+    return (unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS);
+}
+
+void cuda_attention_block_forward(void *out, float *lse, const void *q, const void *k,
+                                  const void *v, const hpt_attn_block *blk, int B, int H, int KV,
+                                  int hd, int merge)
+{
+    check_heads(H, KV, hd);
+    size_t rows = (size_t)B * H * blk->nq;
+    if (!rows || blk->nk <= 0)
+        return;
+    k_block_forward<<<warp_rows_blocks(rows), ATT_WARPS * 32>>>(
+        out, lse, q, k, v, g_bf16, *blk, B, H, KV, hd, 1.0f / sqrtf((float)hd), merge);
+    LAUNCHED("k_block_forward");
+}
+
+void cuda_attention_block_backward(float *dq, float *dk, float *dv, const float *D,
+                                   const float *dout, const float *lse, const void *q,
+                                   const void *k, const void *v, const hpt_attn_block *blk, int B,
+                                   int H, int KV, int hd)
+{
+    check_heads(H, KV, hd);
+    if (blk->nq <= 0 || blk->nk <= 0 || B <= 0)
+        return;
+    float scale = 1.0f / sqrtf((float)hd);
+    k_block_dq<<<warp_rows_blocks((size_t)B * H * blk->nq), ATT_WARPS * 32>>>(
+        dq, D, dout, lse, q, k, v, g_bf16, *blk, B, H, KV, hd, scale);
+    LAUNCHED("k_block_dq");
+    k_block_dkdv<<<warp_rows_blocks((size_t)B * KV * blk->nk), ATT_WARPS * 32>>>(
+        dk, dv, D, dout, lse, q, k, v, g_bf16, *blk, B, H, KV, hd, scale);
+    LAUNCHED("k_block_dkdv");
+}
+
+void cuda_attention_rowdot(float *D, const float *dout, const void *out, int B, int T, int H,
+                           int hd)
+{
+    size_t rows = (size_t)B * T * H;
+    if (!rows)
+        return;
+    k_attention_rowdot<<<(unsigned)((rows + 3) / 4), 128>>>(D, dout, 0, out, g_bf16, T, H, hd,
+                                                             rows);
+    LAUNCHED("k_attention_rowdot");
+}
+
+/* rope with the position of every row given (context parallelism's zigzag
+ * chunks): x (B,T,nh,hd), row t of each sequence at position pos[t]; the
+ * angles from the same table as cuda_rope (bitwise its rotation of that
+ * position). One thread per pair. */
+__global__ static void k_rope_pos(void *x, int bf, const float *cs, const int *pos, int T, int nh,
+                                  int hd, int inverse, size_t pairs)
+{
+    int half = hd / 2;
+    GRID_STRIDE(p, pairs)
+    {
+        int i = (int)(p % half);
+        size_t rest = p / half; /* (b * T + t) * nh + h */
+        int t = pos[(rest / nh) % T];
+        float c = cs[((size_t)t * half + i) * 2], s = cs[((size_t)t * half + i) * 2 + 1];
+        if (inverse)
+            s = -s;
+        size_t o = rest * hd;
+        float x1 = ld_act(x, o + i, bf), x2 = ld_act(x, o + i + half, bf);
+        st_act(x, o + i, x1 * c - x2 * s, bf);
+        st_act(x, o + i + half, x2 * c + x1 * s, bf);
+    }
+}
+
+void cuda_rope_pos(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
+                   int inverse, const int *pos)
+{
+    /* the positions on the device, uploaded when they change (a rank's
+     * chunks are the same every layer and step: once) */
+    static int *dpos, *hpos, cap;
+    static int n;
+    size_t pairs = (size_t)B * T * nh * (hd / 2);
+    if (!pairs)
+        return;
+    if (T > cap) {
+        cuda_free(dpos);
+        free(hpos);
+        dpos = (int *)cuda_alloc(sizeof(int) * (size_t)T);
+        hpos = (int *)malloc(sizeof(int) * (size_t)T);
+        if (!dpos || !hpos)
+            HPT_FATAL("cuda rope_pos: out of memory for %d positions", T);
+        cap = T;
+        n = 0;
+    }
+    int maxp = 0;
+    for (int t = 0; t < T; t++)
+        maxp = pos[t] > maxp ? pos[t] : maxp;
+    if (n != T || memcmp(hpos, pos, sizeof(int) * (size_t)T)) {
+        cuda_upload(dpos, pos, sizeof(int) * (size_t)T);
+        memcpy(hpos, pos, sizeof(int) * (size_t)T);
+        n = T;
+    }
+    const float *cs = rope_table_try(maxp + 1, hd, theta);
+    if (!cs)
+        hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "RoPE table: %s", hpt_error_msg());
+    k_rope_pos<<<ew_blocks(pairs), EW_THREADS>>>(x, dtype == HPT_DTYPE_BF16, cs, dpos, T, nh, hd,
+                                                 inverse, pairs);
+    LAUNCHED("k_rope_pos");
+}
 
 } // namespace hpt_cuda

@@ -53,6 +53,35 @@ static inline size_t hpt_dtype_bytes(hpt_dtype t) { return t == HPT_DTYPE_BF16 ?
 
 typedef struct hpt_backend hpt_backend;
 
+/* A block of one attention for context parallelism (issue 31; Liu et al.
+ * 2023, "Ring Attention"; Brandon et al. 2023 for the zigzag split):
+ * queries are rows [q_off, q_off + nq) of each of the B sequences of q
+ * (B,Tq,H,hd), at global positions q_pos0 ..; keys and values rows
+ * [k_off, k_off + nk) of k, v (B,Tk,KV,hd) at global positions k_pos0 ..;
+ * a query attends a key iff key position <= query position (any offsets:
+ * no tile alignment needed). */
+typedef struct {
+    int Tq, Tk;         /* rows per sequence of q (and out, lse) and of k, v */
+    int q_off, nq;      /* the block's query rows                           */
+    int k_off, nk;      /* the block's key rows                             */
+    int q_pos0, k_pos0; /* global positions of rows q_off and k_off         */
+} hpt_attn_block;
+
+/* Host synchronisations of a device backend since its init (the debug
+ * counter of hpt_backend.host_syncs): every call that makes the host wait
+ * for the device, by kind. A training step's expected count is the loss
+ * read-back and the gradient norm's; anything more is a stall to find. */
+typedef struct {
+    uint64_t d2h;   /* device-to-host copies (download, a loss or sum returned
+                     * to the host): each waits for all earlier device work */
+    uint64_t h2d;   /* host-to-device copies (upload): from pageable memory
+                     * CUDA synchronises the stream before the copy         */
+    uint64_t sync;  /* explicit stream or device synchronisations
+                     * (HPT_CUDA_SYNC=1 after every launch)                 */
+    uint64_t alloc; /* device allocations and frees (cudaFree synchronises
+                     * the device; a step should make none)                 */
+} hpt_host_syncs;
+
 /* The shapes one rank's model runs (hpt_backend.reserve). */
 typedef struct {
     int B, T;         /* micro-batch (sequences), sequence length (tokens)     */
@@ -65,6 +94,8 @@ typedef struct {
     float theta;      /* RoPE base                                             */
     const float *weights; /* the parameter block (from alloc), whose bf16
                        * working copy a bf16 mode keeps; NULL: none            */
+    int embed_rows;   /* rows of the embedding's vocabulary shard (Vl): the
+                       * embedding backward's scratch; 0: none                  */
 } hpt_backend_shapes;
 
 struct hpt_backend {
@@ -204,6 +235,38 @@ struct hpt_backend {
      * row sums D = rowsum(dout * out)). */
     size_t (*attention_scratch_floats)(int B, int T, int H);
 
+    /* ---- ring attention for context parallelism (lib/attention_ring.c).
+     * Optional: NULL when the backend has none (the CUDA backend today;
+     * the trainer refuses --cp > 1 then). ---------------------------------- */
+    /* rope with the position of every row given: x (B,T,nh,hd) row t of
+     * each sequence rotated by the angles of position pos[t] (host, T
+     * entries); bitwise rope's rotation of that position. x: dtype. */
+    void (*rope_pos)(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
+                     int inverse, const int *pos);
+    /* Forward of one block (FlashAttention algorithm 1 with the causal rule
+     * on global positions; GQA as attention_forward): for the block's
+     * query rows, out (B,Tq,H,hd) and lse (B,H,Tq) receive the block's
+     * normalised output and row log-sum-exp of the scaled scores (merge =
+     * 0: overwritten; a row that sees no key of the block gets 0 and
+     * -inf), or (merge = 1) the online-softmax merge into what they hold:
+     * L = logaddexp(lse, lse_b), out = e^(lse - L) out + e^(lse_b - L)
+     * out_b. Other rows untouched. out, q, k, v: act; lse float. */
+    void (*attention_block_forward)(void *out, float *lse, const void *q, const void *k,
+                                    const void *v, const hpt_attn_block *blk, int B, int H,
+                                    int KV, int hd, int merge);
+    /* Backward of one block (FlashAttention-2, Dao 2023, algorithm 2) with
+     * the FINAL lse (after every merge) and D = rowsum(dout * out) of the
+     * final out: dq (B,Tq,H,hd) += the block's part for its query rows;
+     * dk, dv (B,Tk,KV,hd) += its part for its key rows (accumulated).
+     * Fixed order: bitwise reproducible. q, k, v: act; the rest float. */
+    void (*attention_block_backward)(float *dq, float *dk, float *dv, const float *D,
+                                     const float *dout, const float *lse, const void *q,
+                                     const void *k, const void *v, const hpt_attn_block *blk,
+                                     int B, int H, int KV, int hd);
+    /* D (B,H,T) = rowsum over hd of dout * out, both (B,T,H,hd); out act. */
+    void (*attention_rowdot)(float *D, const float *dout, const void *out, int B, int T, int H,
+                             int hd);
+
     /* ---- inference with a key/value cache (lib/generate.c). Optional: NULL
      * when the backend cannot generate (hpt_gen_init refuses it). ---------- */
     /* RoPE as `rope` (forward, same angles, Hugging Face pairing) for n
@@ -293,9 +356,24 @@ struct hpt_backend {
      * Bitwise equal to add(out, x, delta, N*C) followed by that
      * rmsnorm_forward. out may alias x or delta; norm_out and rstd alias
      * nothing. CPU: one sweep per row (lib/kernels_cpu.h add_rmsnorm_row);
-     * CUDA: NULL. */
+     * CUDA: one block per row (lib/kernels_cuda.cu), bitwise its own add
+     * and rmsnorm_forward. */
     void (*add_rmsnorm_forward)(float *out, void *norm_out, float *rstd, const float *x,
                                 const float *delta, const float *w, int N, int C, float eps);
+    /* RoPE of a layer's queries and keys in one pass (one launch on CUDA):
+     * q (B,T,H,hd) and k (B,T,KV,hd), both stored as dtype, rotated in
+     * place; bitwise equal to rope(q, dtype, B, T, H, hd, theta, inverse)
+     * followed by rope(k, dtype, B, T, KV, hd, theta, inverse). q and k do
+     * not overlap. CPU: NULL; CUDA: lib/kernels_cuda.cu. */
+    void (*rope_qk)(void *q, void *k, hpt_dtype dtype, int B, int T, int H, int KV, int hd,
+                    float theta, int inverse);
+
+    /* ---- debugging. Optional (NULL: a host backend, nothing to count) -- */
+    /* *out = the host synchronisations made since init (hpt_host_syncs),
+     * counted always (an increment per call); a caller takes the
+     * difference around a step. CUDA: the backend's own calls only (not
+     * NCCL's, lib/comm_nccl.c). */
+    void (*host_syncs)(hpt_host_syncs *out);
 };
 
 /* NULL-terminated registry of the backends compiled in ("cpu" first). */

@@ -280,8 +280,8 @@ static void cpu_rmsnorm_backward(float *din, float *dw, const float *dout, const
 
 /* --------------------------------------------------------------- RoPE */
 
-static void cpu_rope(void *x_act, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
-                     int inverse)
+static void cpu_rope_pos(void *x_act, hpt_dtype dtype, int B, int T, int nh, int hd,
+                         float theta, int inverse, const int *pos)
 {
     HPT_CHECK(dtype == HPT_DTYPE_F32);
     float *x = x_act;
@@ -298,7 +298,7 @@ static void cpu_rope(void *x_act, hpt_dtype dtype, int B, int T, int nh, int hd,
         for (int t = 0; t < T; t++)
             for (int i = 0; i < half; i++) {
                 float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
-                float a = (float)t * inv_freq;
+                float a = (float)(pos ? pos[t] : t) * inv_freq;
                 cs[(size_t)t * half + i] = cosf(a);
                 sn[(size_t)t * half + i] = inverse ? -sinf(a) : sinf(a);
             }
@@ -310,6 +310,12 @@ static void cpu_rope(void *x_act, hpt_dtype dtype, int B, int T, int nh, int hd,
                                  sn + (size_t)t * half, half);
     }
     free(cs);
+}
+
+static void cpu_rope(void *x_act, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
+                     int inverse)
+{
+    cpu_rope_pos(x_act, dtype, B, T, nh, hd, theta, inverse, NULL);
 }
 
 /* ---------------------------------------------------------- attention */
@@ -595,6 +601,27 @@ static void cpu_act_attention_backward(float *dq, float *dk, float *dv, float *s
     hpt_attn_cpu_backward(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd);
 }
 
+static void cpu_act_block_forward(void *out, float *lse, const void *q, const void *k,
+                                  const void *v, const hpt_attn_block *blk, int B, int H, int KV,
+                                  int hd, int merge)
+{
+    hpt_attn_cpu_block_forward(out, lse, q, k, v, blk, B, H, KV, hd, merge);
+}
+
+static void cpu_act_block_backward(float *dq, float *dk, float *dv, const float *D,
+                                   const float *dout, const float *lse, const void *q,
+                                   const void *k, const void *v, const hpt_attn_block *blk, int B,
+                                   int H, int KV, int hd)
+{
+    hpt_attn_cpu_block_backward(dq, dk, dv, D, dout, lse, q, k, v, blk, B, H, KV, hd);
+}
+
+static void cpu_act_rowdot(float *D, const float *dout, const void *out, int B, int T, int H,
+                           int hd)
+{
+    hpt_attn_cpu_rowdot(D, dout, out, B, T, H, hd);
+}
+
 const hpt_backend hpt_backend_cpu = {
     .name = "cpu",
     .describe = cpu_describe,
@@ -617,6 +644,10 @@ const hpt_backend hpt_backend_cpu = {
     .attention_saved_floats = hpt_attn_cpu_floats,
     .attention_backward = cpu_act_attention_backward,
     .attention_scratch_floats = hpt_attn_cpu_floats,
+    .rope_pos = cpu_rope_pos,
+    .attention_block_forward = cpu_act_block_forward,
+    .attention_block_backward = cpu_act_block_backward,
+    .attention_rowdot = cpu_act_rowdot,
     .rope_at = cpu_rope_at,
     .attention_cached = cpu_attention_cached,
     .swiglu_forward = cpu_swiglu_forward,

@@ -43,7 +43,9 @@
  *   process ~215 MiB of resident memory at start-up (the relocations of
  *   libcublasLt, measured), CPU runs included.
  * All work runs on the legacy default stream; upload/download and the
- * host-returning reductions synchronise with it.
+ * host-returning reductions synchronise with it, and are counted (with
+ * explicit synchronisations and device allocations: the host_syncs slot,
+ * g_host) so a test can hold a training step to its expected number.
  */
 #include <dlfcn.h>
 #include <unistd.h>
@@ -119,6 +121,7 @@ int g_sync;                 /* HPT_CUDA_SYNC=1: sync after launches  */
 cublasHandle_t g_blas;
 cublasComputeType_t g_compute = CUBLAS_COMPUTE_32F;
 int g_bf16;                 /* --precision bf16                     */
+hpt_host_syncs g_host;      /* host synchronisations since init      */
 static size_t g_cur, g_peak;       /* bytes allocated now / at peak        */
 /* alloc sizes by base address (ordered: which allocation holds a pointer) */
 static std::map<uintptr_t, size_t> *g_sizes;
@@ -256,6 +259,7 @@ void *cuda_alloc(size_t bytes)
         bytes = 64;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes);
+    g_host.alloc++;
     if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         size_t fr = 0, tot = 0;
@@ -287,9 +291,11 @@ void cuda_free(void *p)
     if (w != g_work->end()) { /* its bf16 working copy goes with it */
         g_cur -= w->second.bytes;
         HPT_CUDA(cudaFree(w->second.bf));
+        g_host.alloc++;
         g_work->erase(w);
     }
     HPT_CUDA(cudaFree(p));
+    g_host.alloc++;
 }
 
 /* Base and bytes of the allocation (from cuda_alloc) that holds p; 0 when
@@ -371,22 +377,34 @@ void cuda_memset0(void *dst, size_t bytes)
 void cuda_upload(void *dst, const void *src, size_t bytes)
 {
     work_mark_dirty(dst);
-    if (bytes)
+    if (bytes) {
         HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+        g_host.h2d++;
+    }
+}
+
+void memcpy_d2h(void *dst, const void *src, size_t bytes)
+{
+    HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    g_host.d2h++;
 }
 
 static void cuda_download(void *dst, const void *src, size_t bytes)
 {
     if (bytes)
-        HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+        memcpy_d2h(dst, src, bytes);
 }
+
+/* The host_syncs slot: the counters since init. */
+static void cuda_host_syncs(hpt_host_syncs *out) { *out = g_host; }
 
 /* memmove semantics, as on the CPU, enqueued on the compute stream (the
  * legacy default stream) with no host synchronisation and no allocation
  * inside a step. Overlapping ranges (cudaMemcpy's are undefined for them)
  * go in pieces of the distance between them, in the direction that reads
  * each piece before it is overwritten — when that takes at most
- * COPY_PIECES copies — else through g_copy_scratch (grown on demand, kept). */
+ * COPY_PIECES copies — else through g_copy_scratch (grown on demand, kept;
+ * its growth is cuda_alloc's, counted there). */
 enum { COPY_PIECES = 16 };
 static scratch g_copy_scratch;
 
@@ -520,6 +538,7 @@ static working_copy *work_of(uintptr_t base, size_t bytes)
         return &it->second;
     working_copy c = {NULL, bytes / sizeof(float) * sizeof(uint16_t), 1};
     cudaError_t e = cudaMalloc((void **)&c.bf, c.bytes ? c.bytes : 64);
+    g_host.alloc++;
     if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         size_t fr = 0, tot = 0;
@@ -613,8 +632,8 @@ static void cuda_matmul_backward(float *din, float *dw, const float *dout, const
  * sumsq_list's partials), in bf16 mode the working copy of the weights and
  * the gradient operand of matmul_backward (N x widest), on the cuBLAS
  * attention path its chunk scratch and pointer arrays, and the RoPE table
- * of T positions. (The embedding backward's chains, which need the
- * vocabulary shard's size, grow their scratch at the first backward.) */
+ * of T positions, and the embedding backward's chains (N positions, the
+ * shard's embed_rows). */
 static hpt_status cuda_reserve(const hpt_backend_shapes *s)
 {
     size_t N = (size_t)s->B * s->T;
@@ -638,6 +657,8 @@ static hpt_status cuda_reserve(const hpt_backend_shapes *s)
     }
     if (!bad && s->hd > 0)
         bad = !rope_table_try(s->T, s->hd, s->theta);
+    if (!bad && s->embed_rows > 0)
+        bad = embed_scratch_reserve(N, (size_t)s->embed_rows);
     if (bad)
         return hpt_error_set(HPT_ERR_USAGE, "the cuda backend's scratch for micro-batch %d x %d: %s",
                              s->B, s->T, hpt_error_msg());
@@ -669,13 +690,19 @@ static hpt_backend make_table(void)
     b.embedding_backward = cuda_embedding_backward;
     b.rmsnorm_forward = cuda_rmsnorm_forward;
     b.rmsnorm_backward = cuda_rmsnorm_backward;
+    b.add_rmsnorm_forward = cuda_add_rmsnorm_forward;
     b.rope = cuda_rope;
+    b.rope_qk = cuda_rope_qk;
     b.attention_forward = cuda_attention_forward;
     b.attention_saved_floats = cuda_attention_floats;
     b.attention_backward = cuda_attention_backward;
     b.attention_scratch_floats = cuda_attention_floats;
     b.rope_at = cuda_rope_at;
     b.attention_cached = cuda_attention_cached;
+    b.rope_pos = cuda_rope_pos; /* context parallelism (lib/attention_ring.c) */
+    b.attention_block_forward = cuda_attention_block_forward;
+    b.attention_block_backward = cuda_attention_block_backward;
+    b.attention_rowdot = cuda_attention_rowdot;
     b.swiglu_forward = cuda_swiglu_forward;
     b.swiglu_backward = cuda_swiglu_backward;
     b.add = cuda_add;
@@ -689,6 +716,7 @@ static hpt_backend make_table(void)
     b.vocab_sumexp = cuda_vocab_sumexp;
     b.vocab_ce_finish = cuda_vocab_ce_finish;
     b.adamw = cuda_adamw;
+    b.host_syncs = cuda_host_syncs;
     return b;
 }
 

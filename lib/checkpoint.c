@@ -362,11 +362,15 @@ static int save_items(const hpt_ckpt_state *s, const float *m1, const float *m2,
             x->kind = kinds[i], x->layer = layers[i], x->block = blocks[g], x->ds = -1;
             const hpt_tensor *t = held[i];
             double bytes = t ? (double)hpt_tensor_real_rows(t) * (double)t->cols : 0;
-            int w = total > 0 ? (int)((done + bytes / 2) * c->dp / total) : 0;
-            w = w < c->dp ? w : c->dp - 1;
+            /* writers spread over the weight replicas (CP x DP; a grid
+             * built without groups, hpt-plan's model of it: DP) */
+            int R = c->group_size[HPT_GROUP_DP] > 0 ? c->group_size[HPT_GROUP_DP] : c->dp;
+            int me = c->group_size[HPT_GROUP_DP] > 0 ? c->group_rank[HPT_GROUP_DP] : c->dp_rank;
+            int w = total > 0 ? (int)((done + bytes / 2) * R / total) : 0;
+            w = w < R ? w : R - 1;
             done += bytes;
-            x->t = t && c->dp_rank == w ? t : NULL;
-            x->c = t && c->dp_rank == (w + 1) % c->dp ? t : NULL;
+            x->t = t && me == w ? t : NULL;
+            x->c = t && me == (w + 1) % R ? t : NULL;
             *mine += x->t ? 4.0 * bytes : 0;
             x->collective = m->tp > 1 && (kinds[i] == HPT_TENSOR_O || kinds[i] == HPT_TENSOR_DOWN);
             int64_t gr, gc;

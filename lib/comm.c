@@ -130,6 +130,15 @@ static void t_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer,
     hpt_flight_done(c->fr, id, g);
 }
 
+static void t_irecv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag,
+                        hpt_comm_req *r)
+{
+    int64_t id = hpt_flight_post(c->fr, g, HPT_FLIGHT_RECV, (int64_t)(n * sizeof(float)),
+                                 world_of(c, g, peer));
+    c->inner->irecv_f32(c, g, buf, n, peer, tag, r);
+    r->fr_id = id;
+}
+
 static void t_broadcast(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root)
 {
     int64_t id = begin(c, g, HPT_FLIGHT_BROADCAST, bytes, -1);
@@ -152,6 +161,7 @@ const hpt_comm_backend hpt_comm_traced = {
     .ireduce_scatter_sum_f32 = t_ireduce_scatter_sum_f32,
     .isend_f32 = t_isend_f32,
     .recv_f32 = t_recv_f32,
+    .irecv_f32 = t_irecv_f32,
     .broadcast = t_broadcast,
 };
 

@@ -1,9 +1,14 @@
 /* comm.h — the communication-backend seam and the rank grid.
  *
- * Rank grid (Megatron-LM's default order): world = TP x PP x DP and
- *   rank = tp + dp*TP + pp*TP*DP
- * so tensor-parallel ranks are consecutive (same node), then data
- * parallel, then pipeline stages. Every collective of the trainer goes
+ * Rank grid (Megatron-LM's default order): world = TP x CP x DP x PP and
+ *   rank = tp + cp*TP + dp*TP*CP + pp*TP*CP*DP
+ * so tensor-parallel ranks are consecutive (same node), then context
+ * parallel (the ranks sharing one sequence, issue 31), then data
+ * parallel, then pipeline stages. The weights are replicated over CP
+ * exactly as over DP: the "DP" groups below (HPT_GROUP_DP and ZeRO's
+ * DPS/DPR) hold the CP x DP replicas (c->cp * c->dp ranks), so gradients,
+ * losses and ZeRO state reduce over both; c->dp and c->dp_rank stay the
+ * data-parallel size and coordinate (which samples a rank reads). Every collective of the trainer goes
  * through one table of function pointers (MPI now, NCCL later) on a named
  * group, and every call is counted per group (calls, payload bytes,
  * seconds) for the metrics. hpt_comm_init installs the recording table
@@ -25,7 +30,8 @@
 typedef enum {
     HPT_GROUP_WORLD,
     HPT_GROUP_TP,    /* same (dp, pp): tensor-parallel ranks              */
-    HPT_GROUP_DP,    /* same (tp, pp): data-parallel replicas             */
+    HPT_GROUP_DP,    /* same (tp, pp): the weight replicas, CP x DP ranks
+                      * (group rank cp + dp*CP; DP ranks when CP = 1)     */
     HPT_GROUP_PP,    /* same (tp, dp): the stages of one pipeline         */
     HPT_GROUP_MP,    /* same dp: the model-parallel group (TP x PP)        */
     HPT_GROUP_EMBED, /* first and last stage of one pipeline (same tp, dp):
@@ -37,6 +43,8 @@ typedef enum {
     HPT_GROUP_DPR,   /* HSDP's replica group: the DP ranks holding the
                       * same shard (DP rank % N equal); one rank unless
                       * HSDP                                             */
+    HPT_GROUP_CP,    /* same (tp, dp, pp): the context-parallel ranks that
+                      * share one sequence (the ring of ring attention) */
     HPT_GROUP_COUNT
 } hpt_group;
 
@@ -146,6 +154,15 @@ typedef struct {
                       hpt_comm_req *r);
     /* Receive n floats from group rank `peer` (blocking). */
     void (*recv_f32)(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag);
+    /* Start receiving n floats from group rank `peer` into buf; finish
+     * with wait (buf must not be read or freed before). Counted as
+     * recv_f32: one call, no bytes (the sender counts them). The ring of
+     * context parallelism (lib/attention_ring.c): K/V blocks in flight
+     * while the current block computes. NCCL: host buffers through MPI;
+     * device buffers are refused (HPT_FATAL: --cp runs on the CPU backend
+     * only; compiled, not run here). */
+    void (*irecv_f32)(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag,
+                      hpt_comm_req *r);
     /* bytes from `root` (group rank) to every rank. */
     void (*broadcast)(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root);
 } hpt_comm_backend;
@@ -153,8 +170,8 @@ typedef struct {
 struct hpt_comm {
     const hpt_comm_backend *be;
     int world_rank, world_size;
-    int tp, pp, dp;                     /* grid sizes                         */
-    int tp_rank, pp_rank, dp_rank;      /* this rank's coordinates            */
+    int tp, pp, dp, cp;                 /* grid sizes (dp: data parallel)     */
+    int tp_rank, pp_rank, dp_rank, cp_rank; /* this rank's coordinates        */
     int node_rank, node_size;           /* rank and size inside its node      */
     MPI_Comm comms[HPT_GROUP_COUNT];
     int group_rank[HPT_GROUP_COUNT], group_size[HPT_GROUP_COUNT];
@@ -314,8 +331,14 @@ void hpt_comm_watch_forget(hpt_comm *c);
  * (dp <= 0 means "infer dp = world/(tp*pp)"). Every rank computes the same
  * answer, so an error is found before any collective can hang. On success
  * *dp_out is the data-parallel size. Errors: HPT_ERR_USAGE naming the
- * option and listing valid layouts when the product does not match. */
+ * option and listing valid layouts when the product does not match.
+ * hpt_grid_check is hpt_grid_check_cp with cp = 1. */
 hpt_status hpt_grid_check(int world, int tp, int pp, int dp, int *dp_out);
+
+/* The same with context parallelism: world == tp*cp*pp*dp, all > 0 (dp <=
+ * 0: inferred as world/(tp*cp*pp)). Errors as hpt_grid_check, naming --cp
+ * too. */
+hpt_status hpt_grid_check_cp(int world, int tp, int cp, int pp, int dp, int *dp_out);
 
 /* Build the grid on `world` (collective over it): sub-communicators for
  * every group, node-local rank (MPI_Comm_split_type SHARED). Writes one
@@ -323,13 +346,19 @@ hpt_status hpt_grid_check(int world, int tp, int pp, int dp, int *dp_out);
  * must have passed hpt_grid_check. */
 hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FILE *warn);
 
-/* Shard groups of n consecutive DP ranks (HSDP; Zhao et al. 2023,
+/* The same on the grid TP x CP x DP x PP (hpt_comm_init is cp = 1): adds
+ * HPT_GROUP_CP, and the DP groups span the CP x DP replicas (see above).
+ * The grid must have passed hpt_grid_check_cp. */
+hpt_status hpt_comm_init_cp(hpt_comm *c, MPI_Comm world, int tp, int cp, int pp, int dp,
+                            FILE *warn);
+
+/* Shard groups of n consecutive replica (DP group) ranks (HSDP; Zhao et al. 2023,
  * "PyTorch FSDP", section 3.2.2 hybrid sharding): HPT_GROUP_DPS becomes the
  * DP ranks [q*n, q*n + n) holding this rank (q = dp_rank / n), and
  * HPT_GROUP_DPR the DP/n ranks with the same dp_rank % n. hpt_comm_init
  * sets n = DP (DPS is the whole DP group, DPR this rank alone). Collective
  * over the world; call before the NCCL set-up (hpt_comm_nccl_on). Errors:
- * HPT_ERR_USAGE when n does not divide DP (every rank the same). */
+ * HPT_ERR_USAGE when n does not divide CP x DP (every rank the same). */
 hpt_status hpt_comm_shard_group(hpt_comm *c, int n);
 
 /* Free the sub-communicators; accepts a zeroed struct. */

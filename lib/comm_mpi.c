@@ -168,6 +168,17 @@ static void mpi_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int pee
     c->counters[hpt_group_counted(g)].seconds += wtime() - t0;
 }
 
+static void mpi_irecv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag,
+                          hpt_comm_req *r)
+{
+    HPT_CHECK(n < CHUNK);
+    r->group = g;
+    r->kind1 = 0;
+    r->t_start = wtime();
+    MPI_Irecv(buf, (int)n, MPI_FLOAT, peer, tag, c->comms[g], &r->req);
+    c->counters[hpt_group_counted(g)].calls++;
+}
+
 static void mpi_broadcast(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root)
 {
     double t0 = wtime();
@@ -191,6 +202,7 @@ const hpt_comm_backend hpt_comm_mpi = {
     .ireduce_scatter_sum_f32 = mpi_ireduce_scatter_sum_f32,
     .isend_f32 = mpi_isend_f32,
     .recv_f32 = mpi_recv_f32,
+    .irecv_f32 = mpi_irecv_f32,
     .broadcast = mpi_broadcast,
 };
 
@@ -198,21 +210,38 @@ const hpt_comm_backend hpt_comm_mpi = {
 
 hpt_status hpt_grid_check(int world, int tp, int pp, int dp, int *dp_out)
 {
-    if (tp <= 0 || pp <= 0)
-        return hpt_error_set(HPT_ERR_USAGE, "--tp %d --pp %d: sizes must be > 0", tp, pp);
+    return hpt_grid_check_cp(world, tp, 1, pp, dp, dp_out);
+}
+
+hpt_status hpt_grid_check_cp(int world, int tp, int cp, int pp, int dp, int *dp_out)
+{
+    if (tp <= 0 || pp <= 0 || cp <= 0)
+        return cp == 1 ? hpt_error_set(HPT_ERR_USAGE, "--tp %d --pp %d: sizes must be > 0", tp, pp)
+                       : hpt_error_set(HPT_ERR_USAGE, "--tp %d --cp %d --pp %d: sizes must be > 0",
+                                       tp, cp, pp);
+    long tcp = (long)tp * cp * pp;
     if (dp <= 0) {
-        if (world % (tp * pp))
-            return hpt_error_set(HPT_ERR_USAGE,
-                                 "%d ranks cannot be split into --tp %d x --pp %d x DP: the world "
-                                 "size must be a multiple of tp*pp = %d",
-                                 world, tp, pp, tp * pp);
-        dp = world / (tp * pp);
+        if (world % tcp)
+            return cp == 1
+                       ? hpt_error_set(HPT_ERR_USAGE,
+                                       "%d ranks cannot be split into --tp %d x --pp %d x DP: the "
+                                       "world size must be a multiple of tp*pp = %d",
+                                       world, tp, pp, tp * pp)
+                       : hpt_error_set(HPT_ERR_USAGE,
+                                       "%d ranks cannot be split into --tp %d x --cp %d x --pp %d "
+                                       "x DP: the world size must be a multiple of tp*cp*pp = %ld",
+                                       world, tp, cp, pp, tcp);
+        dp = (int)(world / tcp);
     }
-    if ((long)tp * pp * dp != world)
-        return hpt_error_set(HPT_ERR_USAGE,
-                             "--tp %d x --pp %d x --dp %d = %ld ranks, but the job has %d ranks "
-                             "(omit --dp to infer it)",
-                             tp, pp, dp, (long)tp * pp * dp, world);
+    if (tcp * dp != world)
+        return cp == 1 ? hpt_error_set(HPT_ERR_USAGE,
+                                       "--tp %d x --pp %d x --dp %d = %ld ranks, but the job has "
+                                       "%d ranks (omit --dp to infer it)",
+                                       tp, pp, dp, tcp * dp, world)
+                       : hpt_error_set(HPT_ERR_USAGE,
+                                       "--tp %d x --cp %d x --pp %d x --dp %d = %ld ranks, but the "
+                                       "job has %d ranks (omit --dp to infer it)",
+                                       tp, cp, pp, dp, tcp * dp, world);
     *dp_out = dp;
     return HPT_OK;
 }
@@ -244,19 +273,21 @@ static void group_members(hpt_comm *c)
         group_members_of(c, g);
 }
 
-/* DPS and DPR for shard groups of n (see hpt_comm_shard_group). */
+/* DPS and DPR for shard groups of n replicas (see hpt_comm_shard_group):
+ * replica index cp + dp*CP, CP*DP replicas. */
 static void split_shards(hpt_comm *c, MPI_Comm world, int n)
 {
-    int inst = c->tp_rank + c->pp_rank * c->tp, q = c->dp_rank / n, s = c->dp_rank % n;
-    split(c, world, HPT_GROUP_DPS, inst * (c->dp / n) + q, s);
+    int R = c->cp * c->dp, rep = c->cp_rank + c->dp_rank * c->cp;
+    int inst = c->tp_rank + c->pp_rank * c->tp, q = rep / n, s = rep % n;
+    split(c, world, HPT_GROUP_DPS, inst * (R / n) + q, s);
     split(c, world, HPT_GROUP_DPR, inst * n + s, q);
 }
 
 hpt_status hpt_comm_shard_group(hpt_comm *c, int n)
 {
-    if (n <= 0 || c->dp % n)
-        return hpt_error_set(HPT_ERR_USAGE, "shard group of %d ranks does not divide DP %d", n,
-                             c->dp);
+    if (n <= 0 || (c->cp * c->dp) % n)
+        return hpt_error_set(HPT_ERR_USAGE, "shard group of %d ranks does not divide CP x DP %d",
+                             n, c->cp * c->dp);
     for (int g = HPT_GROUP_DPS; g <= HPT_GROUP_DPR; g++)
         if (c->comms[g] != MPI_COMM_NULL && c->comms[g] != 0)
             MPI_Comm_free(&c->comms[g]);
@@ -268,35 +299,44 @@ hpt_status hpt_comm_shard_group(hpt_comm *c, int n)
 
 hpt_status hpt_comm_init(hpt_comm *c, MPI_Comm world, int tp, int pp, int dp, FILE *warn)
 {
+    return hpt_comm_init_cp(c, world, tp, 1, pp, dp, warn);
+}
+
+hpt_status hpt_comm_init_cp(hpt_comm *c, MPI_Comm world, int tp, int cp, int pp, int dp,
+                            FILE *warn)
+{
     memset(c, 0, sizeof *c);
     c->be = &hpt_comm_mpi;
     MPI_Comm_rank(world, &c->world_rank);
     MPI_Comm_size(world, &c->world_size);
     c->tp = tp;
+    c->cp = cp;
     c->pp = pp;
     c->dp = dp;
-    int r = c->world_rank;
+    int r = c->world_rank, tc = tp * cp, tcd = tp * cp * dp;
     c->tp_rank = r % tp;
-    c->dp_rank = (r / tp) % dp;
-    c->pp_rank = r / (tp * dp);
+    c->cp_rank = (r / tp) % cp;
+    c->dp_rank = (r / tc) % dp;
+    c->pp_rank = r / tcd;
+    int cd = c->cp_rank + c->dp_rank * cp; /* replica index among the CP x DP */
     MPI_Comm_dup(world, &c->comms[HPT_GROUP_WORLD]);
     for (int g = 0; g < HPT_GROUP_COUNT; g++)
         c->group_color[g] = -1;
     c->group_color[HPT_GROUP_WORLD] = 0;
     c->group_rank[HPT_GROUP_WORLD] = r;
     c->group_size[HPT_GROUP_WORLD] = c->world_size;
-    split(c, world, HPT_GROUP_TP, c->dp_rank + c->pp_rank * dp, c->tp_rank);
-    split(c, world, HPT_GROUP_DP, c->tp_rank + c->pp_rank * tp, c->dp_rank);
-    split(c, world, HPT_GROUP_PP, c->tp_rank + c->dp_rank * tp, c->pp_rank);
-    split(c, world, HPT_GROUP_MP, c->dp_rank, c->tp_rank + c->pp_rank * tp);
-    split_shards(c, world, dp);
+    split(c, world, HPT_GROUP_TP, r / tp, c->tp_rank);
+    split(c, world, HPT_GROUP_DP, c->tp_rank + c->pp_rank * tp, cd);
+    split(c, world, HPT_GROUP_PP, r % tcd, c->pp_rank);
+    split(c, world, HPT_GROUP_MP, cd, c->tp_rank + c->pp_rank * tp);
+    split(c, world, HPT_GROUP_CP, c->tp_rank + (c->dp_rank + c->pp_rank * dp) * tp, c->cp_rank);
+    split_shards(c, world, cp * dp);
     int ends = c->pp_rank == 0 || c->pp_rank == pp - 1;
-    MPI_Comm_split(world, ends ? c->tp_rank + c->dp_rank * tp : MPI_UNDEFINED, c->pp_rank,
-                   &c->comms[HPT_GROUP_EMBED]);
+    MPI_Comm_split(world, ends ? r % tcd : MPI_UNDEFINED, c->pp_rank, &c->comms[HPT_GROUP_EMBED]);
     if (ends) {
         MPI_Comm_rank(c->comms[HPT_GROUP_EMBED], &c->group_rank[HPT_GROUP_EMBED]);
         MPI_Comm_size(c->comms[HPT_GROUP_EMBED], &c->group_size[HPT_GROUP_EMBED]);
-        c->group_color[HPT_GROUP_EMBED] = c->tp_rank + c->dp_rank * tp;
+        c->group_color[HPT_GROUP_EMBED] = r % tcd;
     }
     group_members(c);
 

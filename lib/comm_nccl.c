@@ -419,6 +419,21 @@ static void nc_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer
     c->counters[hpt_group_counted(g)].seconds += MPI_Wtime() - t0;
 }
 
+/* Host buffers through MPI (waited by nc_wait's MPI path). Device buffers:
+ * no NCCL ring for context parallelism yet (the trainer refuses --cp with
+ * the CUDA backend before any ring runs), so a device buffer is fatal. */
+static void nc_irecv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag,
+                         hpt_comm_req *r)
+{
+    r->stage_host = r->stage_dev = NULL;
+    r->stage_bytes = 0;
+    if (on_device(buf))
+        HPT_FATAL("NCCL backend: no nonblocking receive into device memory (group %d, peer %d): "
+                  "context parallelism (--cp) runs on the CPU backend only", (int)g, peer);
+    hpt_comm_mpi.irecv_f32(c, g, buf, n, peer, tag, r);
+    r->stage_bytes = 1;
+}
+
 static void nc_broadcast(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root)
 {
     if (!on_device(buf)) {
@@ -446,6 +461,7 @@ static const hpt_comm_backend nccl_backend = {
     .ireduce_scatter_sum_f32 = nc_ireduce_scatter_sum_f32,
     .isend_f32 = nc_isend_f32,
     .recv_f32 = nc_recv_f32,
+    .irecv_f32 = nc_irecv_f32,
     .broadcast = nc_broadcast,
 };
 
@@ -488,9 +504,6 @@ static hpt_status init_over(MPI_Comm mpi, ncclComm_t *out, const char *what, int
     return HPT_OK;
 }
 
-static const char *const group_names[HPT_GROUP_COUNT] = {"world", "tensor-parallel",
-    "data-parallel", "pipeline", "model-parallel", "embedding", "data-parallel shard",
-    "data-parallel replica"};
 
 /* This rank's (host, GPU): the current device's PCI bus id. */
 static void my_slot(hpt_gpu_slot *me)
@@ -608,7 +621,8 @@ hpt_status hpt_comm_nccl_on(hpt_comm *c)
     for (int g = 0; g < HPT_GROUP_COUNT && !err; g++) {
         hpt_status e = HPT_OK;
         if (plan.group[g] == HPT_NCCL_OWN)
-            e = init_over(c->comms[g], &s->group[g], group_names[g], c->world_rank);
+            e = init_over(c->comms[g], &s->group[g], hpt_nccl_group_name((hpt_group)g),
+                          c->world_rank);
         err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], e);
     }
     if (!err && plan.group[HPT_GROUP_DPS] == HPT_NCCL_SHARES_DP)

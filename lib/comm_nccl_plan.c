@@ -10,13 +10,15 @@
 
 #include "comm.h"
 
-static const char *const plan_names[HPT_GROUP_COUNT] = {"world", "tensor-parallel",
+static const char *const plan_names[] = {"world", "tensor-parallel",
     "data-parallel", "pipeline", "model-parallel", "embedding", "data-parallel shard",
-    "data-parallel replica"};
+    "data-parallel replica", "context-parallel"};
+_Static_assert(sizeof plan_names / sizeof plan_names[0] == HPT_GROUP_COUNT,
+               "a name for every hpt_group (lib/comm.h)");
 
 const char *hpt_nccl_group_name(hpt_group g)
 {
-    return g >= 0 && g < HPT_GROUP_COUNT ? plan_names[g] : "?";
+    return g >= 0 && g < HPT_GROUP_COUNT && plan_names[g] ? plan_names[g] : "?";
 }
 
 hpt_status hpt_nccl_size1_env(int *on)

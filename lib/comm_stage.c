@@ -146,6 +146,19 @@ static void st_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer
     s->upload(buf, h, n * sizeof(float));
 }
 
+static void st_irecv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag,
+                         hpt_comm_req *r)
+{
+    hpt_comm_stage *s = c->stage;
+    r->stage_host = r->stage_dev = NULL;
+    if (!dev(c, buf)) {
+        s->inner->irecv_f32(c, g, buf, n, peer, tag, r);
+        return;
+    }
+    float *h = own(r, buf, n * sizeof(float), 1); /* uploaded to buf at the wait */
+    s->inner->irecv_f32(c, g, h, n, peer, tag, r);
+}
+
 static void st_allgather_f32(hpt_comm *c, hpt_group g, const float *send, float *recv, size_t n)
 {
     hpt_comm_stage *s = c->stage;
@@ -268,6 +281,7 @@ static const hpt_comm_backend staged = {
     .ireduce_scatter_sum_f32 = st_ireduce_scatter_sum_f32,
     .isend_f32 = st_isend_f32,
     .recv_f32 = st_recv_f32,
+    .irecv_f32 = st_irecv_f32,
     .broadcast = st_broadcast,
 };
 

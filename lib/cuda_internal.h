@@ -20,7 +20,11 @@
 #include "cuda_util.h"
 
 #define FULL_MASK 0xffffffffu
-#define LAUNCHED(name) hpt_cuda_launched((name), hpt_cuda::g_sync, __FILE__, __LINE__)
+/* After a launch: checked, and with HPT_CUDA_SYNC=1 synchronised (counted
+ * in g_host.sync). */
+#define LAUNCHED(name)                                                                         \
+    (hpt_cuda::g_host.sync += (unsigned)hpt_cuda::g_sync,                                      \
+     hpt_cuda_launched((name), hpt_cuda::g_sync, __FILE__, __LINE__))
 
 namespace hpt_cuda {
 
@@ -31,6 +35,13 @@ extern int g_sync;                     /* HPT_CUDA_SYNC=1: sync after launches *
 extern cublasHandle_t g_blas;
 extern cublasComputeType_t g_compute;  /* CUBLAS_COMPUTE_32F or _FAST_TF32     */
 extern int g_bf16;                     /* --precision bf16                     */
+/* Host synchronisations since init (backend.h hpt_host_syncs; the
+ * host_syncs slot): every call below that makes the host wait adds one. */
+extern hpt_host_syncs g_host;
+
+/* cudaMemcpy device -> host of `bytes`, counted in g_host.d2h: the one
+ * way a result reaches the host (download, losses, sums). */
+void memcpy_d2h(void *dst, const void *src, size_t bytes);
 
 /* ------------------------------------------------------------- cuBLAS */
 
@@ -127,6 +138,32 @@ __device__ static inline float block_sum(float v) { return block_reduce(v, sum_o
 __device__ static inline float block_max(float v) { return block_reduce(v, max_op(), -INFINITY); }
 __device__ static inline double block_sum_d(double v) { return block_reduce(v, sum_op(), 0.0); }
 
+/* ------------------------------------------------ 16-byte vectors */
+
+/* The element-wise kernels move VEC elements per 16-byte access where the
+ * pointers are 16-byte aligned and the length allows (8 bf16 = one uint4,
+ * 8 floats = two float4), else one at a time in the same order with the
+ * same arithmetic: the two paths give the same bits. */
+#define VEC 8
+
+/* 1 when p is 16-byte aligned (NULL counts as aligned: an absent operand). */
+static inline int al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* v[0..8) = p[0..8), p 16-byte aligned. */
+__device__ static inline void ld8f(const float *p, float v[VEC])
+{
+    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+/* p[0..8) = v[0..8), p 16-byte aligned. */
+__device__ static inline void st8f(float *p, const float v[VEC])
+{
+    float4 a, b;
+    a.x = v[0], a.y = v[1], a.z = v[2], a.w = v[3], b.x = v[4], b.y = v[5], b.z = v[6], b.w = v[7];
+    ((float4 *)p)[0] = a, ((float4 *)p)[1] = b;
+}
+
 /* ------------------------------------------------ bf16 operands */
 
 /* float32 -> bfloat16 bits, round to nearest even; a NaN stays a quiet NaN
@@ -158,6 +195,36 @@ __device__ static inline void st_act(void *p, size_t i, float v, int bf)
         ((uint16_t *)p)[i] = bf16_bits(v);
     else
         ((float *)p)[i] = v;
+}
+
+/* Elements i .. i+7 of an activation (bf16 when bf, else float) in fp32:
+ * one 16-byte load (bf16) or two; element i + 8 k 16-byte aligned. */
+__device__ static inline void ld8_act(const void *p, size_t i, float v[VEC], int bf)
+{
+    if (!bf) {
+        ld8f((const float *)p + i, v);
+        return;
+    }
+    uint4 u = *(const uint4 *)((const uint16_t *)p + i);
+    uint32_t w[4] = {u.x, u.y, u.z, u.w}; /* little-endian: element 2j in the low half */
+    for (int j = 0; j < 4; j++)
+        v[2 * j] = bf16_float((uint16_t)(w[j] & 0xffffu)), v[2 * j + 1] = bf16_float((uint16_t)(w[j] >> 16));
+}
+
+/* Store v[0..8) as elements i .. i+7 of an activation, as st_act does
+ * one by one (bf16 rounded to nearest even). */
+__device__ static inline void st8_act(void *p, size_t i, const float v[VEC], int bf)
+{
+    if (!bf) {
+        st8f((float *)p + i, v);
+        return;
+    }
+    uint32_t w[4];
+    for (int j = 0; j < 4; j++)
+        w[j] = (uint32_t)bf16_bits(v[2 * j]) | (uint32_t)bf16_bits(v[2 * j + 1]) << 16;
+    uint4 u;
+    u.x = w[0], u.y = w[1], u.z = w[2], u.w = w[3];
+    *(uint4 *)((uint16_t *)p + i) = u;
 }
 
 /* out (n) bf16 := in (n) float32 (backend_cuda.cu). */
@@ -205,6 +272,16 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch, co
 size_t cuda_attention_floats(int B, int T, int H);
 void cuda_attention_cached(void *out, const void *q, const void *kc, const void *vc, int n,
     int pos0, int H, int KV, int hd);
+/* Context parallelism's ring attention blocks and rope_pos (lib/backend.h). */
+void cuda_attention_block_forward(void *out, float *lse, const void *q, const void *k,
+    const void *v, const hpt_attn_block *blk, int B, int H, int KV, int hd, int merge);
+void cuda_attention_block_backward(float *dq, float *dk, float *dv, const float *D,
+    const float *dout, const float *lse, const void *q, const void *k, const void *v,
+    const hpt_attn_block *blk, int B, int H, int KV, int hd);
+void cuda_attention_rowdot(float *D, const float *dout, const void *out, int B, int T, int H,
+    int hd);
+void cuda_rope_pos(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
+    int inverse, const int *pos);
 int att_use_blas(int hd);
 size_t att_backward_bytes(int B, int T, int H, int KV, int hd);
 extern scratch g_att_scratch, g_att_ptrs; /* the cuBLAS path's chunk scratch, pointer arrays */
@@ -219,7 +296,11 @@ void cuda_rmsnorm_forward(void *out, float *rstd, const float *in, const float *
     float eps);
 void cuda_rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
     const float *w, const float *rstd, int N, int C);
+void cuda_add_rmsnorm_forward(float *out, void *norm_out, float *rstd, const float *x,
+    const float *delta, const float *w, int N, int C, float eps);
 void cuda_rope(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta, int inverse);
+void cuda_rope_qk(void *q, void *k, hpt_dtype dtype, int B, int T, int H, int KV, int hd,
+    float theta, int inverse);
 void cuda_rope_at(void *x, int n, int nh, int hd, float theta, int pos0);
 void cuda_swiglu_forward(void *out, const void *gate, const void *up, size_t n);
 void cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const void *gate,
@@ -229,6 +310,9 @@ void cuda_scale(float *x, float s, size_t n);
 double cuda_sumsq(const float *x, size_t n);
 double cuda_sumsq_list(double acc, const float *const *x, const size_t *n, int k);
 void cuda_sumsq_list_async(double *out, const float *const *x, const size_t *n, int k);
+/* Grow the embedding backward's scratch for N positions and a shard of V
+ * rows (cuda_reserve): 0, or -1 with the reason in hpt_error_msg(). */
+int embed_scratch_reserve(size_t n, size_t v);
 double cuda_crossentropy_fused(float *logits, const int32_t *targets, int N, int V,
     float grad_scale);
 double cuda_crossentropy_loss(const float *logits, const int32_t *targets, int N, int V);

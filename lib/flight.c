@@ -11,7 +11,7 @@ static const char *const op_names[HPT_FLIGHT_OP_COUNT] = {
     "reduce_scatter", "broadcast", "isend", "recv", "gather",
     "barrier"};
 static const char *const group_names[HPT_FLIGHT_GROUPS] = {"world", "tp", "dp", "pp", "mp",
-                                                           "embed", "dp-shard", "dp-replica"};
+                                                           "embed", "dp-shard", "dp-replica", "cp"};
 
 const char *hpt_flight_op_name(int op)
 {

@@ -18,7 +18,7 @@
 
 #include "error.h"
 
-#define HPT_FLIGHT_GROUPS 8  /* = HPT_GROUP_COUNT (lib/comm.h); checked there */
+#define HPT_FLIGHT_GROUPS 9  /* = HPT_GROUP_COUNT (lib/comm.h); checked there */
 #define HPT_FLIGHT_DEFAULT 256
 
 typedef enum {

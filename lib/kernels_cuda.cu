@@ -35,7 +35,7 @@ static double sum_to_host(const double *x, size_t n, double *res)
     k_sum_d<<<1, 1024>>>(res, x, n);
     LAUNCHED("k_sum_d");
     double h = 0.0;
-    HPT_CUDA(cudaMemcpy(&h, res, sizeof h, cudaMemcpyDeviceToHost));
+    memcpy_d2h(&h, res, sizeof h);
     return h;
 }
 
@@ -139,13 +139,20 @@ __global__ static void k_embed_link(int *nxt, int *head, const int *sorted, cons
     }
 }
 
-static scratch g_embed_scratch; /* the chains' ints: grown at the first backward, kept */
+static scratch g_embed_scratch; /* the chains' ints (cuda_reserve grows it) */
+
+static size_t embed_scratch_bytes(size_t n, size_t v) { return sizeof(int) * (4 * n + 3 * v + 1); }
+
+int embed_scratch_reserve(size_t n, size_t v)
+{
+    return scratch_grow(&g_embed_scratch, embed_scratch_bytes(n, v));
+}
 
 /* nxt, head (N ints each) for cuda_embedding_backward; k_embed_* above. */
 static void embed_chains(int **nxt, int **head, const int32_t *tokens, int N, int v0, int Vl)
 {
     size_t n = (size_t)N, v = (size_t)(Vl > 0 ? Vl : 0);
-    int *w = (int *)scratch_need(&g_embed_scratch, sizeof(int) * (4 * n + 3 * v + 1),
+    int *w = (int *)scratch_need(&g_embed_scratch, embed_scratch_bytes(n, v),
                                  "embedding backward scratch");
     int *cnt = w, *fill = cnt + v, *off = fill + v, *slot = off + v, *sorted = slot + n;
     int *total = sorted + n;
@@ -214,21 +221,74 @@ void cuda_embedding_backward(float *dwte, const float *dout, const int32_t *toke
 
 /* ------------------------------------------------------------ RMSNorm */
 
-/* One block per row n. */
-__global__ static void k_rmsnorm_forward(void *out, int bf, float *rstd, const float *in,
-                                         const float *w, int C, float eps)
+/* Row s (C floats) from the row x, plus the row d when ADD (s = x + d,
+ * stored into s; s may alias x or d), elements c0 .. c0+m-1 (m <= VEC)
+ * into v; 16-byte accesses when vec. */
+template <int ADD>
+__device__ static inline void rms_row_load(float v[VEC], float *s, const float *x, const float *d,
+                                           int c0, int m, int vec)
 {
-    size_t n = blockIdx.x;
-    const float *x = in + n * C;
-    float ss = 0.0f;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
-        ss += x[c] * x[c];
+    if (vec) {
+        ld8f(x + c0, v);
+        if (ADD) {
+            float e[VEC];
+            ld8f(d + c0, e);
+            for (int j = 0; j < VEC; j++)
+                v[j] = v[j] + e[j];
+            st8f(s + c0, v);
+        }
+        return;
+    }
+    for (int j = 0; j < m; j++) {
+        v[j] = x[c0 + j];
+        if (ADD) {
+            v[j] = v[j] + d[c0 + j];
+            s[c0 + j] = v[j];
+        }
+    }
+}
+
+/* RMSNorm of one row per block (Zhang & Sennrich 2019, eq. 4), with the
+ * residual add before it when ADD: s (N,C) = x + d, then out (N,C, act:
+ * bf16 when bf) = s * r * w, rstd (N) = r = 1/sqrt(mean(s^2) + eps).
+ * Without ADD the row read is x itself (s unused). Thread t owns the
+ * chunks t, t + blockDim.x, ... of VEC elements: its sum of squares and
+ * the block_sum order are the same with and without ADD, and with vec
+ * (16-byte accesses: C % VEC == 0, every pointer aligned) and without, so
+ * add + rmsnorm_forward and add_rmsnorm_forward give the same bits. The
+ * second sweep re-reads the thread's own elements of the row (from the
+ * cache: one pass over the residual stream in memory). */
+template <int ADD>
+__global__ static void k_rmsnorm_rows(float *s, void *out, int bf, float *rstd, const float *x,
+                                      const float *d, const float *w, int C, float eps, int vec)
+{
+    size_t o = (size_t)blockIdx.x * C;
+    x += o, d = ADD ? d + o : d, s = ADD ? s + o : s;
+    float ss = 0.0f, v[VEC];
+    for (int c0 = threadIdx.x * VEC; c0 < C; c0 += blockDim.x * VEC) {
+        int m = C - c0 < VEC ? C - c0 : VEC;
+        rms_row_load<ADD>(v, s, x, d, c0, m, vec);
+        for (int j = 0; j < m; j++)
+            ss += v[j] * v[j];
+    }
     ss = block_sum(ss);
     float r = 1.0f / sqrtf(ss / C + eps);
     if (threadIdx.x == 0)
-        rstd[n] = r;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
-        st_act(out, n * C + c, x[c] * r * w[c], bf);
+        rstd[blockIdx.x] = r;
+    const float *y = ADD ? s : x;
+    for (int c0 = threadIdx.x * VEC; c0 < C; c0 += blockDim.x * VEC) {
+        int m = C - c0 < VEC ? C - c0 : VEC;
+        float wv[VEC];
+        if (vec) {
+            ld8f(y + c0, v), ld8f(w + c0, wv);
+            for (int j = 0; j < VEC; j++)
+                v[j] = v[j] * r * wv[j];
+            st8_act(out, o + c0, v, bf);
+        } else {
+            for (int j = 0; j < m; j++)
+                st_act(out, o + c0 + j, y[c0 + j] * r * w[c0 + j], bf);
+        }
+    }
 }
 
 /* din += r w dy - r^3 x / C * sum_j dy_j w_j x_j; one block per row. */
@@ -300,8 +360,23 @@ void cuda_rmsnorm_forward(void *out, float *rstd, const float *in, const float *
 {
     if (N <= 0)
         return;
-    k_rmsnorm_forward<<<N, ROW_THREADS>>>(out, g_bf16, rstd, in, w, C, eps);
-    LAUNCHED("k_rmsnorm_forward");
+    int vec = C % VEC == 0 && al16(out) && al16(in) && al16(w);
+    k_rmsnorm_rows<0><<<N, ROW_THREADS>>>(NULL, out, g_bf16, rstd, in, NULL, w, C, eps, vec);
+    LAUNCHED("k_rmsnorm_rows<0>");
+}
+
+/* backend.h add_rmsnorm_forward: one kernel, one block per row; bitwise
+ * cuda_add then cuda_rmsnorm_forward (k_rmsnorm_rows). out may alias x or
+ * delta (each thread reads its elements before writing them). */
+void cuda_add_rmsnorm_forward(float *out, void *norm_out, float *rstd, const float *x,
+                              const float *delta, const float *w, int N, int C, float eps)
+{
+    work_mark_dirty(out); /* as cuda_add */
+    if (N <= 0 || C <= 0)
+        return;
+    int vec = C % VEC == 0 && al16(out) && al16(norm_out) && al16(x) && al16(delta) && al16(w);
+    k_rmsnorm_rows<1><<<N, ROW_THREADS>>>(out, norm_out, g_bf16, rstd, x, delta, w, C, eps, vec);
+    LAUNCHED("k_rmsnorm_rows<1>");
 }
 
 void cuda_rmsnorm_backward(float *din, float *dw, const float *dout, const float *in,
@@ -371,69 +446,143 @@ static const float *rope_table(int npos, int hd, float theta)
     return t;
 }
 
-/* x (rows, nh, hd), row r at position pos0 + r % T; one thread per pair. */
-__global__ static void k_rope(void *x, int bf, const float *cs, int T, int nh, int hd, int pos0,
-                              int inverse, size_t pairs)
+/* Rotate pairs i .. i+m-1 (m = VEC with vec, else 1) of the head at
+ * offset o of x: (x[o+i], x[o+i+half]) by the table's angles of position
+ * t. vec: 16-byte accesses (x's and the table's offsets aligned). */
+__device__ static inline void rope_pairs(void *x, int bf, const float *cs, size_t o, int i, int half,
+                                         int t, int inverse, int vec)
 {
-    int half = hd / 2;
-    GRID_STRIDE(p, pairs)
-    {
-        int i = (int)(p % half);
-        size_t rest = p / half; /* row * nh + h */
-        int t = (int)((rest / nh) % T) + pos0;
-        float c = cs[((size_t)t * half + i) * 2], s = cs[((size_t)t * half + i) * 2 + 1];
-        if (inverse)
-            s = -s;
-        size_t o = rest * hd;
+    const float *a = cs + ((size_t)t * half + i) * 2; /* (cos, sin) pairs */
+    if (!vec) {
+        float c = a[0], s = inverse ? -a[1] : a[1];
         float x1 = ld_act(x, o + i, bf), x2 = ld_act(x, o + i + half, bf);
         st_act(x, o + i, x1 * c - x2 * s, bf);
         st_act(x, o + i + half, x2 * c + x1 * s, bf);
+        return;
+    }
+    float x1[VEC], x2[VEC], cs2[2 * VEC], y1[VEC], y2[VEC];
+    ld8_act(x, o + i, x1, bf), ld8_act(x, o + i + half, x2, bf);
+    ld8f(a, cs2), ld8f(a + VEC, cs2 + VEC);
+    for (int j = 0; j < VEC; j++) {
+        float c = cs2[2 * j], s = inverse ? -cs2[2 * j + 1] : cs2[2 * j + 1];
+        y1[j] = x1[j] * c - x2[j] * s;
+        y2[j] = x2[j] * c + x1[j] * s;
+    }
+    st8_act(x, o + i, y1, bf), st8_act(x, o + i + half, y2, bf);
+}
+
+/* x (rows, nh, hd) and, when y, y (rows, nh2, hd) in one launch: row r at
+ * position pos0 + r % T. Unit u: `vec` consecutive pairs (VEC with 16-byte
+ * accesses, else 1) of one head; x's units first, then y's. The same
+ * arithmetic per pair in both paths (the same bits). */
+__global__ static void k_rope(void *x, int nh, void *y, int nh2, int bf, const float *cs, int T,
+                              int hd, int pos0, int inverse, int vec, size_t ux, size_t units)
+{
+    int half = hd / 2, w = vec ? VEC : 1, hu = half / w; /* units per head */
+    GRID_STRIDE(u, units)
+    {
+        void *p = x;
+        int heads = nh;
+        size_t v = u;
+        if (u >= ux)
+            p = y, heads = nh2, v = u - ux;
+        int i = (int)(v % hu) * w;
+        size_t rest = v / hu; /* row * heads + h */
+        int t = (int)((rest / heads) % T) + pos0;
+        rope_pairs(p, bf, cs, rest * hd, i, half, t, inverse, vec);
     }
 }
 
-static void rope_rows(void *x, int bf, int rows, int T, int nh, int hd, float theta, int pos0,
-                      int inverse)
+/* RoPE of x (rows, nh, hd) and of y (rows, nh2, hd) when y (one launch). */
+static void rope_rows(void *x, int nh, void *y, int nh2, int bf, int rows, int T, int hd,
+                      float theta, int pos0, int inverse)
 {
-    size_t pairs = (size_t)rows * nh * (hd / 2);
-    if (!pairs)
+    int half = hd / 2;
+    int vec = half % VEC == 0 && al16(x) && al16(y);
+    size_t hu = (size_t)(vec ? half / VEC : half);
+    size_t ux = (size_t)rows * nh * hu, units = ux + (y ? (size_t)rows * nh2 * hu : 0);
+    if (!units)
         return;
     const float *cs = rope_table(pos0 + T, hd, theta);
-    k_rope<<<ew_blocks(pairs), EW_THREADS>>>(x, bf, cs, T, nh, hd, pos0, inverse, pairs);
+    k_rope<<<ew_blocks(units), EW_THREADS>>>(x, nh, y, nh2, bf, cs, T, hd, pos0, inverse, vec, ux,
+                                             units);
     LAUNCHED("k_rope");
 }
 
 void cuda_rope(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
                       int inverse)
 {
-    rope_rows(x, dtype == HPT_DTYPE_BF16, B * T, T, nh, hd, theta, 0, inverse);
+    rope_rows(x, nh, NULL, 0, dtype == HPT_DTYPE_BF16, B * T, T, hd, theta, 0, inverse);
+}
+
+/* backend.h rope_qk: q's and k's pairs in one launch (k_rope). */
+void cuda_rope_qk(void *q, void *k, hpt_dtype dtype, int B, int T, int H, int KV, int hd,
+                  float theta, int inverse)
+{
+    rope_rows(q, H, k, KV, dtype == HPT_DTYPE_BF16, B * T, T, hd, theta, 0, inverse);
 }
 
 void cuda_rope_at(void *x, int n, int nh, int hd, float theta, int pos0)
 {
-    rope_rows(x, g_bf16, n, n, nh, hd, theta, pos0, 0);
+    rope_rows(x, nh, NULL, 0, g_bf16, n, n, hd, theta, pos0, 0);
 }
 
 /* ------------------------------------------------------------- SwiGLU */
 
-__global__ static void k_swiglu_forward(void *out, const void *gate, const void *up, int bf,
-                                        size_t n)
+/* silu(g) * u (Shazeer 2020, eq. 6), the CPU's expression. */
+__device__ static inline float swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+/* d/dgate and d/dup of swiglu for the gradient d. */
+__device__ static inline void swiglu_grad(float *dg, float *du, float d, float g, float u)
 {
-    GRID_STRIDE(i, n)
+    float sg = 1.0f / (1.0f + expf(-g));
+    *du = d * (g * sg);
+    *dg = d * u * (sg + g * sg * (1.0f - sg));
+}
+
+/* Elements of the vector part (nv chunks of VEC, 16-byte accesses) and of
+ * the scalar rest of n elements; vec = 0: all scalar. */
+static inline size_t vec_chunks(size_t n, int vec) { return vec ? n / VEC : 0; }
+
+/* out (n) = swiglu(gate, up), all act: the first nv chunks of VEC with
+ * 16-byte loads and stores, the rest (n - nv*VEC < VEC, or everything when
+ * unaligned) one element at a time. */
+__global__ static void k_swiglu_forward(void *out, const void *gate, const void *up, int bf,
+                                        size_t n, size_t nv)
+{
+    GRID_STRIDE(u, nv)
     {
-        float g = ld_act(gate, i, bf);
-        st_act(out, i, g / (1.0f + expf(-g)) * ld_act(up, i, bf), bf);
+        float g[VEC], v[VEC];
+        ld8_act(gate, u * VEC, g, bf), ld8_act(up, u * VEC, v, bf);
+        for (int j = 0; j < VEC; j++)
+            g[j] = swiglu(g[j], v[j]);
+        st8_act(out, u * VEC, g, bf);
+    }
+    GRID_STRIDE(r, n - nv * VEC)
+    {
+        size_t i = nv * VEC + r;
+        st_act(out, i, swiglu(ld_act(gate, i, bf), ld_act(up, i, bf)), bf);
     }
 }
 
+/* dgate, dup (n) = the gradients for dout (fp32), gate and up act; chunks
+ * as k_swiglu_forward. */
 __global__ static void k_swiglu_backward(float *dgate, float *dup, const float *dout,
-                                         const void *gate, const void *up, int bf, size_t n)
+                                         const void *gate, const void *up, int bf, size_t n,
+                                         size_t nv)
 {
-    GRID_STRIDE(i, n)
+    GRID_STRIDE(u, nv)
     {
-        float g = ld_act(gate, i, bf), sg = 1.0f / (1.0f + expf(-g));
-        float silu = g * sg, d = dout[i];
-        dup[i] = d * silu;
-        dgate[i] = d * ld_act(up, i, bf) * (sg + g * sg * (1.0f - sg));
+        float g[VEC], v[VEC], d[VEC], dg[VEC], du[VEC];
+        ld8_act(gate, u * VEC, g, bf), ld8_act(up, u * VEC, v, bf), ld8f(dout + u * VEC, d);
+        for (int j = 0; j < VEC; j++)
+            swiglu_grad(&dg[j], &du[j], d[j], g[j], v[j]);
+        st8f(dgate + u * VEC, dg), st8f(dup + u * VEC, du);
+    }
+    GRID_STRIDE(r, n - nv * VEC)
+    {
+        size_t i = nv * VEC + r;
+        swiglu_grad(&dgate[i], &dup[i], dout[i], ld_act(gate, i, bf), ld_act(up, i, bf));
     }
 }
 
@@ -441,7 +590,8 @@ void cuda_swiglu_forward(void *out, const void *gate, const void *up, size_t n)
 {
     if (!n)
         return;
-    k_swiglu_forward<<<ew_blocks(n), EW_THREADS>>>(out, gate, up, g_bf16, n);
+    size_t nv = vec_chunks(n, al16(out) && al16(gate) && al16(up));
+    k_swiglu_forward<<<ew_blocks(nv + n - nv * VEC), EW_THREADS>>>(out, gate, up, g_bf16, n, nv);
     LAUNCHED("k_swiglu_forward");
 }
 
@@ -450,7 +600,9 @@ void cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const voi
 {
     if (!n)
         return;
-    k_swiglu_backward<<<ew_blocks(n), EW_THREADS>>>(dgate, dup, dout, gate, up, g_bf16, n);
+    size_t nv = vec_chunks(n, al16(dgate) && al16(dup) && al16(dout) && al16(gate) && al16(up));
+    k_swiglu_backward<<<ew_blocks(nv + n - nv * VEC), EW_THREADS>>>(dgate, dup, dout, gate, up,
+                                                                    g_bf16, n, nv);
     LAUNCHED("k_swiglu_backward");
 }
 
@@ -557,7 +709,7 @@ double cuda_sumsq_list(double acc, const float *const *x, const size_t *n, int k
         LAUNCHED("k_sumsq_list");
         k_sum_list<<<m, 1024>>>(res, part, r);
         LAUNCHED("k_sum_list");
-        HPT_CUDA(cudaMemcpy(h, res, sizeof(double) * m, cudaMemcpyDeviceToHost));
+        memcpy_d2h(h, res, sizeof(double) * m);
         for (int i = 0; i < m; i++)
             acc += h[i];
     }

@@ -5,6 +5,7 @@
 
 #include "h5util.h"
 #include "metrics_h5.h"
+#include "plan.h"
 
 #include <json-c/json.h>
 #include <limits.h>
@@ -168,6 +169,20 @@ static void segment_json(const hpt_live_seg *s, hpt_sbuf *out)
         hpt_sbuf_printf(out, "\"%s\"", rc[s->recompute]);
     else
         hpt_sbuf_put(out, "null", 4);
+    /* the pipeline schedule as --pp-schedule names it (lib/plan.c), its
+     * model chunks per rank and hpt-plan's bubble for the layout */
+    hpt_plan_setup ps = {.pp_schedule = s->pp_schedule};
+    hpt_sbuf_printf(out, ",\"pp_schedule\":");
+    if (s->pp_schedule >= HPT_PLAN_SCHEDULE_1F1B && s->pp_schedule <= HPT_PLAN_SCHEDULE_ZBH1)
+        hpt_sbuf_json_str(out, hpt_plan_schedule_name(&ps));
+    else
+        hpt_sbuf_put(out, "null", 4);
+    if (s->pp_virtual >= 1)
+        hpt_sbuf_printf(out, ",\"pp_virtual\":%d", s->pp_virtual);
+    else
+        hpt_sbuf_printf(out, ",\"pp_virtual\":null");
+    hpt_sbuf_printf(out, ",\"bubble_theory\":");
+    hpt_sbuf_json_num(out, s->bubble_theory);
     hpt_sbuf_put(out, "}", 1);
 }
 
@@ -516,8 +531,11 @@ static const char *const comm_groups[] = {"tp", "pp", "dp", "mp", "embed"};
 
 /* "ranks":{...},"comm":{...} for the kept rows kidx (k); raw rows from
  * r->row. Per-rank FLOP/s: the step's model FLOPs shared equally by the
- * ranks present in the row, over the rank's own step time. Communication:
- * mean seconds per step over these rows. */
+ * ranks present in the row, over the rank's own step time. The pipeline
+ * bubble: null throughout in a file older than /ranks/pipeline_bubble;
+ * step_time: /steps/step_time of those rows, exact (the bubble's share of
+ * the step, as hpt-metrics summary takes it). Communication: mean seconds
+ * per step over these rows. */
 static hpt_status ranks_json(const hpt_live_run *r, const size_t *kidx, size_t k, int comm,
                              hpt_sbuf *out)
 {
@@ -525,28 +543,34 @@ static hpt_status ranks_json(const hpt_live_run *r, const size_t *kidx, size_t k
     size_t *rows = malloc(sizeof *rows * (k ? k : 1));
     double *busy = malloc(sizeof *busy * (cells ? cells : 1));
     double *st = malloc(sizeof *st * (cells ? cells : 1));
+    double *pb = malloc(sizeof *pb * (cells ? cells : 1));
     double *tmp = malloc(sizeof *tmp * (cells ? cells : 1));
     double *sum = calloc(NGROUPS * (W ? W : 1), sizeof *sum);
     hpt_status ret = HPT_OK;
-    if (!rows || !busy || !st || !tmp || !sum) {
+    if (!rows || !busy || !st || !pb || !tmp || !sum) {
         ret = hpt_error_set(HPT_ERR_INTERNAL, "out of memory (%zu x %zu per-rank values)", k, W);
         goto done;
     }
     for (size_t j = 0; j < k; j++)
         rows[j] = r->row[kidx[j]];
-    const char *failed = NULL;
+    int pbc = rank_col("pipeline_bubble"), has_pb = pbc >= 0 && r->rd[pbc] > 0;
+    for (size_t i = 0; !has_pb && i < cells; i++) /* a file older than the column */
+        pb[i] = NAN;
+    char failed[32] = "";
     H5E_BEGIN_TRY
     {
         if (read_rank_rows(r, "busy", rows, k, busy) < 0)
-            failed = "busy";
+            snprintf(failed, sizeof failed, "busy");
         else if (read_rank_rows(r, "step_time", rows, k, st) < 0)
-            failed = "step_time";
-        for (int g = 0; comm && !failed && g < NGROUPS; g++) {
+            snprintf(failed, sizeof failed, "step_time");
+        else if (has_pb && read_rank_rows(r, "pipeline_bubble", rows, k, pb) < 0)
+            snprintf(failed, sizeof failed, "pipeline_bubble");
+        for (int g = 0; comm && !failed[0] && g < NGROUPS; g++) {
             char name[32];
             snprintf(name, sizeof name, "comm_%s", comm_groups[g]);
             if (read_rank_rows(r, name, rows, k, tmp) < 0)
-                failed = comm_groups[g];
-            for (size_t w = 0; !failed && w < W; w++) {
+                snprintf(failed, sizeof failed, "%s", name);
+            for (size_t w = 0; !failed[0] && w < W; w++) {
                 double s = 0;
                 size_t cnt = 0;
                 for (size_t j = 0; j < k; j++)
@@ -557,19 +581,21 @@ static hpt_status ranks_json(const hpt_live_run *r, const size_t *kidx, size_t k
         }
     }
     H5E_END_TRY;
-    if (failed) {
-        ret = hpt_error_set(HPT_ERR_DATA, "%s: cannot read the per-rank column %s%s (damaged "
-                            "file; HDF5: %s)", r->path, strcmp(failed, "busy") &&
-                            strcmp(failed, "step_time") ? "comm_" : "", failed,
-                            rank_cause);
+    if (failed[0]) {
+        ret = hpt_error_set(HPT_ERR_DATA, "%s: cannot read the per-rank column %s (damaged "
+                            "file; HDF5: %s)", r->path, failed, rank_cause);
         goto done;
     }
     hpt_sbuf_printf(out, "\"ranks\":{\"step\":");
     num_array(out, r->col[HPT_LC_STEP], kidx, k);
+    hpt_sbuf_printf(out, ",\"step_time\":");
+    num_array(out, r->col[HPT_LC_STEP_TIME], kidx, k);
     hpt_sbuf_printf(out, ",\"busy_s\":");
     matrix_json(out, busy, k, W);
     hpt_sbuf_printf(out, ",\"step_s\":");
     matrix_json(out, st, k, W);
+    hpt_sbuf_printf(out, ",\"bubble_s\":");
+    matrix_json(out, pb, k, W);
     for (size_t j = 0; j < k; j++) {
         size_t present = 0;
         for (size_t w = 0; w < W; w++)
@@ -594,6 +620,7 @@ done:
     free(rows);
     free(busy);
     free(st);
+    free(pb);
     free(tmp);
     free(sum);
     return ret;
@@ -752,7 +779,8 @@ hpt_status hpt_live_run_history_json(hpt_live_run *r, size_t points, long long s
     if (r->file > 0 && !r->damage[0]) /* damaged: the values read before only */
         st = ranks_json(r, ridx, kr, 1, out);
     else
-        hpt_sbuf_printf(out, "\"ranks\":{\"step\":[],\"busy_s\":[],\"step_s\":[],\"flops\":[]},"
+        hpt_sbuf_printf(out, "\"ranks\":{\"step\":[],\"step_time\":[],\"busy_s\":[],\"step_s\":[],"
+                        "\"bubble_s\":[],\"flops\":[]},"
                         "\"comm\":{\"groups\":[],\"seconds\":[]}");
     hpt_sbuf_printf(out, ",\"events\":[");
     for (size_t e = 0; e < r->nev; e++) {

@@ -442,7 +442,7 @@ static void noise_scale(hpt_metrics *m, int n, int i, double *cols[HPT_SC_COUNT]
     int W = m->world, D = m->info.dp;
     const hpt_metrics_step *s = &m->steps[i];
     cols[HPT_SC_G2][i] = cols[HPT_SC_S][i] = cols[HPT_SC_NOISE][i] = NAN;
-    if (D > 1 && !s->skipped) {
+    if (D > 1 && m->info.cp <= 1 && !s->skipped) {
         /* McCandlish et al. 2018, appendix A.1: |G_small|^2 from the K
          * small batches' gradients — each DP replica's (K = D), or each
          * micro-batch's of each replica (K = D x grad-accum, sumsq_micro)

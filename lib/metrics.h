@@ -52,6 +52,9 @@ enum {
                          * phase (from its start to the end of the rank's
                          * last backward) — neither data, forward nor
                          * backward; NaN without PP                        */
+    HPT_MR_COMM_CP,    /* time in the context-parallel ring (sends, receives,
+                        * waits); 0 without CP                             */
+    HPT_MR_BYTES_CP,   /* payload bytes sent around the CP ring            */
     HPT_MR_COUNT
 };
 
@@ -94,6 +97,9 @@ typedef struct {
     double slow_factor;        /* slow rank: busy > factor x median           */
     double spike_factor;       /* grad-norm spike: > factor x running median  */
     int trace;                 /* 1: --trace-steps, the file gets a /trace table */
+    int cp;                    /* context-parallel ranks (> 1: no gradient noise
+                                * scale: the CP ranks' pre-reduction gradients
+                                * are parts of one batch's); 0 or 1 none     */
     int sumsq_micro;           /* 1: HPT_MR_GRAD_SUMSQ sums each micro-batch's
                                 * squared gradient norm (ZeRO-2/3 with gradient
                                 * accumulation never holds a replica's summed

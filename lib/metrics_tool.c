@@ -608,7 +608,7 @@ hpt_status hpt_metrics_tool_resolve(const char *arg, char *buf, size_t len)
 /* Thread ids of the Trace Event Format, one per stream: the step, the
  * compute stream, then the communication groups in lib/flight.c's order. */
 static const char *const trace_streams[] = {"step", "compute", "world", "tp", "dp", "pp", "mp",
-                                            "embed", "dp-shard", "dp-replica"};
+                                            "embed", "dp-shard", "dp-replica", "cp"};
 #define TRACE_NSTREAMS ((int)(sizeof trace_streams / sizeof *trace_streams))
 
 #define TRACE_LANES 16 /* threads per stream for spans that overlap */

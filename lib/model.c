@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_ring.h"
 #include "comm.h"
 #include "philox.h"
 
@@ -514,7 +515,14 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
     m->act = hpt_backend_act_dtype(be); /* after the backend's set_precision */
     m->act_elem = hpt_dtype_bytes(m->act);
     m->B = B;
-    m->T = T;
+    m->cp = mo->comm && mo->comm->cp > 1 ? mo->comm->cp : 1;
+    m->cp_rank = m->cp > 1 ? mo->comm->cp_rank : 0;
+    if ((st = hpt_cp_check(T, m->cp))) {
+        hpt_model_free(m);
+        return st;
+    }
+    m->T_seq = T;
+    m->T = T / m->cp; /* the local rows */
     int per_layer = HPT_TENSOR_DOWN - HPT_TENSOR_ATTN_NORM + 1;
     m->tensors = calloc((size_t)(3 + m->nl * per_layer), sizeof(hpt_tensor));
     m->slots = calloc((size_t)m->nslots, sizeof(hpt_slot));
@@ -558,14 +566,19 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
                        m->last ? (size_t)m->Vl : 0}; /* q; k, v; gate, up; the LM head */
         for (int i = 0; i < 4; i++)
             widest = w[i] > widest ? w[i] : widest;
-        hpt_backend_shapes sh = {B, T, m->Hl, m->KVl, hd, cfg->hidden_size, widest,
-                                 cfg->rope_theta, m->params};
+        hpt_backend_shapes sh = {B, m->T, m->Hl, m->KVl, hd, cfg->hidden_size, widest,
+                                 cfg->rope_theta, m->params, m->Vl};
         if ((st = be->reserve(&sh))) {
             char why[512];
             snprintf(why, sizeof why, "%s", hpt_error_msg());
             hpt_model_free(m);
             return hpt_error_set(st, "out of memory: %s", why);
         }
+    }
+    if (m->cp > 1 && (st = hpt_ring_init(&m->ring, be, mo->comm, B, T, m->KVl,
+                                         hpt_config_head_dim(cfg)))) {
+        hpt_model_free(m);
+        return st;
     }
     layout_acts(m, m->act_block);
     hpt_model_use_slot(m, 0);
@@ -583,6 +596,7 @@ void hpt_model_free(hpt_model *m)
         m->be->free(m->grads);
         m->be->free(m->act_block);
     }
+    hpt_ring_free(m->ring);
     free(m->tensors);
     free(m->chunk_i0);
     free(m->layer_global);
@@ -769,6 +783,46 @@ static void done_head(hpt_model *m)
  * residual add, and this layer's last add also computes the norm that
  * reads x_out (layer i+1's ln1, or the final norm's lnf on the last
  * stage). chain = 0 (full recomputation): this layer's norms only. */
+/* RoPE of x (B,T,nh,hd): at the local rows' global positions under
+ * context parallelism, else at 0 .. T-1. */
+static void attn_rope(hpt_model *m, void *x, hpt_dtype dt, int nh, int inverse)
+{
+    int hd = hpt_config_head_dim(&m->cfg);
+    if (m->ring)
+        m->be->rope_pos(x, dt, m->B, m->T, nh, hd, m->cfg.rope_theta, inverse,
+                        hpt_ring_positions(m->ring));
+    else
+        m->be->rope(x, dt, m->B, m->T, nh, hd, m->cfg.rope_theta, inverse);
+}
+
+/* The attention core of layer acts a: atty and att_saved from q, k, v
+ * (after RoPE); over the CP ring under context parallelism (collective
+ * over HPT_GROUP_CP). */
+static void attn_core_forward(hpt_model *m, hpt_layer_acts *a)
+{
+    int hd = hpt_config_head_dim(&m->cfg);
+    if (m->ring)
+        hpt_ring_forward(m->ring, a->atty, a->att_saved, a->q, a->k, a->v, m->Hl);
+    else
+        m->be->attention_forward(a->atty, a->att_saved, a->q, a->k, a->v, m->B, m->T, m->Hl,
+                                 m->KVl, hd);
+}
+
+/* Its backward from m->datty into m->dq, m->dk, m->dv, with RoPE undone
+ * (the gradients of the projections' outputs). */
+static void attn_core_backward(hpt_model *m, hpt_layer_acts *a, float *dq, float *dk, float *dv)
+{
+    int hd = hpt_config_head_dim(&m->cfg);
+    if (m->ring)
+        hpt_ring_backward(m->ring, dq, dk, dv, m->dscores, m->datty, a->atty, a->att_saved, a->q,
+                          a->k, a->v, m->Hl);
+    else
+        m->be->attention_backward(dq, dk, dv, m->dscores, m->datty, a->atty, a->att_saved, a->q,
+                                  a->k, a->v, m->B, m->T, m->Hl, m->KVl, hd);
+    attn_rope(m, dq, HPT_DTYPE_F32, m->Hl, 1);
+    attn_rope(m, dk, HPT_DTYPE_F32, m->KVl, 1);
+}
+
 static void layer_forward(hpt_model *m, int i, float *x_out, int chain)
 {
     const hpt_backend *be = m->be;
@@ -786,9 +840,9 @@ static void layer_forward(hpt_model *m, int i, float *x_out, int chain)
     be->matmul_forward(a->q, act, a->ln1, W(HPT_TENSOR_Q, l), N, C, H * hd);
     be->matmul_forward(a->k, act, a->ln1, W(HPT_TENSOR_K, l), N, C, KV * hd);
     be->matmul_forward(a->v, act, a->ln1, W(HPT_TENSOR_V, l), N, C, KV * hd);
-    be->rope(a->q, act, m->B, m->T, H, hd, c->rope_theta, 0);
-    be->rope(a->k, act, m->B, m->T, KV, hd, c->rope_theta, 0);
-    be->attention_forward(a->atty, a->att_saved, a->q, a->k, a->v, m->B, m->T, H, KV, hd);
+    attn_rope(m, a->q, act, H, 0);
+    attn_rope(m, a->k, act, KV, 0);
+    attn_core_forward(m, a);
     be->matmul_forward(m->dtmp, f32, a->atty, W(HPT_TENSOR_O, l), N, H * hd, C);
     residual_add_norm(m, a->xmid, a->x, tp_reduce(m, m->dtmp), act_at(m, a->ln2, o), a->rstd2,
                       W(HPT_TENSOR_MLP_NORM, l), Nl);
@@ -821,19 +875,20 @@ static void layer_forward(hpt_model *m, int i, float *x_out, int chain)
  * inputs of layer_forward, so they are bitwise what it computed. The
  * attention goes through be->attention_forward: its saved state is
  * whatever that backend's backward needs. No communication, except the
- * all-gathers of the norm outputs under sequence parallelism. */
+ * all-gathers of the norm outputs under sequence parallelism and the CP
+ * ring under context parallelism. */
 static void layer_recompute_selective(hpt_model *m, int i)
 {
     const hpt_backend *be = m->be;
     const hpt_config *c = &m->cfg;
     hpt_layer_acts *a = &m->layers[i];
     int l = m->layer_global[i];
-    int N = m->B * m->T, C = c->hidden_size, hd = hpt_config_head_dim(c);
+    int N = m->B * m->T, C = c->hidden_size;
     size_t o = (size_t)m->n0 * C;
     be->rmsnorm_forward(act_at(m, a->ln1, o), a->rstd1, a->x, W(HPT_TENSOR_ATTN_NORM, l), m->Nl,
                         C, c->rms_norm_eps);
     sp_gather(m, a->ln1);
-    be->attention_forward(a->atty, a->att_saved, a->q, a->k, a->v, m->B, m->T, m->Hl, m->KVl, hd);
+    attn_core_forward(m, a);
     be->rmsnorm_forward(act_at(m, a->ln2, o), a->rstd2, a->xmid, W(HPT_TENSOR_MLP_NORM, l), m->Nl,
                         C, c->rms_norm_eps);
     sp_gather(m, a->ln2);
@@ -941,10 +996,7 @@ static void layer_backward(hpt_model *m, int i, hpt_wgrad_layer *ws)
         be->copy(ws->d_o, dout, sizeof(float) * (size_t)N * C);
     be->matmul_backward(m->datty, GW(HPT_TENSOR_O), dout, a->atty, W(HPT_TENSOR_O, l), N, H * hd,
                         C, 0);
-    be->attention_backward(dq, dk, dv, m->dscores, m->datty, a->atty, a->att_saved, a->q, a->k,
-                           a->v, m->B, m->T, H, KV, hd);
-    be->rope(dq, HPT_DTYPE_F32, m->B, m->T, H, hd, c->rope_theta, 1);
-    be->rope(dk, HPT_DTYPE_F32, m->B, m->T, KV, hd, c->rope_theta, 1);
+    attn_core_backward(m, a, dq, dk, dv);
     be->matmul_backward(m->dtmp, GW(HPT_TENSOR_Q), dq, a->ln1, W(HPT_TENSOR_Q, l), N, C, H * hd,
                         0);
     be->matmul_backward(m->dtmp, GW(HPT_TENSOR_K), dk, a->ln1, W(HPT_TENSOR_K, l), N, C, KV * hd,

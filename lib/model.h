@@ -170,6 +170,13 @@ typedef struct {
      * column-parallel GEMMs; the row-parallel GEMMs' partial sums are
      * reduce-scattered. Without it Nl = N, n0 = 0. */
     int sp, Nl, n0;
+    /* Context parallelism (issue 31, lib/attention_ring.h): with cp > 1
+     * this rank holds CP rank cp_rank's zigzag rows of every sequence,
+     * T = T_seq / cp of them (local rows; everything per token runs on
+     * them), and attention goes around the CP ring (ring). cp = 1: T_seq
+     * = T, ring NULL. */
+    int cp, cp_rank, T_seq;
+    struct hpt_ring *ring;
     int *sp_counts;           /* host, tp entries: Nl*C each              */
     float *sp_tmp;            /* (Nl,C) reduce-scatter result              */
     float *dfull;             /* (N,C) all-gathered residual gradient      */
@@ -286,7 +293,11 @@ hpt_status hpt_model_init(hpt_model *m, const hpt_config *cfg, const hpt_backend
  * backward refills before each layer. Both are bitwise identical to no
  * recomputation (the same kernels on the same inputs).
  * sequence_parallel = 1 with TP > 1: sequence parallelism (see sp above);
- * HPT_ERR_USAGE when TP does not divide B*T.
+ * HPT_ERR_USAGE when TP does not divide B*T (B*T/cp with CP).
+ * Context parallelism when mo->comm's cp > 1: T is the sequence length;
+ * the model holds T/cp rows of each sequence (m->T) and runs attention
+ * over the CP ring (lib/attention_ring.h); HPT_ERR_USAGE when 2*cp does
+ * not divide T or the backend has no ring ops.
  * skip_init = 1: parameters stay zero instead of drawn from `seed` (the
  * caller loads a checkpoint over all of them; the draws are counter-based,
  * so skipping them changes no other random number). */
@@ -398,7 +409,8 @@ int64_t hpt_tensor_real_rows(const hpt_tensor *t);
  * LM_HEAD of a tied model this is the embedding. */
 float *hpt_model_ptr(const hpt_model *m, float *block, hpt_tensor_kind kind, int layer);
 
-/* Forward one micro-batch. inputs, targets: host int32 (B,T).
+/* Forward one micro-batch. inputs, targets: host int32 (B,T) (context
+ * parallelism: (B,T/cp), the rank's rows from hpt_cp_take).
  * train=1: the logits buffer is turned into dloss/dlogits scaled by
  * grad_scale (normally 1 / target tokens in the optimizer step), ready for
  * hpt_model_backward. Returns the sum over the B*T targets of the

@@ -9,6 +9,10 @@
 #include "backend.h"
 
 #define GIB 1073741824.0
+/* This machine's memory bandwidth, bytes/s: a STREAM-style copy of 512 MiB
+ * arrays measured 25.6 GB/s with one thread (best of 10; 17 GB/s with two,
+ * the cores shared with other jobs), 2026-12-07; docs/PLAN.md. */
+#define CPU_LOCAL_MEM_BW 25e9
 
 /* ------------------------------------------------------------ clusters */
 
@@ -19,21 +23,24 @@
  * datasheets (A100: 312, 156, 19.5 T; H100 and H200: 989, 494, 67 T).
  * Checkpoint storage per node: Llama 3's 2 TB/s sustained (Tectonic)
  * shared by the 3,072 nodes of its 24K-GPU cluster, ~0.65 GB/s (an
- * assumption; --ckpt-bw). */
+ * assumption; --ckpt-bw). HBM bandwidth from the same datasheets: A100
+ * 80GB SXM 2,039 GB/s, H100 SXM 3.35 TB/s, H200 SXM 4.8 TB/s. */
 static const hpt_cluster cluster_presets[] = {
     {"a100-80gb", 8, 312e12, 80e9, 300e9, 25e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 156e12, 19.5e12,
-     0.65e9},
+     0.65e9, 2.039e12},
     {"h100-80gb", 8, 989e12, 80e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 494e12, 67e12,
-     0.65e9},
+     0.65e9, 3.35e12},
     {"h200-141gb", 8, 989e12, 141e9, 450e9, 50e9, 1e-6, 5e-6, 0.6, 2e9, 0, 0, 494e12, 67e12,
-     0.65e9},
+     0.65e9, 4.8e12},
     /* this machine: 2 cores, OpenBLAS SGEMM peak 233.3 GFLOP/s
      * (docs/PERFORMANCE.md), hpt reaches 82 % of it; 24 GiB; MPI over
      * shared memory (docs/ENVIRONMENT: 1 MB all-reduce in 1.3 ms, a small
      * one in 1.2 us); baseline: measured process RSS outside the tensors;
-     * checkpoints: the small model's 231 MiB saved in 0.15-0.19 s */
+     * checkpoints: the small model's 231 MiB saved in 0.15-0.19 s; memory
+     * bandwidth: CPU_LOCAL_MEM_BW (reported; the efficiency, measured on
+     * whole steps, already covers the element-wise work) */
     {"cpu-local", 1, 233.3e9, 24 * GIB, 0.77e9, 0.77e9, 0.6e-6, 0.6e-6, 0.82, 31.4 * 1048576.0, 1,
-     1, 0, 0, 1.3e9},
+     1, 0, 0, 1.3e9, CPU_LOCAL_MEM_BW},
 };
 
 hpt_status hpt_cluster_preset(const char *name, hpt_cluster *c)
@@ -87,8 +94,47 @@ const char *hpt_plan_precision_name(const hpt_plan_setup *s)
 
 const char *hpt_plan_group_name(hpt_plan_group g)
 {
-    static const char *const names[HPT_PLAN_GROUPS] = {"tp", "pp", "dp", "mp", "embed"};
+    static const char *const names[HPT_PLAN_GROUPS] = {"tp", "pp", "dp", "mp", "embed", "cp"};
     return names[g];
+}
+
+/* ------------------------------------------------------------ CP view */
+
+/* CP (1 without), and the real DP, sequence length and global batch of a
+ * setup in the CP view. */
+static int cpn(const hpt_plan_setup *s) { return s->cp > 1 ? s->cp : 1; }
+static int real_dp(const hpt_plan_setup *s) { return s->dp / cpn(s); }
+static int real_seq(const hpt_plan_setup *s) { return s->seq_len * cpn(s); }
+static int real_gb(const hpt_plan_setup *s) { return s->global_batch / cpn(s); }
+
+hpt_status hpt_plan_cp_view(hpt_plan_setup *s, int cp)
+{
+    if (cp <= 1)
+        return HPT_OK;
+    if (s->seq_len % (2 * cp))
+        return hpt_error_set(HPT_ERR_USAGE, "--seq-len %d does not split into the 2 x --cp %d = "
+                             "%d equal zigzag chunks of context parallelism (choose a multiple "
+                             "of %d)", s->seq_len, cp, 2 * cp, 2 * cp);
+    if (s->zero >= 2 || s->zero_shard)
+        return hpt_error_set(HPT_ERR_USAGE, "--cp %d with %s: hpt-train refuses it (ZeRO-1 "
+                             "shards over the CP x DP replicas; use --zero 1)", cp,
+                             s->zero >= 2 ? "--zero 2/3" : "--zero-shard-group");
+    s->cp = cp;
+    s->dp *= cp;
+    s->seq_len /= cp;
+    s->global_batch *= cp;
+    return HPT_OK;
+}
+
+/* The ring's backend memory (lib/attention_ring.c hpt_ring_floats): 10
+ * blocks of B x T/CP x KV/TP x hd floats, once per rank. */
+static double cp_ring_bytes(const hpt_plan_setup *s)
+{
+    const hpt_config *c = &s->cfg;
+    if (cpn(s) == 1)
+        return 0;
+    return 4.0 * 10 * s->micro_batch * s->seq_len * (c->num_key_value_heads / s->tp) *
+           hpt_config_head_dim(c);
 }
 
 /* ------------------------------------------------------------ checks */
@@ -161,7 +207,7 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s)
         double v;
     } posd[] = {{"peak-flops", s->cl.peak_flops}, {"mem-gb", s->cl.mem_bytes},
                 {"intra-bw", s->cl.intra_bw},     {"inter-bw", s->cl.inter_bw},
-                {"efficiency", s->cl.efficiency}};
+                {"efficiency", s->cl.efficiency}, {"hbm-bw", s->cl.hbm_bw}};
     for (size_t i = 0; i < sizeof posd / sizeof posd[0]; i++)
         if (!(posd[i].v > 0))
             return hpt_error_set(HPT_ERR_USAGE, "--%s %g: must be > 0", posd[i].opt, posd[i].v);
@@ -187,9 +233,9 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s)
                              "--global-batch %d must be a multiple of --micro-batch %d x --dp %d "
                              "= %ld (each DP rank runs whole micro-batches)",
                              s->global_batch, s->micro_batch, s->dp, (long)s->micro_batch * s->dp);
-    if (s->seq_len > c->max_position_embeddings)
+    if (real_seq(s) > c->max_position_embeddings)
         return hpt_error_set(HPT_ERR_USAGE, "--seq-len %d exceeds the model's "
-                             "max_position_embeddings = %d", s->seq_len,
+                             "max_position_embeddings = %d", real_seq(s),
                              c->max_position_embeddings);
     if ((st = check_precision(s)))
         return st;
@@ -298,7 +344,8 @@ int hpt_plan_in_flight(const hpt_plan_setup *s, int stage)
 {
     long m = micro_batches(s), p = s->pp, V = vchunks(s);
     if (s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED) {
-        long warm = (p - stage - 1) * 2 + (V - 1) * p; /* Megatron's warm-up forwards */
+        /* Megatron's warm-up forwards (all of them when m = p) */
+        long warm = m == p ? m * V : (p - stage - 1) * 2 + (V - 1) * p;
         return (int)(warm + 1 < m * V ? warm + 1 : m * V);
     }
     long k = s->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE  ? m
@@ -307,15 +354,26 @@ int hpt_plan_in_flight(const hpt_plan_setup *s, int stage)
     return (int)(k < m ? k : m);
 }
 
+/* Interleaved with m = p micro-batches: Megatron's order (and hpt-train's,
+ * lib/train_pipeline.c il_warmup) runs every forward before the first
+ * backward. */
+static int all_warmup(const hpt_plan_setup *s)
+{
+    return s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED && hpt_plan_micro_batches(s) == s->pp;
+}
+
 /* Slots of `stage` that hold the head's outputs (the final norm's, the
  * logits): on the last stage each of the k slots, except under the
  * interleaved schedule, where only the last chunk has the head and
  * Megatron's order runs each of its forwards right before that
  * micro-batch's backward (steady state: forward i + W, then backward i,
- * the same micro-batch's last chunk): one of them in flight. */
+ * the same micro-batch's last chunk): one of them in flight — m of them
+ * when every forward runs first (all_warmup). */
 static int head_slots(const hpt_plan_setup *s, int k)
 {
-    return s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED && k > 1 ? 1 : k;
+    if (s->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED || k <= 1)
+        return k;
+    return all_warmup(s) ? hpt_plan_micro_batches(s) : 1;
 }
 
 double hpt_plan_zb_factor(const hpt_plan_setup *s)
@@ -700,10 +758,26 @@ static double shard_of(double P, int dp, int d)
     return fmin(S, P - lo);
 }
 
+/* Activation slots hpt-train allocates on `stage` (lib/train_pipeline.c
+ * pipeline_slots): the chunk forwards in flight, and one more on the last
+ * stage under the interleaved schedule (V > 1), whose pool keeps the head
+ * chunk's slot apart: there the warm-up forwards, all of earlier chunks,
+ * reach the in-flight count without it — except when every forward runs
+ * first (m = p), where the head's m slots are part of the m V. Checked
+ * against hpt-train's simulation for p <= 16, V 2-5, m p..8p. */
+static int alloc_slots(const hpt_plan_setup *s, int stage)
+{
+    int k = hpt_plan_in_flight(s, stage);
+    return s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED && vchunks(s) > 1 &&
+                   stage == s->pp - 1 && !all_warmup(s)
+               ? k + 1
+               : k;
+}
+
 static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
 {
     hpt_plan_mem m = {0};
-    int M = micro_batches(s), k = hpt_plan_in_flight(s, stage);
+    int M = micro_batches(s), k = alloc_slots(s, stage);
     double P = hpt_plan_stage_params(s, stage), N = (double)s->micro_batch * s->seq_len;
     double C = s->cfg.hidden_size, lg = 0;
     if (s->cl.exact) { /* hpt's fp32 allocations, lib/model.c + optim.c + train.c */
@@ -728,7 +802,9 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         m.optimizer = 8 * own;
         double act = hpt_plan_exact_act_bytes(s, stage, k, &lg);
         m.logits = lg;
-        m.activations = act - lg + 2 * 4 * N; /* + host input/target batch */
+        /* + host input/target batch (whole sequences under CP) and the
+         * CP ring's buffers */
+        m.activations = act - lg + 2 * 4 * N * cpn(s) + cp_ring_bytes(s);
         /* ZeRO-1/2 receive shard; PP gradient send slots; MPICH's
          * temporaries: the pairwise-exchange reduce-scatter copies the own
          * shard (ZeRO-2's bucket reduce-scatters together: taken as the
@@ -771,7 +847,7 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         m.grads = 4 * P;
         m.optimizer = 8 * own;
         m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;
-        m.activations = analytic_acts(s, stage, k);
+        m.activations = analytic_acts(s, stage, k) + cp_ring_bytes(s);
         /* PP: the fp32 gradient send slots, one per micro-batch in flight
          * (lib/train_pipeline.c setup_pipeline; the output is sent from the
          * slot's x_final, counted in the activations) */
@@ -843,6 +919,7 @@ static int group_inter(const hpt_plan_setup *s, hpt_plan_group g)
     case HPT_PLAN_DP: return spans_nodes(s, s->dp, TP);
     case HPT_PLAN_PP: return spans_nodes(s, s->pp, TP * DP);
     case HPT_PLAN_EMBED: return s->pp > 1 && spans_nodes(s, 2, TP * DP * (s->pp - 1));
+    case HPT_PLAN_CP: return spans_nodes(s, cpn(s), TP);
     default: return spans_nodes(s, s->tp, 1) || spans_nodes(s, s->pp, TP * DP);
     }
 }
@@ -920,6 +997,7 @@ int hpt_plan_group_nodes(const hpt_plan_setup *s, hpt_plan_group g)
     case HPT_PLAN_PP: return worst_span(s, s->pp, TP * DP, 1, TP * DP, 1, 1);
     case HPT_PLAN_EMBED:
         return s->pp > 1 ? worst_span(s, 2, TP * DP * (PP - 1), 1, TP * DP, 1, 1) : 1;
+    case HPT_PLAN_CP: return worst_span(s, cpn(s), TP, 1, TP, TP * cpn(s), DP / cpn(s) * PP);
     default: {
         long k = (long)hpt_plan_group_nodes(s, HPT_PLAN_TP) * hpt_plan_group_nodes(s, HPT_PLAN_PP);
         return (int)(k < TP * PP ? k : TP * PP);
@@ -1084,6 +1162,16 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
         if (s->tp * s->pp > 1)
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, s->tp * s->pp, 1, 8, 8);
         break;
+    case HPT_PLAN_CP: { /* lib/attention_ring.c: per layer and micro-batch */
+        if (cpn(s) == 1)
+            break;
+        int cp = cpn(s), fw = 1 + (s->recompute != 0); /* forward again when recomputed */
+        double blk = 4 * N * (c->num_key_value_heads / s->tp) * hpt_config_head_dim(c);
+        double sends = (double)M * nl * (fw * 2.0 * (cp - 1) + 2.0 * (cp - 1) + 2.0 * cp);
+        add_op(&pc, s, g, HPT_COLL_P2P, 2, sends, blk, blk);
+        pc.calls += sends; /* the matching receives (irecv_f32: a call, no bytes) */
+        break;
+    }
     case HPT_PLAN_EMBED:
         if (s->pp > 1 && c->tie_word_embeddings && (first || last))
             add_op(&pc, s, g, HPT_COLL_ALLREDUCE, 2, 1, gb * vocab_local(s) * c->hidden_size,
@@ -1123,8 +1211,9 @@ static double stage_flops(const hpt_plan_setup *s, int stage)
     double C = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, T = s->seq_len;
     double hd = hpt_config_head_dim(c), H = c->num_attention_heads, KV = c->num_key_value_heads;
     double layer = C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I;
-    double per_layer = 6 * layer + 6 * T * C +
-                       (s->recompute == 1 ? 2 * layer + 2 * T * C : s->recompute == 2 ? 2 * T * C : 0);
+    double Ta = T * cpn(s); /* CP: each chunk attends its whole causal prefix */
+    double per_layer = 6 * layer + 6 * Ta * C +
+                       (s->recompute == 1 ? 2 * layer + 2 * Ta * C : s->recompute == 2 ? 2 * Ta * C : 0);
     double per_tok = hpt_plan_stage_nlayers(s, stage) * per_layer + (stage == s->pp - 1 ? 6 * V * C : 0);
     return per_tok * T * s->micro_batch / s->tp;
 }
@@ -1134,10 +1223,97 @@ static double stage_flops(const hpt_plan_setup *s, int stage)
 static double stage_attention_flops(const hpt_plan_setup *s, int stage)
 {
     const hpt_config *c = &s->cfg;
-    double C = c->hidden_size, T = s->seq_len;
-    double per_layer = 6 * T * C + (s->recompute ? 2 * T * C : 0);
+    double C = c->hidden_size, T = s->seq_len, Ta = T * cpn(s); /* see stage_flops */
+    double per_layer = 6 * Ta * C + (s->recompute ? 2 * Ta * C : 0);
     return hpt_plan_stage_nlayers(s, stage) * per_layer * T * s->micro_batch / s->tp;
 }
+
+/* ------------------------------------------------------------ memory-bound kernels */
+
+const char *hpt_plan_kclass_name(hpt_plan_kclass k)
+{
+    static const char *const names[HPT_PLAN_KCLASSES] = {
+        "norm", "rope", "swiglu", "cast", "attention", "cross_entropy", "embedding"};
+    return k >= 0 && k < HPT_PLAN_KCLASSES ? names[k] : "?";
+}
+
+/* 1 when the run's attention goes through cuBLAS in query chunks with its
+ * scores in device memory (lib/attention_cuda.cu att_use_blas: bf16 or tf32
+ * with a head row a multiple of 16 bytes), 0 on the flash kernels. */
+static int attention_via_blas(const hpt_plan_setup *s)
+{
+    double hd = hpt_config_head_dim(&s->cfg);
+    return !(s->fp32 && !s->tf32) && fmod(hd * (s->tf32 ? 4.0 : 2.0), 16.0) == 0;
+}
+
+/* Device-memory bytes of one micro-batch through `stage`, one TP rank, per
+ * kernel class, as hpt's CUDA backend moves them (lib/kernels_cuda.cu,
+ * attention_cuda.cu; docs/PLAN.md "Memory-bound kernels" derives each
+ * term): a = activation element bytes (2 bf16, 4 fp32), f = 4 (fp32), N =
+ * b s tokens, N_l the rows of the residual stream (N/t with sequence
+ * parallelism), per layer:
+ *  - norm: two forwards fused with the residual add, N_l C (3f + a) each
+ *    (read x and delta, write the sum and the normalised row); two
+ *    backwards, N_l C 6f each (din: read dout, x, din, write din; dw: read
+ *    dout, x); full recomputation the forwards again, selective the norms
+ *    alone, N_l C (f + a) each; the last stage's final-norm backward N_l C
+ *    7f (memset of dx too);
+ *  - rope: q and k in place, N (QD + KD) 2a, their gradients 2f, full
+ *    recomputation the forward again;
+ *  - swiglu: forward N I/t 3a, backward N I/t (3f + 2a), recomputed (full
+ *    or selective) forward again;
+ *  - cast (bf16): each matmul_backward reads its fp32 gradient operand and
+ *    writes it in bf16, N O (f + 2) for O = QD, KD, KD, C, I/t, I/t, C, the
+ *    attention's dO N QD (f + 2) (cuBLAS path), the LM head's N V/t (f + 2);
+ *  - attention (cuBLAS path): the causal half of the scores, b H/t s^2 / 2
+ *    per layer, 12 bytes each forward (S written and read in fp32, P
+ *    written and read in bf16) and 26 backward (S, dP written and read in
+ *    fp32, P and dS written in bf16, P read once, dS twice); tf32: P and dS
+ *    in fp32 over S and dP, 16 and 36; recomputation the forward again;
+ *  - cross-entropy (last stage): N V/t f x 5 (the fused kernel reads the
+ *    logits three times and writes them twice), x 4 vocab-parallel;
+ *  - embedding (first stage): N C 5f (forward reads rows, writes x;
+ *    backward reads dout, reads and writes the table's rows).
+ * QD = H/t hd, KD = KV/t hd. The GEMMs' own operand traffic is not counted
+ * (their arithmetic intensity is far above the ridge point). */
+static void stage_kernel_bytes(const hpt_plan_setup *s, int stage, double k[HPT_PLAN_KCLASSES])
+{
+    const hpt_config *c = &s->cfg;
+    double a = act_elem_bytes(s), f = 4, t = s->tp, b = s->micro_batch, T = s->seq_len;
+    double N = b * T, Nl = local_tokens(s), C = c->hidden_size, hd = hpt_config_head_dim(c);
+    double QD = c->num_attention_heads / t * hd, KD = c->num_key_value_heads / t * hd;
+    double Il = c->intermediate_size / t, Vl = vocab_local(s), L = hpt_plan_stage_nlayers(s, stage);
+    int full = s->recompute == 1, sel = s->recompute == 2, bf = !s->fp32;
+    int first = stage == 0, last = stage == s->pp - 1, blas = attention_via_blas(s);
+    double norm_f = 2 * Nl * C * (3 * f + a), rope_f = N * (QD + KD) * 2 * a, sw_f = 3 * N * Il * a;
+    k[HPT_PLAN_K_NORM] = L * (norm_f + 2 * Nl * C * 6 * f +
+                              (full ? norm_f : sel ? 2 * Nl * C * (f + a) : 0)) +
+                         (last ? Nl * C * 7 * f : 0);
+    k[HPT_PLAN_K_ROPE] = L * (rope_f + N * (QD + KD) * 2 * f + (full ? rope_f : 0));
+    k[HPT_PLAN_K_SWIGLU] = L * (sw_f + N * Il * (3 * f + 2 * a) + (full || sel ? sw_f : 0));
+    k[HPT_PLAN_K_CAST] = bf ? L * N * (QD + 2 * KD + 2 * C + 2 * Il + (blas ? QD : 0)) * (f + 2) +
+                                  (last ? N * Vl * (f + 2) : 0)
+                            : 0;
+    double scores = b * (c->num_attention_heads / t) * T * T / 2;
+    double fw = bf ? 12 : 16, bw = bf ? 26 : 36;
+    k[HPT_PLAN_K_ATTENTION] = blas ? L * scores * (fw + bw + (s->recompute ? fw : 0)) : 0;
+    k[HPT_PLAN_K_XENT] = last ? N * Vl * f * (s->tp > 1 ? 4 : 5) : 0;
+    k[HPT_PLAN_K_EMBED] = first ? N * C * 5 * f : 0;
+}
+
+/* Device-memory bytes of one optimizer step on `stage`'s rank (DP rank 0):
+ * zero_grad writes the gradients (4 per parameter), the gradient norm reads
+ * them (the ZeRO-2/3 shard), AdamW reads p, g, m, v and writes p, m, v (28
+ * per parameter of the ZeRO shard), bf16 mode refreshes the weights'
+ * working copy (read 4, write 2 per parameter). */
+static double stage_optim_bytes(const hpt_plan_setup *s, int stage)
+{
+    double P = hpt_plan_stage_params(s, stage), z = s->zero ? zshard(s) : 1;
+    return 4 * P + 4 * (s->zero >= 2 ? P / z : P) + 28 * P / z + (s->fp32 ? 0 : 6 * P);
+}
+
+/* The bandwidth the memory-bound kernels reach, bytes/s. */
+static double hbm_rate(const hpt_plan_setup *s) { return s->cl.hbm_bw * HPT_PLAN_HBM_EFF; }
 
 /* ------------------------------------------------------------ evaluation */
 
@@ -1168,6 +1344,39 @@ static double capacity(const hpt_plan_setup *s)
     return s->cl.exact ? s->cl.mem_bytes / s->gpus_per_node : s->cl.mem_bytes;
 }
 
+/* The CP ring of stage sg (cp > 1) into r's cp_* fields: each of the CP
+ * - 1 hops of a layer's forward moves a K/V block pair, overlapped with
+ * one ring step's attention (a 1/CP share of the layer's, att: the
+ * stage's attention FLOPs per micro-batch); the backward's hops move the
+ * K/V pair and the dK/dV pair over 3x the compute. Returns the seconds per
+ * micro-batch that do not hide (the excess of each hop over its step's
+ * compute, every hop of every layer). */
+static double cp_exposed(const hpt_plan_setup *s, hpt_plan_result *r, const hpt_plan_stage *sg,
+                         double att)
+{
+    int cp = cpn(s), nl = sg->nlayers;
+    if (cp == 1 || nl == 0)
+        return 0;
+    const hpt_config *c = &s->cfg;
+    double pair = 2 * 4.0 * s->micro_batch * s->seq_len * (c->num_key_value_heads / s->tp) *
+                  hpt_config_head_dim(c);
+    double hop = sg->comm[HPT_PLAN_CP].calls > 0
+                     ? sg->comm[HPT_PLAN_CP].seconds / (sg->comm[HPT_PLAN_CP].calls / 2) * 2
+                     : 0; /* one block pair's send: two sends */
+    double layer_att = att / nl / (1 + (s->recompute != 0) / 3.0) / 3; /* a layer's forward */
+    double blk = layer_att / cp / (hpt_plan_attention_peak(s) * s->cl.efficiency);
+    r->cp_fwd_bytes = pair * (cp - 1);
+    r->cp_bwd_bytes = pair * (cp - 1) + pair * cp;
+    r->cp_hop_s = hop;
+    r->cp_block_s = blk;
+    /* forward: cp - 1 hops against blk; backward: cp - 1 K/V hops and cp
+     * dK/dV hops against 2 blk each (the backward's two products) */
+    double fw = 1 + (s->recompute != 0);
+    double ex = nl * (fw * (cp - 1) * fmax(0, hop - blk) + (2.0 * cp - 1) * fmax(0, hop - 2 * blk));
+    r->cp_exposed_s = fmax(r->cp_exposed_s, ex);
+    return ex;
+}
+
 hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
 {
     hpt_status st = hpt_plan_validate(s);
@@ -1178,7 +1387,7 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
     r->micro_batches = M;
     r->nstages = P;
     double rate = device_peak(s) * s->cl.efficiency, t_mb = 0, exposed = 0, ratio = 0;
-    double comp_mb = 0;
+    double comp_mb = 0, mem_mb = 0, optim_s = 0;
     for (int st_ = 0; st_ < P; st_++) {
         hpt_plan_stage *sg = &r->stage[st_];
         hpt_plan_chunk_layers(s->cfg.num_hidden_layers, P, vchunks(s), st_, 0, &sg->l0, &sg->l1);
@@ -1189,8 +1398,23 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
         sg->mem = mem_of(s, st_, 0);
         sg->flops_per_mb = stage_flops(s, st_);
         double att = stage_attention_flops(s, st_);
-        sg->compute_s = (sg->flops_per_mb - att) / rate +
-                        att / (hpt_plan_attention_peak(s) * s->cl.efficiency);
+        double att_s = att / (hpt_plan_attention_peak(s) * s->cl.efficiency);
+        sg->compute_s = (sg->flops_per_mb - att) / rate + att_s;
+        /* roofline per kernel class, classes one after another on the
+         * stream: the GEMMs at their FLOP time, the element-wise classes at
+         * bytes / bandwidth, the attention at the larger of its FLOP and
+         * byte times; memory_s is what that adds to compute_s */
+        stage_kernel_bytes(s, st_, sg->kbytes);
+        sg->optim_bytes = stage_optim_bytes(s, st_);
+        sg->memory_s = 0;
+        for (int k = 0; k < HPT_PLAN_KCLASSES; k++)
+            if (k != HPT_PLAN_K_ATTENTION)
+                sg->memory_s += sg->kbytes[k] / hbm_rate(s);
+        sg->memory_s += fmax(0, sg->kbytes[HPT_PLAN_K_ATTENTION] / hbm_rate(s) - att_s);
+        double opt = sg->optim_bytes / hbm_rate(s);
+        if (s->cl.exact) /* cpu-local: the measured efficiency covers it */
+            sg->memory_s = opt = 0;
+        double busy = sg->compute_s + sg->memory_s;
         double all = 0;
         for (int g = 0; g < HPT_PLAN_GROUPS; g++) {
             sg->comm[g] = comm_of(s, st_, 0, (hpt_plan_group)g);
@@ -1201,10 +1425,15 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
             w->seconds = fmax(w->seconds, sg->comm[g].seconds);
             all += sg->comm[g].seconds;
         }
-        /* per micro-batch on the critical path: compute, TP all-reduces, p2p */
-        double mb = sg->compute_s + (sg->comm[HPT_PLAN_TP].seconds + sg->comm[HPT_PLAN_PP].seconds) / M;
+        /* per micro-batch on the critical path: compute (FLOPs or memory, per
+         * kernel class), TP all-reduces, p2p, and the CP ring's time not
+         * hidden behind its blocks' compute */
+        double mb = busy + (sg->comm[HPT_PLAN_TP].seconds + sg->comm[HPT_PLAN_PP].seconds) / M +
+                    cp_exposed(s, r, sg, att);
         t_mb = fmax(t_mb, mb);
-        comp_mb = fmax(comp_mb, sg->compute_s);
+        if (busy > comp_mb)
+            comp_mb = busy, mem_mb = sg->memory_s;
+        optim_s = fmax(optim_s, opt);
         /* DP all-reduce buckets overlap the last backward (2/3 of a
          * micro-batch); ZeRO-1, the tied embedding and the norm do not;
          * ZeRO-2's bucket reduce-scatters (about half of its DP time, the
@@ -1221,15 +1450,15 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
         double rs3 = dp / (2.0 * M + 1), ag3 = dp - rs3;
         double units = dp_buckets(sg->nlayers, st_ == 0, st_ == s->pp - 1); /* one per unit */
         double ag3_ex = s->comm_lib == HPT_PLAN_COMM_NCCL
-                            ? ag3 / units + fmax(0, ag3 * (1 - 1 / units) - (double)M * sg->compute_s)
+                            ? ag3 / units + fmax(0, ag3 * (1 - 1 / units) - (double)M * busy)
                             : ag3;
         double ex = (s->zero == 1   ? dp
-                     : s->zero == 2 ? dp / 2 + fmax(0, dp / 2 - 2.0 / 3.0 * sg->compute_s)
-                     : s->zero == 3 ? fmax(0, rs3 - 2.0 / 3.0 * sg->compute_s) + ag3_ex
-                                    : fmax(0, dp - 2.0 / 3.0 * sg->compute_s)) +
+                     : s->zero == 2 ? dp / 2 + fmax(0, dp / 2 - 2.0 / 3.0 * busy)
+                     : s->zero == 3 ? fmax(0, rs3 - 2.0 / 3.0 * busy) + ag3_ex
+                                    : fmax(0, dp - 2.0 / 3.0 * busy)) +
                     rep + sg->comm[HPT_PLAN_EMBED].seconds + sg->comm[HPT_PLAN_MP].seconds;
         exposed = fmax(exposed, ex);
-        ratio = fmax(ratio, all / (M * sg->compute_s));
+        ratio = fmax(ratio, all / (M * busy));
         if (sg->mem.total > r->worst.total) {
             r->worst = sg->mem;
             r->worst_stage = st_;
@@ -1238,9 +1467,9 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
     for (int g = 0; g < HPT_PLAN_GROUPS; g++)
         r->link_inter[g] = group_inter(s, (hpt_plan_group)g);
     r->fits = r->worst.total <= capacity(s);
-    r->model_flops_per_step = (double)s->global_batch * hpt_plan_flops_per_seq(&s->cfg, s->seq_len, 0);
-    r->flops_per_step = (double)s->global_batch * hpt_plan_flops_per_seq(&s->cfg, s->seq_len,
-                                                                        s->recompute);
+    r->model_flops_per_step = (double)real_gb(s) * hpt_plan_flops_per_seq(&s->cfg, real_seq(s), 0);
+    r->flops_per_step = (double)real_gb(s) * hpt_plan_flops_per_seq(&s->cfg, real_seq(s),
+                                                                    s->recompute);
     /* the step in micro-batch slots of the slowest stage: m, and the
      * bubble's (p - 1)/V (hpt_plan_bubble); interleaving's extra sends are
      * in t_mb (comm_of: 2V - first - last per micro-batch) */
@@ -1249,7 +1478,10 @@ hpt_status hpt_plan_eval(const hpt_plan_setup *s, hpt_plan_result *r)
     r->boundaries = P * vchunks(s) - 1;
     r->p2p_bytes = 2.0 * M * r->boundaries * local_tokens(s) * s->cfg.hidden_size * 4;
     r->compute_s = M * comp_mb;
-    r->step_time_s = slots * t_mb + exposed;
+    r->optim_s = optim_s;
+    r->memory_bound_s = M * mem_mb + optim_s;
+    /* the optimizer step after the last backward and its reductions */
+    r->step_time_s = slots * t_mb + exposed + optim_s;
     r->comm_s = slots * (t_mb - comp_mb) + exposed;
     r->comm_compute_ratio = ratio;
     r->tokens_per_s = (double)s->global_batch * s->seq_len / r->step_time_s;
@@ -1368,24 +1600,39 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             (long long)hpt_config_num_params(c));
     fprintf(f, "  \"cluster\": {\"name\": \"%s\", \"peak_flops\": %s, \"mem_bytes\": %s, "
             "\"intra_bw\": %s, \"inter_bw\": %s, \"intra_lat\": %s, \"inter_lat\": %s, "
-            "\"efficiency\": %s, \"baseline_bytes\": %s},\n",
+            "\"efficiency\": %s, \"baseline_bytes\": %s, ",
             s->cl.name, json_g(&b[0], device_peak(s)), json_g(&b[1], capacity(s)), json_g(&b[2], s->cl.intra_bw),
             json_g(&b[3], s->cl.inter_bw), json_g(&b[4], s->cl.intra_lat), json_g(&b[5], s->cl.inter_lat),
             json_g(&b[6], s->cl.efficiency), json_g(&b[7], s->cl.baseline_bytes));
-    fprintf(f, "  \"layout\": {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"nodes\": %d, "
+    fprintf(f, "\"hbm_bw\": %s, \"hbm_efficiency\": %s},\n", json_g(&b[0], s->cl.hbm_bw),
+            json_g(&b[1], HPT_PLAN_HBM_EFF));
+    char cpk[24] = ""; /* "cp" only with context parallelism */
+    if (cpn(s) > 1)
+        snprintf(cpk, sizeof cpk, "\"cp\": %d, ", cpn(s));
+    fprintf(f, "  \"layout\": {\"tp\": %d, %s\"pp\": %d, \"dp\": %d, \"nodes\": %d, "
             "\"gpus_per_node\": %d, \"gpus\": %ld},\n",
-            s->tp, s->pp, s->dp, s->nodes, s->gpus_per_node, (long)s->tp * s->pp * s->dp);
+            s->tp, cpk, s->pp, real_dp(s), s->nodes, s->gpus_per_node,
+            (long)s->tp * s->pp * s->dp);
     fprintf(f, "  \"training\": {\"seq_len\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
             "\"micro_batches\": %d, \"recompute\": %s, \"recompute_mode\": \"%s\", \"zero1\": %s, "
             "\"zero\": %d, \"zero_requested\": %d, \"zero_shard_group\": %d, \"hsdp\": %s, "
             "\"sequence_parallel\": %s, \"pp_schedule\": \"%s\", \"pp_virtual\": %d, "
             "\"precision\": \"%s\", \"tokens_per_step\": %s},\n",
-            s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
+            real_seq(s), real_gb(s), s->micro_batch, r->micro_batches,
             s->recompute ? "true" : "false", rc_mode(s->recompute),
             s->zero ? "true" : "false", s->zero, s->zero_requested ? s->zero_requested : s->zero,
             shard_group(s), zshard(s) < s->dp ? "true" : "false", sp_on(s) ? "true" : "false",
             hpt_plan_schedule_name(s), vchunks(s), hpt_plan_precision_name(s),
             json_z(&b[0], (double)s->global_batch * s->seq_len));
+    if (cpn(s) > 1) /* the ring, per layer and micro-batch on one rank */
+        fprintf(f, "  \"context_parallel\": {\"cp\": %d, \"chunk_tokens\": %d, "
+                "\"ring_forward_bytes_per_layer\": %s, \"ring_backward_bytes_per_layer\": %s, "
+                "\"hop_s\": %s, \"block_compute_s\": %s, \"hidden\": %s, "
+                "\"exposed_s_per_micro_batch\": %s, \"ring_buffer_bytes\": %s},\n", cpn(s),
+                s->seq_len / 2, json_z(&b[0], r->cp_fwd_bytes), json_z(&b[1], r->cp_bwd_bytes),
+                json_g(&b[2], r->cp_hop_s), json_g(&b[3], r->cp_block_s),
+                r->cp_exposed_s > 0 ? "false" : "true", json_g(&b[4], r->cp_exposed_s),
+                json_z(&b[5], cp_ring_bytes(s)));
     fprintf(f, "  \"memory\": {\"worst_stage\": %d, \"worst\": ", r->worst_stage);
     json_mem(f, &r->worst);
     fprintf(f, ",\n    \"stages\": [");
@@ -1397,7 +1644,13 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
                 "\"params\": %s, \"memory\": ", sg->nlayers, sg->in_flight,
                 json_g(&b[1], sg->in_flight_mb), json_z(&b[0], sg->params));
         json_mem(f, &sg->mem);
-        fprintf(f, ", \"compute_s_per_micro_batch\": %s}", json_g(&b[0], sg->compute_s));
+        fprintf(f, ", \"compute_s_per_micro_batch\": %s, \"memory_s_per_micro_batch\": %s, "
+                "\"kernel_bytes_per_micro_batch\": {", json_g(&b[0], sg->compute_s),
+                json_g(&b[1], sg->memory_s));
+        for (int k = 0; k < HPT_PLAN_KCLASSES; k++)
+            fprintf(f, "%s\"%s\": %s", k ? ", " : "", hpt_plan_kclass_name((hpt_plan_kclass)k),
+                    json_z(&b[0], sg->kbytes[k]));
+        fprintf(f, "}, \"optimizer_bytes_per_step\": %s}", json_z(&b[0], sg->optim_bytes));
     }
     fprintf(f, "]},\n  \"mem_capacity\": %s,\n  \"fits\": %s,\n", json_z(&b[0], capacity(s)),
             r->fits ? "true" : "false");
@@ -1433,6 +1686,8 @@ void hpt_plan_write_json(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             json_g(&b[0], r->bubble), json_g(&b[1], r->compute_s), json_g(&b[2], r->comm_s),
             json_g(&b[3], r->comm_compute_ratio), json_g(&b[4], r->step_time_s),
             json_g(&b[5], r->tokens_per_s), json_g(&b[6], r->mfu));
+    fprintf(f, ",\n  \"memory_bound_s\": %s,\n  \"optimizer_s\": %s",
+            json_g(&b[0], r->memory_bound_s), json_g(&b[1], r->optim_s));
     if (r->ckpt.mtbf_s > 0)
         json_ckpt(&r->ckpt, f);
     fprintf(f, "\n}\n");
@@ -1485,6 +1740,30 @@ static void text_pipeline(const hpt_plan_setup *s, const hpt_plan_result *r, FIL
             r->p2p_bytes / 1e9);
 }
 
+/* The memory-bound kernels' lines: the slowest stage's bytes per class
+ * for one micro-batch, and their time in the step. */
+static void text_memory_bound(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
+{
+    int w = 0; /* the stage of the largest micro-batch time */
+    for (int i = 1; i < r->nstages; i++)
+        if (r->stage[i].compute_s + r->stage[i].memory_s >
+            r->stage[w].compute_s + r->stage[w].memory_s)
+            w = i;
+    const hpt_plan_stage *sg = &r->stage[w];
+    fprintf(f, "memory-bound kernels, stage %d, GB per micro-batch:", w);
+    for (int k = 0; k < HPT_PLAN_KCLASSES; k++)
+        fprintf(f, "%s %s %.4g", k ? "," : "", hpt_plan_kclass_name((hpt_plan_kclass)k),
+                sg->kbytes[k] / 1e9);
+    fprintf(f, "; optimizer %.4g GB per step\n", sg->optim_bytes / 1e9);
+    if (s->cl.exact)
+        fprintf(f, "memory-bound time: not added (cpu-local's efficiency was measured on whole "
+                "steps; memory %.4g GB/s)\n", s->cl.hbm_bw / 1e9);
+    else
+        fprintf(f, "memory-bound time %.4g s per step (%.4g s per micro-batch beyond the FLOPs, "
+                "optimizer %.4g s) at %.4g GB/s x %.2f (roofline per kernel class, summed)\n",
+                r->memory_bound_s, sg->memory_s, r->optim_s, s->cl.hbm_bw / 1e9, HPT_PLAN_HBM_EFF);
+}
+
 void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE *f)
 {
     const hpt_config *c = &s->cfg;
@@ -1499,11 +1778,22 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             s->gpus_per_node == 1 ? "" : "s", device_peak(s) / 1e9,
             s->cl.exact ? "measured SGEMM" : hpt_plan_precision_name(s), s->cl.efficiency,
             capacity(s) / u, un);
-    fprintf(f, "layout: TP %d x PP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
+    char cpl[24] = "";
+    if (cpn(s) > 1)
+        snprintf(cpl, sizeof cpl, "CP %d x ", cpn(s));
+    fprintf(f, "layout: TP %d x %sPP %d x DP %d; seq %d, global batch %d = micro-batch %d x %d "
             "micro-batches x DP %d; %s%s%s%s%s%s\n",
-            s->tp, s->pp, s->dp, s->seq_len, s->global_batch, s->micro_batch, r->micro_batches,
-            s->dp, s->fp32 ? hpt_plan_precision_name(s) : "bf16 mixed precision", rc_label(s->recompute),
+            s->tp, cpl, s->pp, real_dp(s), real_seq(s), real_gb(s), s->micro_batch,
+            r->micro_batches, real_dp(s), s->fp32 ? hpt_plan_precision_name(s) : "bf16 mixed precision", rc_label(s->recompute),
             sp_label(s), zero_label(s->zero), hsdp_label(s), sched_label(s));
+    if (cpn(s) > 1)
+        fprintf(f, "context parallel: CP %d, chunks of %d tokens (zigzag: 2 per rank); ring per "
+                "layer and micro-batch: forward %.4g MB, backward %.4g MB; a K/V hop %.3g s "
+                "against %.3g s of attention per ring step: %s; ring buffers %.4g MiB per rank%s\n",
+                cpn(s), s->seq_len / 2, r->cp_fwd_bytes / 1e6, r->cp_bwd_bytes / 1e6, r->cp_hop_s,
+                r->cp_block_s, r->cp_exposed_s > 0 ? "not hidden" : "hidden",
+                cp_ring_bytes(s) / 1048576.0,
+                s->cl.exact ? "" : " (note: hpt-train runs --cp on the CPU backend only)");
     if (s->zero_requested) /* hpt-train's note, lib/train.c */
         fprintf(f, "note: --zero %d with DP 1 shards nothing: planned as --zero 0, as hpt-train "
                 "runs it\n", s->zero_requested);
@@ -1524,7 +1814,7 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             un, capacity(s) / u, un, r->fits ? "FITS" : "DOES NOT FIT");
     fprintf(f, "communication per step (worst rank; %s)\n", comm_model_name(s));
     fprintf(f, "                                      calls        bytes   wire bytes   seconds  link\n");
-    for (int g = 0; g < HPT_PLAN_GROUPS; g++)
+    for (int g = 0; g < HPT_PLAN_GROUPS - (cpn(s) == 1); g++) /* cp: with CP only */
         fprintf(f, "  %-34s %7.0f %12.4g %12.4g %9.4g  %s\n", hpt_plan_group_name((hpt_plan_group)g),
                 r->comm[g].calls, r->comm[g].bytes, r->comm[g].wire_bytes, r->comm[g].seconds,
                 link_name(s, r->link_inter[g]));
@@ -1532,6 +1822,7 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
             r->model_flops_per_step);
     if (s->pp > 1)
         text_pipeline(s, r, f);
+    text_memory_bound(s, r, f);
     fprintf(f, "%s bubble: %.3f; compute %.4g s, communication on the critical path %.4g s; "
             "communication/compute %.3f\n",
             sched_title(s), r->bubble, r->compute_s, r->comm_s, r->comm_compute_ratio);
@@ -1558,7 +1849,7 @@ void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f)
 
 /* ------------------------------------------------------------ search */
 
-#define FLAGS_MAX 384 /* train_flags' buffer: every option at its longest */
+#define FLAGS_MAX 400 /* train_flags' buffer: every option at its longest */
 
 typedef struct {
     hpt_plan_setup s;
@@ -1591,8 +1882,12 @@ static void train_flags(const hpt_plan_setup *s, char *buf, size_t len)
     if (s->pp > 1 && s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED)
         snprintf(sched + strlen(sched), sizeof sched - strlen(sched), " --pp-virtual %d",
                  vchunks(s));
-    snprintf(buf, len, "--tp %d --pp %d --dp %d --seq-len %d --batch %d --grad-accum %d "
-             "--recompute %s%s%s%s%s%s%s%s%s", s->tp, s->pp, s->dp, s->seq_len, s->micro_batch,
+    char cp[24] = "";
+    if (cpn(s) > 1)
+        snprintf(cp, sizeof cp, "--cp %d ", cpn(s));
+    snprintf(buf, len, "--tp %d %s--pp %d --dp %d --seq-len %d --batch %d --grad-accum %d "
+             "--recompute %s%s%s%s%s%s%s%s%s", s->tp, cp, s->pp, real_dp(s), real_seq(s),
+             s->micro_batch,
              micro_batches(s), rc_mode(s->recompute), sp_on(s) ? " --sequence-parallel" : "",
              s->zero == 3 ? " --zero 3" : s->zero == 2 ? " --zero 2" : s->zero ? " --zero1" : "",
              hsdp, sched,
@@ -1668,8 +1963,11 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
     }
     char flags[FLAGS_MAX];
     train_flags(s, flags, sizeof flags);
-    fprintf(f, "why TP %d x PP %d x DP %d, micro-batch %d%s%s%s%s%s:\n", s->tp, s->pp, s->dp,
-            s->micro_batch, rc_label(s->recompute), sp_label(s), zero_label(s->zero), hsdp_label(s),
+    char cpl[24] = "";
+    if (cpn(s) > 1)
+        snprintf(cpl, sizeof cpl, "CP %d x ", cpn(s));
+    fprintf(f, "why TP %d x %sPP %d x DP %d, micro-batch %d%s%s%s%s%s:\n", s->tp, cpl, s->pp,
+            real_dp(s), s->micro_batch, rc_label(s->recompute), sp_label(s), zero_label(s->zero), hsdp_label(s),
             sched_label(s));
     if (sp_on(s)) /* lib/model.c: reduce-scatter after, all-gather before the GEMMs */
         fprintf(f, "  - TP %d with sequence parallelism %s: its %.0f collectives per step "
@@ -1770,12 +2068,12 @@ static int add_shard_groups(candidate **v, int *n, int *cap, hpt_plan_setup *s, 
 {
     int groups[64], ng = 0;
     if (fixed) {
-        if (s->dp % shard || (!s->zero && s->dp > 1))
+        if (s->dp % shard || (!s->zero && s->dp > 1) || cpn(s) > 1)
             return 0;
         groups[ng++] = shard < s->dp ? shard : 0;
     } else {
         groups[ng++] = 0;
-        if (s->zero)
+        if (s->zero && cpn(s) == 1) /* CP: no HSDP (hpt-train refuses it) */
             ng += hpt_plan_hsdp_groups(s, groups + 1, 63);
     }
     for (int i = 0; i < ng; i++) {
@@ -1840,10 +2138,15 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
     for (int tp = 1; !bad && tp <= gpus && tp <= gpn; tp++) {
         if (gpus % tp || gpn % tp || (fx->tp && tp != base->tp))
             continue;
-        for (int pp = 1; !bad && pp <= gpus / tp; pp++) {
-            if ((gpus / tp) % pp || (fx->pp && pp != base->pp))
+        for (int pc = 0; !bad && pc < (gpus / tp) * 4; pc++) {
+            int pp = pc / 4 + 1, cp = 1 << (pc % 4); /* CP 1, 2, 4, 8 */
+            /* CP: hpt-train runs it on the CPU backend only, so on GPU
+             * presets only where --cp was given */
+            if ((gpus / tp) % pp || (fx->pp && pp != base->pp) || (gpus / tp / pp) % cp ||
+                (fx->cp ? cp != cpn(base)
+                        : cp > 1 && (base->seq_len % (2 * cp) || !base->cl.exact)))
                 continue;
-            int dp = gpus / tp / pp;
+            int dp = gpus / tp / pp / cp;
             if (fx->dp && dp != base->dp)
                 continue;
             for (int mb = 1; !bad && mb <= base->global_batch && mb <= 1 << 20; mb *= 2) {
@@ -1854,8 +2157,9 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
                      * 0/1/2/3, sequence parallelism off/on); a fixed or
                      * meaningless choice takes its first branch only */
                     int rc = k % 3, z = (k / 3) % 4, sp = k / 12;
-                    if ((fx->recompute && rc) || ((fx->zero || dp == 1) && z) ||
-                        ((fx->sequence_parallel || tp == 1) && sp))
+                    if ((fx->recompute && rc) || ((fx->zero || dp * cp == 1) && z) ||
+                        ((fx->sequence_parallel || tp == 1) && sp) || (cp > 1 && z >= 2) ||
+                        (cp > 1 && fx->zero && base->zero >= 2))
                         continue;
                     hpt_plan_setup s = *base;
                     s.tp = tp, s.pp = pp, s.dp = dp, s.micro_batch = mb;
@@ -1865,6 +2169,12 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
                                           tp > 1;
                     s.gpus_per_node = gpus < gpn ? gpus : gpn;
                     s.nodes = gpus / s.gpus_per_node;
+                    s.cp = 1;
+                    if (cp > 1) { /* ZeRO over the CP x DP replicas */
+                        s.zero = fx->zero ? base->zero : z;
+                        if (hpt_plan_cp_view(&s, cp))
+                            continue;
+                    }
                     bad = add_schedules(&v, &n, &cap, &s, base, fx, r) != 0;
                 }
             }
@@ -1884,7 +2194,9 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
     int fitting = 0;
     for (int i = 0; i < n; i++)
         fitting += v[i].fits;
-    int shown = fitting < top ? fitting : top;
+    int shown = fitting < top ? fitting : top, anycp = 0;
+    for (int i = 0; i < shown; i++)
+        anycp |= cpn(&v[i].s) > 1;
     if (json) {
         fprintf(f, "{\"gpus\": %d, \"candidates\": %d, \"fitting\": %d, \"ranked\": [", gpus, n,
                 fitting);
@@ -1892,14 +2204,15 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             jbuf b[5];
             char flags[FLAGS_MAX];
             train_flags(&v[i].s, flags, sizeof flags);
-            fprintf(f, "%s\n  {\"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, "
+            fprintf(f, "%s\n  {\"tp\": %d, \"cp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, "
                     "\"recompute\": %s, \"recompute_mode\": \"%s\", \"sequence_parallel\": %s, "
                     "\"zero1\": %s, \"zero\": %d, \"zero_shard_group\": %d, \"hsdp\": %s, "
                     "\"pp_schedule\": \"%s\", \"pp_virtual\": %d, "
                     "\"train_options\": \"%s\", \"mem_bytes\": %s, "
                     "\"step_time_s\": %s, \"tokens_per_s\": %s, \"mfu\": %s, "
                     "\"bubble_fraction\": %s}",
-                    i ? "," : "", v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
+                    i ? "," : "", v[i].s.tp, cpn(&v[i].s), v[i].s.pp, real_dp(&v[i].s),
+                    v[i].s.micro_batch,
                     v[i].s.recompute ? "true" : "false", rc_mode(v[i].s.recompute),
                     sp_on(&v[i].s) ? "true" : "false", v[i].s.zero ? "true" : "false", v[i].s.zero,
                     shard_group(&v[i].s), zshard(&v[i].s) < v[i].s.dp ? "true" : "false",
@@ -1922,21 +2235,24 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             fprintf(f, "%d layouts for %d GPUs, %d fit in %.1f GiB; fastest first:\n", n, gpus,
                     fitting, capacity(&v[0].s) / GIB);
             fprintf(f, "   TP   PP     DP  mb  recompute  sp  zero  shard    mem GiB   step s     "
-                    "tokens/s   MFU %%  bubble  sched\n");
+                    "tokens/s   MFU %%  bubble  sched%s\n", anycp ? "  CP" : "");
         } else {
             fprintf(f, "%d layouts for %d GPUs, none fits in %.1f GiB\n", n, gpus,
                     capacity(&v[0].s) / GIB);
         }
         for (int i = 0; i < shown; i++) {
-            char shard[16] = "-"; /* the ZeRO shard group: DP, or HSDP's N */
+            char shard[16] = "-", cpc[16] = ""; /* the ZeRO shard group: DP, or HSDP's N */
+            if (anycp) /* the CP column, where a shown layout has CP */
+                snprintf(cpc, sizeof cpc, "  %*s%d", (int)strlen(sched_column(&v[i].s)) < 5
+                         ? 5 - (int)strlen(sched_column(&v[i].s)) : 0, "", cpn(&v[i].s));
             if (v[i].s.zero)
                 snprintf(shard, sizeof shard, "%d", zshard(&v[i].s));
-            fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-4s %6s %9.2f %8.4g %12.5g %6.1f  %6.3f  %s\n",
-                    v[i].s.tp, v[i].s.pp, v[i].s.dp, v[i].s.micro_batch,
+            fprintf(f, "  %3d %4d %6d %3d  %-9s  %-3s %-4s %6s %9.2f %8.4g %12.5g %6.1f  %6.3f  %s%s\n",
+                    v[i].s.tp, v[i].s.pp, real_dp(&v[i].s), v[i].s.micro_batch,
                     rc_mode(v[i].s.recompute), sp_on(&v[i].s) ? "yes" : "no",
                     v[i].s.zero == 3 ? "3" : v[i].s.zero == 2 ? "2" : v[i].s.zero ? "1" : "no",
                     shard, v[i].mem / GIB, v[i].step, v[i].tokens_per_s, 100 * v[i].mfu,
-                    v[i].bubble, sched_column(&v[i].s));
+                    v[i].bubble, sched_column(&v[i].s), cpc);
         }
         if (fitting)
             explain(f, &v[0], v, n);

@@ -55,7 +55,36 @@ typedef struct {
     double peak_fp32;     /* dense fp32 FLOP/s, CUDA cores (0: peak_flops)   */
     double ckpt_bw;       /* bytes/s one node writes to the checkpoint storage
                            * (the planned save stall, hpt-plan --mtbf-hours) */
+    double hbm_bw;        /* device memory bandwidth, bytes/s (datasheet peak;
+                           * the memory-bound kernels reach HPT_PLAN_HBM_EFF
+                           * of it; cpu-local: measured, reported only)      */
 } hpt_cluster;
+
+/* Fraction of hbm_bw the memory-bound kernels are planned to reach: a
+ * device-to-device copy's 4.3 of 4.8 TB/s measured on an H200 (docs/PLAN.md,
+ * "Memory-bound kernels"). */
+#define HPT_PLAN_HBM_EFF 0.9
+
+/* Kernel classes whose bytes the step-time model charges at the memory
+ * bandwidth (docs/PLAN.md, "Memory-bound kernels"): what hpt's CUDA
+ * backend moves through device memory besides the GEMMs' operands. */
+typedef enum {
+    HPT_PLAN_K_NORM,      /* RMSNorm forward (fused with the residual add),
+                           * backward, recomputation                        */
+    HPT_PLAN_K_ROPE,      /* RoPE of q, k and of their gradients            */
+    HPT_PLAN_K_SWIGLU,    /* SwiGLU forward and backward                    */
+    HPT_PLAN_K_CAST,      /* bf16 rounding of matmul_backward's fp32
+                           * gradient operand (bf16 only)                   */
+    HPT_PLAN_K_ATTENTION, /* the attention's score chunks through cuBLAS (S,
+                           * P, dP, dS in memory); 0 on the flash kernels   */
+    HPT_PLAN_K_XENT,      /* cross-entropy over the fp32 logits (last stage) */
+    HPT_PLAN_K_EMBED,     /* embedding lookup and gradient (first stage)    */
+    HPT_PLAN_KCLASSES
+} hpt_plan_kclass;
+
+/* "norm", "rope", "swiglu", "cast", "attention", "cross_entropy",
+ * "embedding": the JSON keys and text labels. */
+const char *hpt_plan_kclass_name(hpt_plan_kclass k);
 
 /* Fill *c from a preset: a100-80gb, h100-80gb, h200-141gb (8 devices per
  * node, NVLink + InfiniBand), cpu-local (this machine: hpt's CPU backend).
@@ -126,6 +155,12 @@ typedef struct {
                                 * staging buffer (mem.staging)            */
     int comm_lib;              /* hpt_plan_comm_lib: the collectives' library */
     int nccl_algo;             /* hpt_nccl_algo (comm_lib NCCL only)     */
+    int cp;                    /* context parallelism (hpt-train --cp, ring
+                                * attention; issue 31): 0 or 1 none. A
+                                * setup with cp > 1 is in the CP view of
+                                * hpt_plan_cp_view: dp, seq_len and
+                                * global_batch then describe the weight
+                                * replicas and sequence chunks            */
 } hpt_plan_setup;
 
 /* Memory of one rank, bytes. total = sum of the others, or the
@@ -143,10 +178,11 @@ typedef enum {
     HPT_PLAN_DP,
     HPT_PLAN_MP,    /* model-parallel (TP x PP) gradient-norm sum          */
     HPT_PLAN_EMBED, /* tied embedding copies of the first and last stage   */
+    HPT_PLAN_CP,    /* context parallelism's ring (K/V blocks, dK/dV)      */
     HPT_PLAN_GROUPS
 } hpt_plan_group;
 
-/* Names as in comm.tsv: "tp", "pp", "dp", "mp", "embed". */
+/* Names as in comm.tsv: "tp", "pp", "dp", "mp", "embed", "cp". */
 const char *hpt_plan_group_name(hpt_plan_group g);
 
 /* Communication of one rank in one group per optimizer step. */
@@ -176,6 +212,14 @@ typedef struct {
     double flops_per_mb;    /* FLOPs of one micro-batch forward+backward,
                              * one TP rank (recomputation included)        */
     double compute_s;       /* flops_per_mb / (peak x efficiency)           */
+    double kbytes[HPT_PLAN_KCLASSES]; /* device-memory bytes of one micro-
+                             * batch per kernel class (hpt_plan_kclass)     */
+    double memory_s;        /* per micro-batch: what the memory-bound classes
+                             * add to compute_s (roofline: each class takes
+                             * max(its FLOP time, bytes / bandwidth); 0 on
+                             * cpu-local, whose efficiency covers it)       */
+    double optim_bytes;     /* per step: zero_grad, gradient norm, AdamW
+                             * (on the ZeRO shard), the bf16 working copy  */
 } hpt_plan_stage;
 
 /* The checkpoint interval against failures (hpt-plan --mtbf-hours; Young
@@ -212,11 +256,22 @@ typedef struct {
     double p2p_bytes;           /* point-to-point payload of one pipeline (one
                                  * TP and DP index) per step, both ways:
                                  * 2 m x boundaries x the message          */
-    double compute_s;           /* m x slowest stage's micro-batch          */
+    double compute_s;           /* m x slowest stage's micro-batch (FLOPs and
+                                 * memory-bound kernels)                    */
+    double memory_bound_s;      /* of the step: m x that stage's memory_s plus
+                                 * the optimizer's (optim_bytes / bandwidth) */
+    double optim_s;             /* the optimizer's part (slowest stage)     */
     double comm_s;              /* communication on the critical path      */
     double comm_compute_ratio;  /* all communication time / compute time   */
     double step_time_s, tokens_per_s, mfu;
     hpt_plan_ckpt ckpt;         /* zero: not asked (see hpt_plan_ckpt)      */
+    /* context parallelism's ring (cp > 1; hpt_plan_cp_view), per layer and
+     * micro-batch on one rank: the bytes it sends in forward ((CP - 1) K/V
+     * blocks) and backward ((CP - 1) K/V blocks and CP dK/dV
+     * accumulators), the seconds of one hop (a K/V block pair) against
+     * the attention compute of one ring step (a 1/CP share of the
+     * layer's), and the ring time not hidden behind it per step */
+    double cp_fwd_bytes, cp_bwd_bytes, cp_hop_s, cp_block_s, cp_exposed_s;
 } hpt_plan_result;
 
 /* Set the run's precision from hpt-train's --precision name: "fp32" (fp32
@@ -239,6 +294,23 @@ const char *hpt_plan_precision_name(const hpt_plan_setup *s);
  * otherwise (ZeRO-1 on DP 1 runs as ZeRO-1, hpt-train's too). The text
  * report prints the note, the JSON "training.zero_requested". */
 int hpt_plan_zero_dp1(hpt_plan_setup *s);
+
+/* Put s (a layout of TP x CP x PP x DP ranks with sequences of T tokens,
+ * s->dp the data-parallel size, s->seq_len T, s->global_batch in
+ * sequences) into the CP view the rest of the planner works on: context
+ * parallelism is data parallelism over sequence chunks for everything but
+ * attention — every token's work and activations are local, the weights are
+ * replicated over CP x DP (gradients and ZeRO-1 reduce over them) — so the
+ * view plans DP' = CP x DP replicas (replica index cp + dp x CP: the grid
+ * rank tp + cp*TP + dp*TP*CP + pp*TP*CP*DP is tp + dp'*TP + pp*TP*DP'),
+ * T' = T/CP tokens per chunk and CP x global batch chunks per step; the
+ * attention FLOPs (each chunk attends the whole causal prefix: CP x the
+ * view's), the ring's buffers (10 K/V-sized blocks, lib/attention_ring.h)
+ * and traffic (group cp) are added by the planner where s->cp > 1, and the
+ * writers print the real DP, T and global batch. cp <= 1: nothing.
+ * Errors: HPT_ERR_USAGE when 2 x CP does not divide T, with --zero 2/3
+ * or HSDP (hpt-train refuses them with --cp). */
+hpt_status hpt_plan_cp_view(hpt_plan_setup *s, int cp);
 
 /* Check the setup (sizes > 0, layout = nodes x gpus_per_node, TP divides
  * heads, kv heads and intermediate_size, PP <= layers, global batch a
@@ -455,7 +527,7 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
  * bytes_per_step, seconds_per_step, peak_rss_mib) for every rank. */
 void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f);
 
-/* Search: every (TP, PP, DP = gpus/(TP*PP), micro-batch, recomputation
+/* Search: every (TP, PP, CP, DP = gpus/(TP*PP*CP), micro-batch, recomputation
  * none/full/selective, ZeRO stage 0-3, ZeRO shard group, sequence
  * parallelism off/on where TP > 1) for `gpus` devices with TP dividing the
  * node and the heads, PP <= layers, DP dividing the global batch. Shard
@@ -467,6 +539,11 @@ void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f);
  * where DP > 1, N = DP being plain ZeRO). Pipeline schedule, where PP > 1:
  * base's when fixed, else 1F1B and interleaved with V = 2 and 4 (where the
  * layers allow p V chunks and p divides m); PP 1 has none (1F1B).
+ * Context parallelism CP in {1, 2, 4, 8} where it divides gpus/(TP*PP)
+ * and 2 x CP divides the sequence length, on cluster cpu-local only
+ * (hpt-train runs --cp on the CPU backend; base's CP when fixed, on any
+ * cluster), ZeRO 0 or 1 and no HSDP with CP > 1 (hpt_plan_cp_view; base
+ * is not in the CP view).
  * Ranks the layouts that fit by tokens/s (equally fast: less memory
  * first), prints the top `top` with their shard groups and schedules, why
  * the first wins and its hpt-train options; json = 1: as JSON.
@@ -474,7 +551,7 @@ void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f);
  * memory. */
 typedef struct {
     int tp, pp, dp, micro_batch, recompute, zero, sequence_parallel, zero_shard,
-        pp_schedule; /* 1 = fixed */
+        pp_schedule, cp; /* 1 = fixed */
 } hpt_plan_fixed;
 
 /* The HSDP shard groups --search tries for layout s (its TP, PP, DP and

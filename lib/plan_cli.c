@@ -18,13 +18,15 @@
 void hpt_plan_opts_init(hpt_plan_opts *o)
 {
     *o = (hpt_plan_opts){.nodes = HPT_PLAN_NOTSET, .gpn = HPT_PLAN_NOTSET, .tp = HPT_PLAN_NOTSET,
+                         .cp = HPT_PLAN_NOTSET,
                          .pp = HPT_PLAN_NOTSET, .dp = HPT_PLAN_NOTSET, .seq = HPT_PLAN_NOTSET,
                          .gb = HPT_PLAN_NOTSET, .mb = HPT_PLAN_NOTSET, .gpus = HPT_PLAN_NOTSET,
                          .top = HPT_PLAN_NOTSET, .pp_virtual = HPT_PLAN_NOTSET, .tie = -1,
                          .peak = NAN, .mem_gb = NAN,
                          .intra_bw = NAN, .inter_bw = NAN, .intra_lat = NAN, .inter_lat = NAN,
                          .eff = NAN, .baseline_mib = NAN, .data_bytes = NAN,
-                         .mtbf_hours = NAN, .save_stall = NAN, .ckpt_bw = NAN};
+                         .mtbf_hours = NAN, .save_stall = NAN, .ckpt_bw = NAN,
+                         .hbm_bw = NAN};
 }
 
 /* Cluster preset with the overrides. */
@@ -43,7 +45,8 @@ static hpt_status setup_cluster(const hpt_plan_opts *o, hpt_cluster *cl)
                  {"intra-bw", o->intra_bw, 1e-6, 1e6}, {"inter-bw", o->inter_bw, 1e-6, 1e6},
                  {"intra-lat", o->intra_lat, 0, 1e9},  {"inter-lat", o->inter_lat, 0, 1e9},
                  {"efficiency", o->eff, 1e-6, 1},      {"baseline-mib", o->baseline_mib, 0, 1e9},
-                 {"data-bytes", o->data_bytes, 0, 1e18},      {"ckpt-bw", o->ckpt_bw, 1e-6, 1e6}};
+                 {"data-bytes", o->data_bytes, 0, 1e18},      {"ckpt-bw", o->ckpt_bw, 1e-6, 1e6},
+                 {"hbm-bw", o->hbm_bw, 1e-3, 1e6}};
     for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
         if (!isnan(given[i].v) && !(given[i].v >= given[i].lo && given[i].v <= given[i].hi))
             return hpt_error_set(HPT_ERR_USAGE, "--%s %g: must be in [%g, %g]", given[i].opt,
@@ -56,6 +59,7 @@ static hpt_status setup_cluster(const hpt_plan_opts *o, hpt_cluster *cl)
     if (!isnan(o->inter_lat)) cl->inter_lat = o->inter_lat * 1e-6;
     if (!isnan(o->eff)) cl->efficiency = o->eff;
     if (!isnan(o->ckpt_bw)) cl->ckpt_bw = o->ckpt_bw * 1e9;
+    if (!isnan(o->hbm_bw)) cl->hbm_bw = o->hbm_bw * 1e9;
     if (!isnan(o->baseline_mib))
         cl->baseline_bytes = o->baseline_mib * 1048576.0;
     return HPT_OK;
@@ -97,24 +101,32 @@ static hpt_status setup_grid(const hpt_plan_opts *o, hpt_plan_setup *s)
         snprintf(from, sizeof from, "--gpus");
     else
         snprintf(from, sizeof from, "--nodes %d x --gpus-per-node %d", o->nodes, s->gpus_per_node);
+    int cp = o->cp != HPT_PLAN_NOTSET ? o->cp : 1; /* the CP view comes last (setup) */
+    long tcp = (long)s->tp * s->pp * cp;
     if (o->dp != HPT_PLAN_NOTSET)
         s->dp = o->dp;
-    else if (given && given % ((long)s->tp * s->pp))
-        return hpt_error_set(HPT_ERR_USAGE, "--tp %d x --pp %d = %ld does not divide the %ld GPUs "
-                             "of %s", s->tp, s->pp, (long)s->tp * s->pp, given, from);
+    else if (given && given % tcp)
+        return cp > 1 ? hpt_error_set(HPT_ERR_USAGE, "--tp %d x --cp %d x --pp %d = %ld does not "
+                                      "divide the %ld GPUs of %s", s->tp, cp, s->pp, tcp, given,
+                                      from)
+                      : hpt_error_set(HPT_ERR_USAGE, "--tp %d x --pp %d = %ld does not divide "
+                                      "the %ld GPUs of %s", s->tp, s->pp, tcp, given, from);
     else
-        s->dp = given ? (int)(given / ((long)s->tp * s->pp)) : 1;
+        s->dp = given ? (int)(given / tcp) : 1;
     if (s->dp <= 0)
         return hpt_error_set(HPT_ERR_USAGE, "--dp %d: must be > 0", s->dp);
     if (s->zero_shard && (s->dp % s->zero_shard || !s->zero))
         return hpt_error_set(HPT_ERR_USAGE, s->zero ? "--zero-shard-group %d does not divide DP %d"
                              : "--zero-shard-group %d needs --zero 1, 2 or 3 (DP %d)",
                              s->zero_shard, s->dp);
-    long world = (long)s->tp * s->pp * s->dp;
+    long world = tcp * s->dp;
     if (o->gpus != HPT_PLAN_NOTSET && world != given) /* --nodes: hpt_plan_validate names it */
-        return hpt_error_set(HPT_ERR_USAGE, "layout --tp %d x --pp %d x --dp %d = %ld GPUs does "
-                             "not match the %ld GPUs of %s", s->tp, s->pp, s->dp, world, given,
-                             from);
+        return cp > 1 ? hpt_error_set(HPT_ERR_USAGE, "layout --tp %d x --cp %d x --pp %d x --dp "
+                                      "%d = %ld GPUs does not match the %ld GPUs of %s", s->tp,
+                                      cp, s->pp, s->dp, world, given, from)
+                      : hpt_error_set(HPT_ERR_USAGE, "layout --tp %d x --pp %d x --dp %d = %ld "
+                                      "GPUs does not match the %ld GPUs of %s", s->tp, s->pp,
+                                      s->dp, world, given, from);
     if (o->nodes > 0) {
         s->nodes = o->nodes;
     } else if (s->cl.exact && o->gpn == HPT_PLAN_NOTSET) { /* cpu-local: every rank on this machine */
@@ -237,7 +249,9 @@ static hpt_status setup(const hpt_plan_opts *o, hpt_plan_setup *s)
         return st;
     if ((st = setup_comm(o, s)))
         return st;
-    return setup_grid(o, s);
+    if ((st = setup_grid(o, s)))
+        return st;
+    return hpt_plan_cp_view(s, o->cp != HPT_PLAN_NOTSET ? o->cp : 1);
 }
 
 /* --measured RUN_DIR: the save stall (mean over the run's saves) and the
@@ -336,7 +350,9 @@ static hpt_status run_search(const hpt_plan_opts *o, hpt_plan_setup *s, FILE *ou
     hpt_plan_fixed fx = {.tp = o->tp != HPT_PLAN_NOTSET, .pp = o->pp != HPT_PLAN_NOTSET, .dp = o->dp != HPT_PLAN_NOTSET,
                          .micro_batch = o->mb != HPT_PLAN_NOTSET, .recompute = o->recompute_given,
                          .zero = o->zero_given || o->zero1_given, .sequence_parallel = o->seqpar,
-                         .zero_shard = o->zero_shard != 0, .pp_schedule = o->schedule != NULL};
+                         .zero_shard = o->zero_shard != 0, .pp_schedule = o->schedule != NULL,
+                         .cp = o->cp != HPT_PLAN_NOTSET};
+    s->cp = o->cp != HPT_PLAN_NOTSET ? o->cp : 1; /* the search puts each layout in the CP view */
     if (o->zero_shard && fx.zero && !o->zero)
         return hpt_error_set(HPT_ERR_USAGE, "--zero-shard-group %d needs --zero 1, 2 or 3",
                              o->zero_shard);
@@ -395,6 +411,7 @@ hpt_status hpt_plan_run(const hpt_plan_opts *o, FILE *out)
         g.tp = g.tp != HPT_PLAN_NOTSET ? g.tp : 1, g.pp = g.pp != HPT_PLAN_NOTSET ? g.pp : 1;
         g.dp = g.dp != HPT_PLAN_NOTSET ? g.dp : 1;
         g.zero_shard = 0; /* DP is searched: run_search keeps the group */
+        g.cp = HPT_PLAN_NOTSET; /* CP is searched too: the setup on one GPU has none */
         st = setup(&g, &s);
         return st ? st : run_search(o, &s, out);
     }

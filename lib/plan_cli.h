@@ -20,13 +20,14 @@
  * are borrowed (argv). Negative numbers are refused by hpt_plan_run. */
 typedef struct {
     const char *model, *cluster, *precision, *ranks_tsv, *schedule, *comm, *nccl_algo;
-    int nodes, gpn, tp, pp, dp, seq, gb, mb, recompute, recompute_given, zero, zero_given, zero1_given, zero_shard, seqpar, async_save,
+    int nodes, gpn, tp, cp, pp, dp, seq, gb, mb, recompute, recompute_given, zero, zero_given, zero1_given, zero_shard, seqpar, async_save,
         json, search, gpus, top, scores, tie, pp_virtual /* --pp-virtual V */;
     double peak, mem_gb, intra_bw, inter_bw, intra_lat, inter_lat, eff, baseline_mib, data_bytes;
     /* --mtbf-hours H (the checkpoint interval), --save-stall S, --ckpt-bw
      * GB/s per node, --measured RUN_DIR (the save stall and restart time
      * a run's metrics file measured) */
     double mtbf_hours, save_stall, ckpt_bw;
+    double hbm_bw; /* --hbm-bw X: device memory bandwidth, GB/s (NAN: preset's) */
     const char *measured;
 } hpt_plan_opts;
 

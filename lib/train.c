@@ -226,7 +226,8 @@ static hpt_status choose_comm(run_state *r, const hpt_train_opts *o, const hpt_b
     int have_nccl = 0;
 #endif
     if (!strcmp(c, "auto")) {
-        c = device && have_nccl ? "nccl" : "mpi";
+        /* context parallelism's ring receives need MPI (train_opts_check_cp) */
+        c = device && have_nccl && o->cp <= 1 ? "nccl" : "mpi";
         /* ranks sharing a GPU (more tasks than GPUs on a node): NCCL would
          * refuse them, MPI with host staging works (the launcher's rule,
          * slurm/launch.sh); same answer on every rank */
@@ -301,7 +302,8 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
         return st;
     if (r->resume_from < 0) /* a fresh start: no samples of an earlier run left behind */
         tidy_samples(r, o, -1);
-    if (o->log_samples && o->run_dir && r->comm.tp_rank == 0 && r->comm.pp_rank == 0) {
+    if (o->log_samples && o->run_dir && r->comm.tp_rank == 0 && r->comm.pp_rank == 0 &&
+        r->comm.cp_rank == 0) {
         char path[4096];
         if ((st = train_rundir_make(o->run_dir))) /* rank 0 may not have created it yet */
             return st;
@@ -361,7 +363,8 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
 static double grad_norm(run_state *r, const hpt_train_opts *o)
 {
     double ss;
-    if (r->metrics && o->zero == 1 && r->comm.dp > 1) /* pre-reduction, for the noise scale */
+    int R = r->comm.group_size[HPT_GROUP_DP]; /* weight replicas: CP x DP */
+    if (r->metrics && o->zero == 1 && R > 1) /* pre-reduction, for the noise scale */
         r->local_sumsq = hpt_model_grad_sumsq(&r->model, r->model.grads, 0, r->model.nparams);
     if (o->zero) {
         if (o->zero == 1)
@@ -371,13 +374,13 @@ static double grad_norm(run_state *r, const hpt_train_opts *o)
             r->comm.be->allreduce_sum_f32(&r->comm, HPT_GROUP_DPR, r->grad_shard,
                                           r->opt.hi - r->opt.lo);
         ss = hpt_model_grad_sumsq(&r->model, r->grad_shard, r->opt.lo, r->opt.hi);
-        if (r->comm.dp == 1)
+        if (R == 1)
             r->local_sumsq = ss;
         /* each shard once: over the shard group (its replicas hold the same) */
         r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DPS, &ss, 1);
     } else {
         ss = hpt_model_grad_sumsq(&r->model, r->model.grads, 0, r->model.nparams);
-        if (r->comm.dp == 1)
+        if (R == 1)
             r->local_sumsq = ss;
     }
     if (r->comm.tp * r->comm.pp > 1) /* shards of TP and stages of PP */
@@ -735,12 +738,22 @@ static const char *zero_banner(const run_state *r, const hpt_train_opts *o)
     return buf;
 }
 
+/* "CP 2 x " (the layout line's context parallelism), "" without. */
+static const char *cp_banner(const run_state *r)
+{
+    static char buf[32];
+    if (r->comm.cp <= 1)
+        return "";
+    snprintf(buf, sizeof buf, "CP %d x ", r->comm.cp);
+    return buf;
+}
+
 static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
 {
     fprintf(out,
             "hpt-train: model %s (%.2f M parameters, %d layers, hidden %d, heads %d/%d kv, "
             "vocab %d%s), backend %s%s%s%s, comm %s\n"
-            "hpt-train: layout TP %d x PP %d x DP %d%s on %d ranks%s%s%s; %.1f MiB of activations "
+            "hpt-train: layout TP %d x %sPP %d x DP %d%s on %d ranks%s%s%s; %.1f MiB of activations "
             "per rank\n"
             "hpt-train: %lld training samples of %d tokens; micro-batch %d x grad-accum %d x DP "
             "%d = %lld tokens/step; %d steps\n",
@@ -749,7 +762,7 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             r->cfg.vocab_size, r->cfg.tie_word_embeddings ? ", tied" : "", o->backend,
             r->model.be->describe ? " (" : "", r->model.be->describe ? r->model.be->describe() : "",
             r->model.be->describe ? ")" : "", r->comm.stage ? "mpi+host-staging" : (r->comm.inner ? r->comm.inner : r->comm.be)->name,
-            r->comm.tp,
+            r->comm.tp, cp_banner(r),
             r->comm.pp, r->comm.dp, zero_banner(r, o),
             r->comm.world_size,
             o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective activation recomputation"
@@ -836,7 +849,7 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
      * otherwise they keep their default action (terminate) */
     if (o->save_signals && (st = train_signals_install(o, o->run_dir || o->ckpt_dir)))
         return st; /* same verdict on every rank: no collective has started */
-    hpt_comm_init(&r.comm, comm, o->tp, o->pp, dp, stderr);
+    hpt_comm_init_cp(&r.comm, comm, o->tp, o->cp, o->pp, dp, stderr);
     r.root = r.comm.world_rank == 0;
     if (o->zero_shard_group && o->zero && dp > 1) /* HSDP; checked to divide DP */
         hpt_comm_shard_group(&r.comm, o->zero_shard_group);

@@ -40,6 +40,8 @@ typedef struct {
                             * index or directory (lib/init_from.h); NULL =
                             * random. A resumed checkpoint wins over it.   */
     int tp, pp, dp;        /* layout; dp <= 0: inferred from the world size */
+    int cp;                /* context parallel: ranks sharing one sequence
+                            * (ring attention, lib/attention_ring.h) [1]   */
     int zero;              /* ZeRO stage over the DP ranks (Rajbhandari et al.
                             * 2020, section 5.1): 0 none, 1 AdamW state
                             * sharded, 2 also the reduced gradients, 3 also

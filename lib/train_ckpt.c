@@ -367,14 +367,17 @@ hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *met
     r->opt.t = (int)meta->adam_t;
     r->skipped_total = (int)meta->skipped_total;
     r->consecutive = (int)meta->consecutive_skips;
+    char cp[48] = ""; /* the checkpoint does not depend on CP (issue 31) */
+    if (r->comm.cp > 1)
+        snprintf(cp, sizeof cp, ", context parallel CP %d", r->comm.cp);
     if (r->root)
         fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s%s%s) "
-                "in %.3f s, continuing as TP %d x PP %d x DP %d%s%s%s\n", r->ckpt_dir,
+                "in %.3f s, continuing as TP %d x PP %d x DP %d%s%s%s%s\n", r->ckpt_dir,
                 (long long)meta->step, meta->tp, meta->pp, meta->dp, zero_words(meta->zero1),
                 meta->sequence_parallel > 0 ? ", sequence parallel" : "",
                 recompute_words(meta->recompute), now_s() - t0, r->comm.tp, r->comm.pp, r->comm.dp,
                 zero_words(o->zero), o->sequence_parallel && r->comm.tp > 1
-                ? ", sequence parallel" : "", recompute_words(o->recompute));
+                ? ", sequence parallel" : "", recompute_words(o->recompute), cp);
     if (r->root)
         note_optimizer_change(o, meta);
     return HPT_OK;

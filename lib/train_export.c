@@ -184,7 +184,8 @@ hpt_status export_weights(run_state *r, const hpt_train_opts *o)
                 hdr.rows = t->g_rows;
                 hdr.cols = t->g_cols;
             }
-            int src = owner * c->tp * c->dp; /* world rank (tp 0, dp 0) of the owner stage */
+            /* world rank (tp 0, cp 0, dp 0) of the owner stage */
+            int src = owner * c->tp * (c->cp > 1 ? c->cp : 1) * c->dp;
             if (owner != 0 && c->world_rank == src) {
                 MPI_Send(&hdr, sizeof hdr, MPI_BYTE, 0, 1, c->comms[HPT_GROUP_WORLD]);
                 MPI_Send(full, (int)(hdr.rows * hdr.cols), MPI_FLOAT, 0, 2, c->comms[HPT_GROUP_WORLD]);

@@ -31,12 +31,12 @@ void skipped_step_event(run_state *r, int step, double loss, double norm, FILE *
     }
     if (!r->root)
         return;
-    int tp = r->comm.tp, dp = r->comm.dp;
+    int tp = r->comm.tp, tc = r->comm.tp * r->comm.cp, dp = r->comm.dp;
     if (first < r->comm.world_size) {
         hpt_metrics_event(r->metrics, step, first, "skipped_step",
                           "non-finite loss %g / gradient norm %g: step skipped, no update; first "
                           "seen on rank %d (TP %d, DP %d, PP %d)",
-                          loss, norm, first, first % tp, (first / tp) % dp, first / (tp * dp));
+                          loss, norm, first, first % tp, (first / tc) % dp, first / (tc * dp));
         if (hpt_metrics_log_anomaly(r->metrics, out, step, first, "skipped_step"))
             fprintf(out, "hpt-train: anomaly at step %d: skipped_step: non-finite values first "
                     "seen on rank %d\n", step, first);
@@ -56,7 +56,8 @@ void record_metrics(run_state *r, const hpt_train_opts *o, int step, double t0,
     static const int gmap[][2] = {{HPT_GROUP_TP, HPT_MR_COMM_TP}, {HPT_GROUP_PP, HPT_MR_COMM_PP},
                                   {HPT_GROUP_DP, HPT_MR_COMM_DP}, {HPT_GROUP_MP, HPT_MR_COMM_MP},
                                   {HPT_GROUP_EMBED, HPT_MR_COMM_EMBED}};
-    double tok_rank = (double)o->grad_accum * o->batch * o->seq_len;
+    double tok_rank = (double)o->grad_accum * o->batch * o->seq_len; /* of a DP rank */
+    double tok_own = tok_rank / r->comm.cp; /* this rank's: its CP chunks */
     hpt_metrics_step s = {.step = step + 1, .loss = loss, .val_loss = val, .lr = lr,
                           .grad_norm = norm, .skipped = skip,
                           .clip_coef = skip ? NAN : hpt_clip_coef(&r->opt.o, norm),
@@ -82,8 +83,8 @@ void record_metrics(run_state *r, const hpt_train_opts *o, int step, double t0,
     v[HPT_MR_PIPE_WAIT] = r->t_wait;
     v[HPT_MR_CHECKPOINT] = r->ckpt_save_s;
     r->ckpt_save_s = 0;
-    v[HPT_MR_TOKENS] = tok_rank;
-    v[HPT_MR_LOSS] = r->model.last ? r->local_loss / tok_rank : NAN;
+    v[HPT_MR_TOKENS] = tok_own;
+    v[HPT_MR_LOSS] = r->model.last ? r->local_loss / tok_own : NAN;
     v[HPT_MR_GRAD_SUMSQ] = r->local_sumsq;
     v[HPT_MR_PEAK_RSS] = ru.ru_maxrss * 1024.0;
     v[HPT_MR_DEVICE_MEM] = r->model.be->mem_peak ? (double)r->model.be->mem_peak()
@@ -99,6 +100,8 @@ void record_metrics(run_state *r, const hpt_train_opts *o, int step, double t0,
     v[HPT_MR_DP_GATHER_HIDDEN] = kg->inflight > 0 ? fmax(0, 1 - kg->seconds / kg->inflight) : NAN;
     v[HPT_MR_PIPE_BUBBLE] = r->comm.pp > 1 ? fmax(0, r->t_pipe_end - r->t_pipe0 - r->t_pipe_busy)
                                            : NAN;
+    v[HPT_MR_COMM_CP] = r->step_ctr[HPT_GROUP_CP].seconds;
+    v[HPT_MR_BYTES_CP] = (double)r->step_ctr[HPT_GROUP_CP].bytes;
     r->val_s = 0;
     if (v[HPT_MR_OPTIMIZER] < 0)
         v[HPT_MR_OPTIMIZER] = 0;
@@ -179,7 +182,7 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
     if (!dp_rank)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory (metrics)");
     for (int w = 0; w < W; w++)
-        dp_rank[w] = (w / r->comm.tp) % r->comm.dp;
+        dp_rank[w] = (w / (r->comm.tp * r->comm.cp)) % r->comm.dp;
     /* the schedule's bubble in theory (hpt-plan's formula for this run) */
     hpt_plan_setup ps = {.cfg = r->cfg, .tp = r->comm.tp, .pp = r->comm.pp, .dp = r->comm.dp,
                          .seq_len = o->seq_len, .micro_batch = o->batch,
@@ -190,7 +193,8 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
                                         : o->zbh1 ? HPT_PLAN_SCHEDULE_ZBH1
                                                   : HPT_PLAN_SCHEDULE_1F1B};
     hpt_metrics_info info = {
-        .world = W, .tp = r->comm.tp, .pp = r->comm.pp, .dp = r->comm.dp, .zero1 = o->zero,
+        .world = W, .tp = r->comm.tp, .pp = r->comm.pp, .dp = r->comm.dp, .cp = r->comm.cp,
+        .zero1 = o->zero,
         .sequence_parallel = o->sequence_parallel && r->comm.tp > 1, .recompute = o->recompute,
         .grad_accum = o->grad_accum, .micro_batch = o->batch, .seq_len = o->seq_len,
         .first_step = r->start_step, .resumed_from = r->resume_from,
@@ -247,7 +251,7 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
 }
 
 static const char *const group_names[HPT_GROUP_COUNT] = {"world", "tp", "dp", "pp", "mp", "embed",
-                                                         "dp-shard", "dp-replica"};
+                                                         "dp-shard", "dp-replica", "cp"};
 
 /* Per-rank communication of the training steps, gathered to rank 0:
  * printed as a per-group summary and, with --run-dir, written to

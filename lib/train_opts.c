@@ -21,6 +21,7 @@
 #include "train_export.h"
 #include "flight.h"
 #include "trace.h"
+#include "attention_ring.h"
 #include "train_opts.h"
 
 const char *const hpt_stall_at_names[5] = {"step", "boundary", "bucket", "save", "end"};
@@ -48,6 +49,7 @@ void hpt_train_opts_default(hpt_train_opts *o)
     o->max_skips = 5;
     o->tie_embeddings = -1;
     o->tp = 1;
+    o->cp = 1;
     o->pp = 1;
     o->dp = 0;
     o->keep = 3;
@@ -372,7 +374,8 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
               : o->tie_embeddings ? "--tie-embeddings (given)" : "--untie-embeddings (given)");
     S("fault-nan-steps", o->nan_steps); S("export", o->export_path);
     S("export-dtype", o->export_bf16 ? "bf16" : "f32"); I("export-shard-size", o->export_shard_size);
-    S("init-from", o->init_from); I("tp", o->tp); I("pp", o->pp); I("dp", o->dp);
+    S("init-from", o->init_from); I("tp", o->tp); I("cp", o->cp); I("pp", o->pp);
+    I("dp", o->dp);
     I("zero", o->zero); I("zero3-prefetch", o->zero3_prefetch);
     I("zero-shard-group", o->zero_shard_group);
     S("recompute", o->recompute == 0 ? "none" : o->recompute == 1 ? "full" : "selective");
@@ -468,13 +471,40 @@ hpt_status train_opts_agree(MPI_Comm comm, const hpt_train_opts *o)
     return hpt_error_set(HPT_ERR_USAGE, "%s", msg);
 }
 
+/* Context parallelism's rules: the zigzag split of --seq-len, and the
+ * combinations it refuses: --comm nccl (NCCL's nonblocking receive into
+ * device memory is not written: the CUDA backend rings through MPI with
+ * host staging, which --comm auto picks), ZeRO-2/3 and HSDP (they would
+ * shard over the CP x DP replicas, which is not tested yet). */
+static hpt_status train_opts_check_cp(const hpt_train_opts *o)
+{
+    if (o->cp <= 1)
+        return HPT_OK;
+    hpt_status st = hpt_cp_check(o->seq_len, o->cp);
+    if (st)
+        return st;
+    if (!strcmp(o->comm, "nccl"))
+        return hpt_error_set(HPT_ERR_USAGE, "--cp %d with --comm nccl: the ring's receives into "
+                             "device memory have no NCCL path yet; use --comm mpi (host staging; "
+                             "--comm auto picks it with --cp)", o->cp);
+    if (o->zero >= 2)
+        return hpt_error_set(HPT_ERR_USAGE, "--cp %d with --zero %d: not supported yet (ZeRO-1 "
+                             "shards over the CP x DP replicas; use --zero 1)", o->cp, o->zero);
+    if (o->zero_shard_group)
+        return hpt_error_set(HPT_ERR_USAGE, "--cp %d with --zero-shard-group: not supported yet "
+                             "(HSDP's groups are DP ranks; use --zero 1 without it)", o->cp);
+    return HPT_OK;
+}
+
 /* Layout checks that need no communication: every rank reaches the same
  * verdict, so no rank is left waiting in a collective. */
 hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *dp)
 {
     int world;
     MPI_Comm_size(comm, &world);
-    hpt_status st = hpt_grid_check(world, o->tp, o->pp, o->dp, dp);
+    hpt_status st = hpt_grid_check_cp(world, o->tp, o->cp, o->pp, o->dp, dp);
+    if (!st)
+        st = train_opts_check_cp(o);
     if (st)
         return st;
     /* test faults that could not take effect would make a test pass vacuously */
@@ -522,10 +552,6 @@ hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *
                                  "the micro-batches per step to be a multiple of --pp %d (the "
                                  "nearest: %s)", M, P, near);
         }
-        if (o->zero == 3)
-            return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule interleaved with --zero 3: not "
-                                 "supported yet (ZeRO-3's prefetch follows one chunk's layer "
-                                 "order); use --zero 2");
     }
     if (o->zbh1 && o->zero >= 2)
         return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule zb-h1 with --zero %d: not supported "

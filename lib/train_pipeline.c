@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attention_ring.h"
 #include "train_dp_buckets.h"
 #include "train_pipeline.h"
 #include "train_signals.h"
@@ -236,6 +237,8 @@ static double pipe_forward(run_state *r, const hpt_train_opts *o, hpt_loader *ld
     int tag = chunk * M + i, to_tag = (chunk + (c->pp_rank == P - 1)) * M + i;
     double t0 = now_s();
     hpt_loader_batch(ld, first, o->batch, r->inputs, r->targets);
+    hpt_cp_take(r->inputs, o->batch, o->seq_len, c->cp, c->cp_rank); /* CP: this rank's rows */
+    hpt_cp_take(r->targets, o->batch, o->seq_len, c->cp, c->cp_rank);
     double t1 = now_s();
     if (r->fwd_busy[k]) { /* the slot's previous output must have left */
         c->be->wait(c, &r->fwd_req[k]);
@@ -335,12 +338,13 @@ static void pipe_drain(run_state *r)
     }
 }
 
-/* Sum a loss over the stages (only the last has it) and the DP replicas. */
+/* Sum a loss over the stages (only the last has it) and the CP x DP
+ * replicas (each CP rank has its rows' part). */
 static double reduce_loss(run_state *r, double sum)
 {
     if (r->comm.pp > 1)
         r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_PP, &sum, 1);
-    if (r->comm.dp > 1)
+    if (r->comm.group_size[HPT_GROUP_DP] > 1)
         r->comm.be->allreduce_sum_f64(&r->comm, HPT_GROUP_DP, &sum, 1);
     return sum;
 }
@@ -434,7 +438,7 @@ static void tie_grads(run_state *r)
 double pipe_accumulate(run_state *r, const hpt_train_opts *o)
 {
     int D = r->comm.dp, d = r->comm.dp_rank, M = o->grad_accum;
-    int P = r->comm.pp, s = r->comm.pp_rank;
+    int P = r->comm.pp, s = r->comm.pp_rank, R = r->comm.group_size[HPT_GROUP_DP]; /* CP x DP */
     double tokens = (double)M * o->batch * o->seq_len * D;
     float scale = (float)(1.0 / tokens);
     int warm = o->gpipe ? M : (P - s - 1 < M ? P - s - 1 : M);
@@ -464,14 +468,14 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
      * shard during its backward; otherwise the last one's all-reduced */
 #define BWD(i, c)                                                                       \
     do {                                                                                \
-        int shard_ = D > 1 && o->zero >= 2;                                             \
+        int shard_ = R > 1 && o->zero >= 2;                                             \
         r->acc_micro = (i);                                                             \
         if (zb) { /* B only: no range is final before its W */                          \
             pipe_backward(r, (i), (c), M, 1);                                           \
             r->wpending++;                                                              \
             break;                                                                      \
         }                                                                               \
-        if (shard_ || ((i) + 1 == M && D > 1 && o->zero != 1)) {                        \
+        if (shard_ || ((i) + 1 == M && R > 1 && o->zero != 1)) {                        \
             r->model.grad_ready = shard_ ? dp_bucket_reduce_scatter : dp_bucket_allreduce; \
             r->model.grad_ready_ctx = r;                                                \
         }                                                                               \
@@ -487,7 +491,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
         int i_ = r->wnext++;                                                            \
         r->wpending--;                                                                  \
         r->acc_micro = i_;                                                              \
-        if (i_ + 1 == M && D > 1 && o->zero != 1) {                                     \
+        if (i_ + 1 == M && R > 1 && o->zero != 1) {                                     \
             r->model.grad_ready = dp_bucket_allreduce;                                  \
             r->model.grad_ready_ctx = r;                                                \
         }                                                                               \

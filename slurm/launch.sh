@@ -32,8 +32,10 @@
 # With --dry-run (or HPT_DRY_RUN=1), outside or inside an allocation, it prints
 # the layout (per kind of group, TP/PP/DP: the count, how many cross a node,
 # the first and the last group with their ranks and nodes; every group with
-# --verbose or HPT_DRY_RUN_VERBOSE=1) and hpt-plan's per-rank memory plan,
-# and trains nothing.
+# --verbose or HPT_DRY_RUN_VERBOSE=1), the settings beyond the layout that
+# change memory or time (recomputation, sequence parallelism, the pipeline
+# schedule, --async-save, ...) and hpt-plan's per-rank memory plan, and
+# trains nothing.
 #
 # Variables (defaults in brackets; every template sets its own): see
 # docs/SLURM.md. Exit status: 0 done or requeued; 2 bad variable, layout or
@@ -71,6 +73,7 @@ HPT_BACKEND=${HPT_BACKEND:-cpu}
 HPT_COMM=${HPT_COMM:-auto}             # hpt-train --comm (GPU backends): nccl, mpi or auto
 HPT_PRECISION=${HPT_PRECISION:-fp32}   # hpt-train --precision (GPU backends): fp32, tf32 or bf16
 HPT_TP=${HPT_TP:-1}
+HPT_CP=${HPT_CP:-1}   # hpt-train --cp: context-parallel ranks per sequence (rank order tp, cp, dp, pp)
 HPT_PP=${HPT_PP:-1}
 HPT_PP_SCHEDULE=${HPT_PP_SCHEDULE:-}   # hpt-train --pp-schedule: 1f1b, gpipe, interleaved or zb-h1 [hpt-train's, 1f1b]
 HPT_PP_VIRTUAL=${HPT_PP_VIRTUAL:-}     # hpt-train --pp-virtual N: model chunks per pipeline rank (interleaved)
@@ -81,7 +84,8 @@ HPT_SAVE_EVERY=${HPT_SAVE_EVERY:-100}
 HPT_ZERO1=${HPT_ZERO1:-0}             # 1: --zero1 (the same as HPT_ZERO=1)
 HPT_ZERO=${HPT_ZERO:-}                 # hpt-train --zero N: 0, 1, 2 or 3 [HPT_ZERO1]
 HPT_ZERO_SHARD_GROUP=${HPT_ZERO_SHARD_GROUP:-auto} # HSDP (--zero-shard-group): auto, N, or 0 (off)
-HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}
+HPT_RECOMPUTE=${HPT_RECOMPUTE:-0}     # hpt-train --recompute: 0 (none), 1 or full, selective
+HPT_SEQUENCE_PARALLEL=${HPT_SEQUENCE_PARALLEL:-0} # 1: --sequence-parallel (needs HPT_TP > 1)
 HPT_ASYNC_SAVE=${HPT_ASYNC_SAVE:-0}   # 1: --async-save (periodic checkpoints written in the background)
 HPT_TRACE_STEPS=${HPT_TRACE_STEPS:-}   # hpt-train --trace-steps A-B: the step timeline (docs/METRICS.md)
 HPT_SIGNAL=${HPT_SIGNAL:-USR1}
@@ -95,11 +99,26 @@ HPT_TRAIN_ARGS=${HPT_TRAIN_ARGS:-}     # the user's extra hpt-train options
 
 is_count() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1='$2': expected a positive integer"; }
 is_bool() { [[ $2 =~ ^[01]$ ]] || die "$1='$2': expected 0 or 1"; }
-for v in HPT_TP HPT_PP HPT_SEQ_LEN HPT_MICRO_BATCH HPT_STEPS; do is_count $v "${!v}"; done
+for v in HPT_TP HPT_CP HPT_PP HPT_SEQ_LEN HPT_MICRO_BATCH HPT_STEPS; do is_count $v "${!v}"; done
 [[ $HPT_SAVE_EVERY =~ ^[0-9]+$ ]] || die "HPT_SAVE_EVERY='$HPT_SAVE_EVERY': expected an integer >= 0"
 [[ $HPT_MAX_STALLED_RESTARTS =~ ^[0-9]+$ ]] ||
   die "HPT_MAX_STALLED_RESTARTS='$HPT_MAX_STALLED_RESTARTS': expected an integer >= 0"
-for v in HPT_ZERO1 HPT_RECOMPUTE HPT_ASYNC_SAVE HPT_REQUEUE DRY_RUN DRY_RUN_VERBOSE; do is_bool $v "${!v}"; done
+for v in HPT_ZERO1 HPT_SEQUENCE_PARALLEL HPT_ASYNC_SAVE HPT_REQUEUE DRY_RUN DRY_RUN_VERBOSE; do is_bool $v "${!v}"; done
+# Activation memory: recomputation (hpt-train's --recompute[=MODE]; 1 is full,
+# as when this was a 0/1 switch) and sequence parallelism, which splits the
+# norms and residual stream over the TP ranks along the tokens of a micro-batch
+case $HPT_RECOMPUTE in
+  0|none) HPT_RECOMPUTE=none ;;
+  1|full) HPT_RECOMPUTE=full ;;
+  selective) ;;
+  *) die "HPT_RECOMPUTE='$HPT_RECOMPUTE': expected 0 (none), 1 or full (keep only each layer's input, redo the layer in backward) or selective (keep the GEMM outputs, redo attention and the norms/SwiGLU)" ;;
+esac
+if [ "$HPT_SEQUENCE_PARALLEL" = 1 ]; then
+  [ "$HPT_TP" -gt 1 ] ||
+    die "HPT_SEQUENCE_PARALLEL=1 needs HPT_TP > 1 (it splits the norms and residual stream over the TP ranks)"
+  (( HPT_MICRO_BATCH * HPT_SEQ_LEN % HPT_TP == 0 )) ||
+    die "HPT_SEQUENCE_PARALLEL=1: a micro-batch of HPT_MICRO_BATCH=$HPT_MICRO_BATCH x HPT_SEQ_LEN=$HPT_SEQ_LEN = $((HPT_MICRO_BATCH * HPT_SEQ_LEN)) tokens does not split into HPT_TP=$HPT_TP equal parts"
+fi
 [[ -z $HPT_TRACE_STEPS || $HPT_TRACE_STEPS =~ ^[1-9][0-9]*(-[1-9][0-9]*)?$ ]] ||
   die "HPT_TRACE_STEPS='$HPT_TRACE_STEPS': expected the steps to trace as A-B or A (1-based), e.g. 20-22"
 [ -z "$HPT_TRACE_STEPS" ] || [ "${HPT_TRACE_STEPS%-*}" -le "${HPT_TRACE_STEPS#*-}" ] ||
@@ -161,8 +180,8 @@ is_count HPT_TASKS_PER_NODE "${TPN:-}"
 # dry run plans exactly the node count it is given, and refuses a misfit.)
 usable() { # NODES
   local w=$(($1 * TPN)) d
-  (( w % (HPT_TP * HPT_PP) == 0 )) || return 1
-  d=$((w / (HPT_TP * HPT_PP)))
+  (( w % (HPT_TP * HPT_CP * HPT_PP) == 0 )) || return 1
+  d=$((w / (HPT_TP * HPT_CP * HPT_PP)))
   [ -z "${HPT_GLOBAL_BATCH:-}" ] || { (( HPT_GLOBAL_BATCH % (HPT_MICRO_BATCH * d) == 0 )) &&
     { [ "$HPT_PP_SCHEDULE" != interleaved ] || (( HPT_GLOBAL_BATCH / (HPT_MICRO_BATCH * d) % HPT_PP == 0 )); }; }
 }
@@ -178,9 +197,10 @@ fi
 WORLD=$((NODES * TPN))
 (( TPN % HPT_TP == 0 )) ||
   die "HPT_TP=$HPT_TP does not divide the $TPN tasks per node: a TP group must stay inside one node"
-(( WORLD % (HPT_TP * HPT_PP) == 0 )) ||
-  die "HPT_TP=$HPT_TP x HPT_PP=$HPT_PP does not divide the $WORLD ranks ($NODES nodes x $TPN tasks)"
-DP=$((WORLD / (HPT_TP * HPT_PP)))
+(( WORLD % (HPT_TP * HPT_CP * HPT_PP) == 0 )) ||
+  die "HPT_TP=$HPT_TP x $([ "$HPT_CP" = 1 ] || echo "HPT_CP=$HPT_CP x ")HPT_PP=$HPT_PP does not divide the $WORLD ranks ($NODES nodes x $TPN tasks)"
+DP=$((WORLD / (HPT_TP * HPT_CP * HPT_PP)))
+TC=$((HPT_TP * HPT_CP))   # ranks of one (dp, pp): TP x CP
 HPT_GLOBAL_BATCH=${HPT_GLOBAL_BATCH:-$((HPT_MICRO_BATCH * DP))}
 is_count HPT_GLOBAL_BATCH "$HPT_GLOBAL_BATCH"
 (( HPT_GLOBAL_BATCH % (HPT_MICRO_BATCH * DP) == 0 )) ||
@@ -211,9 +231,19 @@ if [ "$shard_mode" = auto ]; then
 fi
 # sched_args: the hpt-train/hpt-plan options of HPT_PP_SCHEDULE and
 # HPT_PP_VIRTUAL (none unset: hpt-train's default schedule, 1F1B)
+cp_args() { [ "$HPT_CP" = 1 ] || echo --cp "$HPT_CP"; }   # HPT_CP's option
 sched_args() {
   [ -z "$HPT_PP_SCHEDULE" ] || echo --pp-schedule "$HPT_PP_SCHEDULE"
   [ -z "$HPT_PP_VIRTUAL" ] || echo --pp-virtual "$HPT_PP_VIRTUAL"
+}
+# act_args: the hpt-train/hpt-plan options of HPT_RECOMPUTE (full as a bare
+# --recompute) and HPT_SEQUENCE_PARALLEL
+act_args() {
+  case $HPT_RECOMPUTE in
+    full) echo --recompute ;;
+    selective) echo --recompute selective ;;
+  esac
+  [ "$HPT_SEQUENCE_PARALLEL" = 0 ] || echo --sequence-parallel
 }
 # zero_args: the hpt-train/hpt-plan options of HPT_ZERO (--zero N, so that
 # a --zero N among the hpt-train options given later wins, as in hpt-train)
@@ -245,7 +275,11 @@ if [ "$HPT_BACKEND" != cpu ] && [ "$HPT_GPUS_PER_NODE" -gt 0 ] && [ "$TPN" -gt "
 fi
 # plural COUNT NOUN: "1 node", "2 nodes"
 plural() { if [ "$1" = 1 ]; then echo "$1 $2"; else echo "$1 ${2}s"; fi; }
-say "$(plural "$NODES" node) x $(plural "$TPN" task) = $(plural "$WORLD" rank) = TP $HPT_TP x PP $HPT_PP x DP $DP (rank = tp + dp*$HPT_TP + pp*$((HPT_TP * DP)))"
+if [ "$HPT_CP" = 1 ]; then
+  say "$(plural "$NODES" node) x $(plural "$TPN" task) = $(plural "$WORLD" rank) = TP $HPT_TP x PP $HPT_PP x DP $DP (rank = tp + dp*$HPT_TP + pp*$((HPT_TP * DP)))"
+else
+  say "$(plural "$NODES" node) x $(plural "$TPN" task) = $(plural "$WORLD" rank) = TP $HPT_TP x CP $HPT_CP x PP $HPT_PP x DP $DP (rank = tp + cp*$HPT_TP + dp*$TC + pp*$((TC * DP)))"
+fi
 [ -z "$SHARD" ] || say "HSDP: ZeRO-$HPT_ZERO state sharded within $((DP / SHARD)) groups of $SHARD DP ranks, all-reduced across them (HPT_ZERO_SHARD_GROUP=$HPT_ZERO_SHARD_GROUP)"
 say "global batch $HPT_GLOBAL_BATCH sequences x $HPT_SEQ_LEN tokens = $((HPT_GLOBAL_BATCH * HPT_SEQ_LEN)) tokens/step = micro-batch $HPT_MICRO_BATCH x grad-accum $ACCUM x DP $DP"
 
@@ -262,24 +296,29 @@ find_prog() {
 # 16 k ranks are 3 x 16 k loop turns, not ~150 k forks.
 print_groups() {
   local kind=$1 a b i r n=0 cross=0 size ngroups node prev nodes ranks label one
+  local c=0 m cl=""   # c: the group's cp index (HPT_CP > 1)
   case $kind in
-    tp) size=$HPT_TP; ngroups=$((HPT_PP * DP)) ;;
-    pp) size=$HPT_PP; ngroups=$((DP * HPT_TP)) ;;
-    dp) size=$DP; ngroups=$((HPT_PP * HPT_TP)) ;;
+    tp) size=$HPT_TP; ngroups=$((HPT_PP * DP * HPT_CP)) ;;
+    pp) size=$HPT_PP; ngroups=$((DP * TC)) ;;
+    dp) size=$DP; ngroups=$((HPT_PP * TC)) ;;
+    cp) size=$HPT_CP; ngroups=$((HPT_PP * DP * HPT_TP)) ;;
   esac
   for ((n = 0; n < ngroups; n++)); do
-    # rank = tp + dp*TP + pp*TP*DP; group n enumerates the other two indices
+    # rank = tp + cp*TP + dp*TP*CP + pp*TP*CP*DP; group n enumerates the other indices
     case $kind in
-      tp) a=$((n / DP)) b=$((n % DP)) label="pp $a dp $b" ;;      # a = pp, b = dp
-      pp) a=$((n % HPT_TP)) b=$((n / HPT_TP)) label="tp $a dp $b" ;; # a = tp, b = dp
-      dp) a=$((n % HPT_TP)) b=$((n / HPT_TP)) label="tp $a pp $b" ;; # a = tp, b = pp
+      tp) c=$((n % HPT_CP)) m=$((n / HPT_CP)); a=$((m / DP)) b=$((m % DP)) label="pp $a dp $b" ;; # a = pp, b = dp
+      pp) a=$((n % HPT_TP)) m=$((n / HPT_TP)); c=$((m % HPT_CP)) b=$((m / HPT_CP)) label="tp $a dp $b" ;; # a = tp, b = dp
+      dp) a=$((n % HPT_TP)) m=$((n / HPT_TP)); c=$((m % HPT_CP)) b=$((m / HPT_CP)) label="tp $a pp $b" ;; # a = tp, b = pp
+      cp) a=$((n % HPT_TP)) m=$((n / HPT_TP)); c=$((m % DP)) b=$((m / DP)) label="tp $a dp $c pp $b" ;; # c = dp here
     esac
+    [ "$HPT_CP" = 1 ] || [ $kind = cp ] || label+=" cp $c"
     ranks="" nodes="" prev="" one=1
     for ((i = 0; i < size; i++)); do
       case $kind in
-        tp) r=$((i + b * HPT_TP + a * HPT_TP * DP)) ;;
-        pp) r=$((a + b * HPT_TP + i * HPT_TP * DP)) ;;
-        dp) r=$((a + i * HPT_TP + b * HPT_TP * DP)) ;;
+        tp) r=$((i + c * HPT_TP + b * TC + a * TC * DP)) ;;
+        pp) r=$((a + c * HPT_TP + b * TC + i * TC * DP)) ;;
+        dp) r=$((a + c * HPT_TP + i * TC + b * TC * DP)) ;;
+        cp) r=$((a + i * HPT_TP + c * TC + b * TC * DP)) ;;
       esac
       node=${NODE_NAMES[$((r / TPN))]:-?}   # block placement, as node_of
       ranks+=${ranks:+,}$r
@@ -304,6 +343,20 @@ dry_run() {
     echo "== initial weights: --init-from $HPT_INIT_FROM (a requeued job resumes from its checkpoint instead) =="
   [ "$HPT_ASYNC_SAVE" = 0 ] ||
     echo "== checkpoints: --async-save (written in the background; the plan counts the staging buffer) =="
+  if [ "$HPT_RECOMPUTE" != none ] || [ "$HPT_SEQUENCE_PARALLEL" = 1 ]; then
+    local act=""
+    [ "$HPT_RECOMPUTE" = none ] || act="$HPT_RECOMPUTE recomputation"
+    [ "$HPT_SEQUENCE_PARALLEL" = 0 ] || act+="${act:+, }sequence parallelism over TP $HPT_TP"
+    echo "== activations: $act ($(act_args | paste -sd ' ')) =="
+  fi
+  if [ -n "$HPT_PP_SCHEDULE" ]; then
+    local sname=$HPT_PP_SCHEDULE
+    case $sname in
+      1f1b) sname=1F1B ;; gpipe) sname=GPipe ;;
+      interleaved) sname="interleaved 1F1B, V = $HPT_PP_VIRTUAL model chunks per pipeline rank" ;;
+    esac
+    echo "== pipeline schedule: $sname over PP $HPT_PP ($(sched_args | paste -sd ' ')) =="
+  fi
   [ -z "$HPT_TRACE_STEPS" ] ||
     echo "== step timeline: --trace-steps $HPT_TRACE_STEPS into RUN_DIR/metrics.h5 /trace (hpt-metrics trace RUN_DIR -o trace.json) =="
   if [ "$HPT_BACKEND" != cpu ]; then
@@ -326,6 +379,7 @@ dry_run() {
   fi
   echo "== rank layout: block placement, $TPN ranks per node =="
   print_groups tp
+  [ "$HPT_CP" = 1 ] || print_groups cp
   print_groups pp
   print_groups dp
   echo "== per-rank memory plan =="
@@ -350,10 +404,9 @@ dry_run() {
   local args=(--model "$HPT_MODEL" --cluster "$HPT_CLUSTER" --nodes "$NODES"
               --gpus-per-node "$([ "$HPT_GPUS_PER_NODE" -gt 0 ] && echo "$HPT_GPUS_PER_NODE" || echo "$TPN")"
               --tp "$HPT_TP" --pp "$HPT_PP" --dp "$DP" --seq-len "$HPT_SEQ_LEN"
-              --global-batch "$HPT_GLOBAL_BATCH" --micro-batch "$HPT_MICRO_BATCH")
-  [ "$HPT_RECOMPUTE" = 1 ] && args+=(--recompute)
-  # shellcheck disable=SC2207  # four words at most, no globs
-  args+=($(zero_args) $(sched_args))
+              --global-batch "$HPT_GLOBAL_BATCH" --micro-batch "$HPT_MICRO_BATCH" $(cp_args))
+  # shellcheck disable=SC2207  # nine words at most, no globs
+  args+=($(act_args) $(zero_args) $(sched_args))
   [ "$HPT_ASYNC_SAVE" = 1 ] && args+=(--async-save)
   # hpt-plan models NCCL on GPU presets; a GPU job told to use MPI is planned with MPI
   [ "$HPT_BACKEND" != cpu ] && [ "$HPT_COMM" = mpi ] && args+=(--comm mpi)
@@ -400,7 +453,7 @@ dry_run() {
   # this?", so a layout that does not fit is its failure (scripts can run
   # `jobs/X.sh --dry-run && sbatch jobs/X.sh`)
   if printf '%s\n' "$out" | grep -q '^worst: .*: DOES NOT FIT$'; then
-    die "the plan says this layout does not fit in $HPT_CLUSTER's $([ "$HPT_CLUSTER" = cpu-local ] && echo "memory" || echo "device memory") (line 'worst:' above): raise HPT_TP or HPT_PP, set HPT_RECOMPUTE=1 or HPT_ZERO=1 (2 or 3), lower HPT_MICRO_BATCH, drop the hpt-train options given to the plan above that raise it (they win over HPT_*), or plan another cluster with HPT_CLUSTER"
+    die "the plan says this layout does not fit in $HPT_CLUSTER's $([ "$HPT_CLUSTER" = cpu-local ] && echo "memory" || echo "device memory") (line 'worst:' above): raise HPT_TP or HPT_PP, set HPT_RECOMPUTE=1 (or selective), HPT_SEQUENCE_PARALLEL=1 or HPT_ZERO=1 (2 or 3), lower HPT_MICRO_BATCH, drop the hpt-train options given to the plan above that raise it (they win over HPT_*), or plan another cluster with HPT_CLUSTER"
   fi
 }
 
@@ -535,7 +588,7 @@ probe
 SIGNALS=USR1,TERM
 [ "$HPT_SIGNAL" = USR1 ] || [ "$HPT_SIGNAL" = TERM ] || SIGNALS+=",$HPT_SIGNAL"
 ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
-      --tp "$HPT_TP" --pp "$HPT_PP" --dp "$DP" --batch "$HPT_MICRO_BATCH" --grad-accum "$ACCUM"
+      --tp "$HPT_TP" $(cp_args) --pp "$HPT_PP" --dp "$DP" --batch "$HPT_MICRO_BATCH" --grad-accum "$ACCUM"
       --seq-len "$HPT_SEQ_LEN" --steps "$HPT_STEPS" --save-every "$HPT_SAVE_EVERY"
       --run-dir "$HPT_RUN_DIR" --resume auto --signals "$SIGNALS")
 [ -n "${HPT_CHECKPOINT_DIR:-}" ] && ARGS+=(--checkpoint-dir "$HPT_CHECKPOINT_DIR")
@@ -545,9 +598,8 @@ ARGS=(--model "$HPT_MODEL" --data "$HPT_DATA" --backend "$HPT_BACKEND"
 [ -n "${HPT_EVAL_INTERVAL:-}" ] && ARGS+=(--eval-interval "$HPT_EVAL_INTERVAL")
 [ -n "${HPT_EVAL_BATCHES:-}" ] && ARGS+=(--eval-batches "$HPT_EVAL_BATCHES")
 [ -n "$HPT_INIT_FROM" ] && ARGS+=(--init-from "$HPT_INIT_FROM")
-# shellcheck disable=SC2207  # four words at most, no globs
-ARGS+=($(zero_args) $(sched_args))
-[ "$HPT_RECOMPUTE" = 1 ] && ARGS+=(--recompute)
+# shellcheck disable=SC2207  # seven words at most, no globs
+ARGS+=($(zero_args) $(sched_args) $(act_args))
 [ "$HPT_ASYNC_SAVE" = 1 ] && ARGS+=(--async-save)
 [ -n "$HPT_TRACE_STEPS" ] && ARGS+=(--trace-steps "$HPT_TRACE_STEPS")
 [ "$HPT_BACKEND" != cpu ] && ARGS+=(--comm "$HPT_COMM" --precision "$HPT_PRECISION")

@@ -42,6 +42,8 @@ static void usage(FILE *f)
             "  --intra-lat X, --inter-lat X link latency per message step, microseconds,\n"
             "                        0..1e9\n"
             "  --efficiency X        fraction of peak the matmuls reach, 1e-6..1 [cluster's]\n"
+            "  --hbm-bw X            device memory bandwidth, GB/s, 1e-3..1e6: the\n"
+            "                        memory-bound kernels run at 0.9 of it [cluster's]\n"
             "  --baseline-mib X      per-process memory outside the tensors, 0..1e9\n"
             "                        [cluster's]\n"
             "  --data-bytes N        token-shard bytes each rank maps and reads (hpt-train\n"
@@ -49,6 +51,7 @@ static void usage(FILE *f)
             "                        [0]\n\n"
             "Layout and training:\n"
             "  --tp N, --pp N, --dp N   tensor, pipeline, data parallel sizes [1, 1, the rest]\n"
+            "  --cp N                context parallel size (hpt-train --cp; ring attention) [1]\n"
             "  --seq-len N           tokens per sequence (required)\n"
             "  --global-batch N      sequences per optimizer step (required)\n"
             "  --micro-batch N       sequences per micro-batch [1]\n"
@@ -114,18 +117,18 @@ static void usage(FILE *f)
 }
 
 enum {
-    OPT_MODEL = 256, OPT_CLUSTER, OPT_NODES, OPT_GPN, OPT_TP, OPT_PP, OPT_DP, OPT_SEQ, OPT_GB,
+    OPT_MODEL = 256, OPT_CLUSTER, OPT_NODES, OPT_GPN, OPT_TP, OPT_CP, OPT_PP, OPT_DP, OPT_SEQ, OPT_GB,
     OPT_MB, OPT_RECOMPUTE, OPT_ZERO1, OPT_ZERO, OPT_ZERO_SHARD, OPT_ASYNC_SAVE, OPT_PRECISION, OPT_JSON, OPT_SEARCH, OPT_GPUS, OPT_TOP,
     OPT_PEAK, OPT_MEM, OPT_INTRA_BW, OPT_INTER_BW, OPT_INTRA_LAT, OPT_INTER_LAT, OPT_EFF,
     OPT_BASELINE, OPT_DATA_BYTES, OPT_SCORES, OPT_TIE, OPT_UNTIE, OPT_RANKS_TSV, OPT_HELP,
     OPT_VERSION, OPT_SCHEDULE, OPT_COMM, OPT_NCCL_ALGO, OPT_SEQ_PAR, OPT_MTBF, OPT_STALL,
-    OPT_CKPT_BW, OPT_MEASURED, OPT_VIRTUAL,
+    OPT_CKPT_BW, OPT_MEASURED, OPT_VIRTUAL, OPT_HBM_BW,
 };
 
 static const struct option long_opts[] = {
     {"model", 1, 0, OPT_MODEL},           {"cluster", 1, 0, OPT_CLUSTER},
     {"nodes", 1, 0, OPT_NODES},           {"gpus-per-node", 1, 0, OPT_GPN},
-    {"tp", 1, 0, OPT_TP},                 {"pp", 1, 0, OPT_PP},
+    {"tp", 1, 0, OPT_TP}, {"cp", 1, 0, OPT_CP}, {"pp", 1, 0, OPT_PP},
     {"dp", 1, 0, OPT_DP},                 {"seq-len", 1, 0, OPT_SEQ},
     {"global-batch", 1, 0, OPT_GB},       {"micro-batch", 1, 0, OPT_MB},
     {"recompute", 2, 0, OPT_RECOMPUTE},   {"zero1", 0, 0, OPT_ZERO1}, {"zero", 1, 0, OPT_ZERO},
@@ -145,6 +148,7 @@ static const struct option long_opts[] = {
     {"comm", 1, 0, OPT_COMM},             {"nccl-algo", 1, 0, OPT_NCCL_ALGO},
     {"mtbf-hours", 1, 0, OPT_MTBF},       {"save-stall", 1, 0, OPT_STALL},
     {"ckpt-bw", 1, 0, OPT_CKPT_BW},       {"measured", 1, 0, OPT_MEASURED},
+    {"hbm-bw", 1, 0, OPT_HBM_BW},
     {0, 0, 0, 0},
 };
 
@@ -165,6 +169,7 @@ static hpt_status apply(void *ctx, int c, const char *arg, int *action)
     case OPT_NODES: return hpt_cli_parse_int(n, arg, &o->nodes);
     case OPT_GPN: return hpt_cli_parse_int(n, arg, &o->gpn);
     case OPT_TP: return hpt_cli_parse_int(n, arg, &o->tp);
+    case OPT_CP: return hpt_cli_parse_int_min(n, arg, 1, "ranks per sequence", &o->cp);
     case OPT_PP: return hpt_cli_parse_int(n, arg, &o->pp);
     case OPT_VIRTUAL: return hpt_cli_parse_int(n, arg, &o->pp_virtual);
     case OPT_DP: return hpt_cli_parse_int(n, arg, &o->dp);
@@ -185,6 +190,7 @@ static hpt_status apply(void *ctx, int c, const char *arg, int *action)
     case OPT_MTBF: return hpt_cli_parse_double(n, arg, &o->mtbf_hours);
     case OPT_STALL: return hpt_cli_parse_double(n, arg, &o->save_stall);
     case OPT_CKPT_BW: return hpt_cli_parse_double(n, arg, &o->ckpt_bw);
+    case OPT_HBM_BW: return hpt_cli_parse_double(n, arg, &o->hbm_bw);
     case OPT_MEASURED: o->measured = arg; return HPT_OK;
     case OPT_RECOMPUTE: o->recompute_given = 1; return hpt_recompute_parse(arg, &o->recompute);
     case OPT_SEQ_PAR: o->seqpar = 1; return HPT_OK;

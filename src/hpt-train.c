@@ -42,8 +42,10 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "                        a model.safetensors.index.json or a directory holding\n"
             "                        either; optimizer fresh, step 0; a checkpoint to resume\n"
             "                        wins over it\n\n"
-            "Parallel layout (world = TP x PP x DP; run under mpiexec or srun):\n"
+            "Parallel layout (world = TP x CP x DP x PP; run under mpiexec or srun):\n"
             "  --tp N                tensor parallel size (divides heads, kv heads, SwiGLU) [1]\n"
+            "  --cp N                context parallel: ranks sharing each sequence (ring\n"
+            "                        attention; 2 x CP must divide --seq-len; CPU backend) [1]\n"
             "  --pp N                pipeline parallel size (stages; at most the layers) [1]\n"
             "  --pp-schedule S       1f1b, gpipe, interleaved (--pp-virtual V) or zb-h1 [1f1b]\n"
             "  --pp-virtual V        interleaved: model chunks per pipeline rank [1]\n"
@@ -172,7 +174,7 @@ enum {
     OPT_MODEL = 256, OPT_DATA, OPT_VAL, OPT_RUN_DIR, OPT_BACKEND, OPT_BATCH, OPT_SEQ, OPT_ACCUM,
     OPT_STEPS, OPT_LR, OPT_MIN_LR, OPT_WARMUP, OPT_B1, OPT_B2, OPT_EPS, OPT_WD, OPT_CLIP, OPT_SEED,
     OPT_EVAL_INT, OPT_EVAL_BATCHES, OPT_MAX_SKIPS, OPT_TIE, OPT_UNTIE, OPT_NAN, OPT_QUIET,
-    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_ZERO, OPT_ZERO3_PREFETCH, OPT_ZERO_SHARD, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
+    OPT_PRINT_CONFIG, OPT_HELP, OPT_VERSION, OPT_TP, OPT_CP, OPT_PP, OPT_DP, OPT_ZERO1, OPT_ZERO, OPT_ZERO3_PREFETCH, OPT_ZERO_SHARD, OPT_EXPORT, OPT_RECOMPUTE, OPT_PP_SCHEDULE, OPT_PP_SPLIT, OPT_COMM_STATS, OPT_SAVE_EVERY, OPT_CKPT_DIR, OPT_KEEP,
     OPT_RESUME, OPT_MAX_RUNTIME, OPT_NO_SIGNAL_SAVE, OPT_STOP_AT, OPT_LOG_SAMPLES, OPT_SIGNALS,
     OPT_METRICS, OPT_METRICS_INT, OPT_PEAK, OPT_SLOW_F, OPT_SPIKE_F, OPT_NAN_RANK, OPT_SLOW_RANK,
     OPT_SLOW_MS, OPT_INIT_FROM, OPT_ALERT, OPT_COLL_TIMEOUT, OPT_STALL_RANK, OPT_STALL_STEP,
@@ -192,7 +194,8 @@ static const struct option long_opts[] = {
     {"untie-embeddings", 0, 0, OPT_UNTIE}, {"fault-nan-steps", 1, 0, OPT_NAN},
     {"quiet", 0, 0, OPT_QUIET}, {"print-config", 0, 0, OPT_PRINT_CONFIG}, {"help", 0, 0, OPT_HELP},
     {"version", 0, 0, OPT_VERSION}, {"tp", 1, 0, OPT_TP}, {"pp", 1, 0, OPT_PP},
-    {"dp", 1, 0, OPT_DP}, {"zero1", 0, 0, OPT_ZERO1}, {"zero", 1, 0, OPT_ZERO},
+    {"cp", 1, 0, OPT_CP}, {"dp", 1, 0, OPT_DP}, {"zero1", 0, 0, OPT_ZERO1},
+    {"zero", 1, 0, OPT_ZERO},
     {"zero3-prefetch", 1, 0, OPT_ZERO3_PREFETCH}, {"zero-shard-group", 1, 0, OPT_ZERO_SHARD},
     {"export", 1, 0, OPT_EXPORT}, {"recompute", 2, 0, OPT_RECOMPUTE},
     {"sequence-parallel", 0, 0, OPT_SEQ_PAR}, {"pp-schedule", 1, 0, OPT_PP_SCHEDULE},
@@ -251,13 +254,8 @@ static hpt_status apply(hpt_train_opts *o, int c, const char *arg, int *action)
     case OPT_QUIET: o->quiet = 1; return HPT_OK;
     case OPT_TP: return hpt_cli_parse_int(name, arg, &o->tp);
     case OPT_PP: return hpt_cli_parse_int(name, arg, &o->pp);
-    case OPT_DP: {
-        hpt_status st = hpt_cli_parse_int(name, arg, &o->dp);
-        if (!st && o->dp <= 0)
-            return hpt_error_set(HPT_ERR_USAGE, "--dp %d: must be > 0 (omit --dp to infer it)",
-                                 o->dp);
-        return st;
-    }
+    case OPT_DP: return hpt_cli_parse_int_min(name, arg, 1, "omit --dp to infer it", &o->dp);
+    case OPT_CP: return hpt_cli_parse_int_min(name, arg, 1, "ranks per sequence", &o->cp);
     case OPT_ZERO1:
     case OPT_ZERO:
         return hpt_cli_zero_option(c == OPT_ZERO ? arg : NULL, &o->zero, &o->zero_given,

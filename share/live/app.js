@@ -36,8 +36,13 @@
   var HEAT = {
     busy_s: { label: 'busy time', unit: 's' },
     step_s: { label: 'step time', unit: 's' },
-    flops: { label: 'achieved FLOP/s', unit: 'FLOP/s' }
+    flops: { label: 'achieved FLOP/s', unit: 'FLOP/s' },
+    bubble_s: { label: 'pipeline bubble', unit: 's' }
   };
+  /* The pipeline schedules as hpt-train --pp-schedule names them (the
+   * segments' pp_schedule), as the bubble line names their theory. */
+  var SCHEDULE_LABEL = { '1f1b': '1F1B', gpipe: 'GPipe', interleaved: 'interleaved',
+    'zb-h1': 'ZB-H1' };
   var STATE_LABEL = {
     waiting: 'waiting for the metrics file', live: 'live', stopped: 'writer stopped',
     finished: 'finished', error: 'error'
@@ -54,8 +59,8 @@
    * spans below them; the step's extent on a rank drawn first in the idle
    * colour, so what no compute span covers shows as idle. */
   var TL_COLOR = {
-    forward: '#1f77b4', backward: '#2ca02c', data: '#bcbd22', optimizer: '#ff7f0e',
-    validation: '#17becf', checkpoint: '#9467bd', checkpoint_snap: '#9467bd'
+    forward: '#1f77b4', backward: '#2ca02c', weight: '#00441b', data: '#bcbd22',
+    optimizer: '#ff7f0e', validation: '#17becf', checkpoint: '#9467bd', checkpoint_snap: '#9467bd'
   };
   var TL_IDLE = '#f6c9c9';
   var TL_COMM = { tp: '#8c564b', dp: '#e377c2', 'dp-shard': '#e377c2', 'dp-replica': '#c5b0d5',
@@ -78,7 +83,7 @@
   var S = {
     runs: [], hist: {}, alerts: [], charts: {}, heatMetric: 'busy_s', heatRun: null,
     renderTimer: null, conn: OFFLINE ? 'offline' : 'connecting', requests: 0, renders: 0,
-    errors: [], tlRun: null, tlStep: null, tlBars: 0, tlRows: 0
+    errors: [], tlRun: null, tlStep: null, tlBars: 0, tlRows: 0, bubble: null
   };
 
   window.addEventListener('error', function (e) { S.errors.push(String(e.message)); });
@@ -339,6 +344,7 @@
       el('section', { class: 'panel wide', 'data-panel': 'heat' }, [
         el('h2', {}, [document.createTextNode('Per rank × step: '), heatSel,
           document.createTextNode(' run '), runSel]),
+        el('p', { class: 'legend-note', id: 'bubble-line', style: 'display:none' }),
         el('div', { class: 'chart tall', id: 'chart-heat' })
       ]),
       el('section', { class: 'panel wide', 'data-panel': 'comm' }, [
@@ -550,6 +556,7 @@
       series: [{ id: 'heat', name: meta.label, type: 'heatmap', data: data,
         progressive: data.length > 20000 ? 5000 : 0 }]
     }, { replaceMerge: ['series'] });
+    renderBubble(S.heatRun === null ? null : runById(S.heatRun), h);
     var comm = h && h.comm, groups = (comm && comm.groups) || [], sec = (comm && comm.seconds) || [];
     var CW = 0;
     sec.forEach(function (row) { CW = Math.max(CW, (row || []).length); });
@@ -566,6 +573,55 @@
         return { id: 'comm-' + g, name: g, type: 'bar', stack: 'comm', data: sec[i] || [] };
       })
     }, { replaceMerge: ['series'] });
+  }
+
+  /* The measured pipeline bubble of the rows a heat map holds: per step the
+   * most idle rank's bubble_s over the step's time (/steps/step_time), the
+   * median over the steps that have one (hpt-metrics summary's figure);
+   * {value, steps}, value null when no step has one (a file older than
+   * /ranks/pipeline_bubble). */
+  function measuredBubble(rk) {
+    var mat = (rk && rk.bubble_s) || [], st = (rk && rk.step_time) || [], r = [];
+    mat.forEach(function (row, i) {
+      var worst = -1;
+      (row || []).forEach(function (v) { if (v !== null && isFinite(v) && v > worst) worst = v; });
+      if (worst >= 0 && st[i] > 0) r.push(worst / st[i]);
+    });
+    r.sort(function (a, b) { return a - b; });
+    var n = r.length, med = !n ? null : n % 2 ? r[(n - 1) / 2] : 0.5 * (r[n / 2 - 1] + r[n / 2]);
+    return { value: med, steps: n };
+  }
+
+  function frac(v) { return String(Number(v.toPrecision(3))); }
+
+  /* The line beside the heat map for a run whose last segment has PP > 1:
+   * the measured bubble and the theory of the segment's own schedule (none
+   * where the file predates bubble_theory). Hidden for PP 1. */
+  function renderBubble(r, h) {
+    var line = document.getElementById('bubble-line');
+    var segs = (h && h.segments) || [], seg = segs.length ? segs[segs.length - 1] : null;
+    var pp = seg ? seg.pp : r && r.layout ? r.layout.pp : 1;
+    S.bubble = null;
+    if (!r || !h || !(pp > 1)) {
+      line.style.display = 'none';
+      line.textContent = '';
+      return;
+    }
+    var ga = (r.attrs || {}).grad_accum, m = measuredBubble(h.ranks);
+    var th = seg && typeof seg.bubble_theory === 'number' ? seg.bubble_theory : null;
+    var sched = seg && seg.pp_schedule ? SCHEDULE_LABEL[seg.pp_schedule] || seg.pp_schedule : null;
+    if (sched && seg.pp_schedule === 'interleaved' && seg.pp_virtual) sched += ', V = ' + seg.pp_virtual;
+    var text = 'pipeline bubble: ' + (m.value === null ? 'not recorded in this file'
+      : frac(m.value) + ' of the step measured (the most idle stage\'s, median of ' + m.steps +
+        ' step' + (m.steps === 1 ? '' : 's') + ')');
+    if (th !== null)
+      text += '; theory' + (sched ? ' (' + sched + ')' : '') + ': ' + frac(th) + ' of the step (PP ' +
+        pp + (typeof ga === 'number' ? ', ' + ga + ' micro-batches' : '') + ')';
+    line.textContent = text;
+    line.style.display = '';
+    line.setAttribute('data-run', r.id);
+    S.bubble = { run: r.id, text: text, measured: m.value, steps: m.steps, theory: th,
+      schedule: seg ? seg.pp_schedule : null };
   }
 
   /* Per run: the productive fraction, a bar of the parts, their seconds. */
@@ -676,8 +732,9 @@
     return el('section', { class: 'panel wide', 'data-panel': 'timeline', style: 'display:none' }, [
       el('h2', {}, [document.createTextNode('Step timeline (--trace-steps): run '), runSel,
         document.createTextNode(' step '), stepSel,
-        el('span', { class: 'legend-note', text: ' forward blue, backward green, data olive, ' +
-          'optimizer orange, checkpoint purple; communication below; idle shaded red' })]),
+        el('span', { class: 'legend-note', text: ' forward blue, backward green, weight ' +
+          'gradients (zb-h1\'s deferred W pass) dark green, data olive, optimizer orange, ' +
+          'checkpoint purple; communication below; idle shaded red' })]),
       el('p', { class: 'legend-note', id: 'timeline-note' }),
       el('div', { class: 'chart tall', id: 'chart-timeline' })
     ]);
@@ -916,6 +973,11 @@
         visible: document.querySelector('[data-panel="timeline"]').style.display !== 'none' };
     },
     showTimeline: function (run, step) { S.tlRun = run; S.tlStep = step; render(); },
+    /* the pipeline bubble line beside the heat map (null: not shown) */
+    bubble: function () {
+      var line = document.getElementById('bubble-line');
+      return S.bubble && line.style.display !== 'none' ? JSON.parse(JSON.stringify(S.bubble)) : null;
+    },
     heatCells: function () {
       var s = S.charts.heat.getOption().series[0];
       return s ? s.data.length : 0;

@@ -50,6 +50,17 @@ expect_error 2 "HPT_PP_SCHEDULE=interleaved needs the micro-batches per step, HP
   env HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=2 HPT_GLOBAL_BATCH=6 bash "$T" --dry-run
 expect_error 2 "HPT_GLOBAL_BATCH=2 / \(HPT_MICRO_BATCH=1 x DP=2\) = 1, to be a multiple of HPT_PP=2 \(it runs them in groups of PP\): nearest valid 2 \(HPT_GLOBAL_BATCH=4\)" \
   env HPT_PP_SCHEDULE=interleaved HPT_PP_VIRTUAL=2 HPT_GLOBAL_BATCH=2 bash "$T" --dry-run
+# activation memory: HPT_RECOMPUTE is 0|1|full|selective (none too, as
+# hpt-train's), HPT_SEQUENCE_PARALLEL 0|1 with TP > 1 dividing the tokens
+for v in 2 yes on; do
+  expect_error 2 "HPT_RECOMPUTE='$v': expected 0 \(none\), 1 or full \(keep only each layer's input, redo the layer in backward\) or selective \(keep the GEMM outputs, redo attention and the norms/SwiGLU\)" \
+    env HPT_RECOMPUTE=$v bash "$T" --dry-run
+done
+expect_error 2 "HPT_SEQUENCE_PARALLEL='yes': expected 0 or 1" env HPT_SEQUENCE_PARALLEL=yes bash "$T" --dry-run
+expect_error 2 "HPT_SEQUENCE_PARALLEL=1 needs HPT_TP > 1 \(it splits the norms and residual stream over the TP ranks\)" \
+  env HPT_SEQUENCE_PARALLEL=1 HPT_TP=1 bash "$T" --dry-run
+expect_error 2 "HPT_SEQUENCE_PARALLEL=1: a micro-batch of HPT_MICRO_BATCH=1 x HPT_SEQ_LEN=255 = 255 tokens does not split into HPT_TP=2 equal parts" \
+  env HPT_SEQUENCE_PARALLEL=1 HPT_SEQ_LEN=255 bash "$T" --dry-run
 # a layout whose memory plan does not fit: the dry run prints the plan, then
 # fails (so `--dry-run && sbatch` submits nothing that would run out of memory)
 [ -x "$HPT_BUILD/src/hpt-plan" ] || fail "hpt-plan not built in $HPT_BUILD/src"
@@ -60,15 +71,16 @@ expect_error 2 "the plan says this layout does not fit in h100-80gb's device mem
   env HPT_RECOMPUTE=0 HPT_ZERO1=0 HPT_MICRO_BATCH=4 bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
 grep -q "^worst: stage 0, .*: DOES NOT FIT$" "$WORK/out.$$" || fail "the misfit dry run did not print the plan"
 # ... also when the misfit comes from the job's own hpt-train options (GPipe
-# keeps every micro-batch's activations), which the plan is given
+# keeps every micro-batch's activations), which the plan is given (the
+# template's interleaved schedule set back to 1F1B, so that it sets no V)
 expect_error 2 "the plan says this layout does not fit in h100-80gb's device memory" \
-  env HPT_TRAIN_ARGS="--pp-schedule gpipe" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
+  env HPT_PP_SCHEDULE=1f1b HPT_TRAIN_ARGS="--pp-schedule gpipe" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
 grep -q "hpt-plan .* --pp-schedule gpipe$" "$WORK/out.$$" || fail "the plan was not given --pp-schedule gpipe"
 # --recompute's optional value written as the next word reaches the plan too
 # (was: dropped, so "--recompute none" was planned as full recomputation)
 expect_error 2 "the plan says this layout does not fit in h100-80gb's device memory" \
   env HPT_TRAIN_ARGS="--recompute none" bash "$HPT_SRC/jobs/train_70b.sh" --dry-run
-grep -q "hpt-plan .* --recompute --zero 1 --async-save --precision tf32 --recompute none$" "$WORK/out.$$" ||
+grep -q "hpt-plan .* --recompute selective --sequence-parallel --zero 1 --pp-schedule interleaved --pp-virtual 2 --async-save --precision tf32 --recompute none$" "$WORK/out.$$" ||
   fail "the plan was not given --recompute none"
 expect_error 2 "unknown argument '--fast'" bash "$T" --fast
 expect_error 2 "not inside a Slurm job: submit with sbatch" bash "$T"

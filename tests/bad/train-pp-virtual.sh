@@ -4,7 +4,7 @@
 # interleaved; interleaved with V < 2 or on one stage; the micro-batches
 # not a multiple of --pp (naming the nearest valid counts); V whose P x V
 # chunks do not divide the layers; more virtual stages than layers; a
-# --pp-split without P x V counts; interleaved with ZeRO-3 (not yet).
+# --pp-split without P x V counts.
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 "$TRAIN" --model tiny --print-config > "$WORK/tiny.json" || fail "--print-config"
@@ -25,8 +25,6 @@ expect_error 2 "\-\-pp 2 x --pp-virtual 4 = 8 virtual stages: more than the mode
   $T --pp 2 --grad-accum 4 --pp-schedule interleaved --pp-virtual 4
 expect_error 2 "\-\-pp-split '3,3': 2 counts summing to 6, expected 4 counts \(--pp x --pp-virtual\)" \
   $T --pp 2 --grad-accum 4 --pp-schedule interleaved --pp-virtual 2 --pp-split 3,3
-expect_error 2 "\-\-pp-schedule interleaved with --zero 3: not supported yet" \
-  timeout 120 "$MPIEXEC" -n 4 "$TRAIN" $A --pp 2 --dp 2 --zero 3 --grad-accum 4 --pp-schedule interleaved --pp-virtual 3
 expect_error 2 "\-\-pp-schedule interleaved needs --pp >= 2" \
   timeout 120 "$TRAIN" $A --grad-accum 2 --pp-schedule interleaved --pp-virtual 2
 expect_error 2 "\-\-pp-schedule 'zigzag': expected 1f1b, gpipe, interleaved or zb-h1" \

@@ -6,7 +6,9 @@
 # at PP 2 x V 2 (4 micro-batches), PP 4 x V 2 (8 micro-batches, a layer per
 # chunk), PP 2 x V 2 with TP 2 and sequence parallelism and selective
 # recomputation, PP 2 x V 2 x DP 2 with ZeRO-1 and full recomputation, with
-# ZeRO-2 (gradients accumulated in the shard), with tied embeddings (the
+# ZeRO-2 (gradients accumulated in the shard), with ZeRO-3 (each chunk's
+# layers gathered as the schedule reaches them, the prefetch running on
+# into the next chunk in unit order), with tied embeddings (the
 # first stage's embedding and the last stage's copy), and an uneven
 # --pp-split of P x V counts. Against 1F1B at PP 2 the loss is bitwise
 # (each layer's work and each parameter's accumulation over micro-batches
@@ -45,12 +47,13 @@ run tp 4 $M8 --batch 2 --grad-accum 4 --tp 2 --pp 2 $IL 2 --sequence-parallel --
   --export "$WORK/tp.h5"
 run dp 4 $M8 --batch 1 --grad-accum 4 --pp 2 --dp 2 --zero 1 --recompute full $IL 2 --export "$WORK/dp.h5"
 run z2 4 $M8 --batch 1 --grad-accum 4 --pp 2 --dp 2 --zero 2 $IL 2 --export "$WORK/z2.h5"
+run z3 4 $M8 --batch 1 --grad-accum 4 --pp 2 --dp 2 --zero 3 $IL 2 --export "$WORK/z3.h5"
 run tied 2 --model "$WORK/t8tied.json" $A --batch 2 --grad-accum 4 --pp 2 $IL 2 --export "$WORK/tied.h5"
 run split 2 $M8 --batch 2 --grad-accum 4 --pp 2 $IL 2 --pp-split 3,1,1,3 --export "$WORK/split.h5"
 grep -q "layout TP 1 x PP 2 x DP 1 on 2 ranks" "$WORK/i22.out" || fail "i22: banner"
 grep -q "interleaved 1F1B, 2 model chunks per stage" "$WORK/i22.out" ||
   fail "i22: the banner does not name the schedule: $(grep layout "$WORK/i22.out")"
-"$PYTHON" "$HPT_SRC/tests/helpers/compare_runs.py" "$WORK" 3 ref=i22,f22,i42,tp,dp,z2,split reft=tied ||
+"$PYTHON" "$HPT_SRC/tests/helpers/compare_runs.py" "$WORK" 3 ref=i22,f22,i42,tp,dp,z2,z3,split reft=tied ||
   fail "interleaved runs differ from one rank"
 cut -f1,2 "$WORK/i22/log.tsv" > "$WORK/i22.loss" && cut -f1,2 "$WORK/f22/log.tsv" > "$WORK/f22.loss"
 cmp "$WORK/i22.loss" "$WORK/f22.loss" || fail "i22: the losses are not bitwise those of 1F1B at PP 2"

@@ -9,7 +9,8 @@
 # micro-batches than stages), PP 2 with TP 2 + sequence parallelism +
 # selective recomputation, PP 2 x DP 2 with ZeRO-1 and full recomputation,
 # PP 2 x DP 2 without ZeRO (the DP all-reduce started by the last W), tied
-# embeddings and an uneven --pp-split. Against 1F1B it is bitwise: log.tsv
+# embeddings, an uneven --pp-split and context parallelism (CP 2: the
+# ring attention's backward inside B). Against 1F1B it is bitwise: log.tsv
 # and the exports at PP 2 and PP 4 (B and W passes run in micro-batch
 # order, so every gradient element sums the same terms in the same order;
 # each GEMM's tiles are the same products). The schedule: per stage, the
@@ -53,9 +54,10 @@ run dp 4 $M8 --batch 1 --grad-accum 4 --pp 2 --dp 2 --zero 1 --recompute full $Z
 run dp0 4 $M8 --batch 1 --grad-accum 4 --pp 2 --dp 2 $ZB --export "$WORK/dp0.h5"
 run tied 2 --model "$WORK/t8tied.json" $A --batch 2 --grad-accum 4 --pp 2 $ZB --export "$WORK/tied.h5"
 run split 2 $M8 --batch 2 --grad-accum 4 --pp 2 $ZB --pp-split 3,5 --export "$WORK/split.h5"
+run cp 4 $M8 --batch 2 --grad-accum 4 --pp 2 --cp 2 $ZB --export "$WORK/cp.h5"
 grep -q "layout TP 1 x PP 2 x DP 1 on 2 ranks, zero-bubble ZB-H1;" "$WORK/z22.out" ||
   fail "z22: the banner does not name the schedule: $(grep layout "$WORK/z22.out")"
-"$PYTHON" "$HPT_SRC/tests/helpers/compare_runs.py" "$WORK" 3 ref=z22,z48,z42,tp,dp,dp0,split reft=tied ||
+"$PYTHON" "$HPT_SRC/tests/helpers/compare_runs.py" "$WORK" 3 ref=z22,z48,z42,tp,dp,dp0,split,cp reft=tied ||
   fail "zb-h1 runs differ from one rank"
 for p in 22:f22 48:f48; do
   z=z${p%%:*} f=${p#*:}
@@ -151,4 +153,4 @@ timeout 300 "$MPIEXEC" -n 2 "$TRAIN" $K --run-dir "$WORK/k" > "$WORK/kfinal.out"
 grep -q "resumed from " "$WORK/kfinal.out" || { cat "$WORK/kfinal.out"; fail "the final run did not resume"; }
 cmp "$WORK/kref/log.tsv" "$WORK/k/log.tsv" ||
   { diff "$WORK/kref/log.tsv" "$WORK/k/log.tsv" | head; fail "zb-h1 through 2 kill -9 points differs from the uninterrupted run"; }
-pass "zb-h1 equals one rank (PP 2/4, m < p, TP 2 + SP, DP 2 with and without ZeRO-1, tied, uneven split), bitwise 1F1B, the published order, resumes 1F1B -> interleaved -> zb-h1 bitwise, survives kill -9"
+pass "zb-h1 equals one rank (PP 2/4, m < p, TP 2 + SP, DP 2 with and without ZeRO-1, tied, uneven split, CP 2), bitwise 1F1B, the published order, resumes 1F1B -> interleaved -> zb-h1 bitwise, survives kill -9"

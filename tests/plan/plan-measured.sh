@@ -5,7 +5,7 @@
 # predicted peak memory per rank is within 10 % of the measured peak RSS —
 # also under the GPipe schedule (gp8: every stage holds all 8 micro-batches,
 # about twice the 1F1B memory, so a plan that ignored --pp-schedule fails)
-# and zb-h1 (zb2, zb2s).
+# and the interleaved one (il2, against 1F1B: f1b4) and zb-h1 (zb2, zb2s).
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1
@@ -90,4 +90,35 @@ pred = rss(f"{w}/z1d4.pred") - rss(f"{w}/z3d4.pred")
 print(f"ZeRO-1 - ZeRO-3 at DP 4 (small): measured {meas:.1f} MiB, predicted {pred:.1f} MiB")
 sys.exit(0 if pred > 0 and abs(meas - pred) <= 0.2 * pred else 1)
 PY
-pass "hpt-plan matches measured communication bytes exactly and peak RSS within 10 % (ZeRO-3 below ZeRO-1 as predicted)"
+# Interleaved 1F1B at PP 2, V = 2, micro-batches of 4 x 256 tokens
+# (activations about half the peak), against 1F1B (whose slots do not
+# depend on m >= p): each stage within 10 % as above, and each stage's
+# excess over 1F1B within 20 % (5 MiB at least) of the predicted one.
+#  m = 4: 5 chunk forwards on stage 0 (1F1B: 2 micro-batches = 4), 3 + the
+#    head's slot of its own on stage 1 (1F1B: 1 micro-batch): +56 / +103 MiB;
+#  m = 2 = p: every forward first, m V = 4 chunk forwards per stage, the
+#    head's buffers in 2 of them on stage 1: +6 / +137 MiB.
+# (the plan before counted the head's slot among the in-flight ones and had
+# no m = p rule: +53 MiB on stage 1 at both, 411 MiB there at m = 2, -17 %)
+check f1b4 2 "--model small --seq-len 256 --pp 2 --batch 4 --grad-accum 4 --pp-schedule 1f1b" \
+  "--model small --seq-len 256 --pp 2 --global-batch 16 --micro-batch 4 --pp-schedule 1f1b"
+check il2 2 "--model small --seq-len 256 --pp 2 --batch 4 --grad-accum 4 --pp-schedule interleaved --pp-virtual 2" \
+  "--model small --seq-len 256 --pp 2 --global-batch 16 --micro-batch 4 --pp-schedule interleaved --pp-virtual 2"
+check il2p 2 "--model small --seq-len 256 --pp 2 --batch 4 --grad-accum 2 --pp-schedule interleaved --pp-virtual 2" \
+  "--model small --seq-len 256 --pp 2 --global-batch 8 --micro-batch 4 --pp-schedule interleaved --pp-virtual 2"
+"$PYTHON" - "$WORK" <<'PY' || fail "interleaved 1F1B's peak RSS is not above 1F1B's by the predicted amount"
+import sys
+w = sys.argv[1]
+def rss(path):  # peak RSS column (MiB) per rank = stage
+    rows = [l.rstrip("\n").split("\t") for l in open(path)][1:]
+    return {int(r[0]): float(r[5]) for r in rows}
+bad = 0
+for run, m in (("il2", 4), ("il2p", 2)):
+    for stage in (0, 1):
+        meas = rss(f"{w}/{run}/comm.tsv")[stage] - rss(f"{w}/f1b4/comm.tsv")[stage]
+        pred = rss(f"{w}/{run}.pred")[stage] - rss(f"{w}/f1b4.pred")[stage]
+        print(f"interleaved V 2 - 1F1B, PP 2, m {m} x 4, stage {stage}: measured {meas:+.1f} MiB, predicted {pred:+.1f} MiB")
+        bad += not (pred > 0 and abs(meas - pred) <= max(0.2 * pred, 5))
+sys.exit(1 if bad else 0)
+PY
+pass "hpt-plan matches measured communication bytes exactly and peak RSS within 10 % (ZeRO-3 below ZeRO-1, interleaved 1F1B above 1F1B as predicted)"

@@ -6,11 +6,14 @@
 #  - in flight on stage s: 1F1B min(p - s, m) = 4, 3, 2, 1; GPipe m = 8;
 #    interleaved min((p-s-1) x 2 + (V-1) x p + 1, m V) chunk forwards:
 #    V 2: 11, 9, 7, 5 = 5.5, 4.5, 3.5, 2.5 micro-batches (stage 0: 4 x (1 +
-#    3/8), Korthikanti's factor); V 4: 19, 17, 15, 13; m = 4 caps V 2 at
-#    m V = 8: 8, 8, 7, 5;
+#    3/8), Korthikanti's factor); V 4: 19, 17, 15, 13; m = 4 = p: every
+#    forward before the first backward (Megatron's all-warm-up case, and
+#    hpt-train's, whose measured peak RSS showed it), m V = 8 on every
+#    stage, the last stage's head in 4 of them;
 #  - chunks: virtual stage v = c p + s holds layers [4v, 4v + 4) (V 2);
 #  - activation bytes: C + slots x (layers per slot x l + e) (+ the head's
-#    part in 1 slot on the last stage when interleaved): C, l and e solved
+#    part in 1 slot on the last stage when interleaved, a slot of its own:
+#    in flight + 1 slots there, as hpt-train allocates them): C, l and e solved
 #    from three plans of stage 0, every other plan of stages 0-2 and the
 #    last stage's head slots predicted from them exactly; the same on
 #    cpu-local's exact model (small, PP 2, m 4);
@@ -35,7 +38,7 @@ want = {  # schedule, V, bubble, in flight, in flight in micro-batches
     "gpipe": ("gpipe", 1, F(3, 11), [8] * 4, [8] * 4),
     "int2": ("interleaved", 2, F(3, 19), [11, 9, 7, 5], [5.5, 4.5, 3.5, 2.5]),
     "int4": ("interleaved", 4, F(3, 35), [19, 17, 15, 13], [4.75, 4.25, 3.75, 3.25]),
-    "cap": ("interleaved", 2, F(3, 11), [8, 8, 7, 5], [4, 4, 3.5, 2.5]),
+    "cap": ("interleaved", 2, F(3, 11), [8, 8, 8, 8], [4, 4, 4, 4]),
 }
 for k, (name, V, bubble, fl, mb) in want.items():
     x = d[k]
@@ -61,7 +64,7 @@ assert "layers" not in d["int2"]["memory"]["stages"][0]
 # solve C, l, e from stage 0 of 1F1B, GPipe and V 2
 act = lambda k, s: F(d[k]["memory"]["stages"][s]["memory"]["activations"])
 K = {k: [F(s["in_flight"]) for s in d[k]["memory"]["stages"]] for k in d}
-c = {"1f1b": 8, "gpipe": 8, "int2": 4, "int4": 2}
+c = {"1f1b": 8, "gpipe": 8, "int2": 4, "int4": 2, "cap": 4}
 # a1 - a0 = dK_layers * l + dK * e for two schedules against 1F1B
 def row(k, s):
     return (K[k][s] * c[k] - K["1f1b"][s] * 8, K[k][s] - K["1f1b"][s], act(k, s) - act("1f1b", s))
@@ -76,13 +79,19 @@ for k in c:
         assert act(k, s) == pred, (k, s, act(k, s), pred)
 # the last stage: + h H, h = the slots holding the head (lnf): K under
 # 1F1B and GPipe, 1 interleaved (Megatron's order runs each last-chunk
-# forward right before that micro-batch's backward)
-h = {"1f1b": 1, "gpipe": 8, "int2": 1, "int4": 1}
+# forward right before that micro-batch's backward; with m = p all 4 of
+# them run before the first backward)
+h = {"1f1b": 1, "gpipe": 8, "int2": 1, "int4": 1, "cap": 4}
+# ... and interleaved keeps the head chunk's slot apart from the others
+# (lib/train_pipeline.c pipeline_slots): the warm-up forwards, all of
+# earlier chunks, fill K of them, so K + 1 slots — but K when every
+# forward runs first (cap: m = p)
+x = {"1f1b": 0, "gpipe": 0, "int2": 1, "int4": 1, "cap": 0}
 H = (act("gpipe", 3) - act("1f1b", 3) - 7 * (8 * l + e)) / 7
 C3 = act("1f1b", 3) - (8 * l + e) - H
 assert H > 0, H
 for k in c:
-    assert act(k, 3) == C3 + K[k][3] * (c[k] * l + e) + h[k] * H, (k, act(k, 3))
+    assert act(k, 3) == C3 + (K[k][3] + x[k]) * (c[k] * l + e) + h[k] * H, (k, act(k, 3))
 print("activations: per layer %.0f B, per slot end %.0f B, shared %.0f B: every schedule and stage as predicted" % (l, e, C))
 
 # point-to-point

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The hpt-train options the launcher builds for the training step, with srun
 # faked (no Slurm needed): HPT_PP_SCHEDULE and HPT_PP_VIRTUAL become
-# --pp-schedule S --pp-virtual N, and nothing of them is passed when they
-# are unset (hpt-train's default schedule). The fake srun answers the probe
+# --pp-schedule S --pp-virtual N, HPT_RECOMPUTE --recompute [selective],
+# HPT_SEQUENCE_PARALLEL=1 --sequence-parallel, and nothing of them is passed
+# when they are unset (hpt-train's defaults). The fake srun answers the probe
 # step as a healthy MPI world (one "rank R of W on NODE" line per task) and
 # records the training step's command line.
 . "$HPT_SRC/tests/helpers/lib.sh"
@@ -44,4 +45,15 @@ grep -Eq " --pp-schedule gpipe( |$)" "$WORK/12.args" && ! grep -q -- "--pp-virtu
   fail "HPT_PP_SCHEDULE=gpipe: not passed to hpt-train as --pp-schedule gpipe alone"
 run 13
 grep -q -- "--pp-schedule\|--pp-virtual" "$WORK/13.args" && fail "no HPT_PP_SCHEDULE: a schedule was passed"
-pass "the launcher passes HPT_PP_SCHEDULE and HPT_PP_VIRTUAL to hpt-train"
+# HPT_RECOMPUTE (0|1|full|selective; 1 and full: a bare --recompute) and
+# HPT_SEQUENCE_PARALLEL=1 (--sequence-parallel)
+run 14 HPT_RECOMPUTE=selective HPT_SEQUENCE_PARALLEL=1
+grep -Eq " --recompute selective( |$)" "$WORK/14.args" && grep -Eq " --sequence-parallel( |$)" "$WORK/14.args" ||
+  fail "HPT_RECOMPUTE=selective HPT_SEQUENCE_PARALLEL=1: not passed as --recompute selective --sequence-parallel"
+for v in 1 full; do
+  run 15$v HPT_RECOMPUTE=$v
+  grep -Eq " --recompute( --|$)" "$WORK/15$v.args" || fail "HPT_RECOMPUTE=$v: not passed as a bare --recompute"
+done
+grep -q -- "--recompute\|--sequence-parallel" "$WORK/13.args" &&
+  fail "no HPT_RECOMPUTE, HPT_SEQUENCE_PARALLEL: --recompute or --sequence-parallel passed"
+pass "the launcher passes HPT_PP_SCHEDULE, HPT_PP_VIRTUAL, HPT_RECOMPUTE and HPT_SEQUENCE_PARALLEL to hpt-train"

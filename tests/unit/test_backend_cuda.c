@@ -38,9 +38,16 @@
  * attention group runs the same path in tf32 mode (fp32 operands, NMSE
  * 1e-4).
  *
+ * Fused and vectorised kernels (group fused): add_rmsnorm_forward,
+ * rope_qk and SwiGLU's 16-byte accesses, each against the CPU and against
+ * the same backend's unfused or element-by-element path bit for bit (odd
+ * C, unaligned pointers, fp32 and bf16). Host synchronisations (group
+ * sync): the host_syncs counters around a tiny bf16 model's training
+ * steps stay at the expected read-backs.
+ *
  * Arguments: optional group names (memory matmul embedding rmsnorm rope
- * attention elementwise crossentropy adamw bf16 reserve) run only those
- * groups. The sections follow the backend's files: lib/backend_cuda.cu
+ * attention ring elementwise crossentropy adamw bf16 fused sync reserve)
+ * run only those groups. The sections follow the backend's files: lib/backend_cuda.cu
  * (memory, matmul, reserve), lib/attention_cuda.cu (attention),
  * lib/kernels_cuda.cu (embedding, rmsnorm, rope, elementwise,
  * crossentropy, adamw); bf16 (and attention's tf32 part) crosses all
@@ -58,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_ring.h"
 #include "backend.h"
 #include "bf16.h"
 #include "config.h"
@@ -243,6 +251,51 @@ static float *dtake_bf16(void *d, size_t n)
     hpt_bf16_to_f32_n(f, h, n);
     free(h);
     return f;
+}
+
+/* Host floats of n device values at d (bf16 when bf, else float), which
+ * may point inside an allocation (kept). */
+static float *dget(const void *d, size_t n, int bf)
+{
+    float *f = xmalloc(FB(n ? n : 1));
+    if (!bf) {
+        gpu->download(f, d, FB(n));
+        return f;
+    }
+    hpt_bf16 *h = xmalloc(sizeof(hpt_bf16) * (n ? n : 1));
+    gpu->download(h, d, sizeof(hpt_bf16) * n);
+    hpt_bf16_to_f32_n(f, h, n);
+    free(h);
+    return f;
+}
+
+/* Device buffer of off + n values (bf16 when bf, else float), NaN, with
+ * x's n values from element off on (x NULL: all NaN); *at = element off. */
+static void *dput_at(const float *x, size_t n, size_t off, int bf, void **at)
+{
+    void *d = bf ? dnan_bf16(n + off) : (void *)dnan(n + off);
+    *at = (char *)d + off * (bf ? sizeof(hpt_bf16) : sizeof(float));
+    if (x && bf) {
+        hpt_bf16 *h = xmalloc(sizeof(hpt_bf16) * (n ? n : 1));
+        hpt_bf16_from_f32_n(h, x, n);
+        gpu->upload(*at, h, sizeof(hpt_bf16) * n);
+        free(h);
+    } else if (x) {
+        gpu->upload(*at, x, FB(n));
+    }
+    return d;
+}
+
+/* got and ref equal bit for bit (n floats; converted bf16 values are
+ * exact): reports the count of elements that differ. */
+static void cmp_bits(const char *name, const float *got, const float *ref, size_t n)
+{
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++)
+        diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+    char nm[240];
+    snprintf(nm, sizeof nm, "%.200s (elements that differ:", name);
+    result(nm, diff == 0, "%g)", (double)diff);
 }
 
 /* ======================================================================
@@ -1033,6 +1086,93 @@ static void test_rope(int B, int T, int nh, int hd)
     free(x), free(g);
 }
 
+/* ------------------------------------------- ring attention (CP) */
+
+/* Context parallelism's block ops and rope_pos (lib/attention_ring.c):
+ * rank `rank` of CP `cp` runs hpt_ring_step_forward/backward over every
+ * owner's K/V chunks (the ring order) on both backends from the same
+ * zigzag-local q, k, v, dout; out, lse, dq and each owner's dK/dV parts
+ * compared (outputs poisoned with NaN on the GPU: an unwritten row fails),
+ * and rope_pos at the rank's positions. */
+static void test_ring(int B, int T, int cp, int rank, int H, int KV, int hd)
+{
+    char name[200];
+    int Tl = T / cp;
+    size_t nq = (size_t)B * Tl * H * hd, nk = (size_t)B * Tl * KV * hd, nl = (size_t)B * H * Tl;
+    float *q = hrand(nq, 1.0), *dout = hrand(nq, 1.0), *k[8], *v[8];
+    float *d_q = dput(q, FB(nq)), *d_dout = dput(dout, FB(nq)), *d_k[8], *d_v[8];
+    for (int o = 0; o < cp; o++) {
+        k[o] = hrand(nk, 1.0), v[o] = hrand(nk, 1.0);
+        d_k[o] = dput(k[o], FB(nk)), d_v[o] = dput(v[o], FB(nk));
+    }
+    float *out = xmalloc(FB(nq)), *lse = xmalloc(FB(nl)), *d_out = dnan(nq), *d_lse = dnan(nl);
+    int sc[2] = {0, 0}, sg[2] = {0, 0};
+    for (int s = 0; s < cp; s++) {
+        int o = (rank - s + cp) % cp;
+        hpt_ring_step_forward(cpu, out, lse, q, k[o], v[o], B, T, cp, rank, o, H, KV, hd, sc);
+        hpt_ring_step_forward(gpu, d_out, d_lse, d_q, d_k[o], d_v[o], B, T, cp, rank, o, H, KV,
+                              hd, sg);
+    }
+    snprintf(name, sizeof name, "ring forward B=%d T=%d CP=%d rank=%d H=%d KV=%d hd=%d", B, T,
+             cp, rank, H, KV, hd);
+    float *g_out = dtake(d_out, nq), *g_lse = dtake(d_lse, nl);
+    cmp(name, g_out, out, nq);
+    snprintf(name, sizeof name, "ring lse B=%d T=%d CP=%d rank=%d", B, T, cp, rank);
+    cmp(name, g_lse, lse, nl);
+    /* backward from each backend's own forward (as the trainer runs it) */
+    float *D = xmalloc(FB(nl)), *dq = xmalloc(FB(nq)), *d_D = dnan(nl), *d_dq;
+    float *d_o2 = dput(g_out, FB(nq)), *d_l2 = dput(g_lse, FB(nl));
+    cpu->attention_rowdot(D, dout, out, B, Tl, H, hd);
+    gpu->attention_rowdot(d_D, d_dout, d_o2, B, Tl, H, hd);
+    float *g_D = dtake(d_D, nl);
+    snprintf(name, sizeof name, "ring rowdot B=%d T=%d CP=%d", B, T, cp);
+    cmp(name, g_D, D, nl);
+    d_D = dput(g_D, FB(nl));
+    memset(dq, 0, FB(nq));
+    d_dq = dput(dq, FB(nq));
+    for (int s = 0; s < cp; s++) {
+        int o = (rank - s + cp) % cp;
+        float *dk = xmalloc(FB(nk)), *dv = xmalloc(FB(nk));
+        memset(dk, 0, FB(nk)), memset(dv, 0, FB(nk));
+        float *d_dk = dput(dk, FB(nk)), *d_dv = dput(dv, FB(nk));
+        hpt_ring_step_backward(cpu, dq, dk, dv, D, dout, lse, q, k[o], v[o], B, T, cp, rank, o, H,
+                               KV, hd);
+        hpt_ring_step_backward(gpu, d_dq, d_dk, d_dv, d_D, d_dout, d_l2, d_q, d_k[o], d_v[o], B, T,
+                               cp, rank, o, H, KV, hd);
+        float *g_dk = dtake(d_dk, nk), *g_dv = dtake(d_dv, nk);
+        snprintf(name, sizeof name, "ring dK (owner %d) B=%d T=%d CP=%d rank=%d H=%d KV=%d", o, B,
+                 T, cp, rank, H, KV);
+        cmp(name, g_dk, dk, nk);
+        snprintf(name, sizeof name, "ring dV (owner %d) B=%d T=%d CP=%d rank=%d", o, B, T, cp,
+                 rank);
+        cmp(name, g_dv, dv, nk);
+        free(dk), free(dv), free(g_dk), free(g_dv);
+    }
+    float *g_dq = dtake(d_dq, nq);
+    snprintf(name, sizeof name, "ring dQ B=%d T=%d CP=%d rank=%d H=%d KV=%d", B, T, cp, rank, H,
+             KV);
+    cmp(name, g_dq, dq, nq);
+    /* rope at the rank's zigzag positions, forward and inverse */
+    int *pos = xmalloc(sizeof(int) * (size_t)Tl);
+    for (int t = 0; t < Tl; t++)
+        pos[t] = hpt_cp_pos(t, T, cp, rank);
+    for (int inverse = 0; inverse <= 1; inverse++) {
+        float *x = hrand(nq, 1.0), *d_x = dput(x, FB(nq));
+        cpu->rope_pos(x, HPT_DTYPE_F32, B, Tl, H, hd, 10000.0f, inverse, pos);
+        gpu->rope_pos(d_x, HPT_DTYPE_F32, B, Tl, H, hd, 10000.0f, inverse, pos);
+        float *g = dtake(d_x, nq);
+        snprintf(name, sizeof name, "rope_pos%s T=%d CP=%d rank=%d", inverse ? " (inverse)" : "",
+                 T, cp, rank);
+        cmp(name, g, x, nq);
+        free(x), free(g);
+    }
+    for (int o = 0; o < cp; o++)
+        free(k[o]), free(v[o]), gpu->free(d_k[o]), gpu->free(d_v[o]);
+    gpu->free(d_q), gpu->free(d_dout), gpu->free(d_o2), gpu->free(d_l2), gpu->free(d_D);
+    free(q), free(dout), free(out), free(lse), free(g_out), free(g_lse), free(D), free(dq);
+    free(g_D), free(g_dq), free(pos);
+}
+
 /* --------------------------------------------- SwiGLU and elementwise */
 
 static void test_elementwise(size_t n)
@@ -1201,6 +1341,274 @@ static void test_adamw(size_t n)
     free(p), free(grad), free(m), free(v), free(gp), free(gm), free(gv);
 }
 
+/* ======================================================================
+ * Fused and vectorised element-wise kernels (lib/kernels_cuda.cu, issue
+ * 28): add_rmsnorm_forward, rope_qk, SwiGLU's 16-byte accesses. Each
+ * against the CPU backend and against the CUDA backend's own unfused or
+ * aligned path bit for bit; the aligned path moves 16 bytes per access
+ * (C a multiple of 8, aligned pointers), a pointer offset by one element
+ * forces the element-by-element path, and the two must give the same bits.
+ * ====================================================================== */
+
+/* add_rmsnorm_forward in the current precision (bf16 mode: norm_out bf16)
+ * against the CPU's (out = x + delta bit for bit, an IEEE add; norm_out
+ * and rstd within TOL, or TOL_BF16 and, against the CPU's result rounded
+ * to bf16, TOL_BF16_STORE) and against the CUDA add + rmsnorm_forward on
+ * aligned buffers bit for bit; every output poisoned with NaN. off: every
+ * pointer of the fused call `off` elements into its buffer (1: the
+ * element-by-element path); alias: out = x. */
+static void test_add_rmsnorm(int N, int C, int off, int alias)
+{
+    char name[220], tag[120];
+    int bf = hpt_backend_act_dtype(gpu) == HPT_DTYPE_BF16;
+    size_t n = (size_t)N * C;
+    float *x = hrand(n, 2.0), *dl = hrand(n, 1.0), *w = hrand(C, 1.0);
+    float *out = xmalloc(FB(n)), *nout = xmalloc(FB(n)), *rstd = xmalloc(FB(N));
+    cpu->add_rmsnorm_forward(out, nout, rstd, x, dl, w, N, C, 1e-5f);
+    void *px, *pd, *pw, *po, *pn, *pr;
+    void *bx = dput_at(x, n, off, 0, &px), *bd = dput_at(dl, n, off, 0, &pd);
+    void *bw = dput_at(w, C, off, 0, &pw), *bn = dput_at(NULL, n, off, bf, &pn);
+    void *bo = alias ? NULL : dput_at(NULL, n, off, 0, &po), *br = dput_at(NULL, N, off, 0, &pr);
+    if (alias)
+        po = px;
+    gpu->add_rmsnorm_forward(po, pn, pr, px, pd, pw, N, C, 1e-5f);
+    float *go = dget(po, n, 0), *gn = dget(pn, n, bf), *gr = dget(pr, N, 0);
+    /* the unfused ops on aligned buffers */
+    float *e_x = dput(x, FB(n)), *e_d = dput(dl, FB(n)), *e_w = dput(w, FB(C));
+    float *e_o = dnan(n), *e_r = dnan(N);
+    void *e_n = bf ? dnan_bf16(n) : (void *)dnan(n);
+    gpu->add(e_o, e_x, e_d, n);
+    gpu->rmsnorm_forward(e_n, e_r, e_o, e_w, N, C, 1e-5f);
+    float *uo = dtake(e_o, n), *un = bf ? dtake_bf16(e_n, n) : dtake(e_n, n), *ur = dtake(e_r, N);
+    snprintf(tag, sizeof tag, "%s N=%d C=%d%s%s", bf ? " bf16" : "", N, C,
+             off ? " (unaligned: element by element)" : C % 8 ? "" : " (16-byte accesses)",
+             alias ? " out=x" : "");
+    snprintf(name, sizeof name, "add_rmsnorm_forward%s: out = x + delta, the cpu's", tag);
+    cmp_bits(name, go, out, n);
+    snprintf(name, sizeof name, "add_rmsnorm_forward%s: norm_out (vs %s cpu)", tag,
+             bf ? "fp32" : "the");
+    cmp_tol(name, gn, nout, n, bf ? TOL_BF16 : TOL);
+    if (bf) {
+        hpt_bf16_round(nout, n);
+        snprintf(name, sizeof name, "add_rmsnorm_forward%s: norm_out (vs cpu rounded)", tag);
+        cmp_tol(name, gn, nout, n, TOL_BF16_STORE);
+    }
+    snprintf(name, sizeof name, "add_rmsnorm_forward%s: rstd", tag);
+    cmp_tol(name, gr, rstd, N, TOL);
+    const char *what[3] = {"out", "norm_out", "rstd"};
+    const float *fu[3] = {go, gn, gr}, *un3[3] = {uo, un, ur};
+    size_t cnt[3] = {n, n, (size_t)N};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "add_rmsnorm_forward%s: %s = cuda add + rmsnorm_forward's",
+                 tag, what[i]);
+        cmp_bits(name, fu[i], un3[i], cnt[i]);
+    }
+    gpu->free(bx), gpu->free(bd), gpu->free(bw), gpu->free(bn), gpu->free(bo), gpu->free(br);
+    gpu->free(e_x), gpu->free(e_d), gpu->free(e_w);
+    free(x), free(dl), free(w), free(out), free(nout), free(rstd), free(go), free(gn), free(gr);
+    free(uo), free(un), free(ur);
+}
+
+/* rope_qk (q and k in one launch) stored as dt, forward and inverse:
+ * against the CPU's rope of q and of k (fp32 inputs; TOL, or TOL_BF16 for
+ * bf16 storage) and against the CUDA backend's two rope calls on aligned
+ * buffers bit for bit. koff: k starts koff elements into its buffer (1:
+ * the element-by-element path for both). */
+static void test_rope_qk(int B, int T, int H, int KV, int hd, hpt_dtype dt, int koff)
+{
+    char name[220];
+    int bf = dt == HPT_DTYPE_BF16;
+    size_t nq = (size_t)B * T * H * hd, nk = (size_t)B * T * KV * hd;
+    for (int inverse = 0; inverse <= 1; inverse++) {
+        float *q = hrand(nq, 1.0), *k = hrand(nk, 1.0), *qr = hdup(q, nq), *kr = hdup(k, nk);
+        cpu->rope(qr, HPT_DTYPE_F32, B, T, H, hd, 10000.0f, inverse);
+        cpu->rope(kr, HPT_DTYPE_F32, B, T, KV, hd, 10000.0f, inverse);
+        void *pq, *pk, *pq2, *pk2;
+        void *bq = dput_at(q, nq, 0, bf, &pq), *bk = dput_at(k, nk, koff, bf, &pk);
+        void *bq2 = dput_at(q, nq, 0, bf, &pq2), *bk2 = dput_at(k, nk, 0, bf, &pk2);
+        gpu->rope_qk(pq, pk, dt, B, T, H, KV, hd, 10000.0f, inverse);
+        gpu->rope(pq2, dt, B, T, H, hd, 10000.0f, inverse);
+        gpu->rope(pk2, dt, B, T, KV, hd, 10000.0f, inverse);
+        float *gq = dget(pq, nq, bf), *gk = dget(pk, nk, bf), *gq2 = dget(pq2, nq, bf);
+        float *gk2 = dget(pk2, nk, bf);
+        char tag[140];
+        snprintf(tag, sizeof tag, "%s%s B=%d T=%d H=%d KV=%d hd=%d%s", inverse ? " (inverse)" : "",
+                 bf ? " bf16" : "", B, T, H, KV, hd, koff ? " (k unaligned)" : "");
+        snprintf(name, sizeof name, "rope_qk%s: q (vs cpu rope)", tag);
+        cmp_tol(name, gq, qr, nq, bf ? TOL_BF16 : TOL);
+        snprintf(name, sizeof name, "rope_qk%s: k (vs cpu rope)", tag);
+        cmp_tol(name, gk, kr, nk, bf ? TOL_BF16 : TOL);
+        snprintf(name, sizeof name, "rope_qk%s: q = cuda rope's", tag);
+        cmp_bits(name, gq, gq2, nq);
+        snprintf(name, sizeof name, "rope_qk%s: k = cuda rope's", tag);
+        cmp_bits(name, gk, gk2, nk);
+        gpu->free(bq), gpu->free(bk), gpu->free(bq2), gpu->free(bk2);
+        free(q), free(k), free(qr), free(kr), free(gq), free(gk), free(gq2), free(gk2);
+    }
+}
+
+/* SwiGLU forward and backward in the current precision (bf16 mode: gate,
+ * up, out bf16): n elements with 16-byte accesses (n % 8 left over: the
+ * scalar tail) and, one element into every buffer, element by element;
+ * both against the CPU (fp32 inputs; TOL, or TOL_BF16) and against each
+ * other bit for bit; outputs poisoned with NaN. */
+static void test_swiglu_vec(size_t n)
+{
+    char name[220];
+    int bf = hpt_backend_act_dtype(gpu) == HPT_DTYPE_BF16;
+    float *gate = hrand(n, 4.0), *up = hrand(n, 1.0), *dout = hrand(n, 1.0);
+    float *out = xmalloc(FB(n)), *dg = xmalloc(FB(n)), *du = xmalloc(FB(n));
+    cpu->swiglu_forward(out, gate, up, n);
+    cpu->swiglu_backward(dg, du, dout, gate, up, n);
+    float *got[2][3];
+    for (int off = 0; off <= 1; off++) {
+        void *pg, *pu, *po, *pd, *pdg, *pdu, *b[6];
+        b[0] = dput_at(gate, n, off, bf, &pg), b[1] = dput_at(up, n, off, bf, &pu);
+        b[2] = dput_at(NULL, n, off, bf, &po), b[3] = dput_at(dout, n, off, 0, &pd);
+        b[4] = dput_at(NULL, n, off, 0, &pdg), b[5] = dput_at(NULL, n, off, 0, &pdu);
+        gpu->swiglu_forward(po, pg, pu, n);
+        gpu->swiglu_backward(pdg, pdu, pd, pg, pu, n);
+        got[off][0] = dget(po, n, bf), got[off][1] = dget(pdg, n, 0), got[off][2] = dget(pdu, n, 0);
+        for (int i = 0; i < 6; i++)
+            gpu->free(b[i]);
+    }
+    const char *what[3] = {"swiglu_forward out", "swiglu_backward dgate", "swiglu_backward dup"};
+    const float *ref[3] = {out, dg, du};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s%s n=%zu (16-byte accesses, tail of %zu; vs cpu)", what[i],
+                 bf ? " bf16" : "", n, n % 8);
+        cmp_tol(name, got[0][i], ref[i], n, bf ? TOL_BF16 : TOL);
+        snprintf(name, sizeof name, "%s%s n=%zu unaligned (element by element; vs cpu)", what[i],
+                 bf ? " bf16" : "", n);
+        cmp_tol(name, got[1][i], ref[i], n, bf ? TOL_BF16 : TOL);
+        snprintf(name, sizeof name, "%s%s n=%zu: 16-byte path = element-by-element path",
+                 what[i], bf ? " bf16" : "", n);
+        cmp_bits(name, got[0][i], got[1][i], n);
+        free(got[0][i]), free(got[1][i]);
+    }
+    free(gate), free(up), free(dout), free(out), free(dg), free(du);
+}
+
+static void test_fused(void)
+{
+    test_add_rmsnorm(33, 96, 0, 0);
+    test_add_rmsnorm(7, 1003, 0, 0); /* C not a multiple of 8 (nor 4) */
+    test_add_rmsnorm(5, 36, 0, 1);   /* a multiple of 4, not of 8; out aliases x */
+    test_add_rmsnorm(9, 2048, 1, 0); /* unaligned, against the aligned unfused ops */
+    test_rope_qk(2, 37, 4, 2, 64, HPT_DTYPE_F32, 0);
+    test_rope_qk(1, 19, 8, 1, 128, HPT_DTYPE_F32, 1);
+    test_rope_qk(1, 13, 3, 3, 40, HPT_DTYPE_F32, 0); /* hd/2 = 20: element by element */
+    test_rope_qk(2, 37, 4, 2, 64, HPT_DTYPE_BF16, 0);
+    test_rope_qk(1, 19, 2, 1, 128, HPT_DTYPE_BF16, 1);
+    test_swiglu_vec(301);
+    test_swiglu_vec(4096);
+    hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_BF16);
+    result("set_precision bf16 accepted (fused)", st == HPT_OK, "(%g)", 0.0);
+    test_add_rmsnorm(33, 96, 0, 0);
+    test_add_rmsnorm(7, 1003, 0, 1);
+    test_add_rmsnorm(9, 264, 1, 0);
+    test_swiglu_vec(301);
+    hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
+}
+
+/* ======================================================================
+ * No host synchronisation inside a step (issue 28): the host_syncs
+ * counters of lib/backend_cuda.cu
+ * ====================================================================== */
+
+/* The difference b - a of two counter readings, as "d2h h2d sync alloc". */
+static hpt_host_syncs syncs_diff(hpt_host_syncs a, hpt_host_syncs b)
+{
+    hpt_host_syncs d = {b.d2h - a.d2h, b.h2d - a.h2d, b.sync - a.sync, b.alloc - a.alloc};
+    return d;
+}
+
+static void syncs_check(const char *what, hpt_host_syncs got, hpt_host_syncs want)
+{
+    char name[260];
+    snprintf(name, sizeof name, "host syncs of %s: d2h %llu h2d %llu sync %llu alloc %llu "
+             "(at most %llu %llu %llu %llu)", what, (unsigned long long)got.d2h,
+             (unsigned long long)got.h2d, (unsigned long long)got.sync,
+             (unsigned long long)got.alloc, (unsigned long long)want.d2h,
+             (unsigned long long)want.h2d, (unsigned long long)want.sync,
+             (unsigned long long)want.alloc);
+    result(name, got.d2h <= want.d2h && got.h2d <= want.h2d && got.sync <= want.sync &&
+           got.alloc <= want.alloc, "(%g)", 0.0);
+}
+
+/* Two training steps of a tiny bf16 model (GQA, untied head): per step
+ * the forward with the fused cross-entropy and the backward read back the
+ * loss only (one device-to-host copy) and upload the tokens and targets
+ * (two host-to-device copies from pageable memory, which CUDA orders
+ * after the stream's work); the gradient norm reads back one sum (one
+ * sumsq_list round trip per 64 tensors: one here); zero_grad and AdamW
+ * none; no explicit synchronisation (run without HPT_CUDA_SYNC=1, which
+ * synchronises after every launch and fails this test) and no device
+ * allocation or free anywhere in the step. First: the counters count (a
+ * download adds one d2h, an upload one h2d). */
+static void test_host_syncs(void)
+{
+    if (!gpu->host_syncs) {
+        printf("FAIL host_syncs: the cuda backend has no host_syncs slot\n");
+        n_fail++;
+        return;
+    }
+    hpt_host_syncs a, b;
+    float one = 1.0f, *d = dput(&one, sizeof one);
+    gpu->host_syncs(&a);
+    gpu->download(&one, d, sizeof one);
+    gpu->upload(d, &one, sizeof one);
+    gpu->host_syncs(&b);
+    syncs_check("one download and one upload (the counters count)", syncs_diff(a, b),
+                (hpt_host_syncs){1, 1, 0, 0});
+    result("host_syncs: the download and the upload were counted", b.d2h - a.d2h == 1 &&
+           b.h2d - a.h2d == 1, "(%g)", 0.0);
+    gpu->free(d);
+    enum { B = 2, T = 12, N = B * T };
+    hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_BF16);
+    hpt_config cfg = {.hidden_size = 64, .intermediate_size = 96, .num_hidden_layers = 2,
+                      .num_attention_heads = 4, .num_key_value_heads = 2, .vocab_size = 67,
+                      .max_position_embeddings = 16, .rms_norm_eps = 1e-5f,
+                      .rope_theta = 10000.0f, .tie_word_embeddings = 0};
+    hpt_model_opts mo = {0};
+    hpt_model mg;
+    if (st || hpt_model_init_opts(&mg, &cfg, gpu, &mo, B, T, 7)) {
+        printf("FAIL host_syncs: model init: %s\n", hpt_error_msg());
+        n_fail++;
+        hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
+        return;
+    }
+    size_t np = mg.nparams;
+    float *d_st = (float *)gpu->alloc(FB(2 * np));
+    int32_t in[N], tg[N];
+    for (int n = 0; n < N; n++)
+        in[n] = (n * 5) % cfg.vocab_size, tg[n] = (in[n] + 1) % cfg.vocab_size;
+    for (int step = 1; step <= 2; step++) {
+        hpt_host_syncs s0, s1, s2, s3;
+        gpu->host_syncs(&s0);
+        hpt_model_zero_grad(&mg);
+        double loss = hpt_model_forward(&mg, in, tg, 1.0f / N, 1);
+        hpt_model_backward(&mg);
+        gpu->host_syncs(&s1);
+        double ss = hpt_model_grad_sumsq(&mg, mg.grads, 0, np);
+        gpu->host_syncs(&s2);
+        gpu->adamw(mg.params, mg.grads, d_st, d_st + np, np, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f,
+                   step);
+        gpu->host_syncs(&s3);
+        char what[160];
+        snprintf(what, sizeof what, "step %d's zero_grad, forward and backward (loss %.4f)", step,
+                 loss / N);
+        syncs_check(what, syncs_diff(s0, s1), (hpt_host_syncs){1, 2, 0, 0});
+        snprintf(what, sizeof what, "step %d's gradient norm (sum of squares %.3g)", step, ss);
+        syncs_check(what, syncs_diff(s1, s2), (hpt_host_syncs){1, 0, 0, 0});
+        snprintf(what, sizeof what, "step %d's AdamW", step);
+        syncs_check(what, syncs_diff(s2, s3), (hpt_host_syncs){0, 0, 0, 0});
+    }
+    gpu->free(d_st);
+    hpt_model_free(&mg);
+    hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
+}
+
 /* ----------------------------------------------------------------- main */
 
 /* No group arguments: every group; else only the named ones. */
@@ -1250,10 +1658,12 @@ int main(int argc, char **argv)
         test_rmsnorm(33, 96);
         test_rmsnorm(5, 1000);
         test_rmsnorm(700, 40); /* 6 row slices of the dw reduction */
+        test_rmsnorm(7, 1003); /* C not a multiple of 8: element by element */
     }
     if (want(argc, argv, "rope")) {
         test_rope(2, 37, 3, 64);
         test_rope(1, 19, 2, 128);
+        test_rope(1, 7, 2, 40); /* hd/2 = 20: not whole 8-pair chunks */
     }
     if (want(argc, argv, "attention")) {
         /* T = 37, 50, 19, 70: not multiples of the 16-row or 32-key tiles */
@@ -1274,6 +1684,13 @@ int main(int argc, char **argv)
         test_attention_cached(37, 0, 8, 1, 128);
         test_attention_cached(1, 40, 4, 4, 128);
     }
+    if (want(argc, argv, "ring")) {
+        /* T = 2 CP x 5 and x 9: chunks not multiples of the 32-key tile */
+        test_ring(2, 20, 2, 0, 4, 2, 64);
+        test_ring(1, 20, 2, 1, 4, 4, 64);   /* MHA */
+        test_ring(1, 54, 3, 2, 8, 2, 128);  /* GQA 4, CP 3, the last rank */
+        test_ring(2, 36, 3, 1, 2, 1, 80);   /* head_dim not a multiple of 32 */
+    }
     if (want(argc, argv, "elementwise")) {
         test_elementwise(100003);
         test_sumsq_list();
@@ -1289,6 +1706,10 @@ int main(int argc, char **argv)
         test_adamw(10007);
     if (want(argc, argv, "bf16"))
         test_bf16();
+    if (want(argc, argv, "fused"))
+        test_fused();
+    if (want(argc, argv, "sync"))
+        test_host_syncs();
     printf("# %d ok, %d failed (NMSE tolerance %.0e fp32, %.0e tf32, %.0e bf16, %.0e bf16 on "
            "rounded operands, %.0e bf16 storage vs rounded cpu)\n", n_ok, n_fail, TOL, TOL_TF32,
            TOL_BF16, TOL_BF16_EXACT, TOL_BF16_STORE);

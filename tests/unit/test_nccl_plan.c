@@ -19,7 +19,8 @@ static void grid(hpt_comm *c, int tp, int pp, int dp, int dps, int pp_rank)
     int size[HPT_GROUP_COUNT] = {[HPT_GROUP_WORLD] = tp * pp * dp, [HPT_GROUP_TP] = tp,
                                  [HPT_GROUP_DP] = dp, [HPT_GROUP_PP] = pp,
                                  [HPT_GROUP_MP] = tp * pp, [HPT_GROUP_EMBED] = pp > 1 ? 2 : 1,
-                                 [HPT_GROUP_DPS] = dps, [HPT_GROUP_DPR] = dp / dps};
+                                 [HPT_GROUP_DPS] = dps, [HPT_GROUP_DPR] = dp / dps,
+                                 [HPT_GROUP_CP] = 1};
     for (int g = 0; g < HPT_GROUP_COUNT; g++) {
         c->comms[g] = MPI_COMM_SELF; /* any communicator: only != MPI_COMM_NULL is read */
         c->group_size[g] = size[g];
@@ -41,6 +42,8 @@ int main(void)
         any |= p.group[g] != HPT_NCCL_NONE;
     EXPECT(!any, "world 1 without the mode: no communicator");
     hpt_nccl_plan_make(&c, 1, &p);
+    for (int g = 0; g < HPT_GROUP_COUNT; g++)
+        EXPECT(strcmp(hpt_nccl_group_name((hpt_group)g), "?"), "group %d has no name", g);
     for (int g = 0; g < HPT_GROUP_COUNT; g++)
         EXPECT(p.group[g] == (g == HPT_GROUP_DPS ? HPT_NCCL_SHARES_DP : HPT_NCCL_OWN),
                "size-1 mode: group %s gets %d", hpt_nccl_group_name((hpt_group)g), p.group[g]);

@@ -531,6 +531,99 @@ static void test_attention_peak(void)
            s.cl.peak_flops / s.gpus_per_node, 0);
 }
 
+/* The memory-bound kernels (docs/PLAN.md, "Memory-bound kernels"): the
+ * bytes per kernel class of hand_setup's layout (h100, bf16: C 64, I 176,
+ * H 4, KV 2, hd 16, V 100; TP 2, PP 2: one layer per stage; b 2, s 8: N =
+ * 16 tokens; per TP rank QD = 32, KD = 16, I/t = 88, V/t = 50; a = 2, f = 4)
+ * computed by hand, and their time in the step. */
+static void test_memory_bound(void)
+{
+    hpt_plan_setup s = hand_setup();
+    hpt_plan_result r;
+    if (hpt_plan_eval(&s, &r)) {
+        printf("FAIL memory-bound: hpt_plan_eval: %s\n", hpt_error_msg());
+        failures++;
+        return;
+    }
+    /* stage 0 (first): norm 2 x 16 x 64 x (12 + 2) = 28672 forward + 2 x 16
+     * x 64 x 24 = 49152 backward; rope 16 x 48 x 2 x 2 = 3072 + 16 x 48 x 2
+     * x 4 = 6144; swiglu 3 x 16 x 88 x 2 = 8448 + 16 x 88 x (12 + 4) =
+     * 22528; cast 16 x (32 + 2 x 16 + 2 x 64 + 2 x 88 + 32) x 6 = 38400;
+     * attention via cuBLAS (hd 16 x 2 bytes = 32): b H/t s^2/2 = 2 x 2 x 32
+     * = 128 scores x (12 + 26) = 4864; embedding 16 x 64 x 20 = 20480.
+     * Stage 1 (last): norm + the final norm's backward 16 x 64 x 28 =
+     * 28672; cast + the head's 16 x 50 x 6 = 4800; cross-entropy
+     * (vocab-parallel, 4 passes) 16 x 50 x 4 x 4 = 12800. */
+    const double want[2][HPT_PLAN_KCLASSES] = {
+        {28672 + 49152, 3072 + 6144, 8448 + 22528, 38400, 4864, 0, 20480},
+        {28672 + 49152 + 28672, 3072 + 6144, 8448 + 22528, 38400 + 4800, 4864, 12800, 0}};
+    char what[120];
+    for (int st = 0; st < 2; st++)
+        for (int k = 0; k < HPT_PLAN_KCLASSES; k++) {
+            snprintf(what, sizeof what, "stage %d bytes of %s, bf16", st,
+                     hpt_plan_kclass_name((hpt_plan_kclass)k));
+            expect(what, r.stage[st].kbytes[k], want[st][k], 0);
+        }
+    /* optimizer, stage 0: P = 26368 (test_hand_values) x (4 zero_grad + 4
+     * norm + 28 AdamW + 6 working copy) */
+    expect("stage 0 optimizer bytes, bf16", r.stage[0].optim_bytes, 26368.0 * 42, 0);
+    /* roofline: element-wise classes at 3.35e12 x 0.9 B/s, the attention at
+     * max(FLOP time, bytes time): its FLOPs 6 s C x s b / t = 24576 at 989e12
+     * x 0.6 */
+    double rate = 3.35e12 * 0.9, att_s = 24576 / (989e12 * 0.6);
+    double elem0 = 77824 + 9216 + 30976 + 38400 + 20480;
+    expect("stage 0 memory_s per micro-batch", r.stage[0].memory_s,
+           elem0 / rate + fmax(0, 4864 / rate - att_s), 1e-12);
+    int w = r.stage[1].compute_s + r.stage[1].memory_s > r.stage[0].compute_s + r.stage[0].memory_s;
+    double opt = fmax(r.stage[0].optim_bytes, r.stage[1].optim_bytes) / rate;
+    expect("memory_bound_s = m x the slowest stage's + the optimizer's", r.memory_bound_s,
+           2 * r.stage[w].memory_s + opt, 1e-12);
+    hpt_plan_result r0;
+    s.cl.hbm_bw = 1e300; /* free memory traffic: FLOPs only, as before */
+    hpt_plan_eval(&s, &r0);
+    expect("1 + memory_s with unlimited bandwidth", 1 + r0.stage[0].memory_s, 1, 0);
+    failures += !(r.step_time_s > r0.step_time_s);
+    printf("%s step time with the memory-bound kernels %.6g s > without %.6g s\n",
+           r.step_time_s > r0.step_time_s ? "ok" : "FAIL", r.step_time_s, r0.step_time_s);
+    /* tf32: P and dS in fp32 (16 + 36 bytes per score), activations 4 bytes,
+     * no casts; fp32: the flash kernels, no score traffic */
+    s = hand_setup();
+    hpt_plan_set_precision(&s, "tf32", 0);
+    hpt_plan_eval(&s, &r);
+    expect("stage 0 attention bytes, tf32", r.stage[0].kbytes[HPT_PLAN_K_ATTENTION], 128 * 52.0, 0);
+    expect("stage 0 cast bytes, tf32", r.stage[0].kbytes[HPT_PLAN_K_CAST], 0, 0);
+    /* norm with a = 4: 2 x 16 x 64 x 16 + 49152 */
+    expect("stage 0 norm bytes, tf32", r.stage[0].kbytes[HPT_PLAN_K_NORM], 32768 + 49152.0, 0);
+    s = hand_setup();
+    hpt_plan_set_precision(&s, "fp32", 0);
+    hpt_plan_eval(&s, &r);
+    expect("stage 0 attention bytes, fp32 (flash)", r.stage[0].kbytes[HPT_PLAN_K_ATTENTION], 0, 0);
+    /* selective recomputation, bf16: the norms alone 2 x 16 x 64 x (4 + 2)
+     * = 12288, SwiGLU's forward 8448, the attention's forward 128 x 12 */
+    s = hand_setup();
+    s.recompute = 2;
+    hpt_plan_eval(&s, &r);
+    expect("stage 0 norm bytes, selective", r.stage[0].kbytes[HPT_PLAN_K_NORM], 77824 + 12288.0, 0);
+    expect("stage 0 swiglu bytes, selective", r.stage[0].kbytes[HPT_PLAN_K_SWIGLU],
+           30976 + 8448.0, 0);
+    expect("stage 0 attention bytes, selective", r.stage[0].kbytes[HPT_PLAN_K_ATTENTION],
+           4864 + 1536.0, 0);
+    /* cpu-local: bytes reported, no time added */
+    s = hand_setup();
+    hpt_cluster_preset("cpu-local", &s.cl);
+    hpt_plan_set_precision(&s, NULL, 0);
+    s.nodes = 1, s.gpus_per_node = 8;
+    if (hpt_plan_eval(&s, &r)) {
+        printf("FAIL memory-bound, cpu-local: hpt_plan_eval: %s\n", hpt_error_msg());
+        failures++;
+        return;
+    }
+    expect("cpu-local memory_bound_s (covered by the measured efficiency) + 1",
+           1 + r.memory_bound_s, 1, 0);
+    expect("cpu-local stage 0 swiglu bytes (fp32: 3 x 16 x 88 x 4 + 16 x 88 x 20)",
+           r.stage[0].kbytes[HPT_PLAN_K_SWIGLU], 16896 + 28160.0, 0);
+}
+
 /* HSDP shard groups --search tries (hpt_plan_hsdp_groups): b = gcd(GPUs
  * per node / TP, DP) and its multiples dividing DP, below DP, above 1; none
  * where a DP group fits in a node; and hpt-train's DP 1 rule for ZeRO 2/3
@@ -586,6 +679,7 @@ int main(void)
     test_megatron_flops();
     test_exact_sizes();
     test_attention_peak();
+    test_memory_bound();
     test_hsdp_groups();
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;

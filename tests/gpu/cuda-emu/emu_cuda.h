@@ -33,7 +33,11 @@
 #include <cstdio>
 #include "bf16.h"
 using std::min;
+using std::max;
 struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
+/* the 16-byte vector types of the element-wise kernels' loads and stores */
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
 inline thread_local dim3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
 inline thread_local int emu_tid;
@@ -47,6 +51,7 @@ inline std::vector<emu_warp> emu_warps;
 #define __launch_bounds__(x)
 #define __shared__ static
 #define __syncthreads() emu_bar->arrive_and_wait()
+#define __syncwarp() emu_warps[emu_tid >> 5].bar->arrive_and_wait()
 template <class T> T __shfl_sync(unsigned, T v, int src)
 {
     emu_warp &w = emu_warps[emu_tid >> 5];

@@ -1,0 +1,35 @@
+#!/bin/sh
+# Bad input for context parallelism (--cp): CP that does not divide the
+# ranks (alone and with --tp/--dp), --seq-len not a multiple of 2 x CP and
+# too short for the zigzag split, --cp 0, and the refused combinations
+# (--comm nccl, ZeRO-2/3, HSDP); every rank exits 2, the
+# message is printed once, nothing hangs. hpt-plan --cp refuses the same.
+. "$HPT_SRC/tests/helpers/lib.sh"
+need_corpus
+export OMP_NUM_THREADS=1
+T="timeout 120 $MPIEXEC"
+A="--model tiny --data $CORPUS --steps 1 --seq-len 32"
+expect_error 2 "3 ranks cannot be split into \-\-tp 1 x \-\-cp 2 x \-\-pp 1 x DP: the world size must be a multiple of tp\*cp\*pp = 2" \
+  $T -n 3 "$TRAIN" $A --cp 2
+expect_error 2 "\-\-tp 2 x \-\-cp 2 x \-\-pp 1 x \-\-dp 2 = 8 ranks, but the job has 4 ranks" \
+  $T -n 4 "$TRAIN" $A --cp 2 --tp 2 --dp 2
+expect_error 2 "\-\-seq-len 30 does not split into the 2 x \-\-cp 4 = 8 equal zigzag chunks .*multiple of 8 \(the nearest: 24 or 32\)" \
+  $T -n 4 "$TRAIN" $A --cp 4 --seq-len 30
+expect_error 2 "\-\-seq-len 3 is too short for \-\-cp 2: .*\(the nearest valid length: 4\)" \
+  $T -n 2 "$TRAIN" $A --cp 2 --seq-len 3
+expect_error 2 "\-\-cp 0: must be >= 1 \(ranks per sequence\)" "$TRAIN" $A --cp 0
+expect_error 2 "\-\-cp 2 with \-\-comm nccl: the ring's receives into device memory have no NCCL path yet; use \-\-comm mpi" \
+  $T -n 2 "$TRAIN" $A --cp 2 --comm nccl
+expect_error 2 "\-\-cp 2 with \-\-zero 2: not supported yet" $T -n 2 "$TRAIN" $A --cp 2 --zero 2
+expect_error 2 "\-\-cp 2 with \-\-zero 3: not supported yet" $T -n 2 "$TRAIN" $A --cp 2 --zero 3
+expect_error 2 "\-\-cp 2 with \-\-zero-shard-group: not supported yet" \
+  $T -n 4 "$TRAIN" $A --cp 2 --zero1 --zero-shard-group 2
+# hpt-plan --cp: the same rules
+P="$HPT_BUILD/src/hpt-plan --model tiny --cluster cpu-local --global-batch 4"
+expect_error 2 "\-\-seq-len 30 does not split into the 2 x \-\-cp 4 = 8 equal zigzag chunks" \
+  $P --seq-len 30 --cp 4
+expect_error 2 "\-\-cp 2 with \-\-zero 2/3: hpt-train refuses it" $P --seq-len 32 --cp 2 --dp 2 --zero 2
+expect_error 2 "\-\-tp 1 x \-\-cp 4 x \-\-pp 1 = 4 does not divide the 6 GPUs of \-\-gpus" \
+  $P --seq-len 32 --cp 4 --gpus 6
+expect_error 2 "\-\-cp 0: must be >= 1 \(ranks per sequence\)" $P --seq-len 32 --cp 0
+pass "context parallelism: bad layouts, lengths and combinations refused with exit status 2"
