@@ -1,95 +1,99 @@
 #!/usr/bin/env bash
-# gpu-check.sh — the prepared GPU device check (issue 12; issue 16 extends it).
+# gpu-check.sh — the prepared GPU device check (issues 12, 16, 34): the whole
+# verdict in two short device calls inside the 15 minutes a session is lent.
 #
-# Two halves, because the GPU machine has CUDA and PyTorch but no MPICH,
-# parallel HDF5, OpenBLAS, json-c or SentencePiece, and no network:
+# The device commands (paste them as they are; the machine starts on the
+# first, ~1-2 min; make the second right after the first returns, so the
+# machine, and call 1's build in /tmp, are still there — it goes back
+# after ~30 s idle; call 2 rebuilds if they are gone):
 #
-#   bash bench/gpu-check.sh --pack [BUILD_DIR]     (here, on the build machine)
-#       Downloads the Debian 12 packages of those libraries (apt-get download,
-#       no install), unpacks them into a prefix, drops static libraries and
-#       docs, and writes .gpudeps/deps.tar.xz (~36 MB); .gpudeps/corpus.tar.xz
-#       (~1.7 MB: 2 M tokens of the prepared corpus, HPT_CORPUS or
-#       tests/corpus, for the GPU tests: the device has no dict-gcide to
-#       prepare it, so tests/data/prepare-corpus.sh skips there) and
-#       .gpudeps/echarts/echarts.min.js (the live page's, from node_modules:
-#       the tarball carries package.json only); then `make dist` in
-#       BUILD_DIR (default: a fresh out-of-tree build of this checkout) and
-#       copies the tarball to .gpudeps/hpt.tar.gz. .gpudeps/ is ignored by git
-#       (add `/.gpudeps/` to .git/info/exclude); carry it to the device.
+#   run(command="bash bench/gpu-check.sh --call 1", carry=[".gpudeps"], timeout_s=330)
+#   run(command="bash bench/gpu-check.sh --call 2", carry=[".gpudeps"], timeout_s=300)
 #
-#   bash bench/gpu-check.sh                          (there, in one device call)
-#       run(command="bash bench/gpu-check.sh", carry=[".gpudeps"], timeout_s=590)
-#       1. unpacks the libraries into /tmp/deps (never /), makes an `mpicc`
-#          wrapper for that prefix, builds hpt from the tarball with
-#          --with-cuda=/usr/local/cuda --with-cuda-arch=sm_90 (-j16);
-#       2. runs the GPU tests: tests/unit/test_backend_cuda (every op against the
-#          CPU backend, its bf16 group included: bf16 products vs fp32 and vs
-#          bf16-rounded operands, working copies, every op on bf16-stored
-#          activations, tiny bf16 training loops)
-#          and the GPU training tests (tests/gpu/gpu-*.sh; gpu-train-bf16.sh:
-#          --precision bf16 vs the fp32 CPU run, 1 rank and DP 2 + ZeRO-1);
-#       3. times hpt (--backend cuda) against PyTorch (bench/torch_train_gpu.py:
-#          SDPA attention, fused AdamW, torch.compile) on `small` and on the
-#          ~1B model bench/llama-1b.json at seq 2048, same batch and precision;
-#          prints tokens/s, MFU (989 TFLOP/s dense bf16 / 494 tf32 / 67 fp32 H200
-#          peaks, SXM datasheet) and peak device memory, and the ratios;
-#          with bf16 (the default) also hpt's ~1B run in tf32, for the
-#          bf16/tf32 speed-up and the memory the working copies add, and in
-#          bf16 with HPT_CUDA_ATTENTION=flash (the fp32 attention kernels
-#          instead of the cuBLAS chunked path), for that path's speed-up.
+# Before them, here (this machine; ~2 min): `bash bench/gpu-check.sh --pack`
+# with `/.gpudeps/` in .git/info/exclude; then, to try it all without a GPU,
+# `bash bench/gpu-check.sh --rehearse` (both calls; as root it hides this
+# machine's MPICH, HDF5, OpenBLAS, json-c, SentencePiece, libmicrohttpd and
+# the toolkit's nccl.h/libnccl.so, so what the GPU machine lacks is absent).
 #
-#   bash bench/gpu-check.sh --nccl                   (there: only the NCCL checks)
-#       run(command="bash bench/gpu-check.sh --nccl", carry=[".gpudeps"], timeout_s=590)
-#       builds as above, then the NCCL section only (issue 16; about 5 min):
-#       nccl-vs-mpi   world size 1, every group of size 1: --comm nccl's log.tsv
-#                     equals --comm mpi's bit for bit (tiny, 20 steps);
-#       nccl-train    the single-GPU training run with --comm nccl (small,
-#                     60 steps): the banner says comm nccl, the loss falls;
-#       nccl-shared   2 ranks on the one GPU: --comm nccl is refused before NCCL
-#                     is touched (exit 2, naming rank 1, its host and the GPU it
-#                     shares with rank 0); --comm auto falls back to MPI with host
-#                     staging and trains (the probe's duplicate-GPU check);
-#       nccl-small-timed  `small` for 3 minutes (--max-runtime 180; 60 s when
-#                     the NCCL checks run at the end of the whole check) with
-#                     --comm nccl: median tokens/s of the progress lines.
-#       Multi-GPU NCCL (TP/DP/PP over several GPUs, the overlap of the DP
-#       buckets) cannot run on one GPU: NCCL refuses two ranks on one device.
+# What comes back from each call (2 files of the 8 allowed): $OUT/summary.txt
+# (the verdicts first, one line per stage, then the figures, then the last
+# lines of what failed) and $OUT/gpu-check-callN.tar.gz (every stage's log,
+# the probe, the test logs, run logs, summary.txt); the summary is also the
+# last thing on stdout (the reply's output_tail).
 #
-#   bash bench/gpu-check.sh --rehearse               (here, after --pack; no GPU)
-#       The device half up to the GPU tests, as it will run there: unpack
-#       .gpudeps into /tmp/deps, build against that prefix (ECharts and the
-#       corpus from .gpudeps), the GPU tests (which skip here), and a 2-rank
-#       run through the prefix's mpiexec, with PKG_CONFIG=/bin/false. As
-#       root, in a private mount namespace, every file this machine's
-#       MPICH, HDF5, OpenBLAS, json-c, SentencePiece and libmicrohttpd
-#       packages installed is whited out (an overlay), so a header or
-#       library the prefix lacks fails here as there (not root: a warning,
-#       and they stay visible). About 2 minutes; it found three faults that
-#       would each have cost the one device call (docs/PERFORMANCE.md).
+#   --pack [BUILD_DIR]   (here) Debian 12 packages of MPICH, parallel HDF5,
+#       OpenBLAS, json-c, SentencePiece unpacked into a prefix:
+#       .gpudeps/deps.tar.xz (~36 MB); .gpudeps/corpus.tar.xz (2 M tokens of
+#       the prepared corpus, HPT_CORPUS or tests/corpus; the 1B runs and the
+#       GPU tests train on it); .gpudeps/echarts/echarts.min.js; the small
+#       .gpudeps/nccl-include/nccl.h of this machine's toolkit (NCCL 2.28;
+#       used only when the GPU machine's NCCL wheel has no header); `make
+#       dist` of this checkout as .gpudeps/hpt.tar.gz.
 #
-#   bash bench/gpu-check.sh --selftest BUILD_DIR   (here, no GPU; make check
-#                                                   runs it: tests/gpu/gpu-check-selftest.sh)
-#       The script's own logic that needs no GPU: the NCCL section's checks
-#       (runs, log comparison, banner and loss checks, tokens/s parsing) on
-#       --backend cpu with --comm mpi in place of nccl, tiny model, a
-#       30-second timed run; and stage()'s time budget (a hung stage killed
-#       with its children, the next one skipped). (--nccl-selftest: the same.)
+#   --call 1   (there, <= 330 s; HPT_GPU_BUDGET 310 s):
+#       probe     the GPU (nvidia-smi), the CUDA toolkit (nvcc, headers,
+#                 cuBLAS; not assumed at /usr/local/cuda), cuDNN and NCCL
+#                 (in the toolkit or inside PyTorch's wheels, found by their
+#                 versioned names: libnccl.so.2, libcudnn.so.9), PyTorch's
+#                 versions, compute-sanitizer;
+#       unpack, configure (--with-nccl=the wheel's nvidia/nccl: its
+#                 libnccl.so.2 linked by path with an rpath; the carried
+#                 header when the wheel has none; without NCCL if that
+#                 fails, said so), build (the test programs too; -j16);
+#       gpu-tests tests/unit/test_backend_cuda and tests/gpu/gpu-*.sh, in
+#                 parallel (make -j6), one verdict line per test;
+#       1b-hpt    the ~1B model (bench/llama-1b.json) in bf16, B 4 x T 2048,
+#                 25 steps on the real corpus: tokens/s, MFU, peak memory
+#                 (printed whatever PyTorch does), the losses kept for call 2;
+#       1b-torch  PyTorch on the same model, shapes, precision and corpus
+#                 (bench/torch_train_gpu.py: SDPA, fused AdamW): 5 eager
+#                 steps timed first, then torch.compile; the SDPA kernel it
+#                 picked is logged (a math fallback would flatter hpt); run
+#                 without the Debian prefix in its environment.
+#   --call 2   (there, <= 300 s; HPT_GPU_BUDGET 285 s): call 1's build when it
+#       is still there (same tarballs: the stamp in the build directory),
+#       else probe and build again;
+#       nccl-size1-vs-mpi   HPT_NCCL_SIZE1=1 (lib/comm_nccl_plan.c): NCCL
+#                 communicators for every group of one rank and a checked
+#                 send/recv to itself on the side stream with its events;
+#                 --comm nccl's log.tsv equals --comm mpi's bit for bit;
+#       nccl-size1-train    the same mode training `small` on learnable data
+#                 (the loss falls);
+#       memcheck, racecheck compute-sanitizer over test_backend_cuda's
+#                 attention, bf16 and memory groups (racecheck: attention);
+#       1b-tf32, 1b-flash, 1b-bf16-repeat  the ~1B run again in tf32, in
+#                 bf16 with HPT_CUDA_ATTENTION=flash, and in bf16 again:
+#                 the first 20 steps' losses against call 1's bf16 run
+#                 (within 2e-2 relative per step, the project's bf16
+#                 tolerance; the repeat should be identical, else the
+#                 largest difference is reported), and the speed-ups;
+#       nccl-shared         2 ranks on one GPU: nccl refused, auto falls back;
+#       small               `small` for 30 s with --comm nccl (size-1
+#                 mode), tokens/s, and PyTorch on the same shapes.
+#   --rehearse  (here, no GPU; after --pack) both calls in a row, the second
+#       reusing the first's build, with what has no GPU here replaced: the
+#       1B and `small` runs on --backend cpu with the tiny model, PyTorch on
+#       Debian's CPU PyTorch without compile (--device cpu), MPI for NCCL
+#       (the size-1 plan printed), the GPU tests and the sanitizer skipping;
+#       a fake wheel (nvidia/nccl/lib/libnccl.so.2 only) for NCCL. Stage
+#       caps and budgets times HPT_GPU_SLOW (default 4 here: 2 cores).
+#   --selftest BUILD_DIR  (here; tests/gpu/gpu-check-selftest.sh) this
+#       script's logic on the CPU: the NCCL checks with --comm mpi, the
+#       size-1 plan, stage caps and budget, summary and tarball, the
+#       figures with PyTorch missing, the build reuse stamp.
 #
-#       The whole check runs: build, GPU tests, the ~1B and `small` timings,
-#       the tf32 and flash comparisons, then the NCCL section (with its timed
-#       run cut to 60 s), most important first. Every stage runs under
-#       `timeout` with what is left of HPT_GPU_BUDGET (default 570 s, inside
-#       the device call's 590): a hung stage is killed and reported, a stage
-#       with under 20 s left is skipped with "SKIP NAME (time budget ...)".
-#       Every stage logs to $OUT (the device tool returns that folder) or to
-#       ./gpu-check-out; a failing stage is reported and the next one runs.
-#       Exit 0 when every stage passed, 1 otherwise, 77 when no GPU is visible.
+# Every stage runs under `timeout` with its own cap (never more than what
+# is left of the budget): a hung stage is killed with its children and
+# reported, the next one runs; a stage with under 15 s of budget left is
+# skipped and says so; exit 77 inside a stage is a SKIP with its reason.
+# Exit 0 when no stage failed, 1 otherwise, 2 on a usage/packing error.
 #
-# Environment: HPT_GPU_STEPS (timed steps per run, default 20), HPT_GPU_SKIP
-# (warm-up steps, default 5), HPT_GPU_PRECISION (default bf16; tf32 or fp32
-# for the comparison in those), HPT_GPU_ARCH (default sm_90), HPT_GPU_BUDGET
-# (seconds for the whole check, default 570), HPT_GPU_NCCL_SECONDS (the NCCL
-# timed run; default 180 with --nccl, 60 otherwise).
+# Environment: HPT_GPU_BUDGET (seconds for the call), HPT_GPU_ARCH (sm_90),
+# HPT_GPU_TMP (where the prefix, source, build and logs live; /tmp/hpt-gpu),
+# HPT_GPU_SITE (more directories to search for NCCL/cuDNN wheels),
+# HPT_GPU_SLOW (multiplies every cap and the budget), OUT (the device tool's
+# output folder; ./gpu-check-out otherwise).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -105,13 +109,17 @@ deb_pkgs=(
   libxml2 libicu72 liblzma5 libudev1 libjansson4 libcom-err2
   zlib1g zlib1g-dev
 )
-
 # ------------------------------------------------------------------ --pack
 if [ "${1:-}" = --pack ]; then
   set -e
   out=$here/.gpudeps
   mkdir -p "$out/debs"
-  (cd "$out/debs" && apt-get download "${deb_pkgs[@]}")
+  # one at a time, each tried twice: a batch of them failed here now and
+  # then with "E: Handler silently failed" (every package alone downloads)
+  for p in "${deb_pkgs[@]}"; do
+    (cd "$out/debs" && { apt-get download "$p" >/dev/null 2>&1 || apt-get download "$p"; }) ||
+      { echo "gpu-check: --pack: apt-get download $p failed" >&2; exit 2; }
+  done
   pre=$(mktemp -d)
   for f in "$out"/debs/*.deb; do dpkg -x "$f" "$pre"; done
   find "$pre" -name '*.a' -delete
@@ -152,6 +160,12 @@ EOF
   done
   [ -f "$out/echarts/echarts.min.js" ] ||
     { echo "gpu-check: --pack needs echarts.min.js: run 'npm ci' here (setup.sh does)" >&2; exit 2; }
+  # NCCL's header (~25 KB), for a GPU machine whose NCCL wheel ships none
+  mkdir -p "$out/nccl-include"
+  for d in "${CUDA_HOME:-/usr/local/cuda}/include" /usr/local/cuda/include /usr/include; do
+    [ -f "$d/nccl.h" ] && { cp "$d/nccl.h" "$out/nccl-include/"; break; }
+  done
+  [ -f "$out/nccl-include/nccl.h" ] || echo "gpu-check: --pack: no nccl.h here to carry (fine if the GPU machine's wheel has one)" >&2
   build=${2:-}
   if [ -z "$build" ]; then
     build=$(mktemp -d)
@@ -161,7 +175,7 @@ EOF
   (cd "$build" && make dist-gzip >/dev/null)
   cp "$build"/hpt-*.tar.gz "$out/hpt.tar.gz"
   ls -la "$out"
-  echo "gpu-check: packed; on the device: bash bench/gpu-check.sh (carry .gpudeps)"
+  echo "gpu-check: packed; on the device: bash bench/gpu-check.sh --call 1, then --call 2 (carry .gpudeps)"
   exit 0
 fi
 
@@ -171,7 +185,7 @@ fi
 # self-test), MODEL_TRAIN, MODEL3 and RUNTIME3 (the timed run's model, seconds).
 nccl_common() { echo "--data $data --eval-interval 0 --eval-batches 1 --backend $BE"; }
 learnable_data() {  # DIR: llm.c-format shards whose next token follows from the last one
-  "${PY:-python3}" - "$1" <<'EOF'
+  clean_env "${PY:-python3}" - "$1" <<'EOF'
 import sys, numpy as np
 h = np.zeros(256, dtype='<i4'); h[0], h[1] = 20240520, 1
 t = ((np.arange(2_000_000) * 7) % 1009).astype('<u2'); h[2] = t.size
@@ -185,10 +199,21 @@ nccl_vs_mpi() {  # world 1, every group of size 1: NCCL == MPI, bit for bit
   rm -rf "$tmp/run-nccl" "$tmp/run-mpi"
   $TRAIN $a --comm "$NCCL" --run-dir "$tmp/run-nccl" >"$tmp/nccl.out" 2>&1 || { cat "$tmp/nccl.out"; return 1; }
   grep -Eq "backend $BE( \([^)]*\))?, comm $NCCL\$" "$tmp/nccl.out" || { echo "banner does not say comm $NCCL:"; head -3 "$tmp/nccl.out"; return 1; }
+  size1_banner "$tmp/nccl.out" || return 1
   $TRAIN $a --comm mpi --run-dir "$tmp/run-mpi" >"$tmp/mpi.out" 2>&1 || { cat "$tmp/mpi.out"; return 1; }
   [ "$(wc -l <"$tmp/run-nccl/log.tsv")" -eq 21 ] || { echo "log.tsv: want 20 rows"; return 1; }
   cmp "$tmp/run-nccl/log.tsv" "$tmp/run-mpi/log.tsv" || { diff "$tmp/run-nccl/log.tsv" "$tmp/run-mpi/log.tsv" | head; return 1; }
   echo "comm $NCCL == comm mpi: log.tsv identical (20 steps, loss/lr/grad_norm)"
+}
+size1_banner() {  # FILE: with HPT_NCCL_SIZE1=1, the plan names every group of one and the self send/recv
+  [ "${HPT_NCCL_SIZE1:-0}" = 1 ] || return 0
+  local l
+  l=$(grep '^hpt-train: HPT_NCCL_SIZE1=1: NCCL communicators ' "$1") ||
+    { echo "no HPT_NCCL_SIZE1 plan line in the banner:"; head -5 "$1"; return 1; }
+  echo "$l"
+  case $l in *"world (1), tensor-parallel (1), data-parallel (1), pipeline (1), model-parallel (1)"*"a send/recv to itself"*) ;;
+    *) echo "the size-1 plan does not name every group of one and the send/recv"; return 1 ;; esac
+  if [ "$NCCL" = nccl ]; then case $l in *"(none made"*) echo "--comm nccl made none"; return 1 ;; esac; fi
 }
 loss_falls() {  # loss_falls LOG.TSV: the last 10 steps' mean loss 0.5 below the first 10 steps'
   awk -F'\t' 'NR > 1 && $2 != "" {l[++n] = $2} END {
@@ -206,6 +231,7 @@ nccl_train() {  # the single-GPU training run with --comm nccl, on learnable dat
 }
 nccl_shared() {  # 2 ranks on one GPU: nccl refused with the ranks named; auto falls back to MPI
   local a st=0
+  [ "$BE" = cuda ] || { echo "needs --backend cuda (a GPU)"; return 77; }
   a="--model tiny --steps 4 --seq-len 64 --batch 2 --dp 2 $(nccl_common)"
   $MPIEXEC_BIN -n 2 $TRAIN $a --comm nccl >"$tmp/shared-nccl.out" 2>&1 || st=$?
   cat "$tmp/shared-nccl.out"
@@ -233,312 +259,602 @@ nccl_small_timed() {  # MODEL3 for RUNTIME3 seconds with --comm NCCL: tokens/s
 }
 
 # ------------------------------------------------------------ stages
-# The device call is killed at its timeout (590 s) and the machine's time is
-# scarce, so every stage runs under `timeout` with what is left of
-# HPT_GPU_BUDGET (seconds from the script's start, default 570): a stage that
-# hangs is killed with its process group and reported, the next ones still
-# run, and a stage with less than 20 s left is skipped and says so. The
-# stages run in order of importance: build, the GPU tests, the ~1B timing
-# against PyTorch (the issue's targets), `small`, the tf32 and flash
-# comparisons, then the NCCL checks. Reads out, summary, failed, budget.
-stage() {  # stage NAME CMD...: run, log to $out/NAME.log, record pass/fail
-  local name=$1; shift
-  local t0=$SECONDS left=$((budget - SECONDS - 5))
-  if [ "$left" -lt 20 ]; then
-    say "SKIP $name (time budget: ${SECONDS} of $budget s used)"; failed=1; return 124
+# Reads work (logs under $work/logs), budget, SLOW; writes the verdict,
+# figure and failure files that summary.txt is made of. A stage runs in a
+# fresh bash with this script's functions and the exported variables.
+stage() {  # stage NAME CAP CMD...: run under min(CAP, what is left), log to logs/NAME.log
+  local name=$1 cap=$(($2 * ${SLOW:-1})); shift 2
+  local t0=$SECONDS left=$((budget - SECONDS - 10)) lim rc=0
+  if [ "$left" -lt 15 ]; then
+    verdict SKIP "$name" "time budget: $SECONDS of $budget s used"; return 125
   fi
-  # functions of this script and exported variables reach the command
-  if timeout -k 5 "$left" bash -c "$(declare -f); \"\$@\"" "$name" "$@" >"$out/$name.log" 2>&1
-  then say "PASS $name ($((SECONDS - t0)) s)"
-  else local rc=$?; say "FAIL $name (exit $rc$([ $rc = 124 ] && echo ': killed at the time budget'), $((SECONDS - t0)) s; last lines:)"
-       tail -n 15 "$out/$name.log" | sed 's/^/    /' | tee -a "$summary"; failed=1; return $rc; fi
+  lim=$((cap < left ? cap : left))
+  timeout -k 5 "$lim" bash -c "$(declare -f); \"\$@\"" "$name" "$@" >"$work/logs/$name.log" 2>&1 || rc=$?
+  local dt=$((SECONDS - t0))
+  case $rc in
+    0) verdict PASS "$name" "$dt s" ;;
+    77) verdict SKIP "$name" "$(tail -n 1 "$work/logs/$name.log" | cut -c1-160)" ;;
+    124|137) verdict FAIL "$name" "killed at its cap of $lim s$([ "$lim" -lt "$cap" ] && echo ' (the budget)')"
+             tail_of "$name" ;;
+    *) verdict FAIL "$name" "exit $rc, $dt s"; tail_of "$name" ;;
+  esac
+  return $rc
 }
-say() { echo "$*" | tee -a "$summary"; }
+verdict() {  # verdict PASS|FAIL|SKIP NAME WHY: one line of the summary, echoed
+  echo "$1 $2 ($3)" | tee -a "$work/verdicts.txt"
+  [ "$1" = FAIL ] && failed=1
+  write_summary
+}
+figure() { echo "$*" | tee -a "$work/figures.txt"; write_summary; }
+tail_of() { { echo "--- $1 (last lines of logs/$1.log)"; tail -n 12 "$work/logs/$1.log" | cut -c1-300; } >>"$work/failures.txt"; }
+write_summary() {  # summary.txt: header, verdicts, figures, failures; also into the tarball's folder
+  { cat "$work/header.txt" 2>/dev/null
+    echo "== verdicts"; cat "$work/verdicts.txt" 2>/dev/null
+    echo "== figures"; cat "$work/figures.txt" 2>/dev/null
+    [ -s "$work/failures.txt" ] && { echo "== failures"; cat "$work/failures.txt"; }
+  } >"$work/logs/summary.txt"
+  cp "$work/logs/summary.txt" "$out/summary.txt"
+}
+finish() {  # the tarball of every log (one file), the summary last on stdout
+  trap - EXIT TERM INT
+  [ -n "${work:-}" ] && [ -d "$work/logs" ] || return 0
+  write_summary
+  # the runs' log.tsv (call 2: call 1's bf16 reference too) and configure's config.log
+  mkdir -p "$work/logs/runs"
+  for d in "${rt:-/nonexistent}"/run-*; do [ -f "$d/log.tsv" ] && cp "$d/log.tsv" "$work/logs/runs/${d##*/}.tsv"; done
+  [ -f "${bld:-/nonexistent}/config.log" ] && cp "$bld/config.log" "$work/logs/"
+  echo "== ${SECONDS} s of $budget; logs in gpu-check-call$CALL.tar.gz" >>"$work/logs/summary.txt"
+  cp "$work/logs/summary.txt" "$out/summary.txt"
+  tar -C "$work" -czf "$out/gpu-check-call$CALL.tar.gz" logs 2>/dev/null
+  echo; echo "=================== gpu-check call $CALL summary"; cat "$out/summary.txt"
+}
 
-if [ "${1:-}" = --selftest ] || [ "${1:-}" = --nccl-selftest ]; then
+# ------------------------------------------------------------ environments
+# hpt's programs find the prefix's libraries through DT_RPATH (configure's
+# LDFLAGS: --disable-new-dtags, so the libraries' own dependencies are
+# found too): no stage exports LD_LIBRARY_PATH, CPATH or LIBRARY_PATH.
+# Compiling sets them for configure and make only (deps_env); PyTorch and
+# every python3 run without the prefix anywhere in their environment
+# (clean_env: PATH without it, the three unset, as the session began).
+deps_env() {  # deps_env CMD...
+  env LD_LIBRARY_PATH="$L:$L/openblas-pthread:$L/hdf5/mpich:$P/lib/x86_64-linux-gnu" \
+    CPATH="$P/usr/include:$P/usr/include/x86_64-linux-gnu:$P/usr/include/x86_64-linux-gnu/openblas-pthread" \
+    LIBRARY_PATH="$L:$L/openblas-pthread" "$@"
+}
+clean_env() {  # clean_env CMD...
+  local u=(-u CPATH -u LIBRARY_PATH -u LD_LIBRARY_PATH -u PYTHONPATH) ld=${ORIG_LD_LIBRARY_PATH:-}
+  # (a rehearsal only: Debian's PyTorch and NumPy load libraries that the
+  # rehearsal hid — OpenBLAS, json-c, serial HDF5 —: their copies)
+  local k=${HPT_GPU_TMP:-}/hidden-libs/usr/lib/x86_64-linux-gnu
+  [ "${REHEARSE:-0}" = 1 ] && ld=$k:$k/openblas-pthread:$k/hdf5/serial${ld:+:$ld}
+  [ -n "$ld" ] && u=(-u CPATH -u LIBRARY_PATH -u PYTHONPATH LD_LIBRARY_PATH="$ld")
+  env "${u[@]}" PATH="$ORIG_PATH" "$@"
+}
+prefix_in_env() {  # the search paths that name the Debian prefix (PyTorch's stages: none)
+  local v n=0
+  for v in PATH LD_LIBRARY_PATH CPATH LIBRARY_PATH PYTHONPATH PKG_CONFIG_PATH; do
+    case ${!v:-} in *"$P"*) echo "$v names the prefix: ${!v}"; n=$((n + 1)) ;; esac
+  done
+  echo "search paths naming the Debian prefix $P: $n$([ "${REHEARSE:-0}" = 1 ] && echo ' (a rehearsal: LD_LIBRARY_PATH has copies of the hidden libraries for Debian'"'"'s PyTorch)')"
+}
+
+# ------------------------------------------------------------ probe
+# The toolkit, cuBLAS, cuDNN and NCCL as they are on this machine: prints
+# what it finds, writes CUDA_DIR, NCCL_DIR, NCCL_CFLAGS to $work/../probe.env.
+find_lib() {  # find_lib NAME DIRS...: the newest NAME.so* (versioned names too)
+  local n=$1; shift
+  find -H "$@" -maxdepth 6 \( -name "$n.so" -o -name "$n.so.[0-9]*" \) 2>/dev/null | sort -V | tail -n 1
+}
+site_dirs() {  # the python3's site-packages (clean environment), then HPT_GPU_SITE
+  clean_env "$PY3" -c 'import site, sysconfig; print("\n".join(site.getsitepackages() + [sysconfig.get_paths()["purelib"]]))' 2>/dev/null |
+    sort -u | while read -r d; do [ -d "$d" ] && echo "$d"; done
+  for d in ${HPT_GPU_SITE:-}; do [ -d "$d" ] && echo "$d"; done
+}
+probe() {
+  local env=$penv d cuda="" sites nlib ndir nh=""
+  : >"$env"
+  echo "== GPU"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader 2>&1 || echo "no GPU visible (nvidia-smi failed)"
+  echo "== CUDA toolkit (nvcc + cuda_runtime.h + cublas_v2.h)"
+  for d in ${HPT_GPU_CUDA:-} ${CUDA_HOME:-} ${CUDA_PATH:-} /usr/local/cuda $(ls -d /usr/local/cuda-* 2>/dev/null | sort -rV) /opt/cuda /usr; do
+    [ -x "$d/bin/nvcc" ] && [ -f "$d/include/cuda_runtime.h" ] && [ -f "$d/include/cublas_v2.h" ] && { cuda=$d; break; }
+  done
+  [ -n "$cuda" ] || { echo "FAIL: no CUDA toolkit found (set HPT_GPU_CUDA=DIR)"; return 1; }
+  echo "CUDA_DIR=$cuda" >>"$env"
+  echo "toolkit $cuda: $("$cuda/bin/nvcc" --version | tail -n 1)"
+  echo "cudart: $(find_lib libcudart "$cuda/lib64" "$cuda/lib" "$cuda/targets")"
+  echo "cuBLAS: $(find_lib libcublas "$cuda/lib64" "$cuda/lib" "$cuda/targets")"
+  [ -n "$(find_lib libcublas "$cuda/lib64" "$cuda/lib" "$cuda/targets")" ] || { echo "FAIL: no libcublas in $cuda"; return 1; }
+  sites=$(site_dirs | tr '\n' ' ')
+  echo "== python site-packages searched: ${sites:-none}"
+  echo "== cuDNN (PyTorch's; hpt does not use it)"
+  echo "library: $(find_lib libcudnn "$cuda/lib64" "$cuda/lib" $sites)"
+  echo "header: $(find -H "$cuda/include" $sites -maxdepth 6 -name cudnn_version.h 2>/dev/null | head -n 1)"
+  echo "== NCCL"
+  nlib=$(find_lib libnccl $sites)  # a wheel's first (the toolkit's may be absent or older)
+  [ -n "$nlib" ] || nlib=$(find_lib libnccl "$cuda/lib64" "$cuda/lib")
+  if [ -z "$nlib" ]; then
+    echo "no libnccl.so* in the toolkit or the wheels: hpt is built without NCCL"
+  else
+    ndir=$(dirname "$(dirname "$nlib")")
+    echo "library: $nlib ($(du -Lh "$nlib" | cut -f1)); --with-nccl=$ndir"
+    if [ -f "$ndir/include/nccl.h" ]; then echo "header: $ndir/include/nccl.h"
+    elif [ -f "$here/.gpudeps/nccl-include/nccl.h" ]; then
+      nh="-I$here/.gpudeps/nccl-include"
+      echo "header: none beside the library; the carried one: $here/.gpudeps/nccl-include/nccl.h"
+    else echo "header: none found and none carried (--pack): hpt is built without NCCL"; ndir=""; fi
+    [ -n "$nh" ] && grep -E '^#define NCCL_(MAJOR|MINOR|PATCH) ' "$here/.gpudeps/nccl-include/nccl.h" | awk '{printf "%s ", $3} END {print "(carried header version)"}'
+    echo "NCCL_DIR=$ndir" >>"$env"; echo "NCCL_CFLAGS='$nh'" >>"$env"
+  fi
+  echo "== PyTorch (clean environment)"
+  clean_env "$PY3" - <<'PY' 2>&1 | tail -n 3
+import torch
+nv = torch.cuda.nccl.version() if torch.cuda.is_available() else None
+print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available(),
+      "nccl", nv, "cudnn", torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None)
+PY
+  echo "== tools"
+  echo "compute-sanitizer: $( (command -v compute-sanitizer || ls "$cuda/bin/compute-sanitizer") 2>/dev/null)"
+  return 0
+}
+
+# ------------------------------------------------------------ build
+unpack() {
+  rm -rf "$P" "$src" && mkdir -p "$P/bin" "$src" && tar -C "$P" -xJf "$here/.gpudeps/deps.tar.xz" || return 1
+  # mpicc for the prefix; mpiexec as a wrapper that gives hydra (not the
+  # ranks' python) the prefix's libraries
+  printf '#!/bin/sh\nexec gcc -I%s/usr/include/x86_64-linux-gnu/mpich "$@" -L%s -Wl,-rpath,%s -lmpich\n' "$P" "$L" "$L" >"$P/bin/mpicc"
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/usr/bin/mpiexec.hydra "$@"\n' "$L" "$P" >"$P/bin/mpiexec"
+  chmod +x "$P/bin/mpicc" "$P/bin/mpiexec"
+  rm -rf "$HPT_CORPUS" && mkdir -p "$HPT_CORPUS" && tar -C "$HPT_CORPUS" -xJf "$here/.gpudeps/corpus.tar.xz" || return 1
+  tar -C "$src" --strip-components=1 -xzf "$here/.gpudeps/hpt.tar.gz"
+}
+cfg() {  # cfg [--with-nccl=...]: configure against the prefix
+  rm -rf "$bld" && mkdir -p "$bld" && cd "$bld" || return 1
+  deps_env "$src/configure" MPICC="$P/bin/mpicc" MPIEXEC="$P/bin/mpiexec" \
+    HDF5_CFLAGS="-I$P/usr/include/hdf5/mpich" HDF5_LIBS="-L$L/hdf5/mpich -lhdf5" \
+    JSONC_CFLAGS="-I$P/usr/include/json-c" JSONC_LIBS="-L$L -ljson-c" \
+    BLAS_LIBS="-L$L/openblas-pthread -lopenblas" \
+    LDFLAGS="-Wl,--disable-new-dtags -Wl,-rpath,$L -Wl,-rpath,$L/openblas-pthread -Wl,-rpath,$L/hdf5/mpich" \
+    PYTHON=python3 ECHARTS_DIR="$here/.gpudeps/echarts" --with-cuda="$CUDA_DIR" \
+    --with-cuda-arch="${HPT_GPU_ARCH:-sm_90}" "$@"
+}
+build() { deps_env make -C "$bld" -j16 all && deps_env make -C "$bld" -j16 check TESTS= >/dev/null; }
+stamp_now() { (cd "$here/.gpudeps" && cat hpt.tar.gz deps.tar.xz | sha256sum | cut -c1-16); echo "nccl=${NCCL_DIR:-} arch=${HPT_GPU_ARCH:-sm_90} cuda=$CUDA_DIR"; }
+build_reusable() {  # call 1's build, from the same tarballs, complete
+  [ -x "$bld/src/hpt-train" ] && [ -x "$bld/tests/unit/test_backend_cuda" ] && [ -f "$bld/.gpu-check-stamp" ] &&
+    [ "$(cat "$bld/.gpu-check-stamp")" = "$(stamp_now)" ]
+}
+build_all() {  # the stages that give $bld; 0 when it is there
+  if build_reusable; then verdict PASS build "reused: call 1's build in $bld, same tarballs"; return 0; fi
+  stage unpack 40 unpack || return 1
+  if [ -n "${NCCL_DIR:-}" ]; then
+    stage configure 90 cfg --with-nccl="$NCCL_DIR" NCCL_CFLAGS="${NCCL_CFLAGS:-}" ||
+      { stage configure-without-nccl 90 cfg --with-nccl=no || return 1; }
+  else stage configure 90 cfg --with-nccl=no || return 1; fi
+  stage build 180 build || return 1
+  grep -q "define HAVE_CUDA 1" "$bld/hpt_config.h" || { verdict FAIL cuda-enabled "configure did not enable CUDA"; return 1; }
+  grep -q "define HAVE_NCCL 1" "$bld/hpt_config.h" && figure "NCCL: built with $(sed -n 's/^NCCL_LIBS = //p' "$bld/Makefile")" ||
+    figure "NCCL: not built (the NCCL stages fail)"
+  stamp_now >"$bld/.gpu-check-stamp"
+}
+# ------------------------------------------------------------ the ~1B runs
+peak_of() { case $1 in bf16) echo 989e12 ;; tf32) echo 494e12 ;; *) echo 67e12 ;; esac; }
+hpt_run() {  # hpt_run NAME PRECISION [VAR=VALUE...]: the 1B model (tiny in a rehearsal) on the real corpus
+  local name=$1 prec=$2; shift 2
+  rm -rf "$rt/run-$name"
+  env "$@" "$TRAIN" --backend "$BE" --precision "$prec" --model "$M1B" --data "$HPT_CORPUS" \
+    --batch "$B1" --seq-len "$T1" --steps "$S1" --warmup 2 --eval-interval 0 --eval-batches 1 \
+    --save-every 0 --peak-flops "$(peak_of "$prec")" --run-dir "$rt/run-$name"
+}
+torch_run() {  # torch_run CONFIG B T PRECISION STEPS: PyTorch on the same corpus, clean environment
+  clean_env bash -c "P=$P REHEARSE=${REHEARSE:-0}; $(declare -f prefix_in_env); prefix_in_env"
+  clean_env "$PY3" "$src/bench/torch_train_gpu.py" "$1" --batch "$2" --seq-len "$3" --precision "$4" \
+    --data "$HPT_CORPUS" --warmup-steps 3 --steps "$5" $TORCH_OPTS
+}
+figures() {  # figures LABEL PRECISION B T CONFIG HPTLOG TORCHLOG: hpt's line (always), PyTorch's, the ratio
+  clean_env "$PY3" - "$@" "$SKIP1" <<'PY' | while read -r l; do figure "$l"; done
+import json, os, re, statistics, sys
+label, prec, B, T, cfgp, hlog, tlog, skip = sys.argv[1:]
+B, T, skip = int(B), int(T), int(skip)
+peak = {"bf16": 989e12, "tf32": 494e12}.get(prec, 67e12)
+try:
+    c = json.load(open(cfgp))
+    C, I, V, L = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["num_hidden_layers"]
+    H = c["num_attention_heads"]; KV = c.get("num_key_value_heads", H); hd = C // H
+    fpt = 6 * (L * (C * H * hd + 2 * C * KV * hd + H * hd * C + 3 * C * I) + V * C) + 6 * L * T * C
+except Exception as e:
+    fpt = float("nan")
+def read(p):
+    try: return open(p, errors="replace").read()
+    except OSError: return ""
+def gib(b): return f"{b / 2**30:.1f} GiB" if b == b else "n/a"
+h = read(hlog)
+ms = [float(x) for x in re.findall(r"^step +\d+/\d+ .*\| ([0-9.]+) ms/step", h, re.M)][skip:]
+mem = re.findall(r"^peak device memory: .*\(([0-9]+) bytes", h, re.M)
+hmem = float(mem[-1]) if mem else float("nan")
+tok_h = None
+if ms:
+    tok_h = B * T / (statistics.median(ms) / 1e3)
+    print(f"{label} {prec} B={B} T={T} hpt: {tok_h:,.0f} tok/s, MFU {tok_h * fpt / peak:.1%}, "
+          f"peak mem {gib(hmem)} (median of {len(ms)} steps after {skip})")
+else:
+    print(f"{label} {prec} hpt: no step timings (see logs/{os.path.basename(hlog)})")
+t = read(tlog)
+def val(key):
+    m = re.findall(rf"^{key} (\S+)", t, re.M)
+    return m[-1] if m else None
+sdpa = val("torch_sdpa_backend") or "n/a"
+kind, tms = ("+compile" if "--compile" in os.environ.get("TORCH_OPTS", "") else ""), val("torch_ms_per_step_median")
+if tms is None and val("torch_eager_ms_per_step_median"):
+    kind, tms = " eager (compile did not finish)", val("torch_eager_ms_per_step_median")
+if tms is None:
+    print(f"{label} {prec} PyTorch: n/a (no timed steps: see logs/{os.path.basename(tlog)}); SDPA {sdpa}")
+else:
+    tok_t = B * T / (float(tms) / 1e3)
+    tm = float(val("torch_peak_mem_bytes") or "nan")
+    r = f" | hpt/PyTorch {tok_h / tok_t:.2f}" if tok_h else ""
+    print(f"{label} {prec} PyTorch{kind}: {tok_t:,.0f} tok/s, MFU {tok_t * fpt / peak:.1%}, "
+          f"peak mem {gib(tm)}, SDPA {sdpa}{r}")
+PY
+}
+compare_losses() {  # compare_losses RUN_A RUN_B WHAT TOL: the first 20 steps' losses; TOL 0 = identical
+  clean_env "$PY3" - "$@" <<'PY' | while read -r l; do figure "$l"; done
+import sys
+a, b, what, tol = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+def losses(d):
+    try:
+        rows = [l.split("\t") for l in open(d + "/log.tsv").read().splitlines()[1:]]
+        return [float(r[1]) for r in rows][:20]
+    except (OSError, ValueError, IndexError) as e:
+        return None
+la, lb = losses(a), losses(b)
+if not la or not lb or len(la) < 20 or len(lb) < 20:
+    print(f"losses {what}: FAIL fewer than 20 steps logged ({len(la or [])}, {len(lb or [])})")
+    sys.exit(0)
+rel = max(abs(x - y) / max(abs(x), 1e-30) for x, y in zip(la, lb))
+ab = max(abs(x - y) for x, y in zip(la, lb))
+ok = rel == 0 if tol == 0 else rel <= tol
+rule = "identical" if tol == 0 else f"within {tol:g} relative per step"
+print(f"losses {what}, steps 1-20: {'PASS' if ok else 'FAIL'} ({rule}): largest difference "
+      f"{ab:.3g} ({rel:.2g} relative); step 1 {la[0]:.4f} vs {lb[0]:.4f}, step 20 {la[19]:.4f} vs {lb[19]:.4f}")
+PY
+}
+speedup() {  # speedup LOG_A LOG_B WHAT: median ms/step of both (after the warm-up), B over A
+  clean_env "$PY3" - "$@" "$SKIP1" <<'PY' | while read -r l; do figure "$l"; done
+import re, statistics, sys
+def med(p):
+    try: ms = [float(x) for x in re.findall(r"^step +\d+/\d+ .*\| ([0-9.]+) ms/step", open(p).read(), re.M)]
+    except OSError: ms = []
+    ms = ms[int(sys.argv[4]):]
+    return statistics.median(ms) if ms else None
+a, b = med(sys.argv[1]), med(sys.argv[2])
+if a and b: print(f"{sys.argv[3]}: {a:.1f} vs {b:.1f} ms/step, {b / a:.2f}x")
+else: print(f"{sys.argv[3]}: n/a (a run has no step timings)")
+PY
+}
+
+# ------------------------------------------------------------ call 1
+call1() {
+  stage probe 30 probe || return 1
+  set -a; . "$penv"; set +a
+  build_all || return 1
+  local t n
+  gpu_tests="tests/unit/test_backend_cuda $(cd "$src" && ls tests/gpu/gpu-*.sh | grep -v gpu-check-selftest | tr '\n' ' ')"
+  stage gpu-tests 110 make -C "$bld" -j6 -k check TESTS="$gpu_tests"
+  mkdir -p "$work/logs/tests"
+  for t in $gpu_tests; do  # one verdict per test, from its .trs
+    n=${t%.sh}; cp "$bld/$n.log" "$work/logs/tests/" 2>/dev/null
+    case $(sed -n 's/^:test-result: //p' "$bld/$n.trs" 2>/dev/null) in
+      PASS) verdict PASS "test:$(basename "$n")" "logs/tests/$(basename "$n").log" ;;
+      SKIP) verdict SKIP "test:$(basename "$n")" "$(sed '/(exit status: /d' "$bld/$n.log" | tail -n 1 | cut -c1-120)" ;;
+      "") verdict FAIL "test:$(basename "$n")" "unfinished when gpu-tests stopped" ;;
+      *) verdict FAIL "test:$(basename "$n")" "logs/tests/$(basename "$n").log"
+         { echo "--- test $n"; tail -n 12 "$bld/$n.log"; } >>"$work/failures.txt" ;;
+    esac
+  done
+  [ "$REHEARSE" = 1 ] && stage mpiexec-2-ranks 60 "$P/bin/mpiexec" -n 2 "$TRAIN" --model tiny --data "$HPT_CORPUS" \
+    --steps 2 --dp 2 --seq-len 32 --batch 2 --eval-batches 1 --run-dir "$rt/run-rehearse"
+  "$TRAIN" --model "$M1B" --print-config >"$rt/1b-config.json" 2>/dev/null
+  stage 1b-hpt 75 hpt_run 1b "$PREC"
+  stage 1b-torch 110 torch_run "$rt/1b-config.json" "$B1" "$T1" "$PREC" 15
+  figures 1b "$PREC" "$B1" "$T1" "$rt/1b-config.json" "$work/logs/1b-hpt.log" "$work/logs/1b-torch.log"
+  return 0
+}
+
+# ------------------------------------------------------------ call 2
+call2() {
+  if [ -s "$penv" ]; then verdict PASS probe "call 1's ($penv)"; else stage probe 30 probe || return 1; fi
+  set -a; . "$penv"; set +a
+  build_all || return 1
+  # NCCL with real communicators on one GPU (the functions above)
+  local tmp=$rt/nccl; rm -rf "$tmp"; mkdir -p "$tmp"
+  export tmp data=$HPT_CORPUS
+  HPT_NCCL_SIZE1=1 stage nccl-size1-vs-mpi 40 nccl_vs_mpi
+  HPT_NCCL_SIZE1=1 stage nccl-size1-train 45 nccl_train
+  # compute-sanitizer over the attention, bf16 and memory groups
+  local cs; cs=$(command -v compute-sanitizer || echo "$CUDA_DIR/bin/compute-sanitizer")
+  stage memcheck 70 sanitize "$cs" memcheck attention bf16 memory
+  # the ~1B comparisons: call 1's bf16 run is the reference (run again if gone)
+  [ -s "$rt/run-1b/log.tsv" ] || stage 1b-hpt 60 hpt_run 1b "$PREC"
+  stage 1b-tf32 60 hpt_run 1b-tf32 "$TF32"
+  stage 1b-flash 60 hpt_run 1b-flash "$PREC" HPT_CUDA_ATTENTION=flash
+  stage 1b-bf16-repeat 60 hpt_run 1b-repeat "$PREC"
+  local log1=$work/logs/1b-hpt.log
+  [ -f "$log1" ] || log1=$(ls "$tmpbase"/call1/logs/1b-hpt.log 2>/dev/null)
+  compare_losses "$rt/run-1b" "$rt/run-1b-flash" "bf16 chunked vs bf16 flash" 2e-2
+  compare_losses "$rt/run-1b" "$rt/run-1b-tf32" "bf16 vs tf32" 2e-2
+  compare_losses "$rt/run-1b" "$rt/run-1b-repeat" "bf16 vs bf16 again (determinism)" 0
+  speedup "$log1" "$work/logs/1b-tf32.log" "1b hpt $PREC vs $TF32 (the first's speed-up)"
+  speedup "$log1" "$work/logs/1b-flash.log" "1b hpt $PREC attention: cuBLAS chunks vs HPT_CUDA_ATTENTION=flash (the chunks' speed-up)"
+  stage racecheck 60 sanitize "$cs" racecheck attention
+  stage nccl-shared 40 nccl_shared
+  HPT_NCCL_SIZE1=1 stage small 50 nccl_small_timed
+  [ -f "$work/logs/small.log" ] && grep ' tokens/s' "$work/logs/small.log" | while read -r l; do figure "$l"; done
+  cp "$tmp/timed.out" "$work/logs/small-hpt-steps.log" 2>/dev/null
+  "$TRAIN" --model "$MODEL3" --print-config >"$rt/small-config.json" 2>/dev/null
+  stage small-torch 70 torch_run "$rt/small-config.json" "$BATCH3" "$SEQ3" "$PREC" 20
+  figures small "$PREC" "$BATCH3" "$SEQ3" "$rt/small-config.json" "$work/logs/small-hpt-steps.log" "$work/logs/small-torch.log"
+  return 0
+}
+sanitize() {  # sanitize TOOL_BINARY memcheck|racecheck GROUP...: test_backend_cuda under compute-sanitizer
+  local cs=$1 tool=$2; shift 2
+  [ -x "$cs" ] || { echo "no compute-sanitizer at $cs"; exit 77; }
+  nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU visible: nothing to check"; exit 77; }
+  "$cs" --tool "$tool" --error-exitcode 9 --print-limit 20 "$bld/tests/unit/test_backend_cuda" "$@"
+}
+
+# ------------------------------------------------------------ --selftest
+if [ "${1:-}" = --selftest ]; then
   bld=${2:?usage: gpu-check.sh --selftest BUILD_DIR}
-  TRAIN=$bld/src/hpt-train BE=cpu NCCL=mpi prec=fp32 MODEL_TRAIN=tiny MODEL3=tiny RUNTIME3=30 PY=/usr/bin/python3
-  SEQ3=64 BATCH3=4
+  set -a
+  TRAIN=$bld/src/hpt-train BE=cpu NCCL=mpi prec=fp32 PY3=/usr/bin/python3 MODEL_TRAIN=tiny MODEL3=tiny RUNTIME3=20 PY=/usr/bin/python3
+  SEQ3=64 BATCH3=4 SKIP1=5 ORIG_PATH=$PATH P=/nonexistent-prefix CALL=selftest
   tmp=$(mktemp -d); data=$tmp/data; mkdir -p "$data"
-  /usr/bin/python3 - "$data" <<'EOF'
+  set +a
+  trap 'rm -rf "$tmp"' EXIT
+  /usr/bin/python3 - "$data" <<'PY'
 import sys, numpy as np
 h = np.zeros(256, dtype='<i4'); h[0], h[1] = 20240520, 1
 t = np.random.default_rng(0).integers(0, 8192, size=400_000).astype('<u2'); h[2] = t.size
 for name in ("train_000000.bin", "val_000000.bin"):
     with open(f"{sys.argv[1]}/{name}", "wb") as f: h.tofile(f); t.tofile(f)
-EOF
+PY
   rc=0
+  ok() { echo "PASS $1"; }
+  no() { echo "FAIL $1"; shift; [ $# -gt 0 ] && printf '%s\n' "$@" | tail -n 15; rc=1; }
+  # the NCCL section's checks, MPI standing in, in the size-1 mode
   for f in nccl_vs_mpi nccl_train nccl_small_timed; do
-    if o=$($f 2>&1); then echo "PASS $f: $(echo "$o" | tail -1)"; else echo "FAIL $f:"; echo "$o" | tail -15; rc=1; fi
+    if o=$(HPT_NCCL_SIZE1=1 $f 2>&1); then ok "$f: $(echo "$o" | tail -1)"; else no "$f:" "$o"; fi
   done
   # the checks must be able to fail: another seed's run differs from the MPI run
   if $TRAIN --model tiny --steps 20 --seq-len 64 --batch 4 $(nccl_common) --comm mpi --seed 7 \
        --run-dir "$tmp/run-seed" >/dev/null 2>&1 && ! cmp -s "$tmp/run-seed/log.tsv" "$tmp/run-mpi/log.tsv"; then
-    echo "PASS another seed's log.tsv differs (the comparison can fail)"
-  else echo "FAIL the log comparison cannot tell runs apart"; rc=1; fi
-  # stage(): a passing stage, one killed at the time budget with its
-  # children, then one skipped for want of time; the summary says each
-  out=$tmp/stages summary=$tmp/stages/summary.txt failed=0 budget=$((SECONDS + 30))
-  mkdir -p "$out" && : >"$summary"
+    ok "another seed's log.tsv differs (the comparison can fail)"
+  else no "the log comparison cannot tell runs apart"; fi
+  # the size-1 mode's selection at 2 ranks, PP 2 (rank 0: stage 0, one boundary)
+  o=$(HPT_NCCL_SIZE1=1 ${MPIEXEC:-mpiexec} -n 2 $TRAIN --model tiny --steps 1 --seq-len 32 --batch 2 --pp 2 \
+        $(nccl_common) --comm mpi 2>&1 | grep 'HPT_NCCL_SIZE1=1')
+  case $o in *"world (2), tensor-parallel (1), data-parallel (1), pipeline (2), model-parallel (2), embedding (2)"*"; 2 pipeline pair communicators; a send/recv"*"(none made"*)
+    ok "size-1 plan at PP 2: $o" ;; *) no "size-1 plan at PP 2:" "$o" ;; esac
+  o=$(HPT_NCCL_SIZE1=on $TRAIN --model tiny --steps 1 --seq-len 32 --batch 2 $(nccl_common) --comm mpi 2>&1); st=$?
+  [ $st = 2 ] && case $o in *"HPT_NCCL_SIZE1='on': expected 0 or 1"*) true ;; *) false ;; esac &&
+    ok "HPT_NCCL_SIZE1=on refused (exit 2, named)" || no "HPT_NCCL_SIZE1=on: exit $st" "$o"
+  o=$($TRAIN --model tiny --steps 1 --seq-len 32 --batch 2 $(nccl_common) --comm mpi 2>&1)
+  case $o in *HPT_NCCL_SIZE1*) no "without HPT_NCCL_SIZE1 a plan line is printed" "$o" ;; *) ok "no plan line without HPT_NCCL_SIZE1" ;; esac
+  # stage(): a pass, a SKIP from exit 77, one killed at its own cap, one
+  # killed at the budget with its children, then one skipped for want of time
+  work=$tmp/call out=$tmp/out failed=0 budget=$((SECONDS + 40)) SLOW=1
+  mkdir -p "$work/logs" "$out"; echo "gpu-check self-test" >"$work/header.txt"
   export BUDGET_PROBE=seen  # exported variables and functions reach the stage
-  probe() { echo "probe $BUDGET_PROBE"; }
-  stage passing probe >/dev/null
-  stage hanging bash -c 'sleep 2931 & sleep 2931' >/dev/null
-  stage skipped true >/dev/null
-  if grep -q "^PASS passing" "$summary" && grep -q "^probe seen" "$out/passing.log" &&
-     grep -q "^FAIL hanging (exit 124: killed at the time budget" "$summary" &&
-     grep -q "^SKIP skipped (time budget" "$summary" && [ "$failed" = 1 ] &&
+  probe_env() { echo "probe $BUDGET_PROBE"; }
+  skipper() { echo "no CUDA device visible"; exit 77; }
+  stage passing 10 probe_env >/dev/null
+  stage skipping 10 skipper >/dev/null
+  t0=$SECONDS; stage capped 2 sleep 60 >/dev/null; tc=$((SECONDS - t0))
+  stage hanging 600 bash -c 'sleep 2931 & sleep 2931' >/dev/null
+  stage skipped 10 true >/dev/null
+  v=$work/verdicts.txt
+  if grep -q "^PASS passing" "$v" && grep -q "^probe seen" "$work/logs/passing.log" &&
+     grep -q "^SKIP skipping (no CUDA device visible)" "$v" &&
+     grep -q "^FAIL capped (killed at its cap of 2 s)" "$v" && [ "$tc" -le 4 ] &&
+     grep -q "^FAIL hanging (killed at its cap of [0-9]* s (the budget))" "$v" &&
+     grep -q "^SKIP skipped (time budget" "$v" && [ "$failed" = 1 ] &&
      ! pgrep -f "sleep 2931" >/dev/null; then
-    echo "PASS stage(): passes, kills a hung stage at the budget (children too), then skips"
-  else echo "FAIL stage():"; cat "$summary"; pgrep -af "sleep 2931"; rc=1; fi
-  printf 'step 1 | 10 tok/s |\n' >"$tmp/few.out"
-  if ! median_tok_s "$tmp/few.out" >/dev/null; then echo "PASS median_tok_s refuses a log without steady steps"
-  else echo "FAIL median_tok_s"; rc=1; fi
-  rm -rf "$tmp"
+    ok "stage(): pass, 77 = SKIP, killed at its own cap (${tc} s), killed at the budget (children too), then skipped"
+  else no "stage():" "$(cat "$v")"; pgrep -af "sleep 2931"; fi
+  # figures: hpt's line whatever PyTorch did; the ratio when both ran
+  printf '{"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 8192}\n' >"$tmp/c.json"
+  for i in 1 2 3 4 5 6 7 8; do echo "step $i/8 | loss 9.0 | lr 1e-4 | grad norm 1.0 | 1000 tok/s | 100.0 ms/step | ETA 0:00:01"; done >"$tmp/h.log"
+  echo "peak device memory: 1.500 GiB (1610612736 bytes; the most of any rank, each" >>"$tmp/h.log"
+  figures t bf16 2 64 "$tmp/c.json" "$tmp/h.log" "$tmp/missing.log" >/dev/null
+  printf 'torch_sdpa_backend flash\ntorch_ms_per_step_median 50.0\ntorch_peak_mem_bytes 1073741824\n' >"$tmp/t.log"
+  figures u bf16 2 64 "$tmp/c.json" "$tmp/h.log" "$tmp/t.log" >/dev/null
+  printf 'torch_sdpa_backend cudnn\ntorch_eager_ms_per_step_median 64.0\n' >"$tmp/e.log"  # compile killed
+  TORCH_OPTS=--compile figures e bf16 2 64 "$tmp/c.json" /dev/null "$tmp/e.log" >/dev/null
+  f=$work/figures.txt
+  if grep -q "^t bf16 B=2 T=64 hpt: 1,280 tok/s, MFU [0-9.]*%, peak mem 1.5 GiB (median of 3 steps after 5)" "$f" &&
+     grep -q "^t bf16 PyTorch: n/a (no timed steps" "$f" &&
+     grep -q "^u bf16 PyTorch: 2,560 tok/s, MFU .*, peak mem 1.0 GiB, SDPA flash | hpt/PyTorch 0.50" "$f" &&
+     grep -q "^e bf16 hpt: no step timings" "$f" &&
+     grep -q "^e bf16 PyTorch eager (compile did not finish): 2,000 tok/s, .*SDPA cudnn\$" "$f"; then
+    ok "figures: hpt's tokens/s, MFU and peak memory without PyTorch; the ratio with it; PyTorch's eager figure when compile was cut"
+  else no "figures:" "$(cat "$f")"; fi
+  # the loss comparisons: identical, within the tolerance, beyond it
+  mkdir -p "$tmp/la" "$tmp/lb" "$tmp/lc"
+  awk 'BEGIN {print "step\tloss"; for (i = 1; i <= 25; i++) print i "\t" 9 - i / 10}' >"$tmp/la/log.tsv"
+  cp "$tmp/la/log.tsv" "$tmp/lb/"; awk -F'\t' 'NR == 1 || NR > 21 {print; next} {print $1 "\t" $2 * 1.05}' "$tmp/la/log.tsv" >"$tmp/lc/log.tsv"
+  compare_losses "$tmp/la" "$tmp/lb" same 0 >/dev/null; compare_losses "$tmp/la" "$tmp/lc" off 2e-2 >/dev/null
+  compare_losses "$tmp/la" "$tmp/lb" tol 2e-2 >/dev/null; compare_losses "$tmp/la" "$tmp/nothing" gone 2e-2 >/dev/null
+  if grep -q "^losses same, steps 1-20: PASS (identical)" "$f" && grep -q "^losses off, .*: FAIL (within 0.02" "$f" &&
+     grep -q "^losses tol, .*: PASS (within 0.02" "$f" && grep -q "^losses gone: FAIL fewer than 20" "$f"; then
+    ok "compare_losses: identical, beyond 2e-2 relative, within it, a missing run"
+  else no "compare_losses:" "$(grep ^losses "$f")"; fi
+  # the summary (verdicts first) and the one tarball: what comes back
+  finish >/dev/null
+  trap 'rm -rf "$tmp"' EXIT
+  n=$(ls "$out" | wc -l)
+  tar -tzf "$out/gpu-check-callselftest.tar.gz" >"$tmp/list" 2>&1
+  if [ "$n" = 2 ] && [ -f "$out/summary.txt" ] && grep -q '^logs/summary.txt$' "$tmp/list" &&
+     grep -q '^logs/capped.log$' "$tmp/list" &&
+     [ "$(grep -n '^== verdicts' "$out/summary.txt" | cut -d: -f1)" -lt "$(grep -n '^== figures' "$out/summary.txt" | cut -d: -f1)" ] &&
+     grep -q '^== failures' "$out/summary.txt"; then
+    ok "finish: $n files in OUT (summary.txt, the tarball of every log), verdicts before figures"
+  else no "finish: $n files:" "$(ls "$out")" "$(cat "$out/summary.txt")"; fi
+  # call 2 reuses call 1's build only when the tarballs are the same
+  here=$tmp/repo bld=$tmp/bld CUDA_DIR=/cuda NCCL_DIR=/wheel
+  mkdir -p "$here/.gpudeps" "$bld/src" "$bld/tests/unit"
+  echo a >"$here/.gpudeps/hpt.tar.gz"; echo b >"$here/.gpudeps/deps.tar.xz"
+  printf '#!/bin/sh\n' | tee "$bld/src/hpt-train" >"$bld/tests/unit/test_backend_cuda"; chmod +x "$bld/src/hpt-train" "$bld/tests/unit/test_backend_cuda"
+  r1=no; build_reusable && r1=yes; stamp_now >"$bld/.gpu-check-stamp"
+  r2=no; build_reusable && r2=yes
+  echo c >"$here/.gpudeps/hpt.tar.gz"; r3=no; build_reusable && r3=yes
+  if [ "$r1$r2$r3" = noyesno ]; then ok "build_reusable: not without a stamp, yes with it, not after the tarball changed"
+  else no "build_reusable: $r1 $r2 $r3"; fi
   exit $rc
 fi
 
-# ------------------------------------------------------------------ device
-NCCL_ONLY=0 REHEARSE=0
-[ "${1:-}" = --nccl ] && NCCL_ONLY=1
-[ "${1:-}" = --rehearse ] && REHEARSE=1
-# The rehearsal hides this machine's copies of what the GPU machine lacks
-# (MPICH, HDF5, OpenBLAS, json-c, SentencePiece, libmicrohttpd: every file
-# their Debian packages installed under /usr and /lib is made absent, in a
-# private mount namespace that ends with the script), so a header
-# or library the prefix lacks fails here as it would there.
-hide_pkgs="libmpich12 mpich libmpich-dev libhwloc15 libhwloc-dev hwloc-nox libucx0 libucx-dev
-  libhdf5-mpich-103-1 libhdf5-mpich-dev libhdf5-mpich-hl-100 libhdf5-mpich-cpp-103-1 libhdf5-dev
-  libhdf5-103-1 libhdf5-hl-100 hdf5-tools libsz2 libaec0 libaec-dev libopenblas0-pthread
-  libopenblas-dev libopenblas-pthread-dev libopenblas0 libjson-c5 libjson-c-dev libsentencepiece0
-  libsentencepiece-dev sentencepiece libmicrohttpd12 libmicrohttpd-dev"
-if [ "$REHEARSE" = 1 ] && [ -z "${HPT_REHEARSE_NS:-}" ]; then
-  if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
-    HPT_REHEARSE_NS=1 exec unshare -m --propagation private bash "$0" "$@"
+# ------------------------------------------------------------ --rehearse
+# Hide what the GPU machine lacks (as root, in a private mount namespace),
+# make a fake NCCL wheel, then run both calls, the second reusing the
+# first's build.
+REHEARSE=${HPT_GPU_REHEARSAL:-0}
+if [ "${1:-}" = --rehearse ]; then
+  [ -f "$here/.gpudeps/hpt.tar.gz" ] || { echo "gpu-check: run --pack first" >&2; exit 2; }
+  export HPT_GPU_TMP=${HPT_GPU_TMP:-/tmp/hpt-gpu-rehearse-$(echo "$here" | md5sum | cut -c1-8)}
+  hide_pkgs="libmpich12 mpich libmpich-dev libhwloc15 libhwloc-dev hwloc-nox libucx0 libucx-dev
+    libhdf5-mpich-103-1 libhdf5-mpich-dev libhdf5-mpich-hl-100 libhdf5-mpich-cpp-103-1 libhdf5-dev
+    libhdf5-103-1 libhdf5-hl-100 hdf5-tools libsz2 libaec0 libaec-dev libopenblas0-pthread
+    libopenblas-dev libopenblas-pthread-dev libopenblas0 libjson-c5 libjson-c-dev libsentencepiece0
+    libsentencepiece-dev sentencepiece libmicrohttpd12 libmicrohttpd-dev"
+  if [ -z "${HPT_REHEARSE_NS:-}" ]; then
+    if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
+      HPT_REHEARSE_NS=1 exec unshare -m --propagation private bash "$0" "$@"
+    fi
+    echo "gpu-check: warning: cannot make a private mount namespace (needs root and unshare):" \
+         "this machine's MPICH, HDF5, OpenBLAS, json-c, SentencePiece and libmicrohttpd stay" \
+         "visible" >&2
   fi
-  echo "gpu-check: warning: cannot make a private mount namespace (needs root and unshare):" \
-       "this machine's MPICH, HDF5, OpenBLAS, json-c, SentencePiece and libmicrohttpd stay" \
-       "visible" >&2
+  if [ "${HPT_REHEARSE_NS:-}" = 1 ]; then
+    # only inside the namespace unshare made: never over the machine's own /usr
+    [ "$(readlink /proc/self/ns/mnt)" != "$(readlink /proc/1/ns/mnt)" ] ||
+      { echo "gpu-check: HPT_REHEARSE_NS=1 outside a private mount namespace: refusing to hide" \
+             "this machine's libraries (unset it)" >&2; exit 2; }
+    # the libraries must be installed here to be hidden (a renamed package,
+    # e.g. Debian 13's t64 names, would be neither hidden nor checked)
+    missing=$(for p in libmpich-dev libhdf5-mpich-dev libopenblas-dev libjson-c-dev libsentencepiece-dev; do
+                dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
+    [ -z "$missing" ] || { echo "gpu-check: rehearsal: not installed here, so not hidden:" $missing >&2; exit 2; }
+    # absent, not empty (an empty libfoo.so is an empty linker script to ld,
+    # found before the prefix's: the system directories come before
+    # LIBRARY_PATH's): /usr/include, /usr/lib and /usr/bin each get an
+    # overlay whose upper layer (tmpfs) has a whiteout for each such file
+    # (one overlay per tree: overlays do not stack on an overlay's subtree)
+    hide=$(mktemp -d) && mount -t tmpfs hpt-hide "$hide" || exit 1
+    trap 'umount -l "$hide" 2>/dev/null; rmdir "$hide" 2>/dev/null' EXIT
+    hidden=0
+    # and the toolkit's NCCL header and unversioned library (the GPU
+    # machine's toolkit has no NCCL: the fake wheel's libnccl.so.2 must do)
+    cu=$(readlink -f /usr/local/cuda)
+    # (each by its real directory: a whiteout under a symlinked directory
+    # would make the upper layer's directory hide all of the lower one)
+    tk_nccl=$(for x in "$cu"/include/nccl*.h "$cu"/lib*/libnccl.so "$cu"/lib*/libnccl_static.a; do
+                [ -e "$x" ] || [ -L "$x" ] || continue
+                echo "$(readlink -f "$(dirname "$x")")/$(basename "$x")"; done | sort -u)
+    for f in $(dpkg -L $hide_pkgs 2>/dev/null | sed -E 's,^/(lib|lib64|bin|sbin)/,/usr/\1/,' |
+               grep -E '^/usr/(include|lib|lib64|bin|sbin)/' | sort -u) $tk_nccl; do
+      [ ! -d "$f" ] && { [ -e "$f" ] || [ -L "$f" ]; } || continue
+      r=${f#/usr/}; r=${r%%/*}; rel=${f#/usr/$r/}
+      mkdir -p "$hide/$r/up/$(dirname "$rel")" "$hide/$r/work" &&
+        mknod "$hide/$r/up/$rel" c 0 0 && hidden=$((hidden + 1))
+    done
+    # Debian's PyTorch (the rehearsal's stand-in for the GPU machine's)
+    # links some of them (OpenBLAS, json-c, serial HDF5): a copy of the
+    # hidden shared libraries for its processes alone (clean_env)
+    keep=$HPT_GPU_TMP/hidden-libs; rm -rf "$keep" && mkdir -p "$keep"
+    for f in $(dpkg -L $hide_pkgs 2>/dev/null | grep -E '^/usr/lib/.*\.so(\.[0-9.]*)?$'); do
+      [ -e "$f" ] && cp -a --parents "$f" "$keep/" 2>/dev/null
+    done
+    for r in $(ls "$hide"); do
+      mount -t overlay hpt-hide -o "lowerdir=/usr/$r,upperdir=$hide/$r/up,workdir=$hide/$r/work" "/usr/$r" ||
+        exit 1
+    done
+    seen=$(for f in $(dpkg -L $hide_pkgs 2>/dev/null | grep -E '^/usr/(include|lib|bin)/'); do
+             [ -d "$f" ] || [ ! -e "$f" ] || echo "$f"; done)
+    [ -z "$seen" ] || { echo "gpu-check: rehearsal: still visible after hiding: $seen" >&2; exit 1; }
+    # and as the compiler sees it: none of them found any more
+    probe=$(mktemp -d)
+    for h in hdf5.h cblas.h json-c/json.h sentencepiece_processor.h mpi.h microhttpd.h nccl.h; do
+      printf '#include <%s>\n' "$h" >"$probe/p.c"
+      ! gcc -I/usr/local/cuda/include -E "$probe/p.c" -o /dev/null 2>/dev/null ||
+        { echo "gpu-check: rehearsal: <$h> still found after hiding" >&2; exit 1; }
+    done
+    for l in mpich hdf5_mpich openblas json-c sentencepiece; do
+      printf 'int main(void){return 0;}\n' >"$probe/p.c"
+      ! gcc "$probe/p.c" -o "$probe/p" -l$l 2>/dev/null ||
+        { echo "gpu-check: rehearsal: -l$l still links after hiding" >&2; exit 1; }
+    done
+    ! command -v mpiexec >/dev/null || { echo "gpu-check: rehearsal: mpiexec still on PATH: $(command -v mpiexec)" >&2; exit 1; }
+    rm -rf "$probe"
+    [ "$hidden" -gt 0 ] || { echo "gpu-check: rehearsal: nothing hidden" >&2; exit 1; }
+    echo "gpu-check: rehearsal: $hidden files of this machine's $(echo $hide_pkgs | wc -w) packages and the toolkit's NCCL header and libnccl.so hidden (what the GPU machine lacks)"
+  fi
+  # a fake wheel: nvidia/nccl/lib/libnccl.so.2 and nothing else (no
+  # header, no unversioned name), as the GPU machine's may be
+  real=$(readlink -f /usr/local/cuda/lib/libnccl.so.2 2>/dev/null)
+  fake=$HPT_GPU_TMP/fake-site
+  rm -rf "$fake" && mkdir -p "$fake/nvidia/nccl/lib"
+  [ -n "$real" ] && ln -s "$real" "$fake/nvidia/nccl/lib/libnccl.so.2"
+  export HPT_GPU_REHEARSAL=1 HPT_GPU_SITE="$fake" HPT_GPU_SLOW=${HPT_GPU_SLOW:-4}
+  rm -rf "$HPT_GPU_TMP"/{deps,src,build,runs,corpus,probe.env,call1,call2}  # a fresh machine
+  o=${OUT:-$PWD/gpu-check-out}; st=0
+  for c in 1 2; do
+    t0=$SECONDS
+    OUT=$o/rehearse-call$c bash "$0" --call $c || st=1
+    echo "gpu-check: rehearsal of call $c: $((SECONDS - t0)) s (exit $st so far; OUT $o/rehearse-call$c)"
+  done
+  exit $st
 fi
-if [ "$REHEARSE" = 1 ] && [ "${HPT_REHEARSE_NS:-}" = 1 ]; then
-  # only inside the namespace unshare made: never over the machine's own /usr
-  [ "$(readlink /proc/self/ns/mnt)" != "$(readlink /proc/1/ns/mnt)" ] ||
-    { echo "gpu-check: HPT_REHEARSE_NS=1 outside a private mount namespace: refusing to hide" \
-           "this machine's libraries (unset it)" >&2; exit 2; }
-  # the libraries must be installed here to be hidden (a renamed package,
-  # e.g. Debian 13's t64 names, would be neither hidden nor checked)
-  missing=$(for p in libmpich-dev libhdf5-mpich-dev libopenblas-dev libjson-c-dev libsentencepiece-dev; do
-              dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"; done)
-  [ -z "$missing" ] || { echo "gpu-check: rehearsal: not installed here, so not hidden:" $missing >&2; exit 2; }
-  # absent, not empty (an empty libfoo.so is an empty linker script to ld,
-  # found before the prefix's: the system directories come before
-  # LIBRARY_PATH's): /usr/include, /usr/lib and /usr/bin each get an
-  # overlay whose upper layer (tmpfs) has a whiteout for each such file
-  # (one overlay per tree: overlays do not stack on an overlay's subtree)
-  hide=$(mktemp -d) && mount -t tmpfs hpt-hide "$hide" || exit 1
-  trap 'umount -l "$hide" 2>/dev/null; rmdir "$hide" 2>/dev/null' EXIT
-  hidden=0
-  for f in $(dpkg -L $hide_pkgs 2>/dev/null | sed -E 's,^/(lib|lib64|bin|sbin)/,/usr/\1/,' |
-             grep -E '^/usr/(include|lib|lib64|bin|sbin)/' | sort -u); do
-    [ ! -d "$f" ] && { [ -e "$f" ] || [ -L "$f" ]; } || continue
-    r=${f#/usr/}; r=${r%%/*}; rel=${f#/usr/$r/}
-    mkdir -p "$hide/$r/up/$(dirname "$rel")" "$hide/$r/work" &&
-      mknod "$hide/$r/up/$rel" c 0 0 && hidden=$((hidden + 1))
-  done
-  for r in $(ls "$hide"); do
-    mount -t overlay hpt-hide -o "lowerdir=/usr/$r,upperdir=$hide/$r/up,workdir=$hide/$r/work" "/usr/$r" ||
-      exit 1
-  done
-  seen=$(for f in $(dpkg -L $hide_pkgs 2>/dev/null | grep -E '^/usr/(include|lib|bin)/'); do
-           [ -d "$f" ] || [ ! -e "$f" ] || echo "$f"; done)
-  [ -z "$seen" ] || { echo "gpu-check: rehearsal: still visible after hiding: $seen" >&2; exit 1; }
-  # and as the compiler sees it: none of them found any more
-  probe=$(mktemp -d)
-  for h in hdf5.h cblas.h json-c/json.h sentencepiece_processor.h mpi.h microhttpd.h; do
-    printf '#include <%s>\n' "$h" >"$probe/p.c"
-    ! gcc -E "$probe/p.c" -o /dev/null 2>/dev/null ||
-      { echo "gpu-check: rehearsal: <$h> still found after hiding" >&2; exit 1; }
-  done
-  for l in mpich hdf5_mpich openblas json-c sentencepiece; do
-    printf 'int main(void){return 0;}\n' >"$probe/p.c"
-    ! gcc "$probe/p.c" -o "$probe/p" -l$l 2>/dev/null ||
-      { echo "gpu-check: rehearsal: -l$l still links after hiding" >&2; exit 1; }
-  done
-  ! command -v mpiexec >/dev/null || { echo "gpu-check: rehearsal: mpiexec still on PATH: $(command -v mpiexec)" >&2; exit 1; }
-  rm -rf "$probe"
-  [ "$hidden" -gt 0 ] || { echo "gpu-check: rehearsal: nothing hidden" >&2; exit 1; }
-  echo "gpu-check: rehearsal: $hidden files of this machine's $(echo $hide_pkgs | wc -w) packages hidden (what the GPU machine lacks)"
-fi
-set -a  # every variable from here on reaches the stages' commands (bash -c)
-export here
-out=${OUT:-$PWD/gpu-check-out}
-mkdir -p "$out"
-summary=$out/summary.txt
-: >"$summary"
-failed=0
-budget=${HPT_GPU_BUDGET:-570}
 
-if [ "$REHEARSE" = 1 ]; then
-  echo "rehearsal on a machine without a GPU" >"$out/gpu.txt"
-elif ! nvidia-smi -L >"$out/gpu.txt" 2>&1; then
-  say "gpu-check: no GPU visible (nvidia-smi -L failed): $(head -1 "$out/gpu.txt")"; exit 77
-fi
-say "gpu-check: $(head -1 "$out/gpu.txt"); $(nvcc --version | tail -1)"
+# ------------------------------------------------------------ --call 1|2
+[ "${1:-}" = --call ] && { [ "${2:-}" = 1 ] || [ "${2:-}" = 2 ]; } ||
+  { echo "usage: gpu-check.sh --pack [BUILD_DIR] | --call 1 | --call 2 | --rehearse | --selftest BUILD_DIR" >&2; exit 2; }
+CALL=$2
 for f in deps.tar.xz hpt.tar.gz corpus.tar.xz echarts/echarts.min.js; do
   [ -f "$here/.gpudeps/$f" ] ||
-    { say "gpu-check: .gpudeps/$f missing: run 'bash bench/gpu-check.sh --pack' here and carry .gpudeps"; exit 2; }
+    { echo "gpu-check: .gpudeps/$f missing: run 'bash bench/gpu-check.sh --pack' here and carry .gpudeps" >&2; exit 2; }
 done
-
-P=/tmp/deps
-L=$P/usr/lib/x86_64-linux-gnu
-rm -rf $P && mkdir -p $P/bin && tar -C $P -xJf "$here/.gpudeps/deps.tar.xz"
-# a rehearsal: pkg-config would still list the hidden packages' .pc files
-# (their /usr/share/pkgconfig copies, and any other package's)
-[ "$REHEARSE" = 1 ] && export PKG_CONFIG=/bin/false
-cat >$P/bin/mpicc <<EOF
-#!/bin/sh
-exec gcc -I$P/usr/include/x86_64-linux-gnu/mpich "\$@" -L$L -Wl,-rpath,$L -lmpich
-EOF
-chmod +x $P/bin/mpicc
-# (hydra looks for hydra_pmi_proxy beside the mpiexec it was started as: a
-# link in $P/bin would send it to $P/bin/hydra_pmi_proxy, which is not there)
-ln -sf $P/usr/bin/mpiexec.hydra $P/usr/bin/mpiexec
-export PATH=$P/bin:$P/usr/bin:/usr/local/cuda/bin:$PATH
-export LD_LIBRARY_PATH=$L:$L/openblas-pthread:$L/hdf5/mpich:$P/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export CPATH=$P/usr/include:$P/usr/include/x86_64-linux-gnu:$P/usr/include/x86_64-linux-gnu/openblas-pthread
-export LIBRARY_PATH=$L:$L/openblas-pthread
-export HYDRA_LAUNCHER=fork
-
-# the GPU tests' corpus, packed from the prepared one (no dict-gcide here)
-export HPT_CORPUS=/tmp/hpt-corpus
-rm -rf $HPT_CORPUS && mkdir -p $HPT_CORPUS && tar -C $HPT_CORPUS -xJf "$here/.gpudeps/corpus.tar.xz"
-
-src=/tmp/hpt-src; bld=/tmp/hpt-build
-rm -rf $src $bld && mkdir -p $src $bld
-tar -C $src --strip-components=1 -xzf "$here/.gpudeps/hpt.tar.gz"
-cfg() {
-  cd $bld && $src/configure MPICC=$P/bin/mpicc \
-    HDF5_CFLAGS="-I$P/usr/include/hdf5/mpich" HDF5_LIBS="-L$L/hdf5/mpich -Wl,-rpath,$L/hdf5/mpich -lhdf5" \
-    JSONC_CFLAGS="-I$P/usr/include/json-c" JSONC_LIBS="-ljson-c" \
-    BLAS_LIBS="-L$L/openblas-pthread -Wl,-rpath,$L/openblas-pthread -lopenblas" \
-    PYTHON=python3 ECHARTS_DIR="$here/.gpudeps/echarts" --with-cuda=/usr/local/cuda --with-cuda-arch="${HPT_GPU_ARCH:-sm_90}"
-}
-stage configure cfg || { say "gpu-check: configure failed, see configure.log"; exit 1; }
-# (the test programs too, in parallel: `make check` alone would build them
-# one at a time inside the GPU tests' stage)
-build() { make -C $bld -j16 all && make -C $bld -j16 check TESTS=; }
-stage build build || exit 1
-grep -q "define HAVE_CUDA 1" $bld/hpt_config.h || { say "FAIL configure did not enable CUDA"; exit 1; }
-
-# ---- GPU tests (each exits 77 without a GPU; here they must pass)
-# (gpu-check-selftest.sh is this script's GPU-free self-test: not here)
-gpu_tests="tests/unit/test_backend_cuda $(cd $src && ls tests/gpu/gpu-*.sh 2>/dev/null | grep -v gpu-check-selftest | tr '\n' ' ')"
-[ "$NCCL_ONLY" = 1 ] || stage gpu-tests make -C $bld check TESTS="$gpu_tests"
-for t in $gpu_tests; do
-  [ -f "$bld/${t%.sh}.log" ] && cp "$bld/${t%.sh}.log" "$out/$(basename "${t%.sh}").log"
-done
-if [ "$REHEARSE" = 1 ]; then
-  # what the device call needs besides the GPU: the tests ran (skipping at
-  # "no CUDA device visible"), and MPICH's mpiexec from the prefix starts
-  # two ranks (hydra_pmi_proxy found) on the carried corpus
-  stage mpiexec-2-ranks $P/usr/bin/mpiexec -n 2 $bld/src/hpt-train --model tiny --data $HPT_CORPUS \
-    --steps 2 --dp 2 --seq-len 32 --batch 2 --eval-batches 1 --run-dir /tmp/run-rehearse
-  say "gpu-check: rehearsal done$([ "$failed" = 0 ] || echo ', some stages FAILED')"
-  exit $failed
+set -a  # every variable from here on reaches the stages' commands
+here=$here REHEARSE=$REHEARSE ORIG_PATH=$PATH ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+tmpbase=${HPT_GPU_TMP:-/tmp/hpt-gpu}
+P=$tmpbase/deps L=$tmpbase/deps/usr/lib/x86_64-linux-gnu src=$tmpbase/src bld=$tmpbase/build
+rt=$tmpbase/runs penv=$tmpbase/probe.env work=$tmpbase/call$CALL HPT_CORPUS=$tmpbase/corpus
+out=${OUT:-$PWD/gpu-check-out}
+SLOW=${HPT_GPU_SLOW:-1} failed=0
+budget=$(( ${HPT_GPU_BUDGET:-$([ "$CALL" = 1 ] && echo 310 || echo 285)} * SLOW ))
+TRAIN=$bld/src/hpt-train
+PATH=$P/bin:$P/usr/bin:$PATH  # mpicc, the mpiexec wrapper (and configure's MPIEXEC)
+HYDRA_LAUNCHER=fork
+PY3=python3  # the machine's python3 (PyTorch's); here Debian's, which has PyTorch 1.13
+if [ "$REHEARSE" = 1 ]; then  # what replaces the GPU here
+  PY3=/usr/bin/python3 BE=cpu M1B=tiny B1=2 T1=64 PREC=fp32 TF32=fp32 TORCH_OPTS="--device cpu" NCCL=mpi
+  MODEL_TRAIN=tiny MODEL3=tiny SEQ3=64 BATCH3=4 RUNTIME3=20
+else
+  BE=cuda M1B=$tmpbase/src/bench/llama-1b.json B1=4 T1=2048 PREC=bf16 TF32=tf32
+  TORCH_OPTS="--compile --eager-steps 5" NCCL=nccl MODEL_TRAIN=small MODEL3=small SEQ3=1024 BATCH3=16 RUNTIME3=30
 fi
-
-# ---- speed: hpt (cuda) vs PyTorch, same model, shapes, precision
-prec=${HPT_GPU_PRECISION:-bf16}
-steps=${HPT_GPU_STEPS:-20}; skip=${HPT_GPU_SKIP:-5}
-data=/tmp/gpu-data; mkdir -p $data
-python3 - $data <<'EOF'
-import sys, numpy as np
-h = np.zeros(256, dtype='<i4'); h[0], h[1] = 20240520, 1
-t = np.random.default_rng(0).integers(0, 8192, size=20_000_000).astype('<u2'); h[2] = t.size
-for name in ("train_000000.bin", "val_000000.bin"):
-    with open(f"{sys.argv[1]}/{name}", "wb") as f: h.tofile(f); t.tofile(f)
-EOF
-case $prec in bf16) peak=989e12 ;; tf32) peak=494e12 ;; *) peak=67e12 ;; esac
-bench_one() {  # bench_one NAME MODEL BATCH SEQ
-  local name=$1 model=$2 B=$3 T=$4
-  local cfgjson=$out/$name-config.json
-  $bld/src/hpt-train --model "$model" --print-config >"$cfgjson" 2>/dev/null || return 1
-  stage "hpt-$name" $bld/src/hpt-train --backend cuda --precision "$prec" --model "$model" \
-    --data $data --batch $B --seq-len $T --steps $((steps + skip)) --warmup 2 --eval-interval 0 \
-    --eval-batches 1 --peak-flops $peak --run-dir /tmp/run-$name
-  local ms
-  ms=$(grep -o '[0-9.]* ms/step' "$out/hpt-$name.log" | tail -n $steps | awk '{print $1}' | sort -g |
-       awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
-  local hmem
-  # (hpt-train's own line; the device image may have no h5py)
-  hmem=$(sed -n 's/^peak device memory: .* (\([0-9]*\) bytes;.*/\1/p' "$out/hpt-$name.log" | tail -1)
-  hmem=${hmem:-n/a}
-  stage "torch-$name" python3 "$src/bench/torch_train_gpu.py" "$cfgjson" --batch $B --seq-len $T \
-    --precision "$prec" --compile --warmup-steps $skip --steps $steps
-  local tms tmem fpt
-  tms=$(awk '/^torch_ms_per_step_median/ {print $2}' "$out/torch-$name.log")
-  tmem=$(awk '/^torch_peak_mem_bytes/ {print $2}' "$out/torch-$name.log")
-  fpt=$(awk '/^torch_flops_per_token/ {print $2}' "$out/torch-$name.log")
-  if [ -n "$ms" ] && [ -n "$tms" ]; then
-    python3 - "$name" "$prec" "$B" "$T" "$ms" "$tms" "$fpt" "$peak" "$hmem" "$tmem" <<'EOF' | tee -a "$summary"
-import sys
-name, prec, B, T, ms, tms, fpt, peak, hmem, tmem = sys.argv[1:]
-tok = int(B) * int(T); fpt = float(fpt); peak = float(peak)
-h, t = tok / (float(ms) / 1e3), tok / (float(tms) / 1e3)
-print(f"{name} {prec} B={B} T={T}: hpt {h:,.0f} tok/s (MFU {h * fpt / peak:.1%}, peak mem {hmem}) | "
-      f"PyTorch+compile {t:,.0f} tok/s (MFU {t * fpt / peak:.1%}, peak mem {tmem}) | ratio hpt/PyTorch {h / t:.2f}")
-EOF
-  fi
-}
-if [ "$NCCL_ONLY" = 0 ]; then
-# the ~1B run first: it carries the issue's targets
-bench_one 1b "$src/bench/llama-1b.json" 4 2048
-bench_one small small 16 1024
-# bf16 against tf32 on hpt alone (same ~1B run): speed-up and memory
-tf32_vs_bf16() {
-  $bld/src/hpt-train --backend cuda --precision tf32 --model "$src/bench/llama-1b.json" \
-    --data $data --batch 4 --seq-len 2048 --steps $((steps + skip)) --warmup 2 --eval-interval 0 \
-    --eval-batches 1 --peak-flops 494e12 --run-dir /tmp/run-1b-tf32
-}
-if [ "$prec" = bf16 ] && stage hpt-1b-tf32 tf32_vs_bf16; then
-  python3 - "$out/hpt-1b.log" "$out/hpt-1b-tf32.log" $steps <<'EOF' | tee -a "$summary"
-import re, statistics, sys
-def med(path, n):
-    ms = [float(m) for m in re.findall(r"([0-9.]+) ms/step", open(path).read())][-int(n):]
-    return statistics.median(ms) if ms else float("nan")
-b, t = med(sys.argv[1], sys.argv[3]), med(sys.argv[2], sys.argv[3])
-print(f"1b hpt bf16 {b:.1f} ms/step vs tf32 {t:.1f} ms/step: bf16 speed-up {t / b:.2f}x")
-EOF
+S1=25 SKIP1=5 MPIEXEC_BIN=$P/bin/mpiexec prec=$PREC PY=$PY3
+set +a
+rm -rf "$work" && mkdir -p "$work/logs" "$out" "$rt" || exit 2
+[ "$CALL" = 1 ] && rm -f "$penv"
+{ echo "gpu-check call $CALL$([ "$REHEARSE" = 1 ] && echo ' (REHEARSAL: no GPU; cpu backend, tiny model, MPI for NCCL)'), $(date -u '+%F %T UTC'), budget $budget s"
+  echo "GPU: $(nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo none visible)"
+} >"$work/header.txt"
+trap finish EXIT
+trap 'exit 1' TERM INT
+write_summary
+if [ "$REHEARSE" = 0 ] && ! nvidia-smi -L >/dev/null 2>&1; then
+  verdict SKIP gpu "no GPU visible (nvidia-smi -L failed)"; exit 77
 fi
-# bf16 attention: the cuBLAS chunked path (default) against the fp32 flash
-# kernels (HPT_CUDA_ATTENTION=flash), same ~1B run
-att_flash() {
-  HPT_CUDA_ATTENTION=flash $bld/src/hpt-train --backend cuda --precision bf16 \
-    --model "$src/bench/llama-1b.json" --data $data --batch 4 --seq-len 2048 \
-    --steps $((steps + skip)) --warmup 2 --eval-interval 0 --eval-batches 1 --peak-flops 989e12 \
-    --run-dir /tmp/run-1b-flash
-}
-if [ "$prec" = bf16 ] && stage hpt-1b-flash-attention att_flash; then
-  python3 - "$out/hpt-1b.log" "$out/hpt-1b-flash-attention.log" $steps <<'EOF' | tee -a "$summary"
-import re, statistics, sys
-def med(path, n):
-    ms = [float(m) for m in re.findall(r"([0-9.]+) ms/step", open(path).read())][-int(n):]
-    return statistics.median(ms) if ms else float("nan")
-b, f = med(sys.argv[1], sys.argv[3]), med(sys.argv[2], sys.argv[3])
-print(f"1b hpt bf16 attention via cuBLAS {b:.1f} ms/step vs fp32 flash kernels {f:.1f} ms/step: "
-      f"speed-up {f / b:.2f}x")
-EOF
-fi
-fi
-# ---- NCCL (issue 16): the functions of the "NCCL section" above
-TRAIN=$bld/src/hpt-train BE=cuda NCCL=nccl MODEL3=small RUNTIME3=${HPT_GPU_NCCL_SECONDS:-$([ "$NCCL_ONLY" = 1 ] && echo 180 || echo 60)}
-MPIEXEC_BIN=$P/usr/bin/mpiexec tmp=/tmp/nccl-check; mkdir -p $tmp
-grep -q "define HAVE_NCCL 1" $bld/hpt_config.h && say "NCCL: found by configure" ||
-  say "FAIL configure did not find NCCL (the NCCL stages will fail)"
-stage nccl-vs-mpi nccl_vs_mpi
-stage nccl-train nccl_train
-stage nccl-shared nccl_shared
-stage nccl-small-timed nccl_small_timed && grep ' tokens/s' "$out/nccl-small-timed.log" | tee -a "$summary"
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >>"$summary" 2>&1
-say "gpu-check: done, $([ $failed = 0 ] && echo 'all stages passed' || echo 'some stages FAILED')"
+"call$CALL"
 exit $failed

@@ -94,6 +94,8 @@ typedef struct {
     float theta;      /* RoPE base                                             */
     const float *weights; /* the parameter block (from alloc), whose bf16
                        * working copy a bf16 mode keeps; NULL: none            */
+    int embed_rows;   /* rows of the embedding's vocabulary shard (Vl): the
+                       * embedding backward's scratch; 0: none                  */
 } hpt_backend_shapes;
 
 struct hpt_backend {
@@ -302,6 +304,12 @@ struct hpt_backend {
      * instead of k (the gradient norm visits every tensor). x, n: k entries,
      * read during the call only. */
     double (*sumsq_list)(double acc, const float *const *x, const size_t *n, int k);
+    /* Optional (NULL: callers use sumsq_list, a round trip to the host):
+     * out[i] = sumsq(x[i], n[i]) for i < k (every n[i] > 0), the values
+     * sumsq_list adds, written to the device doubles out[0..k) (from
+     * alloc) and not waited for — no host synchronisation, so a backward
+     * hook can call it; read them later with download. */
+    void (*sumsq_list_async)(double *out, const float *const *x, const size_t *n, int k);
 
     /* ---- cross-entropy over a full vocabulary ------------------------------
      * logits (N,V) are turned in place into dloss/dlogits scaled by

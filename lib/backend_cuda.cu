@@ -398,24 +398,45 @@ static void cuda_download(void *dst, const void *src, size_t bytes)
 /* The host_syncs slot: the counters since init. */
 static void cuda_host_syncs(hpt_host_syncs *out) { *out = g_host; }
 
-/* memmove semantics, as on the CPU: overlapping ranges go through a
- * temporary buffer (cudaMemcpy's are undefined for them). */
+/* memmove semantics, as on the CPU, enqueued on the compute stream (the
+ * legacy default stream) with no host synchronisation and no allocation
+ * inside a step. Overlapping ranges (cudaMemcpy's are undefined for them)
+ * go in pieces of the distance between them, in the direction that reads
+ * each piece before it is overwritten — when that takes at most
+ * COPY_PIECES copies — else through g_copy_scratch (grown on demand, kept;
+ * its growth is cuda_alloc's, counted there). */
+enum { COPY_PIECES = 16 };
+static scratch g_copy_scratch;
+
+static void copy_async(void *dst, const void *src, size_t bytes)
+{
+    HPT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0));
+}
+
 static void cuda_copy(void *dst, const void *src, size_t bytes)
 {
     work_mark_dirty(dst);
     if (!bytes || dst == src)
         return;
-    const char *d = (const char *)dst, *s = (const char *)src;
-    if (d < s + bytes && s < d + bytes) {
-        void *t = NULL;
-        HPT_CUDA(cudaMalloc(&t, bytes));
-        HPT_CUDA(cudaMemcpy(t, src, bytes, cudaMemcpyDeviceToDevice));
-        HPT_CUDA(cudaMemcpy(dst, t, bytes, cudaMemcpyDeviceToDevice));
-        HPT_CUDA(cudaFree(t));
-        g_host.alloc += 2;
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    if (!(d < s + bytes && s < d + bytes)) {
+        copy_async(dst, src, bytes);
         return;
     }
-    HPT_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    size_t gap = d > s ? (size_t)(d - s) : (size_t)(s - d);
+    if ((bytes + gap - 1) / gap > COPY_PIECES) {
+        void *t = scratch_need(&g_copy_scratch, bytes, "overlapping device copy");
+        copy_async(t, src, bytes);
+        copy_async(dst, t, bytes);
+        return;
+    }
+    for (size_t done = 0; done < bytes;) { /* pieces of `gap` bytes never overlap */
+        size_t k = bytes - done < gap ? bytes - done : gap;
+        size_t at = d < s ? done : bytes - done - k; /* forward: from the front */
+        copy_async(d + at, s + at, k);
+        done += k;
+    }
 }
 
 /* Grow s to at least `bytes`: 0, or -1 with the reason (the bytes asked
@@ -607,11 +628,12 @@ static void cuda_matmul_backward(float *din, float *dw, const float *dout, const
 /* ------------------------------------------------------------ reserve */
 
 /* Every scratch the ops will ask for with these shapes, at its final size:
- * dscratch (the cross-entropy losses N + 1, the embedding's 2N ints, the
- * RMSNorm dw slices, sumsq_list's partials), in bf16 mode the working copy
- * of the weights and the gradient operand of matmul_backward (N x widest),
- * on the cuBLAS attention path its chunk scratch and pointer arrays, and
- * the RoPE table of T positions. */
+ * dscratch (the cross-entropy losses N + 1, the RMSNorm dw slices,
+ * sumsq_list's partials), in bf16 mode the working copy of the weights and
+ * the gradient operand of matmul_backward (N x widest), on the cuBLAS
+ * attention path its chunk scratch and pointer arrays, and the RoPE table
+ * of T positions, and the embedding backward's chains (N positions, the
+ * shard's embed_rows). */
 static hpt_status cuda_reserve(const hpt_backend_shapes *s)
 {
     size_t N = (size_t)s->B * s->T;
@@ -635,6 +657,8 @@ static hpt_status cuda_reserve(const hpt_backend_shapes *s)
     }
     if (!bad && s->hd > 0)
         bad = !rope_table_try(s->T, s->hd, s->theta);
+    if (!bad && s->embed_rows > 0)
+        bad = embed_scratch_reserve(N, (size_t)s->embed_rows);
     if (bad)
         return hpt_error_set(HPT_ERR_USAGE, "the cuda backend's scratch for micro-batch %d x %d: %s",
                              s->B, s->T, hpt_error_msg());
@@ -685,6 +709,7 @@ static hpt_backend make_table(void)
     b.scale = cuda_scale;
     b.sumsq = cuda_sumsq;
     b.sumsq_list = cuda_sumsq_list;
+    b.sumsq_list_async = cuda_sumsq_list_async;
     b.crossentropy_fused = cuda_crossentropy_fused;
     b.crossentropy_loss = cuda_crossentropy_loss;
     b.vocab_max = cuda_vocab_max;

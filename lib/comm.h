@@ -237,6 +237,35 @@ hpt_status hpt_comm_nccl_on(hpt_comm *c);
  * in the build: 0, why "". */
 int hpt_comm_nccl_gpus_shared(hpt_comm *c, char *why, size_t cap);
 
+/* The NCCL communicators hpt_comm_nccl_on creates for this rank
+ * (lib/comm_nccl_plan.c; pure, built with or without NCCL). */
+enum { HPT_NCCL_NONE, HPT_NCCL_OWN, HPT_NCCL_SHARES_DP };
+typedef struct {
+    int group[HPT_GROUP_COUNT]; /* HPT_NCCL_NONE, _OWN, or _SHARES_DP (the shard group) */
+    int pairs;                  /* pipeline pair communicators this rank joins: 0, 2, 4 */
+    int size1;                  /* groups of one rank get a communicator too            */
+    int loopback;               /* size-1 mode: a checked send/recv to itself            */
+} hpt_nccl_plan;
+
+/* HPT_NCCL_SIZE1 into *on: unset, empty or 0 -> 0; 1 -> 1 (the size-1 mode:
+ * a communicator for every group this rank is in, groups of one included,
+ * so a one-GPU run drives every NCCL collective, the side streams and
+ * their events; plus a send/recv to itself). Else HPT_ERR_USAGE. */
+hpt_status hpt_nccl_size1_env(int *on);
+
+/* This rank's plan for c's groups: a communicator for each group of at
+ * least 2 ranks (1 with size1) that it belongs to; the ZeRO shard group
+ * shares the data-parallel one when they have the same size; the pipeline
+ * pair communicators (two per neighbouring stage). */
+void hpt_nccl_plan_make(const hpt_comm *c, int size1, hpt_nccl_plan *p);
+
+/* "world (1), tensor-parallel (1), ...; 0 pipeline pair communicators[; a
+ * send/recv ...]" into buf (snprintf rules); returns the length wanted. */
+int hpt_nccl_plan_describe(const hpt_nccl_plan *p, const hpt_comm *c, char *buf, size_t cap);
+
+/* A group's name in messages ("data-parallel shard"). */
+const char *hpt_nccl_group_name(hpt_group g);
+
 /* Destroy the NCCL communicators and switch back to MPI; accepts c without
  * NCCL. */
 void hpt_comm_nccl_off(hpt_comm *c);

@@ -504,9 +504,6 @@ static hpt_status init_over(MPI_Comm mpi, ncclComm_t *out, const char *what, int
     return HPT_OK;
 }
 
-static const char *const group_names[HPT_GROUP_COUNT] = {"world", "tensor-parallel",
-    "data-parallel", "pipeline", "model-parallel", "embedding", "data-parallel shard",
-    "data-parallel replica"};
 
 /* This rank's (host, GPU): the current device's PCI bus id. */
 static void my_slot(hpt_gpu_slot *me)
@@ -542,6 +539,49 @@ int hpt_comm_nccl_gpus_shared(hpt_comm *c, char *why, size_t cap)
     return shared;
 }
 
+/* The size-1 mode's point-to-point check on one GPU: 1024 floats sent by
+ * this rank to itself over the world communicator (one NCCL group call),
+ * on the side stream ordered after the compute stream by an event, as
+ * nc_isend_f32 does, the compute stream then waiting for its done event;
+ * the received values must equal the sent ones. */
+static hpt_status loopback_check(nccl_state *s)
+{
+    enum { LN = 1024 };
+    float host[LN], back[LN], *a = NULL, *b = NULL;
+    for (int i = 0; i < LN; i++)
+        host[i] = (float)i * 0.5f - 7.0f;
+    ncclComm_t w = s->group[HPT_GROUP_WORLD];
+    int me = 0;
+    hpt_status err = HPT_OK;
+    if (cudaMalloc((void **)&a, sizeof host) != cudaSuccess ||
+        cudaMalloc((void **)&b, sizeof host) != cudaSuccess) {
+        err = hpt_error_set(HPT_ERR_IO, "HPT_NCCL_SIZE1: cudaMalloc of the send/recv check: %s",
+                            cudaGetErrorString(cudaGetLastError()));
+        goto out;
+    }
+    CUDA_OK(cudaMemcpy(a, host, sizeof host, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(b, 0, sizeof host));
+    NCCL_OK(ncclCommUserRank(w, &me));
+    cudaEvent_t done;
+    ON_SIDE_STREAM(s, s->send, done, {
+        NCCL_OK(ncclGroupStart());
+        NCCL_OK(ncclSend(a, LN, ncclFloat32, me, w, s->send));
+        NCCL_OK(ncclRecv(b, LN, ncclFloat32, me, w, s->send));
+        NCCL_OK(ncclGroupEnd());
+    });
+    CUDA_OK(cudaStreamWaitEvent(s->compute, done, 0));
+    CUDA_OK(cudaEventDestroy(done));
+    CUDA_OK(cudaMemcpy(back, b, sizeof back, cudaMemcpyDeviceToHost)); /* on the compute stream */
+    if (memcmp(back, host, sizeof host))
+        err = hpt_error_set(HPT_ERR_IO, "HPT_NCCL_SIZE1: a send/recv of %d floats to itself "
+                            "on the side stream returned other values (first: %g, want %g)",
+                            LN, (double)back[0], (double)host[0]);
+out:
+    cudaFree(a);
+    cudaFree(b);
+    return err;
+}
+
 hpt_status hpt_comm_nccl_on(hpt_comm *c)
 {
     /* NCCL refuses two ranks on one GPU deep inside ncclCommInitRank
@@ -567,21 +607,25 @@ hpt_status hpt_comm_nccl_on(hpt_comm *c)
                             c->world_rank, host_name(), cudaGetErrorString(cudaGetLastError()));
     err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], err);
     /* Every rank walks the groups in the same order; a group of one rank
-     * needs no communicator (its collectives are copies or nothing). After
-     * each group every rank agrees on the results, so a rank whose
+     * needs no communicator (its collectives are copies or nothing) unless
+     * HPT_NCCL_SIZE1=1 asks for one (lib/comm_nccl_plan.c). After each
+     * group every rank agrees on the results, so a rank whose
      * ncclCommInitRank failed does not leave the others waiting for it in
      * the next group's set-up, and the message names the lowest failing
      * rank and its host. */
+    int size1 = 0;
+    if (!err)
+        err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], hpt_nccl_size1_env(&size1));
+    hpt_nccl_plan plan;
+    hpt_nccl_plan_make(c, size1, &plan);
     for (int g = 0; g < HPT_GROUP_COUNT && !err; g++) {
         hpt_status e = HPT_OK;
-        /* the shard group of plain ZeRO is the DP group: its communicator */
-        int same_as_dp = g == HPT_GROUP_DPS && c->group_size[g] == c->group_size[HPT_GROUP_DP];
-        if (c->comms[g] != MPI_COMM_NULL && c->comms[g] != 0 && c->group_size[g] >= 2 &&
-            !same_as_dp)
-            e = init_over(c->comms[g], &s->group[g], group_names[g], c->world_rank);
+        if (plan.group[g] == HPT_NCCL_OWN)
+            e = init_over(c->comms[g], &s->group[g], hpt_nccl_group_name((hpt_group)g),
+                          c->world_rank);
         err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], e);
     }
-    if (!err && c->group_size[HPT_GROUP_DPS] == c->group_size[HPT_GROUP_DP])
+    if (!err && plan.group[HPT_GROUP_DPS] == HPT_NCCL_SHARES_DP)
         s->group[HPT_GROUP_DPS] = s->group[HPT_GROUP_DP];
     /* Pipeline neighbours: for each boundary b (stages b, b+1) in order, a
      * forward pair (b sends, b+1 receives) then a backward pair. */
@@ -602,6 +646,8 @@ hpt_status hpt_comm_nccl_on(hpt_comm *c)
         err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], e); /* every rank, every boundary */
     }
     c->nccl = s;
+    if (!err && plan.loopback)
+        err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], loopback_check(s));
     if (err) {
         hpt_comm_nccl_off(c);
         return err;

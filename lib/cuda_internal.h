@@ -309,6 +309,10 @@ void cuda_add(float *out, const float *a, const float *b, size_t n);
 void cuda_scale(float *x, float s, size_t n);
 double cuda_sumsq(const float *x, size_t n);
 double cuda_sumsq_list(double acc, const float *const *x, const size_t *n, int k);
+void cuda_sumsq_list_async(double *out, const float *const *x, const size_t *n, int k);
+/* Grow the embedding backward's scratch for N positions and a shard of V
+ * rows (cuda_reserve): 0, or -1 with the reason in hpt_error_msg(). */
+int embed_scratch_reserve(size_t n, size_t v);
 double cuda_crossentropy_fused(float *logits, const int32_t *targets, int N, int V,
     float grad_scale);
 double cuda_crossentropy_loss(const float *logits, const int32_t *targets, int N, int V);

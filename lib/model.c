@@ -567,7 +567,7 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
         for (int i = 0; i < 4; i++)
             widest = w[i] > widest ? w[i] : widest;
         hpt_backend_shapes sh = {B, m->T, m->Hl, m->KVl, hd, cfg->hidden_size, widest,
-                                 cfg->rope_theta, m->params};
+                                 cfg->rope_theta, m->params, m->Vl};
         if ((st = be->reserve(&sh))) {
             char why[512];
             snprintf(why, sizeof why, "%s", hpt_error_msg());
@@ -1141,21 +1141,43 @@ void hpt_model_backward(hpt_model *m)
     hpt_model_stage_backward(m, 0);
 }
 
+/* Tensor i's part [*a, *b) of [lo, hi) that the gradient norm counts; 0
+ * when none (hpt_model_grad_sumsq, hpt_model_grad_ranges). */
+static int grad_norm_part(const hpt_model *m, int i, size_t lo, size_t hi, size_t *a, size_t *b)
+{
+    const hpt_tensor *t = &m->tensors[i];
+    if ((t->split == 0 && m->tp_rank != 0) || t->dup)
+        return 0; /* replicated: counted on TP rank 0 only; tied copy once */
+    *a = t->offset > lo ? t->offset : lo;
+    *b = t->offset + (size_t)(t->rows * t->cols);
+    *b = *b < hi ? *b : hi;
+    return *a < *b;
+}
+
+int hpt_model_grad_ranges(const hpt_model *m, const float *grads, size_t lo, size_t hi,
+                          const float **x, size_t *n, int cap)
+{
+    int k = 0;
+    size_t a, b;
+    for (int i = 0; i < m->ntensors; i++) {
+        if (!grad_norm_part(m, i, lo, hi, &a, &b))
+            continue;
+        if (k == cap)
+            return -1;
+        x[k] = grads + (a - lo), n[k++] = b - a;
+    }
+    return k;
+}
+
 double hpt_model_grad_sumsq(const hpt_model *m, const float *grads, size_t lo, size_t hi)
 {
     enum { LIST = 64 }; /* ranges per sumsq_list call */
     const float *x[LIST];
-    size_t n[LIST];
+    size_t n[LIST], a, b;
     int k = 0;
     double ss = 0.0;
     for (int i = 0; i < m->ntensors; i++) {
-        const hpt_tensor *t = &m->tensors[i];
-        if ((t->split == 0 && m->tp_rank != 0) || t->dup)
-            continue; /* replicated: counted on TP rank 0 only; tied copy once */
-        size_t a = t->offset, b = t->offset + (size_t)(t->rows * t->cols);
-        a = a > lo ? a : lo;
-        b = b < hi ? b : hi;
-        if (a >= b)
+        if (!grad_norm_part(m, i, lo, hi, &a, &b))
             continue;
         if (!m->be->sumsq_list) {
             ss += m->be->sumsq(grads + (a - lo), b - a); /* padding rows have zero grads */

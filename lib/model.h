@@ -427,6 +427,12 @@ void hpt_model_backward(hpt_model *m);
  * to get the global norm squared. */
 double hpt_model_grad_sumsq(const hpt_model *m, const float *grads, size_t lo, size_t hi);
 
+/* The ranges hpt_model_grad_sumsq sums, in its order: x[i] (inside grads)
+ * and n[i] > 0 elements, at most cap; returns their number, -1 when more
+ * than cap. */
+int hpt_model_grad_ranges(const hpt_model *m, const float *grads, size_t lo, size_t hi,
+                          const float **x, size_t *n, int cap);
+
 /* Zero the gradient block. */
 void hpt_model_zero_grad(hpt_model *m);
 

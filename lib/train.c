@@ -54,9 +54,11 @@ static void run_free(run_state *r)
     if (r->model.be) {
         r->model.be->free(r->grad_shard);
         r->model.be->free(r->rs_tmp);
+        r->model.be->free(r->sumsq_dev);
         r->model.be->free(r->grad_send);
     }
     free(r->layer_stage);
+    free(r->sumsq_per);
     free(r->slot_of);
     free(r->free_slot);
     free(r->free_head);
@@ -214,7 +216,10 @@ static void abort_nccl(void *comm) { hpt_comm_nccl_abort(comm); }
 static hpt_status choose_comm(run_state *r, const hpt_train_opts *o, const hpt_backend *be)
 {
     const char *c = o->comm;
-    int device = be->is_device != NULL;
+    int device = be->is_device != NULL, size1;
+    hpt_status st = hpt_nccl_size1_env(&size1); /* a bad value is refused with any --comm */
+    if (st)
+        return st;
 #ifdef HAVE_NCCL
     int have_nccl = 1;
 #else
@@ -768,6 +773,15 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             r->model.act_bytes / 1048576.0,
             (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
             r->comm.dp, (long long)o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);
+    int size1 = 0;
+    if (!hpt_nccl_size1_env(&size1) && size1) { /* rank 0's communicators (comm_nccl_plan.c) */
+        hpt_nccl_plan p;
+        char d[512];
+        hpt_nccl_plan_make(&r->comm, 1, &p);
+        hpt_nccl_plan_describe(&p, &r->comm, d, sizeof d);
+        fprintf(out, "hpt-train: HPT_NCCL_SIZE1=1: NCCL communicators %s%s\n", d,
+                r->comm.nccl ? "" : " (none made: the run's comm is not nccl)");
+    }
     /* the gradient buffers as allocated (rank 0's stage): the full block
      * backward writes into, and with ZeRO the reduced shard */
     int ZD = r->comm.group_size[HPT_GROUP_DPS];

@@ -20,13 +20,64 @@ static void fault_stop(run_state *r)
     }
 }
 
+/* With metrics: this replica's own gradient in [offset, offset + count),
+ * before the sum over DP, into r->local_sumsq. On a backend with
+ * sumsq_list_async the range sums stay on the device (no host sync inside
+ * backward) until dp_buckets_sumsq_read adds them, bucket by bucket in
+ * the order hpt_model_grad_sumsq would (the same bits); else now. */
+static void bucket_sumsq(run_state *r, size_t offset, size_t count)
+{
+    enum { RANGES = 256 }; /* a bucket is a layer, the head or the embedding: ~10 tensors */
+    const hpt_backend *be = r->model.be;
+    const float *x[RANGES];
+    size_t n[RANGES];
+    int k = -1;
+    if (be->sumsq_list_async && !r->sumsq_cap) { /* once: -1 when out of memory */
+        r->sumsq_cap = r->model.ntensors + MAX_BUCKETS; /* a tensor split over two buckets */
+        r->sumsq_dev = be->alloc(sizeof(double) * (size_t)r->sumsq_cap);
+        r->sumsq_per = calloc(MAX_BUCKETS, sizeof(int)); /* both freed by the run's cleanup */
+        if (!r->sumsq_dev || !r->sumsq_per)
+            r->sumsq_cap = -1;
+    }
+    if (r->sumsq_cap > 0)
+        k = hpt_model_grad_ranges(&r->model, r->model.grads + offset, offset, offset + count, x,
+                                  n, RANGES);
+    if (k < 0 || r->sumsq_nk + k > r->sumsq_cap || r->sumsq_nb == MAX_BUCKETS) {
+        dp_buckets_sumsq_read(r); /* the earlier buckets first: the same order */
+        r->local_sumsq += hpt_model_grad_sumsq(&r->model, r->model.grads + offset, offset,
+                                               offset + count);
+        return;
+    }
+    if (k)
+        be->sumsq_list_async(r->sumsq_dev + r->sumsq_nk, x, n, k);
+    r->sumsq_nk += k;
+    r->sumsq_per[r->sumsq_nb++] = k;
+}
+
+void dp_buckets_sumsq_read(run_state *r)
+{
+    if (!r->sumsq_nb)
+        return;
+    double *h = malloc(sizeof(double) * (size_t)(r->sumsq_nk ? r->sumsq_nk : 1));
+    HPT_CHECK(h);
+    if (r->sumsq_nk)
+        r->model.be->download(h, r->sumsq_dev, sizeof(double) * (size_t)r->sumsq_nk);
+    for (int b = 0, j = 0; b < r->sumsq_nb; b++) {
+        double t = 0.0; /* hpt_model_grad_sumsq's sum, from 0.0 in range order */
+        for (int e = j + r->sumsq_per[b]; j < e; j++)
+            t += h[j];
+        r->local_sumsq += t;
+    }
+    free(h);
+    r->sumsq_nk = r->sumsq_nb = 0;
+}
+
 void dp_bucket_allreduce(void *ctx, size_t offset, size_t count)
 {
     run_state *r = ctx;
     HPT_CHECK(r->nbuckets < MAX_BUCKETS);
     if (r->metrics) /* this replica's own gradient, before the sum over DP */
-        r->local_sumsq += hpt_model_grad_sumsq(&r->model, r->model.grads + offset, offset,
-                                               offset + count);
+        bucket_sumsq(r, offset, count);
     r->comm.be->iallreduce_sum_f32(&r->comm, HPT_GROUP_DP, r->model.grads + offset, count,
                                    &r->buckets[r->nbuckets++]);
     fault_stop(r);
@@ -122,8 +173,7 @@ void dp_bucket_reduce_scatter(void *ctx, size_t offset, size_t count)
     if (later && !last) /* accumulates in place until the last micro-batch */
         return;
     if (r->metrics) /* this replica's own gradient, before the sum over DP */
-        r->local_sumsq += hpt_model_grad_sumsq(&r->model, r->model.grads + offset, offset,
-                                               offset + count);
+        bucket_sumsq(r, offset, count);
     if (later) {
         HPT_CHECK(r->ndeferred < r->bucket_cap);
         r->deferred[r->ndeferred][0] = offset;
@@ -170,6 +220,7 @@ hpt_status dp_buckets_zero2_init(run_state *r, int micro_batches)
 
 void dp_buckets_wait(run_state *r)
 {
+    dp_buckets_sumsq_read(r);
     for (int i = r->nwaited; i < r->nbuckets; i++)
         finish_bucket(r, i);
     r->nwaited = r->nbuckets;

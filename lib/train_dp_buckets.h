@@ -64,6 +64,11 @@ hpt_status dp_buckets_zero2_init(run_state *r, int micro_batches);
  * deferred ranges). */
 void dp_buckets_wait(run_state *r);
 
+/* Add the bucket sums of squares that bucket_sumsq left on the device
+ * (sumsq_list_async) to r->local_sumsq, bucket by bucket in start order;
+ * one download. dp_buckets_wait calls it first. */
+void dp_buckets_sumsq_read(run_state *r);
+
 /* ZeRO-2/3 with gradient accumulation, after a micro-batch's backward
  * that is not the step's last: wait for its buckets (their parts summed
  * into the shard, their ranges zero again) and start the next micro-batch

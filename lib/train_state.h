@@ -112,6 +112,10 @@ typedef struct {
                                 * (TP communication inside them is work) */
     double local_loss;         /* this rank's loss sum over its micro-batches */
     double local_sumsq;        /* this rank's pre-DP-reduction gradient sum of squares */
+    double *sumsq_dev;         /* the DP buckets' range sums on the device (sumsq_list_async),
+                                * read after backward; NULL: none yet    */
+    int sumsq_cap, sumsq_nk, sumsq_nb; /* its doubles; ranges, buckets in it */
+    int *sumsq_per;            /* ranges of each bucket in it (sumsq_nb)   */
     double ckpt_load_s, ckpt_save_s, ckpt_save_bytes;
     double val_s;              /* validation after the current step, seconds */
     hpt_ckpt_async *async;     /* --async-save: the save in flight; NULL = off */

@@ -323,6 +323,13 @@ static void test_memory(void)
     gpu->download(z, d, FB(n));
     result("memory: copy of overlapping ranges (memmove)",
            !memcmp(z + 10, x, FB(n - 10)) && !memcmp(z, x, FB(10)), "(%g)", 0.0);
+    /* overlapping by more than a sixteenth: in pieces, both directions */
+    gpu->upload(d, x, FB(n));
+    gpu->copy(d + 300, d, FB(n - 300));
+    gpu->copy(d, d + 300, FB(n - 300));
+    gpu->download(z, d, FB(n));
+    result("memory: overlapping copies in pieces (forward, then backward)",
+           !memcmp(z, x, FB(n - 300)) && !memcmp(z + n - 300, x + n - 600, FB(300)), "(%g)", 0.0);
     gpu->memset0(e, FB(n));
     gpu->download(z, e, FB(n));
     zero = 1;
@@ -1229,6 +1236,24 @@ static void test_sumsq_list(void)
     cmp_scalar("sumsq_list of 70 ranges (vs cpu)", got, cref);
     result("sumsq_list of no ranges returns acc", gpu->sumsq_list(1.5, gx, len, 0) == 1.5, "(%g)",
            0.0);
+    /* sumsq_list_async (the DP buckets' sums left on the device): the
+     * non-empty ranges' sums, added on the host in order, = sumsq_list */
+    if (gpu->sumsq_list_async) {
+        const float *ax[K];
+        size_t an[K];
+        int k = 0;
+        for (int i = 0; i < K; i++)
+            if (len[i])
+                ax[k] = gx[i], an[k++] = len[i];
+        double *dout = gpu->alloc(sizeof(double) * K), hs[K], acc = 0.25;
+        gpu->sumsq_list_async(dout, ax, an, k);
+        gpu->download(hs, dout, sizeof(double) * (size_t)k);
+        for (int i = 0; i < k; i++)
+            acc += hs[i];
+        result("sumsq_list_async of 69 ranges, added in order = sumsq_list bit for bit",
+               acc == got, "(difference %g)", acc - got);
+        gpu->free(dout);
+    }
     gpu->free(d);
     free(h);
 }

@@ -70,6 +70,7 @@ inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, sizeof u);
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, sizeof f); return f; }
 inline std::mutex emu_atomic;
 inline float atomicAdd(float *p, float v) { std::lock_guard<std::mutex> g(emu_atomic); float o = *p; *p = o + v; return o; }
+inline int atomicAdd(int *p, int v) { std::lock_guard<std::mutex> g(emu_atomic); int o = *p; *p = o + v; return o; }
 /* Run f as kernel grid g x block b: nt = |b| threads, reused for every block
  * (blocks one after another, separated by block barriers). */
 inline void emu_run(dim3 g, dim3 b, size_t smem, const std::function<void()> &f)
@@ -128,6 +129,12 @@ inline cudaError_t cudaMalloc(void **p, size_t n) { *p = aligned_alloc(256, (n +
 inline cudaError_t cudaFree(void *p) { if (p) { emu_allocs.erase((uintptr_t)p); free(p); } return 0; }
 inline cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return 0; }
 inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return 0; }
+/* enqueued copies: overlapping ranges are undefined on a GPU, an error here */
+inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t = 0)
+{
+    if ((char *)d < (const char *)s + n && (const char *)s < (char *)d + n) return cudaErrorInvalidValue;
+    memcpy(d, s, n); return 0;
+}
 inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = 1; *t = 2; return 0; }
 /* page-locking: host memory stays host memory; the emulator counts pins */
 enum { cudaHostRegisterDefault = 0 };
