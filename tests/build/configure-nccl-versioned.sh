@@ -17,8 +17,13 @@ ln -s "$lib" "$wheel/lib/libnccl.so.2"
 cp "$cuda/include/nccl.h" "$wheel/include/" && cp "$cuda/include/nccl.h" "$hdr/"
 [ ! -e "$wheel/lib/libnccl.so" ] || fail "the fake wheel has an unversioned libnccl.so"
 args=$(cd "$HPT_BUILD" && ./config.status --config)
+# configure runs out of tree from a copy of what it reads: a source tree
+# configured in place (CI's build) refuses a second, out-of-tree configure
+src="$WORK/src"
+mkdir -p "$src/lib" && cp "$HPT_SRC/configure" "$HPT_SRC/Makefile.in" "$HPT_SRC/hpt_config.h.in" "$src/" &&
+  cp -R "$HPT_SRC/build-aux" "$src/" && cp "$HPT_SRC/lib/model.c" "$src/lib/" || fail "copying configure's inputs"
 conf() { # NAME ARGS...: configure in $WORK/NAME
-  mkdir -p "$WORK/$1" && (cd "$WORK/$1" && shift && eval "\"$HPT_SRC/configure\" $args" '"$@"') \
+  mkdir -p "$WORK/$1" && (cd "$WORK/$1" && shift && eval "\"$src/configure\" $args" '"$@"') \
     >"$WORK/$1.out" 2>&1
 }
 # 1. the wheel with its header: found, linked by the versioned file, rpath
