@@ -54,6 +54,21 @@ run_train() {
   [ $st = 0 ] || [ $st = 75 ] || { cat "$WORK/$name.out"; fail "run $name: exit $st"; }
 }
 
+# tiny8_configs: the tiny preset with 8 layers (enough for PP 4 x V 2) in
+# $WORK/t8.json, and the same with tied embeddings in $WORK/t8tied.json.
+tiny8_configs() {
+  "$TRAIN" --model tiny --print-config > "$WORK/tiny.json" || fail "--print-config"
+  "$PYTHON" - "$WORK" <<'PY' || fail "tiny8_configs"
+import json, sys
+w = sys.argv[1]
+c = json.load(open(w + "/tiny.json"))
+c["num_hidden_layers"] = 8
+json.dump(c, open(w + "/t8.json", "w"))
+c["tie_word_embeddings"] = True
+json.dump(c, open(w + "/t8tied.json", "w"))
+PY
+}
+
 # tiny_ckpts DIR ARG... : checkpoints of the tiny model written by
 # tests/helpers/make_ckpt.py (h5py; its config in $WORK/tiny.json) into the
 # checkpoints directory DIR; ARG... are make_ckpt.py's (e.g. --steps 10 20).

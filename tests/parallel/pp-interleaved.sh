@@ -24,16 +24,7 @@
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1   # up to 4 ranks on 2 cores
-"$TRAIN" --model tiny --print-config > "$WORK/tiny.json" || fail "--print-config"
-"$PYTHON" - "$WORK" <<'PY' || fail "configs"
-import json, sys
-w = sys.argv[1]
-c = json.load(open(w + "/tiny.json"))
-c["num_hidden_layers"] = 8
-json.dump(c, open(w + "/t8.json", "w"))
-c["tie_word_embeddings"] = True
-json.dump(c, open(w + "/t8tied.json", "w"))
-PY
+tiny8_configs   # $WORK/t8.json, $WORK/t8tied.json (tests/helpers/lib.sh)
 A="--data $CORPUS --seq-len 32 --steps 3 --lr 1e-3 --warmup 2 --clip 0.5 --eval-interval 3 --eval-batches 1 --quiet"
 M8="--model $WORK/t8.json $A"
 IL="--pp-schedule interleaved --pp-virtual"
