@@ -827,6 +827,28 @@ void cuda_attention_cached(void *out, const void *q, const void *kc, const void 
  * each key row once per query row. */
 #define RB_U (ATT_MAX_HD / 32)
 
+/* The query row a warp of the forward or dQ kernel owns (row r of the
+ * B x H x nq rows of block g, warp-uniform): q/out element offset qo, its
+ * kv head's first key element kb, the lse/D index li, and lim, the block's
+ * keys [0, lim) it sees. */
+typedef struct {
+    size_t qo, kb, li;
+    int lim;
+} rb_qrow;
+
+__device__ static inline rb_qrow rb_query_row(size_t r, const hpt_attn_block &g, int H, int KV,
+                                              int hd)
+{
+    const int i = (int)(r % g.nq), h = (int)(r / g.nq % H), b = (int)(r / g.nq / H);
+    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
+    rb_qrow q;
+    q.qo = ((size_t)b * g.Tq + g.q_off + i) * ldq + (size_t)h * hd;
+    q.kb = ((size_t)b * g.Tk + g.k_off) * ldk + (size_t)(h / (H / KV)) * hd;
+    q.li = ((size_t)b * H + h) * g.Tq + g.q_off + i;
+    q.lim = min(g.nk, g.q_pos0 + i - g.k_pos0 + 1);
+    return q;
+}
+
 /* Forward of one block for rows of q: grid ceil(B H nq / ATT_WARPS),
  * ATT_WARPS warps per block. merge as attention_block_forward's. */
 __global__ static void __launch_bounds__(ATT_WARPS * 32)
@@ -837,12 +859,9 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
     const size_t row = (size_t)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
     if (row >= (size_t)B * H * g.nq) /* warp-uniform */
         return;
-    const int i = (int)(row % g.nq), h = (int)(row / g.nq % H), b = (int)(row / g.nq / H);
-    const int kvh = h / (H / KV);
-    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
-    const size_t qo = ((size_t)b * g.Tq + g.q_off + i) * ldq + (size_t)h * hd;
-    const size_t kb = ((size_t)b * g.Tk + g.k_off) * ldk + (size_t)kvh * hd;
-    const int lim = min(g.nk, g.q_pos0 + i - g.k_pos0 + 1); /* keys [0, lim) visible */
+    const rb_qrow qr = rb_query_row(row, g, H, KV, hd);
+    const size_t ldk = (size_t)KV * hd, qo = qr.qo, kb = qr.kb;
+    const int lim = qr.lim; /* keys [0, lim) visible */
     float qv[RB_U], acc[RB_U];
 #pragma unroll
     for (int u = 0; u < RB_U; u++) {
@@ -884,7 +903,7 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
             }
         }
     }
-    const size_t li = ((size_t)b * H + h) * g.Tq + g.q_off + i;
+    const size_t li = qr.li;
     const float L0 = lse[li]; /* read by every lane before lane 0 writes */
     __syncwarp();
     /* l = 0 only for a row without a key here (else l >= 1) */
@@ -921,15 +940,11 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
 {
     const int lane = threadIdx.x & 31;
     const size_t row = (size_t)blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
-    if (row >= (size_t)B * H * g.nq)
+    if (row >= (size_t)B * H * g.nq) /* warp-uniform */
         return;
-    const int i = (int)(row % g.nq), h = (int)(row / g.nq % H), b = (int)(row / g.nq / H);
-    const int kvh = h / (H / KV);
-    const size_t ldq = (size_t)H * hd, ldk = (size_t)KV * hd;
-    const size_t qo = ((size_t)b * g.Tq + g.q_off + i) * ldq + (size_t)h * hd;
-    const size_t kb = ((size_t)b * g.Tk + g.k_off) * ldk + (size_t)kvh * hd;
-    const size_t li = ((size_t)b * H + h) * g.Tq + g.q_off + i;
-    const int lim = min(g.nk, g.q_pos0 + i - g.k_pos0 + 1);
+    const rb_qrow qr = rb_query_row(row, g, H, KV, hd);
+    const size_t ldk = (size_t)KV * hd, qo = qr.qo, kb = qr.kb, li = qr.li;
+    const int lim = qr.lim;
     const float L = lse[li], Di = D[li];
     float qv[RB_U], dov[RB_U], acc[RB_U];
 #pragma unroll
