@@ -19,4 +19,5 @@ expect_error 2 "\-\-inter-bw 1e-09: must be in \[1e-06, 1e\+06\]" "$HPT_BUILD/sr
 expect_error 2 "\-\-efficiency 2: must be in \[1e-06, 1\]" "$HPT_BUILD/src/hpt-plan" $M --seq-len 4096 --global-batch 8 --efficiency 2
 expect_error 2 "\-\-data-bytes -1: must be in \[0, 1e\+18\]" "$HPT_BUILD/src/hpt-plan" $M --seq-len 4096 --global-batch 8 --data-bytes -1
 expect_error 2 "\-\-peak-flops 'inf': not a finite number" "$HPT_BUILD/src/hpt-plan" $M --seq-len 4096 --global-batch 8 --peak-flops inf
+expect_error 2 "\-\-hbm-bw 0: must be in \[0.001, 1e\+06\]" "$HPT_BUILD/src/hpt-plan" $M --seq-len 4096 --global-batch 8 --hbm-bw 0
 expect_error 2 "\-\-gpus 0: must be > 0" "$HPT_BUILD/src/hpt-plan" $M --seq-len 4096 --global-batch 8 --gpus 0
