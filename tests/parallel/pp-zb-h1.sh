@@ -120,8 +120,9 @@ cut -f1,2 "$WORK/straight/log.tsv" > "$WORK/s.loss" && cut -f1,2 "$WORK/chain/lo
 cmp "$WORK/s.loss" "$WORK/c.loss" || { paste "$WORK/s.loss" "$WORK/c.loss"; fail "chain: losses are not the straight run's"; }
 h5diff "$WORK/straight.h5" "$WORK/chain.h5" > "$WORK/h5diff.out" 2>&1 ||
   { head "$WORK/h5diff.out"; fail "chain: 1F1B -> interleaved -> zb-h1 weights are not bitwise the straight run's"; }
-# kill -9 of one rank mid-run (checkpoint every step), automatic resume
-K="--model $WORK/t8.json --data $CORPUS --seq-len 32 --batch 1 --grad-accum 4 --pp 2 $ZB --eval-batches 1 --eval-interval 0 --quiet --steps 30 --keep 2"
+# kill -9 of one rank mid-run (checkpoint every step), automatic resume; 200
+# steps, so a fast machine does not finish before the kill lands
+K="--model $WORK/t8.json --data $CORPUS --seq-len 32 --batch 1 --grad-accum 4 --pp 2 $ZB --eval-batches 1 --eval-interval 0 --quiet --steps 200 --keep 2"
 run_train kref 2 $K
 i=0
 while [ $i -lt 2 ]; do
@@ -136,7 +137,7 @@ while [ $i -lt 2 ]; do
   kill -9 "$(pgrep -n -f "hpt-train $K")" 2>/dev/null || true
   st=0; wait $job || st=$?
   [ $st != 124 ] || fail "kill point $i: the job hung after the kill"
-  grep -q "^done: 30 steps" "$WORK/k$i.out" && fail "kill point $i: the run ended before the kill (raise --steps)"
+  grep -q "^done: 200 steps" "$WORK/k$i.out" && fail "kill point $i: the run ended before the kill (raise --steps)"
   i=$((i + 1))
 done
 timeout 300 "$MPIEXEC" -n 2 "$TRAIN" $K --run-dir "$WORK/k" > "$WORK/kfinal.out" 2>&1 ||
