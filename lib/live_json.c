@@ -171,10 +171,9 @@ static void segment_json(const hpt_live_seg *s, hpt_sbuf *out)
         hpt_sbuf_put(out, "null", 4);
     /* the pipeline schedule as --pp-schedule names it (lib/plan.c), its
      * model chunks per rank and hpt-plan's bubble for the layout */
-    hpt_plan_setup ps = {.pp_schedule = s->pp_schedule};
     hpt_sbuf_printf(out, ",\"pp_schedule\":");
-    if (s->pp_schedule >= HPT_PLAN_SCHEDULE_1F1B && s->pp_schedule <= HPT_PLAN_SCHEDULE_ZBH1)
-        hpt_sbuf_json_str(out, hpt_plan_schedule_name(&ps));
+    if (hpt_plan_schedule_str(s->pp_schedule))
+        hpt_sbuf_json_str(out, hpt_plan_schedule_str(s->pp_schedule));
     else
         hpt_sbuf_put(out, "null", 4);
     if (s->pp_virtual >= 1)

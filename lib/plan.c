@@ -332,12 +332,30 @@ int hpt_plan_micro_batches(const hpt_plan_setup *s)
 
 static int micro_batches(const hpt_plan_setup *s) { return hpt_plan_micro_batches(s); }
 
+static const char *const schedule_names[] = {"1f1b", "gpipe", "interleaved", "zb-h1"};
+
+const char *hpt_plan_schedule_str(int schedule)
+{
+    return schedule >= HPT_PLAN_SCHEDULE_1F1B && schedule <= HPT_PLAN_SCHEDULE_ZBH1
+               ? schedule_names[schedule]
+               : NULL;
+}
+
+hpt_status hpt_plan_schedule_parse(const char *name, int *out)
+{
+    for (int k = HPT_PLAN_SCHEDULE_1F1B; k <= HPT_PLAN_SCHEDULE_ZBH1; k++)
+        if (!strcmp(name, schedule_names[k])) {
+            *out = k;
+            return HPT_OK;
+        }
+    return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b, gpipe, interleaved or "
+                         "zb-h1", name);
+}
+
 const char *hpt_plan_schedule_name(const hpt_plan_setup *s)
 {
-    return s->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE         ? "gpipe"
-           : s->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED ? "interleaved"
-           : s->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1        ? "zb-h1"
-                                                             : "1f1b";
+    const char *n = hpt_plan_schedule_str(s->pp_schedule);
+    return n ? n : "1f1b";
 }
 
 int hpt_plan_in_flight(const hpt_plan_setup *s, int stage)

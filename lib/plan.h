@@ -343,6 +343,15 @@ void hpt_plan_chunk_layers(int L, int pp, int V, int stage, int chunk, int *l0, 
  * interleaved schedule, else 1). */
 int hpt_plan_stage_nlayers(const hpt_plan_setup *s, int stage);
 
+/* --pp-schedule's names (hpt-train's and hpt-plan's): "1f1b", "gpipe",
+ * "interleaved", "zb-h1" for the hpt_plan_schedule values; NULL for any
+ * other value. */
+const char *hpt_plan_schedule_str(int schedule);
+
+/* --pp-schedule NAME into *out (hpt_plan_schedule). Errors: HPT_ERR_USAGE
+ * "--pp-schedule 'X': expected 1f1b, gpipe, interleaved or zb-h1". */
+hpt_status hpt_plan_schedule_parse(const char *name, int *out);
+
 /* "1f1b", "gpipe", "interleaved" or "zb-h1": s's schedule as hpt-train
  * names it. */
 const char *hpt_plan_schedule_name(const hpt_plan_setup *s);

@@ -184,15 +184,9 @@ static hpt_status setup_schedule(const hpt_plan_opts *o, hpt_plan_setup *s)
 {
     const char *name = o->schedule ? o->schedule : "1f1b";
     int given = o->pp_virtual != HPT_PLAN_NOTSET;
-    if (!strcmp(name, "1f1b") || !strcmp(name, "gpipe") || !strcmp(name, "interleaved") ||
-        !strcmp(name, "zb-h1"))
-        s->pp_schedule = name[0] == '1'   ? HPT_PLAN_SCHEDULE_1F1B
-                         : name[0] == 'g' ? HPT_PLAN_SCHEDULE_GPIPE
-                         : name[0] == 'z' ? HPT_PLAN_SCHEDULE_ZBH1
-                                          : HPT_PLAN_SCHEDULE_INTERLEAVED;
-    else
-        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b, gpipe, "
-                             "interleaved or zb-h1", name);
+    hpt_status st = hpt_plan_schedule_parse(name, &s->pp_schedule);
+    if (st)
+        return st;
     if (given && o->pp_virtual < 1)
         return hpt_error_set(HPT_ERR_USAGE, "--pp-virtual %d: must be >= 1 (model chunks per "
                              "pipeline rank)", o->pp_virtual);

@@ -7,6 +7,7 @@
  * (train_ckpt.c), the weight export and the replica checks
  * (train_export.c), the metrics file and --comm-stats (train_metrics.c);
  * shared state: train_state.h. Only this file includes them all. */
+#include "plan.h"
 #include "train.h"
 
 #include <errno.h>
@@ -716,12 +717,19 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
     return HPT_OK;
 }
 
-/* ", interleaved 1F1B, 2 model chunks per stage" (the banner). */
-static const char *il_banner(const hpt_train_opts *o)
+/* ", 1F1B", ", GPipe", ", zero-bubble ZB-H1" or ", interleaved 1F1B, 2 model
+ * chunks per stage" (the banner). */
+static const char *sched_banner(const hpt_train_opts *o)
 {
     static char buf[64];
-    snprintf(buf, sizeof buf, ", interleaved 1F1B, %d model chunks per stage", o->pp_virtual);
-    return buf;
+    switch (o->pp_schedule) {
+    case HPT_PLAN_SCHEDULE_GPIPE: return ", GPipe";
+    case HPT_PLAN_SCHEDULE_ZBH1: return ", zero-bubble ZB-H1";
+    case HPT_PLAN_SCHEDULE_INTERLEAVED:
+        snprintf(buf, sizeof buf, ", interleaved 1F1B, %d model chunks per stage", o->pp_virtual);
+        return buf;
+    default: return ", 1F1B";
+    }
 }
 
 /* " (ZeRO-3)", " (ZeRO-2, HSDP: 2 shard groups of 2 DP ranks)", "" (the banner). */
@@ -768,8 +776,7 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective activation recomputation"
             : o->recompute ? ", full activation recomputation" : "",
             r->model.sp ? ", sequence parallel" : "",
-            r->comm.pp > 1 ? (o->gpipe ? ", GPipe" : o->interleaved ? il_banner(o)
-                              : o->zbh1 ? ", zero-bubble ZB-H1" : ", 1F1B") : "",
+            r->comm.pp > 1 ? sched_banner(o) : "",
             r->model.act_bytes / 1048576.0,
             (long long)hpt_loader_num_samples(r->train), o->seq_len, o->batch, o->grad_accum,
             r->comm.dp, (long long)o->batch * o->grad_accum * o->seq_len * r->comm.dp, o->steps);

@@ -54,12 +54,12 @@ typedef struct {
     int zero1_given;       /* --zero1 was given                             */
     int recompute;         /* hpt_recompute (lib/model.h): 0 none, 1 full, 2 selective */
     int sequence_parallel; /* split norms and residual over TP (TP > 1 only) */
-    int gpipe;             /* pipeline schedule: 0 = 1F1B, 1 = GPipe         */
-    int interleaved;       /* --pp-schedule interleaved: Megatron's interleaved
-                            * 1F1B over pp_virtual model chunks per rank    */
+    int pp_schedule;       /* --pp-schedule, hpt_plan_schedule (lib/plan.h):
+                            * 1F1B, GPipe, interleaved (Megatron's, over
+                            * pp_virtual model chunks per rank) or ZB-H1
+                            * (Qi et al. 2024: backward split into B and a
+                            * deferred W)                                  */
     int pp_virtual;        /* --pp-virtual V: model chunks per pipeline rank [1] */
-    int zbh1;              /* --pp-schedule zb-h1: zero-bubble ZB-H1 (Qi et al.
-                            * 2024): backward split into B and deferred W   */
     int comm_stats;        /* print per-group communication per step        */
     /* checkpoints (docs/CHECKPOINT.md) */
     const char *ckpt_dir;  /* default RUN_DIR/checkpoints                    */

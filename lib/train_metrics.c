@@ -188,10 +188,7 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
                          .seq_len = o->seq_len, .micro_batch = o->batch,
                          .global_batch = o->batch * o->grad_accum * r->comm.dp,
                          .recompute = o->recompute, .pp_virtual = r->nchunks,
-                         .pp_schedule = o->gpipe ? HPT_PLAN_SCHEDULE_GPIPE
-                                        : o->interleaved ? HPT_PLAN_SCHEDULE_INTERLEAVED
-                                        : o->zbh1 ? HPT_PLAN_SCHEDULE_ZBH1
-                                                  : HPT_PLAN_SCHEDULE_1F1B};
+                         .pp_schedule = o->pp_schedule};
     hpt_metrics_info info = {
         .world = W, .tp = r->comm.tp, .pp = r->comm.pp, .dp = r->comm.dp, .cp = r->comm.cp,
         .zero1 = o->zero,

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "plan.h"
 #include "ckpt_read.h"
 #include "cli.h"
 #include "comm.h"
@@ -85,14 +86,7 @@ hpt_status hpt_train_opts_choice(hpt_train_opts *o, const char *opt, const char 
             }
         return hpt_error_set(HPT_ERR_USAGE, "--resume '%s': expected auto, strict or none", arg);
     }
-    if (strcmp(arg, "1f1b") && strcmp(arg, "gpipe") && strcmp(arg, "interleaved") &&
-        strcmp(arg, "zb-h1"))
-        return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule '%s': expected 1f1b, gpipe, "
-                             "interleaved or zb-h1", arg);
-    o->gpipe = !strcmp(arg, "gpipe");
-    o->interleaved = !strcmp(arg, "interleaved");
-    o->zbh1 = !strcmp(arg, "zb-h1");
-    return HPT_OK;
+    return hpt_plan_schedule_parse(arg, &o->pp_schedule);
 }
 
 /* A plain decimal number of at most 9 digits at *p, which moves past it;
@@ -380,7 +374,7 @@ static size_t opts_lines(const hpt_train_opts *o, char *buf, size_t n)
     I("zero-shard-group", o->zero_shard_group);
     S("recompute", o->recompute == 0 ? "none" : o->recompute == 1 ? "full" : "selective");
     B("sequence-parallel", o->sequence_parallel);
-    S("pp-schedule", o->gpipe ? "gpipe" : o->interleaved ? "interleaved" : o->zbh1 ? "zb-h1" : "1f1b");
+    S("pp-schedule", hpt_plan_schedule_str(o->pp_schedule));
     I("pp-virtual", o->pp_virtual); S("pp-split", o->pp_split);
     B("comm-stats", o->comm_stats); S("checkpoint-dir", o->ckpt_dir);
     I("save-every", o->save_every); I("keep", o->keep); B("async-save", o->async_save);
@@ -530,10 +524,10 @@ hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *
     if (o->pp_virtual < 1)
         return hpt_error_set(HPT_ERR_USAGE, "--pp-virtual %d: must be >= 1 (model chunks per "
                              "pipeline rank)", o->pp_virtual);
-    if (o->pp_virtual > 1 && !o->interleaved)
+    if (o->pp_virtual > 1 && o->pp_schedule != HPT_PLAN_SCHEDULE_INTERLEAVED)
         return hpt_error_set(HPT_ERR_USAGE, "--pp-virtual %d needs --pp-schedule interleaved (the "
                              "chunks of a rank only pay with that schedule)", o->pp_virtual);
-    if (o->interleaved) {
+    if (o->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED) {
         int P = o->pp, M = o->grad_accum;
         if (P < 2)
             return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule interleaved needs --pp >= 2 (it "
@@ -553,7 +547,7 @@ hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *
                                  "nearest: %s)", M, P, near);
         }
     }
-    if (o->zbh1 && o->zero >= 2)
+    if (o->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 && o->zero >= 2)
         return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule zb-h1 with --zero %d: not supported "
                              "(its per-micro-batch reduce-scatters would start at a deferred "
                              "weight-gradient pass, after later micro-batches' norm gradients); "

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "plan.h"
 #include "attention_ring.h"
 #include "train_dp_buckets.h"
 #include "train_pipeline.h"
@@ -24,7 +25,7 @@
  * split that does not match, L not divisible by P*V. */
 hpt_status stage_layers(run_state *r, const hpt_train_opts *o)
 {
-    int P = r->comm.pp, L = r->cfg.num_hidden_layers, V = o->interleaved ? o->pp_virtual : 1;
+    int P = r->comm.pp, L = r->cfg.num_hidden_layers, V = o->pp_schedule == HPT_PLAN_SCHEDULE_INTERLEAVED ? o->pp_virtual : 1;
     int PV = P * V, count = 0, total = 0, *first = calloc((size_t)PV + 1, sizeof(int));
     if (!first)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
@@ -147,9 +148,11 @@ int pipeline_slots(run_state *r, const hpt_train_opts *o)
      * s + 1 W operand sets (s pending, plus the newest B's before the
      * oldest W runs); stage 0 defers nothing (its B feeds no one) */
     int P = r->comm.pp, s = r->comm.pp_rank;
-    int inflight = o->gpipe ? M : o->zbh1 ? P : P - s;
+    int gpipe = o->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE;
+    int zb = o->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1;
+    int inflight = gpipe ? M : zb ? P : P - s;
     r->slots_per_chunk = inflight < M ? inflight : M;
-    r->wstash = o->zbh1 && s > 0 ? (s + 1 < M ? s + 1 : M) : 0;
+    r->wstash = zb && s > 0 ? (s + 1 < M ? s + 1 : M) : 0;
     return r->slots_per_chunk;
 }
 
@@ -441,7 +444,7 @@ double pipe_accumulate(run_state *r, const hpt_train_opts *o)
     int P = r->comm.pp, s = r->comm.pp_rank, R = r->comm.group_size[HPT_GROUP_DP]; /* CP x DP */
     double tokens = (double)M * o->batch * o->seq_len * D;
     float scale = (float)(1.0 / tokens);
-    int warm = o->gpipe ? M : (P - s - 1 < M ? P - s - 1 : M);
+    int warm = o->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE ? M : (P - s - 1 < M ? P - s - 1 : M);
     double sum = 0.0;
     if (!r->grads_zero) /* ZeRO-2 on host memory: released to zero by the buckets */
         hpt_model_zero_grad(&r->model);
