@@ -53,7 +53,8 @@
 #               it holds src/hpt-train]
 #   CORPUS      directory with train_*.bin (llm.c shards, vocab 8192)
 #               [$HPT_BUILD/tests/corpus, else data/gcide]
-#   TS          sequence lengths ["256 512 1024 2048 4096 8192"]
+#   TS          sequence lengths ["256 512 1024 2048 4096 8192"]; "none"
+#               skips the hpt-vs-PyTorch part (only CP_TS's runs)
 #   STEPS       steps per run [6]; the first SKIP are warm-up, not timed
 #   SKIP        warm-up steps [1]
 #   LONG_T      from this T on, runs use LONG_STEPS and LONG_SKIP instead
@@ -77,6 +78,17 @@
 #               temporary directory, removed at the end]
 #   PLOT        also write the plot to this path, e.g. docs/long-context.png
 #               [none]
+#   CP_TS       context parallelism (issue 31): also run bench/context-parallel.sh
+#               at these T (e.g. "4096 8192 16384 32768 65536": tokens/s,
+#               peak memory per rank and the ring's hidden share for every
+#               CP of CPS, the tiny-width model there, CPU ranks), its table
+#               after this one, its rows in BENCH_OUT/context-parallel.tsv
+#               and its plot in BENCH_OUT/context-parallel.png [none]
+#   CPS         CP degrees of that part ["1 2 4"]
+#   CP_STEPS    steps per CP run [2]; CP_MAX_RUN_S: skip a CP run whose time,
+#               extrapolated from the previous T, exceeds it [900]
+#   CP_PLOT     also write that plot to this path, e.g.
+#               docs/context-parallel.png [none]
 # The caller's environment applies to every run alike (e.g.
 # OPENBLAS_CORETYPE; the header prints the OMP/OPENBLAS variables set).
 # Exit status: 0 done (runs over the cap or stopped by RUN_LIMIT_S are
@@ -126,12 +138,17 @@ for v in STEPS LONG_T LONG_STEPS ROUNDS THREADS BATCH MEM_CAP_GIB; do
 done
 [ "$STEPS" -gt "$SKIP" ] || die "STEPS ($STEPS) must exceed SKIP ($SKIP)"
 [ "$LONG_STEPS" -gt "$LONG_SKIP" ] || die "LONG_STEPS ($LONG_STEPS) must exceed LONG_SKIP ($LONG_SKIP)"
+CP_TS=${CP_TS:-}
+if [ "$TS" = none ]; then
+  [ -n "$CP_TS" ] || die "TS=none needs CP_TS (nothing to run)"
+  TS=""
+fi
 read -r -a ts_list <<<"$TS"
-[ ${#ts_list[@]} -gt 0 ] || die "TS is empty"
+[ ${#ts_list[@]} -gt 0 ] || [ -n "$CP_TS" ] || die "TS is empty"
 for T in "${ts_list[@]}"; do
   [[ $T =~ ^[1-9][0-9]*$ ]] || die "TS: '$T' is not a positive integer"
 done
-mapfile -t ts_list < <(printf '%s\n' "${ts_list[@]}" | sort -n -u)
+[ ${#ts_list[@]} = 0 ] || mapfile -t ts_list < <(printf '%s\n' "${ts_list[@]}" | sort -n -u)
 [ -x /usr/bin/time ] || die "/usr/bin/time not found (Debian: time)"
 command -v prlimit >/dev/null || die "prlimit not found (Debian: util-linux)"
 "$PYTHON" -c 'import torch, numpy, matplotlib' 2>/dev/null ||
@@ -146,7 +163,7 @@ else
   trap 'rm -rf "$out"' EXIT
 fi
 
-TMAX=${ts_list[-1]}
+TMAX=256; [ ${#ts_list[@]} = 0 ] || TMAX=${ts_list[-1]}
 "$TRAIN" --model small --print-config >"$out/small.json"
 "$PYTHON" - "$out/small.json" "$TMAX" "$out/config.json" <<'PY'
 import json, sys
@@ -349,7 +366,17 @@ for T in "${ts_list[@]}"; do
 done
 
 echo
-"$PYTHON" "$here/long_context_plot.py" "$out/results.tsv" "$out/long-context.png" \
-  --batch "$BATCH" --busy-cores "$BUSY_CORES" --cap-gib "$MEM_CAP_GIB" ${PLOT:+--copy "$PLOT"}
+if [ ${#ts_list[@]} -gt 0 ]; then
+  "$PYTHON" "$here/long_context_plot.py" "$out/results.tsv" "$out/long-context.png" \
+    --batch "$BATCH" --busy-cores "$BUSY_CORES" --cap-gib "$MEM_CAP_GIB" ${PLOT:+--copy "$PLOT"}
+fi
+if [ -n "$CP_TS" ]; then
+  echo
+  TS="$CP_TS" CPS="${CPS:-1 2 4}" STEPS="${CP_STEPS:-2}" MAX_RUN_S="${CP_MAX_RUN_S:-900}" \
+    MEM_CAP_MIB=$((MEM_CAP_GIB * 1024)) CORPUS="$CORPUS" PYTHON="$PYTHON" \
+    TSV="$out/context-parallel.tsv" PLOT="$out/context-parallel.png" \
+    bash "$here/context-parallel.sh" "$HPT_BUILD" || failed=1
+  [ -z "${CP_PLOT:-}" ] || cp "$out/context-parallel.png" "$CP_PLOT"
+fi
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit $failed

@@ -96,6 +96,9 @@ const hpt_metrics_column hpt_metrics_rank_cols[HPT_RC_COUNT] = {
     {"comm_cp", "s", "time in the context-parallel ring's calls (K/V and dK/dV sends, receives, "
                      "waits); 0 without --cp"},
     {"bytes_cp", "bytes", "payload bytes sent around the context-parallel ring"},
+    {"cp_ring_hidden", "1", "share of the context-parallel ring's transfers' time in flight (from "
+                            "their start to the end of their wait) not spent waiting: hidden "
+                            "behind the block compute; NaN without --cp or on NCCL"},
 };
 
 /* ---------------------------------------------------------- HDF5 helpers */

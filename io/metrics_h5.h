@@ -46,10 +46,11 @@ enum {
  * order of lib/metrics.h's HPT_MR_* (which checks the count). The first
  * HPT_RC_V1_COUNT are in every file of format version 1; the later ones
  * (validation; the ZeRO gather and reduce-scatter split of comm_dp; the
- * pipeline bubble; the context-parallel ring's comm_cp, bytes_cp) were
+ * pipeline bubble; the context-parallel ring's comm_cp, bytes_cp,
+ * cp_ring_hidden) were
  * added since: the writer creates them in an older file it appends to
  * (NaN in the rows before), readers take them where present. */
-#define HPT_RC_COUNT 33
+#define HPT_RC_COUNT 34
 #define HPT_RC_V1_COUNT 24
 
 extern const hpt_metrics_column hpt_metrics_step_cols[HPT_SC_COUNT];

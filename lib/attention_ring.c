@@ -1,5 +1,6 @@
 /* attention_ring.c — context parallelism: the zigzag split and ring
  * attention over the CP ranks; see attention_ring.h. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,9 @@ struct hpt_ring {
                      * acc[2] (dK then dV), part (dK then dV)             */
     float *kv[2], *acc[2], *part;
     int *pos;       /* host, Tl                                            */
+    /* transfer timing (hpt_ring_timing): seconds blocked in the waits, and
+     * from each batch's first start to the end of its waits */
+    double waited, inflight;
 };
 
 size_t hpt_ring_floats(int B, int T, int cp, int KV, int hd)
@@ -163,10 +167,26 @@ static void ring_pass(hpt_ring *r, const float *k, const float *v, float *dst, i
     c->be->isend_f32(c, HPT_GROUP_CP, v, r->n, next, tv, &req[3]);
 }
 
+/* Wait for n requests posted together; the window from the earliest
+ * start to the end of the waits is in flight, the time inside the waits
+ * waited (hpt_ring_timing). */
 static void wait_all(hpt_ring *r, hpt_comm_req *req, int n)
 {
-    for (int i = 0; i < n; i++)
+    double t0 = MPI_Wtime(), first = t0;
+    for (int i = 0; i < n; i++) {
+        first = req[i].t_start < first ? req[i].t_start : first;
         r->c->be->wait(r->c, &req[i]);
+    }
+    double t1 = MPI_Wtime();
+    r->waited += t1 - t0;
+    r->inflight += t1 - first;
+}
+
+void hpt_ring_timing(const hpt_ring *r, double *waited, double *inflight)
+{
+    int host_timed = r && !r->c->nccl; /* MPI (host staging included) */
+    *waited = host_timed ? r->waited : NAN;
+    *inflight = host_timed ? r->inflight : NAN;
 }
 
 void hpt_ring_forward(hpt_ring *r, void *out, float *lse, const void *q, const void *k,

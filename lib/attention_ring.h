@@ -98,6 +98,16 @@ void hpt_ring_backward(hpt_ring *r, float *dq, float *dk, float *dv, float *D, c
                        const void *out, const float *lse, const void *q, const void *k,
                        const void *v, int H);
 
+/* The ring's transfers since hpt_ring_init, seconds: `waited` blocked in
+ * their waits, `inflight` from each batch of sends/receives' start to the
+ * end of its waits; 1 - waited/inflight is the share of the transfers'
+ * time hidden behind the block compute (on MPI without an asynchronous
+ * progress thread a message may only move inside the wait, so an upper
+ * bound of the transfer hidden, as metrics' dp_gather_hidden). NaN when r
+ * is NULL or the communication backend is not MPI (NCCL's waits are the
+ * compute stream's, which host clocks cannot time). */
+void hpt_ring_timing(const hpt_ring *r, double *waited, double *inflight);
+
 /* Free; accepts NULL. */
 void hpt_ring_free(hpt_ring *r);
 

@@ -55,6 +55,9 @@ enum {
     HPT_MR_COMM_CP,    /* time in the context-parallel ring (sends, receives,
                         * waits); 0 without CP                             */
     HPT_MR_BYTES_CP,   /* payload bytes sent around the CP ring            */
+    HPT_MR_CP_RING_HIDDEN, /* share of the ring transfers' time in flight not
+                            * waited for (hidden behind the block compute);
+                            * NaN without CP or where unmeasured (NCCL)     */
     HPT_MR_COUNT
 };
 

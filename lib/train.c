@@ -38,6 +38,7 @@
 #include "train_signals.h"
 #include "train_state.h"
 #include "train_zero3.h"
+#include "attention_ring.h"
 #include "trace.h"
 #include "watchdog.h"
 
@@ -499,6 +500,8 @@ static void train_step(run_state *r, const hpt_train_opts *o, int step, FILE *ou
     s->t0 = now_s();
     memcpy(before, r->comm.counters, sizeof before);
     memcpy(kinds0, r->comm.kinds, sizeof kinds0);
+    double ring0[2];
+    hpt_ring_timing(r->model.ring, &ring0[0], &ring0[1]);
     r->t_fwd = r->t_bwd = r->t_data = r->t_wait = 0;
     int poison = train_opts_in_list(o->nan_steps, step + 1);
     r->poison = poison && o->fault_nan_rank == r->comm.world_rank;
@@ -530,6 +533,9 @@ static void train_step(run_state *r, const hpt_train_opts *o, int step, FILE *ou
         r->step_kinds[k].seconds = r->comm.kinds[k].seconds - kinds0[k].seconds;
         r->step_kinds[k].inflight = r->comm.kinds[k].inflight - kinds0[k].inflight;
     }
+    hpt_ring_timing(r->model.ring, &r->step_ring[0], &r->step_ring[1]);
+    r->step_ring[0] -= ring0[0];
+    r->step_ring[1] -= ring0[1];
     r->train_steps++;
 }
 

@@ -102,6 +102,8 @@ void record_metrics(run_state *r, const hpt_train_opts *o, int step, double t0,
                                            : NAN;
     v[HPT_MR_COMM_CP] = r->step_ctr[HPT_GROUP_CP].seconds;
     v[HPT_MR_BYTES_CP] = (double)r->step_ctr[HPT_GROUP_CP].bytes;
+    v[HPT_MR_CP_RING_HIDDEN] = r->step_ring[1] > 0 ? fmax(0, 1 - r->step_ring[0] / r->step_ring[1])
+                                                   : NAN; /* NaN > 0 is false */
     r->val_s = 0;
     if (v[HPT_MR_OPTIMIZER] < 0)
         v[HPT_MR_OPTIMIZER] = 0;

@@ -125,6 +125,8 @@ typedef struct {
     double comm_s_acc;         /* seconds in communication at the end of accumulate */
     hpt_comm_counter step_ctr[HPT_GROUP_COUNT]; /* this step's communication */
     hpt_comm_kind_counter step_kinds[HPT_CK_COUNT]; /* its ZeRO gathers, reduce-scatters */
+    double step_ring[2]; /* its CP ring transfers: seconds waited, in flight
+                          * (hpt_ring_timing; NaN without CP or on NCCL)   */
     struct hpt_watchdog *watchdog; /* hang watchdog (lib/watchdog.h); NULL = off */
     struct hpt_trace *trace;   /* --trace-steps (lib/trace.h); NULL = off   */
     hpt_comm_stage stage;      /* host staging of device buffers (--comm mpi on a GPU) */

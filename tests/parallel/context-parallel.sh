@@ -14,7 +14,7 @@
 # alone ends 9e-6 from one rank there, CP 2 x TP 2 2.5e-5.) Every run ends with
 # hpt-train's replica check: the weights must be bitwise identical across
 # the CP ranks. The layout line names CP; --comm-stats shows the ring's
-# traffic in group "cp".
+# traffic in group "cp"; metrics.h5 has its seconds, bytes and hidden share.
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1   # up to 4 ranks on 2 cores
@@ -68,6 +68,25 @@ grep -q "layout TP 1 x CP 2 x PP 1 x DP 2 (ZeRO-1) on 4 ranks" "$WORK/cp2dp2.out
 awk -F'\t' '$2 == "cp" { print $4 }' "$WORK/cp2/comm.tsv" > "$WORK/cp.bytes"
 [ "$(sort -u "$WORK/cp.bytes")" = "$((2 * 8 * 2 * 40 * 2 * 16 * 4))" ] ||
   { cat "$WORK/cp2/comm.tsv"; fail "ring bytes per step: $(cat "$WORK/cp.bytes" | tr '\n' ' ')"; }
+# metrics.h5: the ring's seconds, bytes (as comm.tsv's) and the share of its
+# transfers' time in flight hidden behind the block compute, on every rank
+# and step of CP 2 (a share in [0, 1]); no ring without --cp (0, 0, NaN)
+"$PYTHON" - "$WORK/cp2/metrics.h5" "$WORK/ref/metrics.h5" "$((2 * 8 * 2 * 40 * 2 * 16 * 4))" <<'PY' ||
+import sys, h5py, numpy as np
+def cols(path):
+    with h5py.File(path, "r", libver="latest", swmr=True) as f:
+        return {k: f["ranks/" + k][:] for k in ("comm_cp", "bytes_cp", "cp_ring_hidden")}
+cp, ref, want = cols(sys.argv[1]), cols(sys.argv[2]), float(sys.argv[3])
+assert cp["comm_cp"].shape == (3, 2), cp["comm_cp"].shape
+assert np.all(cp["comm_cp"] > 0), cp["comm_cp"]
+assert np.all(cp["bytes_cp"] == want), (cp["bytes_cp"], want)
+h = cp["cp_ring_hidden"]
+assert np.all(np.isfinite(h)) and np.all((h >= 0) & (h <= 1)), h
+assert np.all(ref["comm_cp"] == 0) and np.all(ref["bytes_cp"] == 0), ref
+assert np.all(np.isnan(ref["cp_ring_hidden"])), ref["cp_ring_hidden"]
+print("ring hidden share per rank and step:", np.round(h, 3).tolist())
+PY
+  fail "cp2: metrics' ring columns (comm_cp, bytes_cp, cp_ring_hidden)"
 # hpt-plan --cp predicts every rank's ring calls and bytes per step, also
 # when recomputation runs the forward ring again
 for p in "cp2" "cp2rf --recompute full"; do
