@@ -442,6 +442,7 @@ def summary(run):
         out["mean_" + name] = float(v.mean()) if v.size else float("nan")
     out["slowest_ranks"] = slowest_ranks(run, "busy", 3)
     out["pipeline_bubble"] = pipeline_bubble(run)
+    out["cp_ring"] = cp_ring(run)
     out["events"] = run.events
     return out
 
@@ -475,6 +476,35 @@ def pipeline_bubble(run):
     return {"measured": float(np.median(ratio)), "steps": len(ratio),
             "theory": th if known else (p - 1) / (m + p - 1), "formula": form, "pp": p,
             "micro_batches": m}
+
+
+def cp_ring(run):
+    """The context-parallel ring (issue 31; None without CP or in a file
+    older than /ranks/bytes_cp): over the kept steps where a rank sent ring
+    bytes, the medians of the busiest rank's comm_cp seconds, of the most
+    bytes a rank sent (MB) and of the ranks' mean cp_ring_hidden (NaN on
+    NCCL or in a file older than that column): {"seconds", "steps", "mb",
+    "hidden"}."""
+    if "bytes_cp" not in run.ranks or "comm_cp" not in run.ranks:
+        return None
+    by, cs = run.ranks["bytes_cp"], run.ranks["comm_cp"]
+    hd = run.ranks.get("cp_ring_hidden")
+    sec, mb, hid = [], [], []
+    for i in range(len(by)):
+        bi, si = by[i], cs[i]
+        b = max([float(x) for x in bi[np.isfinite(bi)] if x > 0], default=0.0)
+        if b <= 0:
+            continue
+        sec.append(max([float(x) for x in si[np.isfinite(si)] if x > 0], default=0.0))
+        mb.append(b)
+        if hd is not None:
+            hs = [float(h) for h, bw in zip(hd[i], bi) if np.isfinite(h) and np.isfinite(bw) and bw > 0]
+            if hs:
+                hid.append(sum(hs) / len(hs))
+    if not sec:
+        return None
+    return {"seconds": float(np.median(sec)), "steps": len(sec), "mb": float(np.median(mb)) / 1e6,
+            "hidden": float(np.median(hid)) if hid else float("nan")}
 
 
 def goodput(run):
@@ -638,6 +668,11 @@ def summary_text(run):
                  "theory %s = %s (PP %d, %d micro-batches)"
                  % (_fmt(b["measured"]), b["steps"], b["formula"], _fmt(b["theory"]), b["pp"],
                     b["micro_batches"]))
+    c = d["cp_ring"]
+    if c:
+        L.append("context-parallel ring: %s s/step in its calls (the busiest rank's, median of %d "
+                 "steps), %s MB/step sent per rank, hidden %s of its transfers' time in flight"
+                 % (_fmt(c["seconds"]), c["steps"], _fmt(c["mb"]), _fmt(c["hidden"])))
     L.append("events: %d" % len(d["events"]))
     for e in d["events"]:
         L.append("  step %d rank %d %s: %s" % (e["step"], e["rank"], e["kind"], e["message"]))

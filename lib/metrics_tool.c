@@ -202,6 +202,56 @@ static hpt_status print_bubble(FILE *out, const hpt_mread *m, const hpt_mread_se
     return st_;
 }
 
+/* "context-parallel ring: ..." (issue 31): over the kept steps where a
+ * rank sent ring bytes (/ranks/bytes_cp > 0), the medians of the busiest
+ * rank's seconds in the ring's calls (comm_cp), of the most bytes a rank
+ * sent, and of the ranks' mean hidden share (cp_ring_hidden: "nan" on
+ * NCCL or in a file older than the column). Nothing without CP or in a
+ * file older than the ring's columns. */
+static hpt_status print_ring(FILE *out, const hpt_mread *m)
+{
+    if (!hpt_mread_has_ranks_col(m, "bytes_cp") || !hpt_mread_has_ranks_col(m, "comm_cp"))
+        return HPT_OK;
+    int has_h = hpt_mread_has_ranks_col(m, "cp_ring_hidden");
+    size_t n = m->n ? m->n : 1, W = m->nranks;
+    double *by = NULL, *cs = NULL, *hd = NULL, *med = malloc(sizeof(double) * 3 * n);
+    hpt_status st = med ? hpt_mread_ranks_col(m, "bytes_cp", 0, &by)
+                        : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
+    if (!st)
+        st = hpt_mread_ranks_col(m, "comm_cp", 0, &cs);
+    if (!st && has_h)
+        st = hpt_mread_ranks_col(m, "cp_ring_hidden", 0, &hd);
+    size_t k = 0, kh = 0;
+    for (size_t i = 0; !st && i < m->n; i++) {
+        double b = 0, s = 0, h = 0;
+        size_t nh = 0;
+        for (size_t w = 0; w < W; w++) {
+            double bw = by[i * W + w], sw = cs[i * W + w], hw = hd ? hd[i * W + w] : NAN;
+            b = isfinite(bw) && bw > b ? bw : b;
+            s = isfinite(sw) && sw > s ? sw : s;
+            if (isfinite(hw) && isfinite(bw) && bw > 0)
+                h += hw, nh++;
+        }
+        if (b <= 0)
+            continue;
+        med[k] = s, med[n + k] = b, k++;
+        if (nh)
+            med[2 * n + kh++] = h / (double)nh;
+    }
+    char a[32], b[32], c[32];
+    if (!st && k) {
+        double s = median_of(med, k), mb = median_of(med + n, k) / 1e6;
+        fprintf(out, "context-parallel ring: %s s/step in its calls (the busiest rank's, median of "
+                "%zu steps), %s MB/step sent per rank, hidden %s of its transfers' time in flight\n",
+                g6(s, a), k, g6(mb, b), g6(kh ? median_of(med + 2 * n, kh) : NAN, c));
+    }
+    free(by);
+    free(cs);
+    free(hd);
+    free(med);
+    return st;
+}
+
 hpt_status hpt_metrics_tool_summary(const char *path, FILE *out)
 {
     hpt_mread m;
@@ -248,7 +298,7 @@ hpt_status hpt_metrics_tool_summary(const char *path, FILE *out)
     fprintf(out, "mean tokens/s: %s\n", g6(mean_ok(col[4], skipped, n), a));
     fprintf(out, "mean MFU (%%): %s\n", g6(100 * mean_ok(col[5], skipped, n), a));
     print_slowest(out, busy, n, m.nranks);
-    if ((st = print_bubble(out, &m, sg, nseg)))
+    if ((st = print_bubble(out, &m, sg, nseg)) || (st = print_ring(out, &m)))
         goto out;
     fprintf(out, "events: %zu\n", nev);
     for (size_t i = 0; i < nev; i++)

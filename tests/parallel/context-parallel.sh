@@ -87,6 +87,17 @@ assert np.all(np.isnan(ref["cp_ring_hidden"])), ref["cp_ring_hidden"]
 print("ring hidden share per rank and step:", np.round(h, 3).tolist())
 PY
   fail "cp2: metrics' ring columns (comm_cp, bytes_cp, cp_ring_hidden)"
+# hpt-metrics summary has the ring's line (bytes per rank as above), the
+# same from C and Python; no such line without CP
+"$HPT_BUILD/src/hpt-metrics" summary "$WORK/cp2" > "$WORK/cp2.sum" || fail "hpt-metrics summary cp2"
+grep "^context-parallel ring: " "$WORK/cp2.sum" > "$WORK/cp2.ring" || true
+grep -Eq "^context-parallel ring: [0-9.e-]+ s/step in its calls \(the busiest rank's, median of 3 steps\), 0\.16384 MB/step sent per rank, hidden (0(\.[0-9]+)?|1|[0-9.]+e-[0-9]+) of its transfers' time in flight$" \
+  "$WORK/cp2.ring" || { cat "$WORK/cp2.sum"; fail "cp2: the summary's ring line"; }
+PYTHONPATH="$HPT_SRC/analysis" "$PYTHON" -c 'import sys, hpt_metrics as h; print(h.summary_text(h.load(sys.argv[1])), end="")' \
+  "$WORK/cp2/metrics.h5" | grep "^context-parallel ring: " > "$WORK/cp2.pyring"
+cmp -s "$WORK/cp2.ring" "$WORK/cp2.pyring" ||
+  { cat "$WORK/cp2.ring" "$WORK/cp2.pyring"; fail "cp2: analysis/hpt_metrics.py's ring line differs from hpt-metrics summary's"; }
+"$HPT_BUILD/src/hpt-metrics" summary "$WORK/ref" | grep -q "^context-parallel ring" && fail "ref: a ring line without CP"
 # hpt-plan --cp predicts every rank's ring calls and bytes per step, also
 # when recomputation runs the forward ring again
 for p in "cp2" "cp2rf --recompute full"; do
