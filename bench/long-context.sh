@@ -279,16 +279,20 @@ printf 'T\tprogram\tround\tstatus\tpeak_mib\tpredicted_mib\tothers\tms_per_step\
 # record T PROG ROUND STATUS PEAK PRED OTHERS MS...
 record() { local IFS=$'\t'; echo "$*" >>"$out/results.tsv"; }
 
-echo "== hpt vs PyTorch+ against T, model small (max_position_embeddings $TMAX), micro-batch $BATCH x T," \
-  "$THREADS threads, one process"
-echo "   host $(hostname -s), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')," \
-  "$(awk '/^MemTotal:/{printf "%.1f GiB", $2 / 2^20}' /proc/meminfo), available $(avail_mib) MiB"
-echo "   $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "   hpt: $TRAIN${HPT_ENV:+ (env $HPT_ENV)}, corpus $CORPUS"
-echo "   PyTorch+: $PYTHON bench/torch_train.py${TORCH_ENV:+ (env $TORCH_ENV)}"
-echo "   environment: $(env | grep -E '^(OMP|GOMP|OPENBLAS|GOTO|MKL)_' | sort | tr '\n' ' ')"
-echo "   T = $TS; $ROUNDS round(s) of $STEPS steps ($SKIP untimed), from T = $LONG_T $LONG_STEPS steps" \
-  "($LONG_SKIP untimed); memory cap $MEM_CAP_GIB GiB per run; (o) = cores used by other processes"
+if [ ${#ts_list[@]} -gt 0 ]; then
+  echo "== hpt vs PyTorch+ against T, model small (max_position_embeddings $TMAX), micro-batch $BATCH x T," \
+    "$THREADS threads, one process"
+  echo "   host $(hostname -s), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')," \
+    "$(awk '/^MemTotal:/{printf "%.1f GiB", $2 / 2^20}' /proc/meminfo), available $(avail_mib) MiB"
+  echo "   $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "   hpt: $TRAIN${HPT_ENV:+ (env $HPT_ENV)}, corpus $CORPUS"
+  echo "   PyTorch+: $PYTHON bench/torch_train.py${TORCH_ENV:+ (env $TORCH_ENV)}"
+  echo "   environment: $(env | grep -E '^(OMP|GOMP|OPENBLAS|GOTO|MKL)_' | sort | tr '\n' ' ')"
+  echo "   T = $TS; $ROUNDS round(s) of $STEPS steps ($SKIP untimed), from T = $LONG_T $LONG_STEPS steps" \
+    "($LONG_SKIP untimed); memory cap $MEM_CAP_GIB GiB per run; (o) = cores used by other processes"
+else
+  echo "== hpt vs PyTorch+: skipped (TS=none)"
+fi
 
 failed=0
 run_hpt() { # T ROUND STEPS SKIP
