@@ -56,6 +56,18 @@ cat > "$WORK/model.json" <<JSON
  "max_position_embeddings": $maxT, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
  "tie_word_embeddings": false}
 JSON
+# hpt-train opens the validation shards too (a validation at the end): when
+# they hold fewer than maxT + 1 tokens (llm.c shards: a 1024-byte header,
+# 2 bytes a token), validate on the first training shard instead
+val_tokens=$(( ($(cat "$CORPUS"/val_*.bin 2>/dev/null | wc -c) - 1024) / 2 ))
+if [ "$val_tokens" -le "$maxT" ]; then
+  mkdir "$WORK/corpus"
+  for f in "$CORPUS"/train_*.bin; do ln -s "$f" "$WORK/corpus/"; done
+  first=$(ls "$CORPUS"/train_*.bin | head -1)
+  ln -s "$first" "$WORK/corpus/val_000000.bin"
+  echo "   (the validation shards hold $val_tokens tokens < T = $maxT: validating on $first)"
+  CORPUS=$WORK/corpus
+fi
 DATA=$(cat "$CORPUS"/train_*.bin "$CORPUS"/val_*.bin | wc -c)
 rows=$WORK/rows.tsv
 printf 'T\tcp\tstatus\tms_per_step\ttokens_s\tpeak_mib\tplan_mib\tring_mb\tring_share\tring_hidden\n' > "$rows"
