@@ -602,9 +602,12 @@ def summary_text(run):
                else "resumed from step %d" % sg["resumed_from"])
         sp = "sequence_parallel" in sg and sg["sequence_parallel"]  # absent in older files
         rc = sg["recompute"] if "recompute" in sg else 0
-        L.append("  segment %d: first row %d, %s, world %d (TP %d x PP %d x DP %d%s%s%s), "
+        tpd = int(sg["tp"]) * int(sg["pp"]) * int(sg["dp"])  # CP = world / (TP x PP x DP)
+        cp = ("CP %d x " % (int(sg["world"]) // tpd)
+              if tpd > 0 and sg["world"] > tpd and sg["world"] % tpd == 0 else "")
+        L.append("  segment %d: first row %d, %s, world %d (TP %d x %sPP %d x DP %d%s%s%s), "
                  "micro-batch %d x grad-accum %d x seq %d, host %s, job %s"
-                 % (sg["segment"], sg["first_row"], res, sg["world"], sg["tp"], sg["pp"],
+                 % (sg["segment"], sg["first_row"], res, sg["world"], sg["tp"], cp, sg["pp"],
                     sg["dp"], ", ZeRO-%d" % int(sg["zero1"]) if sg["zero1"] else "",
                     ", sequence parallel" if sp else "",
                     {1: ", full recomputation", 2: ", selective recomputation"}.get(int(rc), ""),

@@ -52,10 +52,15 @@ static void print_segments(FILE *out, const hpt_mread_seg *sg, size_t nseg)
             snprintf(res, sizeof res, "fresh start");
         else
             snprintf(res, sizeof res, "resumed from step %lld", (long long)s->resumed_from);
+        /* CP is not a /segments field: world = TP x CP x PP x DP */
+        long tpd = (long)s->tp * s->pp * s->dp;
+        char cp[24] = "";
+        if (tpd > 0 && s->world > tpd && s->world % tpd == 0)
+            snprintf(cp, sizeof cp, "CP %ld x ", s->world / tpd);
         fprintf(out,
-                "  segment %d: first row %lld, %s, world %d (TP %d x PP %d x DP %d%s%s%s), "
+                "  segment %d: first row %lld, %s, world %d (TP %d x %sPP %d x DP %d%s%s%s), "
                 "micro-batch %d x grad-accum %d x seq %d, host %s, job %s\n",
-                s->segment, (long long)s->first_row, res, s->world, s->tp, s->pp, s->dp,
+                s->segment, (long long)s->first_row, res, s->world, s->tp, cp, s->pp, s->dp,
                 s->zero1 == 3 ? ", ZeRO-3" : s->zero1 == 2 ? ", ZeRO-2" : s->zero1 ? ", ZeRO-1" : "",
                 s->sequence_parallel ? ", sequence parallel" : "",
                 s->recompute == 2 ? ", selective recomputation"
