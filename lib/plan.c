@@ -1925,7 +1925,10 @@ static void explain_dp(FILE *f, const hpt_plan_setup *s, const hpt_plan_result *
                                       : "all-reduce";
     int N = zshard(s), R = s->dp / N, w = 0;
     if (R == 1) {
-        fprintf(f, "  - DP %d: gradient %s of %.3g GB per rank (%.3g s, %s)\n", s->dp, what,
+        char cpl[48] = ""; /* the CP view's DP is CP x DP: the gradient reduces over both */
+        if (cpn(s) > 1)
+            snprintf(cpl, sizeof cpl, " x CP %d (the weight replicas)", cpn(s));
+        fprintf(f, "  - DP %d%s: gradient %s of %.3g GB per rank (%.3g s, %s)\n", real_dp(s), cpl, what,
                 r->comm[HPT_PLAN_DP].bytes / 1e9, r->comm[HPT_PLAN_DP].seconds,
                 link_name(s, r->link_inter[HPT_PLAN_DP]));
         return;
@@ -2016,8 +2019,11 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
             100 * r->mfu, r->comm_compute_ratio);
     for (int i = 0; i < n; i++)
         if (!all[i].fits && all[i].tokens_per_s > best->tokens_per_s) {
-            fprintf(f, "  - faster but does not fit: TP %d x PP %d x DP %d, micro-batch %d%s%s%s%s%s "
-                    "(%.4g tokens/s, needs %.1f GiB)\n", all[i].s.tp, all[i].s.pp, all[i].s.dp,
+            char cpa[24] = "";
+            if (cpn(&all[i].s) > 1)
+                snprintf(cpa, sizeof cpa, "CP %d x ", cpn(&all[i].s));
+            fprintf(f, "  - faster but does not fit: TP %d x %sPP %d x DP %d, micro-batch %d%s%s%s%s%s "
+                    "(%.4g tokens/s, needs %.1f GiB)\n", all[i].s.tp, cpa, all[i].s.pp, real_dp(&all[i].s),
                     all[i].s.micro_batch, rc_label(all[i].s.recompute), sp_label(&all[i].s),
                     zero_label(all[i].s.zero), hsdp_label(&all[i].s), sched_label(&all[i].s),
                     all[i].tokens_per_s, all[i].mem / GIB);
@@ -2150,6 +2156,11 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
     if (gpus > gpn && gpus % gpn)
         return hpt_error_set(HPT_ERR_USAGE, "--gpus %d is not a whole number of %d-GPU nodes "
                              "(--gpus-per-node)", gpus, gpn);
+    /* no layout can change this: say so instead of "no valid layout" */
+    if (base->seq_len > base->cfg.max_position_embeddings)
+        return hpt_error_set(HPT_ERR_USAGE, "--seq-len %d exceeds the model's "
+                             "max_position_embeddings = %d", base->seq_len,
+                             base->cfg.max_position_embeddings);
     hpt_plan_result *r = malloc(sizeof *r);
     candidate *v = NULL;
     int n = 0, cap = 0, bad = !r;
