@@ -448,7 +448,7 @@ def summary(run):
 
 def pipeline_bubble(run):
     """The last segment with PP > 1 (else None; None too for a file older
-    than /ranks/pipeline_bubble): per kept step the most idle rank's
+    than /ranks/pipeline_bubble): per kept step of that segment the most idle rank's
     pipeline_bubble over the step time, the median over the steps that have
     it, beside the schedule's theory as the segment records it
     (bubble_theory; (p - 1)/(m + p - 1), Narayanan et al. 2021, 2.2, in a
@@ -457,8 +457,11 @@ def pipeline_bubble(run):
     if not run.segments or int(run.segments[-1]["pp"]) < 2 or "pipeline_bubble" not in run.ranks:
         return None
     pb, st = run.ranks["pipeline_bubble"], run.steps["step_time"]
+    first = int(run.segments[-1]["first_step"])  # earlier segments: another layout or schedule
     ratio = []
     for i in range(len(st)):
+        if run.steps["step"][i] <= first:
+            continue
         row = pb[i][np.isfinite(pb[i])]
         if row.size and st[i] > 0:
             ratio.append(float(row.max()) / float(st[i]))
