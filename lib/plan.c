@@ -239,12 +239,20 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s)
                              c->max_position_embeddings);
     if ((st = check_precision(s)))
         return st;
-    if (s->sequence_parallel && s->tp > 1 && ((long)s->micro_batch * s->seq_len) % s->tp)
+    if (s->sequence_parallel && s->tp > 1 && ((long)s->micro_batch * s->seq_len) % s->tp) {
+        if (cpn(s) > 1) /* the CP view: seq_len is a rank's T/CP tokens */
+            return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel with --cp %d: a rank's "
+                                 "micro-batch of --micro-batch %d x --seq-len %d / CP %d = %ld "
+                                 "tokens does not split into --tp %d equal parts (hpt-train "
+                                 "refuses it; choose them so that TP divides micro-batch x "
+                                 "seq-len / CP)", cpn(s), s->micro_batch, real_seq(s), cpn(s),
+                                 (long)s->micro_batch * s->seq_len, s->tp);
         return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel: a micro-batch of --micro-batch "
                              "%d x --seq-len %d = %ld tokens does not split into --tp %d equal "
                              "parts (hpt-train refuses it; choose them so that TP divides "
                              "micro-batch x seq-len)", s->micro_batch, s->seq_len,
                              (long)s->micro_batch * s->seq_len, s->tp);
+    }
     return check_schedule(s);
 }
 

@@ -477,6 +477,13 @@ static hpt_status train_opts_check_cp(const hpt_train_opts *o)
     hpt_status st = hpt_cp_check(o->seq_len, o->cp);
     if (st)
         return st;
+    long local = (long)o->batch * (o->seq_len / o->cp); /* a rank's tokens of a micro-batch */
+    if (o->sequence_parallel && o->tp > 1 && local % o->tp)
+        return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel with --cp %d: a rank's "
+                             "micro-batch of --batch %d x --seq-len %d / CP %d = %ld tokens does "
+                             "not split into --tp %d equal parts (choose them so that TP divides "
+                             "batch x seq-len / CP)", o->cp, o->batch, o->seq_len, o->cp, local,
+                             o->tp);
     if (!strcmp(o->comm, "nccl"))
         return hpt_error_set(HPT_ERR_USAGE, "--cp %d with --comm nccl: the ring's receives into "
                              "device memory have no NCCL path yet; use --comm mpi (host staging; "
