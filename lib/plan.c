@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_ring.h"
 #include "backend.h"
 
 #define GIB 1073741824.0
@@ -111,10 +112,9 @@ hpt_status hpt_plan_cp_view(hpt_plan_setup *s, int cp)
 {
     if (cp <= 1)
         return HPT_OK;
-    if (s->seq_len % (2 * cp))
-        return hpt_error_set(HPT_ERR_USAGE, "--seq-len %d does not split into the 2 x --cp %d = "
-                             "%d equal zigzag chunks of context parallelism (choose a multiple "
-                             "of %d)", s->seq_len, cp, 2 * cp, 2 * cp);
+    hpt_status st = hpt_cp_check(s->seq_len, cp); /* hpt-train's rule and message */
+    if (st)
+        return st;
     if (s->zero >= 2 || s->zero_shard)
         return hpt_error_set(HPT_ERR_USAGE, "--cp %d with %s: hpt-train refuses it (ZeRO-1 "
                              "shards over the CP x DP replicas; use --zero 1)", cp,

@@ -35,8 +35,10 @@ expect_error 2 "\-\-sequence-parallel with \-\-cp 2: a rank's micro-batch of \-\
   $T -n 8 "$TRAIN" $A --model "$WORK/kv4.json" --batch 1 --seq-len 12 --cp 2 --tp 4 --sequence-parallel
 # hpt-plan --cp: the same rules
 P="$HPT_BUILD/src/hpt-plan --model tiny --cluster cpu-local --global-batch 4"
-expect_error 2 "\-\-seq-len 30 does not split into the 2 x \-\-cp 4 = 8 equal zigzag chunks" \
+expect_error 2 "\-\-seq-len 30 does not split into the 2 x \-\-cp 4 = 8 equal zigzag chunks .*multiple of 8 \(the nearest: 24 or 32\)" \
   $P --seq-len 30 --cp 4
+expect_error 2 "\-\-seq-len 3 is too short for \-\-cp 2: .*\(the nearest valid length: 4\)" \
+  $P --seq-len 3 --cp 2
 expect_error 2 "\-\-cp 2 with \-\-zero 2/3: hpt-train refuses it" $P --seq-len 32 --cp 2 --dp 2 --zero 2
 expect_error 2 "\-\-tp 1 x \-\-cp 4 x \-\-pp 1 = 4 does not divide the 6 GPUs of \-\-gpus" \
   $P --seq-len 32 --cp 4 --gpus 6
