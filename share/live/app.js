@@ -202,7 +202,8 @@
     var l = r.layout || {};
     var name = r.name || ('run ' + r.id);
     var dup = S.runs.filter(function (o) { return o.name === r.name; }).length > 1;
-    return name + (dup ? ' #' + r.id : '') + ' (tp' + (l.tp || 1) + ' pp' + (l.pp || 1) + ' dp' +
+    return name + (dup ? ' #' + r.id : '') + ' (tp' + (l.tp || 1) +
+      (l.cp > 1 ? ' cp' + l.cp : '') + ' pp' + (l.pp || 1) + ' dp' +
       (l.dp || 1) + ', ' + (l.world || 1) + ' ranks)';
   }
 
