@@ -33,7 +33,8 @@ cat > "$WORK/kv4.json" <<JSON
 JSON
 expect_error 2 "\-\-sequence-parallel with \-\-cp 2: a rank's micro-batch of \-\-batch 1 x \-\-seq-len 12 / CP 2 = 6 tokens does not split into \-\-tp 4 equal parts" \
   $T -n 8 "$TRAIN" $A --model "$WORK/kv4.json" --batch 1 --seq-len 12 --cp 2 --tp 4 --sequence-parallel
-# hpt-plan --cp: the same rules
+# hpt-plan --cp: the same rules (--search keeping a --cp too: each rule
+# named, not "no valid layout for 4 GPUs: TP must divide the node ...")
 P="$HPT_BUILD/src/hpt-plan --model tiny --cluster cpu-local --global-batch 4"
 expect_error 2 "\-\-seq-len 30 does not split into the 2 x \-\-cp 4 = 8 equal zigzag chunks .*multiple of 8 \(the nearest: 24 or 32\)" \
   $P --seq-len 30 --cp 4
@@ -43,6 +44,12 @@ expect_error 2 "\-\-cp 2 with \-\-zero 2/3: hpt-train refuses it" $P --seq-len 3
 expect_error 2 "\-\-tp 1 x \-\-cp 4 x \-\-pp 1 = 4 does not divide the 6 GPUs of \-\-gpus" \
   $P --seq-len 32 --cp 4 --gpus 6
 expect_error 2 "\-\-cp 0: must be >= 1 \(ranks per sequence\)" $P --seq-len 32 --cp 0
+expect_error 2 "\-\-cp 2 with \-\-zero 2/3: hpt-train refuses it" $P --seq-len 32 --cp 2 --zero 2 --search --gpus 4
+expect_error 2 "\-\-cp 2 with \-\-zero-shard-group: hpt-train refuses it" \
+  $P --seq-len 32 --cp 2 --zero 1 --zero-shard-group 2 --search --gpus 4
+expect_error 2 "\-\-seq-len 32 does not split into the 2 x \-\-cp 3 = 6 equal zigzag chunks .*\(the nearest: 30 or 36\)" \
+  $P --seq-len 32 --cp 3 --search --gpus 6
+expect_error 2 "\-\-cp 8 does not divide the 4 GPUs of \-\-gpus" $P --seq-len 32 --cp 8 --search --gpus 4
 expect_error 2 "\-\-sequence-parallel with \-\-cp 2: a rank's micro-batch of \-\-micro-batch 1 x \-\-seq-len 12 / CP 2 = 6 tokens does not split into \-\-tp 4 equal parts" \
   "$HPT_BUILD/src/hpt-plan" --model "$WORK/kv4.json" --cluster cpu-local --global-batch 1 --seq-len 12 --cp 2 --tp 4 --sequence-parallel
 pass "context parallelism: bad layouts, lengths and combinations refused with exit status 2"
