@@ -534,8 +534,8 @@ static void matrix_json(hpt_sbuf *out, const double *m, size_t k, size_t W)
     hpt_sbuf_put(out, "]", 1);
 }
 
-static const char *const comm_groups[] = {"tp", "pp", "dp", "mp", "embed"};
-#define NGROUPS 5
+static const char *const comm_groups[] = {"tp", "pp", "dp", "mp", "embed", "cp"};
+#define NGROUPS 6
 
 /* "ranks":{...},"comm":{...} for the kept rows kidx (k); raw rows from
  * r->row. Per-rank FLOP/s: the step's model FLOPs shared equally by the
@@ -576,7 +576,11 @@ static hpt_status ranks_json(const hpt_live_run *r, const size_t *kidx, size_t k
         for (int g = 0; comm && !failed[0] && g < NGROUPS; g++) {
             char name[32];
             snprintf(name, sizeof name, "comm_%s", comm_groups[g]);
-            if (read_rank_rows(r, name, rows, k, tmp) < 0)
+            int c = rank_col(name);
+            if (c >= 0 && r->rd[c] <= 0) /* a file older than the column (comm_cp) */
+                for (size_t i = 0; i < cells; i++)
+                    tmp[i] = NAN;
+            else if (read_rank_rows(r, name, rows, k, tmp) < 0)
                 snprintf(failed, sizeof failed, "%s", name);
             for (size_t w = 0; !failed[0] && w < W; w++) {
                 double s = 0;

@@ -2,7 +2,9 @@
 # hpt-live names a context-parallel run's CP: /api/runs' layout and
 # /api/history's segments carry "cp" (world / (TP x PP x DP): /segments has
 # no cp field), 2 for a CP 2 run on 2 ranks and 1 for a run without CP
-# (before, a CP 2 run read as TP 1 x PP 1 x DP 1 on 2 ranks).
+# (before, a CP 2 run read as TP 1 x PP 1 x DP 1 on 2 ranks), and the
+# communication per group has "cp" (comm_cp: the ring's seconds; missing
+# before, so the page's communication panel left the ring out).
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 LIVE="$HPT_BUILD/src/hpt-live"
@@ -32,8 +34,14 @@ want = {"cp": (2, 1), "dp": (1, 2)}  # run name: (cp, dp)
 for r in runs:
     cp, dp = want[r["name"]]
     assert r["layout"] == {"tp": 1, "cp": cp, "pp": 1, "dp": dp, "world": 2}, r["layout"]
-    seg = get("/api/history?run=%d" % r["id"])["segments"]
+    h = get("/api/history?run=%d" % r["id"])
+    seg = h["segments"]
     assert [(s["cp"], s["dp"]) for s in seg] == [(cp, dp)], seg
+    # the communication panel has the ring's group: its seconds on a CP run, 0 without
+    g = h["comm"]["groups"]
+    assert "cp" in g, g
+    ring = h["comm"]["seconds"][g.index("cp")]
+    assert len(ring) == 2 and all((v > 0) if cp > 1 else (v == 0) for v in ring), (r["name"], ring)
     print(r["name"], r["layout"])
 PY
 pass "hpt-live: layout and segments name CP"
