@@ -4,6 +4,7 @@
 # as world / (TP x PP x DP) — before, a CP 2 x PP 2 run on 4 ranks read
 # "world 4 (TP 1 x PP 2 x DP 1)" — and the run_start event names it as
 # hpt-train's layout line does. A run without CP keeps the old line.
+# analysis/plot_metrics.py's per-rank breakdown has the ring's comm_cp.
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1
@@ -27,4 +28,20 @@ for f in nocp.sum nocp.py; do
   grep -q "world 2 (TP 1 x PP 2 x DP 1), " "$WORK/$f" || fail "$f: the line without CP changed"
 done
 grep -q "run_start: TP 1 x PP 2 x DP 1 on 2 ranks," "$WORK/nocp.sum" || fail "run_start without CP"
-pass "metrics of a CP run name CP (summary in C and Python, run_start event)"
+# analysis/plot_metrics.py's breakdown stacks the CP ring's time (comm_cp)
+# too: its parts add up to step_time + checkpoint per rank (they fell short
+# by the ring's seconds)
+PYTHONPATH="$HPT_SRC/analysis" "$PYTHON" - "$WORK/cp/metrics.h5" "$WORK/nocp/metrics.h5" <<'PY' ||
+import sys
+import numpy as np
+import hpt_metrics as hm, plot_metrics as pm
+for path in sys.argv[1:]:
+    run = hm.load(path)
+    parts, st = pm.breakdown_parts(run)
+    tot = sum(parts[k] for k in pm.BREAKDOWN)
+    want = st + np.nan_to_num(hm.rank_means(run, "checkpoint"))
+    assert np.allclose(tot, want, rtol=0.05, atol=2e-3), (path, tot, want)
+    print(path, "breakdown", np.round(tot, 4).tolist(), "step + checkpoint", np.round(want, 4).tolist())
+PY
+  fail "plot_metrics.py's breakdown does not add up to the step time of a CP run"
+pass "metrics of a CP run name CP (summary in C and Python, run_start event, the breakdown's ring)"
