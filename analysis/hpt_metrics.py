@@ -449,7 +449,7 @@ def summary(run):
 
 def pipeline_bubble(run):
     """The last segment with PP > 1 (else None; None too for a file older
-    than /ranks/pipeline_bubble): per kept step the most idle rank's
+    than /ranks/pipeline_bubble): per kept step of that segment the most idle rank's
     pipeline_bubble over the step time, the median over the steps that have
     it, beside the schedule's theory as the segment records it
     (bubble_theory; (p - 1)/(m + p - 1), Narayanan et al. 2021, 2.2, in a
@@ -458,8 +458,11 @@ def pipeline_bubble(run):
     if not run.segments or int(run.segments[-1]["pp"]) < 2 or "pipeline_bubble" not in run.ranks:
         return None
     pb, st = run.ranks["pipeline_bubble"], run.steps["step_time"]
+    first = int(run.segments[-1]["first_step"])  # earlier segments: another layout or schedule
     ratio = []
     for i in range(len(st)):
+        if run.steps["step"][i] <= first:
+            continue
         row = pb[i][np.isfinite(pb[i])]
         if row.size and st[i] > 0:
             ratio.append(float(row.max()) / float(st[i]))
@@ -632,9 +635,12 @@ def summary_text(run):
                else "resumed from step %d" % sg["resumed_from"])
         sp = "sequence_parallel" in sg and sg["sequence_parallel"]  # absent in older files
         rc = sg["recompute"] if "recompute" in sg else 0
-        L.append("  segment %d: first row %d, %s, world %d (TP %d x PP %d x DP %d%s%s%s), "
+        tpd = int(sg["tp"]) * int(sg["pp"]) * int(sg["dp"])  # CP = world / (TP x PP x DP)
+        cp = ("CP %d x " % (int(sg["world"]) // tpd)
+              if tpd > 0 and sg["world"] > tpd and sg["world"] % tpd == 0 else "")
+        L.append("  segment %d: first row %d, %s, world %d (TP %d x %sPP %d x DP %d%s%s%s), "
                  "micro-batch %d x grad-accum %d x seq %d, host %s, job %s"
-                 % (sg["segment"], sg["first_row"], res, sg["world"], sg["tp"], sg["pp"],
+                 % (sg["segment"], sg["first_row"], res, sg["world"], sg["tp"], cp, sg["pp"],
                     sg["dp"], ", ZeRO-%d" % int(sg["zero1"]) if sg["zero1"] else "",
                     ", sequence parallel" if sp else "",
                     {1: ", full recomputation", 2: ", selective recomputation"}.get(int(rc), ""),

@@ -48,7 +48,7 @@ EVENT_COLORS = {"resume": "tab:green", "layout_change": "tab:olive",
                 "throughput_drop": "tab:brown", "slow_rank": "tab:pink"}
 # The stacked breakdown: disjoint parts of the mean step (+ checkpoint).
 BREAKDOWN = ("forward", "backward", "optimizer", "data", "other", "pipeline_wait", "pp_send",
-             "comm_tp", "comm_dp", "comm_mp", "comm_embed", "checkpoint")
+             "comm_tp", "comm_dp", "comm_mp", "comm_embed", "comm_cp", "checkpoint")
 DPI_MAX = 600  # 12 x 9 in at 600 dpi is 7200 x 5400 pixels
 
 
@@ -205,12 +205,15 @@ def breakdown_parts(run):
     m = {c: hm.rank_means(run, c) for c in ("forward", "backward", "optimizer", "data", "busy",
                                             "pipeline_wait", "comm_pp", "comm_tp", "comm_dp",
                                             "comm_mp", "comm_embed", "checkpoint", "step_time")}
+    # the CP ring (a file older than the column: none)
+    m["comm_cp"] = (hm.rank_means(run, "comm_cp") if "comm_cp" in run.ranks
+                    else np.zeros_like(m["step_time"]))
     own = m["forward"] + m["backward"] + m["optimizer"] + m["data"]
     parts = {"forward": m["forward"], "backward": m["backward"], "optimizer": m["optimizer"],
              "data": m["data"], "other": np.maximum(m["busy"] - own, 0),
              "pipeline_wait": m["pipeline_wait"],
              "pp_send": np.maximum(m["comm_pp"] - m["pipeline_wait"], 0)}
-    for c in ("comm_tp", "comm_dp", "comm_mp", "comm_embed", "checkpoint"):
+    for c in ("comm_tp", "comm_dp", "comm_mp", "comm_embed", "comm_cp", "checkpoint"):
         parts[c] = m[c]
     return {k: np.nan_to_num(v) for k, v in parts.items()}, m["step_time"]
 

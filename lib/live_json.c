@@ -152,12 +152,20 @@ static void alert_fields(const hpt_live_alert *a, hpt_sbuf *out)
     hpt_sbuf_json_num(out, a->time);
 }
 
+/* CP is not a /segments field: world = TP x CP x PP x DP */
+static int seg_cp(int world, int tp, int pp, int dp)
+{
+    long tpd = (long)tp * pp * dp;
+    return tpd > 0 && world > tpd && world % tpd == 0 ? (int)(world / tpd) : 1;
+}
+
 static void segment_json(const hpt_live_seg *s, hpt_sbuf *out)
 {
     hpt_sbuf_printf(out, "{\"step\":%lld,\"time\":", (long long)s->first_step + 1);
     hpt_sbuf_json_num(out, s->start_time);
-    hpt_sbuf_printf(out, ",\"resumed_from\":%lld,\"world\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,"
-                    "\"host\":", (long long)s->resumed_from, s->world, s->tp, s->pp, s->dp);
+    hpt_sbuf_printf(out, ",\"resumed_from\":%lld,\"world\":%d,\"tp\":%d,\"cp\":%d,\"pp\":%d,"
+                    "\"dp\":%d,\"host\":", (long long)s->resumed_from, s->world, s->tp,
+                    seg_cp(s->world, s->tp, s->pp, s->dp), s->pp, s->dp);
     hpt_sbuf_json_str(out, s->host);
     hpt_sbuf_printf(out, ",\"slurm_job_id\":");
     hpt_sbuf_json_str(out, s->slurm_job_id);
@@ -238,8 +246,9 @@ static void run_json(const hpt_live_run *r, hpt_sbuf *out)
     hpt_sbuf_json_str(out, r->name);
     hpt_sbuf_printf(out, ",\"path\":");
     hpt_sbuf_json_str(out, r->path);
-    hpt_sbuf_printf(out, ",\"layout\":{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"world\":%d},\"attrs\":{",
-                    s ? s->tp : 1, s ? s->pp : 1, s ? s->dp : 1, s ? s->world : 1);
+    hpt_sbuf_printf(out, ",\"layout\":{\"tp\":%d,\"cp\":%d,\"pp\":%d,\"dp\":%d,\"world\":%d},"
+                    "\"attrs\":{", s ? s->tp : 1, s ? seg_cp(s->world, s->tp, s->pp, s->dp) : 1,
+                    s ? s->pp : 1, s ? s->dp : 1, s ? s->world : 1);
     hpt_sbuf_printf(out, "\"hpt_version\":");
     hpt_sbuf_json_str(out, r->hpt_version ? r->hpt_version : "");
     hpt_sbuf_printf(out, ",\"model_config\":");
@@ -525,8 +534,8 @@ static void matrix_json(hpt_sbuf *out, const double *m, size_t k, size_t W)
     hpt_sbuf_put(out, "]", 1);
 }
 
-static const char *const comm_groups[] = {"tp", "pp", "dp", "mp", "embed"};
-#define NGROUPS 5
+static const char *const comm_groups[] = {"tp", "pp", "dp", "mp", "embed", "cp"};
+#define NGROUPS 6
 
 /* "ranks":{...},"comm":{...} for the kept rows kidx (k); raw rows from
  * r->row. Per-rank FLOP/s: the step's model FLOPs shared equally by the
@@ -567,7 +576,11 @@ static hpt_status ranks_json(const hpt_live_run *r, const size_t *kidx, size_t k
         for (int g = 0; comm && !failed[0] && g < NGROUPS; g++) {
             char name[32];
             snprintf(name, sizeof name, "comm_%s", comm_groups[g]);
-            if (read_rank_rows(r, name, rows, k, tmp) < 0)
+            int c = rank_col(name);
+            if (c >= 0 && r->rd[c] <= 0) /* a file older than the column (comm_cp) */
+                for (size_t i = 0; i < cells; i++)
+                    tmp[i] = NAN;
+            else if (read_rank_rows(r, name, rows, k, tmp) < 0)
                 snprintf(failed, sizeof failed, "%s", name);
             for (size_t w = 0; !failed[0] && w < W; w++) {
                 double s = 0;

@@ -52,10 +52,15 @@ static void print_segments(FILE *out, const hpt_mread_seg *sg, size_t nseg)
             snprintf(res, sizeof res, "fresh start");
         else
             snprintf(res, sizeof res, "resumed from step %lld", (long long)s->resumed_from);
+        /* CP is not a /segments field: world = TP x CP x PP x DP */
+        long tpd = (long)s->tp * s->pp * s->dp;
+        char cp[24] = "";
+        if (tpd > 0 && s->world > tpd && s->world % tpd == 0)
+            snprintf(cp, sizeof cp, "CP %ld x ", s->world / tpd);
         fprintf(out,
-                "  segment %d: first row %lld, %s, world %d (TP %d x PP %d x DP %d%s%s%s), "
+                "  segment %d: first row %lld, %s, world %d (TP %d x %sPP %d x DP %d%s%s%s), "
                 "micro-batch %d x grad-accum %d x seq %d, host %s, job %s\n",
-                s->segment, (long long)s->first_row, res, s->world, s->tp, s->pp, s->dp,
+                s->segment, (long long)s->first_row, res, s->world, s->tp, cp, s->pp, s->dp,
                 s->zero1 == 3 ? ", ZeRO-3" : s->zero1 == 2 ? ", ZeRO-2" : s->zero1 ? ", ZeRO-1" : "",
                 s->sequence_parallel ? ", sequence parallel" : "",
                 s->recompute == 2 ? ", selective recomputation"
@@ -156,8 +161,9 @@ out:
 }
 
 /* "pipeline bubble: ..." (the last segment with PP > 1): per kept step
- * the most idle rank's /ranks/pipeline_bubble over the step time, the
- * median over the steps that have it, beside the schedule's theory as
+ * of that segment (step > its first_step) the most idle rank's
+ * /ranks/pipeline_bubble over the step time, the median over the steps
+ * that have it, beside the schedule's theory as
  * the segment records it (/segments bubble_theory: (p - 1)/(m + p - 1) for
  * 1F1B and GPipe, Narayanan et al. 2021 section 2.2; interleaved's
  * (p - 1)/(V m + p - 1); ZB-H1's, Qi et al. 2024), or (p - 1)/(m + p - 1)
@@ -168,13 +174,17 @@ static hpt_status print_bubble(FILE *out, const hpt_mread *m, const hpt_mread_se
 {
     if (nseg == 0 || sg[nseg - 1].pp < 2 || !hpt_mread_has_ranks_col(m, "pipeline_bubble"))
         return HPT_OK;
-    double *pb = NULL, *st = NULL, *ratio = malloc(sizeof(double) * (m->n ? m->n : 1));
+    double *pb = NULL, *st = NULL, *step = NULL, *ratio = malloc(sizeof(double) * (m->n ? m->n : 1));
     hpt_status st_ = ratio ? hpt_mread_ranks_col(m, "pipeline_bubble", 0, &pb)
                            : hpt_error_set(HPT_ERR_INTERNAL, "out of memory");
     if (!st_)
         st_ = hpt_mread_steps_col(m, "step_time", 0, &st);
+    if (!st_)
+        st_ = hpt_mread_steps_col(m, "step", 0, &step);
     size_t k = 0;
     for (size_t i = 0; !st_ && i < m->n; i++) {
+        if (step[i] <= (double)sg[nseg - 1].first_step)
+            continue; /* an earlier segment's step: another layout or schedule */
         double worst = -1;
         for (size_t w = 0; w < m->nranks; w++)
             if (isfinite(pb[i * m->nranks + w]) && pb[i * m->nranks + w] > worst)
@@ -198,6 +208,7 @@ static hpt_status print_bubble(FILE *out, const hpt_mread *m, const hpt_mread_se
                 g6(known ? g->bubble_theory : (double)(p - 1) / (M + p - 1), b), p, M);
     free(pb);
     free(st);
+    free(step);
     free(ratio);
     return st_;
 }

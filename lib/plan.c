@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_ring.h"
 #include "backend.h"
 
 #define GIB 1073741824.0
@@ -111,10 +112,9 @@ hpt_status hpt_plan_cp_view(hpt_plan_setup *s, int cp)
 {
     if (cp <= 1)
         return HPT_OK;
-    if (s->seq_len % (2 * cp))
-        return hpt_error_set(HPT_ERR_USAGE, "--seq-len %d does not split into the 2 x --cp %d = "
-                             "%d equal zigzag chunks of context parallelism (choose a multiple "
-                             "of %d)", s->seq_len, cp, 2 * cp, 2 * cp);
+    hpt_status st = hpt_cp_check(s->seq_len, cp); /* hpt-train's rule and message */
+    if (st)
+        return st;
     if (s->zero >= 2 || s->zero_shard)
         return hpt_error_set(HPT_ERR_USAGE, "--cp %d with %s: hpt-train refuses it (ZeRO-1 "
                              "shards over the CP x DP replicas; use --zero 1)", cp,
@@ -239,12 +239,20 @@ hpt_status hpt_plan_validate(const hpt_plan_setup *s)
                              c->max_position_embeddings);
     if ((st = check_precision(s)))
         return st;
-    if (s->sequence_parallel && s->tp > 1 && ((long)s->micro_batch * s->seq_len) % s->tp)
+    if (s->sequence_parallel && s->tp > 1 && ((long)s->micro_batch * s->seq_len) % s->tp) {
+        if (cpn(s) > 1) /* the CP view: seq_len is a rank's T/CP tokens */
+            return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel with --cp %d: a rank's "
+                                 "micro-batch of --micro-batch %d x --seq-len %d / CP %d = %ld "
+                                 "tokens does not split into --tp %d equal parts (hpt-train "
+                                 "refuses it; choose them so that TP divides micro-batch x "
+                                 "seq-len / CP)", cpn(s), s->micro_batch, real_seq(s), cpn(s),
+                                 (long)s->micro_batch * s->seq_len, s->tp);
         return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel: a micro-batch of --micro-batch "
                              "%d x --seq-len %d = %ld tokens does not split into --tp %d equal "
                              "parts (hpt-train refuses it; choose them so that TP divides "
                              "micro-batch x seq-len)", s->micro_batch, s->seq_len,
                              (long)s->micro_batch * s->seq_len, s->tp);
+    }
     return check_schedule(s);
 }
 
@@ -1925,7 +1933,10 @@ static void explain_dp(FILE *f, const hpt_plan_setup *s, const hpt_plan_result *
                                       : "all-reduce";
     int N = zshard(s), R = s->dp / N, w = 0;
     if (R == 1) {
-        fprintf(f, "  - DP %d: gradient %s of %.3g GB per rank (%.3g s, %s)\n", s->dp, what,
+        char cpl[48] = ""; /* the CP view's DP is CP x DP: the gradient reduces over both */
+        if (cpn(s) > 1)
+            snprintf(cpl, sizeof cpl, " x CP %d (the weight replicas)", cpn(s));
+        fprintf(f, "  - DP %d%s: gradient %s of %.3g GB per rank (%.3g s, %s)\n", real_dp(s), cpl, what,
                 r->comm[HPT_PLAN_DP].bytes / 1e9, r->comm[HPT_PLAN_DP].seconds,
                 link_name(s, r->link_inter[HPT_PLAN_DP]));
         return;
@@ -2016,8 +2027,11 @@ static void explain(FILE *f, const candidate *best, const candidate *all, int n)
             100 * r->mfu, r->comm_compute_ratio);
     for (int i = 0; i < n; i++)
         if (!all[i].fits && all[i].tokens_per_s > best->tokens_per_s) {
-            fprintf(f, "  - faster but does not fit: TP %d x PP %d x DP %d, micro-batch %d%s%s%s%s%s "
-                    "(%.4g tokens/s, needs %.1f GiB)\n", all[i].s.tp, all[i].s.pp, all[i].s.dp,
+            char cpa[24] = "";
+            if (cpn(&all[i].s) > 1)
+                snprintf(cpa, sizeof cpa, "CP %d x ", cpn(&all[i].s));
+            fprintf(f, "  - faster but does not fit: TP %d x %sPP %d x DP %d, micro-batch %d%s%s%s%s%s "
+                    "(%.4g tokens/s, needs %.1f GiB)\n", all[i].s.tp, cpa, all[i].s.pp, real_dp(&all[i].s),
                     all[i].s.micro_batch, rc_label(all[i].s.recompute), sp_label(&all[i].s),
                     zero_label(all[i].s.zero), hsdp_label(&all[i].s), sched_label(&all[i].s),
                     all[i].tokens_per_s, all[i].mem / GIB);
@@ -2150,6 +2164,11 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
     if (gpus > gpn && gpus % gpn)
         return hpt_error_set(HPT_ERR_USAGE, "--gpus %d is not a whole number of %d-GPU nodes "
                              "(--gpus-per-node)", gpus, gpn);
+    /* no layout can change this: say so instead of "no valid layout" */
+    if (base->seq_len > base->cfg.max_position_embeddings)
+        return hpt_error_set(HPT_ERR_USAGE, "--seq-len %d exceeds the model's "
+                             "max_position_embeddings = %d", base->seq_len,
+                             base->cfg.max_position_embeddings);
     hpt_plan_result *r = malloc(sizeof *r);
     candidate *v = NULL;
     int n = 0, cap = 0, bad = !r;

@@ -362,6 +362,15 @@ static hpt_status run_search(const hpt_plan_opts *o, hpt_plan_setup *s, FILE *ou
     if (o->top != HPT_PLAN_NOTSET && o->top <= 0)
         return hpt_error_set(HPT_ERR_USAGE, "--top %d: must be > 0", o->top);
     s->gpus_per_node = o->gpn != HPT_PLAN_NOTSET ? o->gpn : s->cl.exact ? (int)gpus : s->cl.gpus_per_node;
+    if (fx.cp && s->cp > 1) { /* a kept --cp: its own rules, not "no valid layout" */
+        hpt_plan_setup t = *s;
+        t.cp = 1;
+        if ((st = hpt_plan_cp_view(&t, s->cp)))
+            return st;
+        if (gpus % s->cp)
+            return hpt_error_set(HPT_ERR_USAGE, "--cp %d does not divide the %ld GPUs of --gpus "
+                                 "(--search keeps the CP given)", s->cp, gpus);
+    }
     return hpt_plan_search(s, &fx, (int)gpus, o->top != HPT_PLAN_NOTSET ? o->top : 10, o->json, out);
 }
 

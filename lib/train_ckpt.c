@@ -102,16 +102,18 @@ static hpt_status keep_global_batch(run_state *r, hpt_train_opts *o, const hpt_c
         o->grad_accum = (int)(G / per);
         return HPT_OK;
     }
-    char ok[512] = "";
+    char ok[512] = "", cp[24] = "";
+    if (r->comm.cp > 1)
+        snprintf(cp, sizeof cp, " / CP %d", r->comm.cp);
     for (int b = 1; b <= G && strlen(ok) < 400; b++)
         if (G % ((long long)b * r->comm.dp) == 0)
             snprintf(ok + strlen(ok), sizeof ok - strlen(ok), "%s%d", ok[0] ? ", " : "", b);
     return hpt_error_set(HPT_ERR_USAGE,
                          "%s: checkpoint global batch %lld cannot be kept with --batch %d x DP %d "
-                         "(%d ranks / TP %d / PP %d): micro-batch x DP must divide it; with this "
+                         "(%d ranks / TP %d%s / PP %d): micro-batch x DP must divide it; with this "
                          "layout use --batch in {%s}, or a DP that divides %lld",
                          r->ckpt_dir, G, o->batch, r->comm.dp, r->comm.world_size, r->comm.tp,
-                         r->comm.pp, ok[0] ? ok : "none", G);
+                         cp, r->comm.pp, ok[0] ? ok : "none", G);
 }
 
 /* How checkpoint metadata m differs from this run: 0 not; 1 another model

@@ -220,10 +220,13 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
     if (st || !r->root)
         return st;
     hpt_metrics *m = r->metrics;
+    char cpw[24] = ""; /* /segments has no cp field: world / (TP x PP x DP) */
+    if (r->comm.cp > 1)
+        snprintf(cpw, sizeof cpw, "CP %d x ", r->comm.cp);
     hpt_metrics_event(m, r->start_step, 0, "run_start",
-                      "TP %d x PP %d x DP %d%s%s%s on %d ranks, micro-batch %d x grad-accum %d, "
+                      "TP %d x %sPP %d x DP %d%s%s%s on %d ranks, micro-batch %d x grad-accum %d, "
                       "%d steps, backend %s, precision %s",
-                      r->comm.tp, r->comm.pp, r->comm.dp, zero_words(o->zero),
+                      r->comm.tp, cpw, r->comm.pp, r->comm.dp, zero_words(o->zero),
                       info.sequence_parallel ? ", sequence parallel" : "",
                       o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective recomputation"
                       : o->recompute ? ", full recomputation" : "", W, o->batch,

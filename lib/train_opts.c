@@ -477,6 +477,13 @@ static hpt_status train_opts_check_cp(const hpt_train_opts *o)
     hpt_status st = hpt_cp_check(o->seq_len, o->cp);
     if (st)
         return st;
+    long local = (long)o->batch * (o->seq_len / o->cp); /* a rank's tokens of a micro-batch */
+    if (o->sequence_parallel && o->tp > 1 && local % o->tp)
+        return hpt_error_set(HPT_ERR_USAGE, "--sequence-parallel with --cp %d: a rank's "
+                             "micro-batch of --batch %d x --seq-len %d / CP %d = %ld tokens does "
+                             "not split into --tp %d equal parts (choose them so that TP divides "
+                             "batch x seq-len / CP)", o->cp, o->batch, o->seq_len, o->cp, local,
+                             o->tp);
     if (!strcmp(o->comm, "nccl"))
         return hpt_error_set(HPT_ERR_USAGE, "--cp %d with --comm nccl: the ring's receives into "
                              "device memory have no NCCL path yet; use --comm mpi (host staging; "
@@ -547,7 +554,8 @@ hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *
                                  "nearest: %s)", M, P, near);
         }
     }
-    if (o->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 && o->zero >= 2)
+    /* on DP 1 ZeRO-2/3 run as ZeRO-0 (lib/train.c's note), as hpt-plan plans them */
+    if (o->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 && o->zero >= 2 && *dp > 1)
         return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule zb-h1 with --zero %d: not supported "
                              "(its per-micro-batch reduce-scatters would start at a deferred "
                              "weight-gradient pass, after later micro-batches' norm gradients); "

@@ -218,6 +218,7 @@ fi
 SHARD="" shard_mode=$HPT_ZERO_SHARD_GROUP
 if [[ $shard_mode =~ ^[1-9][0-9]*$ ]]; then
   [ "$HPT_ZERO" != 0 ] || die "HPT_ZERO_SHARD_GROUP=$shard_mode needs HPT_ZERO=1, 2 or 3"
+  [ "$HPT_CP" = 1 ] || die "HPT_ZERO_SHARD_GROUP=$shard_mode with HPT_CP=$HPT_CP: hpt-train refuses HSDP with context parallelism (ZeRO shards over the CP x DP replicas); use HPT_ZERO_SHARD_GROUP=0"
   if (( DP % shard_mode )); then # a restart on fewer nodes too: the node's DP ranks instead
     say "warning: HPT_ZERO_SHARD_GROUP=$shard_mode does not divide DP=$DP ($NODES nodes): shard groups of the DP ranks of a node instead (auto)"
     shard_mode=auto
@@ -225,7 +226,7 @@ if [[ $shard_mode =~ ^[1-9][0-9]*$ ]]; then
     SHARD=$shard_mode
   fi
 fi
-if [ "$shard_mode" = auto ]; then
+if [ "$shard_mode" = auto ] && [ "$HPT_CP" = 1 ]; then # hpt-train has no HSDP with CP
   per=$((TPN / HPT_TP))
   [ "$HPT_ZERO" != 0 ] && (( per > 1 && per < DP && DP % per == 0 )) && SHARD=$per
 fi

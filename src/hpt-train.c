@@ -50,7 +50,7 @@ static void usage(FILE *f, const hpt_train_opts *d)
             "  --pp-schedule S       1f1b, gpipe, interleaved (--pp-virtual V) or zb-h1 [1f1b]\n"
             "  --pp-virtual V        interleaved: model chunks per pipeline rank [1]\n"
             "  --pp-split A,B,...    layers per stage [balanced]\n"
-            "  --dp N                data parallel size [world size / (TP x PP)]\n"
+            "  --dp N                data parallel size [world size / (TP x CP x PP)]\n"
             "  --zero N              ZeRO stage over the DP ranks: 0 none, 1 AdamW state\n"
             "                        sharded, 2 also the gradients (reduce-scattered per\n"
             "                        bucket during backward), 3 also the parameters (each\n"

@@ -202,7 +202,8 @@
     var l = r.layout || {};
     var name = r.name || ('run ' + r.id);
     var dup = S.runs.filter(function (o) { return o.name === r.name; }).length > 1;
-    return name + (dup ? ' #' + r.id : '') + ' (tp' + (l.tp || 1) + ' pp' + (l.pp || 1) + ' dp' +
+    return name + (dup ? ' #' + r.id : '') + ' (tp' + (l.tp || 1) +
+      (l.cp > 1 ? ' cp' + l.cp : '') + ' pp' + (l.pp || 1) + ' dp' +
       (l.dp || 1) + ', ' + (l.world || 1) + ' ranks)';
   }
 
@@ -575,14 +576,17 @@
     }, { replaceMerge: ['series'] });
   }
 
-  /* The measured pipeline bubble of the rows a heat map holds: per step the
-   * most idle rank's bubble_s over the step's time (/steps/step_time), the
-   * median over the steps that have one (hpt-metrics summary's figure);
-   * {value, steps}, value null when no step has one (a file older than
-   * /ranks/pipeline_bubble). */
-  function measuredBubble(rk) {
+  /* The measured pipeline bubble of the rows a heat map holds from step
+   * `from` on (the last segment's first: an earlier segment ran another
+   * layout or schedule): per step the most idle rank's bubble_s over the
+   * step's time (/steps/step_time), the median over the steps that have one
+   * (hpt-metrics summary's figure); {value, steps}, value null when no step
+   * has one (a file older than /ranks/pipeline_bubble). */
+  function measuredBubble(rk, from) {
     var mat = (rk && rk.bubble_s) || [], st = (rk && rk.step_time) || [], r = [];
+    var step = (rk && rk.step) || [];
     mat.forEach(function (row, i) {
+      if (from && step[i] < from) return;
       var worst = -1;
       (row || []).forEach(function (v) { if (v !== null && isFinite(v) && v > worst) worst = v; });
       if (worst >= 0 && st[i] > 0) r.push(worst / st[i]);
@@ -607,7 +611,7 @@
       line.textContent = '';
       return;
     }
-    var ga = (r.attrs || {}).grad_accum, m = measuredBubble(h.ranks);
+    var ga = (r.attrs || {}).grad_accum, m = measuredBubble(h.ranks, seg ? seg.step : 0);
     var th = seg && typeof seg.bubble_theory === 'number' ? seg.bubble_theory : null;
     var sched = seg && seg.pp_schedule ? SCHEDULE_LABEL[seg.pp_schedule] || seg.pp_schedule : null;
     if (sched && seg.pp_schedule === 'interleaved' && seg.pp_virtual) sched += ', V = ' + seg.pp_virtual;

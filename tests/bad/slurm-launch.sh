@@ -27,6 +27,14 @@ expect_error 2 "HPT_ZERO_SHARD_GROUP='x': expected auto, 0 \(off\) or a shard gr
 expect_error 2 "HPT_ZERO_SHARD_GROUP='007': expected auto, 0 \(off\) or a shard group size" \
   env HPT_ZERO=3 HPT_ZERO_SHARD_GROUP=007 bash "$T" --dry-run
 expect_error 2 "HPT_ZERO_SHARD_GROUP=2 needs HPT_ZERO=1, 2 or 3" env HPT_ZERO=0 HPT_ZERO_SHARD_GROUP=2 bash "$T" --dry-run
+# HSDP with context parallelism: hpt-train refuses it, so a given group is
+# refused here and auto (the default) is off with HPT_CP > 1 — before, auto
+# passed --zero-shard-group 4 and the job's plan (and hpt-train) refused it
+expect_error 2 "HPT_ZERO_SHARD_GROUP=4 with HPT_CP=2: hpt-train refuses HSDP with context parallelism" \
+  env HPT_NODES=4 HPT_TP=1 HPT_PP=1 HPT_CP=2 HPT_ZERO=1 HPT_GLOBAL_BATCH=16 HPT_ZERO_SHARD_GROUP=4 bash "$T" --dry-run
+env HPT_NODES=4 HPT_TP=1 HPT_PP=1 HPT_CP=2 HPT_ZERO=1 HPT_GLOBAL_BATCH=16 bash "$T" --dry-run > "$WORK/cp.out" 2>&1 ||
+  { cat "$WORK/cp.out"; fail "HPT_CP=2 with HPT_ZERO=1 and the default HPT_ZERO_SHARD_GROUP=auto: the dry run failed"; }
+! grep -q "zero-shard-group\|HSDP" "$WORK/cp.out" || { cat "$WORK/cp.out"; fail "auto HSDP with HPT_CP=2"; }
 expect_error 2 "HPT_ZERO1=1 and HPT_ZERO=2 contradict: HPT_ZERO1=1 is HPT_ZERO=1; set one of them" \
   env HPT_ZERO1=1 HPT_ZERO=2 bash "$T" --dry-run
 expect_error 2 "HPT_SIGNAL='KILL': expected USR1, USR2, TERM, INT or HUP" env HPT_SIGNAL=KILL bash "$T" --dry-run

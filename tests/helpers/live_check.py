@@ -151,7 +151,7 @@ wait_for("state stopped", lambda: seen("state", lambda d: d["state"] == "stopped
 st, body = get("/api/runs")
 runs = json.loads(body)["runs"]
 assert st == 200 and runs[0]["state"] == "stopped" and runs[0]["name"] == "run", runs
-assert runs[0]["layout"] == {"tp": 1, "pp": 1, "dp": 2, "world": 2}, runs[0]["layout"]
+assert runs[0]["layout"] == {"tp": 1, "cp": 1, "pp": 1, "dp": 2, "world": 2}, runs[0]["layout"]
 print("kill -9 of the writer (pid %d) -> state stopped" % pid)
 
 

@@ -44,7 +44,10 @@ def main(path):
     for name, col in (("busy_s", "busy"), ("step_s", "step_time")):
         out[name] = [sig6(clean(r)) for r in f["ranks/" + col][:][rows]] if len(rows) else []
     out["comm"] = {}
-    for g in ("tp", "pp", "dp", "mp", "embed"):  # mean seconds per step of each rank
+    for g in ("tp", "pp", "dp", "mp", "embed", "cp"):  # mean seconds per step of each rank
+        if "ranks/comm_" + g not in f:  # a file older than the column: null
+            out["comm"][g] = [None] * f["ranks/busy"].shape[1]
+            continue
         v = f["ranks/comm_" + g][:][rows] if len(rows) else np.zeros((0, 0))
         means = []
         for w in range(v.shape[1]):

@@ -44,7 +44,7 @@ assert c["loss"] == [float(x) for x in loss[idx]] and c["lr"] == list(f["steps/l
 vs = [int(x) for x in step[np.isfinite(f["steps/val_loss"][:])]]
 assert c["val_step"] == vs, c["val_step"][:5]
 assert len(h["ranks"]["step"]) == 100 and len(h["ranks"]["busy_s"][0]) == 40
-assert len(h["comm"]["seconds"]) == 5 and len(h["comm"]["seconds"][0]) == 40
+assert len(h["comm"]["seconds"]) == 6 and len(h["comm"]["seconds"][0]) == 40
 busy = f["ranks/busy"][:]
 for st_, row in zip(h["ranks"]["step"], h["ranks"]["busy_s"]):
     ref = busy[st_ - 1]
@@ -54,7 +54,7 @@ runs = json.load(urllib.request.urlopen(base + "/api/runs?token=" + tok, timeout
 assert [(r["id"], r["name"], r["state"]) for r in runs] == [(0, "m.h5", "stopped"),
                                                              (1, "later", "waiting")], runs
 assert runs[1]["error"].endswith("later/metrics.h5: no such file yet; waiting for it"), runs[1]
-assert runs[0]["layout"] == {"tp": 1, "pp": 1, "dp": 40, "world": 40}, runs[0]["layout"]
+assert runs[0]["layout"] == {"tp": 1, "cp": 1, "pp": 1, "dp": 40, "world": 40}, runs[0]["layout"]
 h1 = json.load(urllib.request.urlopen(base + "/api/history?run=1&token=" + tok, timeout=60))
 assert h1["state"] == "waiting" and h1["columns"]["step"] == [] and h1["run"] == 1, h1
 # points=2: the first and last step, the event and alert steps and the

@@ -120,7 +120,7 @@ for out, suf, dpi, runs in (("one", "", 100, [("a", 4)]), ("two", "-tp2dp2", 80,
         m = manifest(d, "breakdown" + suf)
         p = plots(m)
         assert m["n_axes"] == 1 and m["ranks"] == nranks, m
-        assert p[0]["n_series"] == 12 and all(s["bars"] == nranks for s in p[0]["series"]), p[0]
+        assert p[0]["n_series"] == 13 and all(s["bars"] == nranks for s in p[0]["series"]), p[0]
         assert [s["label"] for s in p[0]["series"]][:5] == ["forward", "backward", "optimizer",
                                                             "data", "other"], p[0]
         want = ranks["step_time"].mean(axis=0) + ranks["checkpoint"].mean(axis=0)
