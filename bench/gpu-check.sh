@@ -69,6 +69,7 @@
 #                 tolerance; the repeat should be identical, else the
 #                 largest difference is reported), and the speed-ups;
 #       nccl-shared         2 ranks on one GPU: nccl refused, auto falls back;
+#                 --cp 2 in bf16 there trains (the CUDA ring through MPI);
 #       small               `small` for 30 s with --comm nccl (size-1
 #                 mode), tokens/s, and PyTorch on the same shapes.
 #   --rehearse  (here, no GPU; after --pack) both calls in a row, the second
@@ -241,7 +242,8 @@ nccl_shared() {  # 2 ranks on one GPU: nccl refused with the ranks named; auto f
   $MPIEXEC_BIN -n 2 $TRAIN $a --comm auto >"$tmp/shared-auto.out" 2>&1 || { cat "$tmp/shared-auto.out"; return 1; }
   grep -q "comm mpi+host-staging\$" "$tmp/shared-auto.out" ||
     { echo "--comm auto did not fall back to MPI:"; head -3 "$tmp/shared-auto.out"; return 1; }
-  echo "shared GPU: --comm nccl refused (exit 2, ranks named); --comm auto trained on MPI + host staging"
+  $MPIEXEC_BIN -n 2 $TRAIN $a --dp 1 --cp 2 --precision bf16 >"$tmp/shared-cp.out" 2>&1 || { cat "$tmp/shared-cp.out"; return 1; }
+  echo "shared GPU: --comm nccl refused (exit 2, ranks named); --comm auto trained on MPI + host staging; --cp 2 bf16 trained"
 }
 median_tok_s() {  # median_tok_s FILE: the median tok/s of the progress lines after the first 3 (warm-up)
   grep -o '| [0-9]* tok/s |' "$1" | awk 'NR > 3 {print $2}' | sort -g |

@@ -87,19 +87,26 @@ struct hpt_ring {
     const hpt_backend *be;
     hpt_comm *c;
     int B, T, Tl, cp, rank, KV, hd;
-    size_t n;       /* floats of one K (or V) block: B*Tl*KV*hd            */
-    float *block;   /* backend memory, 10n: kv[2] (K then V, 2n each),
-                     * acc[2] (dK then dV), part (dK then dV)             */
-    float *kv[2], *acc[2], *part;
+    size_t n;       /* elements of one K (or V) block: B*Tl*KV*hd          */
+    size_t esz;     /* bytes of one K/V element: the activation dtype's     */
+    size_t words;   /* 4-byte words of one K (or V) block: n*esz/4          */
+    char *block;    /* backend memory, hpt_ring_bytes: kv[2] (K then V, n
+                     * act elements each), then acc[2] (dK then dV, 2n
+                     * floats each) and part (dK then dV, 2n floats)       */
+    char *kv[2];
+    float *acc[2], *part;
     int *pos;       /* host, Tl                                            */
     /* transfer timing (hpt_ring_timing): seconds blocked in the waits, and
      * from each batch's first start to the end of its waits */
     double waited, inflight;
 };
 
-size_t hpt_ring_floats(int B, int T, int cp, int KV, int hd)
+size_t hpt_ring_bytes(int B, int T, int cp, int KV, int hd, hpt_dtype act)
 {
-    return cp > 1 ? 10 * (size_t)B * (size_t)(T / cp) * (size_t)KV * (size_t)hd : 0;
+    if (cp <= 1)
+        return 0;
+    size_t n = (size_t)B * (size_t)(T / cp) * (size_t)KV * (size_t)hd;
+    return 4 * n * hpt_dtype_bytes(act) + 6 * n * sizeof(float);
 }
 
 hpt_status hpt_ring_init(hpt_ring **out, const hpt_backend *be, hpt_comm *c, int B, int T,
@@ -113,17 +120,16 @@ hpt_status hpt_ring_init(hpt_ring **out, const hpt_backend *be, hpt_comm *c, int
         !be->rope_pos)
         return hpt_error_set(HPT_ERR_USAGE, "--cp %d: the %s backend has no ring attention",
                              c->cp, be->name);
-    if (hpt_backend_act_dtype(be) != HPT_DTYPE_F32) /* the ring moves K/V as floats */
-        return hpt_error_set(HPT_ERR_USAGE, "--cp %d with bf16 activations (--precision bf16): "
-                             "not supported yet (the ring passes K/V blocks as fp32); use "
-                             "--precision tf32 or fp32", c->cp);
     hpt_ring *r = calloc(1, sizeof *r);
     if (!r)
         return hpt_error_set(HPT_ERR_INTERNAL, "out of memory for the CP ring");
+    hpt_dtype act = hpt_backend_act_dtype(be);
     r->be = be, r->c = c, r->B = B, r->T = T, r->cp = c->cp, r->rank = c->cp_rank;
     r->Tl = T / c->cp, r->KV = KV, r->hd = hd;
     r->n = (size_t)B * r->Tl * KV * hd;
-    size_t bytes = sizeof(float) * hpt_ring_floats(B, T, c->cp, KV, hd);
+    r->esz = hpt_dtype_bytes(act);
+    r->words = r->n * r->esz / 4; /* Tl = 2 Tc is even: whole words in bf16 too */
+    size_t bytes = hpt_ring_bytes(B, T, c->cp, KV, hd, act);
     r->pos = malloc(sizeof(int) * (size_t)r->Tl);
     r->block = be->alloc(bytes);
     if (!r->pos || !r->block) {
@@ -131,11 +137,13 @@ hpt_status hpt_ring_init(hpt_ring **out, const hpt_backend *be, hpt_comm *c, int
         return hpt_error_set(HPT_ERR_INTERNAL, "--cp %d: out of memory for the ring's %zu bytes "
                              "of K/V transfer buffers", c->cp, bytes);
     }
+    size_t kvb = 2 * r->n * r->esz; /* one K/V pair */
+    float *f = (float *)(r->block + 2 * kvb);
     for (int i = 0; i < 2; i++) {
-        r->kv[i] = r->block + 2 * r->n * (size_t)i;
-        r->acc[i] = r->block + 2 * r->n * (size_t)(2 + i);
+        r->kv[i] = r->block + kvb * (size_t)i;
+        r->acc[i] = f + 2 * r->n * (size_t)i;
     }
-    r->part = r->block + 8 * r->n;
+    r->part = f + 4 * r->n;
     for (int t = 0; t < r->Tl; t++)
         r->pos[t] = hpt_cp_pos(t, T, r->cp, r->rank);
     *out = r;
@@ -155,16 +163,20 @@ void hpt_ring_free(hpt_ring *r)
 }
 
 /* Post the sends of (k, v) to the next rank and the receives of the next
- * block from the previous one into dst (K then V): 4 requests. */
-static void ring_pass(hpt_ring *r, const float *k, const float *v, float *dst, int tk, int tv,
+ * block from the previous one into dst (K then V): 4 requests. The blocks
+ * are activations (fp32 or bf16): they travel as r->words opaque 4-byte
+ * words through the f32 slots (a send/receive copies bits, no arithmetic),
+ * as sequence parallelism's all-gathers of bf16 activations do. */
+static void ring_pass(hpt_ring *r, const void *k, const void *v, char *dst, int tk, int tv,
                       hpt_comm_req *req)
 {
     hpt_comm *c = r->c;
     int next = (r->rank + 1) % r->cp, prev = (r->rank + r->cp - 1) % r->cp;
-    c->be->irecv_f32(c, HPT_GROUP_CP, dst, r->n, prev, tk, &req[0]);
-    c->be->irecv_f32(c, HPT_GROUP_CP, dst + r->n, r->n, prev, tv, &req[1]);
-    c->be->isend_f32(c, HPT_GROUP_CP, k, r->n, next, tk, &req[2]);
-    c->be->isend_f32(c, HPT_GROUP_CP, v, r->n, next, tv, &req[3]);
+    size_t w = r->words;
+    c->be->irecv_f32(c, HPT_GROUP_CP, (float *)dst, w, prev, tk, &req[0]);
+    c->be->irecv_f32(c, HPT_GROUP_CP, (float *)(dst + r->n * r->esz), w, prev, tv, &req[1]);
+    c->be->isend_f32(c, HPT_GROUP_CP, (const float *)k, w, next, tk, &req[2]);
+    c->be->isend_f32(c, HPT_GROUP_CP, (const float *)v, w, next, tv, &req[3]);
 }
 
 /* Wait for n requests posted together; the window from the earliest
@@ -193,10 +205,10 @@ void hpt_ring_forward(hpt_ring *r, void *out, float *lse, const void *q, const v
                       const void *v, int H)
 {
     int started[2] = {0, 0};
-    const float *ck = k, *cv = v;
+    const void *ck = k, *cv = v;
     for (int s = 0; s < r->cp; s++) {
         hpt_comm_req req[4];
-        float *nxt = r->kv[(s + 1) % 2];
+        char *nxt = r->kv[(s + 1) % 2];
         if (s + 1 < r->cp) /* the next block travels while this one computes */
             ring_pass(r, ck, cv, nxt, TAG_K, TAG_V, req);
         int owner = (r->rank - s + r->cp) % r->cp;
@@ -204,7 +216,7 @@ void hpt_ring_forward(hpt_ring *r, void *out, float *lse, const void *q, const v
                               r->KV, r->hd, started);
         if (s + 1 < r->cp) {
             wait_all(r, req, 4);
-            ck = nxt, cv = nxt + r->n;
+            ck = nxt, cv = nxt + r->n * r->esz;
         }
     }
 }
@@ -219,10 +231,10 @@ void hpt_ring_backward(hpt_ring *r, float *dq, float *dk, float *dv, float *D, c
     size_t n = r->n;
     be->attention_rowdot(D, dout, out, r->B, r->Tl, H, r->hd);
     be->memset0(dq, sizeof(float) * (size_t)r->B * r->Tl * H * r->hd);
-    const float *ck = k, *cv = v;
+    const void *ck = k, *cv = v;
     hpt_comm_req kvq[4], accq[2], inq[2];
     for (int s = 0; s < r->cp; s++) {
-        float *nxt = r->kv[(s + 1) % 2];
+        char *nxt = r->kv[(s + 1) % 2];
         if (s + 1 < r->cp)
             ring_pass(r, ck, cv, nxt, TAG_K, TAG_V, kvq);
         int owner = (r->rank - s + r->cp) % r->cp;
@@ -246,7 +258,7 @@ void hpt_ring_backward(hpt_ring *r, float *dq, float *dk, float *dv, float *D, c
         c->be->irecv_f32(c, HPT_GROUP_CP, in_v, n, prev, TAG_DV, &inq[1]);
         if (s + 1 < r->cp) {
             wait_all(r, kvq, 4);
-            ck = nxt, cv = nxt + n;
+            ck = nxt, cv = nxt + n * r->esz;
         }
         wait_all(r, accq, 2);
     }

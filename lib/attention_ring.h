@@ -13,7 +13,13 @@
  * Transformers"): the K/V blocks (un-expanded GQA heads, (B,Tl,KV,hd)
  * each) travel around the CP ring, rank r sending to r+1 and receiving from
  * r-1 with nonblocking send/receive (comm table: isend_f32/irecv_f32 on
- * HPT_GROUP_CP), in flight while the current block computes. At step s
+ * HPT_GROUP_CP; the NCCL table: one two-rank communicator per ring edge),
+ * in flight while the current block computes. K/V travel in the
+ * activation dtype (fp32, or bf16 with --precision bf16 on the CUDA
+ * backend: half the bytes), as opaque 4-byte words through the f32 slots
+ * (Tl = 2 Tc is even, so a bf16 block is whole words); nothing is
+ * converted. The dK/dV accumulators stay fp32 in every precision (they
+ * are sums over the CP ranks' queries, added in ring order). At step s
  * rank r holds the keys of owner (r - s) mod CP; each (query chunk, key
  * chunk) pair is one be->attention_block_forward call, merged into the
  * output by the online softmax in a fixed order (step, query chunk, key
@@ -69,17 +75,19 @@ typedef struct hpt_ring hpt_ring;
 
 /* The ring of this rank for micro-batches of B sequences of T tokens
  * (global) with KV local kv heads of hd: its transfer buffers (backend
- * memory: 2 K/V blocks in flight, 2 dK/dV accumulators and the block's
- * contribution, 10*B*(T/cp)*KV*hd floats) and the local rows' positions.
- * c: the grid (HPT_GROUP_CP). Errors: HPT_ERR_USAGE from hpt_cp_check,
- * or when the backend has no ring ops (naming it); HPT_ERR_INTERNAL out
- * of memory (the bytes). *out NULL on error. */
+ * memory, hpt_ring_bytes: 2 K/V blocks in flight in the activation dtype,
+ * 2 dK/dV accumulators and the block's contribution in fp32) and the local
+ * rows' positions. c: the grid (HPT_GROUP_CP). Errors: HPT_ERR_USAGE from
+ * hpt_cp_check, or when the backend has no ring ops (naming it);
+ * HPT_ERR_INTERNAL out of memory (the bytes). *out NULL on error. */
 hpt_status hpt_ring_init(hpt_ring **out, const hpt_backend *be, struct hpt_comm *c, int B, int T,
                          int KV, int hd);
 
-/* Floats of backend memory hpt_ring_init allocates (for hpt-plan and the
- * model's activation figure). */
-size_t hpt_ring_floats(int B, int T, int cp, int KV, int hd);
+/* Bytes of backend memory hpt_ring_init allocates (for hpt-plan and the
+ * model's activation figure), n = B*(T/cp)*KV*hd: 4n elements of the
+ * activation dtype `act` (two K/V pairs) + 6n floats (dK/dV accumulators
+ * twice and the block's part); 0 when cp = 1. */
+size_t hpt_ring_bytes(int B, int T, int cp, int KV, int hd, hpt_dtype act);
 
 /* Positions of the local rows (Tl entries, host): for rope_pos. */
 const int *hpt_ring_positions(const hpt_ring *r);

@@ -148,8 +148,10 @@ typedef struct {
      * (lib/train_dp_buckets.c). */
     void (*ireduce_scatter_sum_f32)(hpt_comm *c, hpt_group g, const float *send, float *recv,
                                     const int *counts, hpt_comm_req *r);
-    /* Point-to-point inside a group (pipeline activations and gradients):
-     * start sending n floats to group rank `peer`; finish with wait. */
+    /* Point-to-point inside a group (pipeline activations and gradients,
+     * the CP ring's blocks): start sending n floats to group rank `peer`;
+     * finish with wait. The floats are copied as bits, so callers may move
+     * bf16 activations as whole 4-byte words (lib/attention_ring.c). */
     void (*isend_f32)(hpt_comm *c, hpt_group g, const float *buf, size_t n, int peer, int tag,
                       hpt_comm_req *r);
     /* Receive n floats from group rank `peer` (blocking). */
@@ -159,8 +161,8 @@ typedef struct {
      * recv_f32: one call, no bytes (the sender counts them). The ring of
      * context parallelism (lib/attention_ring.c): K/V blocks in flight
      * while the current block computes. NCCL: host buffers through MPI;
-     * device buffers are refused (HPT_FATAL: --cp runs on the CPU backend
-     * only; compiled, not run here). */
+     * device buffers through the ring's in-edge communicator on a side
+     * stream (lib/comm_nccl.c; compiled, not yet run on a GPU). */
     void (*irecv_f32)(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag,
                       hpt_comm_req *r);
     /* bytes from `root` (group rank) to every rank. */
@@ -216,7 +218,8 @@ void hpt_comm_stage_on(hpt_comm *c, hpt_comm_stage *s, int (*is_device)(const vo
  * communicator per group of more than one rank, agreed over the world
  * after each group (a failure names the lowest failing rank and its host),
  * from an ncclUniqueId broadcast over the group's MPI communicator, and
- * two-rank communicators per pipeline boundary and direction for the
+ * two-rank communicators per pipeline boundary and direction and per
+ * context-parallel ring edge (hpt_nccl_cp_edge_rank) for the
  * point-to-point traffic. Device buffers go through NCCL, host buffers
  * through MPI; the data-parallel bucket all-reduces (iallreduce) run on a
  * stream of their own, ordered after the compute stream by an event and
@@ -243,6 +246,7 @@ enum { HPT_NCCL_NONE, HPT_NCCL_OWN, HPT_NCCL_SHARES_DP };
 typedef struct {
     int group[HPT_GROUP_COUNT]; /* HPT_NCCL_NONE, _OWN, or _SHARES_DP (the shard group) */
     int pairs;                  /* pipeline pair communicators this rank joins: 0, 2, 4 */
+    int cp_edges;               /* context-parallel ring edges this rank joins: 0, 2    */
     int size1;                  /* groups of one rank get a communicator too            */
     int loopback;               /* size-1 mode: a checked send/recv to itself            */
 } hpt_nccl_plan;
@@ -256,11 +260,23 @@ hpt_status hpt_nccl_size1_env(int *on);
 /* This rank's plan for c's groups: a communicator for each group of at
  * least 2 ranks (1 with size1) that it belongs to; the ZeRO shard group
  * shares the data-parallel one when they have the same size; the pipeline
- * pair communicators (two per neighbouring stage). */
+ * pair communicators (two per neighbouring stage); the CP ring's two edge
+ * communicators when c->cp > 1 (hpt_nccl_cp_edge_rank). */
 void hpt_nccl_plan_make(const hpt_comm *c, int size1, hpt_nccl_plan *p);
 
-/* "world (1), tensor-parallel (1), ...; 0 pipeline pair communicators[; a
- * send/recv ...]" into buf (snprintf rules); returns the length wanted. */
+/* The ring of context parallelism (lib/attention_ring.c) over NCCL: one
+ * two-rank communicator per ring edge e = 0 .. cp-1, joining CP rank e (the
+ * sender, rank 0 inside it) and CP rank (e+1) % cp (the receiver, rank 1),
+ * so each edge carries one direction: every CP rank is in two, its out-edge
+ * (e = cp_rank) and its in-edge (e = cp_rank - 1 mod cp); at CP 2 they join
+ * the same two ranks as two distinct communicators. Returns this rank's
+ * rank inside edge e (0 or 1), or -1 when it is not a member (or cp < 2,
+ * or e out of range). Pure. */
+int hpt_nccl_cp_edge_rank(int cp, int cp_rank, int e);
+
+/* "world (1), tensor-parallel (1), ...; 0 pipeline pair communicators[; 2
+ * context-parallel ring edge communicators][; a send/recv ...]" into buf
+ * (snprintf rules); returns the length wanted. */
 int hpt_nccl_plan_describe(const hpt_nccl_plan *p, const hpt_comm *c, char *buf, size_t cap);
 
 /* A group's name in messages ("data-parallel shard"). */

@@ -14,6 +14,20 @@
  *    receives run on the compute stream (the activation is needed next).
  *    This avoids the classic NCCL p2p deadlock of two ranks that both
  *    enqueue a send before their receive on the same stream/communicator.
+ *  - Context parallelism's ring (lib/attention_ring.c: CP rank r sends
+ *    K/V blocks and dK/dV accumulators to r+1 and receives from r-1, two
+ *    transfers at once per direction, each an isend/irecv then a wait):
+ *    one two-rank communicator per ring edge (e -> e+1 mod CP; sender rank
+ *    0 inside it, lib/comm_nccl_plan.c hpt_nccl_cp_edge_rank), so a rank
+ *    sends only on its out-edge and receives only on its in-edge (at CP 2
+ *    the two edges join the same ranks as distinct communicators). Sends
+ *    run on one side stream, receives on another, each ordered after the
+ *    compute stream by an event (the receive overwrites a buffer an earlier
+ *    step read; the send reads what the compute stream wrote); the wait
+ *    makes the compute stream wait for the transfer's done event. NCCL
+ *    matches a communicator's sends and receives in order, which the ring
+ *    keeps (K, V, dK, dV on both sides), so tags are not needed. Compiled
+ *    here; never run on a GPU by its author.
  *  - Blocking collectives (tensor-parallel all-reduces, ZeRO-1's
  *    reduce-scatter and all-gather, broadcasts) run on the compute stream
  *    (the CUDA backend's stream 0, the legacy default stream), so they are
@@ -65,14 +79,18 @@
                       (int)e_, cudaGetErrorString(e_));                                            \
     } while (0)
 
-enum { P2P_SEND_NEXT, P2P_RECV_PREV, P2P_SEND_PREV, P2P_RECV_NEXT, P2P_COUNT };
+/* The two-rank communicators: pipeline neighbours (four), then the CP
+ * ring's out-edge (this rank sends) and in-edge (it receives). */
+enum { P2P_SEND_NEXT, P2P_RECV_PREV, P2P_SEND_PREV, P2P_RECV_NEXT, P2P_CP_OUT, P2P_CP_IN,
+       P2P_COUNT };
 
 typedef struct {
     ncclComm_t group[HPT_GROUP_COUNT]; /* NULL: group of one rank, or not a member */
-    ncclComm_t p2p[P2P_COUNT];         /* two-rank pipeline communicators          */
+    ncclComm_t p2p[P2P_COUNT];         /* two-rank pipeline and CP ring communicators */
     cudaStream_t compute;              /* the compute backend's stream (0)         */
     cudaStream_t send;                 /* non-blocking side stream for sends       */
     cudaStream_t dp;                   /* non-blocking stream of the DP buckets    */
+    cudaStream_t cp_send, cp_recv;     /* non-blocking streams of the CP ring      */
 } nccl_state;
 
 static nccl_state *st(hpt_comm *c) { return (nccl_state *)c->nccl; }
@@ -368,16 +386,27 @@ static void nc_ireduce_scatter_sum_f32(hpt_comm *c, hpt_group g, const float *se
                         MPI_Wtime() - t0, 0);
 }
 
-/* The two-rank communicator that carries this send/receive. Only the
- * pipeline group has point-to-point traffic, between neighbours. */
-static ncclComm_t p2p_comm(hpt_comm *c, hpt_group g, int peer, int sending)
+/* The two-rank communicator that carries this send/receive, with the
+ * peer's rank inside it in *peer_rank. Point-to-point traffic exists
+ * between neighbouring pipeline stages (the lower stage is rank 0 of a
+ * pair) and around the context-parallel ring (to r+1 on the out-edge,
+ * from r-1 on the in-edge; the sender is rank 0 of an edge); anything
+ * else is fatal. */
+static ncclComm_t p2p_comm(hpt_comm *c, hpt_group g, int peer, int sending, int *peer_rank)
 {
-    int me = c->group_rank[g];
+    int me = c->group_rank[g], n = c->group_size[g];
+    if (g == HPT_GROUP_CP && n > 1 && peer == (sending ? (me + 1) % n : (me + n - 1) % n)) {
+        *peer_rank = sending ? 1 : 0;
+        return st(c)->p2p[sending ? P2P_CP_OUT : P2P_CP_IN];
+    }
     if (g != HPT_GROUP_PP || (peer != me + 1 && peer != me - 1))
-        HPT_FATAL("NCCL backend: point-to-point only between neighbouring pipeline stages "
-                  "(group %d, rank %d, peer %d)", (int)g, me, peer);
+        HPT_FATAL("NCCL backend: point-to-point only between neighbouring pipeline stages or "
+                  "to the next / from the previous context-parallel rank (group %s, rank %d, "
+                  "peer %d, %s)", hpt_nccl_group_name(g), me, peer,
+                  sending ? "send" : "receive");
     int k = peer == me + 1 ? (sending ? P2P_SEND_NEXT : P2P_RECV_NEXT)
                            : (sending ? P2P_SEND_PREV : P2P_RECV_PREV);
+    *peer_rank = peer > me ? 1 : 0;
     return st(c)->p2p[k];
 }
 
@@ -397,13 +426,16 @@ static void nc_isend_f32(hpt_comm *c, hpt_group g, const float *buf, size_t n, i
     }
     nccl_state *s = st(c);
     cudaEvent_t done;
-    /* pair communicators rank the lower stage 0 and the upper one 1 */
-    ON_SIDE_STREAM(s, s->send, done,
-                   NCCL_OK(ncclSend(buf, n, ncclFloat32, peer > c->group_rank[g] ? 1 : 0,
-                                    p2p_comm(c, g, peer, 1), s->send)));
+    int pr;
+    ncclComm_t pc = p2p_comm(c, g, peer, 1, &pr);
+    cudaStream_t side = g == HPT_GROUP_CP ? s->cp_send : s->send;
+    double t0 = MPI_Wtime();
+    ON_SIDE_STREAM(s, side, done, NCCL_OK(ncclSend(buf, n, ncclFloat32, pr, pc, side)));
     r->stage_host = (void *)done;
     c->counters[hpt_group_counted(g)].calls++;
     c->counters[hpt_group_counted(g)].bytes += (int64_t)(n * sizeof(float));
+    if (g == HPT_GROUP_CP) /* host time: the enqueue (as irecv counts it) */
+        c->counters[g].seconds += MPI_Wtime() - t0;
 }
 
 static void nc_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag)
@@ -413,25 +445,46 @@ static void nc_recv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer
         return;
     }
     double t0 = MPI_Wtime();
-    NCCL_OK(ncclRecv(buf, n, ncclFloat32, peer > c->group_rank[g] ? 1 : 0,
-                     p2p_comm(c, g, peer, 0), st(c)->compute));
+    int pr;
+    ncclComm_t pc = p2p_comm(c, g, peer, 0, &pr);
+    NCCL_OK(ncclRecv(buf, n, ncclFloat32, pr, pc, st(c)->compute));
     c->counters[hpt_group_counted(g)].calls++;
     c->counters[hpt_group_counted(g)].seconds += MPI_Wtime() - t0;
 }
 
-/* Host buffers through MPI (waited by nc_wait's MPI path). Device buffers:
- * no NCCL ring for context parallelism yet (the trainer refuses --cp with
- * the CUDA backend before any ring runs), so a device buffer is fatal. */
+/* Host buffers through MPI (waited by nc_wait's MPI path). Device
+ * buffers (the CP ring's blocks only: anything else is fatal): ncclRecv
+ * on the in-edge communicator on the CP receive stream, ordered after the
+ * compute stream (the buffer may still be read by an earlier step's
+ * kernels) by an event; nc_wait makes the compute stream wait for its
+ * done event. Counted as recv_f32: one call, no bytes, the host time of
+ * the enqueue. */
 static void nc_irecv_f32(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag,
                          hpt_comm_req *r)
 {
     r->stage_host = r->stage_dev = NULL;
     r->stage_bytes = 0;
-    if (on_device(buf))
-        HPT_FATAL("NCCL backend: no nonblocking receive into device memory (group %d, peer %d): "
-                  "context parallelism (--cp) runs on the CPU backend only", (int)g, peer);
-    hpt_comm_mpi.irecv_f32(c, g, buf, n, peer, tag, r);
-    r->stage_bytes = 1;
+    r->group = g;
+    r->kind1 = 0;
+    r->t_start = MPI_Wtime();
+    if (!on_device(buf)) {
+        hpt_comm_mpi.irecv_f32(c, g, buf, n, peer, tag, r);
+        r->stage_bytes = 1; /* marks an MPI request */
+        return;
+    }
+    if (g != HPT_GROUP_CP) /* the pipeline receives block, on the compute stream */
+        HPT_FATAL("NCCL backend: nonblocking receive into device memory only on the "
+                  "context-parallel ring (group %s, peer %d)", hpt_nccl_group_name(g), peer);
+    nccl_state *s = st(c);
+    double t0 = MPI_Wtime();
+    int pr;
+    ncclComm_t pc = p2p_comm(c, g, peer, 0, &pr);
+    cudaEvent_t done;
+    ON_SIDE_STREAM(s, s->cp_recv, done,
+                   NCCL_OK(ncclRecv(buf, n, ncclFloat32, pr, pc, s->cp_recv)));
+    r->stage_host = (void *)done;
+    c->counters[hpt_group_counted(g)].calls++;
+    c->counters[hpt_group_counted(g)].seconds += MPI_Wtime() - t0;
 }
 
 static void nc_broadcast(hpt_comm *c, hpt_group g, void *buf, size_t bytes, int root)
@@ -582,6 +635,30 @@ out:
     return err;
 }
 
+/* The CP ring's edge communicators (plan->cp_edges: 0 or 2 on every rank
+ * alike): for each edge e = 0 .. CP-1 in order, the pair (CP rank e, CP
+ * rank e+1 mod CP) of every CP group is split from the CP communicator
+ * keyed by its rank inside the edge (hpt_nccl_cp_edge_rank: the sender 0),
+ * and agreed over the world after each edge, as the pipeline pairs are. */
+static hpt_status cp_edges_init(hpt_comm *c, nccl_state *s, const hpt_nccl_plan *plan)
+{
+    hpt_status err = HPT_OK;
+    for (int e = 0; plan->cp_edges && e < c->cp && !err; e++) {
+        int k = hpt_nccl_cp_edge_rank(c->cp, c->group_rank[HPT_GROUP_CP], e);
+        MPI_Comm pair;
+        MPI_Comm_split(c->comms[HPT_GROUP_CP], k >= 0 ? 0 : MPI_UNDEFINED, k, &pair);
+        hpt_status e_ = HPT_OK;
+        if (pair != MPI_COMM_NULL) {
+            e_ = init_over(pair, &s->p2p[k == 0 ? P2P_CP_OUT : P2P_CP_IN],
+                           k == 0 ? "context-parallel ring (out-edge)"
+                                  : "context-parallel ring (in-edge)", c->world_rank);
+            MPI_Comm_free(&pair);
+        }
+        err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], e_); /* every rank, every edge */
+    }
+    return err;
+}
+
 hpt_status hpt_comm_nccl_on(hpt_comm *c)
 {
     /* NCCL refuses two ranks on one GPU deep inside ncclCommInitRank
@@ -602,7 +679,9 @@ hpt_status hpt_comm_nccl_on(hpt_comm *c)
     hpt_status err = HPT_OK;
     s->compute = 0; /* the CUDA backend's stream: the legacy default stream */
     if (cudaStreamCreateWithFlags(&s->send, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaStreamCreateWithFlags(&s->dp, cudaStreamNonBlocking) != cudaSuccess)
+        cudaStreamCreateWithFlags(&s->dp, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s->cp_send, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s->cp_recv, cudaStreamNonBlocking) != cudaSuccess)
         err = hpt_error_set(HPT_ERR_IO, "--comm nccl: rank %d on %s: cudaStreamCreateWithFlags: %s",
                             c->world_rank, host_name(), cudaGetErrorString(cudaGetLastError()));
     err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], err);
@@ -645,6 +724,8 @@ hpt_status hpt_comm_nccl_on(hpt_comm *c)
         }
         err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], e); /* every rank, every boundary */
     }
+    if (!err)
+        err = cp_edges_init(c, s, &plan);
     c->nccl = s;
     if (!err && plan.loopback)
         err = hpt_comm_agree(c->comms[HPT_GROUP_WORLD], loopback_check(s));
@@ -687,6 +768,10 @@ void hpt_comm_nccl_off(hpt_comm *c)
         cudaStreamDestroy(s->send);
     if (s->dp)
         cudaStreamDestroy(s->dp);
+    if (s->cp_send)
+        cudaStreamDestroy(s->cp_send);
+    if (s->cp_recv)
+        cudaStreamDestroy(s->cp_recv);
     free(s);
     c->nccl = NULL;
     c->be = &hpt_comm_mpi;

@@ -1,7 +1,8 @@
 /* comm_nccl_plan.c — which NCCL communicators hpt_comm_nccl_on creates for
  * this rank: one per group of two or more ranks (or of one, in the size-1
  * mode), the ZeRO shard group sharing the data-parallel one when they are
- * the same ranks, and the pipeline pairs. Pure logic over the MPI groups,
+ * the same ranks, the pipeline pairs and the context-parallel ring's
+ * edges. Pure logic over the MPI groups,
  * compiled with or without NCCL, so the CPU tests check it (--comm mpi
  * standing in) and lib/comm_nccl.c follows it. */
 #include <stdio.h>
@@ -51,7 +52,17 @@ void hpt_nccl_plan_make(const hpt_comm *c, int size1, hpt_nccl_plan *p)
      * communicators (forward, backward) each */
     if (c->pp > 1)
         p->pairs = 2 * ((c->pp_rank > 0) + (c->pp_rank + 1 < c->pp));
+    /* the CP ring: its out-edge and its in-edge (distinct at CP 2 too) */
+    if (c->cp > 1)
+        p->cp_edges = 2;
     p->loopback = p->size1 && p->group[HPT_GROUP_WORLD] == HPT_NCCL_OWN;
+}
+
+int hpt_nccl_cp_edge_rank(int cp, int cp_rank, int e)
+{
+    if (cp < 2 || e < 0 || e >= cp || cp_rank < 0 || cp_rank >= cp)
+        return -1;
+    return cp_rank == e ? 0 : cp_rank == (e + 1) % cp ? 1 : -1;
 }
 
 int hpt_nccl_plan_describe(const hpt_nccl_plan *p, const hpt_comm *c, char *buf, size_t cap)
@@ -69,6 +80,8 @@ int hpt_nccl_plan_describe(const hpt_nccl_plan *p, const hpt_comm *c, char *buf,
             PUT(" = data-parallel's");
     }
     PUT("%s%d pipeline pair communicator%s", n ? "; " : "", p->pairs, p->pairs == 1 ? "" : "s");
+    if (p->cp_edges)
+        PUT("; %d context-parallel ring edge communicators", p->cp_edges);
     if (p->loopback)
         PUT("; a send/recv to itself on the side stream, checked");
 #undef PUT

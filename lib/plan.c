@@ -126,15 +126,19 @@ hpt_status hpt_plan_cp_view(hpt_plan_setup *s, int cp)
     return HPT_OK;
 }
 
-/* The ring's backend memory (lib/attention_ring.c hpt_ring_floats): 10
- * blocks of B x T/CP x KV/TP x hd floats, once per rank. */
+/* The ring's backend memory (lib/attention_ring.c hpt_ring_bytes), n = B
+ * x T/CP x KV/TP x hd: two K/V pairs in the activation dtype (4n elements
+ * of act_elem_bytes: 4 fp32/tf32, 2 bf16) and 6n floats of dK/dV
+ * accumulators, once per rank. */
+static double act_elem_bytes(const hpt_plan_setup *s);
 static double cp_ring_bytes(const hpt_plan_setup *s)
 {
     const hpt_config *c = &s->cfg;
     if (cpn(s) == 1)
         return 0;
-    return 4.0 * 10 * s->micro_batch * s->seq_len * (c->num_key_value_heads / s->tp) *
-           hpt_config_head_dim(c);
+    double n = (double)s->micro_batch * s->seq_len * (c->num_key_value_heads / s->tp) *
+               hpt_config_head_dim(c);
+    return n * (4 * act_elem_bytes(s) + 6 * 4.0);
 }
 
 /* ------------------------------------------------------------ checks */
@@ -1192,10 +1196,13 @@ static hpt_plan_comm comm_of(const hpt_plan_setup *s, int stage, int d, hpt_plan
         if (cpn(s) == 1)
             break;
         int cp = cpn(s), fw = 1 + (s->recompute != 0); /* forward again when recomputed */
-        double blk = 4 * N * (c->num_key_value_heads / s->tp) * hpt_config_head_dim(c);
-        double sends = (double)M * nl * (fw * 2.0 * (cp - 1) + 2.0 * (cp - 1) + 2.0 * cp);
-        add_op(&pc, s, g, HPT_COLL_P2P, 2, sends, blk, blk);
-        pc.calls += sends; /* the matching receives (irecv_f32: a call, no bytes) */
+        double n = N * (c->num_key_value_heads / s->tp) * hpt_config_head_dim(c);
+        double kv = s->cl.exact ? 4 : act_elem_bytes(s); /* K/V: activation dtype */
+        double kvs = (double)M * nl * (fw * 2.0 * (cp - 1) + 2.0 * (cp - 1));
+        double dkv = (double)M * nl * 2.0 * cp; /* dK/dV accumulators: fp32 */
+        add_op(&pc, s, g, HPT_COLL_P2P, 2, kvs, kv * n, kv * n);
+        add_op(&pc, s, g, HPT_COLL_P2P, 2, dkv, 4 * n, 4 * n);
+        pc.calls += kvs + dkv; /* the matching receives (irecv_f32: a call, no bytes) */
         break;
     }
     case HPT_PLAN_EMBED:
@@ -1371,12 +1378,12 @@ static double capacity(const hpt_plan_setup *s)
 }
 
 /* The CP ring of stage sg (cp > 1) into r's cp_* fields: each of the CP
- * - 1 hops of a layer's forward moves a K/V block pair, overlapped with
- * one ring step's attention (a 1/CP share of the layer's, att: the
- * stage's attention FLOPs per micro-batch); the backward's hops move the
- * K/V pair and the dK/dV pair over 3x the compute. Returns the seconds per
- * micro-batch that do not hide (the excess of each hop over its step's
- * compute, every hop of every layer). */
+ * - 1 hops of a layer's forward moves a K/V block pair (activation dtype:
+ * bf16 halves it), overlapped with one ring step's attention (a 1/CP share
+ * of the layer's, att: the stage's attention FLOPs per micro-batch); the
+ * backward's hops move the K/V pair and the dK/dV pair (fp32) over 3x the
+ * compute. Returns the seconds per micro-batch that do not hide (the
+ * excess of each hop over its step's compute, every hop of every layer). */
 static double cp_exposed(const hpt_plan_setup *s, hpt_plan_result *r, const hpt_plan_stage *sg,
                          double att)
 {
@@ -1384,21 +1391,23 @@ static double cp_exposed(const hpt_plan_setup *s, hpt_plan_result *r, const hpt_
     if (cp == 1 || nl == 0)
         return 0;
     const hpt_config *c = &s->cfg;
-    double pair = 2 * 4.0 * s->micro_batch * s->seq_len * (c->num_key_value_heads / s->tp) *
-                  hpt_config_head_dim(c);
-    double hop = sg->comm[HPT_PLAN_CP].calls > 0
-                     ? sg->comm[HPT_PLAN_CP].seconds / (sg->comm[HPT_PLAN_CP].calls / 2) * 2
-                     : 0; /* one block pair's send: two sends */
+    double n = (double)s->micro_batch * s->seq_len * (c->num_key_value_heads / s->tp) *
+               hpt_config_head_dim(c);
+    double kv = 2 * n * (s->cl.exact ? 4 : act_elem_bytes(s)), dkv = 2 * n * 4.0; /* pairs */
+    hpt_plan_comm hk = {0}, hd = {0}; /* one pair's two sends, as comm_of counts them */
+    add_op(&hk, s, HPT_PLAN_CP, HPT_COLL_P2P, 2, 2, kv / 2, kv / 2);
+    add_op(&hd, s, HPT_PLAN_CP, HPT_COLL_P2P, 2, 2, dkv / 2, dkv / 2);
     double layer_att = att / nl / (1 + (s->recompute != 0) / 3.0) / 3; /* a layer's forward */
     double blk = layer_att / cp / (hpt_plan_attention_peak(s) * s->cl.efficiency);
-    r->cp_fwd_bytes = pair * (cp - 1);
-    r->cp_bwd_bytes = pair * (cp - 1) + pair * cp;
-    r->cp_hop_s = hop;
+    r->cp_fwd_bytes = kv * (cp - 1);
+    r->cp_bwd_bytes = kv * (cp - 1) + dkv * cp;
+    r->cp_hop_s = hk.seconds;
     r->cp_block_s = blk;
-    /* forward: cp - 1 hops against blk; backward: cp - 1 K/V hops and cp
-     * dK/dV hops against 2 blk each (the backward's two products) */
+    /* forward: cp - 1 K/V hops against blk; backward: cp - 1 K/V hops and
+     * cp dK/dV hops against 2 blk each (the backward's two products) */
     double fw = 1 + (s->recompute != 0);
-    double ex = nl * (fw * (cp - 1) * fmax(0, hop - blk) + (2.0 * cp - 1) * fmax(0, hop - 2 * blk));
+    double ex = nl * (fw * (cp - 1) * fmax(0, hk.seconds - blk) +
+                      (cp - 1) * fmax(0, hk.seconds - 2 * blk) + cp * fmax(0, hd.seconds - 2 * blk));
     r->cp_exposed_s = fmax(r->cp_exposed_s, ex);
     return ex;
 }
@@ -1815,11 +1824,10 @@ void hpt_plan_write_text(const hpt_plan_setup *s, const hpt_plan_result *r, FILE
     if (cpn(s) > 1)
         fprintf(f, "context parallel: CP %d, chunks of %d tokens (zigzag: 2 per rank); ring per "
                 "layer and micro-batch: forward %.4g MB, backward %.4g MB; a K/V hop %.3g s "
-                "against %.3g s of attention per ring step: %s; ring buffers %.4g MiB per rank%s\n",
+                "against %.3g s of attention per ring step: %s; ring buffers %.4g MiB per rank\n",
                 cpn(s), s->seq_len / 2, r->cp_fwd_bytes / 1e6, r->cp_bwd_bytes / 1e6, r->cp_hop_s,
                 r->cp_block_s, r->cp_exposed_s > 0 ? "not hidden" : "hidden",
-                cp_ring_bytes(s) / 1048576.0,
-                s->cl.exact ? "" : " (note: hpt-train runs --cp on the CPU backend only)");
+                cp_ring_bytes(s) / 1048576.0);
     if (s->zero_requested) /* hpt-train's note, lib/train.c */
         fprintf(f, "note: --zero %d with DP 1 shards nothing: planned as --zero 0, as hpt-train "
                 "runs it\n", s->zero_requested);
@@ -2177,8 +2185,9 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             continue;
         for (int pc = 0; !bad && pc < (gpus / tp) * 4; pc++) {
             int pp = pc / 4 + 1, cp = 1 << (pc % 4); /* CP 1, 2, 4, 8 */
-            /* CP: hpt-train runs it on the CPU backend only, so on GPU
-             * presets only where --cp was given */
+            /* CP on GPU presets only where --cp was given: hpt-train's
+             * CUDA ring (bf16, NCCL edges) is compiled and emulated but
+             * not yet measured on a GPU */
             if ((gpus / tp) % pp || (fx->pp && pp != base->pp) || (gpus / tp / pp) % cp ||
                 (fx->cp ? cp != cpn(base)
                         : cp > 1 && (base->seq_len % (2 * cp) || !base->cl.exact)))

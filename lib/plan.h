@@ -550,9 +550,9 @@ void hpt_plan_write_ranks_tsv(const hpt_plan_setup *s, FILE *f);
  * layers allow p V chunks and p divides m); PP 1 has none (1F1B).
  * Context parallelism CP in {1, 2, 4, 8} where it divides gpus/(TP*PP)
  * and 2 x CP divides the sequence length, on cluster cpu-local only
- * (hpt-train runs --cp on the CPU backend; base's CP when fixed, on any
- * cluster), ZeRO 0 or 1 and no HSDP with CP > 1 (hpt_plan_cp_view; base
- * is not in the CP view).
+ * (hpt-train's CUDA ring is not yet measured on a GPU; base's CP when
+ * fixed, on any cluster), ZeRO 0 or 1 and no HSDP with CP > 1
+ * (hpt_plan_cp_view; base is not in the CP view).
  * Ranks the layouts that fit by tokens/s (equally fast: less memory
  * first), prints the top `top` with their shard groups and schedules, why
  * the first wins and its hpt-train options; json = 1: as JSON.

@@ -228,8 +228,7 @@ static hpt_status choose_comm(run_state *r, const hpt_train_opts *o, const hpt_b
     int have_nccl = 0;
 #endif
     if (!strcmp(c, "auto")) {
-        /* context parallelism's ring receives need MPI (train_opts_check_cp) */
-        c = device && have_nccl && o->cp <= 1 ? "nccl" : "mpi";
+        c = device && have_nccl ? "nccl" : "mpi"; /* CP's ring too: its edge pairs */
         /* ranks sharing a GPU (more tasks than GPUs on a node): NCCL would
          * refuse them, MPI with host staging works (the launcher's rule,
          * slurm/launch.sh); same answer on every rank */

@@ -466,10 +466,10 @@ hpt_status train_opts_agree(MPI_Comm comm, const hpt_train_opts *o)
 }
 
 /* Context parallelism's rules: the zigzag split of --seq-len, and the
- * combinations it refuses: --comm nccl (NCCL's nonblocking receive into
- * device memory is not written: the CUDA backend rings through MPI with
- * host staging, which --comm auto picks), ZeRO-2/3 and HSDP (they would
- * shard over the CP x DP replicas, which is not tested yet). */
+ * combinations it refuses: ZeRO-2/3 and HSDP (they would shard over the
+ * CP x DP replicas, which is not tested yet). Any --comm rings: MPI (host
+ * staging on the CUDA backend) or NCCL (lib/comm_nccl.c: a two-rank
+ * communicator per ring edge). */
 static hpt_status train_opts_check_cp(const hpt_train_opts *o)
 {
     if (o->cp <= 1)
@@ -484,10 +484,6 @@ static hpt_status train_opts_check_cp(const hpt_train_opts *o)
                              "not split into --tp %d equal parts (choose them so that TP divides "
                              "batch x seq-len / CP)", o->cp, o->batch, o->seq_len, o->cp, local,
                              o->tp);
-    if (!strcmp(o->comm, "nccl"))
-        return hpt_error_set(HPT_ERR_USAGE, "--cp %d with --comm nccl: the ring's receives into "
-                             "device memory have no NCCL path yet; use --comm mpi (host staging; "
-                             "--comm auto picks it with --cp)", o->cp);
     if (o->zero >= 2)
         return hpt_error_set(HPT_ERR_USAGE, "--cp %d with --zero %d: not supported yet (ZeRO-1 "
                              "shards over the CP x DP replicas; use --zero 1)", o->cp, o->zero);

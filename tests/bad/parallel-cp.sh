@@ -2,9 +2,12 @@
 # Bad input for context parallelism (--cp): CP that does not divide the
 # ranks (alone and with --tp/--dp), --seq-len not a multiple of 2 x CP and
 # too short for the zigzag split, --cp 0, and the refused combinations
-# (--comm nccl, ZeRO-2/3, HSDP), --sequence-parallel whose TP does not
-# divide a rank's batch x seq-len / CP; every rank exits 2, the
-# message is printed once, nothing hangs. hpt-plan --cp refuses the same.
+# (ZeRO-2/3, HSDP; --comm nccl and --precision bf16 ring on the CUDA
+# backend, and the CPU backend refuses both for its own reasons:
+# tests/bad/comm-nccl-cpu.sh, model-precision-cpu.sh), --sequence-parallel
+# whose TP does not divide a rank's batch x seq-len / CP; every rank exits
+# 2, the message is printed once, nothing hangs. hpt-plan --cp refuses the
+# same.
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1
@@ -19,8 +22,12 @@ expect_error 2 "\-\-seq-len 30 does not split into the 2 x \-\-cp 4 = 8 equal zi
 expect_error 2 "\-\-seq-len 3 is too short for \-\-cp 2: .*\(the nearest valid length: 4\)" \
   $T -n 2 "$TRAIN" $A --cp 2 --seq-len 3
 expect_error 2 "\-\-cp 0: must be >= 1 \(ranks per sequence\)" "$TRAIN" $A --cp 0
-expect_error 2 "\-\-cp 2 with \-\-comm nccl: the ring's receives into device memory have no NCCL path yet; use \-\-comm mpi" \
-  $T -n 2 "$TRAIN" $A --cp 2 --comm nccl
+# --cp rings with --comm nccl and --precision bf16 on the cuda backend;
+# on the cpu backend they are refused as without --cp
+expect_error 2 "\-\-comm nccl: NCCL moves GPU buffers; \-\-backend cpu keeps" \
+  $T -n 2 "$TRAIN" $A --cp 2 --comm nccl --backend cpu
+expect_error 2 "\-\-precision bf16: the cpu backend computes in fp32 only" \
+  $T -n 2 "$TRAIN" $A --cp 2 --precision bf16 --backend cpu
 expect_error 2 "\-\-cp 2 with \-\-zero 2: not supported yet" $T -n 2 "$TRAIN" $A --cp 2 --zero 2
 expect_error 2 "\-\-cp 2 with \-\-zero 3: not supported yet" $T -n 2 "$TRAIN" $A --cp 2 --zero 3
 expect_error 2 "\-\-cp 2 with \-\-zero-shard-group: not supported yet" \

@@ -9,7 +9,10 @@
 # quarter (0.2 .. 0.3) of one rank's at T = 16384 — which one rank is not
 # run at: its figure is the peak measured at T = 4096 scaled by hpt-plan's
 # ratio of the one-rank totals at 16384 and 4096. hpt-plan's --ranks-tsv
-# predicts the ring's calls and bytes per step (group cp) exactly.
+# predicts the ring's calls and bytes per step (group cp) exactly. On a GPU
+# preset, bf16 halves the ring's K/V bytes (they travel in the activation
+# dtype) but not the fp32 dK/dV accumulators': per layer, forward 1/2,
+# backward 20/24, buffers 32/40 of fp32's.
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
 export OMP_NUM_THREADS=1
@@ -32,6 +35,18 @@ P="--model $WORK/config.json --cluster cpu-local --data-bytes $DATA --global-bat
   "$PLAN" $P --seq-len 4096 --json > "$WORK/one4k.json" || fail "hpt-plan"
 "$PLAN" $P --seq-len 16384 --cp 4 | grep "^context parallel: CP 4, chunks of 2048 tokens" ||
   fail "hpt-plan's text report has no context-parallel line"
+G="--model small --cluster h100-80gb --gpus 8 --seq-len 1024 --global-batch 8 --cp 2 --json"
+"$PLAN" $G --precision fp32 > "$WORK/g32.json" && "$PLAN" $G --precision bf16 > "$WORK/g16.json" ||
+  fail "hpt-plan --cp 2 on h100-80gb"
+"$PYTHON" - "$WORK" <<'PY' || fail "hpt-plan's bf16 ring bytes"
+import json, sys
+cp = lambda n: json.load(open(f"{sys.argv[1]}/{n}.json"))["context_parallel"]
+a, b = cp("g32"), cp("g16")
+for k, want in (("ring_forward_bytes_per_layer", 12 / 24), ("ring_backward_bytes_per_layer", 20 / 24),
+                ("ring_buffer_bytes", 32 / 40)):
+    assert abs(b[k] / a[k] - want) < 1e-12, f"{k}: bf16 {b[k]} / fp32 {a[k]}, want {want}"
+print("bf16 ring bytes: forward 1/2, backward 20/24, buffers 32/40 of fp32's")
+PY
 "$PYTHON" - "$WORK" <<'PY' || fail "peak memory under CP 4"
 import json, sys
 w = sys.argv[1]

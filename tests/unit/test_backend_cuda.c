@@ -1093,7 +1093,8 @@ static void test_rope(int B, int T, int nh, int hd)
  * owner's K/V chunks (the ring order) on both backends from the same
  * zigzag-local q, k, v, dout; out, lse, dq and each owner's dK/dV parts
  * compared (outputs poisoned with NaN on the GPU: an unwritten row fails),
- * and rope_pos at the rank's positions. */
+ * and rope_pos at the rank's positions (test_ring_bf16: the same in bf16
+ * mode). */
 static void test_ring(int B, int T, int cp, int rank, int H, int KV, int hd)
 {
     char name[200];
@@ -1171,6 +1172,90 @@ static void test_ring(int B, int T, int cp, int rank, int H, int KV, int hd)
     gpu->free(d_q), gpu->free(d_dout), gpu->free(d_o2), gpu->free(d_l2), gpu->free(d_D);
     free(q), free(dout), free(out), free(lse), free(g_out), free(g_lse), free(D), free(dq);
     free(g_D), free(g_dq), free(pos);
+}
+
+/* -------------------------------- ring attention (CP) in bf16 mode */
+
+/* NMSE of the bf16 ring against the CPU on the same bf16-rounded q, k, v:
+ * out is stored in bf16 after every merge (a few roundings of 2^-9
+ * relative each), and the backward reads the GPU's bf16 out through D =
+ * rowsum(dout * out): at most 8e-6 seen on the emulation, against the
+ * whole-block errors (a block's share of the softmax) the test is for. */
+#define TOL_BF16_RING 1e-4
+
+/* Context parallelism with bf16 activations (--precision bf16 --cp N):
+ * test_ring's steps with q, k, v and out as bf16 on the GPU (the ring
+ * moves K/V blocks in the activation dtype; lse, dq and the dK/dV parts
+ * stay fp32) against the CPU on the same values rounded to bf16, NMSE
+ * TOL_BF16_RING; outputs poisoned with NaN. */
+static void test_ring_bf16(int B, int T, int cp, int rank, int H, int KV, int hd)
+{
+    char name[200];
+    int Tl = T / cp;
+    size_t nq = (size_t)B * Tl * H * hd, nk = (size_t)B * Tl * KV * hd, nl = (size_t)B * H * Tl;
+    hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_BF16);
+    result("set_precision bf16 accepted (ring)", st == HPT_OK, "(%g)", 0.0);
+    float *q = hrand(nq, 2.0), *dout = hrand(nq, 1.0), *k[8], *v[8];
+    hpt_bf16_round(q, nq);
+    void *d_q = dput_bf16(q, nq), *d_k[8], *d_v[8];
+    float *d_dout = dput(dout, FB(nq));
+    for (int o = 0; o < cp; o++) {
+        k[o] = hrand(nk, 2.0), v[o] = hrand(nk, 1.0);
+        hpt_bf16_round(k[o], nk), hpt_bf16_round(v[o], nk);
+        d_k[o] = dput_bf16(k[o], nk), d_v[o] = dput_bf16(v[o], nk);
+    }
+    float *out = xmalloc(FB(nq)), *lse = xmalloc(FB(nl)), *d_lse = dnan(nl);
+    void *d_out = dnan_bf16(nq);
+    int sc[2] = {0, 0}, sg[2] = {0, 0};
+    for (int s = 0; s < cp; s++) {
+        int o = (rank - s + cp) % cp;
+        hpt_ring_step_forward(cpu, out, lse, q, k[o], v[o], B, T, cp, rank, o, H, KV, hd, sc);
+        hpt_ring_step_forward(gpu, d_out, d_lse, d_q, d_k[o], d_v[o], B, T, cp, rank, o, H, KV,
+                              hd, sg);
+    }
+    float *g_out = dget(d_out, nq, 1), *g_lse = dget(d_lse, nl, 0);
+    snprintf(name, sizeof name, "ring bf16 forward B=%d T=%d CP=%d rank=%d H=%d KV=%d hd=%d", B,
+             T, cp, rank, H, KV, hd);
+    cmp_tol(name, g_out, out, nq, TOL_BF16_RING);
+    snprintf(name, sizeof name, "ring bf16 lse B=%d T=%d CP=%d rank=%d", B, T, cp, rank);
+    cmp_tol(name, g_lse, lse, nl, TOL_BF16_RING);
+    /* backward from each backend's own forward (the GPU's bf16 out) */
+    float *D = xmalloc(FB(nl)), *dq = xmalloc(FB(nq)), *d_D = dnan(nl), *d_dq;
+    cpu->attention_rowdot(D, dout, out, B, Tl, H, hd);
+    gpu->attention_rowdot(d_D, d_dout, d_out, B, Tl, H, hd);
+    float *g_D = dget(d_D, nl, 0);
+    snprintf(name, sizeof name, "ring bf16 rowdot B=%d T=%d CP=%d", B, T, cp);
+    cmp_tol(name, g_D, D, nl, TOL_BF16_RING);
+    memset(dq, 0, FB(nq));
+    d_dq = dput(dq, FB(nq));
+    for (int s = 0; s < cp; s++) {
+        int o = (rank - s + cp) % cp;
+        float *dk = xmalloc(FB(nk)), *dv = xmalloc(FB(nk));
+        memset(dk, 0, FB(nk)), memset(dv, 0, FB(nk));
+        float *d_dk = dput(dk, FB(nk)), *d_dv = dput(dv, FB(nk));
+        hpt_ring_step_backward(cpu, dq, dk, dv, D, dout, lse, q, k[o], v[o], B, T, cp, rank, o, H,
+                               KV, hd);
+        hpt_ring_step_backward(gpu, d_dq, d_dk, d_dv, d_D, d_dout, d_lse, d_q, d_k[o], d_v[o], B,
+                               T, cp, rank, o, H, KV, hd);
+        float *g_dk = dtake(d_dk, nk), *g_dv = dtake(d_dv, nk);
+        snprintf(name, sizeof name, "ring bf16 dK (owner %d) B=%d T=%d CP=%d rank=%d H=%d KV=%d",
+                 o, B, T, cp, rank, H, KV);
+        cmp_tol(name, g_dk, dk, nk, TOL_BF16_RING);
+        snprintf(name, sizeof name, "ring bf16 dV (owner %d) B=%d T=%d CP=%d rank=%d", o, B, T,
+                 cp, rank);
+        cmp_tol(name, g_dv, dv, nk, TOL_BF16_RING);
+        free(dk), free(dv), free(g_dk), free(g_dv);
+    }
+    float *g_dq = dtake(d_dq, nq);
+    snprintf(name, sizeof name, "ring bf16 dQ B=%d T=%d CP=%d rank=%d H=%d KV=%d", B, T, cp, rank,
+             H, KV);
+    cmp_tol(name, g_dq, dq, nq, TOL_BF16_RING);
+    for (int o = 0; o < cp; o++)
+        free(k[o]), free(v[o]), gpu->free(d_k[o]), gpu->free(d_v[o]);
+    gpu->free(d_q), gpu->free(d_dout), gpu->free(d_out), gpu->free(d_lse), gpu->free(d_D);
+    free(q), free(dout), free(out), free(lse), free(g_out), free(g_lse), free(D), free(dq);
+    free(g_D), free(g_dq);
+    hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
 }
 
 /* --------------------------------------------- SwiGLU and elementwise */
@@ -1690,6 +1775,10 @@ int main(int argc, char **argv)
         test_ring(1, 20, 2, 1, 4, 4, 64);   /* MHA */
         test_ring(1, 54, 3, 2, 8, 2, 128);  /* GQA 4, CP 3, the last rank */
         test_ring(2, 36, 3, 1, 2, 1, 80);   /* head_dim not a multiple of 32 */
+        /* bf16 activations (--precision bf16 --cp N) */
+        test_ring_bf16(2, 20, 2, 0, 4, 2, 64);
+        test_ring_bf16(1, 54, 3, 2, 8, 2, 128); /* GQA 4, CP 3, the last rank */
+        test_ring_bf16(2, 36, 3, 1, 2, 1, 80);  /* head_dim not a multiple of 32 */
     }
     if (want(argc, argv, "elementwise")) {
         test_elementwise(100003);

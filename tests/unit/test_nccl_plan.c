@@ -3,7 +3,9 @@
  * on hand-made group tables (no MPI calls): groups of one get none unless
  * HPT_NCCL_SIZE1=1, the ZeRO shard group shares the data-parallel one when
  * the sizes agree, a rank outside a group gets none, the pipeline pairs of
- * first, middle and last stages, the size-1 mode's self send/recv. */
+ * first, middle and last stages, the size-1 mode's self send/recv, the
+ * context-parallel ring's edge communicators (CP 2, 3, 4: two per rank,
+ * sender rank 0 and receiver rank 1 inside each, distinct at CP 2). */
 #include <stdlib.h>
 
 #include "comm.h"
@@ -74,6 +76,40 @@ int main(void)
         EXPECT(p.group[HPT_GROUP_EMBED] == (s == 0 || s == 3 ? HPT_NCCL_OWN : HPT_NCCL_NONE),
                "PP 4 stage %d, size-1 mode: not a member, no communicator", s);
     }
+    /* CP ring edges: none at CP 1; two per rank otherwise */
+    grid(&c, 1, 1, 1, 1, 0);
+    hpt_nccl_plan_make(&c, 1, &p);
+    EXPECT(p.cp_edges == 0, "CP 1, size-1 mode: %d ring edges, want 0", p.cp_edges);
+    c.cp = 2, c.group_size[HPT_GROUP_CP] = 2;
+    hpt_nccl_plan_make(&c, 0, &p);
+    hpt_nccl_plan_describe(&p, &c, d, sizeof d);
+    EXPECT(p.cp_edges == 2 && p.group[HPT_GROUP_CP] == HPT_NCCL_OWN &&
+               strstr(d, "context-parallel (2)") &&
+               strstr(d, "; 2 context-parallel ring edge communicators"),
+           "CP 2: %d edges, cp group %d; describe: %s", p.cp_edges, p.group[HPT_GROUP_CP], d);
+    for (int cp = 1; cp <= 4; cp++)
+        for (int r = 0; r < cp; r++) {
+            int out = -2, in = -2, other = 0;
+            for (int e = 0; e < cp; e++) {
+                int k = hpt_nccl_cp_edge_rank(cp, r, e);
+                if (e == r)
+                    out = k;
+                else if (e == (r + cp - 1) % cp)
+                    in = k;
+                else
+                    other |= k != -1;
+            }
+            if (cp == 1) {
+                EXPECT(out == -1, "CP 1: no edge (%d)", out);
+                continue;
+            }
+            /* the out-edge: sender (0); the in-edge: receiver (1); at CP 2
+             * the in-edge is the other edge of the same two ranks */
+            EXPECT(out == 0 && in == 1 && !other, "CP %d rank %d: out-edge rank %d, in-edge "
+                   "rank %d, member of another edge %d", cp, r, out, in, other);
+        }
+    EXPECT(hpt_nccl_cp_edge_rank(2, 0, 2) == -1 && hpt_nccl_cp_edge_rank(3, 3, 0) == -1,
+           "out-of-range edge or rank: not a member");
     /* the environment */
     int on = -1;
     unsetenv("HPT_NCCL_SIZE1");
