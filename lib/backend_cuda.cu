@@ -39,6 +39,10 @@
  *   (several ranks may share one GPU).
  * - Every CUDA and cuBLAS call is checked (cuda_util.h): a failure names
  *   the call, file:line and CUDA's error string and aborts all ranks.
+ * - ZeRO-3's parameter block (alloc_virtual, commit, decommit): CUDA virtual
+ *   memory management, granules mapped and unmapped as units are gathered
+ *   and dropped ("virtual memory" below); the driver API through the
+ *   runtime's entry-point query, so no libcuda link.
  * - cuBLAS is loaded by init (dlopen), not linked: linking it costs every
  *   process ~215 MiB of resident memory at start-up (the relocations of
  *   libcublasLt, measured), CPU runs included.
@@ -533,6 +537,7 @@ struct vmm_block {
 };
 static std::map<uintptr_t, vmm_block> *g_vmm_blocks;
 static size_t g_vmm_now, g_vmm_peak; /* bytes backing the blocks          */
+static int g_vmm_granular;           /* blocks backed granule by granule  */
 
 /* Resolve the driver's entry points and ask the device: 1 with g_gran
  * set, else 0 with the reason in g_vmm_why. Once per process. */
@@ -708,6 +713,7 @@ static void *cuda_alloc_virtual(size_t bytes)
     b.refs.assign(n, 0);
     b.mapped.assign(n, 0);
     (*g_sizes)[(uintptr_t)base] = bytes; /* alloc_of finds it: the bf16 working copy */
+    g_vmm_granular++;
     for (size_t i = 0; i < n; i++)
         if (vmm_map((uintptr_t)base, &b, i)) {
             char why[512];
@@ -744,6 +750,7 @@ static int vmm_free(void *p)
         if (r != CUDA_SUCCESS)
             hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, "cuMemAddressFree of %zu bytes: "
                       "CUresult %d", b->ngran * g_gran, (int)r);
+        g_vmm_granular--;
     }
     g_vmm_blocks->erase(base);
     return granules;
@@ -812,8 +819,7 @@ static void cuda_committed(hpt_commit_stats *out, int reset)
 {
     out->now = g_vmm_now;
     out->peak = g_vmm_peak;
-    out->granule = g_gran && g_vmm_blocks && !g_vmm_blocks->empty() &&
-                           g_vmm_blocks->begin()->second.ngran ? g_gran : 0;
+    out->granule = g_vmm_granular ? g_gran : 0;
     if (reset)
         g_vmm_peak = g_vmm_now;
 }

@@ -770,6 +770,12 @@ static double zero3_gathered(const hpt_plan_setup *s, int stage)
     return most * (1.0 - 1.0 / zshard(s));
 }
 
+/* Bytes a ZeRO-3 rank's device parameter block holds beyond its own block
+ * and gathered window: both are backed in whole granules (2 MiB, the
+ * minimum allocation granularity of current GPUs), half a granule more on
+ * average at each of the two ranges' ends (lib/backend_cuda.cu). */
+#define GPU_GRANULES (4 * 0.5 * 2097152.0)
+
 static double shard_of(double P, int dp, int d)
 {
     double S = ceil(P / dp), lo = fmin(d * S, P);
@@ -857,11 +863,16 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
          * without ZeRO; ZeRO-2 as ZeRO-1 (the full gradient block stays),
          * with gradient accumulation + the shard-sized receive buffer of
          * the micro-batches' reduce-scatters (lib/train_dp_buckets.c);
-         * ZeRO-3 as ZeRO-2: on a device the parameter block stays
-         * allocated (lib/train_zero3.h; releasing it needs CUDA's virtual
-         * memory management) */
+         * ZeRO-3: the fp32 block backed only for the own block and the
+         * gathered window (lib/train_zero3.h; CUDA virtual memory
+         * management, lib/backend_cuda.cu), in whole granules of 2 MiB —
+         * on average half a granule more at each end of the two ranges,
+         * GPU_GRANULES — while the bf16 working copy stays whole */
         double own = s->zero ? ceil(P / zshard(s)) : P;
-        m.weights = (s->fp32 ? 4 : 4 + 2) * P;
+        double w32 = 4 * P;
+        if (s->zero == 3 && s->dp > 1)
+            w32 = fmin(w32, 4 * fmin(P, own + zero3_gathered(s, stage)) + GPU_GRANULES);
+        m.weights = w32 + (s->fp32 ? 0 : 2) * P;
         m.grads = 4 * P;
         m.optimizer = 8 * own;
         m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;

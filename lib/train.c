@@ -809,12 +809,15 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
         fprintf(out, " + %zu bytes receive buffer (each of the %d micro-batches reduce-scattered "
                 "and summed into the shard)", sizeof(float) * (S ? S : 1), o->grad_accum);
     fprintf(out, "; AdamW state %zu bytes\n", 2 * sizeof(float) * (r->opt.hi - r->opt.lo));
+    hpt_commit_stats c = {0, 0, 0};
+    int dev = r->z3 && zero3_device_stats(r, &c);
     if (r->z3) /* the parameters as held: the own block, the units gathered when used */
         fprintf(out, "hpt-train: parameters: %zu bytes own block of %zu (ZeRO-3: each layer "
                 "all-gathered before its forward and its backward, prefetch %d%s)\n",
                 sizeof(float) * (r->opt.hi - r->opt.lo), sizeof(float) * r->model.nparams,
-                o->zero3_prefetch, r->model.be->is_device ? "; device memory: the other blocks' "
-                "granules unmapped after use" : "; the other blocks' pages given back after use");
+                o->zero3_prefetch, !dev ? "; the other blocks' pages given back after use"
+                : c.granule ? "; device memory: the other blocks' granules unmapped after use"
+                            : "; device memory: the block held whole");
     fflush(out);
 }
 
