@@ -1,12 +1,19 @@
 #!/bin/sh
 # ZeRO-3 saves GPU memory (issue 29): two ranks on one GPU (--comm mpi:
 # NCCL refuses two ranks on one GPU, tests/gpu/gpu-nccl-shared.sh), DP 2,
-# the `small` model, micro-batch 8 x 256 tokens, 3 steps, ZeRO-1 against
+# the `small` preset widened to hidden 1024, SwiGLU 2816, 16 heads, 4 kv
+# heads (107 M parameters: a layer is 21 granules of 2 MiB, so the granule
+# rounding, about 4 MiB, is small against the predicted saving of about
+# 71 MiB), micro-batch 8 x 256 tokens, 3 steps, ZeRO-1 against
 # ZeRO-3 in fp32 and in bf16. ZeRO-3's parameter block is backed through
 # CUDA virtual memory management (lib/backend_cuda.cu): its granules
 # outside the own shard are unmapped after each unit's use. Asserts per
 # precision:
 #  - ZeRO-3 uses it (its line names the granule; not "held whole");
+#  - what it backs at the peak is what ZeRO-3 holds (the trainer's "at most
+#    N bytes of parameters held": own block + units in use, rank 0) rounded
+#    out to whole granules: at least that, at most 6 granules more (two
+#    ends of the own block and of up to two ranges of units);
 #  - the device memory backing ZeRO-3's block at its peak (rank 0, the
 #    trainer's "ZeRO-3 (rank 0): device memory backing the parameter block"
 #    line) is below ZeRO-1's whole block (4 bytes per parameter) by
@@ -21,7 +28,14 @@
 need_corpus
 export OMP_NUM_THREADS=1
 PLAN="$HPT_BUILD/src/hpt-plan"
-A="--model small --data $CORPUS --steps 3 --seq-len 256 --batch 8 --dp 2 --eval-interval 0 --eval-batches 1 --backend cuda --comm mpi"
+"$TRAIN" --model small --print-config > "$WORK/small.json" || fail "--print-config"
+"$PYTHON" - "$WORK" <<'PY' || fail "the widened config"
+import json, sys
+c = json.load(open(sys.argv[1] + "/small.json"))
+c.update(hidden_size=1024, intermediate_size=2816, num_attention_heads=16, num_key_value_heads=4)
+json.dump(c, open(sys.argv[1] + "/wide.json", "w"))
+PY
+A="--model $WORK/wide.json --data $CORPUS --steps 3 --seq-len 256 --batch 8 --dp 2 --eval-interval 0 --eval-batches 1 --backend cuda --comm mpi"
 run() {  # run NAME PRECISION ZERO
   st=0
   timeout 600 "$MPIEXEC" -n 2 "$TRAIN" $A --precision "$2" --zero "$3" --run-dir "$WORK/$1" \
@@ -33,7 +47,7 @@ run() {  # run NAME PRECISION ZERO
       { echo "SKIP: hpt built without CUDA (configure --with-cuda)"; exit 77; }
     fail "$1: hpt-train --backend cuda --precision $2 --zero $3 on 2 ranks failed (exit $st)"
   fi
-  "$PLAN" --model small --cluster h100-80gb --tp 1 --pp 1 --dp 2 --seq-len 256 --global-batch 16 \
+  "$PLAN" --model "$WORK/wide.json" --cluster h100-80gb --tp 1 --pp 1 --dp 2 --seq-len 256 --global-batch 16 \
     --micro-batch 8 --precision "$2" --comm mpi --baseline-mib 0 --zero "$3" --json \
     > "$WORK/$1.plan.json" || fail "$1: hpt-plan failed"
 }
@@ -77,6 +91,12 @@ for prec, tol in (("fp32", 1e-5), ("bf16", 1e-3)):
           f"(lower by {dpeak / 2**20:.1f})")
     if held % gran:
         bad.append(f"{z3}: {held:.0f} bytes backed is not whole granules of {gran}")
+    m = re.search(r"^ZeRO-3 \(rank 0\): .* at most (\d+) bytes of parameters held", text(z3), re.M)
+    if not m:
+        bad.append(f"{z3}: no 'bytes of parameters held' line")
+    elif not float(m.group(1)) <= held <= float(m.group(1)) + 6 * gran:
+        bad.append(f"{z3}: {held:.0f} bytes backed vs {m.group(1)} held by ZeRO-3 "
+                   f"(expected that, rounded out to granules: at most 6 more)")
     for what, got in (("block", saved), ("peak", dpeak)):
         if not (pred > 0 and abs(got - pred) <= 0.25 * pred):
             bad.append(f"{prec}: the {what} saving {got:.0f} bytes vs hpt-plan's {pred:.0f} "
