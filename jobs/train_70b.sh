@@ -19,7 +19,7 @@
 # in this template's tf32 mode with --async-save and NCCL:
 #   hpt-plan --model llama2-70b --cluster h100-80gb --nodes 16 --seq-len 4096 \
 #            --global-batch 1024 --precision tf32 --async-save --search --top 6
-# 17064 layouts, 931 fit in 74.5 GiB (no ZB-H1 layout among the first 12: with
+# 17064 layouts, 1025 fit in 74.5 GiB (no ZB-H1 layout among the first 12: with
 # m = 256 its bubble gain is small and its W operand sets cost memory). "Fits"
 # has no margin beyond hpt-plan's 2 GB baseline (CUDA context, NCCL and cuBLAS buffers, allocator fragmentation:
 # an assumption, not measured), so the template takes the fastest layout that

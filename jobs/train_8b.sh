@@ -21,7 +21,7 @@
 # mode with --async-save and NCCL:
 #   hpt-plan --model llama3-8b --cluster h100-80gb --nodes 4 --seq-len 4096 \
 #            --global-batch 1024 --precision tf32 --async-save --search
-# ranks 1st of 8646 layouts (2882 fit in 74.5 GiB):
+# ranks 1st of 8646 layouts (2922 fit in 74.5 GiB):
 #   TP 2 x PP 1 x DP 16, micro-batch 1 x grad-accum 64, no recomputation,
 #   sequence parallelism, ZeRO-1, HSDP 4 shard groups of 4 (--sequence-parallel
 #   --zero 1 --zero-shard-group 4):
@@ -33,11 +33,14 @@
 # Runners-up: ZeRO-2 with the same shard groups 27.44 s, 68.0 GiB (2nd: with
 # gradient accumulation ZeRO-2 reduce-scatters each of the 64 micro-batches into
 # the shard — 64 x the reduce-scatter volume, hidden behind backward on NVLink —
-# and adds a shard-sized receive buffer); ZeRO-3 27.46 s, 68.0 GiB; without
+# and adds a shard-sized receive buffer); ZeRO-3 27.46 s, 58.6 GiB (its
+# parameter block backed only for the own shard and the units in use, through
+# CUDA virtual memory management: not yet run on a GPU); without
 # sequence parallelism (6th) 27.87 s, 66.2 GiB: the norms and residual adds
 # then touch all the tokens on both TP ranks.
-# TP 1 does not fit in tf32 (the fp32 weights and gradients alone are 64 GB: hpt
-# keeps them whole on a GPU at every ZeRO stage); in bf16 (HPT_PRECISION=bf16,
+# TP 1 fits in tf32 only with PP 2 (28.12 s, ZeRO-1, 73.2 GiB) or, without PP, at
+# ZeRO-3 with full recomputation (34.40 s, 60.8 GiB): the fp32 weights and gradients
+# alone are 64 GB, and hpt keeps the gradients whole on a GPU at every ZeRO stage; in bf16 (HPT_PRECISION=bf16,
 # not yet run on a GPU) the search picks other layouts — rerun it.
 #
 # Memory per GPU (hpt-plan, GiB, tf32: fp32 weights, gradients and AdamW moments,

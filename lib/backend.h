@@ -82,6 +82,19 @@ typedef struct {
                      * the device; a step should make none)                 */
 } hpt_host_syncs;
 
+/* Device memory committed to allocations from hpt_backend.alloc_virtual
+ * (the committed slot): ZeRO-3's parameter block, of which a rank backs
+ * only its own shard and the units in use (issue 29). */
+typedef struct {
+    size_t now;     /* bytes backed by physical memory now                 */
+    size_t peak;    /* the most bytes backed at once since init or the last
+                     * reset                                               */
+    size_t granule; /* bytes of one unit of commit (CUDA: the allocation
+                     * granularity, 2 MiB on current GPUs); 0 when the
+                     * allocations are held whole (CUDA without virtual
+                     * memory management: commit and decommit do nothing) */
+} hpt_commit_stats;
+
 /* The shapes one rank's model runs (hpt_backend.reserve). */
 typedef struct {
     int B, T;         /* micro-batch (sequences), sequence length (tokens)     */
@@ -167,6 +180,53 @@ struct hpt_backend {
     void (*upload)(void *dst_dev, const void *src_host, size_t bytes);
     void (*download)(void *dst_host, const void *src_dev, size_t bytes);
     void (*copy)(void *dst_dev, const void *src_dev, size_t bytes);
+
+    /* ---- memory given back in parts: ZeRO-3's parameter block (issue 29;
+     * FSDP frees a unit's gathered storage after use; on a GPU that takes
+     * CUDA's virtual memory management: an address range reserved once,
+     * physical memory mapped into it and unmapped again). All optional. */
+    /* Allocate `bytes` as alloc does (zero-filled, all of it backed and
+     * usable; freed by free) but so that decommit can give parts of it back
+     * and commit back them again. CUDA: an address range reserved
+     * (cuMemAddressReserve) and backed granule by granule (cuMemCreate,
+     * cuMemMap, cuMemSetAccess); where the device or driver has no virtual
+     * memory management, a plain alloc, said once on stderr (commit and
+     * decommit then do nothing on it). NULL on failure as alloc. Optional
+     * (NULL: callers use alloc; the CPU, whose pages decommit gives back
+     * from any allocation). */
+    void *(*alloc_virtual)(size_t bytes);
+    /* Back bytes [p, p + bytes) of an allocation from alloc_virtual with
+     * memory before they are written (ZeRO-3: before a unit is gathered
+     * into it): every granule that overlaps the range (p need not be
+     * aligned) is mapped if it was not, and holds one more reference.
+     * Contents of a granule newly backed are undefined until written. Pair
+     * each commit with one decommit of the same range. Memory from plain
+     * alloc: nothing to do. Errors: HPT_ERR_USAGE naming the bytes asked
+     * for and free on the device when it is out of memory (the range then
+     * stays as it was). Optional (NULL: memory is always usable; the CPU,
+     * whose pages come back on first write). */
+    hpt_status (*commit)(void *p, size_t bytes);
+    /* The caller no longer needs bytes [p, p + bytes) (ZeRO-3: a unit
+     * dropped after use): their memory may go back, their contents are
+     * undefined from here. CPU (any allocation): the whole pages inside the
+     * range go back to the OS (MADV_DONTNEED; they read as zero, take no
+     * memory until written), a page the range only partly covers stays.
+     * CUDA (alloc_virtual memory): every granule that overlaps the range
+     * loses one reference; one left with none is unmapped and its physical
+     * memory released (after the device has finished the work enqueued so
+     * far: a host synchronisation), so a granule two ranges share stays
+     * until both are decommitted; a granule never committed since the
+     * allocation holds no reference and goes at the first decommit that
+     * overlaps it. An access to an unmapped granule is a device fault. Not
+     * an error to call on memory from plain alloc (nothing happens).
+     * Optional (NULL: nothing given back). */
+    void (*decommit)(void *p, size_t bytes);
+    /* *out = the bytes backing alloc_virtual's allocations now and at the
+     * peak (hpt_commit_stats); reset != 0: afterwards the peak restarts
+     * from the bytes backed now (the trainer's peak of the steps, after
+     * its set-up held the whole block). Optional (NULL: not counted; the
+     * CPU, whose resident memory the OS counts). */
+    void (*committed)(hpt_commit_stats *out, int reset);
 
     /* ---- linear layers --------------------------------------------------- */
     /* out (N,O) = in (N,Ic) @ w (O,Ic)^T. in: act; out: stored as

@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "attention_cpu.h"
 #include "backend.h"
@@ -52,6 +54,19 @@ static void cpu_free(void *p)
     if (p)
         free(((void **)p)[-1]);
 }
+/* The decommit slot (backend.h): the whole pages inside [p, p + bytes) go
+ * back to the OS (MADV_DONTNEED: anonymous private pages then read as zero
+ * and take no memory until written again: cpu_alloc's large blocks are
+ * such pages). Advice: a refusal costs memory only. No commit slot: a page
+ * given back returns on its first write. */
+static void cpu_decommit(void *p, size_t bytes)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + pg - 1) / pg * pg, b = ((uintptr_t)p + bytes) / pg * pg;
+    if (p && a < b)
+        (void)madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
+}
+
 static void cpu_memset0(void *dst, size_t bytes) { memset(dst, 0, bytes); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memmove(dst, src, bytes); }
 
@@ -629,6 +644,7 @@ const hpt_backend hpt_backend_cpu = {
     .set_precision = cpu_set_precision,
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .decommit = cpu_decommit,
     .memset0 = cpu_memset0,
     .upload = cpu_copy,
     .download = cpu_copy,

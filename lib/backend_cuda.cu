@@ -39,6 +39,10 @@
  *   (several ranks may share one GPU).
  * - Every CUDA and cuBLAS call is checked (cuda_util.h): a failure names
  *   the call, file:line and CUDA's error string and aborts all ranks.
+ * - ZeRO-3's parameter block (alloc_virtual, commit, decommit): CUDA virtual
+ *   memory management, granules mapped and unmapped as units are gathered
+ *   and dropped ("virtual memory" below); the driver API through the
+ *   runtime's entry-point query, so no libcuda link.
  * - cuBLAS is loaded by init (dlopen), not linked: linking it costs every
  *   process ~215 MiB of resident memory at start-up (the relocations of
  *   libcublasLt, measured), CPU runs included.
@@ -58,6 +62,9 @@
 
 #include <map>
 #include <unordered_map>
+#include <vector>
+
+#include <cuda.h> /* the driver API's types; its entry points come through the runtime */
 
 #include "backend.h"
 #include "cuda_internal.h"
@@ -279,13 +286,17 @@ void *cuda_alloc(size_t bytes)
     return p;
 }
 
+static int vmm_free(void *p);
+
 void cuda_free(void *p)
 {
     if (!p)
         return;
     auto it = g_sizes->find((uintptr_t)p);
     HPT_CHECK(it != g_sizes->end());
-    g_cur -= it->second;
+    int mapped = vmm_free(p); /* alloc_virtual's: its granules uncounted there */
+    if (!mapped)
+        g_cur -= it->second;
     g_sizes->erase(it);
     auto w = g_work->find((uintptr_t)p);
     if (w != g_work->end()) { /* its bf16 working copy goes with it */
@@ -294,6 +305,8 @@ void cuda_free(void *p)
         g_host.alloc++;
         g_work->erase(w);
     }
+    if (mapped)
+        return;
     HPT_CUDA(cudaFree(p));
     g_host.alloc++;
 }
@@ -338,11 +351,15 @@ void work_mark_all_dirty(void)
  * clear that one. Any other error (a kernel's earlier fault, sticky) is
  * fatal here: taken for a host pointer, a device buffer would be handed to
  * MPI and crash there instead of naming the fault. */
+static int vmm_holds(const void *p);
+
 static int cuda_is_device(const void *p)
 {
     cudaPointerAttributes a;
     if (!p)
         return 0;
+    if (vmm_holds(p)) /* alloc_virtual's, mapped or not */
+        return 1;
     cudaError_t e = cudaPointerGetAttributes(&a, p);
     if (e == cudaErrorInvalidValue) {
         (void)cudaGetLastError();
@@ -471,6 +488,342 @@ double *dscratch(size_t n)
     return (double *)scratch_need(&g_dscratch, dscratch_bytes(n), "device scratch");
 }
 
+/* ---------------------------------- virtual memory (ZeRO-3's parameters) */
+
+/* The slots alloc_virtual, commit, decommit and committed (backend.h):
+ * ZeRO-3's parameter block (lib/train_zero3.c), of which a rank keeps its
+ * own shard and the units in use, through CUDA's virtual memory management
+ * (CUDA C++ Programming Guide, "Virtual Memory Management"; PyTorch's
+ * expandable segments use the same calls). The block's address range is
+ * reserved once (cuMemAddressReserve, whole granules of the minimum
+ * allocation granularity, cuMemGetAllocationGranularity) and backed granule
+ * by granule: each granule its own physical allocation (cuMemCreate),
+ * mapped (cuMemMap), made readable and writable by this device
+ * (cuMemSetAccess), its handle released at once (the mapping keeps the
+ * memory until cuMemUnmap, which frees it). A granule's reference count is
+ * the number of commits not yet decommitted that overlap it: ZeRO-3
+ * commits the own block once for good and each unit's foreign parts
+ * before its gather, so a granule shared by two units, or by a unit and
+ * the own block, stays mapped while either needs it. The driver's entry
+ * points come through the runtime (cudaGetDriverEntryPointByVersion), so
+ * hpt links no libcuda. Without virtual memory management (the device
+ * attribute, a driver without the entry points, or HPT_CUDA_VMM=0)
+ * alloc_virtual is cuda_alloc, said once on stderr, and the block is held
+ * whole. Tested on the CPU emulation (tests/gpu/cuda-emu, group vmm) and by
+ * tests/gpu/gpu-zero3-memory.sh on a GPU. */
+
+struct vmm_api {
+    decltype(&cuDeviceGet) device_get;
+    decltype(&cuDeviceGetAttribute) attribute;
+    decltype(&cuMemGetAllocationGranularity) granularity;
+    decltype(&cuMemAddressReserve) reserve;
+    decltype(&cuMemAddressFree) address_free;
+    decltype(&cuMemCreate) create;
+    decltype(&cuMemRelease) release;
+    decltype(&cuMemMap) map;
+    decltype(&cuMemUnmap) unmap;
+    decltype(&cuMemSetAccess) set_access;
+};
+static vmm_api g_vmm;
+static CUdevice g_vmm_dev;
+static size_t g_gran;        /* bytes of a granule; 0: no virtual memory management */
+static char g_vmm_why[256];  /* why not, when g_gran is 0                 */
+
+/* One allocation from alloc_virtual; ngran 0: held whole (cuda_alloc). */
+struct vmm_block {
+    size_t bytes, ngran;
+    std::vector<int> refs;     /* per granule: commits not yet decommitted */
+    std::vector<char> mapped;  /* per granule: backed by physical memory   */
+};
+static std::map<uintptr_t, vmm_block> *g_vmm_blocks;
+static size_t g_vmm_now, g_vmm_peak; /* bytes backing the blocks          */
+static int g_vmm_granular;           /* blocks backed granule by granule  */
+
+/* Resolve the driver's entry points and ask the device: 1 with g_gran
+ * set, else 0 with the reason in g_vmm_why. Once per process. */
+static int vmm_probe(void)
+{
+    static int probed;
+    if (probed++)
+        return g_gran != 0;
+    const struct {
+        void **slot;
+        const char *sym;
+    } syms[] = {{(void **)&g_vmm.device_get, "cuDeviceGet"},
+                {(void **)&g_vmm.attribute, "cuDeviceGetAttribute"},
+                {(void **)&g_vmm.granularity, "cuMemGetAllocationGranularity"},
+                {(void **)&g_vmm.reserve, "cuMemAddressReserve"},
+                {(void **)&g_vmm.address_free, "cuMemAddressFree"},
+                {(void **)&g_vmm.create, "cuMemCreate"},
+                {(void **)&g_vmm.release, "cuMemRelease"},
+                {(void **)&g_vmm.map, "cuMemMap"},
+                {(void **)&g_vmm.unmap, "cuMemUnmap"},
+                {(void **)&g_vmm.set_access, "cuMemSetAccess"}};
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        *syms[i].slot = NULL;
+#if CUDART_VERSION >= 12050
+        cudaError_t e = cudaGetDriverEntryPointByVersion(syms[i].sym, syms[i].slot, CUDA_VERSION,
+                                                         cudaEnableDefault, &q);
+#else
+        cudaError_t e = cudaGetDriverEntryPoint(syms[i].sym, syms[i].slot, cudaEnableDefault, &q);
+#endif
+        if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !*syms[i].slot) {
+            (void)cudaGetLastError();
+            snprintf(g_vmm_why, sizeof g_vmm_why, "the driver gives no %s for CUDA %d",
+                     syms[i].sym, CUDA_VERSION);
+            return 0;
+        }
+    }
+    int ok = 0;
+    if (g_vmm.device_get(&g_vmm_dev, g_device) != CUDA_SUCCESS ||
+        g_vmm.attribute(&ok, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, g_vmm_dev) !=
+            CUDA_SUCCESS || !ok) {
+        snprintf(g_vmm_why, sizeof g_vmm_why, "CUDA device %d reports no virtual memory "
+                 "management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)", g_device);
+        return 0;
+    }
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = g_vmm_dev;
+    size_t g = 0;
+    if (g_vmm.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || !g) {
+        snprintf(g_vmm_why, sizeof g_vmm_why, "cuMemGetAllocationGranularity failed on CUDA "
+                 "device %d", g_device);
+        return 0;
+    }
+    g_gran = g;
+    return 1;
+}
+
+/* The block holding p (mapped or not), its base in *base; NULL if none. */
+static vmm_block *vmm_block_of(const void *p, uintptr_t *base)
+{
+    if (!g_vmm_blocks)
+        return NULL;
+    auto it = g_vmm_blocks->upper_bound((uintptr_t)p);
+    if (it == g_vmm_blocks->begin())
+        return NULL;
+    --it;
+    size_t span = it->second.ngran ? it->second.ngran * g_gran : it->second.bytes;
+    if ((uintptr_t)p >= it->first + span)
+        return NULL;
+    *base = it->first;
+    return &it->second;
+}
+
+/* 1 when p lies in an allocation from alloc_virtual. */
+static int vmm_holds(const void *p)
+{
+    uintptr_t base;
+    return vmm_block_of(p, &base) != NULL;
+}
+
+static void vmm_count(ptrdiff_t bytes)
+{
+    g_vmm_now += bytes;
+    g_vmm_peak = g_vmm_now > g_vmm_peak ? g_vmm_now : g_vmm_peak;
+    g_cur += bytes;
+    g_peak = g_cur > g_peak ? g_cur : g_peak;
+}
+
+/* Back granule i of the block at base: 0, or -1 with the bytes asked for
+ * and free in hpt_error_msg() when the device is out of memory. Other
+ * driver errors abort, naming the call and its CUresult. */
+static int vmm_map(uintptr_t base, vmm_block *b, size_t i)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = g_vmm_dev;
+    CUmemGenericAllocationHandle h;
+    CUresult r = g_vmm.create(&h, g_gran, &prop, 0);
+    g_host.alloc++;
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        hpt_error_set(HPT_ERR_USAGE, "cuMemCreate of a %zu-byte granule on CUDA device %d: out of "
+                      "device memory (%.1f MiB free of %.1f MiB)", g_gran, g_device,
+                      fr / 1048576.0, tot / 1048576.0);
+        return -1;
+    }
+    CUdeviceptr at = (CUdeviceptr)(base + i * g_gran);
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = g_vmm_dev;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (r != CUDA_SUCCESS || (r = g_vmm.map(at, g_gran, 0, h, 0)) != CUDA_SUCCESS ||
+        (r = g_vmm.set_access(at, g_gran, &acc, 1)) != CUDA_SUCCESS ||
+        (r = g_vmm.release(h)) != CUDA_SUCCESS)
+        hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, "backing granule %zu of a %zu-byte "
+                  "block on CUDA device %d (cuMemCreate, cuMemMap, cuMemSetAccess, "
+                  "cuMemRelease): CUresult %d", i, b->bytes, g_device, (int)r);
+    b->mapped[i] = 1;
+    vmm_count((ptrdiff_t)g_gran);
+    return 0;
+}
+
+static void vmm_unmap(uintptr_t base, vmm_block *b, size_t i)
+{
+    CUresult r = g_vmm.unmap((CUdeviceptr)(base + i * g_gran), g_gran);
+    g_host.alloc++;
+    if (r != CUDA_SUCCESS)
+        hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, "cuMemUnmap of granule %zu of a "
+                  "%zu-byte block on CUDA device %d: CUresult %d", i, b->bytes, g_device, (int)r);
+    b->mapped[i] = 0;
+    vmm_count(-(ptrdiff_t)g_gran);
+}
+
+/* The alloc_virtual slot. */
+static void *cuda_alloc_virtual(size_t bytes)
+{
+    HPT_CHECK(g_ready);
+    if (!g_vmm_blocks)
+        g_vmm_blocks = new std::map<uintptr_t, vmm_block>();
+    const char *env = getenv("HPT_CUDA_VMM");
+    int off = env && !strcmp(env, "0");
+    if (off || !vmm_probe()) { /* held whole, as cuda_alloc */
+        static int said;
+        if (!said++)
+            fprintf(stderr, "hpt: cuda backend: %s: ZeRO-3's parameter block is held whole on "
+                    "the device (no memory saved)\n", off ? "HPT_CUDA_VMM=0" : g_vmm_why);
+        void *p = cuda_alloc(bytes);
+        if (p) {
+            (*g_vmm_blocks)[(uintptr_t)p] = vmm_block{bytes ? bytes : 64, 0, {}, {}};
+            g_vmm_now += bytes ? bytes : 64; /* (g_cur counted by cuda_alloc) */
+            g_vmm_peak = g_vmm_now > g_vmm_peak ? g_vmm_now : g_vmm_peak;
+        }
+        return p;
+    }
+    size_t n = (bytes ? bytes + g_gran - 1 : g_gran) / g_gran;
+    CUdeviceptr base = 0;
+    CUresult r = g_vmm.reserve(&base, n * g_gran, g_gran, 0, 0);
+    if (r != CUDA_SUCCESS) {
+        hpt_error_set(HPT_ERR_USAGE, "cuMemAddressReserve of %zu bytes on CUDA device %d: "
+                      "CUresult %d", n * g_gran, g_device, (int)r);
+        return NULL;
+    }
+    vmm_block &b = (*g_vmm_blocks)[(uintptr_t)base];
+    b.bytes = bytes;
+    b.ngran = n;
+    b.refs.assign(n, 0);
+    b.mapped.assign(n, 0);
+    (*g_sizes)[(uintptr_t)base] = bytes; /* alloc_of finds it: the bf16 working copy */
+    g_vmm_granular++;
+    for (size_t i = 0; i < n; i++)
+        if (vmm_map((uintptr_t)base, &b, i)) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", hpt_error_msg());
+            cuda_free((void *)base);
+            hpt_error_set(HPT_ERR_USAGE, "%s", why);
+            return NULL;
+        }
+    if (bytes)
+        HPT_CUDA(cudaMemset((void *)base, 0, bytes));
+    return (void *)base;
+}
+
+/* cuda_free's part: unmap and unreserve a block of alloc_virtual's (its
+ * granules uncounted). Returns 1 when p was one with granules (nothing
+ * left to free), 0 otherwise (a block held whole is forgotten here and
+ * freed by the caller as any cuda_alloc). */
+static int vmm_free(void *p)
+{
+    uintptr_t base;
+    vmm_block *b = vmm_block_of(p, &base);
+    if (!b || base != (uintptr_t)p)
+        return 0;
+    int granules = b->ngran != 0;
+    if (!granules)
+        g_vmm_now -= b->bytes;
+    else {
+        HPT_CUDA(cudaDeviceSynchronize()); /* no kernel still reads it */
+        g_host.sync++;
+        for (size_t i = 0; i < b->ngran; i++)
+            if (b->mapped[i])
+                vmm_unmap(base, b, i);
+        CUresult r = g_vmm.address_free((CUdeviceptr)base, b->ngran * g_gran);
+        if (r != CUDA_SUCCESS)
+            hpt_fatal(__FILE__, __LINE__, HPT_ERR_INTERNAL, "cuMemAddressFree of %zu bytes: "
+                      "CUresult %d", b->ngran * g_gran, (int)r);
+        g_vmm_granular--;
+    }
+    g_vmm_blocks->erase(base);
+    return granules;
+}
+
+/* Granules [*i0, *i1) of block b (base) that bytes [p, p + bytes) overlap. */
+static void vmm_span(uintptr_t base, const void *p, size_t bytes, size_t *i0, size_t *i1)
+{
+    *i0 = ((uintptr_t)p - base) / g_gran;
+    *i1 = ((uintptr_t)p + bytes - 1 - base) / g_gran + 1;
+}
+
+/* The commit slot: map what is missing first (undone on failure), then
+ * count one reference on every granule of the range. */
+static hpt_status cuda_commit(void *p, size_t bytes)
+{
+    uintptr_t base;
+    vmm_block *b = bytes ? vmm_block_of(p, &base) : NULL;
+    if (!b || !b->ngran)
+        return HPT_OK;
+    HPT_CHECK((uintptr_t)p + bytes <= base + b->ngran * g_gran);
+    size_t i0, i1;
+    vmm_span(base, p, bytes, &i0, &i1);
+    for (size_t i = i0; i < i1; i++)
+        if (!b->mapped[i] && vmm_map(base, b, i)) {
+            for (size_t j = i0; j < i; j++) /* the ones this call mapped */
+                if (!b->refs[j] && b->mapped[j])
+                    vmm_unmap(base, b, j);
+            return HPT_ERR_USAGE; /* (message: vmm_map's) */
+        }
+    for (size_t i = i0; i < i1; i++)
+        b->refs[i]++;
+    return HPT_OK;
+}
+
+/* The decommit slot: one reference less on every granule of the range;
+ * those left with none unmapped, after the legacy default stream (every
+ * kernel of this backend, and through its waits the gathers that wrote
+ * the range) has finished: one host synchronisation per call that unmaps,
+ * counted in g_host.sync. */
+static void cuda_decommit(void *p, size_t bytes)
+{
+    uintptr_t base;
+    vmm_block *b = bytes ? vmm_block_of(p, &base) : NULL;
+    if (!b || !b->ngran)
+        return;
+    HPT_CHECK((uintptr_t)p + bytes <= base + b->ngran * g_gran);
+    size_t i0, i1;
+    vmm_span(base, p, bytes, &i0, &i1);
+    int synced = 0;
+    for (size_t i = i0; i < i1; i++) {
+        if (b->refs[i] > 0)
+            b->refs[i]--;
+        if (b->refs[i] || !b->mapped[i])
+            continue;
+        if (!synced++) {
+            HPT_CUDA(cudaStreamSynchronize(0));
+            g_host.sync++;
+        }
+        vmm_unmap(base, b, i);
+    }
+}
+
+/* The committed slot. */
+static void cuda_committed(hpt_commit_stats *out, int reset)
+{
+    out->now = g_vmm_now;
+    out->peak = g_vmm_peak;
+    out->granule = g_vmm_granular ? g_gran : 0;
+    if (reset)
+        g_vmm_peak = g_vmm_now;
+}
+
 /* ------------------------------------------------------------- linear */
 
 /* Row-major C (m',n') = op(A) op(B) in cuBLAS's column-major terms: see the
@@ -565,6 +918,13 @@ static const uint16_t *weight_bf16(const float *w, size_t n)
     working_copy *c = work_of(base, bytes);
     if (!c)
         hpt_fatal(__FILE__, __LINE__, HPT_ERR_USAGE, "%s", hpt_error_msg());
+    if (vmm_holds(w)) { /* ZeRO-3's block: parts unmapped, parts gathered by
+                         * the communication backend behind the dirty flag's
+                         * back: the weight's own range, at every use */
+        uint16_t *bw = c->bf + (w - (const float *)base);
+        to_bf16(bw, w, n);
+        return bw;
+    }
     if (c->dirty) {
         to_bf16(c->bf, (const float *)base, bytes / sizeof(float));
         c->dirty = 0;
@@ -684,6 +1044,10 @@ static hpt_backend make_table(void)
     b.upload = cuda_upload;
     b.download = cuda_download;
     b.copy = cuda_copy;
+    b.alloc_virtual = cuda_alloc_virtual; /* ZeRO-3's parameter block */
+    b.commit = cuda_commit;
+    b.decommit = cuda_decommit;
+    b.committed = cuda_committed;
     b.matmul_forward = cuda_matmul_forward;
     b.matmul_backward = cuda_matmul_backward;
     b.embedding_forward = cuda_embedding_forward;

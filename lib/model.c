@@ -545,7 +545,8 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
     }
     m->act_bytes = layout_acts(m, NULL);
     hpt_error_set(HPT_OK, "%s", ""); /* a failing alloc may leave its reason here */
-    m->params = be->alloc(sizeof(float) * m->nparams);
+    m->params = mo->params_virtual && be->alloc_virtual ? be->alloc_virtual(sizeof(float) * m->nparams)
+                                                        : be->alloc(sizeof(float) * m->nparams);
     m->grads = m->params ? be->alloc(sizeof(float) * m->nparams) : NULL;
     m->act_block = m->grads ? be->alloc(m->act_bytes) : NULL;
     if (!m->params || !m->grads || !m->act_block) {

@@ -147,6 +147,10 @@ typedef struct {
      * (hpt_model_stage_backward_input / _weight); 0: none (every backward
      * is whole). */
     int wstash;
+    /* 1: the parameter block from the backend's alloc_virtual (where it
+     * has one), so that parts of it can be given back and backed again
+     * (ZeRO-3, lib/train_zero3.c; backend.h commit/decommit); 0: alloc. */
+    int params_virtual;
 } hpt_model_opts;
 
 typedef struct {

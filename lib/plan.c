@@ -750,10 +750,17 @@ static const char *hsdp_label(const hpt_plan_setup *s)
  * prefetched: a window of prefetch + 2 consecutive units (a layer's
  * forward also needs the next unit for its norm weight, and that need
  * prefetches the units after it before the layer's own unit is dropped),
- * and on one stage with tied embeddings the head with the embedding — of
- * which 1/N (N: the shard group) is on average the own block's.
- * hpt-train's default prefetch, 1. */
-static double zero3_gathered(const hpt_plan_setup *s, int stage)
+ * and on one stage with tied embeddings the head with the embedding —
+ * outside the own block of shard rank d (elements [d S, (d + 1) S) of the
+ * stage's block, S = ceil(P / N), N the shard group; the units lie in the
+ * block in that order): what the rank holds (rank 0's own block is the
+ * embedding and the first layers, so its largest window outside it is at
+ * the end) — the GPU's figure, the bytes its device block backs; d < 0:
+ * the window's share 1 - 1/N outside, an average over the ranks — the
+ * CPU's figure, whose peak RSS comes while the window is smaller (measured
+ * within 10 %, tests/plan/plan-measured.sh, where the rank's figure is up to
+ * 9.5 % high under HSDP). hpt-train's default prefetch, 1. */
+static double zero3_gathered(const hpt_plan_setup *s, int stage, int d)
 {
     const hpt_config *c = &s->cfg;
     double C = c->hidden_size, Vl = vocab_local(s);
@@ -771,16 +778,31 @@ static double zero3_gathered(const hpt_plan_setup *s, int stage)
         unit[n++] = layer;
     if (last)
         unit[n++] = tensor_elems(s, C) + (tied1 ? 0 : tensor_elems(s, Vl * C));
+    double at[nl + 3], P = hpt_plan_stage_params(s, stage), S = ceil(P / zshard(s));
+    double lo = d < 0 ? 0 : fmin(d * S, P), hi = d < 0 ? 0 : fmin(lo + S, P);
+    at[0] = 0;
+    for (int i = 0; i < n; i++) /* unit i: elements [at[i], at[i + 1]) */
+        at[i + 1] = at[i] + unit[i];
+    double out[nl + 2]; /* each unit's elements outside the own block */
+    out[0] = 0;         /* (as unit[0]) */
+    for (int i = 0; i < n; i++)
+        out[i] = unit[i] - fmax(0, fmin(at[i + 1], hi) - fmax(at[i], lo));
     int w = prefetch + 2;
-    double most = tied1 ? unit[n - 1] + unit[0] : 0;
+    double most = tied1 ? out[n - 1] + out[0] : 0;
     for (int i = 0; i < n; i++) {
         double sum = 0;
         for (int j = i; j < n && j < i + w; j++)
-            sum += unit[j];
+            sum += out[j];
         most = fmax(most, sum);
     }
-    return most * (1.0 - 1.0 / zshard(s));
+    return d < 0 ? most * (1.0 - 1.0 / zshard(s)) : most;
 }
+
+/* Bytes a ZeRO-3 rank's device parameter block holds beyond its own block
+ * and gathered window: both are backed in whole granules (2 MiB, the
+ * minimum allocation granularity of current GPUs), half a granule more on
+ * average at each of the two ranges' ends (lib/backend_cuda.cu). */
+#define GPU_GRANULES (4 * 0.5 * 2097152.0)
 
 static double shard_of(double P, int dp, int d)
 {
@@ -814,7 +836,9 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
         double own = s->zero ? shard_of(P, zshard(s), d % zshard(s)) : P;
         /* ZeRO-3: the own block and the gathered units; the other pages go
          * back to the OS once a unit is used (lib/train_zero3.c) */
-        m.weights = s->zero == 3 && s->dp > 1 ? 4 * fmin(P, own + zero3_gathered(s, stage)) : 4 * P;
+        m.weights = s->zero == 3 && s->dp > 1
+                        ? 4 * fmin(P, own + zero3_gathered(s, stage, -1))
+                        : 4 * P;
         m.grads = 4 * P;
         if (s->zero >= 2 && s->dp > 1) {
             /* ZeRO-2/3: a bucket's pages go back to the OS once
@@ -869,11 +893,17 @@ static hpt_plan_mem mem_of(const hpt_plan_setup *s, int stage, int d)
          * without ZeRO; ZeRO-2 as ZeRO-1 (the full gradient block stays),
          * with gradient accumulation + the shard-sized receive buffer of
          * the micro-batches' reduce-scatters (lib/train_dp_buckets.c);
-         * ZeRO-3 as ZeRO-2: on a device the parameter block stays
-         * allocated (lib/train_zero3.h; releasing it needs CUDA's virtual
-         * memory management) */
+         * ZeRO-3: the fp32 block backed only for the own block and the
+         * gathered window (lib/train_zero3.h; CUDA virtual memory
+         * management, lib/backend_cuda.cu), in whole granules of 2 MiB —
+         * on average half a granule more at each end of the two ranges,
+         * GPU_GRANULES — while the bf16 working copy stays whole */
         double own = s->zero ? ceil(P / zshard(s)) : P;
-        m.weights = (s->fp32 ? 4 : 4 + 2) * P;
+        double w32 = 4 * P;
+        if (s->zero == 3 && s->dp > 1)
+            w32 = fmin(w32, 4 * fmin(P, own + zero3_gathered(s, stage, d % zshard(s))) +
+                                 GPU_GRANULES);
+        m.weights = w32 + (s->fp32 ? 0 : 2) * P;
         m.grads = 4 * P;
         m.optimizer = 8 * own;
         m.logits = stage == s->pp - 1 ? 4 * N * vocab_local(s) : 0;

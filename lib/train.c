@@ -324,7 +324,8 @@ static hpt_status setup_model(run_state *r, hpt_train_opts *o, const hpt_backend
                          .nchunks = r->nchunks, .head_slots = r->head_slots,
                          .chunk_l0 = r->chunk_l0, .chunk_l1 = r->chunk_l1,
                          .wstash = r->wstash,
-                         .skip_init = r->resume_from >= 0 || o->init_from || o->zero == 3};
+                         .skip_init = r->resume_from >= 0 || o->init_from || o->zero == 3,
+                         .params_virtual = o->zero == 3};
     if ((st = hpt_model_init_opts(&r->model, &r->cfg, be, &mo, o->batch, o->seq_len, o->seed)) ||
         (st = setup_pipeline(r, mo.nslots, o->grad_accum)))
         return st;
@@ -718,6 +719,12 @@ static hpt_status train_loop(run_state *r, const hpt_train_opts *o, FILE *out)
                 "for them (prefetch %d; validation included), at most %zu bytes of parameters "
                 "held\n",
                 (double)gathers / r->train_steps, wait_s / r->train_steps, o->zero3_prefetch, peak);
+        hpt_commit_stats c;
+        if (zero3_device_stats(r, &c)) /* the backend's count: whole granules */
+            fprintf(out, "ZeRO-3 (rank 0): device memory backing the parameter block: at most "
+                    "%zu bytes since the first step, %zu now (%s%zu-byte granules)\n", c.peak,
+                    c.now, c.granule ? "" : "held whole, no virtual memory management; ",
+                    c.granule);
     }
     return HPT_OK;
 }
@@ -807,12 +814,15 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
         fprintf(out, " + %zu bytes receive buffer (each of the %d micro-batches reduce-scattered "
                 "and summed into the shard)", sizeof(float) * (S ? S : 1), o->grad_accum);
     fprintf(out, "; AdamW state %zu bytes\n", 2 * sizeof(float) * (r->opt.hi - r->opt.lo));
+    hpt_commit_stats c = {0, 0, 0};
+    int dev = r->z3 && zero3_device_stats(r, &c);
     if (r->z3) /* the parameters as held: the own block, the units gathered when used */
         fprintf(out, "hpt-train: parameters: %zu bytes own block of %zu (ZeRO-3: each layer "
                 "all-gathered before its forward and its backward, prefetch %d%s)\n",
                 sizeof(float) * (r->opt.hi - r->opt.lo), sizeof(float) * r->model.nparams,
-                o->zero3_prefetch, r->model.be->is_device ? "; device memory: the block stays "
-                "allocated" : "; the other blocks' pages given back after use");
+                o->zero3_prefetch, !dev ? "; the other blocks' pages given back after use"
+                : c.granule ? "; device memory: the other blocks' granules unmapped after use"
+                            : "; device memory: the block held whole");
     fflush(out);
 }
 

@@ -167,8 +167,9 @@ static inline void shard_parts(const run_state *r, size_t lo, size_t hi, int *co
 
 /* Give the whole pages inside bytes [p, end) of host memory back to the OS
  * (MADV_DONTNEED: anonymous private pages then read as zero and take no
- * memory until written again): ZeRO-2's reduced gradient buckets, ZeRO-3's
- * dropped parameters. Returns 1 with [*a, *b) the pages given back, 0
+ * memory until written again): ZeRO-2's reduced gradient buckets (ZeRO-3's
+ * dropped parameters go through the backend's decommit, backend.h, the
+ * CPU's doing the same). Returns 1 with [*a, *b) the pages given back, 0
  * when there is no whole page or madvise refused (nothing given back). */
 static inline int pages_release(char *p, char *end, char **a, char **b)
 {

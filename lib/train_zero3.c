@@ -13,7 +13,6 @@ struct hpt_zero3 {
     hpt_comm_req *req;     /* n: the gather in flight                        */
     char *state;           /* n: DROPPED, GATHERING, RESIDENT                */
     int prefetch;          /* units gathered ahead                           */
-    int release;           /* host memory: dropped pages go back to the OS   */
     int prev;              /* the unit needed last (-1: none yet)            */
     size_t own_lo, own_hi; /* this rank's block of the parameter block       */
     size_t resident, peak; /* floats outside the own block held now, at most
@@ -40,10 +39,49 @@ static size_t foreign(const struct hpt_zero3 *z, int u)
     return hi - lo - (b > a ? b - a : 0);
 }
 
+/* The parts of unit u outside the own block, element ranges [p[k][0],
+ * p[k][1]) of the parameter block (empty ones have p[k][0] >= p[k][1]):
+ * below it and above it. */
+static void foreign_parts(const struct hpt_zero3 *z, int u, size_t p[2][2])
+{
+    size_t lo = z->range[u][0], hi = z->range[u][1];
+    p[0][0] = lo, p[0][1] = hi < z->own_lo ? hi : z->own_lo;
+    p[1][0] = lo > z->own_hi ? lo : z->own_hi, p[1][1] = hi;
+}
+
+/* Unit u's foreign parts backed by memory before a gather writes them
+ * (the backend's commit: CUDA maps their granules; the CPU has nothing to
+ * do). Out of device memory mid-step aborts, naming the unit. */
+static void commit_unit(struct hpt_zero3 *z, int u)
+{
+    const hpt_backend *be = z->r->model.be;
+    size_t p[2][2];
+    foreign_parts(z, u, p);
+    for (int k = 0; k < 2 && be->commit; k++)
+        if (p[k][0] < p[k][1] &&
+            be->commit(z->r->model.params + p[k][0], sizeof(float) * (p[k][1] - p[k][0])))
+            HPT_FATAL("ZeRO-3: backing unit %d of the parameter block (elements [%zu, %zu)) "
+                      "before its gather: %s", u, p[k][0], p[k][1], hpt_error_msg());
+}
+
+/* Unit u's foreign parts given back (the backend's decommit: the CPU's
+ * whole pages inside them, MADV_DONTNEED; CUDA unmaps the granules no
+ * other unit and not the own block hold). */
+static void decommit_unit(struct hpt_zero3 *z, int u)
+{
+    const hpt_backend *be = z->r->model.be;
+    size_t p[2][2];
+    foreign_parts(z, u, p);
+    for (int k = 0; k < 2 && be->decommit; k++)
+        if (p[k][0] < p[k][1])
+            be->decommit(z->r->model.params + p[k][0], sizeof(float) * (p[k][1] - p[k][0]));
+}
+
 static void start(struct hpt_zero3 *z, int u)
 {
     run_state *r = z->r;
     int D = r->comm.group_size[HPT_GROUP_DPS];
+    commit_unit(z, u);
     r->comm.be->iallgather_inplace_f32(&r->comm, HPT_GROUP_DPS, r->model.params + z->range[u][0],
                                        z->counts + (size_t)u * D, z->displs + (size_t)u * D,
                                        &z->req[u]);
@@ -69,15 +107,6 @@ static void finish_all(struct hpt_zero3 *z)
             finish(z, u);
 }
 
-/* Give back the whole pages of elements [a, b) of the parameter block. */
-static void give_back(struct hpt_zero3 *z, size_t a, size_t b)
-{
-    char *p, *e;
-    if (a < b) /* advice: a refusal costs memory only */
-        (void)pages_release((char *)(z->r->model.params + a), (char *)(z->r->model.params + b),
-                            &p, &e);
-}
-
 static void drop(struct hpt_zero3 *z, int u)
 {
     if (z->state[u] == GATHERING)
@@ -86,11 +115,7 @@ static void drop(struct hpt_zero3 *z, int u)
         return;
     z->state[u] = DROPPED;
     z->resident -= foreign(z, u);
-    if (!z->release)
-        return;
-    size_t lo = z->range[u][0], hi = z->range[u][1];
-    give_back(z, lo, hi < z->own_lo ? hi : z->own_lo);
-    give_back(z, lo > z->own_hi ? lo : z->own_hi, hi);
+    decommit_unit(z, u);
 }
 
 /* Unit u resident: gathered now, or its gather in flight waited for. */
@@ -151,14 +176,24 @@ hpt_status zero3_init(run_state *r, int prefetch, size_t lo, size_t hi)
     z->r = r;
     z->n = hpt_model_param_units(m, z->range);
     z->prefetch = prefetch;
-    z->release = m->be->is_device == NULL;
     z->prev = -1;
     z->own_lo = lo;
     z->own_hi = hi;
+    /* the own block backed for good (a commit never paired with a
+     * decommit: CUDA keeps its granules, those it shares with units too) */
+    hpt_status st;
+    if (m->be->commit && hi > lo &&
+        (st = m->be->commit(m->params + lo, sizeof(float) * (hi - lo)))) {
+        r->z3 = z; /* nothing committed yet to undo */
+        zero3_free(r);
+        return hpt_error_set(st, "ZeRO-3: backing the own block of the parameters: %s",
+                             hpt_error_msg());
+    }
     for (int u = 0; u < z->n; u++) {
         shard_parts(r, z->range[u][0], z->range[u][1], z->counts + (size_t)u * D,
                     z->displs + (size_t)u * D);
         z->state[u] = RESIDENT; /* the whole block is there until zero3_drop_all */
+        commit_unit(z, u);      /* each resident unit holds its granules */
         z->resident += foreign(z, u);
     }
     z->peak = z->resident;
@@ -190,8 +225,12 @@ void zero3_drop_all(run_state *r)
     for (int u = 0; u < z->n; u++)
         drop(z, u);
     z->prev = -1;
-    if (!z->started) /* the whole block held since set-up is not a step's */
+    if (!z->started) { /* the whole block held since set-up is not a step's */
         z->peak = 0, z->started = 1;
+        hpt_commit_stats c;
+        if (r->model.be->committed)
+            r->model.be->committed(&c, 1);
+    }
 }
 
 void zero3_gather_all(run_state *r)
@@ -200,12 +239,13 @@ void zero3_gather_all(run_state *r)
     if (!z)
         return;
     finish_all(z);
-    r->comm.be->allgather_inplace_f32(&r->comm, HPT_GROUP_DPS, r->model.params, r->shard_counts);
     for (int u = 0; u < z->n; u++)
         if (z->state[u] == DROPPED) {
+            commit_unit(z, u);
             z->state[u] = RESIDENT;
             z->resident += foreign(z, u);
         }
+    r->comm.be->allgather_inplace_f32(&r->comm, HPT_GROUP_DPS, r->model.params, r->shard_counts);
 }
 
 void zero3_hold(run_state *r, size_t x)
@@ -226,4 +266,12 @@ void zero3_stats(const run_state *r, size_t *peak_bytes, int64_t *gathers, doubl
     *peak_bytes = z ? sizeof(float) * (z->peak + (z->own_hi - z->own_lo)) : 0;
     *gathers = z ? z->gathers : 0;
     *wait_s = z ? z->wait_s : 0;
+}
+
+int zero3_device_stats(const run_state *r, hpt_commit_stats *out)
+{
+    if (!r->z3 || !r->model.be->committed)
+        return 0;
+    r->model.be->committed(out, 0);
+    return 1;
 }

@@ -6,18 +6,25 @@
  * (first stage), each layer, the final norm with the head (last stage) —
  * is all-gathered over HPT_GROUP_DP when the model needs it (the model's
  * param_need hook, before the unit's forward and again before its
- * backward) and dropped after use (param_done): on host memory its pages
- * outside the own block go back to the OS (MADV_DONTNEED), so a rank holds
- * its shard plus the units in use or prefetched. The next units in the
+ * backward) and dropped after use (param_done): its memory outside the
+ * own block goes back through the backend's decommit (backend.h) — on
+ * host memory the whole pages (MADV_DONTNEED), on a CUDA device the
+ * granules (2 MiB) no other unit in use and not the own block hold
+ * (unmapped: CUDA virtual memory management, the block allocated with
+ * alloc_virtual) — and comes back through commit before the unit's next
+ * gather, so a rank holds its shard plus the units in use or prefetched
+ * (on a device rounded out to whole granules). The next units in the
  * pass's order are gathered while the current one computes (prefetch depth
  * --zero3-prefetch, default 1; nonblocking all-gathers, in the same order
  * on every DP rank). Gradients go as ZeRO-2's (lib/train_dp_buckets.h).
  *
  * The gathered values are copies of the owners' blocks, so a ZeRO-3 step
- * computes bitwise what a ZeRO-2 step computes. On a device backend the
- * block stays allocated (no page release: that needs CUDA virtual memory
- * management), so ZeRO-3 changes the communication there, not the memory.
- * Not installed. */
+ * computes bitwise what a ZeRO-2 step computes. On a device without
+ * virtual memory management (or HPT_CUDA_VMM=0) the block stays allocated
+ * whole, said once on stderr: ZeRO-3 then changes the communication there,
+ * not the memory. The CUDA path is tested on the CPU emulation of CUDA
+ * (tests/gpu/cuda-emu, group vmm) and by tests/gpu/gpu-zero3-memory.sh,
+ * which needs a GPU. Not installed. */
 #ifndef HPT_TRAIN_ZERO3_H
 #define HPT_TRAIN_ZERO3_H
 
@@ -58,5 +65,13 @@ void zero3_hold(run_state *r, size_t x);
  * (own block + units resident at once, counted in whole units), and the
  * gathers' count and seconds waited since the start (zero: no ZeRO-3). */
 void zero3_stats(const run_state *r, size_t *peak_bytes, int64_t *gathers, double *wait_s);
+
+/* The device memory backing the parameter block (the backend's committed
+ * slot: bytes now, and the peak since the first zero3_drop_all — the
+ * steps, with the whole-block gathers of checkpoint saves and exports, in
+ * whole granules; granule 0: the block is held whole). Returns 0 (out
+ * untouched) without ZeRO-3 or on a backend that does not count it (the
+ * CPU), else 1. Local. */
+int zero3_device_stats(const run_state *r, hpt_commit_stats *out);
 
 #endif

@@ -43,11 +43,16 @@
  * the same backend's unfused or element-by-element path bit for bit (odd
  * C, unaligned pointers, fp32 and bf16). Host synchronisations (group
  * sync): the host_syncs counters around a tiny bf16 model's training
- * steps stay at the expected read-backs.
+ * steps stay at the expected read-backs. Virtual memory (group vmm):
+ * ZeRO-3's parameter block committed and decommitted unit by unit as
+ * lib/train_zero3.c does — the bytes backed move by whole granules, the
+ * own shard's data survive, a granule two units share stays until both are
+ * dropped, a dropped granule faults (on the emulation), bf16 products with
+ * weights in a partly unmapped block, and the fallback (HPT_CUDA_VMM=0).
  *
  * Arguments: optional group names (memory matmul embedding rmsnorm rope
- * attention ring elementwise crossentropy adamw bf16 fused sync reserve)
- * run only those groups. The sections follow the backend's files: lib/backend_cuda.cu
+ * attention ring elementwise crossentropy adamw bf16 fused sync reserve
+ * vmm) run only those groups. The sections follow the backend's files: lib/backend_cuda.cu
  * (memory, matmul, reserve), lib/attention_cuda.cu (attention),
  * lib/kernels_cuda.cu (embedding, rmsnorm, rope, elementwise,
  * crossentropy, adamw); bf16 (and attention's tf32 part) crosses all
@@ -64,6 +69,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "attention_ring.h"
 #include "backend.h"
@@ -1694,6 +1702,215 @@ static void test_host_syncs(void)
     hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
 }
 
+/* ======================================================================
+ * lib/backend_cuda.cu: virtual memory (group vmm): ZeRO-3's parameter
+ * block (alloc_virtual, commit, decommit, committed)
+ * ====================================================================== */
+
+/* Bytes backing alloc_virtual's allocations now (the committed slot). */
+static size_t vmm_now(void)
+{
+    hpt_commit_stats c;
+    gpu->committed(&c, 0);
+    return c.now;
+}
+
+/* 1 when reading the host address p in a child process dies of SIGSEGV,
+ * 0 when it reads, -1 when it cannot tell (no fork). Device memory is host
+ * memory only on the CPU emulation (tests/gpu/cuda-emu), where an
+ * unmapped granule is PROT_NONE. */
+static int read_faults(const void *p)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL); /* not the MPI library's handler: die quietly */
+        volatile float x = *(const volatile float *)p;
+        (void)x;
+        _exit(0);
+    }
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV ? 1 : WIFEXITED(st) ? 0 : -1;
+}
+
+/* 1 when bytes [a, b) of device memory at d equal those of the host x. */
+static int vmm_same(const float *d, const float *x, size_t a, size_t b)
+{
+    float *h = xmalloc(b - a);
+    gpu->download(h, (const char *)d + a, b - a);
+    int same = !memcmp(h, (const char *)x + a, b - a);
+    free(h);
+    return same;
+}
+
+/* In bf16 mode, a product whose weight lies in a virtual block with other
+ * parts unmapped equals the same product with the weight in a plain
+ * allocation, bit for bit, before and after the weight is rewritten: the
+ * working copy converts the weight's own range at each use (a conversion
+ * of the whole block would read unmapped granules). */
+static void vmm_bf16_weight(float *w_virt, size_t w_off, const float *x_all)
+{
+    int N = 5, Ic = 24, O = 16;
+    if (hpt_backend_set_precision(gpu, HPT_PRECISION_BF16)) {
+        result("vmm: bf16 accepted", 0, "(%g)", 0.0);
+        return;
+    }
+    float *in = hrand((size_t)N * Ic, 1.0), *w2 = hrand((size_t)O * Ic, 0.5);
+    float *w_plain = dput((const char *)x_all + w_off, FB(O * Ic));
+    float *w = (float *)((char *)w_virt + w_off);
+    void *din = dput_bf16(in, (size_t)N * Ic);
+    for (int round = 0; round < 2; round++) {
+        void *o1 = dnan_bf16((size_t)N * O), *o2 = dnan_bf16((size_t)N * O);
+        gpu->matmul_forward(o1, HPT_DTYPE_BF16, din, w, N, Ic, O);
+        gpu->matmul_forward(o2, HPT_DTYPE_BF16, din, w_plain, N, Ic, O);
+        float *g1 = dtake_bf16(o1, (size_t)N * O), *g2 = dtake_bf16(o2, (size_t)N * O);
+        result(round ? "vmm: bf16 product, weight in the block rewritten, equals a plain one's"
+                     : "vmm: bf16 product with its weight in a partly unmapped block equals a "
+                       "plain allocation's",
+               !memcmp(g1, g2, FB(N * O)), "(%g)", 0.0);
+        free(g1), free(g2);
+        gpu->upload(w, w2, FB(O * Ic)); /* the communication backend's writes look alike */
+        gpu->upload(w_plain, w2, FB(O * Ic));
+    }
+    gpu->free(din);
+    gpu->free(w_plain);
+    free(in), free(w2);
+    hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
+}
+
+/* A unit's parts outside the own shard (byte ranges of the block at pb)
+ * committed (before its gather) or decommitted (dropped), as
+ * lib/train_zero3.c does; 1 when every commit succeeded. */
+static int vmm_unit(char *pb, size_t part[2][2], int commit)
+{
+    int ok = 1;
+    for (int k = 0; k < 2; k++) {
+        if (part[k][0] >= part[k][1])
+            continue;
+        if (commit)
+            ok &= gpu->commit(pb + part[k][0], part[k][1] - part[k][0]) == HPT_OK;
+        else
+            gpu->decommit(pb + part[k][0], part[k][1] - part[k][0]);
+    }
+    return ok;
+}
+
+/* ZeRO-3's use of the slots on a block of 11 granules: an own shard
+ * [4.5, 6.5) granules, units [0, 2.3), [2.3, 4.2), [4.2, 7), [7, end) (in
+ * granules; each unit's part outside the own shard committed and
+ * decommitted as lib/train_zero3.c does). Checks: the mapped bytes go down
+ * after drops and up after gathers by whole granules, the own shard's data
+ * survive, a granule two units share stays until both are dropped, an
+ * unmapped granule faults (emulation), bf16 working copies of weights in
+ * the block, and the fallback (HPT_CUDA_VMM=0: held whole). */
+static void test_vmm(void)
+{
+    if (!gpu->alloc_virtual || !gpu->commit || !gpu->decommit || !gpu->committed) {
+        result("vmm: the cuda backend has alloc_virtual, commit, decommit, committed", 0, "(%g)",
+               0.0);
+        return;
+    }
+    size_t base_now = vmm_now();
+    float *probe = gpu->alloc_virtual(4);
+    hpt_commit_stats c;
+    gpu->committed(&c, 0);
+    size_t G = c.granule;
+    gpu->free(probe);
+    result("vmm: a granule of whole pages", G >= 4096 && G % 4096 == 0, "%g bytes", (double)G);
+    if (!G)
+        return;
+    size_t bytes = 10 * G + 148, n = bytes / sizeof(float);
+    float *x = hrand(n, 1.0), *y = hrand(n, 1.0);
+    float *p = gpu->alloc_virtual(bytes);
+    char *pb = (char *)p;
+    result("vmm: alloc_virtual backs every granule", p && vmm_now() - base_now == 11 * G,
+           "%g granules", (double)(vmm_now() - base_now) / G);
+    if (!p)
+        return;
+    gpu->upload(p, x, bytes);
+    /* byte ranges, as floats' bytes */
+    size_t own[2] = {9 * G / 2, 13 * G / 2};
+    size_t unit[4][2] = {{0, 23 * G / 10 / 4 * 4}, {23 * G / 10 / 4 * 4, 42 * G / 10 / 4 * 4},
+                         {42 * G / 10 / 4 * 4, 7 * G}, {7 * G, bytes}};
+    /* as zero3_init: the own shard for good, then every unit's foreign parts */
+    int ok = gpu->commit(pb + own[0], own[1] - own[0]) == HPT_OK;
+    size_t part[4][2][2];
+    for (int u = 0; u < 4; u++) {
+        size_t lo = unit[u][0], hi = unit[u][1];
+        part[u][0][0] = lo, part[u][0][1] = hi < own[0] ? hi : own[0];
+        part[u][1][0] = lo > own[1] ? lo : own[1], part[u][1][1] = hi;
+        ok &= vmm_unit(pb, part[u], 1);
+    }
+    result("vmm: commits of mapped ranges map nothing more", ok && vmm_now() - base_now == 11 * G,
+           "%g granules", (double)(vmm_now() - base_now) / G);
+    for (int u = 0; u < 4; u++)
+        vmm_unit(pb, part[u], 0);
+    gpu->committed(&c, 1); /* the peak restarts here (the trainer's first step) */
+    result("vmm: every unit dropped: the own shard's 3 granules stay",
+           vmm_now() - base_now == 3 * G, "%g granules", (double)(vmm_now() - base_now) / G);
+    result("vmm: the own shard's data survive the drops", vmm_same(p, x, own[0], own[1]), "(%g)",
+           0.0);
+    int f = read_faults(pb + G / 2);
+    if (f >= 0 && read_faults(pb + own[0]) == 0) /* host-visible: the emulation */
+        result("vmm: reading a dropped granule faults (emulation)", f == 1, "(%g)", 0.0);
+    result("vmm: is_device on an unmapped granule", gpu->is_device(pb + G / 2) == 1, "(%g)", 0.0);
+    vmm_bf16_weight(p, own[0], x);
+    gpu->upload(pb + own[0], (const char *)x + own[0], own[1] - own[0]); /* (rewritten there) */
+    ok = 1;
+    ok &= vmm_unit(pb, part[1], 1); /* [2.3, 4.2): granules 2, 3 (4 is the own shard's) */
+    result("vmm: gathering unit 1 maps granules 2 and 3", ok && vmm_now() - base_now == 5 * G,
+           "%g granules", (double)(vmm_now() - base_now) / G);
+    gpu->upload(pb + unit[1][0], (const char *)y + unit[1][0], unit[1][1] - unit[1][0]);
+    ok &= vmm_unit(pb, part[0], 1); /* [0, 2.3): granules 0, 1 (2 is unit 1's too) */
+    gpu->upload(p, y, unit[0][1]);
+    result("vmm: gathering unit 0 maps granules 0 and 1 (2 shared)",
+           ok && vmm_now() - base_now == 7 * G, "%g granules", (double)(vmm_now() - base_now) / G);
+    vmm_unit(pb, part[1], 0);
+    result("vmm: unit 1 dropped: granule 3 goes, granule 2 (unit 0's too) stays",
+           vmm_now() - base_now == 6 * G && vmm_same(p, y, 0, unit[0][1]), "%g granules",
+           (double)(vmm_now() - base_now) / G);
+    vmm_unit(pb, part[0], 0);
+    gpu->committed(&c, 0);
+    result("vmm: unit 0 dropped: back to the own shard; peak 7 granules",
+           vmm_now() - base_now == 3 * G && c.peak - base_now == 7 * G, "peak %g granules",
+           (double)(c.peak - base_now) / G);
+    ok &= vmm_unit(pb, part[2], 1) & vmm_unit(pb, part[3], 1);
+    gpu->upload(pb + own[1], (const char *)y + own[1], bytes - own[1]);
+    result("vmm: units 2 and 3 gathered: granules 4-10; the own shard intact",
+           ok && vmm_now() - base_now == 7 * G && vmm_same(p, x, own[0], own[1]) &&
+               vmm_same(p, y, own[1], bytes),
+           "%g granules", (double)(vmm_now() - base_now) / G);
+    vmm_unit(pb, part[2], 0);
+    vmm_unit(pb, part[3], 0);
+    result("vmm: units 2 and 3 dropped", vmm_now() - base_now == 3 * G, "%g granules",
+           (double)(vmm_now() - base_now) / G);
+    gpu->free(p);
+    result("vmm: free unmaps the rest", vmm_now() == base_now, "%g bytes",
+           (double)(vmm_now() - base_now));
+    /* the fallback: held whole, commit and decommit do nothing */
+    setenv("HPT_CUDA_VMM", "0", 1);
+    p = gpu->alloc_virtual(bytes);
+    unsetenv("HPT_CUDA_VMM");
+    gpu->committed(&c, 0);
+    result("vmm: HPT_CUDA_VMM=0: held whole (granule 0, every byte counted)",
+           p && c.granule == 0 && c.now - base_now == bytes, "%g bytes", (double)(c.now - base_now));
+    if (p) {
+        gpu->upload(p, x, bytes);
+        ok = gpu->commit(p, G) == HPT_OK;
+        gpu->decommit(p, bytes);
+        result("vmm: fallback: decommit keeps the data", ok && vmm_same(p, x, 0, bytes) &&
+               vmm_now() - base_now == bytes, "(%g)", 0.0);
+        gpu->free(p);
+    }
+    result("vmm: fallback freed", vmm_now() == base_now, "%g bytes",
+           (double)(vmm_now() - base_now));
+    free(x), free(y);
+}
+
 /* ----------------------------------------------------------------- main */
 
 /* No group arguments: every group; else only the named ones. */
@@ -1799,6 +2016,8 @@ int main(int argc, char **argv)
         test_fused();
     if (want(argc, argv, "sync"))
         test_host_syncs();
+    if (want(argc, argv, "vmm"))
+        test_vmm();
     printf("# %d ok, %d failed (NMSE tolerance %.0e fp32, %.0e tf32, %.0e bf16, %.0e bf16 on "
            "rounded operands, %.0e bf16 storage vs rounded cpu)\n", n_ok, n_fail, TOL, TOL_TF32,
            TOL_BF16, TOL_BF16_EXACT, TOL_BF16_STORE);

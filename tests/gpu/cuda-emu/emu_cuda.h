@@ -228,3 +228,137 @@ inline void *dlsym(void *, const char *s)
     if (!strcmp(s, "cublasGetStatusString")) return (void *)&cublasGetStatusString;
     return nullptr;
 }
+/* ---- driver API: virtual memory management (lib/backend_cuda.cu's
+ * alloc_virtual, commit, decommit; ZeRO-3's parameter block), reached as
+ * on a GPU through cudaGetDriverEntryPointByVersion. A reservation is an
+ * mmap'ed PROT_NONE range; a mapped granule gets fresh pages filled with
+ * NaN bytes (0xff, as cudaMalloc here) and stays PROT_NONE until
+ * cuMemSetAccess; cuMemUnmap puts fresh PROT_NONE pages back, so a read or
+ * write of an unmapped granule is a segmentation fault (a use after drop
+ * shows up). Granularity 64 KiB, smaller than a GPU's 2 MiB so that tests
+ * stay small. emu_vmm_phys: bytes of physical allocations alive (created
+ * and not yet freed: released and unmapped). HPT_CUDA_EMU_NO_VMM=1: the
+ * device reports no virtual memory management. */
+#include <sys/mman.h>
+#define CUDA_VERSION 13000
+typedef int CUresult;
+enum { CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_OUT_OF_MEMORY = 2 };
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef enum { CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102 } CUdevice_attribute;
+typedef enum { CU_MEM_ALLOCATION_TYPE_INVALID = 0, CU_MEM_ALLOCATION_TYPE_PINNED = 1 } CUmemAllocationType;
+typedef enum { CU_MEM_LOCATION_TYPE_INVALID = 0, CU_MEM_LOCATION_TYPE_DEVICE = 1 } CUmemLocationType;
+typedef enum { CU_MEM_ACCESS_FLAGS_PROT_NONE = 0, CU_MEM_ACCESS_FLAGS_PROT_READ = 1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 } CUmemAccess_flags;
+typedef enum { CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0 } CUmemAllocationGranularity_flags;
+struct CUmemLocation { CUmemLocationType type; int id; };
+struct CUmemAllocationProp { CUmemAllocationType type; int requestedHandleTypes; CUmemLocation location; void *win32HandleMetaData; struct { unsigned char compressionType, gpuDirectRDMACapable; unsigned short usage; unsigned char reserved[4]; } allocFlags; };
+struct CUmemAccessDesc { CUmemLocation location; CUmemAccess_flags flags; };
+enum cudaDriverEntryPointQueryResult { cudaDriverEntryPointSuccess = 0, cudaDriverEntryPointSymbolNotFound = 1, cudaDriverEntryPointVersionNotSufficent = 2 };
+enum { cudaEnableDefault = 0 };
+constexpr size_t EMU_GRAN = 65536;
+struct emu_phys { size_t size; int maps; int released; };
+inline std::map<CUmemGenericAllocationHandle, emu_phys> emu_handles;
+inline CUmemGenericAllocationHandle emu_next_handle = 1;
+inline std::map<uintptr_t, size_t> emu_reserved;        /* base -> bytes */
+inline std::map<uintptr_t, CUmemGenericAllocationHandle> emu_maps; /* granule address -> handle */
+inline size_t emu_vmm_phys;
+inline void emu_phys_drop(CUmemGenericAllocationHandle h)
+{
+    emu_phys &p = emu_handles[h];
+    if (p.released && !p.maps) { emu_vmm_phys -= p.size; emu_handles.erase(h); }
+}
+/* 1 when [a, a + n) lies in one reservation, n a multiple of the granule */
+inline int emu_in_reserved(uintptr_t a, size_t n)
+{
+    auto it = emu_reserved.upper_bound(a);
+    if (it == emu_reserved.begin() || n % EMU_GRAN || a % EMU_GRAN) return 0;
+    --it;
+    return a + n <= it->first + it->second;
+}
+inline CUresult cuDeviceGet(CUdevice *d, int ordinal) { *d = ordinal; return 0; }
+inline CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice)
+{
+    const char *e = getenv("HPT_CUDA_EMU_NO_VMM");
+    *v = a == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED && !(e && !strcmp(e, "1"));
+    return 0;
+}
+inline CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *p, CUmemAllocationGranularity_flags)
+{
+    if (p->type != CU_MEM_ALLOCATION_TYPE_PINNED || p->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    *g = EMU_GRAN; return 0;
+}
+inline CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t align, CUdeviceptr, unsigned long long)
+{
+    if (!n || n % EMU_GRAN || (align && align % EMU_GRAN)) return CUDA_ERROR_INVALID_VALUE;
+    char *m = (char *)mmap(NULL, n + EMU_GRAN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    uintptr_t a = ((uintptr_t)m + EMU_GRAN - 1) / EMU_GRAN * EMU_GRAN; /* granule-aligned inside */
+    emu_reserved[a] = n;
+    *p = a; return 0;
+}
+inline CUresult cuMemAddressFree(CUdeviceptr p, size_t n)
+{
+    auto it = emu_reserved.find((uintptr_t)p);
+    if (it == emu_reserved.end() || it->second != n) return CUDA_ERROR_INVALID_VALUE;
+    for (uintptr_t a = p; a < p + n; a += EMU_GRAN) if (emu_maps.count(a)) return CUDA_ERROR_INVALID_VALUE; /* still mapped */
+    munmap((void *)p, n); /* (the alignment slack stays reserved) */
+    emu_reserved.erase(it); return 0;
+}
+inline CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *p, unsigned long long)
+{
+    if (!n || n % EMU_GRAN || p->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+    *h = emu_next_handle++;
+    emu_handles[*h] = emu_phys{n, 0, 0};
+    emu_vmm_phys += n; return 0;
+}
+inline CUresult cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    auto it = emu_handles.find(h);
+    if (it == emu_handles.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+    it->second.released = 1; emu_phys_drop(h); return 0;
+}
+/* whole handles only (offset 0, size = the handle's), one granule at a
+ * time in the map table */
+inline CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHandle h, unsigned long long)
+{
+    auto it = emu_handles.find(h);
+    if (it == emu_handles.end() || it->second.released || off || n != it->second.size || !emu_in_reserved(p, n)) return CUDA_ERROR_INVALID_VALUE;
+    for (uintptr_t a = p; a < p + n; a += EMU_GRAN) if (emu_maps.count(a)) return CUDA_ERROR_INVALID_VALUE; /* mapped already */
+    void *m = mmap((void *)p, n, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(m, 0xff, n);
+    mprotect(m, n, PROT_NONE); /* no access before cuMemSetAccess */
+    for (uintptr_t a = p; a < p + n; a += EMU_GRAN) emu_maps[a] = h;
+    it->second.maps++; return 0;
+}
+inline CUresult cuMemSetAccess(CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t count)
+{
+    if (count != 1 || d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !emu_in_reserved(p, n)) return CUDA_ERROR_INVALID_VALUE;
+    for (uintptr_t a = p; a < p + n; a += EMU_GRAN) if (!emu_maps.count(a)) return CUDA_ERROR_INVALID_VALUE; /* not mapped */
+    mprotect((void *)p, n, PROT_READ | PROT_WRITE); return 0;
+}
+/* the whole range of one cuMemMap call (a sub-range is an error, as on a GPU) */
+inline CUresult cuMemUnmap(CUdeviceptr p, size_t n)
+{
+    auto it = emu_maps.find((uintptr_t)p);
+    if (it == emu_maps.end() || emu_handles[it->second].size != n) return CUDA_ERROR_INVALID_VALUE;
+    CUmemGenericAllocationHandle h = it->second;
+    for (uintptr_t a = p; a < p + n; a += EMU_GRAN) emu_maps.erase(a);
+    mmap((void *)p, n, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    emu_handles[h].maps--; emu_phys_drop(h); return 0;
+}
+inline cudaError_t cudaGetDriverEntryPointByVersion(const char *sym, void **fn, unsigned ver, unsigned long long, cudaDriverEntryPointQueryResult *q)
+{
+    const struct { const char *name; void *f; } t[] = {
+        {"cuDeviceGet", (void *)&cuDeviceGet}, {"cuDeviceGetAttribute", (void *)&cuDeviceGetAttribute},
+        {"cuMemGetAllocationGranularity", (void *)&cuMemGetAllocationGranularity},
+        {"cuMemAddressReserve", (void *)&cuMemAddressReserve}, {"cuMemAddressFree", (void *)&cuMemAddressFree},
+        {"cuMemCreate", (void *)&cuMemCreate}, {"cuMemRelease", (void *)&cuMemRelease},
+        {"cuMemMap", (void *)&cuMemMap}, {"cuMemUnmap", (void *)&cuMemUnmap}, {"cuMemSetAccess", (void *)&cuMemSetAccess}};
+    *fn = nullptr;
+    *q = ver > CUDA_VERSION ? cudaDriverEntryPointVersionNotSufficent : cudaDriverEntryPointSymbolNotFound;
+    for (auto &e : t)
+        if (!strcmp(e.name, sym) && ver <= CUDA_VERSION) { *fn = e.f; *q = cudaDriverEntryPointSuccess; }
+    return 0;
+}

@@ -18,7 +18,7 @@ w=$(mktemp -d "${TMPDIR:-/tmp}/hpt-cuda-emu.XXXXXX")
 trap 'rm -rf "$w"' EXIT
 em="$HPT_SRC/tests/gpu/cuda-emu"
 mkdir -p "$w/inc"
-for h in cuda_runtime.h cublas_v2.h; do echo '#include "emu_cuda.h"' > "$w/inc/$h"; done
+for h in cuda_runtime.h cublas_v2.h cuda.h; do echo '#include "emu_cuda.h"' > "$w/inc/$h"; done
 # the backend's three files (lib/cuda_internal.h, included, has no launches)
 objs=""
 for f in backend_cuda attention_cuda kernels_cuda; do
