@@ -100,8 +100,15 @@ start_munge() { # DIR
 # start_failed DIR LOG MESSAGE: show LOG, stop the daemons this start
 # launched (none is left running), exit 1.
 start_failed() {
+  local i=0
   cat "$2" >&2 2>/dev/null || true
   for f in "$1"/run/slurmd.*.pid "$1/run/slurmctld.pid" "$1/run/munged.pid"; do stop_pid "$f"; done
+  # a daemon that has not written its pid file yet (slurmctld -i returns
+  # once forked; on a loaded machine its pid file comes later): by its
+  # command line, which names DIR/slurm.conf
+  pkill -TERM -f -- "$1/slurm.conf" 2>/dev/null || true
+  while pgrep -f -- "$1/slurm.conf" > /dev/null && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+  pkill -KILL -f -- "$1/slurm.conf" 2>/dev/null || true
   die "$3; stopped the daemons it had started" 1
 }
 
