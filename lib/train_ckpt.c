@@ -369,15 +369,19 @@ hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *met
     r->opt.t = (int)meta->adam_t;
     r->skipped_total = (int)meta->skipped_total;
     r->consecutive = (int)meta->consecutive_skips;
-    char cp[48] = ""; /* the checkpoint does not depend on CP (issue 31) */
+    /* the checkpoint does not depend on CP (issue 31); its writer's CP is
+     * recorded (attribute cp, 1 when absent) and named */
+    char cp[48] = "", wcp[48] = "";
     if (r->comm.cp > 1)
         snprintf(cp, sizeof cp, ", context parallel CP %d", r->comm.cp);
+    if (meta->cp > 1)
+        snprintf(wcp, sizeof wcp, ", context parallel CP %d", meta->cp);
     if (r->root)
-        fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s%s%s) "
+        fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s%s%s%s) "
                 "in %.3f s, continuing as TP %d x PP %d x DP %d%s%s%s%s\n", r->ckpt_dir,
                 (long long)meta->step, meta->tp, meta->pp, meta->dp, zero_words(meta->zero1),
                 meta->sequence_parallel > 0 ? ", sequence parallel" : "",
-                recompute_words(meta->recompute), now_s() - t0, r->comm.tp, r->comm.pp, r->comm.dp,
+                recompute_words(meta->recompute), wcp, now_s() - t0, r->comm.tp, r->comm.pp, r->comm.dp,
                 zero_words(o->zero), o->sequence_parallel && r->comm.tp > 1
                 ? ", sequence parallel" : "", recompute_words(o->recompute), cp);
     if (r->root)
@@ -411,6 +415,7 @@ static void fill_meta(run_state *r, const hpt_train_opts *o, int step, hpt_ckpt_
     m->seed = o->seed;
     m->sequence_parallel = o->sequence_parallel && r->comm.tp > 1;
     m->recompute = o->recompute;
+    m->cp = r->comm.cp; /* metadata: the tensors do not depend on CP */
     optimizer_words(o, m->optimizer, sizeof m->optimizer);
 }
 
