@@ -103,17 +103,33 @@ static hpt_status keep_global_batch(run_state *r, hpt_train_opts *o, const hpt_c
         return HPT_OK;
     }
     char ok[512] = "", cp[24] = "";
+    int W = r->comm.world_size;
     if (r->comm.cp > 1)
         snprintf(cp, sizeof cp, " / CP %d", r->comm.cp);
-    for (int b = 1; b <= G && strlen(ok) < 400; b++)
-        if (G % ((long long)b * r->comm.dp) == 0)
-            snprintf(ok + strlen(ok), sizeof ok - strlen(ok), "%s%d", ok[0] ? ", " : "", b);
+    if (G % r->comm.dp == 0) { /* some micro-batches do: list them */
+        for (int b = 1; b <= G && strlen(ok) < 400; b++)
+            if (G % ((long long)b * r->comm.dp) == 0)
+                snprintf(ok + strlen(ok), sizeof ok - strlen(ok), "%s%d", ok[0] ? ", " : "", b);
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "%s: checkpoint global batch %lld cannot be kept with --batch %d x DP "
+                             "%d (%d ranks / TP %d%s / PP %d): micro-batch x DP must divide it; with "
+                             "this layout use --batch in {%s}, or a DP that divides %lld",
+                             r->ckpt_dir, G, o->batch, r->comm.dp, W, r->comm.tp, cp, r->comm.pp,
+                             ok, G);
+    }
+    /* DP itself does not divide G: no micro-batch can; name the DPs that
+     * divide both G and the world size (DP 1 always does) */
+    for (int d = 1; d <= W && strlen(ok) < 400; d++)
+        if (W % d == 0 && G % d == 0)
+            snprintf(ok + strlen(ok), sizeof ok - strlen(ok), "%sDP %d (TP x CP x PP = %d)",
+                     ok[0] ? ", " : "", d, W / d);
     return hpt_error_set(HPT_ERR_USAGE,
                          "%s: checkpoint global batch %lld cannot be kept with --batch %d x DP %d "
-                         "(%d ranks / TP %d%s / PP %d): micro-batch x DP must divide it; with this "
-                         "layout use --batch in {%s}, or a DP that divides %lld",
-                         r->ckpt_dir, G, o->batch, r->comm.dp, r->comm.world_size, r->comm.tp,
-                         cp, r->comm.pp, ok[0] ? ok : "none", G);
+                         "(%d ranks / TP %d%s / PP %d): micro-batch x DP must divide it, and DP %d "
+                         "does not divide %lld, so no --batch can; on %d ranks use a layout with a "
+                         "DP that divides %lld: %s, or a number of ranks that allows one",
+                         r->ckpt_dir, G, o->batch, r->comm.dp, W, r->comm.tp, cp, r->comm.pp,
+                         r->comm.dp, G, W, G, ok);
 }
 
 /* How checkpoint metadata m differs from this run: 0 not; 1 another model
