@@ -158,7 +158,7 @@ int hpt_plan_zero_dp1(hpt_plan_setup *s)
  * chunk, and micro-batches in whole groups of PP. */
 static hpt_status check_schedule(const hpt_plan_setup *s)
 {
-    if (s->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 && s->zero >= 2 && s->dp > 1)
+    if (s->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 && s->zero >= 2 && s->dp > 1 && s->pp > 1)
         return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule zb-h1 with --zero %d: not supported "
                              "(hpt-train refuses it: ZeRO-2/3's per-micro-batch reduce-scatters "
                              "would start at the deferred weight-gradient passes); use --zero 1",
