@@ -395,6 +395,9 @@ static hpt_status check_mtbf(const hpt_plan_opts *o)
     if (o->search)
         return hpt_error_set(HPT_ERR_USAGE, "--mtbf-hours is not used with --search (it plans "
                              "the checkpoint interval of one layout)");
+    if (!isnan(o->ckpt_bw) && o->measured) /* it only plans what --measured measured */
+        fprintf(stderr, "hpt-plan: note: --ckpt-bw %g is not used: --measured gives the save "
+                "stall and the restart time, which --ckpt-bw would plan\n", o->ckpt_bw);
     return HPT_OK;
 }
 
