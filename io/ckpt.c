@@ -126,6 +126,8 @@ hpt_status hpt_ckpt_write_meta(hid_t file, const hpt_ckpt_meta *meta)
         err = put_attr(file, "sequence_parallel", H5T_NATIVE_INT32, &meta->sequence_parallel);
     if (!err && meta->recompute >= 0)
         err = put_attr(file, "recompute", H5T_NATIVE_INT32, &meta->recompute);
+    if (!err && meta->cp > 0)
+        err = put_attr(file, "cp", H5T_NATIVE_INT32, &meta->cp);
     if (!err && meta->optimizer[0])
         err = put_str(file, "optimizer", meta->optimizer);
     return err ? hpt_error_set(HPT_ERR_IO, "checkpoint: cannot write the root attributes") : HPT_OK;
@@ -163,6 +165,8 @@ hpt_status hpt_ckpt_read_meta(hid_t file, const char *path, hpt_ckpt_meta *meta)
         meta->sequence_parallel = -1;
     if (get_attr(file, "recompute", H5T_NATIVE_INT32, &meta->recompute))
         meta->recompute = -1;
+    if (get_attr(file, "cp", H5T_NATIVE_INT32, &meta->cp) || meta->cp < 1)
+        meta->cp = 1; /* not recorded: written before CP was, or without CP */
     if (get_str(file, "optimizer", meta->optimizer, sizeof meta->optimizer))
         meta->optimizer[0] = 0;
     return HPT_OK;

@@ -10,7 +10,8 @@
  *                    global order), seed, adam_t, skipped_total,
  *                    consecutive_skips, global_batch (sequences), seq_len,
  *                    micro_batch, and the writing layout tp, pp, dp, zero1
- *                    (and, optional on reading, sequence_parallel, recompute)
+ *                    (and, optional on reading, sequence_parallel, recompute,
+ *                    cp: the writer's context parallelism, 1 when absent)
  *   /model/<name>               float32, the logical (unsharded) tensor with
  *                               its global shape, Hugging Face name
  *   /optim/exp_avg/<name>       AdamW first moments, same shape
@@ -48,6 +49,10 @@ typedef struct {
      * 1 full, 2 selective); optional attributes: -1 when the checkpoint
      * does not record them (written before they existed) */
     int32_t sequence_parallel, recompute;
+    /* the writing run's context parallelism (--cp): metadata only, the
+     * tensors do not depend on it; optional attribute "cp", read as 1 when
+     * absent (checkpoints written before it was recorded) */
+    int32_t cp;
     /* the writing run's optimizer options as hpt-train options ("--lr 0.0006
      * --min-lr 6e-05 --warmup 100 --steps 1000 ..."); optional attribute
      * "optimizer": "" when not recorded */

@@ -373,6 +373,9 @@ static void list_row_fill(const char *dir, const entry *e, int verify, const hpt
     }
     H5Fclose(f);
     snprintf(r->layout, sizeof r->layout, "%dx%dx%d", (int)m.tp, (int)m.pp, (int)m.dp);
+    if (m.cp > 1) /* the writer's context parallelism (attribute cp, 1 when absent) */
+        snprintf(r->layout + strlen(r->layout), sizeof r->layout - strlen(r->layout), ",cp%d",
+                 (int)m.cp);
     snprintf(r->zero1, sizeof r->zero1, "%s", m.zero1 >= 2 ? (m.zero1 == 3 ? "yes-3" : "yes-2") : m.zero1 ? "yes" : "no");
     snprintf(r->samples, sizeof r->samples, "%lld", (long long)m.samples);
     verify_ctx v = {file, mdl, NULL, 0, ""};
@@ -570,12 +573,14 @@ static void info_meta(const char *file, const hpt_ckpt_meta *m, FILE *out)
     fprintf(out, "seed           %llu\n", (unsigned long long)m->seed);
     fprintf(out, "batch          %lld sequences of %d tokens per step, micro-batch %d\n",
             (long long)m->global_batch, (int)m->seq_len, (int)m->micro_batch);
+    /* cp: the writer's context parallelism, 1 when the attribute is absent;
+     * the tensors do not depend on it */
     if (m->zero1)
-        fprintf(out, "layout         tp %d x pp %d x dp %d, ZeRO-%d\n", (int)m->tp, (int)m->pp,
-                (int)m->dp, (int)m->zero1);
+        fprintf(out, "layout         tp %d x cp %d x pp %d x dp %d, ZeRO-%d\n", (int)m->tp,
+                (int)m->cp, (int)m->pp, (int)m->dp, (int)m->zero1);
     else
-        fprintf(out, "layout         tp %d x pp %d x dp %d, no ZeRO\n", (int)m->tp, (int)m->pp,
-                (int)m->dp);
+        fprintf(out, "layout         tp %d x cp %d x pp %d x dp %d, no ZeRO\n", (int)m->tp,
+                (int)m->cp, (int)m->pp, (int)m->dp);
 }
 
 static void info_model(const char *file, const hpt_ckpt_meta *m, const hpt_ckpt_model *mdl,

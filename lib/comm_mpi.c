@@ -224,24 +224,25 @@ hpt_status hpt_grid_check_cp(int world, int tp, int cp, int pp, int dp, int *dp_
         if (world % tcp)
             return cp == 1
                        ? hpt_error_set(HPT_ERR_USAGE,
-                                       "%d ranks cannot be split into --tp %d x --pp %d x DP: the "
-                                       "world size must be a multiple of tp*pp = %d",
-                                       world, tp, pp, tp * pp)
+                                       "%d rank%s cannot be split into --tp %d x --pp %d x DP: "
+                                       "the world size must be a multiple of tp*pp = %d",
+                                       world, world == 1 ? "" : "s", tp, pp, tp * pp)
                        : hpt_error_set(HPT_ERR_USAGE,
-                                       "%d ranks cannot be split into --tp %d x --cp %d x --pp %d "
-                                       "x DP: the world size must be a multiple of tp*cp*pp = %ld",
-                                       world, tp, cp, pp, tcp);
+                                       "%d rank%s cannot be split into --tp %d x --cp %d x --pp "
+                                       "%d x DP: the world size must be a multiple of tp*cp*pp = "
+                                       "%ld", world, world == 1 ? "" : "s", tp, cp, pp, tcp);
         dp = (int)(world / tcp);
     }
     if (tcp * dp != world)
         return cp == 1 ? hpt_error_set(HPT_ERR_USAGE,
-                                       "--tp %d x --pp %d x --dp %d = %ld ranks, but the job has "
-                                       "%d ranks (omit --dp to infer it)",
-                                       tp, pp, dp, tcp * dp, world)
+                                       "--tp %d x --pp %d x --dp %d = %ld rank%s, but the job has "
+                                       "%d rank%s (omit --dp to infer it)", tp, pp, dp, tcp * dp,
+                                       tcp * dp == 1 ? "" : "s", world, world == 1 ? "" : "s")
                        : hpt_error_set(HPT_ERR_USAGE,
-                                       "--tp %d x --cp %d x --pp %d x --dp %d = %ld ranks, but the "
-                                       "job has %d ranks (omit --dp to infer it)",
-                                       tp, cp, pp, dp, tcp * dp, world);
+                                       "--tp %d x --cp %d x --pp %d x --dp %d = %ld rank%s, but "
+                                       "the job has %d rank%s (omit --dp to infer it)", tp, cp, pp,
+                                       dp, tcp * dp, tcp * dp == 1 ? "" : "s", world,
+                                       world == 1 ? "" : "s");
     *dp_out = dp;
     return HPT_OK;
 }

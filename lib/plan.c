@@ -158,7 +158,7 @@ int hpt_plan_zero_dp1(hpt_plan_setup *s)
  * chunk, and micro-batches in whole groups of PP. */
 static hpt_status check_schedule(const hpt_plan_setup *s)
 {
-    if (s->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 && s->zero >= 2 && s->dp > 1)
+    if (s->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 && s->zero >= 2 && s->dp > 1 && s->pp > 1)
         return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule zb-h1 with --zero %d: not supported "
                              "(hpt-train refuses it: ZeRO-2/3's per-micro-batch reduce-scatters "
                              "would start at the deferred weight-gradient passes); use --zero 1",
@@ -1402,6 +1402,16 @@ double hpt_plan_attention_peak(const hpt_plan_setup *s)
 
 /* Memory capacity a rank may use: the device's, or on cpu-local the
  * machine's shared by the ranks on it. */
+/* bytes as "74.5 GiB", or below 1 GiB as "0.5 MiB" (a tiny model's, which
+ * "0.0 GiB" hid) into buf (32 bytes). */
+static void size_words(double bytes, char *buf)
+{
+    if (bytes >= GIB)
+        snprintf(buf, 32, "%.1f GiB", bytes / GIB);
+    else
+        snprintf(buf, 32, "%.1f MiB", bytes / 1048576.0);
+}
+
 static double capacity(const hpt_plan_setup *s)
 {
     return s->cl.exact ? s->cl.mem_bytes / s->gpus_per_node : s->cl.mem_bytes;
@@ -2307,14 +2317,15 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
         }
         fprintf(f, "}\n");
     } else {
+        char cap[32];
+        size_words(capacity(&v[0].s), cap);
         if (fitting) {
-            fprintf(f, "%d layouts for %d GPUs, %d fit in %.1f GiB; fastest first:\n", n, gpus,
-                    fitting, capacity(&v[0].s) / GIB);
+            fprintf(f, "%d layouts for %d GPUs, %d fit in %s; fastest first:\n", n, gpus,
+                    fitting, cap);
             fprintf(f, "   TP   PP     DP  mb  recompute  sp  zero  shard    mem GiB   step s     "
                     "tokens/s   MFU %%  bubble  sched%s\n", anycp ? "  CP" : "");
         } else {
-            fprintf(f, "%d layouts for %d GPUs, none fits in %.1f GiB\n", n, gpus,
-                    capacity(&v[0].s) / GIB);
+            fprintf(f, "%d layouts for %d GPUs, none fits in %s\n", n, gpus, cap);
         }
         for (int i = 0; i < shown; i++) {
             char shard[16] = "-", cpc[16] = ""; /* the ZeRO shard group: DP, or HSDP's N */
@@ -2334,9 +2345,11 @@ hpt_status hpt_plan_search(const hpt_plan_setup *base, const hpt_plan_fixed *fx,
             explain(f, &v[0], v, n);
         else {
             double least = v[0].mem;
+            char need[32];
             for (int i = 1; i < n; i++)
                 least = fmin(least, v[i].mem);
-            fprintf(f, "no layout fits: the smallest needs %.1f GiB per GPU\n", least / GIB);
+            size_words(least, need);
+            fprintf(f, "no layout fits: the smallest needs %s per GPU\n", need);
         }
     }
     free(v);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -394,6 +395,9 @@ static hpt_status check_mtbf(const hpt_plan_opts *o)
     if (o->search)
         return hpt_error_set(HPT_ERR_USAGE, "--mtbf-hours is not used with --search (it plans "
                              "the checkpoint interval of one layout)");
+    if (!isnan(o->ckpt_bw) && o->measured) /* it only plans what --measured measured */
+        fprintf(stderr, "hpt-plan: note: --ckpt-bw %g is not used: --measured gives the save "
+                "stall and the restart time, which --ckpt-bw would plan\n", o->ckpt_bw);
     return HPT_OK;
 }
 
@@ -422,5 +426,11 @@ hpt_status hpt_plan_run(const hpt_plan_opts *o, FILE *out)
     if (!st) /* --zero 2/3 on DP 1: ZeRO 0, as hpt-train (the report notes it); the search
               * applies the stage where DP > 1 */
         hpt_plan_zero_dp1(&s);
+    if (!st && s.pp == 1 && (s.pp_schedule == HPT_PLAN_SCHEDULE_GPIPE ||
+                             s.pp_schedule == HPT_PLAN_SCHEDULE_ZBH1)) { /* as hpt-train runs it */
+        fprintf(stderr, "hpt-plan: note: --pp-schedule %s with --pp 1 has no pipeline to schedule: "
+                "planned as 1f1b, as hpt-train runs it\n", hpt_plan_schedule_str(s.pp_schedule));
+        s.pp_schedule = HPT_PLAN_SCHEDULE_1F1B;
+    }
     return st ? st : run_one(o, &s, out);
 }

@@ -885,6 +885,14 @@ hpt_status hpt_train_run(MPI_Comm comm, FILE *out, const hpt_train_opts *opts)
                     "--zero 0\n", o->zero);
         o->zero = 0;
     }
+    if (r.comm.pp == 1 && (o->pp_schedule == HPT_PLAN_SCHEDULE_GPIPE ||
+                           o->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1)) { /* one stage */
+        if (r.root)
+            fprintf(stderr, "hpt-train: note: --pp-schedule %s with --pp 1 has no pipeline to "
+                    "schedule: running as 1f1b (each micro-batch's forward, then its backward)\n",
+                    hpt_plan_schedule_str(o->pp_schedule));
+        o->pp_schedule = HPT_PLAN_SCHEDULE_1F1B;
+    }
     /* each phase ends in an agreement, so no rank enters a collective that
      * another rank skipped after an error */
     st = hpt_comm_agree(comm, setup_local(&r, o, &be));

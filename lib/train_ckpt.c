@@ -103,17 +103,33 @@ static hpt_status keep_global_batch(run_state *r, hpt_train_opts *o, const hpt_c
         return HPT_OK;
     }
     char ok[512] = "", cp[24] = "";
+    int W = r->comm.world_size;
     if (r->comm.cp > 1)
         snprintf(cp, sizeof cp, " / CP %d", r->comm.cp);
-    for (int b = 1; b <= G && strlen(ok) < 400; b++)
-        if (G % ((long long)b * r->comm.dp) == 0)
-            snprintf(ok + strlen(ok), sizeof ok - strlen(ok), "%s%d", ok[0] ? ", " : "", b);
+    if (G % r->comm.dp == 0) { /* some micro-batches do: list them */
+        for (int b = 1; b <= G && strlen(ok) < 400; b++)
+            if (G % ((long long)b * r->comm.dp) == 0)
+                snprintf(ok + strlen(ok), sizeof ok - strlen(ok), "%s%d", ok[0] ? ", " : "", b);
+        return hpt_error_set(HPT_ERR_USAGE,
+                             "%s: checkpoint global batch %lld cannot be kept with --batch %d x DP "
+                             "%d (%d ranks / TP %d%s / PP %d): micro-batch x DP must divide it; with "
+                             "this layout use --batch in {%s}, or a DP that divides %lld",
+                             r->ckpt_dir, G, o->batch, r->comm.dp, W, r->comm.tp, cp, r->comm.pp,
+                             ok, G);
+    }
+    /* DP itself does not divide G: no micro-batch can; name the DPs that
+     * divide both G and the world size (DP 1 always does) */
+    for (int d = 1; d <= W && strlen(ok) < 400; d++)
+        if (W % d == 0 && G % d == 0)
+            snprintf(ok + strlen(ok), sizeof ok - strlen(ok), "%sDP %d (TP x CP x PP = %d)",
+                     ok[0] ? ", " : "", d, W / d);
     return hpt_error_set(HPT_ERR_USAGE,
                          "%s: checkpoint global batch %lld cannot be kept with --batch %d x DP %d "
-                         "(%d ranks / TP %d%s / PP %d): micro-batch x DP must divide it; with this "
-                         "layout use --batch in {%s}, or a DP that divides %lld",
-                         r->ckpt_dir, G, o->batch, r->comm.dp, r->comm.world_size, r->comm.tp,
-                         cp, r->comm.pp, ok[0] ? ok : "none", G);
+                         "(%d ranks / TP %d%s / PP %d): micro-batch x DP must divide it, and DP %d "
+                         "does not divide %lld, so no --batch can; on %d ranks use a layout with a "
+                         "DP that divides %lld: %s, or a number of ranks that allows one",
+                         r->ckpt_dir, G, o->batch, r->comm.dp, W, r->comm.tp, cp, r->comm.pp,
+                         r->comm.dp, G, W, G, ok);
 }
 
 /* How checkpoint metadata m differs from this run: 0 not; 1 another model
@@ -369,15 +385,19 @@ hpt_status load_resume(run_state *r, const hpt_train_opts *o, hpt_ckpt_meta *met
     r->opt.t = (int)meta->adam_t;
     r->skipped_total = (int)meta->skipped_total;
     r->consecutive = (int)meta->consecutive_skips;
-    char cp[48] = ""; /* the checkpoint does not depend on CP (issue 31) */
+    /* the checkpoint does not depend on CP (issue 31); its writer's CP is
+     * recorded (attribute cp, 1 when absent) and named */
+    char cp[48] = "", wcp[48] = "";
     if (r->comm.cp > 1)
         snprintf(cp, sizeof cp, ", context parallel CP %d", r->comm.cp);
+    if (meta->cp > 1)
+        snprintf(wcp, sizeof wcp, ", context parallel CP %d", meta->cp);
     if (r->root)
-        fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s%s%s) "
+        fprintf(stderr, "hpt-train: resumed from %s/step_%08lld (written by TP %d x PP %d x DP %d%s%s%s%s) "
                 "in %.3f s, continuing as TP %d x PP %d x DP %d%s%s%s%s\n", r->ckpt_dir,
                 (long long)meta->step, meta->tp, meta->pp, meta->dp, zero_words(meta->zero1),
                 meta->sequence_parallel > 0 ? ", sequence parallel" : "",
-                recompute_words(meta->recompute), now_s() - t0, r->comm.tp, r->comm.pp, r->comm.dp,
+                recompute_words(meta->recompute), wcp, now_s() - t0, r->comm.tp, r->comm.pp, r->comm.dp,
                 zero_words(o->zero), o->sequence_parallel && r->comm.tp > 1
                 ? ", sequence parallel" : "", recompute_words(o->recompute), cp);
     if (r->root)
@@ -411,6 +431,7 @@ static void fill_meta(run_state *r, const hpt_train_opts *o, int step, hpt_ckpt_
     m->seed = o->seed;
     m->sequence_parallel = o->sequence_parallel && r->comm.tp > 1;
     m->recompute = o->recompute;
+    m->cp = r->comm.cp; /* metadata: the tensors do not depend on CP */
     optimizer_words(o, m->optimizer, sizeof m->optimizer);
 }
 

@@ -237,15 +237,18 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
                           "step %lld loaded in %.2f s", (long long)r->resume_from, r->ckpt_load_s);
         hpt_metrics_event(m, r->resume_from, 0, "resume", "resumed from step %lld",
                           (long long)r->resume_from);
+        char mcpw[24] = ""; /* the checkpoint's CP: attribute cp, 1 when absent */
+        if (meta->cp > 1)
+            snprintf(mcpw, sizeof mcpw, "CP %d x ", meta->cp);
         if (meta->tp != r->comm.tp || meta->pp != r->comm.pp || meta->dp != r->comm.dp ||
-            meta->zero1 != o->zero ||
+            meta->cp != r->comm.cp || meta->zero1 != o->zero ||
             (meta->sequence_parallel >= 0 && meta->sequence_parallel != info.sequence_parallel))
             hpt_metrics_event(m, r->resume_from, 0, "layout_change",
-                              "checkpoint written by TP %d x PP %d x DP %d%s%s, re-sharded to TP %d "
-                              "x PP %d x DP %d%s%s (grad-accum %d)",
-                              meta->tp, meta->pp, meta->dp, zero_words(meta->zero1),
+                              "checkpoint written by TP %d x %sPP %d x DP %d%s%s, re-sharded to TP %d "
+                              "x %sPP %d x DP %d%s%s (grad-accum %d)",
+                              meta->tp, mcpw, meta->pp, meta->dp, zero_words(meta->zero1),
                               meta->sequence_parallel > 0 ? " SP" : "",
-                              r->comm.tp, r->comm.pp, r->comm.dp, zero_words(o->zero),
+                              r->comm.tp, cpw, r->comm.pp, r->comm.dp, zero_words(o->zero),
                               info.sequence_parallel ? " SP" : "", o->grad_accum);
     }
     hpt_metrics_write_events(m); /* a run killed before its first flush keeps them */

@@ -551,7 +551,7 @@ hpt_status train_opts_check_layout(MPI_Comm comm, const hpt_train_opts *o, int *
         }
     }
     /* on DP 1 ZeRO-2/3 run as ZeRO-0 (lib/train.c's note), as hpt-plan plans them */
-    if (o->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 && o->zero >= 2 && *dp > 1)
+    if (o->pp_schedule == HPT_PLAN_SCHEDULE_ZBH1 && o->zero >= 2 && *dp > 1 && o->pp > 1)
         return hpt_error_set(HPT_ERR_USAGE, "--pp-schedule zb-h1 with --zero %d: not supported "
                              "(its per-micro-batch reduce-scatters would start at a deferred "
                              "weight-gradient pass, after later micro-batches' norm gradients); "

@@ -175,7 +175,7 @@ fi
 is_count "nodes (SLURM_JOB_NUM_NODES, HPT_NODES or the template's --nodes)" "${NODES:-}"
 is_count HPT_TASKS_PER_NODE "${TPN:-}"
 # Elastic (--nodes=MIN-MAX): when the nodes granted do not fit the layout
-# (TP x PP must divide the ranks, micro-batch x DP the global batch), use the
+# (TP x CP x PP must divide the ranks, micro-batch x DP the global batch), use the
 # largest number of them that does; the others stay idle for this run. (A
 # dry run plans exactly the node count it is given, and refuses a misfit.)
 usable() { # NODES
@@ -188,7 +188,7 @@ usable() { # NODES
 if [ $IN_JOB = 1 ] && (( TPN % HPT_TP == 0 )) && ! usable "$NODES"; then
   for ((n = NODES - 1; n >= 1; n--)); do
     if usable "$n"; then
-      say "the layout does not fit $NODES nodes (TP $HPT_TP x PP $HPT_PP, global batch ${HPT_GLOBAL_BATCH:-?}): using $n of them"
+      say "the layout does not fit $NODES nodes (TP $HPT_TP x $([ "$HPT_CP" = 1 ] || echo "CP $HPT_CP x ")PP $HPT_PP, global batch ${HPT_GLOBAL_BATCH:-?}): using $n of them"
       NODES=$n
       break
     fi

@@ -5,7 +5,8 @@
 # HPT_SEQUENCE_PARALLEL=1 --sequence-parallel, and nothing of them is passed
 # when they are unset (hpt-train's defaults). The fake srun answers the probe
 # step as a healthy MPI world (one "rank R of W on NODE" line per task) and
-# records the training step's command line.
+# records the training step's command line. The elastic rounding's message
+# names CP (HPT_CP) with TP and PP.
 . "$HPT_SRC/tests/helpers/lib.sh"
 unset SLURM_JOB_NODELIST SLURM_NTASKS_PER_NODE SLURM_ARRAY_JOB_ID
 mkdir -p "$WORK/bin" "$WORK/data"
@@ -56,4 +57,10 @@ for v in 1 full; do
 done
 grep -q -- "--recompute\|--sequence-parallel" "$WORK/13.args" &&
   fail "no HPT_RECOMPUTE, HPT_SEQUENCE_PARALLEL: --recompute or --sequence-parallel passed"
-pass "the launcher passes HPT_PP_SCHEDULE, HPT_PP_VIRTUAL, HPT_RECOMPUTE and HPT_SEQUENCE_PARALLEL to hpt-train"
+# elastic: 3 nodes of 1 task do not fit TP 1 x CP 2 x PP 1; the message
+# names CP, which the arithmetic uses (it said "TP 1 x PP 1")
+run 16 SLURM_JOB_NUM_NODES=3 HPT_TASKS_PER_NODE=1 HPT_TP=1 HPT_CP=2 HPT_PP=1
+grep -q "^launch: the layout does not fit 3 nodes (TP 1 x CP 2 x PP 1, global batch 8): using 2 of them$" "$WORK/16.out" &&
+  grep -Eq " --nodes=2 --ntasks=2 " "$WORK/16.out" && grep -Eq " --tp 1 --cp 2 --pp 1 --dp 1 " "$WORK/16.args" ||
+  { cat "$WORK/16.out"; fail "elastic with HPT_CP=2: the message does not name CP, or not 2 nodes"; }
+pass "the launcher passes HPT_PP_SCHEDULE, HPT_PP_VIRTUAL, HPT_RECOMPUTE and HPT_SEQUENCE_PARALLEL to hpt-train; its elastic message names CP"
