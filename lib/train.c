@@ -773,7 +773,7 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
     fprintf(out,
             "hpt-train: model %s (%.2f M parameters, %d layers, hidden %d, heads %d/%d kv, "
             "vocab %d%s), backend %s%s%s%s, comm %s\n"
-            "hpt-train: layout TP %d x %sPP %d x DP %d%s on %d ranks%s%s%s; %.1f MiB of activations "
+            "hpt-train: layout TP %d x %sPP %d x DP %d%s on %d rank%s%s%s%s; %.1f MiB of activations "
             "per rank\n"
             "hpt-train: %lld training samples of %d tokens; micro-batch %d x grad-accum %d x DP "
             "%d = %lld tokens/step; %d steps\n",
@@ -784,7 +784,7 @@ static void print_banner(run_state *r, const hpt_train_opts *o, FILE *out)
             r->model.be->describe ? ")" : "", r->comm.stage ? "mpi+host-staging" : (r->comm.inner ? r->comm.inner : r->comm.be)->name,
             r->comm.tp, cp_banner(r),
             r->comm.pp, r->comm.dp, zero_banner(r, o),
-            r->comm.world_size,
+            r->comm.world_size, r->comm.world_size == 1 ? "" : "s",
             o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective activation recomputation"
             : o->recompute ? ", full activation recomputation" : "",
             r->model.sp ? ", sequence parallel" : "",

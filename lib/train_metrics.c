@@ -224,12 +224,12 @@ hpt_status open_metrics(run_state *r, const hpt_train_opts *o, const hpt_ckpt_me
     if (r->comm.cp > 1)
         snprintf(cpw, sizeof cpw, "CP %d x ", r->comm.cp);
     hpt_metrics_event(m, r->start_step, 0, "run_start",
-                      "TP %d x %sPP %d x DP %d%s%s%s on %d ranks, micro-batch %d x grad-accum %d, "
+                      "TP %d x %sPP %d x DP %d%s%s%s on %d rank%s, micro-batch %d x grad-accum %d, "
                       "%d steps, backend %s, precision %s",
                       r->comm.tp, cpw, r->comm.pp, r->comm.dp, zero_words(o->zero),
                       info.sequence_parallel ? ", sequence parallel" : "",
                       o->recompute == HPT_RECOMPUTE_SELECTIVE ? ", selective recomputation"
-                      : o->recompute ? ", full recomputation" : "", W, o->batch,
+                      : o->recompute ? ", full recomputation" : "", W, W == 1 ? "" : "s", o->batch,
                       o->grad_accum, o->steps, r->model.be->name,
                       hpt_precision_name(o->precision));
     if (r->resume_from >= 0) {

@@ -3,7 +3,8 @@
 # hpt-metrics summary (and analysis/hpt_metrics.summary_text) derive it
 # as world / (TP x PP x DP) — before, a CP 2 x PP 2 run on 4 ranks read
 # "world 4 (TP 1 x PP 2 x DP 1)" — and the run_start event names it as
-# hpt-train's layout line does. A run without CP keeps the old line.
+# hpt-train's layout line does. A run without CP keeps the old line; one
+# rank reads "on 1 rank".
 # analysis/plot_metrics.py's per-rank breakdown has the ring's comm_cp.
 . "$HPT_SRC/tests/helpers/lib.sh"
 need_corpus
@@ -28,6 +29,13 @@ for f in nocp.sum nocp.py; do
   grep -q "world 2 (TP 1 x PP 2 x DP 1), " "$WORK/$f" || fail "$f: the line without CP changed"
 done
 grep -q "run_start: TP 1 x PP 2 x DP 1 on 2 ranks," "$WORK/nocp.sum" || fail "run_start without CP"
+# one rank: "on 1 rank" in the layout line and the run_start event
+"$TRAIN" --model tiny --data "$CORPUS" --steps 1 --seq-len 32 --batch 1 --eval-interval 0 \
+  --eval-batches 1 --run-dir "$WORK/one" > "$WORK/one.out" 2>&1 || { cat "$WORK/one.out"; fail "one-rank run"; }
+grep -q "^hpt-train: layout TP 1 x PP 1 x DP 1 on 1 rank;" "$WORK/one.out" ||
+  { cat "$WORK/one.out"; fail "one rank: the layout line"; }
+"$M" summary "$WORK/one/metrics.h5" | grep -q "run_start: TP 1 x PP 1 x DP 1 on 1 rank," ||
+  fail "one rank: the run_start event"
 # analysis/plot_metrics.py's breakdown stacks the CP ring's time (comm_cp)
 # too: its parts add up to step_time + checkpoint per rank (they fell short
 # by the ring's seconds)
