@@ -141,11 +141,13 @@ enum { cudaHostRegisterDefault = 0 };
 inline std::map<uintptr_t, size_t> emu_pinned;
 inline cudaError_t cudaHostRegister(void *p, size_t n, unsigned) { if (!p || !n || emu_pinned.count((uintptr_t)p)) return cudaErrorInvalidValue; emu_pinned[(uintptr_t)p] = n; return 0; }
 inline cudaError_t cudaHostUnregister(void *p) { return emu_pinned.erase((uintptr_t)p) ? 0 : cudaErrorInvalidValue; }
+inline int emu_vmm_mapped(uintptr_t p); /* (below: the driver API) */
 inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
 {
     a->type = cudaMemoryTypeUnregistered;
     auto it = emu_allocs.upper_bound((uintptr_t)p);
     if (it != emu_allocs.begin()) { --it; if ((uintptr_t)p < it->first + it->second) a->type = cudaMemoryTypeDevice; }
+    if (emu_vmm_mapped((uintptr_t)p)) a->type = cudaMemoryTypeDevice; /* as the driver says of a mapped granule */
     return 0;
 }
 template <class K> cudaError_t cudaFuncSetAttribute(K, int, int) { return 0; }
@@ -238,11 +240,17 @@ inline void *dlsym(void *, const char *s)
  * shows up). Granularity 64 KiB, smaller than a GPU's 2 MiB so that tests
  * stay small. emu_vmm_phys: bytes of physical allocations alive (created
  * and not yet freed: released and unmapped). HPT_CUDA_EMU_NO_VMM=1: the
- * device reports no virtual memory management. */
+ * device reports no virtual memory management. The calls check their
+ * arguments as the CUDA 13 headers document them (cuda.h): flags that must
+ * be 0, the location a device (the one device, ordinal 0), an alignment a
+ * power of two, handle types known, an entry point asked for with a
+ * version that has it; misuse returns CUDA_ERROR_INVALID_VALUE (or
+ * CUDA_ERROR_INVALID_DEVICE) as a GPU would, which the backend's callers
+ * turn into a fatal error naming the call. */
 #include <sys/mman.h>
 #define CUDA_VERSION 13000
 typedef int CUresult;
-enum { CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_OUT_OF_MEMORY = 2 };
+enum { CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_OUT_OF_MEMORY = 2, CUDA_ERROR_INVALID_DEVICE = 101 };
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemGenericAllocationHandle;
@@ -250,12 +258,14 @@ typedef enum { CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102 } C
 typedef enum { CU_MEM_ALLOCATION_TYPE_INVALID = 0, CU_MEM_ALLOCATION_TYPE_PINNED = 1 } CUmemAllocationType;
 typedef enum { CU_MEM_LOCATION_TYPE_INVALID = 0, CU_MEM_LOCATION_TYPE_DEVICE = 1 } CUmemLocationType;
 typedef enum { CU_MEM_ACCESS_FLAGS_PROT_NONE = 0, CU_MEM_ACCESS_FLAGS_PROT_READ = 1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 } CUmemAccess_flags;
-typedef enum { CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0 } CUmemAllocationGranularity_flags;
+typedef enum { CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1 } CUmemAllocationGranularity_flags;
+/* CU_MEM_HANDLE_TYPE_NONE 0, POSIX_FILE_DESCRIPTOR 1, WIN32 2, WIN32_KMT 4, FABRIC 8 */
+constexpr int EMU_HANDLE_TYPES = 0xf;
 struct CUmemLocation { CUmemLocationType type; int id; };
 struct CUmemAllocationProp { CUmemAllocationType type; int requestedHandleTypes; CUmemLocation location; void *win32HandleMetaData; struct { unsigned char compressionType, gpuDirectRDMACapable; unsigned short usage; unsigned char reserved[4]; } allocFlags; };
 struct CUmemAccessDesc { CUmemLocation location; CUmemAccess_flags flags; };
 enum cudaDriverEntryPointQueryResult { cudaDriverEntryPointSuccess = 0, cudaDriverEntryPointSymbolNotFound = 1, cudaDriverEntryPointVersionNotSufficent = 2 };
-enum { cudaEnableDefault = 0 };
+enum { cudaEnableDefault = 0, cudaEnableLegacyStream = 1, cudaEnablePerThreadDefaultStream = 2 };
 constexpr size_t EMU_GRAN = 65536;
 struct emu_phys { size_t size; int maps; int released; };
 inline std::map<CUmemGenericAllocationHandle, emu_phys> emu_handles;
@@ -276,21 +286,27 @@ inline int emu_in_reserved(uintptr_t a, size_t n)
     --it;
     return a + n <= it->first + it->second;
 }
-inline CUresult cuDeviceGet(CUdevice *d, int ordinal) { *d = ordinal; return 0; }
-inline CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice)
+/* a device location: the one device (ordinal 0) */
+inline int emu_dev_loc(const CUmemLocation &l) { return l.type == CU_MEM_LOCATION_TYPE_DEVICE && l.id == 0; }
+inline int emu_vmm_mapped(uintptr_t p) { return emu_maps.count(p / EMU_GRAN * EMU_GRAN) != 0; }
+inline CUresult cuDeviceGet(CUdevice *d, int ordinal) { if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE; *d = ordinal; return 0; }
+inline CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 {
+    if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
     const char *e = getenv("HPT_CUDA_EMU_NO_VMM");
     *v = a == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED && !(e && !strcmp(e, "1"));
     return 0;
 }
-inline CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *p, CUmemAllocationGranularity_flags)
+inline CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *p, CUmemAllocationGranularity_flags o)
 {
-    if (p->type != CU_MEM_ALLOCATION_TYPE_PINNED || p->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if (!g || !p || p->type != CU_MEM_ALLOCATION_TYPE_PINNED || !emu_dev_loc(p->location) ||
+        (p->requestedHandleTypes & ~EMU_HANDLE_TYPES) || (o != CU_MEM_ALLOC_GRANULARITY_MINIMUM && o != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        return CUDA_ERROR_INVALID_VALUE;
     *g = EMU_GRAN; return 0;
 }
-inline CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t align, CUdeviceptr, unsigned long long)
+inline CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t align, CUdeviceptr, unsigned long long flags)
 {
-    if (!n || n % EMU_GRAN || (align && align % EMU_GRAN)) return CUDA_ERROR_INVALID_VALUE;
+    if (!p || !n || n % EMU_GRAN || (align && (align % EMU_GRAN || (align & (align - 1)))) || flags) return CUDA_ERROR_INVALID_VALUE;
     char *m = (char *)mmap(NULL, n + EMU_GRAN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
     uintptr_t a = ((uintptr_t)m + EMU_GRAN - 1) / EMU_GRAN * EMU_GRAN; /* granule-aligned inside */
@@ -305,9 +321,11 @@ inline CUresult cuMemAddressFree(CUdeviceptr p, size_t n)
     munmap((void *)p, n); /* (the alignment slack stays reserved) */
     emu_reserved.erase(it); return 0;
 }
-inline CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *p, unsigned long long)
+inline CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *p, unsigned long long flags)
 {
-    if (!n || n % EMU_GRAN || p->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+    if (!h || !p || !n || n % EMU_GRAN || p->type != CU_MEM_ALLOCATION_TYPE_PINNED || !emu_dev_loc(p->location) ||
+        (p->requestedHandleTypes & ~EMU_HANDLE_TYPES) || flags) /* flags: "currently must be zero" */
+        return CUDA_ERROR_INVALID_VALUE;
     *h = emu_next_handle++;
     emu_handles[*h] = emu_phys{n, 0, 0};
     emu_vmm_phys += n; return 0;
@@ -320,10 +338,10 @@ inline CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 }
 /* whole handles only (offset 0, size = the handle's), one granule at a
  * time in the map table */
-inline CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHandle h, unsigned long long)
+inline CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAllocationHandle h, unsigned long long flags)
 {
     auto it = emu_handles.find(h);
-    if (it == emu_handles.end() || it->second.released || off || n != it->second.size || !emu_in_reserved(p, n)) return CUDA_ERROR_INVALID_VALUE;
+    if (it == emu_handles.end() || it->second.released || off || n != it->second.size || !emu_in_reserved(p, n) || flags) return CUDA_ERROR_INVALID_VALUE;
     for (uintptr_t a = p; a < p + n; a += EMU_GRAN) if (emu_maps.count(a)) return CUDA_ERROR_INVALID_VALUE; /* mapped already */
     void *m = mmap((void *)p, n, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -334,7 +352,7 @@ inline CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericAlloca
 }
 inline CUresult cuMemSetAccess(CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t count)
 {
-    if (count != 1 || d->location.type != CU_MEM_LOCATION_TYPE_DEVICE || d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !emu_in_reserved(p, n)) return CUDA_ERROR_INVALID_VALUE;
+    if (!d || count != 1 || !emu_dev_loc(d->location) || d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE || !emu_in_reserved(p, n)) return CUDA_ERROR_INVALID_VALUE;
     for (uintptr_t a = p; a < p + n; a += EMU_GRAN) if (!emu_maps.count(a)) return CUDA_ERROR_INVALID_VALUE; /* not mapped */
     mprotect((void *)p, n, PROT_READ | PROT_WRITE); return 0;
 }
@@ -348,8 +366,13 @@ inline CUresult cuMemUnmap(CUdeviceptr p, size_t n)
     mmap((void *)p, n, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     emu_handles[h].maps--; emu_phys_drop(h); return 0;
 }
-inline cudaError_t cudaGetDriverEntryPointByVersion(const char *sym, void **fn, unsigned ver, unsigned long long, cudaDriverEntryPointQueryResult *q)
+/* ver: the CUDA version whose ABI of the symbol is wanted (the virtual
+ * memory calls exist since CUDA 10.2, 10020); q may be NULL */
+inline cudaError_t cudaGetDriverEntryPointByVersion(const char *sym, void **fn, unsigned ver, unsigned long long flags, cudaDriverEntryPointQueryResult *q = nullptr)
 {
+    cudaDriverEntryPointQueryResult q0;
+    if (!q) q = &q0;
+    if (!sym || !fn || flags > cudaEnablePerThreadDefaultStream) return cudaErrorInvalidValue;
     const struct { const char *name; void *f; } t[] = {
         {"cuDeviceGet", (void *)&cuDeviceGet}, {"cuDeviceGetAttribute", (void *)&cuDeviceGetAttribute},
         {"cuMemGetAllocationGranularity", (void *)&cuMemGetAllocationGranularity},
@@ -357,8 +380,8 @@ inline cudaError_t cudaGetDriverEntryPointByVersion(const char *sym, void **fn, 
         {"cuMemCreate", (void *)&cuMemCreate}, {"cuMemRelease", (void *)&cuMemRelease},
         {"cuMemMap", (void *)&cuMemMap}, {"cuMemUnmap", (void *)&cuMemUnmap}, {"cuMemSetAccess", (void *)&cuMemSetAccess}};
     *fn = nullptr;
-    *q = ver > CUDA_VERSION ? cudaDriverEntryPointVersionNotSufficent : cudaDriverEntryPointSymbolNotFound;
+    *q = ver > CUDA_VERSION || ver < 10020 ? cudaDriverEntryPointVersionNotSufficent : cudaDriverEntryPointSymbolNotFound;
     for (auto &e : t)
-        if (!strcmp(e.name, sym) && ver <= CUDA_VERSION) { *fn = e.f; *q = cudaDriverEntryPointSuccess; }
+        if (!strcmp(e.name, sym) && ver <= CUDA_VERSION && ver >= 10020) { *fn = e.f; *q = cudaDriverEntryPointSuccess; }
     return 0;
 }
