@@ -166,7 +166,13 @@ void hpt_ring_free(hpt_ring *r)
  * block from the previous one into dst (K then V): 4 requests. The blocks
  * are activations (fp32 or bf16): they travel as r->words opaque 4-byte
  * words through the f32 slots (a send/receive copies bits, no arithmetic),
- * as sequence parallelism's all-gathers of bf16 activations do. */
+ * as sequence parallelism's all-gathers of bf16 activations do.
+ * K's receive and send are posted before V's: over NCCL they are kernels
+ * on two side streams (lib/comm_nccl.c), and where those streams share a
+ * hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1, or two streams hashed to
+ * one queue) V's receive, waiting in stream order for K's, blocks the
+ * queue: posted before K's send (receives first), it kept every rank's K
+ * send from launching, so no K receive could finish: a deadlock. */
 static void ring_pass(hpt_ring *r, const void *k, const void *v, char *dst, int tk, int tv,
                       hpt_comm_req *req)
 {
@@ -174,8 +180,8 @@ static void ring_pass(hpt_ring *r, const void *k, const void *v, char *dst, int 
     int next = (r->rank + 1) % r->cp, prev = (r->rank + r->cp - 1) % r->cp;
     size_t w = r->words;
     c->be->irecv_f32(c, HPT_GROUP_CP, (float *)dst, w, prev, tk, &req[0]);
-    c->be->irecv_f32(c, HPT_GROUP_CP, (float *)(dst + r->n * r->esz), w, prev, tv, &req[1]);
     c->be->isend_f32(c, HPT_GROUP_CP, (const float *)k, w, next, tk, &req[2]);
+    c->be->irecv_f32(c, HPT_GROUP_CP, (float *)(dst + r->n * r->esz), w, prev, tv, &req[1]);
     c->be->isend_f32(c, HPT_GROUP_CP, (const float *)v, w, next, tv, &req[3]);
 }
 
@@ -249,12 +255,14 @@ void hpt_ring_backward(hpt_ring *r, float *dq, float *dk, float *dv, float *D, c
             acc = r->acc[s % 2];
             be->add(acc, acc, r->part, 2 * n);
         }
-        c->be->isend_f32(c, HPT_GROUP_CP, acc, n, next, TAG_DK, &accq[0]);
-        c->be->isend_f32(c, HPT_GROUP_CP, acc + n, n, next, TAG_DV, &accq[1]);
-        /* the next accumulator (the last one: this rank's own, final) */
+        /* the next accumulator (the last one: this rank's own, final);
+         * dK's send and receive before dV's, as ring_pass (a deadlock
+         * over NCCL otherwise) */
         float *in_k = s + 1 < r->cp ? r->acc[(s + 1) % 2] : dk;
         float *in_v = s + 1 < r->cp ? r->acc[(s + 1) % 2] + n : dv;
+        c->be->isend_f32(c, HPT_GROUP_CP, acc, n, next, TAG_DK, &accq[0]);
         c->be->irecv_f32(c, HPT_GROUP_CP, in_k, n, prev, TAG_DK, &inq[0]);
+        c->be->isend_f32(c, HPT_GROUP_CP, acc + n, n, next, TAG_DV, &accq[1]);
         c->be->irecv_f32(c, HPT_GROUP_CP, in_v, n, prev, TAG_DV, &inq[1]);
         if (s + 1 < r->cp) {
             wait_all(r, kvq, 4);

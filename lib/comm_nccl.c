@@ -26,8 +26,12 @@
  *    step read; the send reads what the compute stream wrote); the wait
  *    makes the compute stream wait for the transfer's done event. NCCL
  *    matches a communicator's sends and receives in order, which the ring
- *    keeps (K, V, dK, dV on both sides), so tags are not needed. Compiled
- *    here; never run on a GPU by its author.
+ *    keeps (K, V, dK, dV on both sides), so tags are not needed. The ring
+ *    posts each tensor's receive and send before the next tensor's: with
+ *    the two side streams on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS
+ *    =1) a second receive queued behind the first would hold back every
+ *    rank's first send (a deadlock). Compiled here; never run on a GPU by
+ *    its author.
  *  - Blocking collectives (tensor-parallel all-reduces, ZeRO-1's
  *    reduce-scatter and all-gather, broadcasts) run on the compute stream
  *    (the CUDA backend's stream 0, the legacy default stream), so they are

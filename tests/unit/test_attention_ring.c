@@ -1,6 +1,6 @@
 /* test_attention_ring — the ring attention's block ops (backend.h:
  * attention_block_forward/backward, attention_rowdot; lib/attention_cpu.c)
- * against the CPU backend's whole-sequence attention, without MPI: a
+ * against the CPU backend's whole-sequence attention, the ring simulated in one process: a
  * sequence of T tokens is split into 2*CP zigzag chunks (CP rank i holds
  * chunks i and 2*CP-1-i; when 2*CP does not divide T the chunks differ by
  * one token, and some are empty for T < 2*CP: the op takes any offsets),
@@ -11,7 +11,9 @@
  * 1000, 2049; CP 2 and 3; GQA groups 1 and 4; forward (out, lse) and
  * backward (dq, dk, dv) within 1e-5 of the reference, relative to the
  * reference's largest magnitude. Where 2*CP divides T the trainer's own
- * step functions (lib/attention_ring.h) run too. Exit status 1 on any
+ * step functions (lib/attention_ring.h) run too; and the order in which
+ * the ring posts its transfers (post_order, through a recording
+ * communication table on one MPI process). Exit status 1 on any
  * failure. */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 
 #include "attention_ring.h"
 #include "backend.h"
+#include "comm.h"
 #include "../helpers/expect.h"
 
 #define TOL 1e-5
@@ -207,6 +210,87 @@ static void ring(const hpt_backend *be, const geom *g, const refs *R, int use_st
     free(gout), free(glse), free(gdq), free(gdk), free(gdv);
 }
 
+/* The order in which the ring posts its transfers (lib/attention_ring.c),
+ * recorded by a communication table that moves nothing: 'R' or 'S' and
+ * the tag's offset from the K tag (0 K, 1 V, 2 dK, 3 dV), 'W' a wait.
+ * Over NCCL a send and a receive are kernels on two side streams; where
+ * those share a hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1) a second
+ * receive waiting in stream order for the first blocks the queue, so
+ * every batch must post the first tensor's receive and send before the
+ * second tensor's (else each rank's first send never launches: a
+ * deadlock on a GPU that no CPU run shows). */
+static char posted[512];
+static size_t nposted;
+
+static void rec(char what, int tag)
+{
+    if (nposted + 3 < sizeof posted) {
+        posted[nposted++] = what;
+        if (what != 'W')
+            posted[nposted++] = (char)('0' + tag - 31001);
+        posted[nposted] = 0;
+    }
+}
+
+static void fake_isend(hpt_comm *c, hpt_group g, const float *buf, size_t n, int peer, int tag,
+                       hpt_comm_req *r)
+{
+    (void)c, (void)g, (void)buf, (void)n, (void)peer;
+    memset(r, 0, sizeof *r);
+    rec('S', tag);
+}
+
+static void fake_irecv(hpt_comm *c, hpt_group g, float *buf, size_t n, int peer, int tag,
+                       hpt_comm_req *r)
+{
+    (void)c, (void)g, (void)buf, (void)n, (void)peer;
+    memset(r, 0, sizeof *r);
+    rec('R', tag);
+}
+
+static void fake_wait(hpt_comm *c, hpt_comm_req *r)
+{
+    (void)c, (void)r;
+    if (nposted && posted[nposted - 1] != 'W')
+        rec('W', 0);
+}
+
+static void post_order(const hpt_backend *be)
+{
+    hpt_comm_backend fake;
+    memset(&fake, 0, sizeof fake);
+    fake.name = "order";
+    fake.isend_f32 = fake_isend;
+    fake.irecv_f32 = fake_irecv;
+    fake.wait = fake_wait;
+    hpt_comm c;
+    memset(&c, 0, sizeof c);
+    c.be = &fake;
+    c.cp = 2;
+    c.cp_rank = 0;
+    int B = 1, T = 8, H = 2, KV = 1, hd = 4, Tl = T / 2;
+    hpt_ring *r = NULL;
+    if (hpt_ring_init(&r, be, &c, B, T, KV, hd) != HPT_OK) {
+        EXPECT(0, "post order: hpt_ring_init");
+        return;
+    }
+    size_t nq = (size_t)B * Tl * H * hd, nk = (size_t)B * Tl * KV * hd;
+    float *q = zeros(nq), *k = zeros(nk), *v = zeros(nk), *out = zeros(nq), *dout = zeros(nq);
+    float *lse = zeros((size_t)B * H * Tl), *D = zeros((size_t)B * H * Tl), *dq = zeros(nq);
+    float *dk = zeros(nk), *dv = zeros(nk);
+    hpt_ring_forward(r, out, lse, q, k, v, H);
+    EXPECT(!strcmp(posted, "R0S0R1S1W"),
+           "ring forward posts K's receive and send before V's (got %s)", posted);
+    nposted = 0, posted[0] = 0;
+    hpt_ring_backward(r, dq, dk, dv, D, dout, out, lse, q, k, v, H);
+    EXPECT(!strcmp(posted, "R0S0R1S1S2R2S3R3WS2R2S3R3W"),
+           "ring backward posts each tensor's send and receive before the next's (got %s)",
+           posted);
+    hpt_ring_free(r);
+    free(q), free(k), free(v), free(out), free(dout), free(lse), free(D), free(dq), free(dk),
+        free(dv);
+}
+
 static void one(const hpt_backend *be, int T, int cp, int H, int KV)
 {
     geom g = {T >= 1000 ? 1 : 2, T, H, KV, 16, cp, {0}};
@@ -227,11 +311,13 @@ static void one(const hpt_backend *be, int T, int cp, int H, int KV)
     free(R.dq), free(R.dk), free(R.dv), free(scratch);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    MPI_Init(&argc, &argv); /* the ring's waits read MPI_Wtime (post_order) */
     const hpt_backend *be;
     if (hpt_backend_get("cpu", &be) != HPT_OK) {
         fprintf(stderr, "no cpu backend: %s\n", hpt_error_msg());
+        MPI_Finalize();
         return 1;
     }
     static const int Ts[] = {1, 2, 7, 64, 65, 72, 1000, 2049, 1200};
@@ -239,6 +325,7 @@ int main(void)
         for (int cp = 2; cp <= 3; cp++)
             for (int kv = 4; kv >= 1; kv /= 4)
                 one(be, Ts[i], cp, 4, kv);
+    post_order(be);
     /* the split's bookkeeping: positions and the in-place take */
     int32_t x[2 * 12], want[2 * 6];
     for (int i = 0; i < 24; i++)
@@ -253,5 +340,6 @@ int main(void)
     EXPECT_ERR(hpt_cp_check(3, 2), HPT_ERR_USAGE, "too short for --cp 2");
     EXPECT(hpt_cp_check(16, 4) == HPT_OK, "T 16 splits over CP 4");
     printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
+    MPI_Finalize();
     return failures ? 1 : 0;
 }
