@@ -1799,6 +1799,50 @@ static int vmm_unit(char *pb, size_t part[2][2], int commit)
     return ok;
 }
 
+/* Device memory running out (the emulation's HPT_CUDA_EMU_VMM_LIMIT: no
+ * GPU fails on demand): a commit that runs out at its second granule
+ * fails naming it and gives back the granule it had mapped, and commits
+ * again once there is room; an alloc_virtual that runs out midway
+ * returns NULL and leaves nothing mapped. Block p holds the own shard's 3
+ * granules only; range [r0, r1) of it spans 3 unmapped granules. */
+static void vmm_out_of_memory(char *pb, const size_t r[2], const float *x, size_t base_now,
+                              size_t G)
+{
+    char lim[64];
+    size_t before = vmm_now();
+    snprintf(lim, sizeof lim, "%zu", before + G);
+    setenv("HPT_CUDA_EMU_VMM_LIMIT", lim, 1);
+    if (!getenv("HPT_CUDA_EMU_VMM_LIMIT"))
+        return;
+    hpt_status st = gpu->commit(pb + r[0], r[1] - r[0]);
+    int gone = vmm_now() == before;
+    int emulated = st != HPT_OK; /* a GPU has the room: nothing to see there */
+    if (emulated)
+        result("vmm: a commit out of device memory fails, naming it, and unmaps what it mapped",
+               strstr(hpt_error_msg(), "out of device memory") && gone, "%g granules",
+               (double)(vmm_now() - base_now) / G);
+    void *q = NULL;
+    if (emulated) {
+        q = gpu->alloc_virtual(5 * G);
+        result("vmm: alloc_virtual out of device memory midway returns NULL, nothing mapped",
+               !q && strstr(hpt_error_msg(), "out of device memory") && vmm_now() == before,
+               "%g granules", (double)(vmm_now() - base_now) / G);
+    }
+    unsetenv("HPT_CUDA_EMU_VMM_LIMIT");
+    if (q)
+        gpu->free(q);
+    if (st != HPT_OK)
+        st = gpu->commit(pb + r[0], r[1] - r[0]);
+    size_t mapped = vmm_now() - before;
+    gpu->upload(pb + r[0], (const char *)x + r[0], r[1] - r[0]);
+    int same = vmm_same((const float *)pb, x, r[0], r[1]);
+    gpu->decommit(pb + r[0], r[1] - r[0]);
+    if (emulated)
+        result("vmm: with room again the same commit maps its 3 granules and holds data",
+               st == HPT_OK && mapped == 3 * G && same && vmm_now() == before, "%g granules",
+               (double)mapped / G);
+}
+
 /* ZeRO-3's use of the slots on a block of 11 granules: an own shard
  * [4.5, 6.5) granules, units [0, 2.3), [2.3, 4.2), [4.2, 7), [7, end) (in
  * granules; each unit's part outside the own shard committed and
@@ -1806,7 +1850,9 @@ static int vmm_unit(char *pb, size_t part[2][2], int commit)
  * after drops and up after gathers by whole granules, the own shard's data
  * survive, a granule two units share stays until both are dropped, an
  * unmapped granule faults (emulation), bf16 working copies of weights in
- * the block, and the fallback (HPT_CUDA_VMM=0: held whole). */
+ * the block, running out of device memory in a commit and in alloc_virtual
+ * (emulation: vmm_out_of_memory), and the fallback (HPT_CUDA_VMM=0: held
+ * whole). */
 static void test_vmm(void)
 {
     if (!gpu->alloc_virtual || !gpu->commit || !gpu->decommit || !gpu->committed) {
@@ -1888,6 +1934,7 @@ static void test_vmm(void)
     vmm_unit(pb, part[3], 0);
     result("vmm: units 2 and 3 dropped", vmm_now() - base_now == 3 * G, "%g granules",
            (double)(vmm_now() - base_now) / G);
+    vmm_out_of_memory(pb, part[0][0], x, base_now, G);
     gpu->free(p);
     result("vmm: free unmaps the rest", vmm_now() == base_now, "%g bytes",
            (double)(vmm_now() - base_now));

@@ -240,7 +240,8 @@ inline void *dlsym(void *, const char *s)
  * shows up). Granularity 64 KiB, smaller than a GPU's 2 MiB so that tests
  * stay small. emu_vmm_phys: bytes of physical allocations alive (created
  * and not yet freed: released and unmapped). HPT_CUDA_EMU_NO_VMM=1: the
- * device reports no virtual memory management. The calls check their
+ * device reports no virtual memory management. HPT_CUDA_EMU_VMM_LIMIT=N:
+ * cuMemCreate fails with CUDA_ERROR_OUT_OF_MEMORY past N bytes of them. The calls check their
  * arguments as the CUDA 13 headers document them (cuda.h): flags that must
  * be 0, the location a device (the one device, ordinal 0), an alignment a
  * power of two, handle types known, an entry point asked for with a
@@ -326,6 +327,8 @@ inline CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUm
     if (!h || !p || !n || n % EMU_GRAN || p->type != CU_MEM_ALLOCATION_TYPE_PINNED || !emu_dev_loc(p->location) ||
         (p->requestedHandleTypes & ~EMU_HANDLE_TYPES) || flags) /* flags: "currently must be zero" */
         return CUDA_ERROR_INVALID_VALUE;
+    const char *lim = getenv("HPT_CUDA_EMU_VMM_LIMIT"); /* device memory running out */
+    if (lim && *lim && emu_vmm_phys + n > strtoull(lim, nullptr, 10)) return CUDA_ERROR_OUT_OF_MEMORY;
     *h = emu_next_handle++;
     emu_handles[*h] = emu_phys{n, 0, 0};
     emu_vmm_phys += n; return 0;
