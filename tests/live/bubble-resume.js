@@ -4,15 +4,11 @@
 // figure hpt-metrics summary prints (MEASURED, to both roundings)
 // (tests/metrics/metrics-bubble-resume.sh).
 'use strict';
-const { check, launch, waitFor, describe } = require('./lib.js');
+const { check, waitFor, describe, openPage } = require('./lib.js');
 
 async function main() {
   const [pageUrl, steps, measured] = process.argv.slice(2);
-  const browser = await launch();
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1600 } });
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  await page.goto(pageUrl);
+  const { browser, page, errors } = await openPage(pageUrl);
   await waitFor(page, () => window.hptDebug && window.hptDebug.ready &&
     window.hptDebug.runs().length === 1 && window.hptDebug.bubble(), null, 'the bubble line', 30000);
   const b = await page.evaluate(() => window.hptDebug.bubble());

@@ -6,7 +6,7 @@
 // bubble and its step count, the segment's bubble_theory, the per-rank
 // cells of /ranks/pipeline_bubble, the "weight" spans of the traced step).
 'use strict';
-const { check, launch, waitFor, describe, readJSON } = require('./lib.js');
+const { check, waitFor, describe, readJSON, openPage } = require('./lib.js');
 
 // v to the page's 3 significant digits
 const digits3 = (v) => Number(v.toPrecision(3));
@@ -14,11 +14,7 @@ const digits3 = (v) => Number(v.toPrecision(3));
 async function main() {
   const [pageUrl, expectedPath] = process.argv.slice(2);
   const want = readJSON(expectedPath);
-  const browser = await launch();
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1600 } });
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  await page.goto(pageUrl);
+  const { browser, page, errors } = await openPage(pageUrl);
   await waitFor(page, () => window.hptDebug && window.hptDebug.ready &&
     window.hptDebug.runs().length === 3 && window.hptDebug.ranks(0, 'bubble_s') &&
     window.hptDebug.ranks(0, 'bubble_s').values.length > 0, null, 'three runs with their ranks', 30000);

@@ -55,4 +55,15 @@ function describe(a) {
 
 function readJSON(p) { return JSON.parse(fs.readFileSync(p, 'utf8')); }
 
-module.exports = { SRC, fail, check, launch, waitFor, sameArray, describe, readJSON };
+// A browser (launch) with one 1400 x 1600 page at url, the page's uncaught
+// errors collected in `errors` (a test checks it stays empty).
+async function openPage(url) {
+  const browser = await launch();
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1600 } });
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(url);
+  return { browser, page, errors };
+}
+
+module.exports = { SRC, fail, check, launch, openPage, waitFor, sameArray, describe, readJSON };

@@ -5,16 +5,12 @@
 // traced step, and for each step it draws one rectangle per compute and
 // communication span and one row per rank.
 'use strict';
-const { check, launch, waitFor, sameArray, describe, readJSON } = require('./lib.js');
+const { check, waitFor, sameArray, describe, readJSON, openPage } = require('./lib.js');
 
 async function main() {
   const [pageUrl, expectedPath] = process.argv.slice(2);
   const want = readJSON(expectedPath);
-  const browser = await launch();
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1600 } });
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  await page.goto(pageUrl);
+  const { browser, page, errors } = await openPage(pageUrl);
   await waitFor(page, () => window.hptDebug && window.hptDebug.ready &&
     window.hptDebug.timeline().visible, null, 'the step timeline panel shown', 30000);
   const t = await page.evaluate(() => window.hptDebug.timeline());
