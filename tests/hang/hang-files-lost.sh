@@ -27,7 +27,16 @@ lose_dir() {
 stall_job_st() { stall_job "$@"; echo "ST=$ST"; }
 
 rm_dir() { rm -rf "$WORK/run/hang"; }
-file_dir() { rm -rf "$WORK/run/hang"; echo in-the-way > "$WORK/run/hang"; }
+# (the running job's watchdog may re-create the directory between the rm
+# and the file's creation: rename a file into place until it holds)
+file_dir() {
+  i=0
+  until [ -f "$WORK/run/hang" ]; do
+    rm -rf "$WORK/run/hang"
+    echo in-the-way > "$WORK/run/hang.tmp" && mv -T "$WORK/run/hang.tmp" "$WORK/run/hang" 2>/dev/null || true
+    i=$((i + 1)); [ $i -lt 200 ] || fail "could not replace RUN_DIR/hang by a file"
+  done
+}
 
 lose_dir rm_dir
 [ "$ST" = 6 ] || fail "deleted: exit status $ST, expected 6"
