@@ -9,6 +9,8 @@
 #
 #   run(command="bash bench/gpu-check.sh --call 1", carry=[".gpudeps"], timeout_s=330)
 #   run(command="bash bench/gpu-check.sh --call 2", carry=[".gpudeps"], timeout_s=300)
+#   run(command="bash bench/gpu-check.sh --call 3", carry=[".gpudeps"], timeout_s=150)
+#       (the third only when the device time left allows it)
 #
 # Before them, here (this machine; ~2 min): `bash bench/gpu-check.sh --pack`
 # with `/.gpudeps/` in .git/info/exclude; then, to try it all without a GPU,
@@ -61,9 +63,11 @@
 #       nccl-size1-train    the same mode training `small` on learnable data
 #                 (the loss falls);
 #       memcheck, racecheck compute-sanitizer over test_backend_cuda's
-#                 attention, bf16 and memory groups (racecheck: attention);
-#       1b-tf32, 1b-flash, 1b-bf16-repeat  the ~1B run again in tf32, in
-#                 bf16 with HPT_CUDA_ATTENTION=flash, and in bf16 again:
+#                 attention, bf16, mma and memory groups (racecheck:
+#                 attention, mma);
+#       1b-blas, 1b-tf32, 1b-bf16-repeat  the ~1B run again in bf16 with
+#                 HPT_CUDA_ATTENTION=blas (the cuBLAS chunks instead of the
+#                 tensor-core kernels), in tf32, and in bf16 again:
 #                 the first 20 steps' losses against call 1's bf16 run
 #                 (within 2e-2 relative per step, the project's bf16
 #                 tolerance; the repeat should be identical, else the
@@ -71,8 +75,15 @@
 #       nccl-shared         2 ranks on one GPU: nccl refused, auto falls back;
 #                 --cp 2 in bf16 there trains (the CUDA ring through MPI);
 #       small               `small` for 30 s with --comm nccl (size-1
-#                 mode), tokens/s, and PyTorch on the same shapes.
-#   --rehearse  (here, no GPU; after --pack) both calls in a row, the second
+#                 mode), tokens/s, and PyTorch on the same shapes;
+#       1b-flash            last: bf16 with HPT_CUDA_ATTENTION=flash (the
+#                 fp32 CUDA-core kernels), losses and speed-up as above.
+#   --call 3   (there, <= 150 s; HPT_GPU_BUDGET 140 s; only when device time
+#       is left after call 2): call 1's build; 8b-hpt, 8b-torch: the
+#       8B-shaped layer stack (bench/llama3-8b-4layers.json, 4 layers of
+#       Llama 3 8B's width) at B 1 x T 8192 in bf16, hpt and PyTorch side by
+#       side (tokens/s, MFU, peak memory, the ratio).
+#   --rehearse  (here, no GPU; after --pack) all three calls in a row, the second
 #       reusing the first's build, with what has no GPU here replaced: the
 #       1B and `small` runs on --backend cpu with the tiny model, PyTorch on
 #       Debian's CPU PyTorch without compile (--device cpu), MPI for NCCL
@@ -449,6 +460,12 @@ hpt_run() {  # hpt_run NAME PRECISION [VAR=VALUE...]: the 1B model (tiny in a re
     --batch "$B1" --seq-len "$T1" --steps "$S1" --warmup 2 --eval-interval 0 --eval-batches 1 \
     --save-every 0 --peak-flops "$(peak_of "$prec")" --run-dir "$rt/run-$name"
 }
+hpt_run8() {  # hpt_run8: the 8B-shaped stack (tiny in a rehearsal), 12 steps in the call's precision
+  rm -rf "$rt/run-8b"
+  "$TRAIN" --backend "$BE" --precision "$PREC" --model "$M8" --data "$HPT_CORPUS" --batch "$B8" \
+    --seq-len "$T8" --steps 12 --warmup 2 --eval-interval 0 --eval-batches 1 --save-every 0 \
+    --peak-flops "$(peak_of "$PREC")" --run-dir "$rt/run-8b"
+}
 torch_run() {  # torch_run CONFIG B T PRECISION STEPS: PyTorch on the same corpus, clean environment
   clean_env bash -c "P=$P REHEARSE=${REHEARSE:-0}; $(declare -f prefix_in_env); prefix_in_env"
   clean_env "$PY3" "$src/bench/torch_train_gpu.py" "$1" --batch "$2" --seq-len "$3" --precision "$4" \
@@ -576,20 +593,21 @@ call2() {
   HPT_NCCL_SIZE1=1 stage nccl-size1-train 45 nccl_train
   # compute-sanitizer over the attention, bf16 and memory groups
   local cs; cs=$(command -v compute-sanitizer || echo "$CUDA_DIR/bin/compute-sanitizer")
-  stage memcheck 70 sanitize "$cs" memcheck attention bf16 memory
-  # the ~1B comparisons: call 1's bf16 run is the reference (run again if gone)
+  stage memcheck 70 sanitize "$cs" memcheck attention bf16 mma memory
+  # the ~1B comparisons: call 1's bf16 run (tensor-core attention) is the
+  # reference (run again if gone)
   [ -s "$rt/run-1b/log.tsv" ] || stage 1b-hpt 60 hpt_run 1b "$PREC"
+  stage 1b-blas 60 hpt_run 1b-blas "$PREC" HPT_CUDA_ATTENTION=blas
   stage 1b-tf32 60 hpt_run 1b-tf32 "$TF32"
-  stage 1b-flash 60 hpt_run 1b-flash "$PREC" HPT_CUDA_ATTENTION=flash
   stage 1b-bf16-repeat 60 hpt_run 1b-repeat "$PREC"
   local log1=$work/logs/1b-hpt.log
   [ -f "$log1" ] || log1=$(ls "$tmpbase"/call1/logs/1b-hpt.log 2>/dev/null)
-  compare_losses "$rt/run-1b" "$rt/run-1b-flash" "bf16 chunked vs bf16 flash" 2e-2
+  compare_losses "$rt/run-1b" "$rt/run-1b-blas" "bf16 tensor-core attention vs bf16 cuBLAS chunks" 2e-2
   compare_losses "$rt/run-1b" "$rt/run-1b-tf32" "bf16 vs tf32" 2e-2
   compare_losses "$rt/run-1b" "$rt/run-1b-repeat" "bf16 vs bf16 again (determinism)" 0
+  speedup "$log1" "$work/logs/1b-blas.log" "1b hpt $PREC attention: tensor-core kernels vs HPT_CUDA_ATTENTION=blas (the kernels' speed-up)"
   speedup "$log1" "$work/logs/1b-tf32.log" "1b hpt $PREC vs $TF32 (the first's speed-up)"
-  speedup "$log1" "$work/logs/1b-flash.log" "1b hpt $PREC attention: cuBLAS chunks vs HPT_CUDA_ATTENTION=flash (the chunks' speed-up)"
-  stage racecheck 60 sanitize "$cs" racecheck attention
+  stage racecheck 60 sanitize "$cs" racecheck attention mma
   stage nccl-shared 40 nccl_shared
   HPT_NCCL_SIZE1=1 stage small 50 nccl_small_timed
   [ -f "$work/logs/small.log" ] && grep ' tokens/s' "$work/logs/small.log" | while read -r l; do figure "$l"; done
@@ -597,6 +615,26 @@ call2() {
   "$TRAIN" --model "$MODEL3" --print-config >"$rt/small-config.json" 2>/dev/null
   stage small-torch 70 torch_run "$rt/small-config.json" "$BATCH3" "$SEQ3" "$PREC" 20
   figures small "$PREC" "$BATCH3" "$SEQ3" "$rt/small-config.json" "$work/logs/small-hpt-steps.log" "$work/logs/small-torch.log"
+  # last (the slowest, least needed): bf16 with the fp32 CUDA-core kernels
+  stage 1b-flash 45 hpt_run 1b-flash "$PREC" HPT_CUDA_ATTENTION=flash
+  compare_losses "$rt/run-1b" "$rt/run-1b-flash" "bf16 tensor-core attention vs bf16 flash" 2e-2
+  speedup "$log1" "$work/logs/1b-flash.log" "1b hpt $PREC attention: tensor-core kernels vs HPT_CUDA_ATTENTION=flash (the kernels' speed-up)"
+  return 0
+}
+
+# ------------------------------------------------------------ call 3
+# Optional, when device time is left after call 2 (<= 150 s; HPT_GPU_BUDGET
+# 140 s): the 8B-shaped layer stack of issue 28 (bench/llama3-8b-4layers.json:
+# 4 layers of Llama 3 8B's width, GQA 32/8, hd 128) at T = 8192, batch 1,
+# hpt and PyTorch side by side; call 1's build reused (else rebuilt).
+call3() {
+  if [ -s "$penv" ]; then verdict PASS probe "call 1's ($penv)"; else stage probe 30 probe || return 1; fi
+  set -a; . "$penv"; set +a
+  build_all || return 1
+  "$TRAIN" --model "$M8" --print-config >"$rt/8b-config.json" 2>/dev/null
+  stage 8b-hpt 50 hpt_run8
+  stage 8b-torch 80 torch_run "$rt/8b-config.json" "$B8" "$T8" "$PREC" 10
+  figures 8b-stack "$PREC" "$B8" "$T8" "$rt/8b-config.json" "$work/logs/8b-hpt.log" "$work/logs/8b-torch.log"
   return 0
 }
 sanitize() {  # sanitize TOOL_BINARY memcheck|racecheck GROUP...: test_backend_cuda under compute-sanitizer
@@ -808,9 +846,9 @@ if [ "${1:-}" = --rehearse ]; then
   rm -rf "$fake" && mkdir -p "$fake/nvidia/nccl/lib"
   [ -n "$real" ] && ln -s "$real" "$fake/nvidia/nccl/lib/libnccl.so.2"
   export HPT_GPU_REHEARSAL=1 HPT_GPU_SITE="$fake" HPT_GPU_SLOW=${HPT_GPU_SLOW:-4}
-  rm -rf "$HPT_GPU_TMP"/{deps,src,build,runs,corpus,probe.env,call1,call2}  # a fresh machine
+  rm -rf "$HPT_GPU_TMP"/{deps,src,build,runs,corpus,probe.env,call1,call2,call3}  # a fresh machine
   o=${OUT:-$PWD/gpu-check-out}; st=0
-  for c in 1 2; do
+  for c in 1 2 3; do
     t0=$SECONDS
     OUT=$o/rehearse-call$c bash "$0" --call $c || st=1
     echo "gpu-check: rehearsal of call $c: $((SECONDS - t0)) s (exit $st so far; OUT $o/rehearse-call$c)"
@@ -818,9 +856,9 @@ if [ "${1:-}" = --rehearse ]; then
   exit $st
 fi
 
-# ------------------------------------------------------------ --call 1|2
-[ "${1:-}" = --call ] && { [ "${2:-}" = 1 ] || [ "${2:-}" = 2 ]; } ||
-  { echo "usage: gpu-check.sh --pack [BUILD_DIR] | --call 1 | --call 2 | --rehearse | --selftest BUILD_DIR" >&2; exit 2; }
+# ------------------------------------------------------------ --call 1|2|3
+[ "${1:-}" = --call ] && { [ "${2:-}" = 1 ] || [ "${2:-}" = 2 ] || [ "${2:-}" = 3 ]; } ||
+  { echo "usage: gpu-check.sh --pack [BUILD_DIR] | --call 1 | --call 2 | --call 3 | --rehearse | --selftest BUILD_DIR" >&2; exit 2; }
 CALL=$2
 for f in deps.tar.xz hpt.tar.gz corpus.tar.xz echarts/echarts.min.js; do
   [ -f "$here/.gpudeps/$f" ] ||
@@ -833,17 +871,18 @@ P=$tmpbase/deps L=$tmpbase/deps/usr/lib/x86_64-linux-gnu src=$tmpbase/src bld=$t
 rt=$tmpbase/runs penv=$tmpbase/probe.env work=$tmpbase/call$CALL HPT_CORPUS=$tmpbase/corpus
 out=${OUT:-$PWD/gpu-check-out}
 SLOW=${HPT_GPU_SLOW:-1} failed=0
-budget=$(( ${HPT_GPU_BUDGET:-$([ "$CALL" = 1 ] && echo 310 || echo 285)} * SLOW ))
+budget=$(( ${HPT_GPU_BUDGET:-$(case $CALL in 1) echo 310;; 2) echo 285;; *) echo 140;; esac)} * SLOW ))
 TRAIN=$bld/src/hpt-train
 PATH=$P/bin:$P/usr/bin:$PATH  # mpicc, the mpiexec wrapper (and configure's MPIEXEC)
 HYDRA_LAUNCHER=fork
 PY3=python3  # the machine's python3 (PyTorch's); here Debian's, which has PyTorch 1.13
 if [ "$REHEARSE" = 1 ]; then  # what replaces the GPU here
   PY3=/usr/bin/python3 BE=cpu M1B=tiny B1=2 T1=64 PREC=fp32 TF32=fp32 TORCH_OPTS="--device cpu" NCCL=mpi
-  MODEL_TRAIN=tiny MODEL3=tiny SEQ3=64 BATCH3=4 RUNTIME3=20
+  MODEL_TRAIN=tiny MODEL3=tiny SEQ3=64 BATCH3=4 RUNTIME3=20 M8=tiny B8=1 T8=128
 else
   BE=cuda M1B=$tmpbase/src/bench/llama-1b.json B1=4 T1=2048 PREC=bf16 TF32=tf32
   TORCH_OPTS="--compile --eager-steps 5" NCCL=nccl MODEL_TRAIN=small MODEL3=small SEQ3=1024 BATCH3=16 RUNTIME3=30
+  M8=$tmpbase/src/bench/llama3-8b-4layers.json B8=1 T8=8192
 fi
 S1=25 SKIP1=5 MPIEXEC_BIN=$P/bin/mpiexec prec=$PREC PY=$PY3
 set +a

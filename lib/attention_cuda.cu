@@ -126,8 +126,10 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
 }
 
 /* D (B,H,T) = rowsum(dout * out) = sum_s P dP (Dao 2023, algorithm 2,
- * line 4); one warp per (b, t, h) row. dout in bf16 (dbf) or float, out
- * an activation (bf16 when bf). */
+ * line 4); one warp per (b, t, h) row. dout in bf16 (dbf = 1) or float
+ * (dbf = 0; dbf = 2: float, each element rounded to bf16 first, as the
+ * tensor-core kernels round it for dP, so D and dP agree), out an
+ * activation (bf16 when bf). */
 __global__ static void k_attention_rowdot(float *D, const void *dout, int dbf, const void *out,
                                           int bf, int T, int H, int hd, size_t rows)
 {
@@ -136,8 +138,10 @@ __global__ static void k_attention_rowdot(float *D, const void *dout, int dbf, c
     if (row >= rows)
         return;
     float s = 0.0f;
-    for (int e = lane; e < hd; e += 32)
-        s += ld_act(dout, row * hd + e, dbf) * ld_act(out, row * hd + e, bf);
+    for (int e = lane; e < hd; e += 32) {
+        float d = ld_act(dout, row * hd + e, dbf == 1);
+        s += (dbf == 2 ? bf16_float(bf16_bits(d)) : d) * ld_act(out, row * hd + e, bf);
+    }
     s = warp_sum(s);
     int h = (int)(row % H);
     size_t bt = row / H;
@@ -441,18 +445,60 @@ static int att_chunk_rows(int B, int T, int H)
     return r > T ? T : (int)r;
 }
 
-/* bf16 and tf32 modes use the cuBLAS path unless HPT_CUDA_ATTENTION=flash,
- * or unless a head's row is not a multiple of 16 bytes (hd * 2 in bf16, hd
- * * 4 in tf32): cublasGemmBatchedEx cannot see the pointers it is given
+/* The path HPT_CUDA_ATTENTION asks for: 0 unset or empty (the default
+ * for the precision), else 'm' (mma: the tensor-core kernels of
+ * attention_mma.cu, bf16 mode only), 'b' (blas: the cuBLAS chunks, bf16
+ * and tf32 modes) or 'f' (flash: the fp32 kernels above); another value
+ * is a fatal error naming the variable. */
+static int att_env(void)
+{
+    const char *e = getenv("HPT_CUDA_ATTENTION");
+    if (!e || !*e)
+        return 0;
+    if (!strcmp(e, "mma") || !strcmp(e, "blas") || !strcmp(e, "flash"))
+        return e[0];
+    HPT_FATAL("HPT_CUDA_ATTENTION=%s: expected mma (bf16: tensor-core kernels), blas (cuBLAS "
+              "chunks) or flash (fp32 kernels)", e);
+}
+
+/* 1 when the device runs mma.sync on bf16 (compute capability >= 8.0). */
+static int att_mma_device(void)
+{
+    static int major = -1;
+    if (major < 0 && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, g_device))
+        major = 0;
+    return major >= 8;
+}
+
+/* bf16 mode runs the tensor-core kernels (attention_mma.cu) unless
+ * HPT_CUDA_ATTENTION=blas or flash, for head dims 16, 32, 64, 96, 128
+ * (mma_head_dim_ok) on compute capability 8.0 or later; the callers also
+ * require 16-byte aligned operands (att_aligned). */
+int att_use_mma(int hd)
+{
+    int e = att_env();
+    return g_bf16 && e != 'b' && e != 'f' && mma_head_dim_ok(hd) && att_mma_device();
+}
+
+/* bf16 mode (where the tensor-core kernels do not run) and tf32 mode use
+ * the cuBLAS path unless HPT_CUDA_ATTENTION=flash, or unless a head's row
+ * is not a multiple of 16 bytes (hd * 2 in bf16, hd * 4 in tf32):
+ * cublasGemmBatchedEx cannot see the pointers it is given
  * (they live in device memory) and may read bf16/tf32 operands with 16-byte
  * loads, so every per-head pointer must be 16-byte aligned (cuBLAS
  * documentation, cublasGemmBatchedEx); the flash kernels have no such need. */
 int att_use_blas(int hd)
 {
-    const char *e = getenv("HPT_CUDA_ATTENTION");
     int esz = g_bf16 ? 2 : 4;
-    return (g_bf16 || g_compute == CUBLAS_COMPUTE_32F_FAST_TF32) && !(e && !strcmp(e, "flash")) &&
-           (size_t)hd * esz % 16 == 0;
+    return (g_bf16 || g_compute == CUBLAS_COMPUTE_32F_FAST_TF32) && att_env() != 'f' &&
+           !att_use_mma(hd) && (size_t)hd * esz % 16 == 0;
+}
+
+/* 1 when every operand of the tensor-core kernels is 16-byte aligned (their
+ * 16-byte tile loads; NULL counts as aligned). */
+static int att_aligned(const void *a, const void *b, const void *c, const void *d, const void *e)
+{
+    return al16(a) && al16(b) && al16(c) && al16(d) && al16(e);
 }
 
 /* Operand type and compute type of the attention's products: bf16 with
@@ -747,12 +793,19 @@ static void blas_attention_backward(float *dq, float *dk, float *dv, float *D, c
 void cuda_attention_forward(void *out, float *saved, const void *q, const void *k,
                                    const void *v, int B, int T, int H, int KV, int hd)
 {
-    if (att_use_blas(hd)) {
+    int mma = att_use_mma(hd) && att_aligned(out, q, k, v, NULL);
+    if (mma || att_use_blas(hd)) {
         check_heads(H, KV, hd);
-        if (B > 0 && T > 0 && H > 0)
+        if (B <= 0 || T <= 0 || H <= 0)
+            return;
+        if (mma)
+            mma_attention_forward(out, saved, q, k, v, B, T, H, KV, hd);
+        else
             blas_attention_forward(out, saved, q, k, v, B, T, H, KV, hd);
         return;
     }
+    /* the flash kernels: fp32 mode, HPT_CUDA_ATTENTION=flash, rows that are
+     * not 16-byte multiples, or tensor-core operands that are not aligned */
     attention_fwd(out, saved, q, k, v, B, T, T, 0, H, KV, hd);
 }
 
@@ -793,9 +846,14 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
         return;
     }
     size_t rows = (size_t)B * T * H;
-    k_attention_rowdot<<<(unsigned)((rows + 3) / 4), 128>>>(scratch, dout, 0, out, g_bf16, T, H,
-                                                                   hd, rows);
+    int mma = att_use_mma(hd) && att_aligned(q, k, v, dout, NULL);
+    k_attention_rowdot<<<(unsigned)((rows + 3) / 4), 128>>>(scratch, dout, mma ? 2 : 0, out,
+                                                            g_bf16, T, H, hd, rows);
     LAUNCHED("k_attention_rowdot");
+    if (mma) {
+        mma_attention_backward(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd);
+        return;
+    }
     switch ((hd + 31) / 32) {
     case 1: flash_backward<1>(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd); break;
     case 2: flash_backward<2>(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd); break;

@@ -283,6 +283,16 @@ void cuda_attention_rowdot(float *D, const float *dout, const void *out, int B, 
 void cuda_rope_pos(void *x, hpt_dtype dtype, int B, int T, int nh, int hd, float theta,
     int inverse, const int *pos);
 int att_use_blas(int hd);
+int att_use_mma(int hd);
+/* attention_mma.cu: the tensor-core kernels (bf16 q, k, v, out; shapes as
+ * cuda_attention_forward/backward's; D (B,H,T) computed by the caller) and
+ * the head dims they take. */
+int mma_head_dim_ok(int hd);
+void mma_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
+    int B, int T, int H, int KV, int hd);
+void mma_attention_backward(float *dq, float *dk, float *dv, const float *D, const float *dout,
+    const float *lse, const void *q, const void *k, const void *v, int B, int T, int H, int KV,
+    int hd);
 size_t att_backward_bytes(int B, int T, int H, int KV, int hd);
 extern scratch g_att_scratch, g_att_ptrs; /* the cuBLAS path's chunk scratch, pointer arrays */
 

@@ -597,15 +597,27 @@ double hpt_plan_layer_act_bytes(const hpt_plan_setup *s)
 
 static double round256(double bytes) { return ceil(bytes / 256.0) * 256.0; }
 
+/* 1 when the run's attention is the CUDA backend's tensor-core kernels
+ * (lib/attention_cuda.cu att_use_mma: bf16 mode, head dims 16, 32, 64, 96,
+ * 128; attention_mma.cu): no scratch, no scores in device memory. */
+static int attention_via_mma(const hpt_plan_setup *s)
+{
+    int hd = hpt_config_head_dim(&s->cfg);
+    return !s->fp32 && s->attention != 'b' && s->attention != 'f' &&
+           (hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128);
+}
+
 double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s)
 {
     if (s->fp32 && !s->tf32) /* fp32: the flash kernels, no scratch of their own */
         return 0;
+    if (attention_via_mma(s)) /* bf16: the tensor-core kernels, none either */
+        return 0;
     const hpt_config *c = &s->cfg;
     double B = s->micro_batch, T = s->seq_len, Hl = c->num_attention_heads / s->tp;
     double hd = hpt_config_head_dim(c), Tp = ceil(T / 16.0) * 16.0;
-    if (fmod(hd * (s->tf32 ? 4.0 : 2.0), 16.0) != 0) /* the flash kernels instead (att_use_blas) */
-        return 0;
+    if (fmod(hd * (s->tf32 ? 4.0 : 2.0), 16.0) != 0 || s->attention == 'f')
+        return 0; /* the flash kernels instead (att_use_blas) */
     double per = s->tf32 ? 8.0 : 12.0; /* bytes per score (att_score_bytes) */
     double tc = floor(536870912.0 / (per * B * Hl * Tp));
     tc -= fmod(tc, 16.0);
@@ -1306,7 +1318,8 @@ const char *hpt_plan_kclass_name(hpt_plan_kclass k)
 static int attention_via_blas(const hpt_plan_setup *s)
 {
     double hd = hpt_config_head_dim(&s->cfg);
-    return !(s->fp32 && !s->tf32) && fmod(hd * (s->tf32 ? 4.0 : 2.0), 16.0) == 0;
+    return !(s->fp32 && !s->tf32) && !attention_via_mma(s) && s->attention != 'f' &&
+           fmod(hd * (s->tf32 ? 4.0 : 2.0), 16.0) == 0;
 }
 
 /* Device-memory bytes of one micro-batch through `stage`, one TP rank, per
@@ -1333,6 +1346,13 @@ static int attention_via_blas(const hpt_plan_setup *s)
  *    written and read in bf16) and 26 backward (S, dP written and read in
  *    fp32, P and dS written in bf16, P read once, dS twice); tf32: P and dS
  *    in fp32 over S and dP, 16 and 36; recomputation the forward again;
+ *    tensor-core kernels (bf16, attention_mma.cu): no scores, only their
+ *    operands once per kernel — forward q, k, v read, out written, N (2 QD
+ *    + 2 KD) a; backward the row dot (out a, dout f), the dK/dV and dQ
+ *    kernels each reading q, k, v (a) and dout (f), writing dq, dk, dv
+ *    (f): N (QD (3a + 3f) + 4 KD a + (QD + 2 KD) f); recomputation the
+ *    forward again; the key/value tiles each query tile re-reads (and the
+ *    query tiles each key tile re-reads) are taken to hit the L2 cache;
  *  - cross-entropy (last stage): N V/t f x 5 (the fused kernel reads the
  *    logits three times and writes them twice), x 4 vocab-parallel;
  *  - embedding (first stage): N C 5f (forward reads rows, writes x;
@@ -1359,7 +1379,12 @@ static void stage_kernel_bytes(const hpt_plan_setup *s, int stage, double k[HPT_
                             : 0;
     double scores = b * (c->num_attention_heads / t) * T * T / 2;
     double fw = bf ? 12 : 16, bw = bf ? 26 : 36;
-    k[HPT_PLAN_K_ATTENTION] = blas ? L * scores * (fw + bw + (s->recompute ? fw : 0)) : 0;
+    double mma_f = N * (2 * QD + 2 * KD) * a;
+    double mma_b = N * (QD * (3 * a + 3 * f) + 4 * KD * a + (QD + 2 * KD) * f);
+    k[HPT_PLAN_K_ATTENTION] = blas ? L * scores * (fw + bw + (s->recompute ? fw : 0))
+                              : attention_via_mma(s)
+                                  ? L * (mma_f + mma_b + (s->recompute ? mma_f : 0))
+                                  : 0;
     k[HPT_PLAN_K_XENT] = last ? N * Vl * f * (s->tp > 1 ? 4 : 5) : 0;
     k[HPT_PLAN_K_EMBED] = first ? N * C * 5 * f : 0;
 }
@@ -1387,14 +1412,15 @@ static double device_peak(const hpt_plan_setup *s)
 }
 
 /* The attention core's FLOP/s peak: the matrix products' where hpt runs it
- * through cuBLAS (bf16 and tf32 with 16-byte head rows: att_use_blas in
- * lib/backend_cuda.cu) or in fp32 anyway; the CUDA cores' fp32 peak where
- * its own flash kernels run instead (bf16 and tf32 with a head row not a
- * multiple of 16 bytes, e.g. hd 12 in bf16). */
+ * on the tensor cores (bf16: its mma kernels, or through cuBLAS — bf16 and
+ * tf32 with 16-byte head rows: att_use_mma, att_use_blas in
+ * lib/attention_cuda.cu) or in fp32 anyway; the CUDA cores' fp32 peak
+ * where its own flash kernels run instead (bf16 and tf32 with a head row
+ * not a multiple of 16 bytes, e.g. hd 12 in bf16, or
+ * HPT_CUDA_ATTENTION=flash). */
 double hpt_plan_attention_peak(const hpt_plan_setup *s)
 {
-    double hd = hpt_config_head_dim(&s->cfg);
-    int flash = !(s->fp32 && !s->tf32) && fmod(hd * (s->tf32 ? 4.0 : 2.0), 16.0) != 0;
+    int flash = !(s->fp32 && !s->tf32) && !attention_via_mma(s) && !attention_via_blas(s);
     if (!flash || s->cl.exact || s->cl.peak_fp32 <= 0)
         return device_peak(s);
     return s->cl.peak_fp32;

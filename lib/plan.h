@@ -146,6 +146,11 @@ typedef struct {
                                 * tf32 (hpt-train --precision tf32): the
                                 * attention's cuBLAS chunk scratch, the
                                 * tf32 peak                              */
+    int attention;             /* the CUDA attention path HPT_CUDA_ATTENTION
+                                * names: 0 the default (bf16: the tensor-
+                                * core kernels where the head dim allows;
+                                * tf32: cuBLAS chunks), 'm' mma, 'b' blas,
+                                * 'f' flash (lib/attention_cuda.cu)     */
     int store_scores;          /* analytic model: keep the (B,H,T,T)
                                 * softmax for backward (0 = FlashAttention-
                                 * style, only the row statistics, as both

@@ -5,9 +5,10 @@
 # residual stream (x, xmid, x_final), rstd, the attention log-sum-exp, the
 # activation gradients and the PP gradient send slots in fp32; ln1, ln2,
 # lnf, q, k, v, the attention output, gate, up and h in bf16 (--precision
-# bf16) or fp32 (fp32, tf32); the bf16 and tf32 attention's chunked cuBLAS
-# scratch (12 and 8 bytes per score; none in fp32, whose flash kernels need
-# only the row sums) and bf16's operand scratch. The expected bytes are
+# bf16) or fp32 (fp32, tf32); the bf16 (HPT_CUDA_ATTENTION=blas) and tf32
+# attention's chunked cuBLAS scratch (12 and 8 bytes per score; none in
+# fp32, whose flash kernels need only the row sums, nor in bf16's default,
+# the tensor-core kernels) and bf16's operand scratch. The expected bytes are
 # computed here, tensor by tensor, from lib/model.c's carving (layout_acts,
 # carve_layer, carve_slot; 64-byte rounding left out, as the analytic model
 # does), lib/schedule.c's grad_send and lib/backend_cuda.cu's attention
@@ -26,13 +27,22 @@ cat > "$WORK/small.json" <<'JSON'
  "tie_word_embeddings": false}
 JSON
 n=0
-run() { # hpt-plan options
+run() { # hpt-plan options (HPT_CUDA_ATTENTION=$ATT when ATT is set)
   n=$((n + 1))
-  "$PLAN" --json --cluster h100-80gb "$@" > "$WORK/p$n.json" 2> "$WORK/err" ||
-    { cat "$WORK/err"; fail "hpt-plan $*"; }
-  echo "$*" > "$WORK/p$n.args"
+  if [ -n "${ATT:-}" ]; then
+    HPT_CUDA_ATTENTION=$ATT "$PLAN" --json --cluster h100-80gb "$@" > "$WORK/p$n.json" 2> "$WORK/err" ||
+      { cat "$WORK/err"; fail "HPT_CUDA_ATTENTION=$ATT hpt-plan $*"; }
+    echo "HPT_CUDA_ATTENTION=$ATT $*" > "$WORK/p$n.args"
+  else
+    "$PLAN" --json --cluster h100-80gb "$@" > "$WORK/p$n.json" 2> "$WORK/err" ||
+      { cat "$WORK/err"; fail "hpt-plan $*"; }
+    echo "$*" > "$WORK/p$n.args"
+  fi
 }
 S="--model $WORK/small.json --nodes 1 --seq-len 32 --global-batch 8"
+# bf16: the tensor-core attention kernels by default (hd 16 and 128 here:
+# no scratch), the cuBLAS chunks with HPT_CUDA_ATTENTION=blas
+for ATT in "" blas; do
 run $S --gpus-per-node 4 --tp 2 --pp 2 --micro-batch 2 --recompute=none
 run $S --gpus-per-node 4 --tp 2 --pp 2 --micro-batch 2 --recompute=selective
 run $S --gpus-per-node 4 --tp 2 --pp 2 --micro-batch 2 --recompute=full
@@ -53,6 +63,8 @@ run --model llama3-8b --nodes 1 --gpus-per-node 8 --tp 1 --pp 1 --dp 8 --seq-len
   --global-batch 64 --micro-batch 8 --recompute=full --zero1
 run --model llama3-8b --nodes 1 --gpus-per-node 8 --tp 1 --pp 1 --dp 8 --seq-len 8192 \
   --global-batch 64 --micro-batch 2 --recompute=full --zero1
+done
+ATT=
 # fp32 and tf32: every activation in 4 bytes; tf32's attention scratch
 for prec in fp32 tf32; do
   run $S --gpus-per-node 4 --tp 2 --pp 2 --micro-batch 2 --recompute=none --precision $prec
@@ -115,7 +127,10 @@ for i in range(1, n + 1):
         r256 = lambda x: -(-x // 256) * 256
         Tp = -(-s // 16) * 16
         attn = 0
-        if prec != "fp32":
+        # bf16's default: the tensor-core kernels (lib/attention_mma.cu), no
+        # scratch, for head dims 16, 32, 64, 96, 128
+        mma = prec == "bf16" and "HPT_CUDA_ATTENTION=blas" not in args and hd in (16, 32, 64, 96, 128)
+        if prec != "fp32" and not mma:
             per_score = 12 if prec == "bf16" else 8
             tc = 536870912 // (per_score * b * Hl * Tp)
             tc -= tc % 16

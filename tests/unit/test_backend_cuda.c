@@ -36,7 +36,11 @@
  * at one chunk and at 16-, 7- and 5-row chunks against the CPU on the same
  * bf16-rounded operands and against the fp32 flash kernels, NMSE 2e-4; the
  * attention group runs the same path in tf32 mode (fp32 operands, NMSE
- * 1e-4).
+ * 1e-4). The tensor-core kernels, bf16 mode's default (group mma,
+ * lib/attention_mma.cu): against the CPU on bf16-rounded operands and
+ * against the cuBLAS chunks (NMSE 2e-4), not bitwise either of the other
+ * paths; HPT_CUDA_ATTENTION's bad values refused by set_precision. The
+ * tiny model's bf16 training steps run them (hd 16).
  *
  * Fused and vectorised kernels (group fused): add_rmsnorm_forward,
  * rope_qk and SwiGLU's 16-byte accesses, each against the CPU and against
@@ -51,8 +55,8 @@
  * weights in a partly unmapped block, and the fallback (HPT_CUDA_VMM=0).
  *
  * Arguments: optional group names (memory matmul embedding rmsnorm rope
- * attention ring elementwise crossentropy adamw bf16 fused sync reserve
- * vmm) run only those groups. The sections follow the backend's files: lib/backend_cuda.cu
+ * attention ring elementwise crossentropy adamw bf16 mma fused sync
+ * reserve vmm) run only those groups. The sections follow the backend's files: lib/backend_cuda.cu
  * (memory, matmul, reserve), lib/attention_cuda.cu (attention),
  * lib/kernels_cuda.cu (embedding, rmsnorm, rope, elementwise,
  * crossentropy, adamw); bf16 (and attention's tf32 part) crosses all
@@ -913,7 +917,8 @@ static void test_bf16_act_ops(void)
 
 /* Attention through cuBLAS (attention_cuda.cu, "attention through cuBLAS"),
  * in bf16 mode (bf = 1: q, k, v, out bf16) or tf32 mode (bf = 0: fp32,
- * tf32 products): query chunks of R rows (HPT_CUDA_ATT_CHUNK; 0 = the
+ * tf32 products; HPT_CUDA_ATTENTION=blas, which bf16 mode needs since the
+ * tensor-core kernels are its default): query chunks of R rows (HPT_CUDA_ATT_CHUNK; 0 = the
  * automatic size, one chunk at these T), every (b, h) in one batched
  * product. Against the CPU on the same (bf16: bf16-rounded) q, k, v and
  * dout (NMSE <= TOL_ATT_BLAS in bf16: only the rounding of P, dS and the
@@ -938,8 +943,7 @@ static void test_attention_blas(int bf, int B, int T, int H, int KV, int hd, int
     for (int p = 0; p < 2; p++) {
         snprintf(env, sizeof env, "%d", rows);
         setenv("HPT_CUDA_ATT_CHUNK", env, 1);
-        if (p)
-            setenv("HPT_CUDA_ATTENTION", "flash", 1);
+        setenv("HPT_CUDA_ATTENTION", p ? "flash" : "blas", 1);
         att_gpu_run(&c, bf, got[p]);
         unsetenv("HPT_CUDA_ATT_CHUNK");
         unsetenv("HPT_CUDA_ATTENTION");
@@ -969,6 +973,70 @@ static void test_attention_blas(int bf, int B, int T, int H, int KV, int hd, int
         for (int i = 0; i < 4; i++)
             free(got[p][i]);
     att_case_free(&c);
+}
+
+/* The tensor-core kernels (lib/attention_mma.cu), bf16 mode's default
+ * path: against the CPU on the same bf16-rounded q, k, v and dout (NMSE <=
+ * TOL_ATT_BLAS: P, dS, dout and the stored output are rounded to bf16 as in
+ * the cuBLAS path), against the cuBLAS path (HPT_CUDA_ATTENTION=blas) on
+ * the same inputs, and not bitwise equal to it nor to the flash kernels
+ * (the tensor-core kernels ran). NaN-poisoned outputs (att_gpu_run). The
+ * caller sets bf16 mode. */
+static void test_attention_mma(int B, int T, int H, int KV, int hd)
+{
+    char name[200];
+    att_case c = att_case_new(B, T, H, KV, hd, 1);
+    float *got[3][4]; /* [default, blas, flash][out, dq, dk, dv] */
+    const char *env[3] = {NULL, "blas", "flash"};
+    for (int p = 0; p < 3; p++) {
+        if (env[p])
+            setenv("HPT_CUDA_ATTENTION", env[p], 1);
+        att_gpu_run(&c, 1, got[p]);
+        unsetenv("HPT_CUDA_ATTENTION");
+    }
+    const char *what[4] = {"out", "dq", "dk", "dv"};
+    const float *ref[4] = {c.out, c.dq, c.dk, c.dv};
+    size_t cnt[4] = {c.nq, c.nq, c.nk, c.nk};
+    int same_blas = 1, same_flash = 1;
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "bf16 attention on the tensor cores: %s B=%d T=%d H=%d KV=%d "
+                 "(GQA %d) hd=%d (vs cpu on bf16 operands)", what[i], B, T, H, KV, H / KV, hd);
+        cmp_tol(name, got[0][i], ref[i], cnt[i], TOL_ATT_BLAS);
+        snprintf(name, sizeof name, "bf16 attention on the tensor cores: %s B=%d T=%d H=%d KV=%d "
+                 "hd=%d (vs the cuBLAS chunks)", what[i], B, T, H, KV, hd);
+        cmp_tol(name, got[0][i], got[1][i], cnt[i], TOL_ATT_BLAS);
+        same_blas &= memcmp(got[0][i], got[1][i], FB(cnt[i])) == 0;
+        same_flash &= memcmp(got[0][i], got[2][i], FB(cnt[i])) == 0;
+    }
+    snprintf(name, sizeof name, "bf16 attention B=%d T=%d hd=%d: the default path is neither the "
+             "cuBLAS chunks' nor the flash kernels' result bit for bit (the tensor-core kernels "
+             "ran)", B, T, hd);
+    result(name, !same_blas && !same_flash, "(%g)", 0.0);
+    for (int p = 0; p < 3; p++)
+        for (int i = 0; i < 4; i++)
+            free(got[p][i]);
+    att_case_free(&c);
+}
+
+/* HPT_CUDA_ATTENTION's bad values: refused by set_precision with the
+ * variable and the rule in the message (usage error), nothing changed. */
+static void test_attention_env(void)
+{
+    struct { const char *val, *prec_name, *want; hpt_precision prec; } bad[] = {
+        {"cudnn", "bf16", "HPT_CUDA_ATTENTION=cudnn: expected mma", HPT_PRECISION_BF16},
+        {"mma", "fp32", "HPT_CUDA_ATTENTION=mma: the tensor-core attention takes bf16", HPT_PRECISION_FP32},
+        {"mma", "tf32", "--precision bf16 (this run: tf32)", HPT_PRECISION_TF32},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[200];
+        setenv("HPT_CUDA_ATTENTION", bad[i].val, 1);
+        hpt_status st = hpt_backend_set_precision(gpu, bad[i].prec);
+        unsetenv("HPT_CUDA_ATTENTION");
+        snprintf(name, sizeof name, "HPT_CUDA_ATTENTION=%s with %s refused: '%s' (got '%s')",
+                 bad[i].val, bad[i].prec_name, bad[i].want, hpt_error_msg());
+        result(name, st == HPT_ERR_USAGE && strstr(hpt_error_msg(), bad[i].want), "(%g)",
+               (double)st);
+    }
 }
 
 static void test_bf16(void)
@@ -2059,6 +2127,22 @@ int main(int argc, char **argv)
         test_adamw(10007);
     if (want(argc, argv, "bf16"))
         test_bf16();
+    if (want(argc, argv, "mma")) {
+        /* the tensor-core attention kernels (bf16 mode's default; its own
+         * group, for compute-sanitizer's racecheck): T not a multiple of
+         * the 64-row tiles, GQA 1/4/8, every head dim they take (128:
+         * 32-row backward tiles) */
+        hpt_status st = hpt_backend_set_precision(gpu, HPT_PRECISION_BF16);
+        result("set_precision bf16 accepted (mma)", st == HPT_OK, "(%g)", 0.0);
+        test_attention_mma(2, 37, 4, 4, 64);  /* MHA, one tile           */
+        test_attention_mma(1, 130, 8, 2, 64); /* GQA 4, three tiles       */
+        test_attention_mma(1, 70, 8, 1, 128); /* GQA 8, hd 128            */
+        test_attention_mma(1, 21, 2, 1, 16);  /* hd 16                    */
+        test_attention_mma(1, 66, 2, 2, 32);  /* hd 32, a 2-row last tile */
+        test_attention_mma(1, 5, 3, 1, 96);   /* hd 96, T < 16            */
+        test_attention_env();
+        hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
+    }
     if (want(argc, argv, "fused"))
         test_fused();
     if (want(argc, argv, "sync"))

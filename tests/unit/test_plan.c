@@ -26,11 +26,15 @@ static void expect(const char *what, double got, double want, double rel)
     }
 }
 
-/* C 64, I 176, L 2, H 4, KV 2 (hd 16, g = 1/2), V 100, untied. */
+/* C 64, I 176, L 2, H 4, KV 2 (hd 16, g = 1/2), V 100, untied. The CUDA
+ * attention on the cuBLAS chunks (HPT_CUDA_ATTENTION=blas: the hand values
+ * below follow their scratch and score traffic); test_mma_path the
+ * tensor-core kernels bf16 mode runs by default. */
 static hpt_plan_setup hand_setup(void)
 {
     hpt_plan_setup s;
     memset(&s, 0, sizeof s);
+    s.attention = 'b';
     s.cfg = (hpt_config){64, 176, 2, 4, 2, 100, 256, 1e-5f, 1e4f, 0};
     hpt_cluster_preset("h100-80gb", &s.cl);
     s.tp = 2, s.pp = 2, s.dp = 2, s.nodes = 1, s.gpus_per_node = 8;
@@ -536,6 +540,51 @@ static void test_attention_peak(void)
  * H 4, KV 2, hd 16, V 100; TP 2, PP 2: one layer per stage; b 2, s 8: N =
  * 16 tokens; per TP rank QD = 32, KD = 16, I/t = 88, V/t = 50; a = 2, f = 4)
  * computed by hand, and their time in the step. */
+/* bf16's default attention, the tensor-core kernels (lib/attention_mma.cu,
+ * hd 16 here): no chunk scratch, no score traffic — only their operands
+ * (docs/PLAN.md): forward N (2 QD + 2 KD) a = 16 x 96 x 2 = 3072; backward
+ * N (QD (3a + 3f) + 4 KD a + (QD + 2 KD) f) = 16 x (32 x 18 + 64 x 2 + 64 x
+ * 4) = 15360; the cast class loses the attention's dO (16 x 32 x 6 =
+ * 3072: 38400 - 3072); the layer activations as before minus the scratch
+ * (11264). HPT_CUDA_ATTENTION=flash: neither, and the fp32 CUDA cores'
+ * peak. */
+static void test_mma_path(void)
+{
+    hpt_plan_setup s = hand_setup(), sb = s;
+    s.attention = 0;
+    expect("bf16 default (tensor-core kernels), hd 16: chunk scratch",
+           hpt_plan_attention_scratch_bytes(&s), 0, 0);
+    s.attention = 'm';
+    expect("HPT_CUDA_ATTENTION=mma: chunk scratch", hpt_plan_attention_scratch_bytes(&s), 0, 0);
+    s.attention = 0;
+    hpt_plan_result r, rb;
+    if (hpt_plan_eval(&s, &r) || hpt_plan_eval(&sb, &rb)) {
+        printf("FAIL mma path: hpt_plan_eval: %s\n", hpt_error_msg());
+        failures++;
+        return;
+    }
+    expect("tensor-core kernels: stage 0 attention bytes", r.stage[0].kbytes[HPT_PLAN_K_ATTENTION],
+           3072 + 15360.0, 0);
+    expect("tensor-core kernels: stage 0 cast bytes (no dO cast)",
+           r.stage[0].kbytes[HPT_PLAN_K_CAST], 38400 - 3072.0, 0);
+    expect("tensor-core kernels: stage 0 activations = the cuBLAS path's minus its scratch",
+           r.stage[0].mem.activations, rb.stage[0].mem.activations - 11264, 0);
+    expect("tensor-core kernels: attention peak = the tensor cores'", hpt_plan_attention_peak(&s),
+           s.cl.peak_flops, 0);
+    s.attention = 'f';
+    expect("HPT_CUDA_ATTENTION=flash in bf16: chunk scratch", hpt_plan_attention_scratch_bytes(&s),
+           0, 0);
+    expect("HPT_CUDA_ATTENTION=flash in bf16: the CUDA cores' fp32 peak",
+           hpt_plan_attention_peak(&s), s.cl.peak_fp32, 0);
+    /* hd 24 (48-byte bf16 rows): not a tensor-core head dim, the cuBLAS
+     * chunks by default */
+    hpt_plan_setup s24 = hand_setup();
+    s24.attention = 0;
+    s24.cfg.hidden_size = 96;
+    expect("bf16, hd 24: the cuBLAS chunks' scratch by default",
+           hpt_plan_attention_scratch_bytes(&s24) > 0, 1, 0);
+}
+
 static void test_memory_bound(void)
 {
     hpt_plan_setup s = hand_setup();
@@ -680,6 +729,7 @@ int main(void)
     test_exact_sizes();
     test_attention_peak();
     test_memory_bound();
+    test_mma_path();
     test_hsdp_groups();
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;

@@ -43,7 +43,7 @@ inline dim3 blockDim, gridDim;
 inline thread_local int emu_tid;
 inline float *emu_smem;
 inline std::barrier<> *emu_bar;
-struct emu_warp { uint64_t slot[32]; std::barrier<> *bar; };
+struct emu_warp { uint64_t slot[32]; uint32_t ma[32][4], mb[32][2]; std::barrier<> *bar; };
 inline std::vector<emu_warp> emu_warps;
 #define __global__
 #define __device__
@@ -66,6 +66,32 @@ template <class T> T __shfl_sync(unsigned, T v, int src)
     return r;
 }
 template <class T> T __shfl_xor_sync(unsigned m, T v, int x) { return __shfl_sync(m, v, (emu_tid & 31) ^ x); }
+/* mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (lib/attention_mma.cu
+ * mma_bf16): each lane posts its A registers a[4] and B registers b0, b1,
+ * then computes its own four D elements from every lane's by the PTX ISA's
+ * fragment layouts (lane 4g + t: A(r, k) in lane 4(r % 8) + (k % 8)/2,
+ * register r/8 + 2(k/8), half k % 2; B(k, n) in lane 4n + (k % 8)/2,
+ * register k/8; D row g (+8), cols 2t, 2t+1), products of bf16 exact in
+ * float, summed in k order, then added to d. */
+#define HPT_CUDA_EMU 1
+inline float emu_bf16_half(uint32_t r, int hi) { uint32_t u = (hi ? r >> 16 : r & 0xffffu) << 16; float f; memcpy(&f, &u, 4); return f; }
+inline void emu_mma_m16n8k16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    emu_warp &w = emu_warps[emu_tid >> 5];
+    int lane = emu_tid & 31, g = lane >> 2, t = lane & 3;
+    memcpy(w.ma[lane], a, sizeof w.ma[lane]);
+    w.mb[lane][0] = b0, w.mb[lane][1] = b1;
+    w.bar->arrive_and_wait();
+    for (int c = 0; c < 4; c++) {
+        int r = g + 8 * (c >> 1), n = 2 * t + (c & 1);
+        float s = 0.0f;
+        for (int k = 0; k < 16; k++)
+            s += emu_bf16_half(w.ma[4 * (r % 8) + (k % 8) / 2][r / 8 + 2 * (k / 8)], k % 2) *
+                 emu_bf16_half(w.mb[4 * n + (k % 8) / 2][k / 8], k % 2);
+        d[c] += s;
+    }
+    w.bar->arrive_and_wait();
+}
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, sizeof u); return u; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, sizeof f); return f; }
 inline std::mutex emu_atomic;
@@ -125,6 +151,9 @@ typedef struct emu_stream *cudaStream_t;
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }
 inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return 0; }
 inline cudaError_t cudaSetDevice(int) { return 0; }
+/* an H100/H200 (compute capability 9.0) */
+enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75 };
+inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) { *v = 9; return 0; }
 inline cudaError_t cudaMalloc(void **p, size_t n) { *p = aligned_alloc(256, (n + 255) / 256 * 256); memset(*p, 0xff, n); emu_allocs[(uintptr_t)*p] = n; return 0; }
 inline cudaError_t cudaFree(void *p) { if (p) { emu_allocs.erase((uintptr_t)p); free(p); } return 0; }
 inline cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return 0; }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Run the CUDA backend's kernels and host code (lib/backend_cuda.cu,
-# attention_cuda.cu, kernels_cuda.cu) on a CPU emulation of the
+# attention_cuda.cu, attention_mma.cu, kernels_cuda.cu) on a CPU emulation of the
 # CUDA runtime and cuBLAS (emu_cuda.h): tests/unit/test_backend_cuda (every op
 # against the CPU backend, NaN-poisoned outputs; ~11 minutes on 2 busy
 # cores) and, with HPT_CUDA_EMU_TEST_OPS=1, `test_ops cuda` (finite
@@ -21,14 +21,14 @@ mkdir -p "$w/inc"
 for h in cuda_runtime.h cublas_v2.h cuda.h; do echo '#include "emu_cuda.h"' > "$w/inc/$h"; done
 # the backend's three files (lib/cuda_internal.h, included, has no launches)
 objs=""
-for f in backend_cuda attention_cuda kernels_cuda; do
+for f in backend_cuda attention_cuda attention_mma kernels_cuda; do
   ${PYTHON:-python3} "$em/transform.py" "$HPT_SRC/lib/$f.cu" "$w/${f}_emu.cc"
   $CXX -std=c++20 -O1 -g -Wall -Wno-unknown-pragmas -I"$em" -I"$w/inc" -I"$HPT_SRC/lib" \
     -I"$HPT_SRC/io" -I"$HPT_BUILD" ${MPI_CPPFLAGS:-} -c "$w/${f}_emu.cc" -o "$w/${f}_emu.o"
   objs="$objs $w/${f}_emu.o"
 done
 cp "$HPT_BUILD/libhpt.a" "$w/libhpt.a"
-ar d "$w/libhpt.a" backend_cuda.o attention_cuda.o kernels_cuda.o
+ar d "$w/libhpt.a" backend_cuda.o attention_cuda.o attention_mma.o kernels_cuda.o
 for t in test_backend_cuda test_ops; do
   # shellcheck disable=SC2086
   $CC -o "$w/$t" "$HPT_BUILD/tests/unit/$t.o" $objs "$w/libhpt.a" $LIBS
