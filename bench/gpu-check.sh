@@ -9,7 +9,7 @@
 #
 #   run(command="bash bench/gpu-check.sh --call 1", carry=[".gpudeps"], timeout_s=330)
 #   run(command="bash bench/gpu-check.sh --call 2", carry=[".gpudeps"], timeout_s=300)
-#   run(command="bash bench/gpu-check.sh --call 3", carry=[".gpudeps"], timeout_s=150)
+#   run(command="bash bench/gpu-check.sh --call 3", carry=[".gpudeps"], timeout_s=200)
 #       (the third only when the device time left allows it)
 #
 # Before them, here (this machine; ~2 min): `bash bench/gpu-check.sh --pack`
@@ -78,11 +78,14 @@
 #                 mode), tokens/s, and PyTorch on the same shapes;
 #       1b-flash            last: bf16 with HPT_CUDA_ATTENTION=flash (the
 #                 fp32 CUDA-core kernels), losses and speed-up as above.
-#   --call 3   (there, <= 150 s; HPT_GPU_BUDGET 140 s; only when device time
+#   --call 3   (there, <= 200 s; HPT_GPU_BUDGET 180 s; only when device time
 #       is left after call 2): call 1's build; 8b-hpt, 8b-torch: the
 #       8B-shaped layer stack (bench/llama3-8b-4layers.json, 4 layers of
 #       Llama 3 8B's width) at B 1 x T 8192 in bf16, hpt and PyTorch side by
-#       side (tokens/s, MFU, peak memory, the ratio).
+#       side (tokens/s, MFU, peak memory, the ratio); 1b-nsys: the ~1B run
+#       (10 steps) under Nsight Systems (nsys; SKIP without it), its GPU
+#       time per kernel class (bench/kernel_classes.py: gemm, attention,
+#       norm, rope, swiglu, cast, cross_entropy, embedding, optimizer, comm).
 #   --rehearse  (here, no GPU; after --pack) all three calls in a row, the second
 #       reusing the first's build, with what has no GPU here replaced: the
 #       1B and `small` runs on --backend cpu with the tiny model, PyTorch on
@@ -460,6 +463,19 @@ hpt_run() {  # hpt_run NAME PRECISION [VAR=VALUE...]: the 1B model (tiny in a re
     --batch "$B1" --seq-len "$T1" --steps "$S1" --warmup 2 --eval-interval 0 --eval-batches 1 \
     --save-every 0 --peak-flops "$(peak_of "$prec")" --run-dir "$rt/run-$name"
 }
+nsys_run() {  # nsys_run: the ~1B run (10 steps) under Nsight Systems; GPU time per kernel class
+  local ns; ns=$(command -v nsys || ls "${CUDA_DIR:-/nonexistent}"/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -n 1)
+  [ -n "$ns" ] && [ -x "$ns" ] || { echo "no nsys (Nsight Systems) on this machine"; return 77; }
+  rm -rf "$rt/run-1b-nsys" "$rt"/1b-nsys.*
+  "$ns" profile --trace=cuda --sample=none --cpuctxsw=none --force-overwrite=true -o "$rt/1b-nsys" \
+    "$TRAIN" --backend "$BE" --precision "$PREC" --model "$M1B" --data "$HPT_CORPUS" --batch "$B1" \
+    --seq-len "$T1" --steps 10 --warmup 2 --eval-interval 0 --eval-batches 1 --save-every 0 \
+    --run-dir "$rt/run-1b-nsys" || return 1
+  "$ns" stats --report cuda_gpu_kern_sum --format csv "$rt/1b-nsys.nsys-rep" >"$work/logs/1b-kernels.csv" || return 1
+  clean_env "$PY3" "$src/bench/kernel_classes.py" "$work/logs/1b-kernels.csv" 10 "1b hpt $PREC (nsys)" |
+    while read -r l; do figure "$l"; done
+  grep -q "^kernel classes .*GPU busy" "$work/figures.txt"
+}
 hpt_run8() {  # hpt_run8: the 8B-shaped stack (tiny in a rehearsal), 12 steps in the call's precision
   rm -rf "$rt/run-8b"
   "$TRAIN" --backend "$BE" --precision "$PREC" --model "$M8" --data "$HPT_CORPUS" --batch "$B8" \
@@ -623,10 +639,12 @@ call2() {
 }
 
 # ------------------------------------------------------------ call 3
-# Optional, when device time is left after call 2 (<= 150 s; HPT_GPU_BUDGET
-# 140 s): the 8B-shaped layer stack of issue 28 (bench/llama3-8b-4layers.json:
+# Optional, when device time is left after call 2 (<= 200 s; HPT_GPU_BUDGET
+# 180 s): the 8B-shaped layer stack of issue 28 (bench/llama3-8b-4layers.json:
 # 4 layers of Llama 3 8B's width, GQA 32/8, hd 128) at T = 8192, batch 1,
-# hpt and PyTorch side by side; call 1's build reused (else rebuilt).
+# hpt and PyTorch side by side; then the ~1B run under Nsight Systems, its
+# GPU time per kernel class (bench/kernel_classes.py); call 1's build
+# reused (else rebuilt).
 call3() {
   if [ -s "$penv" ]; then verdict PASS probe "call 1's ($penv)"; else stage probe 30 probe || return 1; fi
   set -a; . "$penv"; set +a
@@ -635,6 +653,7 @@ call3() {
   stage 8b-hpt 50 hpt_run8
   stage 8b-torch 80 torch_run "$rt/8b-config.json" "$B8" "$T8" "$PREC" 10
   figures 8b-stack "$PREC" "$B8" "$T8" "$rt/8b-config.json" "$work/logs/8b-hpt.log" "$work/logs/8b-torch.log"
+  stage 1b-nsys 50 nsys_run
   return 0
 }
 sanitize() {  # sanitize TOOL_BINARY memcheck|racecheck GROUP...: test_backend_cuda under compute-sanitizer
@@ -730,6 +749,21 @@ PY
      grep -q "^losses tol, .*: PASS (within 0.02" "$f" && grep -q "^losses gone: FAIL fewer than 20" "$f"; then
     ok "compare_losses: identical, beyond 2e-2 relative, within it, a missing run"
   else no "compare_losses:" "$(grep ^losses "$f")"; fi
+  # the kernel classes of an nsys kernel summary (call 3's 1b-nsys)
+  { echo "Processing [r.sqlite] with [cuda_gpu_kern_sum.py]..."
+    echo 'Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name'
+    echo '60.0,6000000,100,60000.0,60000.0,50000,70000,1.0,"nvjet_hsh_256x128_64x4_2x1_v_bz_coopB_NNT"'
+    echo '30.0,3000000,40,75000.0,75000.0,70000,80000,1.0,"void hpt_cuda::k_mma_dkdv<(int)128, (int)32>(float *, float *)"'
+    echo '10.0,1000000,40,25000.0,25000.0,20000,30000,1.0,"void hpt_cuda::k_rmsnorm_rows(float *, void *)"'
+  } >"$tmp/k.csv"
+  o=$(/usr/bin/python3 "$here/bench/kernel_classes.py" "$tmp/k.csv" 10 "t bf16" 2>&1)
+  echo "Time (%),Name" >"$tmp/k0.csv"; o0=$(/usr/bin/python3 "$here/bench/kernel_classes.py" "$tmp/k0.csv" 10 z 2>&1); st0=$?
+  case $o in "kernel classes t bf16: GPU busy 1.00 ms per step over 10 steps (start-up included): gemm 60.0 % (0.60 ms), attention 30.0 % (0.30 ms), norm 10.0 % (0.10 ms)")
+    [ $st0 = 1 ] && case $o0 in *"FAIL no kernel rows"*) true ;; *) false ;; esac &&
+      ok "kernel_classes.py: gemm, attention, norm per step; no rows: FAIL, exit 1" ||
+      no "kernel_classes.py without rows: exit $st0" "$o0" ;;
+    *) no "kernel_classes.py:" "$o" ;;
+  esac
   # the summary (verdicts first) and the one tarball: what comes back
   finish >/dev/null
   trap 'rm -rf "$tmp"' EXIT
@@ -871,7 +905,7 @@ P=$tmpbase/deps L=$tmpbase/deps/usr/lib/x86_64-linux-gnu src=$tmpbase/src bld=$t
 rt=$tmpbase/runs penv=$tmpbase/probe.env work=$tmpbase/call$CALL HPT_CORPUS=$tmpbase/corpus
 out=${OUT:-$PWD/gpu-check-out}
 SLOW=${HPT_GPU_SLOW:-1} failed=0
-budget=$(( ${HPT_GPU_BUDGET:-$(case $CALL in 1) echo 310;; 2) echo 285;; *) echo 140;; esac)} * SLOW ))
+budget=$(( ${HPT_GPU_BUDGET:-$(case $CALL in 1) echo 310;; 2) echo 285;; *) echo 180;; esac)} * SLOW ))
 TRAIN=$bld/src/hpt-train
 PATH=$P/bin:$P/usr/bin:$PATH  # mpicc, the mpiexec wrapper (and configure's MPIEXEC)
 HYDRA_LAUNCHER=fork

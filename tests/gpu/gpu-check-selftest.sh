@@ -8,7 +8,8 @@
 # bad HPT_NCCL_SIZE1 refused (--comm mpi standing in); stage()'s caps (a
 # pass, exit 77 as SKIP, a stage killed at its own cap, one killed at the
 # budget with its children, the next skipped); the figures with PyTorch
-# missing and present; the loss comparisons; the summary (verdicts first)
+# missing and present; the loss comparisons; the kernel classes of an
+# nsys kernel summary (call 3); the summary (verdicts first)
 # and the one tarball that come back; call 2's reuse of call 1's build.
 # Each must print PASS.
 . "$HPT_SRC/tests/helpers/lib.sh"
@@ -17,5 +18,5 @@ bash "$HPT_SRC/bench/gpu-check.sh" --selftest "$HPT_BUILD" > "$WORK/out" 2>&1 ||
 cat "$WORK/out"
 [ "$st" = 0 ] || fail "gpu-check.sh --selftest $HPT_BUILD: exit $st"
 n=$(grep -c '^PASS' "$WORK/out")
-[ "$n" = 12 ] || fail "gpu-check.sh --selftest: $n checks passed, expected 12"
+[ "$n" = 13 ] || fail "gpu-check.sh --selftest: $n checks passed, expected 13"
 pass "bench/gpu-check.sh's NCCL checks, size-1 plan, stage caps, figures, summary, tarball and build reuse work without a GPU"
