@@ -190,7 +190,7 @@ EOF
   (cd "$build" && make dist-gzip >/dev/null)
   cp "$build"/hpt-*.tar.gz "$out/hpt.tar.gz"
   ls -la "$out"
-  echo "gpu-check: packed; on the device: bash bench/gpu-check.sh --call 1, then --call 2 (carry .gpudeps)"
+  echo "gpu-check: packed; on the device: bash bench/gpu-check.sh --call 1, then --call 2, then --call 3 if the device time allows (carry .gpudeps)"
   exit 0
 fi
 

@@ -472,12 +472,14 @@ static int att_mma_device(void)
 
 /* bf16 mode runs the tensor-core kernels (attention_mma.cu) unless
  * HPT_CUDA_ATTENTION=blas or flash, for head dims 16, 32, 64, 96, 128
- * (mma_head_dim_ok) on compute capability 8.0 or later; the callers also
- * require 16-byte aligned operands (att_aligned). */
+ * (mma_head_dim_ok) on compute capability 8.0 or later with kernels built
+ * for it (mma_kernels_built); the callers also require 16-byte aligned
+ * operands (att_aligned). */
 int att_use_mma(int hd)
 {
     int e = att_env();
-    return g_bf16 && e != 'b' && e != 'f' && mma_head_dim_ok(hd) && att_mma_device();
+    return g_bf16 && e != 'b' && e != 'f' && mma_head_dim_ok(hd) && att_mma_device() &&
+           mma_kernels_built();
 }
 
 /* bf16 mode (where the tensor-core kernels do not run) and tf32 mode use

@@ -455,11 +455,14 @@ __global__ static void __launch_bounds__(MMA_WARPS * 32)
 
 /* ------------------------------------------------------------- host */
 
-template <typename K> static void mma_smem_opt_in(K kernel, size_t bytes)
+/* More than 48 KiB of dynamic shared memory needs the kernel's opt-in,
+ * once per kernel (*done: the caller's flag for that instantiation). */
+template <typename K> static void mma_smem_opt_in(K kernel, size_t bytes, int *done)
 {
-    if (bytes > 48 * 1024)
+    if (bytes > 48 * 1024 && !*done)
         HPT_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       (int)bytes));
+    *done = 1;
 }
 
 /* Streamed rows per tile in the backward: 32 with hd 128 (the dK, dV or
@@ -471,7 +474,8 @@ static void mma_forward(uint16_t *out, float *lse, const uint16_t *q, const uint
                         const uint16_t *v, int B, int T, int H, int KV)
 {
     size_t smem = 2 * (size_t)MMA_LD(HD) * (MMA_ROWS + 2 * MMA_TILE);
-    mma_smem_opt_in(k_mma_forward<HD>, smem);
+    static int opted;
+    mma_smem_opt_in(k_mma_forward<HD>, smem, &opted);
     dim3 grid((unsigned)((T + MMA_ROWS - 1) / MMA_ROWS) * (unsigned)B, (unsigned)H);
     k_mma_forward<HD><<<grid, MMA_WARPS * 32, smem>>>(out, lse, q, k, v, T, H, KV,
                                                       1.0f / sqrtf((float)HD));
@@ -488,13 +492,14 @@ static void mma_backward(float *dq, float *dk, float *dv, const float *D, const 
     const unsigned tiles = (unsigned)((T + MMA_ROWS - 1) / MMA_ROWS) * (unsigned)B;
     size_t smem = 2 * (size_t)MMA_LD(HD) * (2 * MMA_ROWS + 2 * BT) + 2 * sizeof(float) * BT;
     auto dkdv = k_mma_dkdv<HD, MMA_BWD_TILE(HD)>;
-    mma_smem_opt_in(dkdv, smem);
+    static int opted[2];
+    mma_smem_opt_in(dkdv, smem, &opted[0]);
     dkdv<<<dim3(tiles, (unsigned)KV), MMA_WARPS * 32, smem>>>(dk, dv, dout, lse, D, q, k, v, T, H,
                                                               KV, scale);
     LAUNCHED("k_mma_dkdv");
     smem = 2 * (size_t)MMA_LD(HD) * (2 * MMA_ROWS + 2 * BT);
     auto dq_kernel = k_mma_dq<HD, MMA_BWD_TILE(HD)>;
-    mma_smem_opt_in(dq_kernel, smem);
+    mma_smem_opt_in(dq_kernel, smem, &opted[1]);
     dq_kernel<<<dim3(tiles, (unsigned)H), MMA_WARPS * 32, smem>>>(dq, dout, lse, D, q, k, v, T, H,
                                                                   KV, scale);
     LAUNCHED("k_mma_dq");
@@ -503,6 +508,21 @@ static void mma_backward(float *dq, float *dk, float *dv, const float *D, const 
 int mma_head_dim_ok(int hd)
 {
     return hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128;
+}
+
+/* 1 when the kernels' image on this device was built for sm_80 or later:
+ * a build for older architectures only (--with-cuda-arch=sm_75) JIT-runs
+ * their PTX, where mma_bf16 is __trap(), so the dispatch must not pick them
+ * even on an sm_80+ device. Asked once (cudaFuncGetAttributes). */
+int mma_kernels_built(void)
+{
+    static int built = -1;
+    if (built < 0) {
+        cudaFuncAttributes a;
+        built = cudaFuncGetAttributes(&a, k_mma_forward<64>) == cudaSuccess && a.ptxVersion >= 80;
+        (void)cudaGetLastError();
+    }
+    return built;
 }
 
 void mma_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,

@@ -241,6 +241,12 @@ struct hpt_backend {
      * both computes). in: act; din, dout float. */
     void (*matmul_backward)(float *din, float *dw, const float *dout, const void *in,
                             const float *w, int N, int Ic, int O, int accum_din);
+    /* Optional: matmul_backward with dout (N,O) in the activation dtype
+     * (bf16 mode: bf16, as swiglu_backward_act writes it), bitwise the call
+     * with the fp32 dout it was rounded from — so no cast pass precedes the
+     * products. NULL where the backend has none (the CPU's: fp32 only). */
+    void (*matmul_backward_act)(float *din, float *dw, const void *dout, const void *in,
+                                const float *w, int N, int Ic, int O, int accum_din);
 
     /* ---- embedding ------------------------------------------------------ */
     /* Vocab-parallel lookup (Megatron-LM's VocabParallelEmbedding): wte
@@ -350,6 +356,12 @@ struct hpt_backend {
     /* dgate, dup (N,I) = (overwritten); dgate, dup, dout float; gate, up act. */
     void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const void *gate,
                             const void *up, size_t n);
+    /* Optional: swiglu_backward with dgate, dup written in the activation
+     * dtype (bf16 mode: rounded to nearest even from the fp32 values
+     * swiglu_backward computes) for matmul_backward_act — bf16 activation
+     * gradients from the kernel that produces them (issue 28). */
+    void (*swiglu_backward_act)(void *dgate, void *dup, const float *dout, const void *gate,
+                                const void *up, size_t n);
 
     /* ---- elementwise ------------------------------------------------------ */
     /* out = a + b, n elements (out may alias a). */

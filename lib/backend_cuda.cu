@@ -974,22 +974,41 @@ static void cuda_matmul_forward(void *out, hpt_dtype out_dtype, const void *in, 
  * dw (O,Ic) += dout^T in: dw^T (Ic,O) = in^T (Ic,N) (dout^T (O,N))^T.
  * bf16 mode: dout, in and w enter as bf16; din and dw stay fp32 (dw is
  * accumulated in fp32 across micro-batches, Megatron's main_grad). */
+/* The bf16-mode products of matmul_backward from db, the output gradient
+ * already in bf16 (rounded from fp32 here, or written so by its kernel). */
+static void matmul_backward_bf16(float *din, float *dw, const uint16_t *db, const void *in,
+                                 const float *w, int N, int Ic, int O, int accum_din)
+{
+    if (din)
+        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, Ic, N, O, weight_bf16(w, (size_t)O * Ic), Ic, db, O,
+                  accum_din ? 1.0f : 0.0f, din, CUDA_R_32F, Ic);
+    if (dw)
+        gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, in, Ic, db, O, 1.0f, dw, CUDA_R_32F, Ic);
+}
+
 static void cuda_matmul_backward(float *din, float *dw, const float *dout, const void *in,
                                  const float *w, int N, int Ic, int O, int accum_din)
 {
     if (g_bf16) { /* in: bf16 activation; dout (fp32 gradient) rounded to bf16 */
-        const uint16_t *db = act_bf16(0, dout, (size_t)N * O);
-        if (din)
-            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_N, Ic, N, O, weight_bf16(w, (size_t)O * Ic), Ic, db, O,
-                      accum_din ? 1.0f : 0.0f, din, CUDA_R_32F, Ic);
-        if (dw)
-            gemm_bf16(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, in, Ic, db, O, 1.0f, dw, CUDA_R_32F, Ic);
+        matmul_backward_bf16(din, dw, act_bf16(0, dout, (size_t)N * O), in, w, N, Ic, O,
+                             accum_din);
         return;
     }
     if (din)
         gemm(CUBLAS_OP_N, CUBLAS_OP_N, Ic, N, O, w, Ic, dout, O, accum_din ? 1.0f : 0.0f, din, Ic);
     if (dw)
         gemm(CUBLAS_OP_N, CUBLAS_OP_T, Ic, O, N, (const float *)in, Ic, dout, O, 1.0f, dw, Ic);
+}
+
+/* backend.h matmul_backward_act: dout in the activation dtype (bf16 mode:
+ * bf16, no cast pass), else as matmul_backward. */
+static void cuda_matmul_backward_act(float *din, float *dw, const void *dout, const void *in,
+                                     const float *w, int N, int Ic, int O, int accum_din)
+{
+    if (g_bf16)
+        matmul_backward_bf16(din, dw, (const uint16_t *)dout, in, w, N, Ic, O, accum_din);
+    else
+        cuda_matmul_backward(din, dw, (const float *)dout, in, w, N, Ic, O, accum_din);
 }
 
 /* ---------------------------------------------------------------- table */
@@ -1064,6 +1083,8 @@ static hpt_backend make_table(void)
     b.rmsnorm_forward = cuda_rmsnorm_forward;
     b.rmsnorm_backward = cuda_rmsnorm_backward;
     b.add_rmsnorm_forward = cuda_add_rmsnorm_forward;
+    b.swiglu_backward_act = cuda_swiglu_backward_act;
+    b.matmul_backward_act = cuda_matmul_backward_act;
     b.rope = cuda_rope;
     b.rope_qk = cuda_rope_qk;
     b.attention_forward = cuda_attention_forward;

@@ -288,6 +288,7 @@ int att_use_mma(int hd);
  * cuda_attention_forward/backward's; D (B,H,T) computed by the caller) and
  * the head dims they take. */
 int mma_head_dim_ok(int hd);
+int mma_kernels_built(void);
 void mma_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
     int B, int T, int H, int KV, int hd);
 void mma_attention_backward(float *dq, float *dk, float *dv, const float *D, const float *dout,
@@ -314,6 +315,8 @@ void cuda_rope_qk(void *q, void *k, hpt_dtype dtype, int B, int T, int H, int KV
 void cuda_rope_at(void *x, int n, int nh, int hd, float theta, int pos0);
 void cuda_swiglu_forward(void *out, const void *gate, const void *up, size_t n);
 void cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const void *gate,
+    const void *up, size_t n);
+void cuda_swiglu_backward_act(void *dgate, void *dup, const float *dout, const void *gate,
     const void *up, size_t n);
 void cuda_add(float *out, const float *a, const float *b, size_t n);
 void cuda_scale(float *x, float s, size_t n);

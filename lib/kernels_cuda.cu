@@ -565,9 +565,10 @@ __global__ static void k_swiglu_forward(void *out, const void *gate, const void 
     }
 }
 
-/* dgate, dup (n) = the gradients for dout (fp32), gate and up act; chunks
- * as k_swiglu_forward. */
-__global__ static void k_swiglu_backward(float *dgate, float *dup, const float *dout,
+/* dgate, dup (n) = the gradients for dout (fp32), gate and up act; dgate
+ * and dup fp32, or bf16 when obf (rounded as st_act: bitwise to_bf16 of
+ * the fp32 values); chunks as k_swiglu_forward. */
+__global__ static void k_swiglu_backward(void *dgate, void *dup, int obf, const float *dout,
                                          const void *gate, const void *up, int bf, size_t n,
                                          size_t nv)
 {
@@ -577,12 +578,14 @@ __global__ static void k_swiglu_backward(float *dgate, float *dup, const float *
         ld8_act(gate, u * VEC, g, bf), ld8_act(up, u * VEC, v, bf), ld8f(dout + u * VEC, d);
         for (int j = 0; j < VEC; j++)
             swiglu_grad(&dg[j], &du[j], d[j], g[j], v[j]);
-        st8f(dgate + u * VEC, dg), st8f(dup + u * VEC, du);
+        st8_act(dgate, u * VEC, dg, obf), st8_act(dup, u * VEC, du, obf);
     }
     GRID_STRIDE(r, n - nv * VEC)
     {
         size_t i = nv * VEC + r;
-        swiglu_grad(&dgate[i], &dup[i], dout[i], ld_act(gate, i, bf), ld_act(up, i, bf));
+        float dg, du;
+        swiglu_grad(&dg, &du, dout[i], ld_act(gate, i, bf), ld_act(up, i, bf));
+        st_act(dgate, i, dg, obf), st_act(dup, i, du, obf);
     }
 }
 
@@ -601,8 +604,20 @@ void cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const voi
     if (!n)
         return;
     size_t nv = vec_chunks(n, al16(dgate) && al16(dup) && al16(dout) && al16(gate) && al16(up));
-    k_swiglu_backward<<<ew_blocks(nv + n - nv * VEC), EW_THREADS>>>(dgate, dup, dout, gate, up,
-                                                                    g_bf16, n, nv);
+    k_swiglu_backward<<<ew_blocks(nv + n - nv * VEC), EW_THREADS>>>(dgate, dup, 0, dout, gate,
+                                                                    up, g_bf16, n, nv);
+    LAUNCHED("k_swiglu_backward");
+}
+
+/* backend.h swiglu_backward_act: dgate, dup in the activation dtype. */
+void cuda_swiglu_backward_act(void *dgate, void *dup, const float *dout, const void *gate,
+                              const void *up, size_t n)
+{
+    if (!n)
+        return;
+    size_t nv = vec_chunks(n, al16(dgate) && al16(dup) && al16(dout) && al16(gate) && al16(up));
+    k_swiglu_backward<<<ew_blocks(nv + n - nv * VEC), EW_THREADS>>>(dgate, dup, g_bf16, dout,
+                                                                    gate, up, g_bf16, n, nv);
     LAUNCHED("k_swiglu_backward");
 }
 

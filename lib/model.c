@@ -514,6 +514,7 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
     m->be = be;
     m->act = hpt_backend_act_dtype(be); /* after the backend's set_precision */
     m->act_elem = hpt_dtype_bytes(m->act);
+    m->mlp_grad_act = m->act != HPT_DTYPE_F32 && be->swiglu_backward_act && be->matmul_backward_act;
     m->B = B;
     m->cp = mo->comm && mo->comm->cp > 1 ? mo->comm->cp : 1;
     m->cp_rank = m->cp > 1 ? mo->comm->cp_rank : 0;
@@ -996,10 +997,19 @@ static void layer_backward(hpt_model *m, int i, hpt_wgrad_layer *ws)
     if (ws)
         be->copy(ws->d_down, dout, sizeof(float) * (size_t)N * C);
     be->matmul_backward(m->dh, GW(HPT_TENSOR_DOWN), dout, a->h, W(HPT_TENSOR_DOWN, l), N, I, C, 0);
-    be->swiglu_backward(dgate, dup, m->dh, a->gate, a->up, (size_t)N * I);
-    be->matmul_backward(m->dtmp, GW(HPT_TENSOR_GATE), dgate, a->ln2, W(HPT_TENSOR_GATE, l), N, C,
-                        I, 0);
-    be->matmul_backward(m->dtmp, GW(HPT_TENSOR_UP), dup, a->ln2, W(HPT_TENSOR_UP, l), N, C, I, 1);
+    if (m->mlp_grad_act) { /* dgate, dup in bf16 from the kernel: no cast pass (issue 28) */
+        be->swiglu_backward_act(dgate, dup, m->dh, a->gate, a->up, (size_t)N * I);
+        be->matmul_backward_act(m->dtmp, GW(HPT_TENSOR_GATE), dgate, a->ln2,
+                                W(HPT_TENSOR_GATE, l), N, C, I, 0);
+        be->matmul_backward_act(m->dtmp, GW(HPT_TENSOR_UP), dup, a->ln2, W(HPT_TENSOR_UP, l), N,
+                                C, I, 1);
+    } else {
+        be->swiglu_backward(dgate, dup, m->dh, a->gate, a->up, (size_t)N * I);
+        be->matmul_backward(m->dtmp, GW(HPT_TENSOR_GATE), dgate, a->ln2, W(HPT_TENSOR_GATE, l), N,
+                            C, I, 0);
+        be->matmul_backward(m->dtmp, GW(HPT_TENSOR_UP), dup, a->ln2, W(HPT_TENSOR_UP, l), N, C, I,
+                            1);
+    }
     be->rmsnorm_backward(m->dx, G(HPT_TENSOR_MLP_NORM, l), tp_reduce(m, m->dtmp), a->xmid,
                          W(HPT_TENSOR_MLP_NORM, l), a->rstd2, Nl, C);
     /* Attention: xmid = x + o_proj(atty) */
@@ -1041,8 +1051,15 @@ static void layer_weight_grads(hpt_model *m, int i, const hpt_wgrad_layer *ws)
 #define DW(kind, dout, in, Ic, O)                                                                  \
     be->matmul_backward(NULL, G((kind), l), (dout), (in), W((kind), l), N, (Ic), (O), 0)
     DW(HPT_TENSOR_DOWN, ws->d_down, h, I, C);
-    DW(HPT_TENSOR_GATE, ws->dgate, ln2, C, I);
-    DW(HPT_TENSOR_UP, ws->dup, ln2, C, I);
+    if (m->mlp_grad_act) { /* the W set holds them as layer_backward wrote them: bf16 */
+        be->matmul_backward_act(NULL, G(HPT_TENSOR_GATE, l), ws->dgate, ln2, W(HPT_TENSOR_GATE, l),
+                                N, C, I, 0);
+        be->matmul_backward_act(NULL, G(HPT_TENSOR_UP, l), ws->dup, ln2, W(HPT_TENSOR_UP, l), N, C,
+                                I, 0);
+    } else {
+        DW(HPT_TENSOR_GATE, ws->dgate, ln2, C, I);
+        DW(HPT_TENSOR_UP, ws->dup, ln2, C, I);
+    }
     DW(HPT_TENSOR_O, ws->d_o, atty, QD, C);
     DW(HPT_TENSOR_Q, ws->dq, ln1, C, QD);
     DW(HPT_TENSOR_K, ws->dk, ln1, C, KD);

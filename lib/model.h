@@ -222,6 +222,11 @@ typedef struct {
      * (sp_act_counts). */
     hpt_dtype act;
     size_t act_elem;
+    int mlp_grad_act;         /* 1: SwiGLU's output gradients dgate, dup
+                               * are written in act (bf16) by
+                               * swiglu_backward_act and read so by
+                               * matmul_backward_act (no cast pass; their
+                               * buffers keep the fp32 size); 0: fp32 */
     int *sp_act_counts;       /* host, tp entries: Nl*C*act_elem/4 floats  */
     void *act_block;
     size_t act_bytes;

@@ -1336,11 +1336,13 @@ static int attention_via_blas(const hpt_plan_setup *s)
  *    7f (memset of dx too);
  *  - rope: q and k in place, N (QD + KD) 2a, their gradients 2f, full
  *    recomputation the forward again;
- *  - swiglu: forward N I/t 3a, backward N I/t (3f + 2a), recomputed (full
- *    or selective) forward again;
+ *  - swiglu: forward N I/t 3a, backward N I/t (3f + 2a) — in bf16 N I/t
+ *    (f + 4a): dgate, dup written in bf16 (swiglu_backward_act) —,
+ *    recomputed (full or selective) forward again;
  *  - cast (bf16): each matmul_backward reads its fp32 gradient operand and
- *    writes it in bf16, N O (f + 2) for O = QD, KD, KD, C, I/t, I/t, C, the
- *    attention's dO N QD (f + 2) (cuBLAS path), the LM head's N V/t (f + 2);
+ *    writes it in bf16, N O (f + 2) for O = QD, KD, KD, C, C (gate and up's
+ *    come in bf16: matmul_backward_act), the attention's dO N QD (f + 2)
+ *    (cuBLAS path), the LM head's N V/t (f + 2);
  *  - attention (cuBLAS path): the causal half of the scores, b H/t s^2 / 2
  *    per layer, 12 bytes each forward (S written and read in fp32, P
  *    written and read in bf16) and 26 backward (S, dP written and read in
@@ -1373,8 +1375,11 @@ static void stage_kernel_bytes(const hpt_plan_setup *s, int stage, double k[HPT_
                               (full ? norm_f : sel ? 2 * Nl * C * (f + a) : 0)) +
                          (last ? Nl * C * 7 * f : 0);
     k[HPT_PLAN_K_ROPE] = L * (rope_f + N * (QD + KD) * 2 * f + (full ? rope_f : 0));
-    k[HPT_PLAN_K_SWIGLU] = L * (sw_f + N * Il * (3 * f + 2 * a) + (full || sel ? sw_f : 0));
-    k[HPT_PLAN_K_CAST] = bf ? L * N * (QD + 2 * KD + 2 * C + 2 * Il + (blas ? QD : 0)) * (f + 2) +
+    /* bf16: swiglu_backward_act writes dgate, dup in bf16 (2a, not 2f),
+     * and they reach the GEMMs with no cast */
+    k[HPT_PLAN_K_SWIGLU] =
+        L * (sw_f + N * Il * (bf ? f + 4 * a : 3 * f + 2 * a) + (full || sel ? sw_f : 0));
+    k[HPT_PLAN_K_CAST] = bf ? L * N * (QD + 2 * KD + 2 * C + (blas ? QD : 0)) * (f + 2) +
                                   (last ? N * Vl * (f + 2) : 0)
                             : 0;
     double scores = b * (c->num_attention_heads / t) * T * T / 2;

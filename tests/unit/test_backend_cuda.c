@@ -773,6 +773,29 @@ static void test_bf16_training(int recompute, int STEPS)
         result(name, isfinite(lg) && e <= TOL_BF16, "rel err %.2e", e);
         if (step == 1) {
             gpu->download(hg, mg.grads, FB(np));
+            /* bf16 SwiGLU gradients (swiglu_backward_act, matmul_backward_act)
+             * change no bit: the same step on a table without them (fp32
+             * dgate, dup, rounded by matmul_backward) */
+            hpt_backend g32 = *gpu;
+            g32.swiglu_backward_act = NULL, g32.matmul_backward_act = NULL;
+            hpt_model m32;
+            if (hpt_model_init_opts(&m32, &cfg, &g32, &mo, B, T, 7) == HPT_OK) {
+                float *h32 = xmalloc(FB(np));
+                hpt_model_zero_grad(&m32);
+                double l32 = hpt_model_forward(&m32, in, tg, 1.0f / N, 1) / N;
+                hpt_model_backward(&m32);
+                gpu->download(h32, m32.grads, FB(np));
+                snprintf(name, sizeof name, "bf16 training%s: SwiGLU's gradients in bf16 (%s) "
+                         "give step 1's loss and gradients bit for bit as fp32 ones", rc,
+                         mg.mlp_grad_act && !m32.mlp_grad_act ? "used" : "NOT used");
+                result(name, mg.mlp_grad_act && !m32.mlp_grad_act && l32 == lg &&
+                       !memcmp(h32, hg, FB(np)), "(%g)", 0.0);
+                hpt_model_free(&m32);
+                free(h32);
+            } else {
+                printf("FAIL bf16 training: second model init: %s\n", hpt_error_msg());
+                n_fail++;
+            }
             snprintf(name, sizeof name, "bf16 training%s: gradients of step 1 (vs fp32 cpu)", rc);
             cmp_tol(name, hg, mc.grads, np, TOL_BF16);
             /* the gradient norm's sum of squares through the model: one
@@ -909,9 +932,58 @@ static void test_bf16_act_ops(void)
         float *gdg = dtake(d_dg, n), *gdu = dtake(d_du, n);
         cmp_tol("bf16 act: swiglu_backward dgate (fp32)", gdg, dg, n, TOL_BF16);
         cmp_tol("bf16 act: swiglu_backward dup (fp32)", gdu, du, n, TOL_BF16);
+        /* swiglu_backward_act (issue 28): dgate, dup written in bf16 are the
+         * fp32 ones rounded (bit for bit), on the 16-byte path (n = 100003:
+         * its scalar tail too) and on the scalar one (pointers off by one
+         * element) */
+        for (int off = 0; off < 2; off++) {
+            size_t m = n - off;
+            void *d_bg = dnan_bf16(n), *d_bu = dnan_bf16(n);
+            float *d_fg = dnan(m), *d_fu = dnan(m);
+            gpu->swiglu_backward_act((uint16_t *)d_bg + off, (uint16_t *)d_bu + off, d_dout + off,
+                                     (const uint16_t *)d_gate + off, (const uint16_t *)d_up + off,
+                                     m);
+            gpu->swiglu_backward(d_fg, d_fu, d_dout + off, (const uint16_t *)d_gate + off,
+                                 (const uint16_t *)d_up + off, m);
+            float *bg = dtake_bf16(d_bg, n), *bu = dtake_bf16(d_bu, n); /* (frees d_bg, d_bu) */
+            float *fg = dtake(d_fg, m), *fu = dtake(d_fu, m);
+            hpt_bf16_round(fg, m), hpt_bf16_round(fu, m);
+            char name[160];
+            snprintf(name, sizeof name, "bf16 act: swiglu_backward_act dgate, dup (bf16) = "
+                     "swiglu_backward's fp32 rounded, bit for bit (%s)",
+                     off ? "unaligned: element by element" : "16-byte accesses");
+            result(name, !memcmp(bg + off, fg, FB(m)) && !memcmp(bu + off, fu, FB(m)), "(%g)", 0.0);
+            free(bg), free(bu), free(fg), free(fu);
+        }
         gpu->free(d_gate), gpu->free(d_up), gpu->free(d_dout);
         free(gate), free(up), free(dout), free(out), free(dg), free(du), free(gateb), free(upb);
         free(outb), free(g), free(gdg), free(gdu);
+    }
+    { /* matmul_backward_act: a bf16 dout gives matmul_backward's products on
+       * the fp32 dout it was rounded from, bit for bit (din and dw) */
+        int N = 24, Ic = 40, O = 56;
+        float *in = hrand((size_t)N * Ic, 1.0), *w = hrand((size_t)O * Ic, 0.5);
+        float *dout = hrand((size_t)N * O, 1.0);
+        hpt_bf16_round(dout, (size_t)N * O);
+        void *d_in = dput_bf16(in, (size_t)N * Ic), *d_db = dput_bf16(dout, (size_t)N * O);
+        float *d_w = dput(w, FB((size_t)O * Ic)), *d_do = dput(dout, FB((size_t)N * O));
+        float *d_din[2], *d_dw[2], *got[2][2];
+        for (int k = 0; k < 2; k++) {
+            d_din[k] = dnan((size_t)N * Ic);
+            d_dw[k] = dput(w, FB((size_t)O * Ic)); /* accumulated into */
+        }
+        gpu->matmul_backward(d_din[0], d_dw[0], d_do, d_in, d_w, N, Ic, O, 0);
+        gpu->matmul_backward_act(d_din[1], d_dw[1], d_db, d_in, d_w, N, Ic, O, 0);
+        for (int k = 0; k < 2; k++) /* (dtake frees them) */
+            got[k][0] = dtake(d_din[k], (size_t)N * Ic), got[k][1] = dtake(d_dw[k], (size_t)O * Ic);
+        result("bf16 act: matmul_backward_act (bf16 dout) = matmul_backward (its fp32 values), "
+               "din and dw bit for bit",
+               !memcmp(got[0][0], got[1][0], FB((size_t)N * Ic)) &&
+                   !memcmp(got[0][1], got[1][1], FB((size_t)O * Ic)), "(%g)", 0.0);
+        gpu->free(d_in), gpu->free(d_db), gpu->free(d_w), gpu->free(d_do);
+        free(in), free(w), free(dout);
+        for (int k = 0; k < 2; k++)
+            free(got[k][0]), free(got[k][1]);
     }
 }
 

@@ -545,7 +545,7 @@ static void test_attention_peak(void)
  * (docs/PLAN.md): forward N (2 QD + 2 KD) a = 16 x 96 x 2 = 3072; backward
  * N (QD (3a + 3f) + 4 KD a + (QD + 2 KD) f) = 16 x (32 x 18 + 64 x 2 + 64 x
  * 4) = 15360; the cast class loses the attention's dO (16 x 32 x 6 =
- * 3072: 38400 - 3072); the layer activations as before minus the scratch
+ * 3072: 21504 - 3072); the layer activations as before minus the scratch
  * (11264). HPT_CUDA_ATTENTION=flash: neither, and the fp32 CUDA cores'
  * peak. */
 static void test_mma_path(void)
@@ -566,7 +566,7 @@ static void test_mma_path(void)
     expect("tensor-core kernels: stage 0 attention bytes", r.stage[0].kbytes[HPT_PLAN_K_ATTENTION],
            3072 + 15360.0, 0);
     expect("tensor-core kernels: stage 0 cast bytes (no dO cast)",
-           r.stage[0].kbytes[HPT_PLAN_K_CAST], 38400 - 3072.0, 0);
+           r.stage[0].kbytes[HPT_PLAN_K_CAST], 21504 - 3072.0, 0);
     expect("tensor-core kernels: stage 0 activations = the cuBLAS path's minus its scratch",
            r.stage[0].mem.activations, rb.stage[0].mem.activations - 11264, 0);
     expect("tensor-core kernels: attention peak = the tensor cores'", hpt_plan_attention_peak(&s),
@@ -596,16 +596,17 @@ static void test_memory_bound(void)
     }
     /* stage 0 (first): norm 2 x 16 x 64 x (12 + 2) = 28672 forward + 2 x 16
      * x 64 x 24 = 49152 backward; rope 16 x 48 x 2 x 2 = 3072 + 16 x 48 x 2
-     * x 4 = 6144; swiglu 3 x 16 x 88 x 2 = 8448 + 16 x 88 x (12 + 4) =
-     * 22528; cast 16 x (32 + 2 x 16 + 2 x 64 + 2 x 88 + 32) x 6 = 38400;
+     * x 4 = 6144; swiglu 3 x 16 x 88 x 2 = 8448 + 16 x 88 x (4 + 8) = 16896
+     * (dgate, dup written in bf16); cast 16 x (32 + 2 x 16 + 2 x 64 + 32) x
+     * 6 = 21504 (gate and up's gradients need none);
      * attention via cuBLAS (hd 16 x 2 bytes = 32): b H/t s^2/2 = 2 x 2 x 32
      * = 128 scores x (12 + 26) = 4864; embedding 16 x 64 x 20 = 20480.
      * Stage 1 (last): norm + the final norm's backward 16 x 64 x 28 =
      * 28672; cast + the head's 16 x 50 x 6 = 4800; cross-entropy
      * (vocab-parallel, 4 passes) 16 x 50 x 4 x 4 = 12800. */
     const double want[2][HPT_PLAN_KCLASSES] = {
-        {28672 + 49152, 3072 + 6144, 8448 + 22528, 38400, 4864, 0, 20480},
-        {28672 + 49152 + 28672, 3072 + 6144, 8448 + 22528, 38400 + 4800, 4864, 12800, 0}};
+        {28672 + 49152, 3072 + 6144, 8448 + 16896, 21504, 4864, 0, 20480},
+        {28672 + 49152 + 28672, 3072 + 6144, 8448 + 16896, 21504 + 4800, 4864, 12800, 0}};
     char what[120];
     for (int st = 0; st < 2; st++)
         for (int k = 0; k < HPT_PLAN_KCLASSES; k++) {
@@ -620,7 +621,7 @@ static void test_memory_bound(void)
      * max(FLOP time, bytes time): its FLOPs 6 s C x s b / t = 24576 at 989e12
      * x 0.6 */
     double rate = 3.35e12 * 0.9, att_s = 24576 / (989e12 * 0.6);
-    double elem0 = 77824 + 9216 + 30976 + 38400 + 20480;
+    double elem0 = 77824 + 9216 + 25344 + 21504 + 20480;
     expect("stage 0 memory_s per micro-batch", r.stage[0].memory_s,
            elem0 / rate + fmax(0, 4864 / rate - att_s), 1e-12);
     int w = r.stage[1].compute_s + r.stage[1].memory_s > r.stage[0].compute_s + r.stage[0].memory_s;
@@ -654,7 +655,7 @@ static void test_memory_bound(void)
     hpt_plan_eval(&s, &r);
     expect("stage 0 norm bytes, selective", r.stage[0].kbytes[HPT_PLAN_K_NORM], 77824 + 12288.0, 0);
     expect("stage 0 swiglu bytes, selective", r.stage[0].kbytes[HPT_PLAN_K_SWIGLU],
-           30976 + 8448.0, 0);
+           25344 + 8448.0, 0);
     expect("stage 0 attention bytes, selective", r.stage[0].kbytes[HPT_PLAN_K_ATTENTION],
            4864 + 1536.0, 0);
     /* cpu-local: bytes reported, no time added */

@@ -180,6 +180,9 @@ inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void
     return 0;
 }
 template <class K> cudaError_t cudaFuncSetAttribute(K, int, int) { return 0; }
+/* the kernels' image: built for sm_90 (PTX ISA version 9.0 as 90) */
+struct cudaFuncAttributes { int ptxVersion, binaryVersion; };
+template <class K> cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, K) { a->ptxVersion = a->binaryVersion = 90; return 0; }
 /* ---- cuBLAS (column-major, double accumulation) */
 typedef void *cublasHandle_t;
 typedef int cublasStatus_t;
