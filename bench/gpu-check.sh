@@ -905,7 +905,8 @@ P=$tmpbase/deps L=$tmpbase/deps/usr/lib/x86_64-linux-gnu src=$tmpbase/src bld=$t
 rt=$tmpbase/runs penv=$tmpbase/probe.env work=$tmpbase/call$CALL HPT_CORPUS=$tmpbase/corpus
 out=${OUT:-$PWD/gpu-check-out}
 SLOW=${HPT_GPU_SLOW:-1} failed=0
-budget=$(( ${HPT_GPU_BUDGET:-$(case $CALL in 1) echo 310;; 2) echo 285;; *) echo 180;; esac)} * SLOW ))
+case $CALL in 1) budget=310 ;; 2) budget=285 ;; *) budget=180 ;; esac
+budget=$(( ${HPT_GPU_BUDGET:-$budget} * SLOW ))
 TRAIN=$bld/src/hpt-train
 PATH=$P/bin:$P/usr/bin:$PATH  # mpicc, the mpiexec wrapper (and configure's MPIEXEC)
 HYDRA_LAUNCHER=fork

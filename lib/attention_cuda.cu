@@ -691,6 +691,15 @@ size_t att_backward_bytes(int B, int T, int H, int KV, int hd)
     return at;
 }
 
+/* Scratch bytes of the tensor-core backward: with the GQA group split over
+ * mma_kv_split parts > 1, partial dK and dV (B,T,KV parts,hd) fp32, each
+ * 256-byte aligned; else none. */
+size_t mma_backward_bytes(int B, int T, int H, int KV, int hd)
+{
+    int ns = mma_kv_split(B, T, H, KV);
+    return ns > 1 ? 2 * round256((size_t)4 * B * T * KV * hd * ns) : 0;
+}
+
 /* S (per entry (b, h), rows [0, nq), ld) = scale Q[t0..t0+nq) K[0..nk)^T:
  * column-major S^T (nk, nq) = Kc^T (nk, hd) Qc (hd, nq). */
 static void att_scores(float *S, const void *q, const void *k, int B, int T, int H, int KV, int hd,
@@ -853,7 +862,20 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
                                                             g_bf16, T, H, hd, rows);
     LAUNCHED("k_attention_rowdot");
     if (mma) {
-        mma_attention_backward(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd);
+        int ns = mma_kv_split(B, T, H, KV);
+        if (ns == 1) {
+            mma_attention_backward(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd, 1);
+            return;
+        }
+        /* the group's query heads split over ns block rows: partial dK, dV
+         * (B,T,KV ns,hd) summed into dk, dv */
+        size_t nke = (size_t)B * T * KV * hd, at = 0;
+        char *scr = att_scratch(mma_backward_bytes(B, T, H, KV, hd));
+        float *dKp = (float *)carve_bytes(scr, &at, 4 * nke * ns);
+        float *dVp = (float *)carve_bytes(scr, &at, 4 * nke * ns);
+        mma_attention_backward(dq, dKp, dVp, scratch, dout, saved, q, k, v, B, T, H, KV, hd, ns);
+        k_group_sum<<<ew_blocks(nke), EW_THREADS>>>(dk, dv, dKp, dVp, nke, ns, hd);
+        LAUNCHED("k_group_sum");
         return;
     }
     switch ((hd + 31) / 32) {

@@ -36,6 +36,7 @@
  * each product from the lanes' registers by the layouts above. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -317,17 +318,20 @@ __device__ static inline void mma_dsoftmax(float (*s)[4], float (*dp)[4], int ke
         }
 }
 
-/* dK, dV (B,T,KV,HD) fp32, overwritten: a block owns 64 keys of kv head
- * blockIdx.y and streams, for each query head of its group, the query
- * tiles (BQ rows) from its first key on: S^T = K Q^T, P^T, dP^T = V dO^T,
- * dS^T; dV += P^T dO, dK += dS^T Q. D (B,H,T) = rowsum(dO o O), lse
- * (B,H,T). Grid (ceil(T/64) B, KV), the heaviest (first) key tiles first;
- * shared: K, V (64 rows), Q, dO (BQ rows), lse and D of the tile. */
+/* dK, dV fp32, overwritten: a block owns 64 keys of kv head kvh =
+ * blockIdx.y / nsplit and streams, for each of the grp / nsplit query heads
+ * of part blockIdx.y % nsplit of its group, the query tiles (BQ rows) from
+ * its first key on: S^T = K Q^T, P^T, dP^T = V dO^T, dS^T; dV += P^T dO,
+ * dK += dS^T Q. Written as (B,T,KV nsplit,HD), head blockIdx.y: with
+ * nsplit 1 the gradients themselves (B,T,KV,HD), else per-part partial
+ * sums the caller adds up (k_group_sum). D (B,H,T) = rowsum(dO o O), lse
+ * (B,H,T). Grid (ceil(T/64) B, KV nsplit), the heaviest (first) key tiles
+ * first; shared: K, V (64 rows), Q, dO (BQ rows), lse and D of the tile. */
 template <int HD, int BQ>
 __global__ static void __launch_bounds__(MMA_WARPS * 32)
     k_mma_dkdv(float *dk, float *dv, const float *dout, const float *lse, const float *D,
                const uint16_t *q, const uint16_t *k, const uint16_t *v, int T, int H, int KV,
-               float scale)
+               int nsplit, float scale)
 {
     extern __shared__ float sm[];
     const int ld = MMA_LD(HD);
@@ -336,9 +340,10 @@ __global__ static void __launch_bounds__(MMA_WARPS * 32)
     float *Ls = (float *)(dOs + BQ * ld), *Ds = Ls + BQ;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int tiles = (T + MMA_ROWS - 1) / MMA_ROWS;
-    const int c0 = (int)(blockIdx.x % tiles) * MMA_ROWS, b = blockIdx.x / tiles, kvh = blockIdx.y;
-    const int grp = H / KV, wr = 16 * w;
-    const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD;
+    const int c0 = (int)(blockIdx.x % tiles) * MMA_ROWS, b = blockIdx.x / tiles;
+    const int kvh = blockIdx.y / nsplit, hs = H / KV / nsplit, h0 = kvh * (H / KV) + blockIdx.y % nsplit * hs;
+    const int wr = 16 * w;
+    const size_t ldq = (size_t)H * HD, ldk = (size_t)KV * HD, ldo = ldk * nsplit;
     tile_load<HD>(Ks, k + (size_t)b * T * ldk + (size_t)kvh * HD, ldk, c0, MMA_ROWS, T);
     tile_load<HD>(Vs, v + (size_t)b * T * ldk + (size_t)kvh * HD, ldk, c0, MMA_ROWS, T);
     float dK[HD / 8][4], dV[HD / 8][4];
@@ -348,8 +353,8 @@ __global__ static void __launch_bounds__(MMA_WARPS * 32)
         for (int c = 0; c < 4; c++)
             dK[j][c] = dV[j][c] = 0.0f;
     const float none[2] = {0.0f, 0.0f};
-    for (int hh = 0; hh < grp; hh++) {
-        const int h = kvh * grp + hh;
+    for (int hh = 0; hh < hs; hh++) {
+        const int h = h0 + hh;
         const size_t hoff = (size_t)b * T * ldq + (size_t)h * HD, li = ((size_t)b * H + h) * T;
         for (int q0 = c0 / BQ * BQ; q0 < T; q0 += BQ) {
             __syncthreads(); /* the previous tile's readers are done */
@@ -380,7 +385,7 @@ __global__ static void __launch_bounds__(MMA_WARPS * 32)
         int key = c0 + wr + g + 8 * i;
         if (key >= T)
             continue;
-        size_t o = ((size_t)b * T + key) * ldk + (size_t)kvh * HD + 2 * t;
+        size_t o = ((size_t)b * T + key) * ldo + (size_t)blockIdx.y * HD + 2 * t;
 #pragma unroll
         for (int j = 0; j < HD / 8; j++) {
             dk[o + 8 * j] = dK[j][2 * i], dk[o + 8 * j + 1] = dK[j][2 * i + 1];
@@ -485,7 +490,7 @@ static void mma_forward(uint16_t *out, float *lse, const uint16_t *q, const uint
 template <int HD>
 static void mma_backward(float *dq, float *dk, float *dv, const float *D, const float *dout,
                          const float *lse, const uint16_t *q, const uint16_t *k, const uint16_t *v,
-                         int B, int T, int H, int KV)
+                         int B, int T, int H, int KV, int nsplit)
 {
     const int BT = MMA_BWD_TILE(HD);
     const float scale = 1.0f / sqrtf((float)HD);
@@ -494,8 +499,9 @@ static void mma_backward(float *dq, float *dk, float *dv, const float *D, const 
     auto dkdv = k_mma_dkdv<HD, MMA_BWD_TILE(HD)>;
     static int opted[2];
     mma_smem_opt_in(dkdv, smem, &opted[0]);
-    dkdv<<<dim3(tiles, (unsigned)KV), MMA_WARPS * 32, smem>>>(dk, dv, dout, lse, D, q, k, v, T, H,
-                                                              KV, scale);
+    dkdv<<<dim3(tiles, (unsigned)(KV * nsplit)), MMA_WARPS * 32, smem>>>(dk, dv, dout, lse, D, q, k,
+                                                                         v, T, H, KV, nsplit,
+                                                                         scale);
     LAUNCHED("k_mma_dkdv");
     smem = 2 * (size_t)MMA_LD(HD) * (2 * MMA_ROWS + 2 * BT);
     auto dq_kernel = k_mma_dq<HD, MMA_BWD_TILE(HD)>;
@@ -541,17 +547,36 @@ void mma_attention_forward(void *out, float *lse, const void *q, const void *k, 
     }
 }
 
+/* Parts a GQA group's query heads are split into across the dK/dV
+ * kernel's blocks: the smallest divisor d of grp with ceil(T/64) B KV d >=
+ * MMA_MIN_BLOCKS (else grp), so that a layout with few kv heads per rank
+ * (TP: KV/t of them, often 1) and one sequence still fills the GPU; 1
+ * without GQA. hpt-plan counts the partial sums (lib/plan.c).
+ * HPT_CUDA_MMA_BLOCKS=N sets another target (tests; hpt-plan assumes 256). */
+#define MMA_MIN_BLOCKS 256
+int mma_kv_split(int B, int T, int H, int KV)
+{
+    int grp = H / KV;
+    const char *e = getenv("HPT_CUDA_MMA_BLOCKS"); /* tests: another target */
+    long want = e && atol(e) > 0 ? atol(e) : MMA_MIN_BLOCKS;
+    long base = (long)((T + MMA_ROWS - 1) / MMA_ROWS) * B * KV;
+    for (int d = 1; d < grp; d++)
+        if (grp % d == 0 && base * d >= want)
+            return d;
+    return grp;
+}
+
 void mma_attention_backward(float *dq, float *dk, float *dv, const float *D, const float *dout,
                             const float *lse, const void *q, const void *k, const void *v, int B,
-                            int T, int H, int KV, int hd)
+                            int T, int H, int KV, int hd, int nsplit)
 {
     const uint16_t *Q = (const uint16_t *)q, *K = (const uint16_t *)k, *V = (const uint16_t *)v;
     switch (hd) {
-    case 16: mma_backward<16>(dq, dk, dv, D, dout, lse, Q, K, V, B, T, H, KV); break;
-    case 32: mma_backward<32>(dq, dk, dv, D, dout, lse, Q, K, V, B, T, H, KV); break;
-    case 64: mma_backward<64>(dq, dk, dv, D, dout, lse, Q, K, V, B, T, H, KV); break;
-    case 96: mma_backward<96>(dq, dk, dv, D, dout, lse, Q, K, V, B, T, H, KV); break;
-    case 128: mma_backward<128>(dq, dk, dv, D, dout, lse, Q, K, V, B, T, H, KV); break;
+    case 16: mma_backward<16>(dq, dk, dv, D, dout, lse, Q, K, V, B, T, H, KV, nsplit); break;
+    case 32: mma_backward<32>(dq, dk, dv, D, dout, lse, Q, K, V, B, T, H, KV, nsplit); break;
+    case 64: mma_backward<64>(dq, dk, dv, D, dout, lse, Q, K, V, B, T, H, KV, nsplit); break;
+    case 96: mma_backward<96>(dq, dk, dv, D, dout, lse, Q, K, V, B, T, H, KV, nsplit); break;
+    case 128: mma_backward<128>(dq, dk, dv, D, dout, lse, Q, K, V, B, T, H, KV, nsplit); break;
     default: HPT_FATAL("cuda attention (tensor cores): head_dim %d not one of 16, 32, 64, 96, 128",
                        hd);
     }

@@ -1038,6 +1038,8 @@ static hpt_status cuda_reserve(const hpt_backend_shapes *s)
     uintptr_t wbase = s->weights ? alloc_of(s->weights, &wbytes) : 0;
     if (!bad && g_bf16 && wbase)
         bad = !work_of(wbase, wbytes);
+    if (!bad && s->H > 0 && att_use_mma(s->hd))
+        bad = scratch_grow(&g_att_scratch, mma_backward_bytes(s->B, s->T, s->H, s->KV, s->hd));
     if (!bad && s->H > 0 && att_use_blas(s->hd)) {
         bad = scratch_grow(&g_att_scratch, att_backward_bytes(s->B, s->T, s->H, s->KV, s->hd));
         if (!bad)

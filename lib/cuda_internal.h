@@ -291,9 +291,13 @@ int mma_head_dim_ok(int hd);
 int mma_kernels_built(void);
 void mma_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
     int B, int T, int H, int KV, int hd);
+/* dk, dv: (B,T,KV nsplit,hd) partial sums over nsplit parts of each GQA
+ * group (mma_kv_split), the gradients themselves when nsplit is 1. */
 void mma_attention_backward(float *dq, float *dk, float *dv, const float *D, const float *dout,
     const float *lse, const void *q, const void *k, const void *v, int B, int T, int H, int KV,
-    int hd);
+    int hd, int nsplit);
+int mma_kv_split(int B, int T, int H, int KV);
+size_t mma_backward_bytes(int B, int T, int H, int KV, int hd);
 size_t att_backward_bytes(int B, int T, int H, int KV, int hd);
 extern scratch g_att_scratch, g_att_ptrs; /* the cuBLAS path's chunk scratch, pointer arrays */
 

@@ -599,7 +599,7 @@ static double round256(double bytes) { return ceil(bytes / 256.0) * 256.0; }
 
 /* 1 when the run's attention is the CUDA backend's tensor-core kernels
  * (lib/attention_cuda.cu att_use_mma: bf16 mode, head dims 16, 32, 64, 96,
- * 128; attention_mma.cu): no scratch, no scores in device memory. */
+ * 128; attention_mma.cu): no scores in device memory. */
 static int attention_via_mma(const hpt_plan_setup *s)
 {
     int hd = hpt_config_head_dim(&s->cfg);
@@ -607,13 +607,31 @@ static int attention_via_mma(const hpt_plan_setup *s)
            (hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128);
 }
 
+/* The parts the tensor-core dK/dV kernel splits a GQA group's query heads
+ * into (lib/attention_mma.cu mma_kv_split: the smallest divisor d of the
+ * group with ceil(T/64) B KV_l d >= 256 blocks, else the group; 1 without
+ * GQA); with more than one, its partial dK, dV are scratch. */
+static int mma_kv_split(const hpt_plan_setup *s)
+{
+    int grp = s->cfg.num_attention_heads / s->cfg.num_key_value_heads;
+    double base = ceil(s->seq_len / 64.0) * s->micro_batch * (s->cfg.num_key_value_heads / s->tp);
+    for (int d = 1; d < grp; d++)
+        if (grp % d == 0 && base * d >= 256)
+            return d;
+    return grp;
+}
+
 double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s)
 {
     if (s->fp32 && !s->tf32) /* fp32: the flash kernels, no scratch of their own */
         return 0;
-    if (attention_via_mma(s)) /* bf16: the tensor-core kernels, none either */
-        return 0;
     const hpt_config *c = &s->cfg;
+    if (attention_via_mma(s)) { /* bf16: the tensor-core kernels' partial dK, dV */
+        int ns = mma_kv_split(s);
+        double nke = (double)s->micro_batch * s->seq_len * (c->num_key_value_heads / s->tp) *
+                     hpt_config_head_dim(c);
+        return ns > 1 ? 2 * round256(4 * nke * ns) : 0;
+    }
     double B = s->micro_batch, T = s->seq_len, Hl = c->num_attention_heads / s->tp;
     double hd = hpt_config_head_dim(c), Tp = ceil(T / 16.0) * 16.0;
     if (fmod(hd * (s->tf32 ? 4.0 : 2.0), 16.0) != 0 || s->attention == 'f')
@@ -1352,7 +1370,9 @@ static int attention_via_blas(const hpt_plan_setup *s)
  *    operands once per kernel — forward q, k, v read, out written, N (2 QD
  *    + 2 KD) a; backward the row dot (out a, dout f), the dK/dV and dQ
  *    kernels each reading q, k, v (a) and dout (f), writing dq, dk, dv
- *    (f): N (QD (3a + 3f) + 4 KD a + (QD + 2 KD) f); recomputation the
+ *    (f): N (QD (3a + 3f) + 4 KD a + (QD + 2 KD) f), + 4 N KD d f when
+ *    the dK/dV kernel splits each GQA group into d > 1 parts (partial sums
+ *    written and read, mma_kv_split); recomputation the
  *    forward again; the key/value tiles each query tile re-reads (and the
  *    query tiles each key tile re-reads) are taken to hit the L2 cache;
  *  - cross-entropy (last stage): N V/t f x 5 (the fused kernel reads the
@@ -1385,7 +1405,9 @@ static void stage_kernel_bytes(const hpt_plan_setup *s, int stage, double k[HPT_
     double scores = b * (c->num_attention_heads / t) * T * T / 2;
     double fw = bf ? 12 : 16, bw = bf ? 26 : 36;
     double mma_f = N * (2 * QD + 2 * KD) * a;
-    double mma_b = N * (QD * (3 * a + 3 * f) + 4 * KD * a + (QD + 2 * KD) * f);
+    int ns = attention_via_mma(s) ? mma_kv_split(s) : 1;
+    double mma_b = N * (QD * (3 * a + 3 * f) + 4 * KD * a + (QD + 2 * KD) * f) +
+                   (ns > 1 ? 4 * N * KD * ns * f : 0); /* the partials written, read */
     k[HPT_PLAN_K_ATTENTION] = blas ? L * scores * (fw + bw + (s->recompute ? fw : 0))
                               : attention_via_mma(s)
                                   ? L * (mma_f + mma_b + (s->recompute ? mma_f : 0))

@@ -130,6 +130,14 @@ for i in range(1, n + 1):
         # bf16's default: the tensor-core kernels (lib/attention_mma.cu), no
         # scratch, for head dims 16, 32, 64, 96, 128
         mma = prec == "bf16" and "HPT_CUDA_ATTENTION=blas" not in args and hd in (16, 32, 64, 96, 128)
+        if mma:
+            # the dK/dV kernel splits each GQA group into d parts (the
+            # smallest divisor with ceil(s/64) b KV/t d >= 256 blocks, else
+            # the group): partial dK, dV (b, s, KV/t d, hd) fp32 when d > 1
+            grp, base, d = H // KV, -(-s // 64) * b * (KV // t), 1
+            while d < grp and not (grp % d == 0 and base * d >= 256):
+                d += 1
+            attn = 2 * r256(4 * b * s * (KV // t) * hd * d) if d > 1 else 0
         if prec != "fp32" and not mma:
             per_score = 12 if prec == "bf16" else 8
             tc = 536870912 // (per_score * b * Hl * Tp)

@@ -39,7 +39,8 @@
  * 1e-4). The tensor-core kernels, bf16 mode's default (group mma,
  * lib/attention_mma.cu): against the CPU on bf16-rounded operands and
  * against the cuBLAS chunks (NMSE 2e-4), not bitwise either of the other
- * paths; HPT_CUDA_ATTENTION's bad values refused by set_precision. The
+ * paths, with the dK/dV kernel's GQA groups whole, split in parts
+ * (HPT_CUDA_MMA_BLOCKS) and one head per block; HPT_CUDA_ATTENTION's bad values refused by set_precision. The
  * tiny model's bf16 training steps run them (hd 16).
  *
  * Fused and vectorised kernels (group fused): add_rmsnorm_forward,
@@ -2212,6 +2213,14 @@ int main(int argc, char **argv)
         test_attention_mma(1, 21, 2, 1, 16);  /* hd 16                    */
         test_attention_mma(1, 66, 2, 2, 32);  /* hd 32, a 2-row last tile */
         test_attention_mma(1, 5, 3, 1, 96);   /* hd 96, T < 16            */
+        test_attention_mma(1, 150, 3, 1, 96); /* hd 96, two full tiles     */
+        test_attention_mma(1, 140, 2, 1, 128); /* hd 128, 4 + 1 backward tiles of 32 */
+        /* the dK/dV kernel's split of a GQA group (mma_kv_split): above,
+         * whole groups of 8, 4, 2 (few blocks) and none (MHA); here a group
+         * of 8 in 2 parts of 4 heads (a target of 4 blocks: 2 tiles x 2) */
+        setenv("HPT_CUDA_MMA_BLOCKS", "4", 1);
+        test_attention_mma(1, 70, 8, 1, 64);
+        unsetenv("HPT_CUDA_MMA_BLOCKS");
         test_attention_env();
         hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
     }

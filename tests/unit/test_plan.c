@@ -544,18 +544,26 @@ static void test_attention_peak(void)
  * hd 16 here): no chunk scratch, no score traffic — only their operands
  * (docs/PLAN.md): forward N (2 QD + 2 KD) a = 16 x 96 x 2 = 3072; backward
  * N (QD (3a + 3f) + 4 KD a + (QD + 2 KD) f) = 16 x (32 x 18 + 64 x 2 + 64 x
- * 4) = 15360; the cast class loses the attention's dO (16 x 32 x 6 =
- * 3072: 21504 - 3072); the layer activations as before minus the scratch
- * (11264). HPT_CUDA_ATTENTION=flash: neither, and the fp32 CUDA cores'
- * peak. */
+ * 4) = 15360, + 4 N KD d f = 8192 for the dK/dV kernel's partial sums: one
+ * 64-row tile x b 2 x 1 kv head per rank = 2 blocks < 256, so the group of
+ * 2 query heads splits into d = 2 parts, their partial dK, dV 2 x 4 x 16 x
+ * 16 x 2 = 2 x 2048 bytes of scratch; the cast class loses the attention's
+ * dO (16 x 32 x 6 = 3072: 21504 - 3072); the layer activations as before
+ * minus the chunk scratch (11264) plus the partials' (4096).
+ * HPT_CUDA_ATTENTION=flash: neither, and the fp32 CUDA cores' peak. */
 static void test_mma_path(void)
 {
     hpt_plan_setup s = hand_setup(), sb = s;
     s.attention = 0;
-    expect("bf16 default (tensor-core kernels), hd 16: chunk scratch",
-           hpt_plan_attention_scratch_bytes(&s), 0, 0);
+    expect("bf16 default (tensor-core kernels), hd 16: partial dK, dV scratch",
+           hpt_plan_attention_scratch_bytes(&s), 4096, 0);
     s.attention = 'm';
-    expect("HPT_CUDA_ATTENTION=mma: chunk scratch", hpt_plan_attention_scratch_bytes(&s), 0, 0);
+    expect("HPT_CUDA_ATTENTION=mma: partial dK, dV scratch", hpt_plan_attention_scratch_bytes(&s),
+           4096, 0);
+    hpt_plan_setup s1 = s;
+    s1.micro_batch = 256; /* 256 blocks without the split: none */
+    expect("tensor-core kernels, 256 dK/dV blocks unsplit: no scratch",
+           hpt_plan_attention_scratch_bytes(&s1), 0, 0);
     s.attention = 0;
     hpt_plan_result r, rb;
     if (hpt_plan_eval(&s, &r) || hpt_plan_eval(&sb, &rb)) {
@@ -564,11 +572,12 @@ static void test_mma_path(void)
         return;
     }
     expect("tensor-core kernels: stage 0 attention bytes", r.stage[0].kbytes[HPT_PLAN_K_ATTENTION],
-           3072 + 15360.0, 0);
+           3072 + 15360 + 8192.0, 0);
     expect("tensor-core kernels: stage 0 cast bytes (no dO cast)",
            r.stage[0].kbytes[HPT_PLAN_K_CAST], 21504 - 3072.0, 0);
-    expect("tensor-core kernels: stage 0 activations = the cuBLAS path's minus its scratch",
-           r.stage[0].mem.activations, rb.stage[0].mem.activations - 11264, 0);
+    expect("tensor-core kernels: stage 0 activations = the cuBLAS path's minus its scratch plus "
+           "the partials'", r.stage[0].mem.activations, rb.stage[0].mem.activations - 11264 + 4096,
+           0);
     expect("tensor-core kernels: attention peak = the tensor cores'", hpt_plan_attention_peak(&s),
            s.cl.peak_flops, 0);
     s.attention = 'f';
