@@ -503,6 +503,23 @@ static int att_aligned(const void *a, const void *b, const void *c, const void *
     return al16(a) && al16(b) && al16(c) && al16(d) && al16(e);
 }
 
+/* HPT_CUDA_ATTENTION=mma asks for the tensor-core kernels: where they
+ * cannot run (mma = 0) that is a fatal error naming why, not a silent
+ * fallback (the default path falls back; tests/gpu/gpu-train-mma.sh relies
+ * on the refusal to know the kernels ran). */
+static void att_mma_required(int mma, int hd, int aligned)
+{
+    if (mma || att_env() != 'm')
+        return;
+    HPT_FATAL("HPT_CUDA_ATTENTION=mma: the tensor-core attention cannot run here: %s",
+              !mma_head_dim_ok(hd) ? "head_dim not one of 16, 32, 64, 96, 128"
+              : !att_mma_device()  ? "the device's compute capability is below 8.0"
+              : !mma_kernels_built() ? "hpt's kernels were not built for sm_80 or later "
+                                       "(configure --with-cuda-arch)"
+              : !aligned           ? "an operand is not 16-byte aligned"
+                                   : "not in bf16 mode");
+}
+
 /* Operand type and compute type of the attention's products: bf16 with
  * fp32 compute (bf16 mode), fp32 with tf32 compute (tf32 mode). */
 static cudaDataType att_et(void) { return g_bf16 ? CUDA_R_16BF : CUDA_R_32F; }
@@ -804,7 +821,8 @@ static void blas_attention_backward(float *dq, float *dk, float *dv, float *D, c
 void cuda_attention_forward(void *out, float *saved, const void *q, const void *k,
                                    const void *v, int B, int T, int H, int KV, int hd)
 {
-    int mma = att_use_mma(hd) && att_aligned(out, q, k, v, NULL);
+    int aligned = att_aligned(out, q, k, v, NULL), mma = att_use_mma(hd) && aligned;
+    att_mma_required(mma, hd, aligned);
     if (mma || att_use_blas(hd)) {
         check_heads(H, KV, hd);
         if (B <= 0 || T <= 0 || H <= 0)
@@ -852,12 +870,13 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
     check_heads(H, KV, hd);
     if (B <= 0 || T <= 0 || H <= 0)
         return;
+    int aligned = att_aligned(q, k, v, dout, NULL), mma = att_use_mma(hd) && aligned;
+    att_mma_required(mma, hd, aligned);
     if (att_use_blas(hd)) {
         blas_attention_backward(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd);
         return;
     }
     size_t rows = (size_t)B * T * H;
-    int mma = att_use_mma(hd) && att_aligned(q, k, v, dout, NULL);
     k_attention_rowdot<<<(unsigned)((rows + 3) / 4), 128>>>(scratch, dout, mma ? 2 : 0, out,
                                                             g_bf16, T, H, hd, rows);
     LAUNCHED("k_attention_rowdot");

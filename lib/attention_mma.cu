@@ -318,6 +318,27 @@ __device__ static inline void mma_dsoftmax(float (*s)[4], float (*dp)[4], int ke
         }
 }
 
+/* One backward score tile of the warp's 16 rows (rows r.. of A and of Ad)
+ * against NK rows of X and Xd: s = A X^T, dp = Ad Xd^T, then P and dS in
+ * place (mma_dsoftmax; keyrows as there). The dK/dV kernel passes K, Q, V,
+ * dO (transposed tiles: rows are keys), the dQ kernel Q, K, dO, V. */
+template <int HD, int NK>
+__device__ static inline void mma_p_ds(float (*s)[4], float (*dp)[4], const uint16_t *A,
+                                       const uint16_t *X, const uint16_t *Ad, const uint16_t *Xd,
+                                       int r, int keyrows, int row0, int col0, int g, int t,
+                                       const float *lse_c, const float *D_c, const float lse_r[2],
+                                       const float D_r[2], float scale)
+{
+#pragma unroll
+    for (int j = 0; j < NK / 8; j++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            s[j][c] = dp[j][c] = 0.0f;
+    mma_rows_t<HD, NK>(s, A, r, X, g, t);
+    mma_rows_t<HD, NK>(dp, Ad, r, Xd, g, t);
+    mma_dsoftmax<NK>(s, dp, keyrows, row0, col0, g, t, lse_c, D_c, lse_r, D_r, scale);
+}
+
 /* dK, dV fp32, overwritten: a block owns 64 keys of kv head kvh =
  * blockIdx.y / nsplit and streams, for each of the grp / nsplit query heads
  * of part blockIdx.y % nsplit of its group, the query tiles (BQ rows) from
@@ -368,14 +389,8 @@ __global__ static void __launch_bounds__(MMA_WARPS * 32)
             if (q0 + BQ - 1 < c0 + wr) /* every query before this warp's keys */
                 continue;
             float s[BQ / 8][4], dp[BQ / 8][4];
-#pragma unroll
-            for (int j = 0; j < BQ / 8; j++)
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    s[j][c] = dp[j][c] = 0.0f;
-            mma_rows_t<HD, BQ>(s, Ks, wr, Qs, g, t);
-            mma_rows_t<HD, BQ>(dp, Vs, wr, dOs, g, t);
-            mma_dsoftmax<BQ>(s, dp, 1, c0 + wr, q0, g, t, Ls, Ds, none, none, scale);
+            mma_p_ds<HD, BQ>(s, dp, Ks, Qs, Vs, dOs, wr, 1, c0 + wr, q0, g, t, Ls, Ds, none, none,
+                             scale);
             mma_acc_rows<HD, BQ>(dV, s, dOs, g, t);
             mma_acc_rows<HD, BQ>(dK, dp, Qs, g, t);
         }
@@ -436,14 +451,8 @@ __global__ static void __launch_bounds__(MMA_WARPS * 32)
         if (k0 > r0 + wr + 15)
             continue;
         float s[BK / 8][4], dp[BK / 8][4];
-#pragma unroll
-        for (int j = 0; j < BK / 8; j++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                s[j][c] = dp[j][c] = 0.0f;
-        mma_rows_t<HD, BK>(s, Qs, wr, Ks, g, t);
-        mma_rows_t<HD, BK>(dp, dOs, wr, Vs, g, t);
-        mma_dsoftmax<BK>(s, dp, 0, r0 + wr, k0, g, t, NULL, NULL, L, Dr, scale);
+        mma_p_ds<HD, BK>(s, dp, Qs, Ks, dOs, Vs, wr, 0, r0 + wr, k0, g, t, NULL, NULL, L, Dr,
+                         scale);
         mma_acc_rows<HD, BK>(dQ, dp, Ks, g, t);
     }
 #pragma unroll

@@ -564,8 +564,10 @@ hpt_status hpt_model_init_opts(hpt_model *m, const hpt_config *cfg, const hpt_ba
     if (be->reserve) { /* the backend's scratch now: a shortage is a start-up error */
         int hd = hpt_config_head_dim(cfg);
         size_t widest = (size_t)cfg->hidden_size; /* o, down */
-        size_t w[4] = {(size_t)m->Hl * hd, (size_t)m->KVl * hd, (size_t)m->Il,
-                       m->last ? (size_t)m->Vl : 0}; /* q; k, v; gate, up; the LM head */
+        /* q; k, v; gate, up (unless their gradients come in bf16:
+         * matmul_backward_act rounds nothing); the LM head */
+        size_t w[4] = {(size_t)m->Hl * hd, (size_t)m->KVl * hd, m->mlp_grad_act ? 0 : (size_t)m->Il,
+                       m->last ? (size_t)m->Vl : 0};
         for (int i = 0; i < 4; i++)
             widest = w[i] > widest ? w[i] : widest;
         hpt_backend_shapes sh = {B, m->T, m->Hl, m->KVl, hd, cfg->hidden_size, widest,

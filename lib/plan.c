@@ -655,16 +655,17 @@ double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s)
 /* Persistent bf16 operand scratch of hpt's CUDA backend in bf16 mode
  * (lib/backend_cuda.cu bf16_scratch(0): matmul_backward rounds the fp32
  * output gradient (N, O) to bf16 there), bytes: 2 * max(4096, N * O) for
- * the widest O a stage's products have (h, I/t, H/t*hd; the LM head's
- * vocabulary shard on the last stage). */
+ * the widest O a stage's products round (h, H/t*hd; the LM head's
+ * vocabulary shard on the last stage; not I/t: gate's and up's gradients
+ * come in bf16, matmul_backward_act). */
 static double bf16_operand_scratch(const hpt_plan_setup *s, int last)
 {
     if (s->fp32) /* fp32 and tf32 modes: every operand is fp32 */
         return 0;
     const hpt_config *c = &s->cfg;
     double N = (double)s->micro_batch * s->seq_len, t = s->tp;
-    double O = fmax(fmax(c->hidden_size, c->intermediate_size / t),
-                    c->num_attention_heads / t * hpt_config_head_dim(c));
+    /* gate's and up's gradients come in bf16 (matmul_backward_act): not I/t */
+    double O = fmax(c->hidden_size, c->num_attention_heads / t * hpt_config_head_dim(c));
     if (last)
         O = fmax(O, vocab_local(s));
     return 2.0 * fmax(4096.0, N * O);

@@ -26,8 +26,10 @@ model hd64 8 1
 model hd128 4 1
 A="--data $CORPUS --steps 30 --seq-len 96 --batch 2 --eval-interval 0 --eval-batches 1 --quiet --lr 1e-3"
 st=0
-"$TRAIN" --model "$WORK/hd64.json" $A --backend cuda --precision bf16 --run-dir "$WORK/hd64-mma" \
-  > "$WORK/hd64-mma.out" 2>&1 || st=$?
+# HPT_CUDA_ATTENTION=mma: the tensor-core kernels or a fatal error (never a
+# silent fallback to the cuBLAS chunks, which would compare them with themselves)
+HPT_CUDA_ATTENTION=mma "$TRAIN" --model "$WORK/hd64.json" $A --backend cuda --precision bf16 \
+  --run-dir "$WORK/hd64-mma" > "$WORK/hd64-mma.out" 2>&1 || st=$?
 if [ "$st" -ne 0 ]; then
   cat "$WORK/hd64-mma.out"
   grep -q "no CUDA device visible" "$WORK/hd64-mma.out" && { echo "SKIP: no CUDA device visible"; exit 77; }
@@ -37,8 +39,9 @@ if [ "$st" -ne 0 ]; then
 fi
 for m in hd64 hd128; do
   [ -f "$WORK/$m-mma/log.tsv" ] ||
-    "$TRAIN" --model "$WORK/$m.json" $A --backend cuda --precision bf16 --run-dir "$WORK/$m-mma" \
-      > "$WORK/$m-mma.out" 2>&1 || { cat "$WORK/$m-mma.out"; fail "$m: the cuda bf16 run failed"; }
+    HPT_CUDA_ATTENTION=mma "$TRAIN" --model "$WORK/$m.json" $A --backend cuda --precision bf16 \
+      --run-dir "$WORK/$m-mma" > "$WORK/$m-mma.out" 2>&1 ||
+      { cat "$WORK/$m-mma.out"; fail "$m: the cuda bf16 run (HPT_CUDA_ATTENTION=mma) failed"; }
   HPT_CUDA_ATTENTION=blas "$TRAIN" --model "$WORK/$m.json" $A --backend cuda --precision bf16 \
     --run-dir "$WORK/$m-blas" > "$WORK/$m-blas.out" 2>&1 ||
     { cat "$WORK/$m-blas.out"; fail "$m: the cuda bf16 run with HPT_CUDA_ATTENTION=blas failed"; }

@@ -129,7 +129,8 @@ for i in range(1, n + 1):
         attn = 0
         # bf16's default: the tensor-core kernels (lib/attention_mma.cu), no
         # scratch, for head dims 16, 32, 64, 96, 128
-        mma = prec == "bf16" and "HPT_CUDA_ATTENTION=blas" not in args and hd in (16, 32, 64, 96, 128)
+        mma = prec == "bf16" and "HPT_CUDA_ATTENTION=blas" not in args and \
+            "HPT_CUDA_ATTENTION=flash" not in args and hd in (16, 32, 64, 96, 128)
         if mma:
             # the dK/dV kernel splits each GQA group into d parts (the
             # smallest divisor with ceil(s/64) b KV/t d >= 256 blocks, else
@@ -152,7 +153,9 @@ for i in range(1, n + 1):
         if prec == "bf16":
             # bf16_scratch(0): the output gradient of the widest product in
             # bf16 (the LM head's vocabulary shard on the last stage)
-            O = max(h, Il, QD, -(-m["vocab_size"] // t) if last else 0)
+            # (not gate's and up's I/t: their gradients come in bf16,
+            # matmul_backward_act, and are not rounded there)
+            O = max(h, QD, -(-m["vocab_size"] // t) if last else 0)
             attn += 2 * max(4096, N * O)
         want = k * (nl * per + end) + shared + scratch + attn
         # lib/schedule.c grad_send; ZeRO-1: lib/train.c setup_zero1's

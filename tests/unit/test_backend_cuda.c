@@ -40,7 +40,7 @@
  * lib/attention_mma.cu): against the CPU on bf16-rounded operands and
  * against the cuBLAS chunks (NMSE 2e-4), not bitwise either of the other
  * paths, with the dK/dV kernel's GQA groups whole, split in parts
- * (HPT_CUDA_MMA_BLOCKS) and one head per block; HPT_CUDA_ATTENTION's bad values refused by set_precision. The
+ * (HPT_CUDA_MMA_BLOCKS) and one head per block, each seen to run; HPT_CUDA_ATTENTION's bad values refused by set_precision. The
  * tiny model's bf16 training steps run them (hd 16).
  *
  * Fused and vectorised kernels (group fused): add_rmsnorm_forward,
@@ -1085,6 +1085,41 @@ static void test_attention_mma(int B, int T, int H, int KV, int hd)
              "cuBLAS chunks' nor the flash kernels' result bit for bit (the tensor-core kernels "
              "ran)", B, T, hd);
     result(name, !same_blas && !same_flash, "(%g)", 0.0);
+    for (int p = 0; p < 3; p++)
+        for (int i = 0; i < 4; i++)
+            free(got[p][i]);
+    att_case_free(&c);
+}
+
+/* The dK/dV kernel's three ways with a GQA group of 8 (1 kv head, 2 query
+ * tiles: 2 blocks without a split): one head per block (the default here),
+ * 2 parts of 4 heads (HPT_CUDA_MMA_BLOCKS=4) and the whole group in one
+ * block (=1): each within TOL_ATT_BLAS of the CPU, and their dK pairwise
+ * not bit for bit equal (each sums the heads in another order: the three
+ * ran). */
+static void test_attention_mma_split(int B, int T, int H, int KV, int hd)
+{
+    att_case c = att_case_new(B, T, H, KV, hd, 1);
+    const char *blocks[3] = {NULL, "4", "1"}, *how[3] = {"one head per block", "2 parts",
+                                                        "the whole group"};
+    float *got[3][4];
+    char name[200];
+    for (int p = 0; p < 3; p++) {
+        if (blocks[p])
+            setenv("HPT_CUDA_MMA_BLOCKS", blocks[p], 1);
+        att_gpu_run(&c, 1, got[p]);
+        unsetenv("HPT_CUDA_MMA_BLOCKS");
+        snprintf(name, sizeof name, "tensor-core dK/dV, GQA %d split as %s: dk (vs cpu on bf16 "
+                 "operands) B=%d T=%d hd=%d", H / KV, how[p], B, T, hd);
+        cmp_tol(name, got[p][2], c.dk, c.nk, TOL_ATT_BLAS);
+        snprintf(name, sizeof name, "tensor-core dK/dV, GQA %d split as %s: dv (vs cpu on bf16 "
+                 "operands) B=%d T=%d hd=%d", H / KV, how[p], B, T, hd);
+        cmp_tol(name, got[p][3], c.dv, c.nk, TOL_ATT_BLAS);
+    }
+    int differ = memcmp(got[0][2], got[1][2], FB(c.nk)) && memcmp(got[0][2], got[2][2], FB(c.nk)) &&
+                 memcmp(got[1][2], got[2][2], FB(c.nk));
+    result("tensor-core dK/dV: the three splits give three different dk bit patterns (each ran)",
+           differ, "(%g)", 0.0);
     for (int p = 0; p < 3; p++)
         for (int i = 0; i < 4; i++)
             free(got[p][i]);
@@ -2215,12 +2250,16 @@ int main(int argc, char **argv)
         test_attention_mma(1, 5, 3, 1, 96);   /* hd 96, T < 16            */
         test_attention_mma(1, 150, 3, 1, 96); /* hd 96, two full tiles     */
         test_attention_mma(1, 140, 2, 1, 128); /* hd 128, 4 + 1 backward tiles of 32 */
-        /* the dK/dV kernel's split of a GQA group (mma_kv_split): above,
-         * whole groups of 8, 4, 2 (few blocks) and none (MHA); here a group
-         * of 8 in 2 parts of 4 heads (a target of 4 blocks: 2 tiles x 2) */
-        setenv("HPT_CUDA_MMA_BLOCKS", "4", 1);
-        test_attention_mma(1, 70, 8, 1, 64);
+        /* the dK/dV kernel's split of a GQA group (mma_kv_split): the GQA
+         * cases above have few blocks, so one query head per block; the
+         * presets' case, the whole group in one block (a target of 1
+         * block), and a group of 8 in 2 parts of 4 heads (a target of 4
+         * blocks: 2 tiles x 2) */
+        setenv("HPT_CUDA_MMA_BLOCKS", "1", 1);
+        test_attention_mma(1, 130, 8, 2, 64); /* whole groups of 4 */
+        test_attention_mma(1, 70, 8, 1, 128); /* a whole group of 8, hd 128 */
         unsetenv("HPT_CUDA_MMA_BLOCKS");
+        test_attention_mma_split(1, 70, 8, 1, 64);
         test_attention_env();
         hpt_backend_set_precision(gpu, HPT_PRECISION_FP32);
     }
