@@ -598,27 +598,29 @@ void cuda_swiglu_forward(void *out, const void *gate, const void *up, size_t n)
     LAUNCHED("k_swiglu_forward");
 }
 
-void cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const void *gate,
-                                 const void *up, size_t n)
+/* k_swiglu_backward over n elements, dgate and dup fp32 or (obf) bf16. */
+static void swiglu_backward_launch(void *dgate, void *dup, int obf, const float *dout,
+                                   const void *gate, const void *up, size_t n)
 {
     if (!n)
         return;
     size_t nv = vec_chunks(n, al16(dgate) && al16(dup) && al16(dout) && al16(gate) && al16(up));
-    k_swiglu_backward<<<ew_blocks(nv + n - nv * VEC), EW_THREADS>>>(dgate, dup, 0, dout, gate,
+    k_swiglu_backward<<<ew_blocks(nv + n - nv * VEC), EW_THREADS>>>(dgate, dup, obf, dout, gate,
                                                                     up, g_bf16, n, nv);
     LAUNCHED("k_swiglu_backward");
+}
+
+void cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const void *gate,
+                          const void *up, size_t n)
+{
+    swiglu_backward_launch(dgate, dup, 0, dout, gate, up, n);
 }
 
 /* backend.h swiglu_backward_act: dgate, dup in the activation dtype. */
 void cuda_swiglu_backward_act(void *dgate, void *dup, const float *dout, const void *gate,
                               const void *up, size_t n)
 {
-    if (!n)
-        return;
-    size_t nv = vec_chunks(n, al16(dgate) && al16(dup) && al16(dout) && al16(gate) && al16(up));
-    k_swiglu_backward<<<ew_blocks(nv + n - nv * VEC), EW_THREADS>>>(dgate, dup, g_bf16, dout,
-                                                                    gate, up, g_bf16, n, nv);
-    LAUNCHED("k_swiglu_backward");
+    swiglu_backward_launch(dgate, dup, g_bf16, dout, gate, up, n);
 }
 
 /* --------------------------------------------------------- elementwise */
