@@ -456,31 +456,32 @@ build_all() {  # the stages that give $bld; 0 when it is there
 }
 # ------------------------------------------------------------ the ~1B runs
 peak_of() { case $1 in bf16) echo 989e12 ;; tf32) echo 494e12 ;; *) echo 67e12 ;; esac; }
+train_cmd() {  # train_cmd PRECISION MODEL B T STEPS NAME: TRAIN_CMD=(hpt-train, the timed runs' options), run dir emptied
+  rm -rf "$rt/run-$6"
+  TRAIN_CMD=("$TRAIN" --backend "$BE" --precision "$1" --model "$2" --data "$HPT_CORPUS" --batch "$3"
+    --seq-len "$4" --steps "$5" --warmup 2 --eval-interval 0 --eval-batches 1 --save-every 0
+    --peak-flops "$(peak_of "$1")" --run-dir "$rt/run-$6")
+}
 hpt_run() {  # hpt_run NAME PRECISION [VAR=VALUE...]: the 1B model (tiny in a rehearsal) on the real corpus
   local name=$1 prec=$2; shift 2
-  rm -rf "$rt/run-$name"
-  env "$@" "$TRAIN" --backend "$BE" --precision "$prec" --model "$M1B" --data "$HPT_CORPUS" \
-    --batch "$B1" --seq-len "$T1" --steps "$S1" --warmup 2 --eval-interval 0 --eval-batches 1 \
-    --save-every 0 --peak-flops "$(peak_of "$prec")" --run-dir "$rt/run-$name"
+  train_cmd "$prec" "$M1B" "$B1" "$T1" "$S1" "$name"
+  env "$@" "${TRAIN_CMD[@]}"
 }
 nsys_run() {  # nsys_run: the ~1B run (10 steps) under Nsight Systems; GPU time per kernel class
   local ns; ns=$(command -v nsys || ls "${CUDA_DIR:-/nonexistent}"/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -n 1)
   [ -n "$ns" ] && [ -x "$ns" ] || { echo "no nsys (Nsight Systems) on this machine"; return 77; }
-  rm -rf "$rt/run-1b-nsys" "$rt"/1b-nsys.*
+  rm -f "$rt"/1b-nsys.*
+  train_cmd "$PREC" "$M1B" "$B1" "$T1" 10 1b-nsys
   "$ns" profile --trace=cuda --sample=none --cpuctxsw=none --force-overwrite=true -o "$rt/1b-nsys" \
-    "$TRAIN" --backend "$BE" --precision "$PREC" --model "$M1B" --data "$HPT_CORPUS" --batch "$B1" \
-    --seq-len "$T1" --steps 10 --warmup 2 --eval-interval 0 --eval-batches 1 --save-every 0 \
-    --run-dir "$rt/run-1b-nsys" || return 1
+    "${TRAIN_CMD[@]}" || return 1
   "$ns" stats --report cuda_gpu_kern_sum --format csv "$rt/1b-nsys.nsys-rep" >"$work/logs/1b-kernels.csv" || return 1
   clean_env "$PY3" "$src/bench/kernel_classes.py" "$work/logs/1b-kernels.csv" 10 "1b hpt $PREC (nsys)" |
     while read -r l; do figure "$l"; done
   grep -q "^kernel classes .*GPU busy" "$work/figures.txt"
 }
 hpt_run8() {  # hpt_run8: the 8B-shaped stack (tiny in a rehearsal), 12 steps in the call's precision
-  rm -rf "$rt/run-8b"
-  "$TRAIN" --backend "$BE" --precision "$PREC" --model "$M8" --data "$HPT_CORPUS" --batch "$B8" \
-    --seq-len "$T8" --steps 12 --warmup 2 --eval-interval 0 --eval-batches 1 --save-every 0 \
-    --peak-flops "$(peak_of "$PREC")" --run-dir "$rt/run-8b"
+  train_cmd "$PREC" "$M8" "$B8" "$T8" 12 8b
+  "${TRAIN_CMD[@]}"
 }
 torch_run() {  # torch_run CONFIG B T PRECISION STEPS: PyTorch on the same corpus, clean environment
   clean_env bash -c "P=$P REHEARSE=${REHEARSE:-0}; $(declare -f prefix_in_env); prefix_in_env"

@@ -335,14 +335,6 @@ __global__ static void __launch_bounds__(ATT_WARPS * 32)
     }
 }
 
-/* Dynamic shared memory of `bytes` for `kernel` (above 48 KiB needs an
- * opt-in; sm_80 allows 163 KiB, sm_90 227 KiB). */
-template <typename K> static void smem_opt_in(K kernel, size_t bytes)
-{
-    if (bytes > 48 * 1024)
-        HPT_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)bytes));
-}
 
 static void check_heads(int H, int KV, int hd)
 {
@@ -445,20 +437,19 @@ static int att_chunk_rows(int B, int T, int H)
     return r > T ? T : (int)r;
 }
 
-/* The path HPT_CUDA_ATTENTION asks for: 0 unset or empty (the default
- * for the precision), else 'm' (mma: the tensor-core kernels of
- * attention_mma.cu, bf16 mode only), 'b' (blas: the cuBLAS chunks, bf16
- * and tf32 modes) or 'f' (flash: the fp32 kernels above); another value
- * is a fatal error naming the variable. */
+/* The path HPT_CUDA_ATTENTION asks for (hpt_cuda_attention_path, backend.h:
+ * 0, 'm', 'b' or 'f') in the current precision; set_precision refused a
+ * bad value at start-up, so an error here (the variable changed since) is
+ * fatal. */
 static int att_env(void)
 {
-    const char *e = getenv("HPT_CUDA_ATTENTION");
-    if (!e || !*e)
-        return 0;
-    if (!strcmp(e, "mma") || !strcmp(e, "blas") || !strcmp(e, "flash"))
-        return e[0];
-    HPT_FATAL("HPT_CUDA_ATTENTION=%s: expected mma (bf16: tensor-core kernels), blas (cuBLAS "
-              "chunks) or flash (fp32 kernels)", e);
+    int path;
+    hpt_precision p = g_bf16 ? HPT_PRECISION_BF16
+                      : g_compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? HPT_PRECISION_TF32
+                                                                  : HPT_PRECISION_FP32;
+    if (hpt_cuda_attention_path(p, &path))
+        HPT_FATAL("%s", hpt_error_msg());
+    return path;
 }
 
 /* 1 when the device runs mma.sync on bf16 (compute capability >= 8.0). */
@@ -472,13 +463,13 @@ static int att_mma_device(void)
 
 /* bf16 mode runs the tensor-core kernels (attention_mma.cu) unless
  * HPT_CUDA_ATTENTION=blas or flash, for head dims 16, 32, 64, 96, 128
- * (mma_head_dim_ok) on compute capability 8.0 or later with kernels built
+ * (hpt_cuda_mma_head_dim_ok) on compute capability 8.0 or later with kernels built
  * for it (mma_kernels_built); the callers also require 16-byte aligned
  * operands (att_aligned). */
 int att_use_mma(int hd)
 {
     int e = att_env();
-    return g_bf16 && e != 'b' && e != 'f' && mma_head_dim_ok(hd) && att_mma_device() &&
+    return g_bf16 && e != 'b' && e != 'f' && hpt_cuda_mma_head_dim_ok(hd) && att_mma_device() &&
            mma_kernels_built();
 }
 
@@ -497,10 +488,10 @@ int att_use_blas(int hd)
 }
 
 /* 1 when every operand of the tensor-core kernels is 16-byte aligned (their
- * 16-byte tile loads; NULL counts as aligned). */
-static int att_aligned(const void *a, const void *b, const void *c, const void *d, const void *e)
+ * 16-byte tile loads). */
+static int att_aligned(const void *a, const void *b, const void *c, const void *d)
 {
-    return al16(a) && al16(b) && al16(c) && al16(d) && al16(e);
+    return al16(a) && al16(b) && al16(c) && al16(d);
 }
 
 /* HPT_CUDA_ATTENTION=mma asks for the tensor-core kernels: where they
@@ -512,7 +503,7 @@ static void att_mma_required(int mma, int hd, int aligned)
     if (mma || att_env() != 'm')
         return;
     HPT_FATAL("HPT_CUDA_ATTENTION=mma: the tensor-core attention cannot run here: %s",
-              !mma_head_dim_ok(hd) ? "head_dim not one of 16, 32, 64, 96, 128"
+              !hpt_cuda_mma_head_dim_ok(hd) ? "head_dim not one of 16, 32, 64, 96, 128"
               : !att_mma_device()  ? "the device's compute capability is below 8.0"
               : !mma_kernels_built() ? "hpt's kernels were not built for sm_80 or later "
                                        "(configure --with-cuda-arch)"
@@ -709,11 +700,11 @@ size_t att_backward_bytes(int B, int T, int H, int KV, int hd)
 }
 
 /* Scratch bytes of the tensor-core backward: with the GQA group split over
- * mma_kv_split parts > 1, partial dK and dV (B,T,KV parts,hd) fp32, each
+ * hpt_cuda_mma_kv_split parts > 1, partial dK and dV (B,T,KV parts,hd) fp32, each
  * 256-byte aligned; else none. */
 size_t mma_backward_bytes(int B, int T, int H, int KV, int hd)
 {
-    int ns = mma_kv_split(B, T, H, KV);
+    int ns = hpt_cuda_mma_kv_split(B, T, H, KV);
     return ns > 1 ? 2 * round256((size_t)4 * B * T * KV * hd * ns) : 0;
 }
 
@@ -821,7 +812,7 @@ static void blas_attention_backward(float *dq, float *dk, float *dv, float *D, c
 void cuda_attention_forward(void *out, float *saved, const void *q, const void *k,
                                    const void *v, int B, int T, int H, int KV, int hd)
 {
-    int aligned = att_aligned(out, q, k, v, NULL), mma = att_use_mma(hd) && aligned;
+    int aligned = att_aligned(out, q, k, v), mma = att_use_mma(hd) && aligned;
     att_mma_required(mma, hd, aligned);
     if (mma || att_use_blas(hd)) {
         check_heads(H, KV, hd);
@@ -870,7 +861,7 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
     check_heads(H, KV, hd);
     if (B <= 0 || T <= 0 || H <= 0)
         return;
-    int aligned = att_aligned(q, k, v, dout, NULL), mma = att_use_mma(hd) && aligned;
+    int aligned = att_aligned(q, k, v, dout), mma = att_use_mma(hd) && aligned;
     att_mma_required(mma, hd, aligned);
     if (att_use_blas(hd)) {
         blas_attention_backward(dq, dk, dv, scratch, dout, out, saved, q, k, v, B, T, H, KV, hd);
@@ -881,7 +872,7 @@ void cuda_attention_backward(float *dq, float *dk, float *dv, float *scratch,
                                                             g_bf16, T, H, hd, rows);
     LAUNCHED("k_attention_rowdot");
     if (mma) {
-        int ns = mma_kv_split(B, T, H, KV);
+        int ns = hpt_cuda_mma_kv_split(B, T, H, KV);
         if (ns == 1) {
             mma_attention_backward(dq, dk, dv, scratch, dout, saved, q, k, v, B, T, H, KV, hd, 1);
             return;

@@ -36,7 +36,6 @@
  * each product from the lanes' registers by the layouts above. */
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -66,13 +65,6 @@ __device__ static inline void mma_bf16(float d[4], const uint32_t a[4], uint32_t
 #endif
 }
 
-/* Two bf16 (lo, hi: rounded to nearest even) in one register, lo in the
- * lower half. */
-__device__ static inline uint32_t pack_f(float lo, float hi)
-{
-    return (uint32_t)bf16_bits(lo) | (uint32_t)bf16_bits(hi) << 16;
-}
-
 __device__ static inline uint32_t pack_h(uint16_t lo, uint16_t hi)
 {
     return (uint32_t)lo | (uint32_t)hi << 16;
@@ -99,10 +91,10 @@ __device__ static inline void frag_a(uint32_t a[4], const uint16_t *s, int ld, i
  * x[n-tile][4] (n-tiles 2kk and 2kk+1), rounded to bf16. */
 __device__ static inline void frag_acc(uint32_t a[4], const float (*x)[4], int kk)
 {
-    a[0] = pack_f(x[2 * kk][0], x[2 * kk][1]);
-    a[1] = pack_f(x[2 * kk][2], x[2 * kk][3]);
-    a[2] = pack_f(x[2 * kk + 1][0], x[2 * kk + 1][1]);
-    a[3] = pack_f(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+    a[0] = bf16x2(x[2 * kk][0], x[2 * kk][1]);
+    a[1] = bf16x2(x[2 * kk][2], x[2 * kk][3]);
+    a[2] = bf16x2(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+    a[3] = bf16x2(x[2 * kk + 1][2], x[2 * kk + 1][3]);
 }
 
 /* acc[n-tile j][4] (16 x HD) += A (16 x 16 per kk, from x) X (the tile's
@@ -177,8 +169,8 @@ __device__ static inline void tile_load_f(uint16_t *s, const float *src, size_t 
         if (r0 + r < T)
             ld8f(src + (size_t)(r0 + r) * ld + c, v);
         uint4 x;
-        x.x = pack_f(v[0], v[1]), x.y = pack_f(v[2], v[3]);
-        x.z = pack_f(v[4], v[5]), x.w = pack_f(v[6], v[7]);
+        x.x = bf16x2(v[0], v[1]), x.y = bf16x2(v[2], v[3]);
+        x.z = bf16x2(v[4], v[5]), x.w = bf16x2(v[6], v[7]);
         *(uint4 *)(s + r * MMA_LD(HD) + c) = x;
     }
 }
@@ -194,6 +186,26 @@ __device__ static inline float quad_sum(float v)
 {
     v += __shfl_xor_sync(FULL_MASK, v, 1);
     return v + __shfl_xor_sync(FULL_MASK, v, 2);
+}
+
+/* A warp's 16 x HD fp32 accumulator acc (C fragments: n-tile j, rows g
+ * and g + 8, cols 2t, 2t+1) into rows row0 + g (+ 8) of dst (the
+ * sequence's first row and the head's first column; row stride ld
+ * elements); rows at or past T are left alone. */
+template <int HD>
+__device__ static inline void store_acc_rows(float *dst, size_t ld, const float (*acc)[4],
+                                             int row0, int T, int g, int t)
+{
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int row = row0 + g + 8 * i;
+        if (row >= T)
+            continue;
+        float *o = dst + (size_t)row * ld + 2 * t;
+#pragma unroll
+        for (int j = 0; j < HD / 8; j++)
+            o[8 * j] = acc[j][2 * i], o[8 * j + 1] = acc[j][2 * i + 1];
+    }
 }
 
 /* Forward: out (B,T,H,HD) bf16, lse (B,H,T) = log sum_s exp(scale q.k_s)
@@ -287,7 +299,8 @@ __global__ static void __launch_bounds__(MMA_WARPS * 32)
         uint16_t *orow = out + ((size_t)b * T + row) * ldq + (size_t)h * HD + 2 * t;
 #pragma unroll
         for (int j = 0; j < HD / 8; j++)
-            *(uint32_t *)(orow + 8 * j) = pack_f(o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
+            *(uint32_t *)(orow + 8 * j) =
+                bf16x2(o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
         if (t == 0 && lse)
             lse[((size_t)b * H + h) * T + row] = (m[i] + log2f(L)) * (float)M_LN2;
     }
@@ -395,18 +408,9 @@ __global__ static void __launch_bounds__(MMA_WARPS * 32)
             mma_acc_rows<HD, BQ>(dK, dp, Qs, g, t);
         }
     }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        int key = c0 + wr + g + 8 * i;
-        if (key >= T)
-            continue;
-        size_t o = ((size_t)b * T + key) * ldo + (size_t)blockIdx.y * HD + 2 * t;
-#pragma unroll
-        for (int j = 0; j < HD / 8; j++) {
-            dk[o + 8 * j] = dK[j][2 * i], dk[o + 8 * j + 1] = dK[j][2 * i + 1];
-            dv[o + 8 * j] = dV[j][2 * i], dv[o + 8 * j + 1] = dV[j][2 * i + 1];
-        }
-    }
+    size_t o = (size_t)b * T * ldo + (size_t)blockIdx.y * HD;
+    store_acc_rows<HD>(dk + o, ldo, dK, c0 + wr, T, g, t);
+    store_acc_rows<HD>(dv + o, ldo, dV, c0 + wr, T, g, t);
 }
 
 /* dQ (B,T,H,HD) fp32, overwritten: a block owns 64 query rows of head
@@ -455,29 +459,10 @@ __global__ static void __launch_bounds__(MMA_WARPS * 32)
                          scale);
         mma_acc_rows<HD, BK>(dQ, dp, Ks, g, t);
     }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        int row = r0 + wr + g + 8 * i;
-        if (row >= T)
-            continue;
-        float *o = dq + ((size_t)b * T + row) * ldq + (size_t)h * HD + 2 * t;
-#pragma unroll
-        for (int j = 0; j < HD / 8; j++)
-            o[8 * j] = dQ[j][2 * i], o[8 * j + 1] = dQ[j][2 * i + 1];
-    }
+    store_acc_rows<HD>(dq + hoff, ldq, dQ, r0 + wr, T, g, t);
 }
 
 /* ------------------------------------------------------------- host */
-
-/* More than 48 KiB of dynamic shared memory needs the kernel's opt-in,
- * once per kernel (*done: the caller's flag for that instantiation). */
-template <typename K> static void mma_smem_opt_in(K kernel, size_t bytes, int *done)
-{
-    if (bytes > 48 * 1024 && !*done)
-        HPT_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)bytes));
-    *done = 1;
-}
 
 /* Streamed rows per tile in the backward: 32 with hd 128 (the dK, dV or
  * dQ accumulators take 64 registers each), else 64. */
@@ -488,8 +473,7 @@ static void mma_forward(uint16_t *out, float *lse, const uint16_t *q, const uint
                         const uint16_t *v, int B, int T, int H, int KV)
 {
     size_t smem = 2 * (size_t)MMA_LD(HD) * (MMA_ROWS + 2 * MMA_TILE);
-    static int opted;
-    mma_smem_opt_in(k_mma_forward<HD>, smem, &opted);
+    smem_opt_in(k_mma_forward<HD>, smem);
     dim3 grid((unsigned)((T + MMA_ROWS - 1) / MMA_ROWS) * (unsigned)B, (unsigned)H);
     k_mma_forward<HD><<<grid, MMA_WARPS * 32, smem>>>(out, lse, q, k, v, T, H, KV,
                                                       1.0f / sqrtf((float)HD));
@@ -506,23 +490,17 @@ static void mma_backward(float *dq, float *dk, float *dv, const float *D, const 
     const unsigned tiles = (unsigned)((T + MMA_ROWS - 1) / MMA_ROWS) * (unsigned)B;
     size_t smem = 2 * (size_t)MMA_LD(HD) * (2 * MMA_ROWS + 2 * BT) + 2 * sizeof(float) * BT;
     auto dkdv = k_mma_dkdv<HD, MMA_BWD_TILE(HD)>;
-    static int opted[2];
-    mma_smem_opt_in(dkdv, smem, &opted[0]);
+    smem_opt_in(dkdv, smem);
     dkdv<<<dim3(tiles, (unsigned)(KV * nsplit)), MMA_WARPS * 32, smem>>>(dk, dv, dout, lse, D, q, k,
                                                                          v, T, H, KV, nsplit,
                                                                          scale);
     LAUNCHED("k_mma_dkdv");
     smem = 2 * (size_t)MMA_LD(HD) * (2 * MMA_ROWS + 2 * BT);
     auto dq_kernel = k_mma_dq<HD, MMA_BWD_TILE(HD)>;
-    mma_smem_opt_in(dq_kernel, smem, &opted[1]);
+    smem_opt_in(dq_kernel, smem);
     dq_kernel<<<dim3(tiles, (unsigned)H), MMA_WARPS * 32, smem>>>(dq, dout, lse, D, q, k, v, T, H,
                                                                   KV, scale);
     LAUNCHED("k_mma_dq");
-}
-
-int mma_head_dim_ok(int hd)
-{
-    return hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128;
 }
 
 /* 1 when the kernels' image on this device was built for sm_80 or later:
@@ -554,25 +532,6 @@ void mma_attention_forward(void *out, float *lse, const void *q, const void *k, 
     default: HPT_FATAL("cuda attention (tensor cores): head_dim %d not one of 16, 32, 64, 96, 128",
                        hd);
     }
-}
-
-/* Parts a GQA group's query heads are split into across the dK/dV
- * kernel's blocks: the smallest divisor d of grp with ceil(T/64) B KV d >=
- * MMA_MIN_BLOCKS (else grp), so that a layout with few kv heads per rank
- * (TP: KV/t of them, often 1) and one sequence still fills the GPU; 1
- * without GQA. hpt-plan counts the partial sums (lib/plan.c).
- * HPT_CUDA_MMA_BLOCKS=N sets another target (tests; hpt-plan assumes 256). */
-#define MMA_MIN_BLOCKS 256
-int mma_kv_split(int B, int T, int H, int KV)
-{
-    int grp = H / KV;
-    const char *e = getenv("HPT_CUDA_MMA_BLOCKS"); /* tests: another target */
-    long want = e && atol(e) > 0 ? atol(e) : MMA_MIN_BLOCKS;
-    long base = (long)((T + MMA_ROWS - 1) / MMA_ROWS) * B * KV;
-    for (int d = 1; d < grp; d++)
-        if (grp % d == 0 && base * d >= want)
-            return d;
-    return grp;
 }
 
 void mma_attention_backward(float *dq, float *dk, float *dv, const float *D, const float *dout,

@@ -2,6 +2,7 @@
  * which backends were compiled in. */
 #include "backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "hpt_config.h"
@@ -66,6 +67,41 @@ hpt_status hpt_precision_parse(const char *s, hpt_precision *out)
 const char *hpt_precision_name(hpt_precision p)
 {
     return p >= HPT_PRECISION_FP32 && p <= HPT_PRECISION_BF16 ? precision_names[p] : "?";
+}
+
+hpt_status hpt_cuda_attention_path(hpt_precision p, int *path)
+{
+    const char *e = getenv("HPT_CUDA_ATTENTION");
+    *path = 0;
+    if (!e || !*e)
+        return HPT_OK;
+    if (strcmp(e, "mma") && strcmp(e, "blas") && strcmp(e, "flash"))
+        return hpt_error_set(HPT_ERR_USAGE, "HPT_CUDA_ATTENTION=%s: expected mma (bf16: the "
+                             "tensor-core kernels), blas (cuBLAS chunks) or flash (fp32 kernels)",
+                             e);
+    if (e[0] == 'm' && p != HPT_PRECISION_BF16)
+        return hpt_error_set(HPT_ERR_USAGE, "HPT_CUDA_ATTENTION=mma: the tensor-core attention "
+                             "takes bf16 operands; use it with --precision bf16 (this run: %s)",
+                             hpt_precision_name(p));
+    *path = e[0];
+    return HPT_OK;
+}
+
+int hpt_cuda_mma_head_dim_ok(int hd)
+{
+    return hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128;
+}
+
+int hpt_cuda_mma_kv_split(int B, int T, int H, int KV)
+{
+    int grp = H / KV;
+    const char *e = getenv("HPT_CUDA_MMA_BLOCKS");
+    long want = e && atol(e) > 0 ? atol(e) : 256;
+    long base = (long)((T + 63) / 64) * B * KV; /* attention_mma.cu MMA_ROWS */
+    for (int d = 1; d < grp; d++)
+        if (grp % d == 0 && base * d >= want)
+            return d;
+    return grp;
 }
 
 hpt_status hpt_backend_set_precision(const hpt_backend *be, hpt_precision p)

@@ -466,6 +466,25 @@ hpt_status hpt_precision_parse(const char *s, hpt_precision *out);
 /* "fp32", "tf32" or "bf16". */
 const char *hpt_precision_name(hpt_precision p);
 
+/* The CUDA backend's attention path that HPT_CUDA_ATTENTION names, for a
+ * run in precision p: *path = 0 (unset or empty: the precision's default),
+ * 'm' (mma: the bf16 tensor-core kernels), 'b' (blas: cuBLAS chunks) or
+ * 'f' (flash: the fp32 kernels). The one reading of the variable: the CUDA
+ * backend's set_precision and attention calls and hpt-plan all use it.
+ * Errors (HPT_ERR_USAGE, *path 0): another value, naming the variable and
+ * the three; mma with fp32 or tf32, naming the precision. */
+hpt_status hpt_cuda_attention_path(hpt_precision p, int *path);
+
+/* The CUDA backend's tensor-core attention (lib/attention_mma.cu), as its
+ * dispatch and hpt-plan both need it: 1 when it takes head dim hd (16,
+ * 32, 64, 96, 128); and the parts its dK/dV kernel splits a GQA group of
+ * H/KV query heads into for B sequences of T rows and KV kv heads (per
+ * rank): the smallest divisor d of the group with ceil(T/64) B KV d >= 256
+ * blocks (HPT_CUDA_MMA_BLOCKS=N: N, for tests), else the group (one head
+ * per part); 1 without GQA. d > 1 costs partial dK, dV sums in scratch. */
+int hpt_cuda_mma_head_dim_ok(int hd);
+int hpt_cuda_mma_kv_split(int B, int T, int H, int KV);
+
 /* be->set_precision(p), or for a backend without that slot accept FP32
  * only. Errors: HPT_ERR_USAGE from the backend, naming the precision. */
 hpt_status hpt_backend_set_precision(const hpt_backend *be, hpt_precision p);

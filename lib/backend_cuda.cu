@@ -238,15 +238,10 @@ void work_mark_all_dirty(void);
  * weights), CUBLAS_COMPUTE_32F in both fp32 and bf16 modes. */
 static hpt_status cuda_set_precision(hpt_precision p)
 {
-    const char *att = getenv("HPT_CUDA_ATTENTION"); /* attention_cuda.cu att_env */
-    if (att && *att && strcmp(att, "mma") && strcmp(att, "blas") && strcmp(att, "flash"))
-        return hpt_error_set(HPT_ERR_USAGE, "HPT_CUDA_ATTENTION=%s: expected mma (bf16: the "
-                             "tensor-core kernels), blas (cuBLAS chunks) or flash (fp32 kernels)",
-                             att);
-    if (att && !strcmp(att, "mma") && p != HPT_PRECISION_BF16)
-        return hpt_error_set(HPT_ERR_USAGE, "HPT_CUDA_ATTENTION=mma: the tensor-core attention "
-                             "takes bf16 operands; use it with --precision bf16 (this run: %s)",
-                             hpt_precision_name(p));
+    int path;
+    hpt_status st = hpt_cuda_attention_path(p, &path); /* refused here, at start-up */
+    if (st)
+        return st;
     switch (p) {
     case HPT_PRECISION_FP32: g_compute = CUBLAS_COMPUTE_32F; g_bf16 = 0; return HPT_OK;
     case HPT_PRECISION_TF32: g_compute = CUBLAS_COMPUTE_32F_FAST_TF32; g_bf16 = 0; return HPT_OK;

@@ -138,6 +138,16 @@ __device__ static inline float block_sum(float v) { return block_reduce(v, sum_o
 __device__ static inline float block_max(float v) { return block_reduce(v, max_op(), -INFINITY); }
 __device__ static inline double block_sum_d(double v) { return block_reduce(v, sum_op(), 0.0); }
 
+/* Dynamic shared memory of `bytes` for `kernel` (above 48 KiB needs an
+ * opt-in; sm_80 allows 163 KiB, sm_90 227 KiB): attention_cuda.cu's flash
+ * kernels and attention_mma.cu's. */
+template <typename K> static inline void smem_opt_in(K kernel, size_t bytes)
+{
+    if (bytes > 48 * 1024)
+        HPT_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)bytes));
+}
+
 /* ------------------------------------------------ 16-byte vectors */
 
 /* The element-wise kernels move VEC elements per 16-byte access where the
@@ -176,6 +186,13 @@ __device__ static inline uint16_t bf16_bits(float f)
         return (uint16_t)((u >> 16) | 0x0040u);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
+}
+
+/* Two floats as two bf16 (bf16_bits each) in one 32-bit word, lo in the
+ * lower half: a bf16 pair as memory and the mma operands hold it. */
+__device__ static inline uint32_t bf16x2(float lo, float hi)
+{
+    return (uint32_t)bf16_bits(lo) | (uint32_t)bf16_bits(hi) << 16;
 }
 
 /* bfloat16 bits -> float32, exact. */
@@ -221,7 +238,7 @@ __device__ static inline void st8_act(void *p, size_t i, const float v[VEC], int
     }
     uint32_t w[4];
     for (int j = 0; j < 4; j++)
-        w[j] = (uint32_t)bf16_bits(v[2 * j]) | (uint32_t)bf16_bits(v[2 * j + 1]) << 16;
+        w[j] = bf16x2(v[2 * j], v[2 * j + 1]);
     uint4 u;
     u.x = w[0], u.y = w[1], u.z = w[2], u.w = w[3];
     *(uint4 *)((uint16_t *)p + i) = u;
@@ -287,16 +304,14 @@ int att_use_mma(int hd);
 /* attention_mma.cu: the tensor-core kernels (bf16 q, k, v, out; shapes as
  * cuda_attention_forward/backward's; D (B,H,T) computed by the caller) and
  * the head dims they take. */
-int mma_head_dim_ok(int hd);
 int mma_kernels_built(void);
 void mma_attention_forward(void *out, float *lse, const void *q, const void *k, const void *v,
     int B, int T, int H, int KV, int hd);
 /* dk, dv: (B,T,KV nsplit,hd) partial sums over nsplit parts of each GQA
- * group (mma_kv_split), the gradients themselves when nsplit is 1. */
+ * group (hpt_cuda_mma_kv_split, backend.h), the gradients themselves when nsplit is 1. */
 void mma_attention_backward(float *dq, float *dk, float *dv, const float *D, const float *dout,
     const float *lse, const void *q, const void *k, const void *v, int B, int T, int H, int KV,
     int hd, int nsplit);
-int mma_kv_split(int B, int T, int H, int KV);
 size_t mma_backward_bytes(int B, int T, int H, int KV, int hd);
 size_t att_backward_bytes(int B, int T, int H, int KV, int hd);
 extern scratch g_att_scratch, g_att_ptrs; /* the cuBLAS path's chunk scratch, pointer arrays */

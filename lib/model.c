@@ -976,6 +976,19 @@ double hpt_model_forward(hpt_model *m, const int32_t *inputs, const int32_t *tar
 
 /* ------------------------------------------------------------- backward */
 
+/* matmul_backward of the gate or up projection (w (I_l,C), in = ln2) for
+ * its output gradient dout (N,I_l) as SwiGLU's backward wrote it: bf16
+ * through matmul_backward_act when m->mlp_grad_act, else fp32. */
+static void gate_up_backward(const hpt_model *m, float *din, float *dw, const float *dout,
+                             const void *in, const float *w, int accum_din)
+{
+    int N = m->B * m->T, C = m->cfg.hidden_size, I = m->Il;
+    if (m->mlp_grad_act)
+        m->be->matmul_backward_act(din, dw, dout, in, w, N, C, I, accum_din);
+    else
+        m->be->matmul_backward(din, dw, dout, in, w, N, C, I, accum_din);
+}
+
 /* On entry m->dx (Nl,C) holds dL/d(output of layer l); on exit dL/d(a->x).
  * The input gradients of the column-parallel projections are partial sums
  * over TP and are all-reduced (reduce-scattered under sequence
@@ -999,19 +1012,12 @@ static void layer_backward(hpt_model *m, int i, hpt_wgrad_layer *ws)
     if (ws)
         be->copy(ws->d_down, dout, sizeof(float) * (size_t)N * C);
     be->matmul_backward(m->dh, GW(HPT_TENSOR_DOWN), dout, a->h, W(HPT_TENSOR_DOWN, l), N, I, C, 0);
-    if (m->mlp_grad_act) { /* dgate, dup in bf16 from the kernel: no cast pass (issue 28) */
+    if (m->mlp_grad_act) /* dgate, dup in bf16 from the kernel: no cast pass (issue 28) */
         be->swiglu_backward_act(dgate, dup, m->dh, a->gate, a->up, (size_t)N * I);
-        be->matmul_backward_act(m->dtmp, GW(HPT_TENSOR_GATE), dgate, a->ln2,
-                                W(HPT_TENSOR_GATE, l), N, C, I, 0);
-        be->matmul_backward_act(m->dtmp, GW(HPT_TENSOR_UP), dup, a->ln2, W(HPT_TENSOR_UP, l), N,
-                                C, I, 1);
-    } else {
+    else
         be->swiglu_backward(dgate, dup, m->dh, a->gate, a->up, (size_t)N * I);
-        be->matmul_backward(m->dtmp, GW(HPT_TENSOR_GATE), dgate, a->ln2, W(HPT_TENSOR_GATE, l), N,
-                            C, I, 0);
-        be->matmul_backward(m->dtmp, GW(HPT_TENSOR_UP), dup, a->ln2, W(HPT_TENSOR_UP, l), N, C, I,
-                            1);
-    }
+    gate_up_backward(m, m->dtmp, GW(HPT_TENSOR_GATE), dgate, a->ln2, W(HPT_TENSOR_GATE, l), 0);
+    gate_up_backward(m, m->dtmp, GW(HPT_TENSOR_UP), dup, a->ln2, W(HPT_TENSOR_UP, l), 1);
     be->rmsnorm_backward(m->dx, G(HPT_TENSOR_MLP_NORM, l), tp_reduce(m, m->dtmp), a->xmid,
                          W(HPT_TENSOR_MLP_NORM, l), a->rstd2, Nl, C);
     /* Attention: xmid = x + o_proj(atty) */
@@ -1053,15 +1059,9 @@ static void layer_weight_grads(hpt_model *m, int i, const hpt_wgrad_layer *ws)
 #define DW(kind, dout, in, Ic, O)                                                                  \
     be->matmul_backward(NULL, G((kind), l), (dout), (in), W((kind), l), N, (Ic), (O), 0)
     DW(HPT_TENSOR_DOWN, ws->d_down, h, I, C);
-    if (m->mlp_grad_act) { /* the W set holds them as layer_backward wrote them: bf16 */
-        be->matmul_backward_act(NULL, G(HPT_TENSOR_GATE, l), ws->dgate, ln2, W(HPT_TENSOR_GATE, l),
-                                N, C, I, 0);
-        be->matmul_backward_act(NULL, G(HPT_TENSOR_UP, l), ws->dup, ln2, W(HPT_TENSOR_UP, l), N, C,
-                                I, 0);
-    } else {
-        DW(HPT_TENSOR_GATE, ws->dgate, ln2, C, I);
-        DW(HPT_TENSOR_UP, ws->dup, ln2, C, I);
-    }
+    /* (the W set holds dgate, dup as layer_backward wrote them) */
+    gate_up_backward(m, NULL, G(HPT_TENSOR_GATE, l), ws->dgate, ln2, W(HPT_TENSOR_GATE, l), 0);
+    gate_up_backward(m, NULL, G(HPT_TENSOR_UP, l), ws->dup, ln2, W(HPT_TENSOR_UP, l), 0);
     DW(HPT_TENSOR_O, ws->d_o, atty, QD, C);
     DW(HPT_TENSOR_Q, ws->dq, ln1, C, QD);
     DW(HPT_TENSOR_K, ws->dk, ln1, C, KD);

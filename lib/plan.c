@@ -602,23 +602,17 @@ static double round256(double bytes) { return ceil(bytes / 256.0) * 256.0; }
  * 128; attention_mma.cu): no scores in device memory. */
 static int attention_via_mma(const hpt_plan_setup *s)
 {
-    int hd = hpt_config_head_dim(&s->cfg);
     return !s->fp32 && s->attention != 'b' && s->attention != 'f' &&
-           (hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128);
+           hpt_cuda_mma_head_dim_ok(hpt_config_head_dim(&s->cfg));
 }
 
 /* The parts the tensor-core dK/dV kernel splits a GQA group's query heads
- * into (lib/attention_mma.cu mma_kv_split: the smallest divisor d of the
- * group with ceil(T/64) B KV_l d >= 256 blocks, else the group; 1 without
- * GQA); with more than one, its partial dK, dV are scratch. */
+ * into for this rank (hpt_cuda_mma_kv_split, the backend's own rule); with
+ * more than one, its partial dK, dV are scratch. */
 static int mma_kv_split(const hpt_plan_setup *s)
 {
-    int grp = s->cfg.num_attention_heads / s->cfg.num_key_value_heads;
-    double base = ceil(s->seq_len / 64.0) * s->micro_batch * (s->cfg.num_key_value_heads / s->tp);
-    for (int d = 1; d < grp; d++)
-        if (grp % d == 0 && base * d >= 256)
-            return d;
-    return grp;
+    return hpt_cuda_mma_kv_split(s->micro_batch, s->seq_len, s->cfg.num_attention_heads / s->tp,
+                                 s->cfg.num_key_value_heads / s->tp);
 }
 
 double hpt_plan_attention_scratch_bytes(const hpt_plan_setup *s)
@@ -1373,7 +1367,7 @@ static int attention_via_blas(const hpt_plan_setup *s)
  *    kernels each reading q, k, v (a) and dout (f), writing dq, dk, dv
  *    (f): N (QD (3a + 3f) + 4 KD a + (QD + 2 KD) f), + 4 N KD d f when
  *    the dK/dV kernel splits each GQA group into d > 1 parts (partial sums
- *    written and read, mma_kv_split); recomputation the
+ *    written and read, hpt_cuda_mma_kv_split); recomputation the
  *    forward again; the key/value tiles each query tile re-reads (and the
  *    query tiles each key tile re-reads) are taken to hit the L2 cache;
  *  - cross-entropy (last stage): N V/t f x 5 (the fused kernel reads the

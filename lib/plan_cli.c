@@ -146,25 +146,14 @@ static hpt_status setup_grid(const hpt_plan_opts *o, hpt_plan_setup *s)
     return HPT_OK;
 }
 
-/* The CUDA attention path the run will take, from HPT_CUDA_ATTENTION as
- * the backend reads it (lib/backend_cuda.cu cuda_set_precision: the same
- * values and refusals): unset the default, mma, blas or flash. */
+/* The CUDA attention path the run will take, from HPT_CUDA_ATTENTION read
+ * as the backend reads it (hpt_cuda_attention_path: the same values and
+ * refusals). */
 static hpt_status setup_attention(hpt_plan_setup *s)
 {
-    const char *e = getenv("HPT_CUDA_ATTENTION");
-    s->attention = 0;
-    if (!e || !*e)
-        return HPT_OK;
-    if (strcmp(e, "mma") && strcmp(e, "blas") && strcmp(e, "flash"))
-        return hpt_error_set(HPT_ERR_USAGE, "HPT_CUDA_ATTENTION=%s: expected mma (bf16: the "
-                             "tensor-core kernels), blas (cuBLAS chunks) or flash (fp32 kernels)",
-                             e);
-    if (e[0] == 'm' && s->fp32)
-        return hpt_error_set(HPT_ERR_USAGE, "HPT_CUDA_ATTENTION=mma: the tensor-core attention "
-                             "takes bf16 operands; use it with --precision bf16 (this run: %s)",
-                             hpt_plan_precision_name(s));
-    s->attention = e[0];
-    return HPT_OK;
+    hpt_precision p = s->tf32 ? HPT_PRECISION_TF32 : s->fp32 ? HPT_PRECISION_FP32
+                                                            : HPT_PRECISION_BF16;
+    return hpt_cuda_attention_path(p, &s->attention);
 }
 
 /* --comm and --nccl-algo. auto (the default) resolves as hpt-train's

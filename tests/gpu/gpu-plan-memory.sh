@@ -23,9 +23,7 @@ run() {  # run NAME PRECISION RECOMPUTE
   "$TRAIN" $A --precision "$2" --recompute "$3" --run-dir "$WORK/$1" > "$WORK/$1.out" 2>&1 || st=$?
   if [ "$st" -ne 0 ]; then
     cat "$WORK/$1.out"
-    grep -q "no CUDA device visible" "$WORK/$1.out" && { echo "SKIP: no CUDA device visible"; exit 77; }
-    grep -q "built without the CUDA backend" "$WORK/$1.out" &&
-      { echo "SKIP: hpt built without CUDA (configure --with-cuda)"; exit 77; }
+    skip_without_cuda "$WORK/$1.out"
     fail "$1: hpt-train --backend cuda --precision $2 --recompute $3 failed (exit $st)"
   fi
   "$PLAN" --model small --cluster h200-141gb --tp 1 --pp 1 --dp 1 --seq-len 256 --global-batch 8 \

@@ -32,9 +32,7 @@ HPT_CUDA_ATTENTION=mma "$TRAIN" --model "$WORK/hd64.json" $A --backend cuda --pr
   --run-dir "$WORK/hd64-mma" > "$WORK/hd64-mma.out" 2>&1 || st=$?
 if [ "$st" -ne 0 ]; then
   cat "$WORK/hd64-mma.out"
-  grep -q "no CUDA device visible" "$WORK/hd64-mma.out" && { echo "SKIP: no CUDA device visible"; exit 77; }
-  grep -q "built without the CUDA backend" "$WORK/hd64-mma.out" &&
-    { echo "SKIP: hpt built without CUDA (configure --with-cuda)"; exit 77; }
+  skip_without_cuda "$WORK/hd64-mma.out"
   fail "hd 64: the cuda bf16 run failed (exit $st)"
 fi
 for m in hd64 hd128; do

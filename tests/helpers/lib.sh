@@ -21,6 +21,16 @@ need_corpus() {
   [ -f "$CORPUS/train_000000.bin" ] || fail "corpus missing: tests/data/prepare-corpus.sh must run first"
 }
 
+# skip_without_cuda FILE: a failed --backend cuda run whose output FILE says
+# there is no GPU or no CUDA backend ends the test as skipped (77) with
+# that reason; any other failure returns to the caller (which fails).
+skip_without_cuda() {
+  grep -q "no CUDA device visible" "$1" && { echo "SKIP: no CUDA device visible"; exit 77; }
+  grep -q "built without the CUDA backend" "$1" &&
+    { echo "SKIP: hpt built without CUDA (configure --with-cuda)"; exit 77; }
+  return 0
+}
+
 # Reject crashes and sanitizer reports in a captured output file.
 no_crash() { # FILE STATUS
   [ "$2" -lt 128 ] || fail "crashed with signal $(( $2 - 128 ))"

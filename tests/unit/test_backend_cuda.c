@@ -2250,7 +2250,7 @@ int main(int argc, char **argv)
         test_attention_mma(1, 5, 3, 1, 96);   /* hd 96, T < 16            */
         test_attention_mma(1, 150, 3, 1, 96); /* hd 96, two full tiles     */
         test_attention_mma(1, 140, 2, 1, 128); /* hd 128, 4 + 1 backward tiles of 32 */
-        /* the dK/dV kernel's split of a GQA group (mma_kv_split): the GQA
+        /* the dK/dV kernel's split of a GQA group (hpt_cuda_mma_kv_split): the GQA
          * cases above have few blocks, so one query head per block; the
          * presets' case, the whole group in one block (a target of 1
          * block), and a group of 8 in 2 parts of 4 heads (a target of 4
